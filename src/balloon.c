@@ -1,0 +1,117 @@
+#include "balloon.h"
+
+
+#include <errno.h>
+
+#include "conn.h"
+#include "error.h"
+#include "util.h"
+
+const char *bm_change_outcome_name(BmChangeOutcome o)
+{
+    switch (o) {
+    case BM_CHANGE_REACHED: return "reached";
+    case BM_CHANGE_TIMEOUT: return "timeout";
+    case BM_CHANGE_STALLED: return "stalled";
+    case BM_CHANGE_FAILED: return "failed";
+    case BM_CHANGE_PENDING: return "pending";
+    }
+    return "unknown";
+}
+
+const char *bm_change_direction(uint64_t from_bytes, uint64_t target_bytes)
+{
+    if (target_bytes < from_bytes)
+        return "inflate";
+    if (target_bytes > from_bytes)
+        return "deflate";
+    return "none";
+}
+
+int bm_balloon_read_actual(virDomainPtr dom, uint64_t *ret_bytes)
+{
+    virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
+    int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+    if (n < 0)
+        return bm_conn_error("cannot read the balloon");
+    for (int i = 0; i < n; i++)
+        if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON) {
+            *ret_bytes = st[i].val * 1024;
+            return 0;
+        }
+    return bm_error(-ENOTSUP, "the driver does not report the balloon size");
+}
+
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : b - a;
+}
+
+int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
+                      const BmWaitOptions *opts, BmChange *ret)
+{
+    *ret = (BmChange){.outcome = BM_CHANGE_PENDING,
+                      .from_bytes = from_bytes,
+                      .target_bytes = target_bytes,
+                      .reached_bytes = from_bytes};
+
+    uint64_t t0 = bm_now_mono_ns();
+    ret->started_real_ns = bm_now_real_ns();
+    if (virDomainSetMemoryFlags(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_LIVE) < 0)
+        return bm_conn_error("cannot set the balloon target");
+    if (!opts)
+        return 0;
+
+    uint64_t last = from_bytes;
+    uint64_t last_progress = t0;
+    const uint64_t ms = 1000000ull;
+    for (;;) {
+        uint64_t before = bm_now_mono_ns();
+        uint64_t before_real = bm_now_real_ns();
+        uint64_t actual;
+        int r = bm_balloon_read_actual(dom, &actual);
+        uint64_t after = bm_now_mono_ns();
+        /* the value was read somewhere inside the call: take its middle */
+        uint64_t at = before + (after - before) / 2;
+        ret->polls++;
+        ret->duration_ns = at - t0;
+        ret->finished_real_ns = before_real + (after - before) / 2;
+        if (r < 0) {
+            ret->outcome = BM_CHANGE_FAILED;
+            return 0;
+        }
+        ret->reached_bytes = actual;
+        if (distance(actual, target_bytes) <= opts->tolerance_bytes) {
+            ret->outcome = BM_CHANGE_REACHED;
+            return 0;
+        }
+        if (distance(actual, target_bytes) < distance(last, target_bytes))
+            last_progress = at;
+        last = actual;
+        if (after - t0 >= (uint64_t)opts->timeout_ms * ms) {
+            ret->outcome = BM_CHANGE_TIMEOUT;
+            return 0;
+        }
+        if (after - last_progress >= (uint64_t)opts->stall_ms * ms) {
+            ret->outcome = BM_CHANGE_STALLED;
+            return 0;
+        }
+        uint64_t spent_ms = (after - before) / ms;
+        if (spent_ms < opts->poll_ms)
+            bm_sleep_ms(opts->poll_ms - (unsigned)spent_ms);
+    }
+}
+
+int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes)
+{
+    int active = virDomainIsActive(dom);
+    if (active < 0)
+        return bm_conn_error(NULL);
+    if (!active)
+        return bm_error(-ESRCH, "domain is not running");
+    unsigned long max_kib = virDomainGetMaxMemory(dom);
+    if (max_kib == 0)
+        return bm_conn_error("cannot read the maximum memory");
+    *ret_max_bytes = (uint64_t)max_kib * 1024;
+    return bm_balloon_read_actual(dom, ret_actual_bytes);
+}

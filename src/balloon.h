@@ -1,0 +1,60 @@
+/* Moving a balloon: set a target through libvirt and watch it get there. */
+#pragma once
+
+#include <libvirt/libvirt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    BM_CHANGE_REACHED,  /* within the tolerance of the target */
+    BM_CHANGE_TIMEOUT,  /* deadline passed while still moving */
+    BM_CHANGE_STALLED,  /* no progress for stall_ms */
+    BM_CHANGE_FAILED,   /* the domain could not be read any more (destroyed, libvirt error) */
+    BM_CHANGE_PENDING,  /* not waited for */
+} BmChangeOutcome;
+
+typedef struct {
+    unsigned timeout_ms;      /* give up after this long */
+    unsigned stall_ms;        /* give up when the balloon did not move for this long */
+    unsigned poll_ms;         /* interval between reads of the balloon */
+    uint64_t tolerance_bytes; /* reached when |actual - target| <= this */
+} BmWaitOptions;
+
+#define BM_WAIT_DEFAULT_TIMEOUT_S 120
+#define BM_WAIT_DEFAULT_STALL_S 10
+#define BM_WAIT_DEFAULT_POLL_MS 10
+#define BM_WAIT_TOLERANCE_BYTES (1024 * 1024)
+
+typedef struct {
+    BmChangeOutcome outcome;
+    uint64_t from_bytes;       /* balloon before the change */
+    uint64_t target_bytes;
+    uint64_t reached_bytes;    /* balloon when the wait ended */
+    uint64_t started_real_ns;  /* wall clock just before the target was set */
+    uint64_t finished_real_ns; /* wall clock of the read that ended the wait */
+    uint64_t duration_ns;      /* monotonic, set -> end of the wait */
+    unsigned polls;            /* balloon reads made */
+} BmChange;
+
+/* "reached", "timeout", "stalled", "failed", "pending". */
+const char *bm_change_outcome_name(BmChangeOutcome o);
+
+/* "inflate" when the target is below from, "deflate" when above, "none" when equal. */
+const char *bm_change_direction(uint64_t from_bytes, uint64_t target_bytes);
+
+/* The balloon's current size, read live (virDomainMemoryStats ACTUAL_BALLOON: QEMU's
+ * query-balloon, not the value cached from throttled events). Returns 0 or -errno. */
+int bm_balloon_read_actual(virDomainPtr dom, uint64_t *ret_bytes);
+
+/* Sets the balloon target of a running domain (virDomainSetMemoryFlags AFFECT_LIVE; rounded
+ * down to KiB). When opts is not NULL, then polls the balloon until it is within the
+ * tolerance of the target, stalls, or the deadline passes. from_bytes is the balloon before
+ * the call (the caller has just read it). Returns 0 with *ret filled (outcome says how the wait
+ * ended), or -errno with the reason if the target could not be set. */
+int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
+                      const BmWaitOptions *opts, BmChange *ret);
+
+/* What a change needs to know about a domain before it starts: whether it runs, its maximum
+ * memory, and its balloon now (read live). Returns 0, -ESRCH if it is not running, or
+ * another -errno. */
+int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes);

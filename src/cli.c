@@ -1,0 +1,77 @@
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void bm_report(const char *verb, const char *object, const char *fmt, ...)
+{
+    char name[512], msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (verb && object)
+        fprintf(stderr, "balloonmgr: %s '%s': %s\n", verb,
+                bm_printable(object, name, sizeof(name)), msg);
+    else if (verb)
+        fprintf(stderr, "balloonmgr: %s: %s\n", verb, msg);
+    else
+        fprintf(stderr, "balloonmgr: %s\n", msg);
+}
+
+int bm_exit_for(int r)
+{
+    return (r == -ENOENT || r == -EINVAL || r == -ERANGE) ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+}
+
+void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f)
+{
+    fprintf(f, "Usage: balloonmgr [-c URI] %s\n\n%s\n", v->synopsis, v->summary);
+    if (options_help && *options_help)
+        fprintf(f, "\nOptions:\n%s", options_help);
+}
+
+/* A protected argument starts with this byte, which no shell argument from a user has. */
+#define PROTECT '\x01'
+
+char **bm_cli_protect_negative(int argc, char **argv)
+{
+    char **copy = bm_malloc0(((size_t)argc + 1) * sizeof(char *));
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool negative = i > 0 && a[0] == '-' && (isdigit((unsigned char)a[1]) || a[1] == '.');
+        copy[i] = negative ? bm_asprintf("%c%s", PROTECT, a) : argv[i];
+    }
+    return copy;
+}
+
+void bm_cli_free_protected(char **copy)
+{
+    for (size_t i = 0; copy && copy[i]; i++)
+        if (copy[i][0] == PROTECT)
+            free(copy[i]);
+    free(copy);
+}
+
+const char *bm_cli_unprotect(const char *arg)
+{
+    return arg[0] == PROTECT ? arg + 1 : arg;
+}
+
+int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s)
+{
+    char *end = NULL;
+    if (!s || !isdigit((unsigned char)s[0]))
+        return -EINVAL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v > max_s)
+        return -EINVAL;
+    *ret_s = (unsigned)v;
+    return 0;
+}

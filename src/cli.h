@@ -1,0 +1,48 @@
+/* What every verb shares: global options, exit statuses, reporting. Only main.c and cmd-*.c
+ * use this. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum {
+    BM_EXIT_OK = 0,
+    BM_EXIT_FAILURE = 1, /* runtime error: libvirt, I/O */
+    BM_EXIT_USAGE = 2,   /* bad usage or bad input: option, size, domain name, policy */
+    BM_EXIT_UNMET = 3,   /* a requirement not met: --require, --wait timed out or stalled */
+};
+
+typedef struct {
+    const char *uri; /* -c/--connect, else $BALLOONMGR_URI, else NULL */
+} BmGlobal;
+
+typedef struct {
+    const char *name;
+    int (*run)(const BmGlobal *g, int argc, char **argv);
+    const char *synopsis; /* after "balloonmgr " */
+    const char *summary;
+} BmVerb;
+
+extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set;
+
+/* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr; the
+ * object is quoted and made printable. */
+void bm_report(const char *verb, const char *object, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Exit status for a failure of a library call: 2 for -ENOENT (no such domain) and -EINVAL
+ * raised by parsing user input, 1 otherwise. */
+int bm_exit_for(int r);
+
+/* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS" and its option help) to f. */
+void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f);
+
+/* getopt_long() would read a negative size such as "-512M" as options. Returns a copy of argv
+ * (argc entries + NULL) in which such arguments are protected; bm_cli_unprotect() gives
+ * back the original text of a positional argument. Free with bm_cli_free_protected(). */
+char **bm_cli_protect_negative(int argc, char **argv);
+void bm_cli_free_protected(char **copy);
+const char *bm_cli_unprotect(const char *arg);
+
+/* Parses a whole number of seconds (0 .. max_s) from an option. Returns 0 or -EINVAL. */
+int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);

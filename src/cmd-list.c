@@ -1,0 +1,55 @@
+/* balloonmgr list [--all]: domain names, one per line (for scripts and bash completion). */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "conn.h"
+#include "error.h"
+
+static const char options_help[] = "  -a, --all    include domains that are not running\n"
+                                   "  -h, --help   show this help\n";
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"all", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    bool all = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': all = true; break;
+        case 'h': bm_verb_usage(&bm_verb_list, options_help, stdout); return BM_EXIT_OK;
+        default: bm_verb_usage(&bm_verb_list, options_help, stderr); return BM_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        bm_report("list", NULL, "unexpected argument '%s'", argv[optind]);
+        return BM_EXIT_USAGE;
+    }
+
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    int r = bm_conn_open(g->uri, true, &conn);
+    if (r < 0) {
+        bm_report("list", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    _cleanup_(bm_strv_freep) char **names = NULL;
+    r = bm_conn_list_names(conn, all, &names);
+    if (r < 0) {
+        bm_report("list", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    for (size_t i = 0; names[i]; i++)
+        puts(names[i]);
+    return BM_EXIT_OK;
+}
+
+const BmVerb bm_verb_list = {
+    .name = "list",
+    .run = run,
+    .synopsis = "list [--all]",
+    .summary = "Print the names of the running domains (with --all, of every domain), one per line.",
+};

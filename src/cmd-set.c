@@ -1,0 +1,191 @@
+/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]: move one balloon. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "balloon.h"
+#include "cli.h"
+#include "conn.h"
+#include "error.h"
+#include "size.h"
+
+static const char options_help[] =
+    "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
+    "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
+    "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
+    "                        SECONDS (default 10)\n"
+    "  -j, --json            print JSON\n"
+    "  -h, --help            show this help\n"
+    "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
+    "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
+    "from the current balloon.\n";
+
+DEFINE_CLEANUP(json_object *, json_object_put)
+
+/* Seconds as a JSON number with microsecond resolution ("1.234567", not "1.2e-06"). */
+static json_object *json_seconds(uint64_t ns)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.6f", ns / 1e9);
+    return json_object_new_double_s(ns / 1e9, buf);
+}
+
+static void print_json(const char *name, const BmChange *ch, bool waited)
+{
+    _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+    json_object_object_add(o, "domain", json_object_new_string(name));
+    json_object_object_add(o, "direction",
+                           json_object_new_string(bm_change_direction(ch->from_bytes, ch->target_bytes)));
+    json_object_object_add(o, "from_bytes", json_object_new_uint64(ch->from_bytes));
+    json_object_object_add(o, "target_bytes", json_object_new_uint64(ch->target_bytes));
+    json_object_object_add(o, "reached_bytes",
+                           waited ? json_object_new_uint64(ch->reached_bytes) : NULL);
+    json_object_object_add(o, "outcome", json_object_new_string(bm_change_outcome_name(ch->outcome)));
+    json_object_object_add(o, "duration_s",
+                           waited ? json_seconds(ch->duration_ns) : NULL);
+    json_object_object_add(o, "started_at", json_seconds(ch->started_real_ns));
+    json_object_object_add(o, "finished_at",
+                           waited ? json_seconds(ch->finished_real_ns) : NULL);
+    json_object_object_add(o, "polls", json_object_new_int((int)ch->polls));
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+}
+
+static void print_text(const char *name, const BmChange *ch, bool waited)
+{
+    char from[32], target[32], reached[32], printable[256];
+    bm_size_format(ch->from_bytes, from, sizeof(from));
+    bm_size_format(ch->target_bytes, target, sizeof(target));
+    bm_size_format(ch->reached_bytes, reached, sizeof(reached));
+    bm_printable(name, printable, sizeof(printable));
+    const char *dir = bm_change_direction(ch->from_bytes, ch->target_bytes);
+    if (!waited)
+        printf("%s: %s from %s to target %s (not waiting)\n", printable, dir, from, target);
+    else
+        printf("%s: %s from %s to target %s: %s %s after %.3f s (%u poll%s)\n", printable, dir,
+               from, target, bm_change_outcome_name(ch->outcome), reached, ch->duration_ns / 1e9,
+               ch->polls, ch->polls == 1 ? "" : "s");
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"wait", optional_argument, NULL, 'w'},
+        {"stall", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    bool json = false, wait = false;
+    unsigned timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, stall_s = BM_WAIT_DEFAULT_STALL_S;
+    char **args = bm_cli_protect_negative(argc, argv);
+    int c, ret = BM_EXIT_USAGE;
+
+    while ((c = getopt_long(argc, args, "wjh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'w':
+            wait = true;
+            if (optarg && (bm_cli_parse_seconds(optarg, 86400, &timeout_s) < 0 || timeout_s == 0)) {
+                bm_report("set", NULL, "--wait '%s': expected a number of seconds from 1 to 86400",
+                          optarg);
+                goto out;
+            }
+            break;
+        case 's':
+            if (bm_cli_parse_seconds(optarg, 86400, &stall_s) < 0 || stall_s == 0) {
+                bm_report("set", NULL, "--stall '%s': expected a number of seconds from 1 to 86400",
+                          optarg);
+                goto out;
+            }
+            break;
+        case 'j': json = true; break;
+        case 'h':
+            bm_verb_usage(&bm_verb_set, options_help, stdout);
+            ret = BM_EXIT_OK;
+            goto out;
+        default: bm_verb_usage(&bm_verb_set, options_help, stderr); goto out;
+        }
+    }
+    if (argc - optind != 2) {
+        bm_report("set", NULL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
+        goto out;
+    }
+    const char *name = bm_cli_unprotect(args[optind]);
+    const char *size = bm_cli_unprotect(args[optind + 1]);
+
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    int r = bm_conn_open(g->uri, false, &conn);
+    if (r < 0) {
+        bm_report("set", NULL, "%s", bm_error_detail(r));
+        ret = BM_EXIT_FAILURE;
+        goto out;
+    }
+    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+    uint64_t max_bytes, actual_bytes, target_bytes;
+    r = bm_conn_lookup(conn, name, &dom);
+    if (r >= 0)
+        r = bm_balloon_read_limits(dom, &max_bytes, &actual_bytes);
+    if (r < 0) {
+        bm_report("set", name, "%s", bm_error_detail(r));
+        ret = bm_exit_for(r);
+        goto out;
+    }
+
+    BmSizeContext ctx = {.max_bytes = max_bytes, .current_bytes = actual_bytes};
+    r = bm_size_parse(size, &ctx, &target_bytes);
+    if (r < 0) {
+        char quoted[256];
+        bm_report("set", name, "size '%s': %s", bm_printable(size, quoted, sizeof(quoted)),
+                  bm_error_detail(r));
+        ret = BM_EXIT_USAGE;
+        goto out;
+    }
+
+    BmWaitOptions wo = {.timeout_ms = timeout_s * 1000u,
+                        .stall_ms = stall_s * 1000u,
+                        .poll_ms = BM_WAIT_DEFAULT_POLL_MS,
+                        .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
+    BmChange ch;
+    r = bm_balloon_change(dom, actual_bytes, target_bytes, wait ? &wo : NULL, &ch);
+    if (r < 0) {
+        bm_report("set", name, "%s", bm_error_detail(r));
+        ret = BM_EXIT_FAILURE;
+        goto out;
+    }
+    if (json)
+        print_json(name, &ch, wait);
+    else
+        print_text(name, &ch, wait);
+
+    switch (ch.outcome) {
+    case BM_CHANGE_REACHED:
+    case BM_CHANGE_PENDING: ret = BM_EXIT_OK; break;
+    case BM_CHANGE_TIMEOUT:
+        bm_report("set", name, "timed out after %u s, balloon at %" PRIu64 " KiB", timeout_s,
+                  ch.reached_bytes / 1024);
+        ret = BM_EXIT_UNMET;
+        break;
+    case BM_CHANGE_STALLED:
+        bm_report("set", name, "stalled: the balloon did not move for %u s (is the guest's "
+                  "balloon driver loaded?)", stall_s);
+        ret = BM_EXIT_UNMET;
+        break;
+    case BM_CHANGE_FAILED:
+        bm_report("set", name, "lost the domain while waiting: %s", bm_error_detail(-EIO));
+        ret = BM_EXIT_FAILURE;
+        break;
+    }
+out:
+    bm_cli_free_protected(args);
+    return ret;
+}
+
+const BmVerb bm_verb_set = {
+    .name = "set",
+    .run = run,
+    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]",
+    .summary = "Set the balloon target of a running domain and optionally wait until it is reached,\n"
+               "measuring how long the inflate or deflate took.",
+};

@@ -1,0 +1,187 @@
+/* balloonmgr status [DOMAIN...] [--json]: the memory of every domain. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "conn.h"
+#include "error.h"
+#include "size.h"
+#include "snapshot.h"
+#include "table.h"
+
+static const char options_help[] =
+    "  -j, --json   print JSON (sizes in bytes, absent statistics as null)\n"
+    "  -h, --help   show this help\n";
+
+DEFINE_CLEANUP(json_object *, json_object_put)
+
+static json_object *json_u64(uint64_t v)
+{
+    return bm_present(v) ? json_object_new_uint64(v) : NULL;
+}
+
+/* Seconds since the guest's last stats update, or BM_ABSENT. */
+static uint64_t stats_age_s(const BmDomain *d, uint64_t now_real_ns)
+{
+    uint64_t now_s = now_real_ns / 1000000000ull;
+    if (!d->active || !bm_present(d->last_update_s) || d->last_update_s == 0 ||
+        d->last_update_s > now_s)
+        return BM_ABSENT;
+    return now_s - d->last_update_s;
+}
+
+static json_object *domain_json(const BmDomain *d, uint64_t now_real_ns)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "name", json_object_new_string(d->name));
+    json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
+    json_object_object_add(o, "state", json_object_new_string(bm_state_name(d->state)));
+    json_object_object_add(o, "active", json_object_new_boolean(d->active));
+    json_object_object_add(o, "maximum_bytes", json_u64(d->max_bytes));
+    json_object_object_add(o, "current_bytes", json_u64(d->actual_bytes));
+    json_object_object_add(o, "reclaimed_bytes", json_u64(bm_domain_reclaimed_bytes(d)));
+    json_object_object_add(o, "available_bytes", json_u64(d->available_bytes));
+    json_object_object_add(o, "usable_bytes", json_u64(d->usable_bytes));
+    json_object_object_add(o, "unused_bytes", json_u64(d->unused_bytes));
+    json_object_object_add(o, "disk_caches_bytes", json_u64(d->disk_caches_bytes));
+    json_object_object_add(o, "rss_bytes", json_u64(d->rss_bytes));
+    json_object_object_add(o, "swap_in_bytes", json_u64(d->swap_in_bytes));
+    json_object_object_add(o, "swap_out_bytes", json_u64(d->swap_out_bytes));
+    json_object_object_add(o, "major_faults", json_u64(d->major_faults));
+    json_object_object_add(o, "minor_faults", json_u64(d->minor_faults));
+    json_object_object_add(o, "stats_period_s",
+                           d->balloon_known && d->balloon.stats_period_s >= 0
+                               ? json_object_new_int(d->balloon.stats_period_s)
+                               : NULL);
+    json_object_object_add(o, "stats_last_update", json_u64(d->last_update_s));
+    json_object_object_add(o, "stats_age_s", json_u64(stats_age_s(d, now_real_ns)));
+    json_object_object_add(o, "balloon_model",
+                           d->balloon_known ? json_object_new_string(d->balloon.present
+                                                                         ? d->balloon.model
+                                                                         : "none")
+                                            : NULL);
+    json_object_object_add(o, "error", d->error ? json_object_new_string(d->error) : NULL);
+    return o;
+}
+
+static const char *size_cell(uint64_t v, char *buf, size_t n)
+{
+    return bm_present(v) ? bm_size_format(v, buf, n) : "-";
+}
+
+static const char *count_cell(uint64_t v, char *buf, size_t n)
+{
+    if (!bm_present(v))
+        return "-";
+    snprintf(buf, n, "%" PRIu64, v);
+    return buf;
+}
+
+/* "42s", "5m", "3h", "12d". */
+static const char *age_cell(uint64_t s, char *buf, size_t n)
+{
+    if (!bm_present(s))
+        return "-";
+    if (s < 120)
+        snprintf(buf, n, "%" PRIu64 "s", s);
+    else if (s < 120 * 60)
+        snprintf(buf, n, "%" PRIu64 "m", s / 60);
+    else if (s < 48 * 3600)
+        snprintf(buf, n, "%" PRIu64 "h", s / 3600);
+    else
+        snprintf(buf, n, "%" PRIu64 "d", s / 86400);
+    return buf;
+}
+
+static void print_table(const BmSnapshot *s)
+{
+    static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
+                                    "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
+                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE"};
+    _cleanup_(bm_table_freep) BmTable *t =
+        bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrrrrrrrrrrrr");
+    char b[32];
+    for (size_t i = 0; i < s->n_domains; i++) {
+        const BmDomain *d = &s->domains[i];
+        char name[256];
+        bm_table_cell(t, "%s", bm_printable(d->name, name, sizeof(name)));
+        bm_table_cell(t, "%s", bm_state_name(d->state));
+        bm_table_cell(t, "%s", size_cell(d->max_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->actual_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(bm_domain_reclaimed_bytes(d), b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->available_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->usable_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->unused_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->disk_caches_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->rss_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->swap_in_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->swap_out_bytes, b, sizeof(b)));
+        bm_table_cell(t, "%s", count_cell(d->major_faults, b, sizeof(b)));
+        if (d->balloon_known && d->balloon.stats_period_s > 0)
+            bm_table_cell(t, "%ds", d->balloon.stats_period_s);
+        else
+            bm_table_cell(t, "%s", d->balloon_known && d->balloon.stats_period_s == 0 ? "off" : "-");
+        bm_table_cell(t, "%s", age_cell(stats_age_s(d, s->taken_real_ns), b, sizeof(b)));
+    }
+    bm_table_print(t, stdout);
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    bool json = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'h': bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
+        default: bm_verb_usage(&bm_verb_status, options_help, stderr); return BM_EXIT_USAGE;
+        }
+    }
+    char *const *names = optind < argc ? &argv[optind] : NULL;
+
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    int r = bm_conn_open(g->uri, true, &conn);
+    if (r < 0) {
+        bm_report("status", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    BmSnapshot snap;
+    r = bm_snapshot_take(conn, names, BM_SNAPSHOT_XML, &snap);
+    if (r < 0) {
+        bm_report("status", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
+
+    for (size_t i = 0; i < snap.n_domains; i++)
+        if (snap.domains[i].error)
+            bm_report("status", snap.domains[i].name, "%s", snap.domains[i].error);
+
+    if (json) {
+        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < snap.n_domains; i++)
+            json_object_array_add(arr, domain_json(&snap.domains[i], snap.taken_real_ns));
+        json_object_object_add(root, "domains", arr);
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    } else {
+        print_table(&snap);
+    }
+    bm_snapshot_clear(&snap);
+    return BM_EXIT_OK;
+}
+
+const BmVerb bm_verb_status = {
+    .name = "status",
+    .run = run,
+    .synopsis = "status [DOMAIN...] [--json]",
+    .summary = "Show each domain's memory: maximum, balloon, what the guest reports, host RSS.",
+};

@@ -1,0 +1,133 @@
+#include "conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static void quiet_error(void *data, virErrorPtr err)
+{
+    (void)data;
+    (void)err;
+}
+
+int bm_conn_init(void)
+{
+    if (virInitialize() < 0)
+        return bm_error(-EIO, "cannot initialise libvirt");
+    virSetErrorFunc(NULL, quiet_error);
+    return 0;
+}
+
+const char *bm_conn_default_uri(const char *uri)
+{
+    if (uri && *uri)
+        return uri;
+    const char *env = getenv("BALLOONMGR_URI");
+    return env && *env ? env : NULL;
+}
+
+static int map_code(int code)
+{
+    switch (code) {
+    case VIR_ERR_NO_DOMAIN:
+        return -ENOENT;
+    case VIR_ERR_OPERATION_INVALID:
+        return -ESRCH;
+    case VIR_ERR_INVALID_ARG:
+    case VIR_ERR_CONFIG_UNSUPPORTED:
+        return -EINVAL;
+    case VIR_ERR_NO_SUPPORT:
+    case VIR_ERR_OPERATION_UNSUPPORTED:
+    case VIR_ERR_ARGUMENT_UNSUPPORTED:
+        return -ENOTSUP;
+    case VIR_ERR_AUTH_FAILED:
+    case VIR_ERR_AUTH_CANCELLED:
+    case VIR_ERR_AUTH_UNAVAILABLE:
+    case VIR_ERR_OPERATION_DENIED:
+    case VIR_ERR_ACCESS_DENIED:
+        return -EACCES;
+    case VIR_ERR_OPERATION_TIMEOUT:
+    case VIR_ERR_AGENT_UNRESPONSIVE:
+        return -ETIMEDOUT;
+    case VIR_ERR_NO_CONNECT:
+    case VIR_ERR_RPC:
+    case VIR_ERR_INVALID_CONN:
+        return -ECONNRESET;
+    default:
+        return -EIO;
+    }
+}
+
+int bm_conn_error(const char *what)
+{
+    virErrorPtr err = virGetLastError();
+    int r = err ? map_code(err->code) : -EIO;
+    const char *msg = err && err->message ? err->message : "unknown libvirt error";
+    if (what)
+        bm_error(r, "%s: %s", what, msg);
+    else
+        bm_error(r, "%s", msg);
+    virResetLastError();
+    return r;
+}
+
+int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn)
+{
+    virConnectPtr c = readonly ? virConnectOpenReadOnly(uri) : virConnectOpen(uri);
+    if (!c) {
+        int r = bm_conn_error(NULL);
+        char cause[512];
+        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
+        return bm_error(r, "cannot connect to '%s': %s", uri ? uri : "(libvirt default)", cause);
+    }
+    *ret_conn = c;
+    return 0;
+}
+
+int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom)
+{
+    virDomainPtr d = virDomainLookupByName(conn, name);
+    if (!d) {
+        int r = bm_conn_error(NULL);
+        if (r == -ENOENT)
+            return bm_error(-ENOENT, "no such domain");
+        return r;
+    }
+    *ret_dom = d;
+    return 0;
+}
+
+void bm_strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names)
+{
+    virDomainPtr *doms = NULL;
+    unsigned flags = VIR_CONNECT_LIST_DOMAINS_ACTIVE;
+    if (all)
+        flags |= VIR_CONNECT_LIST_DOMAINS_INACTIVE;
+    int n = virConnectListAllDomains(conn, &doms, flags);
+    if (n < 0)
+        return bm_conn_error("cannot list domains");
+    char **names = bm_malloc0(((size_t)n + 1) * sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        names[i] = bm_strdup(virDomainGetName(doms[i]));
+        virDomainFree(doms[i]);
+    }
+    free(doms);
+    qsort(names, (size_t)n, sizeof(char *), cmp_str);
+    *ret_names = names;
+    return n;
+}

@@ -1,0 +1,39 @@
+/* The libvirt connection: opening it, and the one place libvirt errors become -errno plus a
+ * message (bm_error_detail()). */
+#pragma once
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdbool.h>
+
+#include "util.h"
+
+DEFINE_CLEANUP(virConnectPtr, virConnectClose)
+DEFINE_CLEANUP(virDomainPtr, virDomainFree)
+
+/* Silences libvirt's default stderr printer and initialises the library. Call once. */
+int bm_conn_init(void);
+
+/* The URI to use: uri if given, else $BALLOONMGR_URI, else NULL (libvirt's default). */
+const char *bm_conn_default_uri(const char *uri);
+
+/* Opens a connection (read-only when readonly). Returns 0 and *ret_conn (caller closes),
+ * or -errno with the reason. */
+int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn);
+
+/* Maps libvirt's last error in this thread to -errno and records its message, prefixed by
+ * what (may be NULL). -ENOENT: no such domain; -ESRCH: invalid in the domain's state (e.g. not
+ * running); -EINVAL: invalid argument or configuration;
+ * -ENOTSUP: not supported by the driver; -EACCES: denied; -ETIMEDOUT: timeout/busy;
+ * -ECONNRESET: connection lost; -EIO: anything else. */
+int bm_conn_error(const char *what);
+
+/* Looks a domain up by name. Returns 0 and *ret_dom (caller frees), -ENOENT if there is none. */
+int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom);
+
+/* Names of the domains (active ones, or all with all), sorted, NULL-terminated. Returns the
+ * count and *ret_names (free with bm_strv_free()), or -errno. */
+int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names);
+
+void bm_strv_free(char **v);
+DEFINE_CLEANUP(char **, bm_strv_free)

@@ -1,0 +1,28 @@
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char detail[1024];
+
+int bm_error(int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+const char *bm_error_detail(int err)
+{
+    if (detail[0])
+        return detail;
+    return strerror(err < 0 ? -err : err);
+}
+
+void bm_error_clear(void)
+{
+    detail[0] = '\0';
+}

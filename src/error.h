@@ -1,0 +1,13 @@
+/* The detail of the last failure in this thread: library modules return -errno and leave a
+ * human-readable reason here; the verb that reports the failure reads it once. */
+#pragma once
+
+/* Sets the detail (printf-style). Returns -err so callers can `return bm_error(-EINVAL, ...)`. */
+int bm_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The last detail set in this thread, or a generic text for the errno if none was set.
+ * The string stays valid until the next bm_error() in this thread. */
+const char *bm_error_detail(int err);
+
+/* Forgets the detail. */
+void bm_error_clear(void);

@@ -1,0 +1,76 @@
+/* balloonmgr: virtio-balloon memory management for libvirt/KVM hosts. argv -> verb. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "conn.h"
+#include "error.h"
+
+#ifndef BM_VERSION
+#define BM_VERSION "unknown"
+#endif
+
+static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set};
+
+static void usage(FILE *f)
+{
+    fputs("Usage: balloonmgr [-c URI] VERB [OPTIONS] [ARGS]\n\n"
+          "Manage virtio-balloon memory of libvirt domains.\n\n"
+          "Verbs:\n",
+          f);
+    for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
+        fprintf(f, "  %s\n", verbs[i]->synopsis);
+    fputs("\nGlobal options:\n"
+          "  -c, --connect URI  libvirt connection URI (default: $BALLOONMGR_URI, else\n"
+          "                     libvirt's default)\n"
+          "  -h, --help         show this help ('balloonmgr VERB --help' for a verb)\n"
+          "  -V, --version      print the version\n"
+          "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met.\n"
+          "See balloonmgr(8).\n",
+          f);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"connect", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {0},
+    };
+    const char *uri = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': uri = optarg; break;
+        case 'h': usage(stdout); return BM_EXIT_OK;
+        case 'V': puts("balloonmgr " BM_VERSION); return BM_EXIT_OK;
+        default: usage(stderr); return BM_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return BM_EXIT_USAGE;
+    }
+    const char *name = argv[optind];
+    const BmVerb *verb = NULL;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
+        if (strcmp(verbs[i]->name, name) == 0)
+            verb = verbs[i];
+    if (!verb) {
+        bm_report(NULL, NULL, "unknown verb '%s' (see 'balloonmgr --help')", name);
+        return BM_EXIT_USAGE;
+    }
+
+    int r = bm_conn_init();
+    if (r < 0) {
+        bm_report(NULL, NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    BmGlobal g = {.uri = bm_conn_default_uri(uri)};
+    int vargc = argc - optind;
+    char **vargv = argv + optind;
+    optind = 0; /* restart getopt for the verb (0 also resets GNU getopt's state) */
+    return verb->run(&g, vargc, vargv);
+}

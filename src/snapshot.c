@@ -1,0 +1,290 @@
+#include "snapshot.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conn.h"
+#include "error.h"
+#include "util.h"
+
+/* Where each balloon statistic goes: its bulk-stats key, its virDomainMemoryStats tag, the
+ * field, and the multiplier from libvirt's unit (KiB or a count) to ours. */
+static const struct {
+    const char *key;
+    int tag;
+    size_t offset;
+    uint64_t scale;
+} balloon_fields[] = {
+    {"balloon.current", VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON, offsetof(BmDomain, actual_bytes), 1024},
+    {"balloon.available", VIR_DOMAIN_MEMORY_STAT_AVAILABLE, offsetof(BmDomain, available_bytes), 1024},
+    {"balloon.usable", VIR_DOMAIN_MEMORY_STAT_USABLE, offsetof(BmDomain, usable_bytes), 1024},
+    {"balloon.unused", VIR_DOMAIN_MEMORY_STAT_UNUSED, offsetof(BmDomain, unused_bytes), 1024},
+    {"balloon.disk_caches", VIR_DOMAIN_MEMORY_STAT_DISK_CACHES, offsetof(BmDomain, disk_caches_bytes), 1024},
+    {"balloon.rss", VIR_DOMAIN_MEMORY_STAT_RSS, offsetof(BmDomain, rss_bytes), 1024},
+    {"balloon.swap_in", VIR_DOMAIN_MEMORY_STAT_SWAP_IN, offsetof(BmDomain, swap_in_bytes), 1024},
+    {"balloon.swap_out", VIR_DOMAIN_MEMORY_STAT_SWAP_OUT, offsetof(BmDomain, swap_out_bytes), 1024},
+    {"balloon.major_fault", VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT, offsetof(BmDomain, major_faults), 1},
+    {"balloon.minor_fault", VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT, offsetof(BmDomain, minor_faults), 1},
+    {"balloon.last-update", VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE, offsetof(BmDomain, last_update_s), 1},
+};
+
+static uint64_t *field(BmDomain *d, size_t offset)
+{
+    return (uint64_t *)((char *)d + offset);
+}
+
+static void set_scaled(uint64_t *dst, unsigned long long v, uint64_t scale)
+{
+    uint64_t r;
+    *dst = __builtin_mul_overflow((uint64_t)v, scale, &r) ? BM_ABSENT : r;
+}
+
+static void domain_init(BmDomain *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->state = VIR_DOMAIN_NOSTATE;
+    d->max_bytes = BM_ABSENT;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(balloon_fields); i++)
+        *field(d, balloon_fields[i].offset) = BM_ABSENT;
+}
+
+static void domain_note_error(BmDomain *d, const char *what, int r)
+{
+    char *msg = bm_asprintf("%s: %s", what, bm_error_detail(r));
+    if (d->error) {
+        char *both = bm_asprintf("%s; %s", d->error, msg);
+        free(d->error);
+        free(msg);
+        msg = both;
+    }
+    d->error = msg;
+}
+
+static void fill_from_params(BmDomain *d, virTypedParameterPtr params, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const virTypedParameter *p = &params[i];
+        unsigned long long v;
+        switch (p->type) {
+        case VIR_TYPED_PARAM_ULLONG: v = p->value.ul; break;
+        case VIR_TYPED_PARAM_LLONG: if (p->value.l < 0) continue; v = (unsigned long long)p->value.l; break;
+        case VIR_TYPED_PARAM_UINT: v = p->value.ui; break;
+        case VIR_TYPED_PARAM_INT: if (p->value.i < 0) continue; v = (unsigned long long)p->value.i; break;
+        default: continue;
+        }
+        if (strcmp(p->field, "state.state") == 0) {
+            d->state = (int)v;
+            continue;
+        }
+        if (strcmp(p->field, "balloon.maximum") == 0) {
+            set_scaled(&d->max_bytes, v, 1024);
+            continue;
+        }
+        for (size_t k = 0; k < BM_ARRAY_SIZE(balloon_fields); k++)
+            if (strcmp(p->field, balloon_fields[k].key) == 0)
+                set_scaled(field(d, balloon_fields[k].offset), v, balloon_fields[k].scale);
+    }
+}
+
+/* State, maximum and current memory from virDomainGetInfo(): the fallback for drivers
+ * without bulk balloon stats (and for shut-off domains). */
+static void read_info(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
+{
+    virDomainInfo info;
+    s->libvirt_calls++;
+    if (virDomainGetInfo(dom, &info) < 0) {
+        domain_note_error(d, "info", bm_conn_error(NULL));
+        return;
+    }
+    d->state = info.state;
+    if (!bm_present(d->max_bytes))
+        set_scaled(&d->max_bytes, info.maxMem, 1024);
+    if (!bm_present(d->actual_bytes))
+        set_scaled(&d->actual_bytes, info.memory, 1024);
+}
+
+static void read_memory_stats(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
+{
+    virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
+    s->libvirt_calls++;
+    int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+    if (n < 0) {
+        domain_note_error(d, "memory stats", bm_conn_error(NULL));
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < BM_ARRAY_SIZE(balloon_fields); k++)
+            if (st[i].tag == balloon_fields[k].tag)
+                set_scaled(field(d, balloon_fields[k].offset), st[i].val, balloon_fields[k].scale);
+}
+
+static void read_xml(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
+{
+    s->libvirt_calls++;
+    _cleanup_free_ char *xml = virDomainGetXMLDesc(dom, 0);
+    if (!xml) {
+        domain_note_error(d, "XML", bm_conn_error(NULL));
+        return;
+    }
+    int r = bm_domxml_parse_balloon(xml, &d->balloon);
+    if (r < 0) {
+        domain_note_error(d, "XML", r);
+        return;
+    }
+    d->balloon_known = true;
+}
+
+/* Fills d from one stats record (or from dom alone when rec is NULL), calling per-domain
+ * APIs only for what the bulk record lacked. */
+static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainStatsRecordPtr rec,
+                        unsigned flags)
+{
+    domain_init(d);
+    d->name = bm_strdup(virDomainGetName(dom));
+    if (virDomainGetUUIDString(dom, d->uuid) < 0)
+        d->uuid[0] = '\0';
+    bool had_state = false;
+    if (rec) {
+        fill_from_params(d, rec->params, rec->nparams);
+        for (int i = 0; i < rec->nparams; i++)
+            had_state |= strcmp(rec->params[i].field, "state.state") == 0;
+    }
+    if (!had_state || !bm_present(d->max_bytes) || !bm_present(d->actual_bytes))
+        read_info(s, d, dom);
+    d->active = d->state != VIR_DOMAIN_SHUTOFF && d->state != VIR_DOMAIN_NOSTATE;
+
+    /* the guest statistics: the bulk record had them, or ask per domain (test driver) */
+    if (d->active && !bm_present(d->last_update_s) && !bm_present(d->unused_bytes) &&
+        !bm_present(d->rss_bytes))
+        read_memory_stats(s, d, dom);
+
+    if (flags & BM_SNAPSHOT_XML)
+        read_xml(s, d, dom);
+}
+
+static int cmp_domain(const void *a, const void *b)
+{
+    return strcmp(((const BmDomain *)a)->name, ((const BmDomain *)b)->name);
+}
+
+/* The bulk call, retried without NOWAIT for drivers that do not know that flag. Returns the
+ * number of records or -1 (libvirt error left set). */
+static int bulk_stats(BmSnapshot *s, virConnectPtr conn, virDomainPtr *doms, unsigned list_flags,
+                      virDomainStatsRecordPtr **ret_recs)
+{
+    const unsigned types = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON;
+    unsigned nowait = VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT;
+    for (int attempt = 0; attempt < 2; attempt++, nowait = 0) {
+        int n;
+        s->libvirt_calls++;
+        if (doms)
+            n = virDomainListGetStats(doms, types, ret_recs, nowait);
+        else
+            n = virConnectGetAllDomainStats(conn, types, ret_recs, list_flags | nowait);
+        if (n >= 0)
+            return n;
+        virErrorPtr e = virGetLastError();
+        if (!e || (e->code != VIR_ERR_INVALID_ARG && e->code != VIR_ERR_NO_SUPPORT &&
+                   e->code != VIR_ERR_ARGUMENT_UNSUPPORTED))
+            return -1;
+        virResetLastError();
+    }
+    return -1;
+}
+
+DEFINE_CLEANUP(virDomainStatsRecordPtr *, virDomainStatsRecordListFree)
+
+static void free_domain_list(virDomainPtr *doms)
+{
+    for (size_t i = 0; doms && doms[i]; i++)
+        virDomainFree(doms[i]);
+    free(doms);
+}
+DEFINE_CLEANUP(virDomainPtr *, free_domain_list)
+
+int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmSnapshot *ret)
+{
+    *ret = (BmSnapshot){.taken_real_ns = bm_now_real_ns()};
+    _cleanup_(free_domain_listp) virDomainPtr *doms = NULL;
+    size_t n_doms = 0;
+    unsigned list_flags = (flags & BM_SNAPSHOT_ACTIVE_ONLY)
+                              ? VIR_CONNECT_LIST_DOMAINS_ACTIVE
+                              : VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE;
+
+    if (names) {
+        for (n_doms = 0; names[n_doms]; n_doms++)
+            ;
+        doms = bm_malloc0((n_doms + 1) * sizeof(*doms));
+        for (size_t i = 0; i < n_doms; i++) {
+            ret->libvirt_calls++;
+            int r = bm_conn_lookup(conn, names[i], &doms[i]);
+            if (r < 0) {
+                char buf[256];
+                char cause[512];
+                snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
+                return bm_error(r, "'%s': %s", bm_printable(names[i], buf, sizeof(buf)), cause);
+            }
+        }
+    }
+
+    _cleanup_(virDomainStatsRecordListFreep) virDomainStatsRecordPtr *recs = NULL;
+    int n_recs = bulk_stats(ret, conn, doms, list_flags, &recs);
+    ret->bulk = n_recs >= 0;
+    if (n_recs < 0) {
+        /* no bulk stats at all: list the domains and read each one */
+        virResetLastError();
+        if (!doms) {
+            ret->libvirt_calls++;
+            int n = virConnectListAllDomains(conn, &doms, list_flags);
+            if (n < 0)
+                return bm_conn_error("cannot list domains");
+            n_doms = (size_t)n;
+        }
+        ret->domains = bm_malloc0((n_doms ? n_doms : 1) * sizeof(BmDomain));
+        for (size_t i = 0; i < n_doms; i++)
+            read_domain(ret, &ret->domains[ret->n_domains++], doms[i], NULL, flags);
+    } else {
+        ret->domains = bm_malloc0((n_recs ? (size_t)n_recs : 1) * sizeof(BmDomain));
+        for (int i = 0; i < n_recs; i++)
+            read_domain(ret, &ret->domains[ret->n_domains++], recs[i]->dom, recs[i], flags);
+    }
+
+    qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_domain);
+    return 0;
+}
+
+void bm_snapshot_clear(BmSnapshot *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_domains; i++) {
+        free(s->domains[i].name);
+        free(s->domains[i].error);
+    }
+    free(s->domains);
+    *s = (BmSnapshot){0};
+}
+
+const BmDomain *bm_snapshot_find(const BmSnapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_domains; i++)
+        if (strcmp(s->domains[i].name, name) == 0)
+            return &s->domains[i];
+    return NULL;
+}
+
+const char *bm_state_name(int state)
+{
+    switch (state) {
+    case VIR_DOMAIN_RUNNING: return "running";
+    case VIR_DOMAIN_BLOCKED: return "idle";
+    case VIR_DOMAIN_PAUSED: return "paused";
+    case VIR_DOMAIN_SHUTDOWN: return "in shutdown";
+    case VIR_DOMAIN_SHUTOFF: return "shut off";
+    case VIR_DOMAIN_CRASHED: return "crashed";
+    case VIR_DOMAIN_PMSUSPENDED: return "pmsuspended";
+    default: return "no state";
+    }
+}

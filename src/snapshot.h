@@ -1,0 +1,76 @@
+/* One reading of the domains' memory: plain structs, taken with as few libvirt calls as the
+ * driver allows. */
+#pragma once
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "domxml.h"
+
+/* One domain. Every size is in bytes; a statistic the driver or guest did not report is
+ * BM_ABSENT. */
+typedef struct {
+    char *name;
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    int state;                  /* virDomainState */
+    bool active;
+    uint64_t max_bytes;         /* maximum memory */
+    uint64_t actual_bytes;      /* balloon current: memory the guest has now */
+    uint64_t available_bytes;   /* guest's total usable RAM as the guest sees it */
+    uint64_t usable_bytes;      /* guest could use without swapping (MemAvailable) */
+    uint64_t unused_bytes;      /* guest free memory (MemFree) */
+    uint64_t disk_caches_bytes; /* guest page cache that can be dropped */
+    uint64_t rss_bytes;         /* resident memory of the QEMU process on the host */
+    uint64_t swap_in_bytes;     /* cumulative, from the guest */
+    uint64_t swap_out_bytes;
+    uint64_t major_faults;      /* cumulative count */
+    uint64_t minor_faults;
+    uint64_t last_update_s;     /* epoch seconds of the guest's last stats update */
+    bool balloon_known;         /* balloon config read from the XML */
+    BmBalloonConfig balloon;
+    char *error;                /* why part of this domain could not be read, or NULL */
+} BmDomain;
+
+typedef struct {
+    BmDomain *domains;          /* sorted by name */
+    size_t n_domains;
+    uint64_t taken_real_ns;     /* wall clock when the reading was taken */
+    bool bulk;                  /* the bulk stats call worked (per-domain calls may add to it) */
+    unsigned libvirt_calls;     /* calls made, for benchmarks */
+} BmSnapshot;
+
+enum {
+    BM_SNAPSHOT_ACTIVE_ONLY = 1 << 0, /* skip shut-off domains */
+    BM_SNAPSHOT_XML = 1 << 1,         /* also read each domain's balloon config */
+};
+
+/* Reads the domains named in names (NULL-terminated; NULL for all) with their state and
+ * balloon statistics: one virConnectGetAllDomainStats()/virDomainListGetStats() call where
+ * the driver returns balloon stats, per-domain virDomainMemoryStats() otherwise. A domain
+ * that fails to read gets ->error and the others are still read.
+ * Returns 0 and *ret (free with bm_snapshot_clear()), -ENOENT naming an unknown domain, or
+ * another -errno when the domains cannot be listed. */
+int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmSnapshot *ret);
+
+/* Frees what a snapshot holds and zeroes it. NULL-safe. */
+void bm_snapshot_clear(BmSnapshot *s);
+
+/* The domain called name in s, or NULL. */
+const BmDomain *bm_snapshot_find(const BmSnapshot *s, const char *name);
+
+/* "running", "shut off", ... as virsh says them. */
+const char *bm_state_name(int state);
+
+/* Bytes the balloon holds back from the guest: max - actual; BM_ABSENT if either is unknown,
+ * 0 if the balloon is above the maximum. */
+static inline uint64_t bm_domain_reclaimed_bytes(const BmDomain *d)
+{
+    if (d->max_bytes == UINT64_MAX || d->actual_bytes == UINT64_MAX)
+        return UINT64_MAX;
+    if (d->actual_bytes > d->max_bytes)
+        return 0;
+    return d->max_bytes - d->actual_bytes;
+}

@@ -1,0 +1,66 @@
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void bm_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static void *oom(void)
+{
+    fputs("balloonmgr: out of memory\n", stderr);
+    abort();
+}
+
+void *bm_malloc0(size_t size)
+{
+    void *p = calloc(1, size ? size : 1);
+    return p ? p : oom();
+}
+
+void *bm_reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total))
+        return oom();
+    void *q = realloc(p, total ? total : 1);
+    return q ? q : oom();
+}
+
+char *bm_strdup(const char *s)
+{
+    char *p = strdup(s ? s : "");
+    return p ? p : oom();
+}
+
+char *bm_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return r < 0 ? oom() : s;
+}
+
+const char *bm_printable(const char *s, char *buf, size_t n)
+{
+    size_t o = 0;
+    if (n == 0)
+        return buf;
+    for (const unsigned char *p = (const unsigned char *)s; p && *p && o + 5 < n; p++) {
+        if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", *p);
+        else
+            buf[o++] = (char)*p;
+    }
+    buf[o] = '\0';
+    return buf;
+}

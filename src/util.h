@@ -1,0 +1,71 @@
+/* Small shared helpers: scoped cleanup, ownership transfer, time, optional values. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* A statistic the source did not report. Shown as "-" in tables and null in JSON. */
+#define BM_ABSENT UINT64_MAX
+
+#define BM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline bool bm_present(uint64_t v)
+{
+    return v != BM_ABSENT;
+}
+
+/* Scoped cleanup, after systemd's macros. */
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(bm_freep)
+
+static inline void bm_freep(void *p)
+{
+    free(*(void **)p);
+}
+
+/* Defines name(type *p) that calls func(*p) when *p is not NULL. */
+#define DEFINE_CLEANUP(type, func)                                                                 \
+    static inline void func##p(type *p)                                                            \
+    {                                                                                              \
+        if (*p)                                                                                    \
+            func(*p);                                                                              \
+    }
+
+/* Returns the pointer and clears the variable, so scoped cleanup does not free it. */
+#define TAKE_PTR(p)                                                                                \
+    ({                                                                                             \
+        __typeof__(p) _p = (p);                                                                    \
+        (p) = NULL;                                                                                \
+        _p;                                                                                        \
+    })
+
+/* Monotonic time in nanoseconds: for durations. */
+static inline uint64_t bm_now_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wall-clock time in nanoseconds since the epoch: for timestamps others compare with. */
+static inline uint64_t bm_now_real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleeps for ms milliseconds (restarting after signals). */
+void bm_sleep_ms(unsigned ms);
+
+/* Allocation that aborts on out-of-memory: the agent has no sane way to continue. */
+void *bm_malloc0(size_t size);
+void *bm_reallocarray(void *p, size_t n, size_t size);
+char *bm_strdup(const char *s);
+char *bm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Copies s into buf (size n) with control and non-ASCII bytes as \xNN, for messages about
+ * user-supplied names. Returns buf. */
+const char *bm_printable(const char *s, char *buf, size_t n);

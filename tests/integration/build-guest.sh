@@ -1,0 +1,302 @@
+#!/bin/bash
+# build-guest.sh [OUTDIR]
+#
+# Builds (and caches) the tiny guest used by balloonmgr's integration tests:
+# a stock Debian kernel plus a busybox-static initramfs whose /init loads the
+# virtio balloon stack, optionally touches some memory, prints
+# "BALLOONMGR-GUEST-READY" on ttyS0 and then idles forever.
+#
+# Output (OUTDIR, default /var/lib/libvirt/images/balloonmgr-test, or
+# $BM_GUEST_DIR):
+#   vmlinuz          the Debian kernel (boot/vmlinuz-VERSION)
+#   initrd.img       gzip'ed newc cpio: busybox + /init + virtio modules
+#   kernel-version   e.g. "6.1.0-57-amd64"
+#   modules-dir      absolute path of the extracted /lib/modules/VERSION tree
+#   modules-VERSION  symlink to that tree (for building out-of-tree modules)
+#   .build-stamp     sha256 of (this script + kernel version); a matching
+#                    stamp makes the next run a no-op
+# Everything in OUTDIR is readable by the libvirt-qemu user (0644 / 0755).
+#
+# Cache (BM_GUEST_CACHE, default /var/cache/balloonmgr-test):
+#   debs/                      the downloaded linux-image .deb
+#   kernel-VERSION/root/       the extracted .deb (dpkg-deb -x)
+#
+# Environment:
+#   BM_GUEST_DIR     default OUTDIR when no argument is given
+#   BM_GUEST_CACHE   cache dir (see above)
+#   BM_KERNEL_PKG    force a kernel package (e.g. linux-image-6.1.0-57-amd64
+#                    or linux-image-6.1.0-57-amd64-unsigned) instead of the one
+#                    behind linux-image-amd64
+#   BM_GUEST_FORCE=1 rebuild even if the stamp matches
+#
+# Kernel command line understood by the guest's /init:
+#   bm.touch=MIB     fill a tmpfs with MIB MiB of zeroes, then delete it: the
+#                    memory stays resident in QEMU but is free in the guest
+#   bm.noballoon=1   do not load virtio_balloon
+#   bm.modules=DIR   prefer DIR/NAME.ko (a path inside the guest) over the
+#                    built-in copy of module NAME
+#
+# Needs root (apt-get, mknod). Never installs a linux-image package: the .deb
+# is downloaded and extracted only.
+set -euo pipefail
+
+SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
+OUTDIR=${1:-${BM_GUEST_DIR:-/var/lib/libvirt/images/balloonmgr-test}}
+CACHE=${BM_GUEST_CACHE:-/var/cache/balloonmgr-test}
+
+# Load order used by /init. Dependencies (from the modules' depends= info):
+# virtio -> virtio_ring; virtio_pci -> virtio_ring, virtio, *_dev;
+# virtio_balloon -> virtio, virtio_ring.
+MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_balloon)
+
+msg() { echo "build-guest: $*"; }
+die() { echo "build-guest: ERROR: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (apt-get download, mknod)"
+
+export DEBIAN_FRONTEND=noninteractive
+APT_UPDATED=0
+apt_update_once() {
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        msg "running apt-get update"
+        apt-get update -qq >/dev/null || die "apt-get update failed"
+        APT_UPDATED=1
+    fi
+}
+
+pkg_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+# ensure_pkgs PKG...: apt-get install the packages that are not installed yet.
+ensure_pkgs() {
+    local missing=() p
+    for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    msg "installing ${missing[*]}"
+    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+        apt_update_once
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+            die "apt-get install ${missing[*]} failed"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# 1. Which kernel?
+# ---------------------------------------------------------------------------
+# Prints the versioned package behind the linux-image-amd64 metapackage.
+kernel_pkg_from_apt() {
+    apt-cache depends linux-image-amd64 2>/dev/null |
+        sed -n 's/^ *Depends: *<\{0,1\}\(linux-image-[0-9][^ >]*\)>\{0,1\}.*/\1/p' | head -n1
+}
+
+resolve_kernel_pkg() {
+    local pkg=${BM_KERNEL_PKG:-}
+    if [ -z "$pkg" ]; then
+        pkg=$(kernel_pkg_from_apt)
+        if [ -z "$pkg" ]; then
+            apt_update_once
+            pkg=$(kernel_pkg_from_apt)
+        fi
+    fi
+    if [ -z "$pkg" ]; then
+        # Offline fallback: newest .deb already in the cache.
+        local deb
+        deb=$(ls -1 "$CACHE"/debs/linux-image-[0-9]*.deb 2>/dev/null | sort -V | tail -n1 || true)
+        [ -n "$deb" ] && pkg=$(basename "$deb" | sed 's/_.*//')
+    fi
+    [ -n "$pkg" ] || die "cannot resolve the package behind linux-image-amd64"
+    echo "$pkg"
+}
+
+KPKG=$(resolve_kernel_pkg)
+KVER=${KPKG#linux-image-}
+KVER=${KVER%-unsigned}
+msg "kernel package $KPKG"
+msg "kernel version $KVER"
+
+# ---------------------------------------------------------------------------
+# 2. Cached?
+# ---------------------------------------------------------------------------
+STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; } | sha256sum | cut -d' ' -f1)
+if [ "${BM_GUEST_FORCE:-0}" != 1 ] &&
+   [ -f "$OUTDIR/.build-stamp" ] && [ "$(cat "$OUTDIR/.build-stamp")" = "$STAMP" ] &&
+   [ -s "$OUTDIR/vmlinuz" ] && [ -s "$OUTDIR/initrd.img" ] &&
+   [ -d "$(cat "$OUTDIR/modules-dir" 2>/dev/null || echo /nonexistent)" ]; then
+    msg "up to date: $OUTDIR (kernel $KVER)"
+    exit 0
+fi
+
+ensure_pkgs busybox-static cpio gzip
+
+# ---------------------------------------------------------------------------
+# 3. Download (once) and extract (once) the kernel .deb
+# ---------------------------------------------------------------------------
+mkdir -p "$CACHE/debs"
+DEB=$(ls -1 "$CACHE/debs/${KPKG}"_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+if [ -z "$DEB" ]; then
+    msg "downloading $KPKG into $CACHE/debs"
+    # APT::Sandbox::User=root: the cache dir is not writable by _apt.
+    if ! (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null); then
+        apt_update_once
+        (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null) ||
+            die "apt-get download $KPKG failed"
+    fi
+    DEB=$(ls -1 "$CACHE/debs/${KPKG}"_*.deb | sort -V | tail -n1)
+else
+    msg "using cached $DEB"
+fi
+
+KROOT="$CACHE/kernel-$KVER/root"
+if [ ! -f "$CACHE/kernel-$KVER/.extracted" ]; then
+    msg "extracting $(basename "$DEB")"
+    rm -rf "$CACHE/kernel-$KVER"
+    mkdir -p "$KROOT"
+    dpkg-deb -x "$DEB" "$KROOT"
+    touch "$CACHE/kernel-$KVER/.extracted"
+fi
+
+# Drop older kernels from the cache (a kernel ABI bump would pile them up).
+for old in "$CACHE"/kernel-*; do
+    [ -d "$old" ] && [ "$old" != "$CACHE/kernel-$KVER" ] && { msg "pruning $old"; rm -rf "$old"; }
+done
+for old in "$CACHE"/debs/linux-image-*.deb; do
+    [ -f "$old" ] && [ "$old" != "$DEB" ] && { msg "pruning $old"; rm -f "$old"; }
+done
+
+VMLINUZ="$KROOT/boot/vmlinuz-$KVER"
+[ -f "$VMLINUZ" ] || die "no boot/vmlinuz-$KVER in $DEB"
+MODDIR=""
+for d in "$KROOT/lib/modules/$KVER" "$KROOT/usr/lib/modules/$KVER"; do
+    [ -d "$d" ] && { MODDIR=$d; break; }
+done
+[ -n "$MODDIR" ] || die "no lib/modules/$KVER in $DEB"
+
+# ---------------------------------------------------------------------------
+# 4. Stage the initramfs
+# ---------------------------------------------------------------------------
+STAGE=$(mktemp -d /tmp/bm-initramfs.XXXXXX)
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE"/{bin,dev,proc,sys,mnt,tmp,etc,lib/modules/balloonmgr}
+cp /bin/busybox "$STAGE/bin/busybox"
+# The kernel opens /dev/console for /init before devtmpfs is mounted.
+mknod -m 600 "$STAGE/dev/console" c 5 1
+mknod -m 666 "$STAGE/dev/null" c 1 3
+echo "$KVER" >"$STAGE/etc/bm-kernel-version"
+
+# find_module NAME: path of NAME.ko[.xz|.zst|.gz] below MODDIR ('-' == '_').
+find_module() {
+    local pat=${1//_/[-_]}
+    find "$MODDIR/kernel" -type f \( -name "$pat.ko" -o -name "$pat.ko.xz" \
+        -o -name "$pat.ko.zst" -o -name "$pat.ko.gz" \) | head -n1
+}
+
+ORDER="$STAGE/lib/modules/balloonmgr/modules.order"
+: >"$ORDER"
+for m in "${MODULES[@]}"; do
+    src=$(find_module "$m")
+    if [ -z "$src" ]; then
+        if grep -qE "/${m//_/[-_]}\.ko$" "$MODDIR/modules.builtin" 2>/dev/null; then
+            msg "module $m is built into the kernel, skipping"
+            echo "$m builtin" >>"$ORDER"
+            continue
+        fi
+        die "module $m not found in $MODDIR and not built in"
+    fi
+    dst="$STAGE/lib/modules/balloonmgr/$m.ko"
+    case "$src" in
+        *.ko.xz)  ensure_pkgs xz-utils; xz -dc "$src" >"$dst" ;;
+        *.ko.zst) ensure_pkgs zstd; zstd -qdc "$src" >"$dst" ;;
+        *.ko.gz)  gzip -dc "$src" >"$dst" ;;
+        *)        cp "$src" "$dst" ;;
+    esac
+    msg "module $m <- ${src#"$MODDIR"/}"
+    echo "$m file" >>"$ORDER"
+done
+
+cat >"$STAGE/init" <<'EOF'
+#!/bin/busybox sh
+# balloonmgr test guest /init (generated by tests/integration/build-guest.sh)
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null || true
+
+touch_mib=0
+noballoon=0
+moddir=
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in
+        bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
+        bm.noballoon=*) noballoon=${arg#bm.noballoon=} ;;
+        bm.modules=*)   moddir=${arg#bm.modules=} ;;
+    esac
+done
+echo "bm: guest kernel $(uname -r) up; cmdline: $(cat /proc/cmdline)"
+
+while read -r mod kind; do
+    if [ "$mod" = virtio_balloon ] && [ "$noballoon" = 1 ]; then
+        echo "bm: module $mod skipped (bm.noballoon=1)"
+        continue
+    fi
+    if [ "$kind" = builtin ]; then
+        echo "bm: module $mod is built in"
+        continue
+    fi
+    ko=/lib/modules/balloonmgr/$mod.ko
+    if [ -n "$moddir" ] && [ -f "$moddir/$mod.ko" ]; then
+        ko=$moddir/$mod.ko
+    fi
+    if insmod "$ko"; then
+        echo "bm: module $mod loaded ($ko)"
+    else
+        echo "bm: module $mod FAILED to load ($ko)"
+    fi
+done </lib/modules/balloonmgr/modules.order
+
+case "$touch_mib" in
+    ''|*[!0-9]*) echo "bm: bad bm.touch=$touch_mib, ignored"; touch_mib=0 ;;
+esac
+if [ "$touch_mib" -gt 0 ]; then
+    # Write MIB MiB of zeroes into a tmpfs (page cache pages get written, so
+    # they become resident in the QEMU process), then free them again.
+    mkdir -p /mnt/touch
+    if mount -t tmpfs -o size=$((touch_mib + 16))m tmpfs /mnt/touch &&
+       dd if=/dev/zero of=/mnt/touch/fill bs=1M count="$touch_mib" 2>/dev/null; then
+        rm -f /mnt/touch/fill
+        umount /mnt/touch
+        echo "bm: touched $touch_mib MiB"
+    else
+        rm -f /mnt/touch/fill
+        umount /mnt/touch 2>/dev/null
+        echo "bm: touching $touch_mib MiB FAILED"
+    fi
+fi
+
+echo "BALLOONMGR-GUEST-READY"
+# PID 1 must never exit.
+while :; do sleep 3600; done
+EOF
+chmod 0755 "$STAGE/init"
+
+# ---------------------------------------------------------------------------
+# 5. Install into OUTDIR (atomically per file) and stamp
+# ---------------------------------------------------------------------------
+mkdir -p "$OUTDIR"
+chmod 0755 "$OUTDIR"
+(cd "$STAGE" && find . -print0 | LC_ALL=C sort -z |
+    cpio --null -o -H newc --owner=0:0 --quiet) | gzip -9 >"$OUTDIR/.initrd.img.tmp"
+cp "$VMLINUZ" "$OUTDIR/.vmlinuz.tmp"
+chmod 0644 "$OUTDIR/.initrd.img.tmp" "$OUTDIR/.vmlinuz.tmp"
+mv -f "$OUTDIR/.initrd.img.tmp" "$OUTDIR/initrd.img"
+mv -f "$OUTDIR/.vmlinuz.tmp" "$OUTDIR/vmlinuz"
+echo "$KVER" >"$OUTDIR/kernel-version"
+echo "$MODDIR" >"$OUTDIR/modules-dir"
+for l in "$OUTDIR"/modules-*; do [ -L "$l" ] && rm -f "$l"; done   # old modules-VERSION links
+ln -sfn "$MODDIR" "$OUTDIR/modules-$KVER"
+echo "$STAMP" >"$OUTDIR/.build-stamp"
+chmod 0644 "$OUTDIR/kernel-version" "$OUTDIR/modules-dir" "$OUTDIR/.build-stamp"
+
+msg "built $OUTDIR: vmlinuz ($(stat -c %s "$OUTDIR/vmlinuz") bytes)," \
+    "initrd.img ($(stat -c %s "$OUTDIR/initrd.img") bytes), kernel $KVER"

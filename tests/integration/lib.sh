@@ -1,0 +1,430 @@
+# shellcheck shell=bash
+# tests/integration/lib.sh -- helpers for balloonmgr's integration tests.
+#
+# Source it from a bash test script:
+#
+#   #!/bin/bash
+#   set -euo pipefail
+#   . "$(dirname "$0")/lib.sh"
+#   bm_setup                                  # root, daemons, guest image, EXIT trap
+#   bm_define_guest g1 512 touch=300          # defines + starts ${BM_PREFIX}g1
+#   bm_wait_guest_ready g1
+#   virsh -c qemu:///system dommemstat "$(bm_dom g1)"
+#   ...
+#   bm_pass "whatever was checked"
+#
+# Exit codes of a test script: 0 pass, 1 fail, 77 skip.
+#
+# Guest names: every function taking NAME accepts either the short name
+# ("g1") or the full domain name ("${BM_PREFIX}g1"); bm_dom NAME prints the
+# full one. Every test domain carries $BM_PREFIX, which is what
+# bm_cleanup_guests uses to find (and only find) this test's domains.
+#
+# Environment (all optional; defaults in brackets):
+#   BM_PREFIX          domain-name prefix [bmtest-$$-] ($$ = the test script)
+#   BM_IT_STATE        state dir for daemon ownership records [/run/balloonmgr-test]
+#   BM_GUEST_DIR       guest image dir [/var/lib/libvirt/images/balloonmgr-test]
+#   BM_GUEST_CACHE     build-guest.sh's download cache [/var/cache/balloonmgr-test]
+#   BM_WORKDIR         per-test dir for domain XML + console logs
+#                      [/var/tmp/balloonmgr-test/${BM_PREFIX%-}]
+#   BM_KEEP_WORKDIR=1  keep BM_WORKDIR even when the test passed
+#   BM_DAEMON_TIMEOUT  seconds to wait for libvirtd to answer [60]
+#   BM_URI             libvirt URI [qemu:///system]
+# Set by the library:
+#   BM_LIB_DIR                 directory of this file
+#   BM_KERNEL, BM_INITRD       guest kernel / initramfs (bm_guest_image)
+#   BM_KERNEL_VERSION          e.g. 6.1.0-57-amd64 (bm_guest_image)
+#   BM_MODULES_DIR             extracted /lib/modules/VERSION tree (bm_guest_image)
+#   BM_DOM                     full name of the last domain bm_define_guest made
+#   BM_READY_SECONDS           boot time measured by the last bm_wait_guest_ready
+
+BM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BM_PREFIX=${BM_PREFIX:-bmtest-$$-}
+BM_IT_STATE=${BM_IT_STATE:-/run/balloonmgr-test}
+BM_GUEST_DIR=${BM_GUEST_DIR:-/var/lib/libvirt/images/balloonmgr-test}
+BM_WORKDIR=${BM_WORKDIR:-/var/tmp/balloonmgr-test/${BM_PREFIX%-}}
+BM_DAEMON_TIMEOUT=${BM_DAEMON_TIMEOUT:-60}
+BM_URI=${BM_URI:-qemu:///system}
+export BM_PREFIX BM_IT_STATE BM_GUEST_DIR BM_WORKDIR BM_URI
+
+# ---------------------------------------------------------------------------
+# Messages and results
+# ---------------------------------------------------------------------------
+bm_log()  { echo "[$(date +%H:%M:%S)] $*"; }
+bm_warn() { echo "[$(date +%H:%M:%S)] WARNING: $*" >&2; }
+# bm_fail MSG: print "FAIL: MSG" and exit 1 (call it from the test's own shell,
+# not from inside $(...), where it would only end the subshell).
+bm_fail() { echo "FAIL: $*" >&2; exit 1; }
+# bm_pass MSG: print "PASS: MSG" (does not exit; use once per passed check).
+bm_pass() { echo "PASS: $*"; }
+# bm_skip MSG: print "SKIP: MSG" and exit 77.
+bm_skip() { echo "SKIP: $*"; exit 77; }
+
+# bm_now: seconds since the epoch with microseconds (for timings).
+bm_now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
+# bm_elapsed START: seconds since START (from bm_now), 1 decimal.
+bm_elapsed() { awk -v s="$1" -v e="$(bm_now)" 'BEGIN { printf "%.1f", e - s }'; }
+
+bm_virsh() { virsh -q -c "$BM_URI" "$@"; }
+
+bm_require_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: integration tests need root (libvirtd, qemu:///system)"
+        exit 77
+    fi
+}
+
+# bm_ensure_packages: install the host packages the tests need (only those
+# that are missing), non-interactively and without recommends.
+bm_ensure_packages() {
+    local want=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients
+                qemu-system-x86 seabios busybox-static cpio jq)
+    local missing=() p
+    for p in "${want[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    bm_log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+        apt-get update -qq >/dev/null
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+            bm_fail "apt-get install ${missing[*]} failed"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# Daemons
+# ---------------------------------------------------------------------------
+# Ownership: the daemons a call of bm_start_daemons started are recorded in
+# $BM_IT_STATE/daemons.<PID of the calling shell> as "NAME PID" lines.
+# bm_stop_daemons only reads the file of its own shell, so a test script that
+# found the daemons already running (started by a runner) never stops them.
+
+_bm_owner_file() { echo "$BM_IT_STATE/daemons.$$"; }
+
+# _bm_pid_is NAME PID: PID is alive and its comm is NAME.
+_bm_pid_is() {
+    [ -n "$2" ] && [ -r "/proc/$2/comm" ] && [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "$1" ]
+}
+
+# _bm_daemon_pid NAME: PID of a running daemon NAME (pidfile first, then any
+# process whose comm is NAME), empty if none.
+_bm_daemon_pid() {
+    local pid=""
+    [ -r "/run/$1.pid" ] && pid=$(cat "/run/$1.pid" 2>/dev/null || true)
+    if _bm_pid_is "$1" "$pid"; then echo "$pid"; return 0; fi
+    pid=$(pgrep -x "$1" 2>/dev/null | head -n1 || true)
+    echo "$pid"
+}
+
+_bm_libvirt_answers() { timeout 10 virsh -q -c "$BM_URI" version >/dev/null 2>&1; }
+
+# _bm_start_one NAME: start "NAME -d" unless running; record it if we did.
+_bm_start_one() {
+    local name=$1 pid i
+    pid=$(_bm_daemon_pid "$name")
+    if [ -n "$pid" ]; then
+        bm_log "$name already running (pid $pid), leaving it alone"
+        return 0
+    fi
+    bm_log "starting $name -d"
+    "$name" -d || bm_fail "'$name -d' failed"
+    # -d forks; the daemon writes /run/NAME.pid once it is set up.
+    for ((i = 0; i < 100; i++)); do
+        pid=$(cat "/run/$name.pid" 2>/dev/null || true)
+        _bm_pid_is "$name" "$pid" && break
+        pid=""
+        sleep 0.1
+    done
+    [ -n "$pid" ] || bm_fail "$name did not come up (no live /run/$name.pid after 10 s)"
+    echo "$name $pid" >>"$(_bm_owner_file)"
+    bm_log "$name started, pid $pid"
+}
+
+# bm_start_daemons: make sure virtlogd and libvirtd run and qemu:///system
+# answers; records what this call started (see above). Idempotent.
+bm_start_daemons() {
+    local f owner i
+    mkdir -p "$BM_IT_STATE"
+    # Forget records of shells that no longer exist.
+    for f in "$BM_IT_STATE"/daemons.*; do
+        [ -e "$f" ] || continue
+        owner=${f##*.}
+        kill -0 "$owner" 2>/dev/null || rm -f "$f"
+    done
+    _bm_start_one virtlogd
+    # A daemon that already answers (libvirtd or a modular virtqemud) is fine.
+    if _bm_libvirt_answers; then
+        bm_log "libvirt already answers on $BM_URI"
+    else
+        _bm_start_one libvirtd
+    fi
+    for ((i = 0; i < BM_DAEMON_TIMEOUT * 2; i++)); do
+        _bm_libvirt_answers && { bm_log "libvirt answers on $BM_URI"; return 0; }
+        sleep 0.5
+    done
+    bm_fail "libvirt did not answer on $BM_URI within $BM_DAEMON_TIMEOUT s" \
+        "(see /var/log/libvirt/ and 'libvirtd -v')"
+}
+
+# bm_stop_daemons: stop exactly the daemons bm_start_daemons started in this
+# shell: TERM, wait up to 15 s, then KILL. Anything else is left running.
+bm_stop_daemons() {
+    local f name pid i
+    f=$(_bm_owner_file)
+    [ -f "$f" ] || return 0
+    # Stop in reverse start order (libvirtd before virtlogd).
+    while read -r name pid; do
+        if ! _bm_pid_is "$name" "$pid"; then
+            bm_log "$name (pid $pid) already gone"
+            continue
+        fi
+        bm_log "stopping $name (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 150; i++)); do
+            _bm_pid_is "$name" "$pid" || break
+            sleep 0.1
+        done
+        if _bm_pid_is "$name" "$pid"; then
+            bm_warn "$name (pid $pid) ignored TERM, sending KILL"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    done < <(tac "$f")
+    rm -f "$f"
+}
+
+# ---------------------------------------------------------------------------
+# Guest image
+# ---------------------------------------------------------------------------
+# bm_guest_image: build (or reuse) the guest; sets BM_KERNEL, BM_INITRD,
+# BM_KERNEL_VERSION, BM_MODULES_DIR.
+bm_guest_image() {
+    local t0
+    t0=$(bm_now)
+    bash "$BM_LIB_DIR/build-guest.sh" "$BM_GUEST_DIR" || bm_fail "build-guest.sh failed"
+    BM_KERNEL=$BM_GUEST_DIR/vmlinuz
+    BM_INITRD=$BM_GUEST_DIR/initrd.img
+    BM_KERNEL_VERSION=$(cat "$BM_GUEST_DIR/kernel-version")
+    BM_MODULES_DIR=$(cat "$BM_GUEST_DIR/modules-dir")
+    export BM_KERNEL BM_INITRD BM_KERNEL_VERSION BM_MODULES_DIR
+    bm_log "guest image ready in $(bm_elapsed "$t0") s (kernel $BM_KERNEL_VERSION)"
+}
+
+# ---------------------------------------------------------------------------
+# Guests
+# ---------------------------------------------------------------------------
+# bm_dom NAME: full domain name (adds $BM_PREFIX unless already there).
+bm_dom() {
+    case "$1" in
+        "$BM_PREFIX"*) echo "$1" ;;
+        *) echo "$BM_PREFIX$1" ;;
+    esac
+}
+# bm_guest_dir NAME: per-guest dir under BM_WORKDIR (domain XML, console log).
+bm_guest_dir() { echo "$BM_WORKDIR/$(bm_dom "$1")"; }
+# bm_console_log NAME: path of the guest's serial console log.
+bm_console_log() { echo "$(bm_guest_dir "$1")/console.log"; }
+
+_bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s/'/\&apos;/g"; }
+
+# bm_define_guest NAME MEM_MIB [key=value ...]
+#   Defines (persistent) and starts a TCG guest with direct kernel boot.
+#   Options:
+#     touch=MIB            guest touches then frees MIB MiB (bm.touch=MIB)
+#     noballoon=1          guest does not load virtio_balloon
+#     current=MIB          <currentMemory> (default MEM_MIB)
+#     vcpus=N              default 1
+#     stats=SECONDS        balloon stats period (default 1; 0 = no <stats>)
+#     balloon=none         <memballoon model='none'/> (no balloon device)
+#     autodeflate=on|off   memballoon autodeflate attribute
+#     freepagereporting=on|off  memballoon freePageReporting attribute
+#     emulator=PATH        <emulator> (e.g. a patched QEMU)
+#     devices=XML          extra XML appended inside <devices>
+#     cmdline=STRING       appended verbatim to the kernel command line
+#     anything else K=V    passed to the guest as bm.K=V
+#   Sets BM_DOM to the full domain name.
+bm_define_guest() {
+    [ $# -ge 2 ] || bm_fail "usage: bm_define_guest NAME MEM_MIB [key=value ...]"
+    local dom mem cur vcpus=1 stats=1 balloon=virtio autodeflate="" fpr=""
+    local emulator="" devices="" cmdline="console=ttyS0 quiet panic=-1"
+    local dir console xml opt key val battrs="" bstats="" emu_xml=""
+    dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
+    for opt in "$@"; do
+        case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
+        key=${opt%%=*}; val=${opt#*=}
+        case "$key" in
+            current)           cur=$val ;;
+            vcpus)             vcpus=$val ;;
+            stats)             stats=$val ;;
+            balloon)           balloon=$val ;;
+            autodeflate)       autodeflate=$val ;;
+            freepagereporting) fpr=$val ;;
+            emulator)          emulator=$val ;;
+            devices)           devices="$devices$val" ;;
+            cmdline)           cmdline="$cmdline $val" ;;
+            *)                 cmdline="$cmdline bm.$key=$val" ;;
+        esac
+    done
+    [ -n "${BM_KERNEL:-}" ] && [ -n "${BM_INITRD:-}" ] || bm_fail "bm_define_guest: call bm_guest_image first"
+
+    dir=$(bm_guest_dir "$dom"); console="$dir/console.log"; xml="$dir/domain.xml"
+    mkdir -p "$dir"
+    chmod 0755 "$BM_WORKDIR" "$dir"
+    rm -f "$console"
+
+    if [ "$balloon" = none ]; then
+        battrs=" model='none'"
+    else
+        battrs=" model='$balloon'"
+        [ -n "$autodeflate" ] && battrs="$battrs autodeflate='$autodeflate'"
+        [ -n "$fpr" ] && battrs="$battrs freePageReporting='$fpr'"
+        [ "$stats" != 0 ] && bstats="<stats period='$stats'/>"
+    fi
+    [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
+
+    cat >"$xml" <<EOF
+<domain type='qemu'>
+  <name>$dom</name>
+  <memory unit='MiB'>$mem</memory>
+  <currentMemory unit='MiB'>$cur</currentMemory>
+  <vcpu placement='static'>$vcpus</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>$BM_KERNEL</kernel>
+    <initrd>$BM_INITRD</initrd>
+    <cmdline>$(printf '%s' "$cmdline" | _bm_xml_escape)</cmdline>
+  </os>
+  <features><acpi/></features>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    $emu_xml
+    <controller type='usb' model='none'/>
+    <serial type='file'>
+      <source path='$console'/>
+      <target port='0'/>
+    </serial>
+    <console type='file'>
+      <source path='$console'/>
+      <target type='serial' port='0'/>
+    </console>
+    <memballoon$battrs>$bstats</memballoon>
+    $devices
+  </devices>
+</domain>
+EOF
+    bm_virsh define "$xml" >/dev/null || bm_fail "virsh define $xml failed"
+    bm_virsh start "$dom" >/dev/null || bm_fail "virsh start $dom failed"
+    BM_DOM=$dom
+    bm_log "started $dom (${mem} MiB, cmdline: $cmdline)"
+}
+
+# bm_wait_guest_ready NAME [TIMEOUT_S=120]: wait for BALLOONMGR-GUEST-READY
+# on the guest's console. Sets BM_READY_SECONDS. On timeout (or if the domain
+# stops) prints the console tail and fails the test.
+bm_wait_guest_ready() {
+    local dom console timeout=${2:-120} t0 i=0 state
+    dom=$(bm_dom "$1"); console=$(bm_console_log "$dom")
+    t0=$(bm_now)
+    while :; do
+        if grep -q "BALLOONMGR-GUEST-READY" "$console" 2>/dev/null; then
+            BM_READY_SECONDS=$(bm_elapsed "$t0")
+            bm_log "$dom ready after $BM_READY_SECONDS s of waiting"
+            return 0
+        fi
+        if ((i % 4 == 0)); then
+            state=$(bm_virsh domstate "$dom" 2>/dev/null || echo "undefined")
+            if [ "$state" != running ]; then
+                echo "--- console of $dom ($console), tail ---" >&2
+                tail -n 40 "$console" >&2 2>/dev/null || true
+                bm_fail "$dom is '$state' while waiting for it to become ready"
+            fi
+        fi
+        if awk -v s="$t0" -v e="$(bm_now)" -v t="$timeout" 'BEGIN { exit !(e - s >= t) }'; then
+            echo "--- console of $dom ($console), tail ---" >&2
+            tail -n 40 "$console" >&2 2>/dev/null || true
+            bm_fail "$dom not ready within $timeout s"
+        fi
+        i=$((i + 1))
+        sleep 0.5
+    done
+}
+
+# bm_cleanup_guests: destroy and undefine every domain named $BM_PREFIX*.
+bm_cleanup_guests() {
+    local dom
+    if ! _bm_libvirt_answers; then
+        bm_warn "libvirt not answering; cannot clean up ${BM_PREFIX}* domains"
+        return 0
+    fi
+    while read -r dom; do
+        case "$dom" in "$BM_PREFIX"*) ;; *) continue ;; esac
+        bm_log "cleaning up $dom"
+        bm_virsh destroy "$dom" >/dev/null 2>&1 || true
+        bm_virsh undefine "$dom" >/dev/null 2>&1 || bm_warn "undefine $dom failed"
+    done < <(bm_virsh list --all --name 2>/dev/null)
+}
+
+# bm_on_exit: the EXIT trap installed by bm_setup. Cleans up guests, stops
+# daemons this shell started, removes BM_WORKDIR when the test passed (kept
+# on failure for the console logs). A test needing its own EXIT trap should
+# call bm_on_exit from it.
+bm_on_exit() {
+    local rc=$?
+    trap - EXIT
+    set +e
+    bm_cleanup_guests
+    bm_stop_daemons
+    if [ "$rc" -eq 0 ] && [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
+        rm -rf "$BM_WORKDIR"
+    elif [ -d "$BM_WORKDIR" ]; then
+        bm_log "logs kept in $BM_WORKDIR"
+    fi
+    exit "$rc"
+}
+
+# bm_setup: bm_require_root + packages + EXIT trap + bm_start_daemons +
+# bm_guest_image. The trap is installed before anything is started, so a
+# failure in setup still cleans up.
+bm_setup() {
+    bm_require_root
+    bm_ensure_packages
+    trap bm_on_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    bm_start_daemons
+    bm_guest_image
+}
+
+# ---------------------------------------------------------------------------
+# Measurements
+# ---------------------------------------------------------------------------
+# bm_qemu_pid NAME: PID of the domain's QEMU process.
+bm_qemu_pid() {
+    local dom pid
+    dom=$(bm_dom "$1")
+    pid=$(cat "/run/libvirt/qemu/$dom.pid" 2>/dev/null || true)
+    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+        echo "bm_qemu_pid: no running QEMU for $dom" >&2
+        return 1
+    fi
+    echo "$pid"
+}
+
+# bm_rss_kib PID: VmRSS of PID in KiB.
+bm_rss_kib() {
+    local v
+    v=$(awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true)
+    [ -n "$v" ] || { echo "bm_rss_kib: no VmRSS for pid $1" >&2; return 1; }
+    echo "$v"
+}
+
+# bm_memstat NAME KEY: value of KEY (actual, usable, unused, rss, ...) from
+# 'virsh dommemstat', empty if not reported.
+bm_memstat() {
+    bm_virsh dommemstat "$(bm_dom "$1")" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
+}
