@@ -81,7 +81,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
     bool json = false, wait = false;
     unsigned timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, stall_s = BM_WAIT_DEFAULT_STALL_S;
     char **args = bm_cli_protect_negative(argc, argv);
-    int c, ret = BM_EXIT_USAGE;
+    int c, r, ret = BM_EXIT_USAGE;
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
 
     while ((c = getopt_long(argc, args, "wjh", opts, NULL)) != -1) {
         switch (c) {
@@ -115,14 +117,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
     const char *name = bm_cli_unprotect(args[optind]);
     const char *size = bm_cli_unprotect(args[optind + 1]);
 
-    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    int r = bm_conn_open(g->uri, false, &conn);
+    r = bm_conn_open(g->uri, false, &conn);
     if (r < 0) {
         bm_report("set", NULL, "%s", bm_error_detail(r));
         ret = BM_EXIT_FAILURE;
         goto out;
     }
-    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
     uint64_t max_bytes, actual_bytes, target_bytes;
     r = bm_conn_lookup(conn, name, &dom);
     if (r >= 0)

@@ -120,7 +120,9 @@ static void print_table(const BmSnapshot *s)
         bm_table_cell(t, "%s", size_cell(d->swap_in_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->swap_out_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", count_cell(d->major_faults, b, sizeof(b)));
-        if (d->balloon_known && d->balloon.stats_period_s > 0)
+        if (d->balloon_known && !d->balloon.present)
+            bm_table_cell(t, "none");
+        else if (d->balloon_known && d->balloon.stats_period_s > 0)
             bm_table_cell(t, "%ds", d->balloon.stats_period_s);
         else
             bm_table_cell(t, "%s", d->balloon_known && d->balloon.stats_period_s == 0 ? "off" : "-");

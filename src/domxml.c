@@ -64,6 +64,18 @@ static uint64_t scaled_element(xmlNodePtr node)
     return bytes;
 }
 
+static void quiet_xml(void *ctx, const char *fmt, ...)
+{
+    (void)ctx;
+    (void)fmt;
+}
+
+void bm_domxml_init(void)
+{
+    xmlInitParser();
+    xmlSetGenericErrorFunc(NULL, quiet_xml);
+}
+
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 {
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,

@@ -18,6 +18,10 @@ typedef struct {
     uint64_t min_guarantee_bytes; /* <memtune><min_guarantee>, BM_ABSENT if not set */
 } BmBalloonConfig;
 
+/* Silences libxml2's default stderr printer (also used by libvirt's in-process test driver),
+ * so failures are reported once, by the verb. Call once at start. */
+void bm_domxml_init(void);
+
 /* Parses a domain's XML. Returns 0 and fills *ret, or -EINVAL with the reason when the XML
  * is not a domain definition. */
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret);

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "conn.h"
+#include "domxml.h"
 #include "error.h"
 
 #ifndef BM_VERSION
@@ -63,6 +64,7 @@ int main(int argc, char **argv)
         return BM_EXIT_USAGE;
     }
 
+    bm_domxml_init();
     int r = bm_conn_init();
     if (r < 0) {
         bm_report(NULL, NULL, "%s", bm_error_detail(r));

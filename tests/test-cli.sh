@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The CLI on libvirt's test driver: what an operator types, what it prints, its exit status.
+# Usage: test-cli.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+set -u
+BM=$1
+ROOT=$2
+DEMO="test://$ROOT/demo/host.xml"
+n=0 failed=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+ok() { # ok COND_EXIT_STATUS DESCRIPTION
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+# expect STATUS STDERR_SUBSTRING -- ARGS...: runs balloonmgr, checks exit status and stderr
+expect() {
+    local want=$1 msg=$2; shift 3
+    "$BM" "$@" >"$out" 2>"$err"; local got=$?
+    [ "$got" -eq "$want" ]; ok $? "balloonmgr $* exits $want (got $got)"
+    if [ -n "$msg" ]; then
+        grep -qF -- "$msg" "$err"; ok $? "  and says: $msg"
+        [ "$(wc -l <"$err")" -eq 1 ]; ok $? "  in one line"
+    fi
+}
+
+# --- global
+expect 0 "" -- --help
+grep -q '^  set DOMAIN SIZE' "$out"; ok $? "--help lists set"
+expect 0 "" -- --version
+grep -q '^balloonmgr [0-9]' "$out"; ok $? "--version prints a version"
+expect 2 "unknown verb 'frobnicate'" -- frobnicate
+expect 2 "" --
+expect 1 "cannot connect to 'test:///nonexistent/file.xml'" -- -c test:///nonexistent/file.xml status
+BALLOONMGR_URI=$DEMO "$BM" list >"$out" 2>"$err"; ok $? "\$BALLOONMGR_URI is used"
+[ "$(cat "$out")" = "$(printf 'build1\ncache1\ndb1\nweb1\nweb2')" ]; ok $? "list: running domains, sorted"
+
+# --- list
+expect 0 "" -- -c "$DEMO" list --all
+[ "$(wc -l <"$out")" -eq 7 ]; ok $? "list --all: all seven"
+expect 2 "unexpected argument 'x'" -- -c "$DEMO" list x
+
+# --- status
+expect 0 "" -- -c test:///default status --json
+jq -e '.domains | length == 1 and .[0].name == "test"' "$out" >/dev/null; ok $? "status --json on test:///default: valid JSON with domain test"
+expect 0 "" -- -c "$DEMO" status --json
+jq -e '[.domains[].name] == ["batch1","build1","cache1","db1","legacy1","web1","web2"]' "$out" >/dev/null; ok $? "status --json lists every domain"
+jq -e '.domains[] | select(.name=="web1") | .maximum_bytes == 4294967296 and .current_bytes == 3221225472 and .reclaimed_bytes == 1073741824 and .stats_period_s == 5' "$out" >/dev/null; ok $? "web1 sizes in bytes"
+jq -e '.domains[] | select(.name=="batch1") | .usable_bytes == null and .unused_bytes == null and .rss_bytes == null and .state == "shut off"' "$out" >/dev/null; ok $? "shut-off domain: absent stats are null"
+jq -e '[.domains[] | keys[] | select(test("^[a-z0-9_]+$") | not)] == []' "$out" >/dev/null; ok $? "keys are snake_case"
+expect 0 "" -- -c "$DEMO" status
+head -1 "$out" | grep -q '^NAME  *STATE  *MAXIMUM  *CURRENT  *RECLAIMED'; ok $? "status table header"
+grep -q '^web1 .* 4 GiB  *3 GiB  *1 GiB ' "$out"; ok $? "status table: human sizes"
+grep -q '^legacy1 .* none ' "$out"; ok $? "status table: domain without balloon"
+expect 0 "" -- -c "$DEMO" status web1 db1
+[ "$(wc -l <"$out")" -eq 3 ]; ok $? "status DOMAIN...: only those"
+expect 2 "status: 'nope': no such domain" -- -c "$DEMO" status web1 nope
+
+# --- set: sizes
+expect 2 "set 'test': size '12X': unknown unit 'X'" -- -c test:///default set test 12X
+expect 2 "set 'test': size '9G': exceeds the maximum of 8388608 KiB" -- -c test:///default set test 9G
+expect 2 "set 'test': size '-3G': would be negative" -- -c test:///default set test -3G
+expect 2 "set 'test': size '0': must be greater than 0" -- -c test:///default set test 0
+expect 2 "set 'test': size '99999999999999999999': too large" -- -c test:///default set test 99999999999999999999
+expect 2 "set 'test': size 'abc': not a number" -- -c test:///default set test abc
+expect 2 "set 'test': size '1.5 G': contains white space" -- -c test:///default set test "1.5 G"
+expect 2 "set 'nope': no such domain" -- -c test:///default set nope 1G
+expect 2 "set 'bad\\x0aname': no such domain" -- -c test:///default set "bad
+name" 1G
+expect 1 "set 'batch1': domain is not running" -- -c "$DEMO" set batch1 1G
+expect 2 "expected DOMAIN and SIZE" -- -c test:///default set test
+expect 2 "--wait 'x': expected a number of seconds" -- -c test:///default set test 1G --wait=x
+expect 2 "--stall '0': expected a number of seconds" -- -c test:///default set test 1G --wait --stall=0
+
+# --- set: moves
+expect 0 "" -- -c test:///default set test 50% --wait --json
+jq -e '.outcome == "reached" and .direction == "deflate" and .from_bytes == 2147483648 and .target_bytes == 4294967296 and .reached_bytes == 4294967296 and .duration_s >= 0' "$out" >/dev/null; ok $? "set 50% --wait --json: deflate 2 GiB -> 4 GiB reached"
+expect 0 "" -- -c test:///default set test -512M --wait
+grep -q '^test: inflate from 2 GiB to target 1.5 GiB: reached 1.5 GiB after' "$out"; ok $? "set -512M: relative inflate, text output"
+expect 0 "" -- -c test:///default set test +1G
+grep -q 'deflate from 2 GiB to target 3 GiB (not waiting)' "$out"; ok $? "set +1G without --wait"
+expect 0 "" -- -c test:///default set test 1048576 --json
+jq -e '.target_bytes == 1073741824 and .outcome == "pending" and .duration_s == null' "$out" >/dev/null; ok $? "bare number is KiB; pending without --wait"
+
+# --- every verb has --help
+for v in list status set; do
+    expect 0 "" -- "$v" --help
+    grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
+done
+
+echo "1..$n"
+[ "$failed" -eq 0 ]

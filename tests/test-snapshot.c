@@ -1,0 +1,87 @@
+/* Snapshots on libvirt's test driver: the per-domain fallback (no bulk balloon stats), shut-off
+ * and paused domains, name filters, unknown names, and the libvirt call count. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "conn.h"
+#include "error.h"
+#include "snapshot.h"
+#include "tap.h"
+
+#define GiB (1024ull * 1024 * 1024)
+
+static virConnectPtr open_demo(void)
+{
+    char *uri = bm_asprintf("test://%s/demo/host.xml", SOURCE_ROOT);
+    virConnectPtr c = NULL;
+    int r = bm_conn_open(uri, true, &c);
+    ok(r == 0, "open %s (%s)", uri, r < 0 ? bm_error_detail(r) : "ok");
+    free(uri);
+    return c;
+}
+
+int main(void)
+{
+    ok(bm_conn_init() == 0, "libvirt initialised");
+    _cleanup_(virConnectClosep) virConnectPtr conn = open_demo();
+    if (!conn)
+        return tap_done();
+
+    BmSnapshot s;
+    int r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_XML, &s);
+    ok(r == 0, "snapshot of all domains");
+    is_u64(s.n_domains, 7, "seven domains in the demo host");
+    is_str(s.domains[0].name, "batch1", "sorted by name: first");
+    is_str(s.domains[6].name, "web2", "sorted by name: last");
+
+    const BmDomain *web1 = bm_snapshot_find(&s, "web1");
+    ok(web1 && web1->active, "web1 is running");
+    is_u64(web1->max_bytes, 4 * GiB, "web1 maximum");
+    is_u64(web1->actual_bytes, 3 * GiB, "web1 balloon current");
+    is_u64(bm_domain_reclaimed_bytes(web1), 1 * GiB, "web1 reclaimed");
+    ok(bm_present(web1->unused_bytes) && bm_present(web1->usable_bytes),
+       "web1 guest stats came from the per-domain fallback");
+    ok(web1->balloon_known && web1->balloon.present && web1->balloon.stats_period_s == 5,
+       "web1 balloon config from the XML: stats period 5");
+    ok(web1->error == NULL, "web1 read without error");
+
+    const BmDomain *batch1 = bm_snapshot_find(&s, "batch1");
+    ok(batch1 && !batch1->active, "batch1 is shut off");
+    is_u64(batch1->max_bytes, 8 * GiB, "batch1 maximum is known while shut off");
+    ok(!bm_present(batch1->unused_bytes), "batch1 has no guest stats (absent, not 0)");
+    ok(batch1->error == NULL, "a shut-off domain is not an error");
+
+    const BmDomain *build1 = bm_snapshot_find(&s, "build1");
+    ok(build1 && build1->active && build1->state == VIR_DOMAIN_PAUSED, "build1 is paused");
+
+    const BmDomain *db1 = bm_snapshot_find(&s, "db1");
+    is_u64(db1->balloon.min_guarantee_bytes, 8 * GiB, "db1 min_guarantee from <memtune>");
+    ok(db1->balloon.autodeflate == BM_TRI_ON, "db1 autodeflate on");
+
+    const BmDomain *legacy1 = bm_snapshot_find(&s, "legacy1");
+    ok(legacy1->balloon_known && !legacy1->balloon.present, "legacy1 has no balloon");
+    ok(s.libvirt_calls >= 1 + 7, "fallback made per-domain calls (%u)", s.libvirt_calls);
+    bm_snapshot_clear(&s);
+
+    r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY, &s);
+    ok(r == 0 && s.n_domains == 5, "active only: 5 domains (got %zu)", s.n_domains);
+    ok(!s.domains[0].balloon_known, "XML not read without BM_SNAPSHOT_XML");
+    bm_snapshot_clear(&s);
+
+    char *names[] = {"web2", "db1", NULL};
+    r = bm_snapshot_take(conn, names, 0, &s);
+    ok(r == 0 && s.n_domains == 2, "two named domains");
+    ok(bm_snapshot_find(&s, "web2") && bm_snapshot_find(&s, "db1") && !bm_snapshot_find(&s, "web1"),
+       "exactly the named ones");
+    bm_snapshot_clear(&s);
+
+    char *bad[] = {"web1", "no-such-vm", NULL};
+    bm_error_clear();
+    r = bm_snapshot_take(conn, bad, 0, &s);
+    ok(r == -ENOENT, "unknown name gives -ENOENT");
+    is_str(bm_error_detail(r), "'no-such-vm': no such domain", "and names the domain");
+    ok(s.domains == NULL && s.n_domains == 0, "and no half snapshot");
+    bm_snapshot_clear(&s);
+    bm_snapshot_clear(NULL);
+    return tap_done();
+}
