@@ -97,7 +97,8 @@ bm_ensure_packages() {
 # ---------------------------------------------------------------------------
 # Daemons
 # ---------------------------------------------------------------------------
-# Ownership: the daemons a call of bm_start_daemons started are recorded in
+# Ownership: the daemons a call of bm_start_daemons started (and a /dev/kvm
+# mode it changed, see _bm_fix_kvm_perms) are recorded in
 # $BM_IT_STATE/daemons.<PID of the calling shell> as "NAME PID" lines.
 # bm_stop_daemons only reads the file of its own shell, so a test script that
 # found the daemons already running (started by a runner) never stops them.
@@ -119,7 +120,7 @@ _bm_daemon_pid() {
     echo "$pid"
 }
 
-_bm_libvirt_answers() { timeout 10 virsh -q -c "$BM_URI" version >/dev/null 2>&1; }
+_bm_libvirt_answers() { timeout 30 virsh -q -c "$BM_URI" version >/dev/null 2>&1; }
 
 # _bm_start_one NAME: start "NAME -d" unless running; record it if we did.
 _bm_start_one() {
@@ -143,6 +144,27 @@ _bm_start_one() {
     bm_log "$name started, pid $pid"
 }
 
+# _bm_fix_kvm_perms: libvirt 9.0's QMP probe reports KVM, but its cache
+# validity check (access to /dev/kvm as the QEMU user) fails while /dev/kvm
+# is not read/writable by libvirt-qemu, so the capability cache is stale on
+# every lookup ("KVM was enabled when probing ..., but it
+# is not available now"), re-probing QEMU for ~4 s per binary on each API
+# call (virsh start took ~45 s). Without udev, /dev/kvm stays root:root 0600,
+# so give it the ownership Debian's udev rules would (root:kvm 0660). Our
+# guests still use TCG (<domain type='qemu'>). The old mode is recorded like
+# a started daemon and restored by bm_stop_daemons of the same shell.
+# BM_FIX_KVM_PERMS=0 disables this.
+_bm_fix_kvm_perms() {
+    local before
+    [ "${BM_FIX_KVM_PERMS:-1}" = 1 ] && [ -c /dev/kvm ] || return 0
+    getent group kvm >/dev/null && getent passwd libvirt-qemu >/dev/null || return 0
+    runuser -u libvirt-qemu -- test -r /dev/kvm -a -w /dev/kvm 2>/dev/null && return 0
+    before=$(stat -c '%u:%g:%a' /dev/kvm)
+    chown root:kvm /dev/kvm && chmod 0660 /dev/kvm || { bm_warn "could not fix /dev/kvm permissions"; return 0; }
+    echo "kvmperms $before" >>"$(_bm_owner_file)"
+    bm_log "/dev/kvm was $before, set to root:kvm 0660 (libvirt capability cache)"
+}
+
 # bm_start_daemons: make sure virtlogd and libvirtd run and qemu:///system
 # answers; records what this call started (see above). Idempotent.
 bm_start_daemons() {
@@ -154,6 +176,7 @@ bm_start_daemons() {
         owner=${f##*.}
         kill -0 "$owner" 2>/dev/null || rm -f "$f"
     done
+    _bm_fix_kvm_perms
     _bm_start_one virtlogd
     # A daemon that already answers (libvirtd or a modular virtqemud) is fine.
     if _bm_libvirt_answers; then
@@ -177,6 +200,12 @@ bm_stop_daemons() {
     [ -f "$f" ] || return 0
     # Stop in reverse start order (libvirtd before virtlogd).
     while read -r name pid; do
+        if [ "$name" = kvmperms ]; then          # "kvmperms UID:GID:MODE"
+            bm_log "restoring /dev/kvm to $pid"
+            chown "${pid%:*}" /dev/kvm && chmod "${pid##*:}" /dev/kvm ||
+                bm_warn "could not restore /dev/kvm to $pid"
+            continue
+        fi
         if ! _bm_pid_is "$name" "$pid"; then
             bm_log "$name (pid $pid) already gone"
             continue
@@ -267,7 +296,9 @@ bm_define_guest() {
             *)                 cmdline="$cmdline bm.$key=$val" ;;
         esac
     done
-    [ -n "${BM_KERNEL:-}" ] && [ -n "${BM_INITRD:-}" ] || bm_fail "bm_define_guest: call bm_guest_image first"
+    if [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; then
+        bm_fail "bm_define_guest: call bm_guest_image (or bm_setup) first"
+    fi
 
     dir=$(bm_guest_dir "$dom"); console="$dir/console.log"; xml="$dir/domain.xml"
     mkdir -p "$dir"
@@ -319,6 +350,7 @@ bm_define_guest() {
 EOF
     bm_virsh define "$xml" >/dev/null || bm_fail "virsh define $xml failed"
     bm_virsh start "$dom" >/dev/null || bm_fail "virsh start $dom failed"
+    # shellcheck disable=SC2034  # used by the calling test
     BM_DOM=$dom
     bm_log "started $dom (${mem} MiB, cmdline: $cmdline)"
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# set --wait on a real guest: the inflate is measured within 100 ms of two independent
+# clocks (our own query-balloon polling over the QEMU monitor, and QEMU's BALLOON_CHANGE
+# event timestamps), the host gets the memory back (QEMU RSS falls by >= 80% of what was
+# inflated), and deflating back works.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+WATCH=${BALLOON_WATCH:?set BALLOON_WATCH to the balloon-watch helper}
+bm_setup
+
+MEM_MIB=512
+bm_define_guest sw1 $MEM_MIB touch=400
+bm_wait_guest_ready sw1
+dom=$(bm_dom sw1)
+pid=$(bm_qemu_pid sw1)
+sleep 2 # let the guest settle after touching its memory
+
+# measure_set SIZE TARGET_KIB: runs `balloonmgr set --wait --json` under balloon-watch and
+# checks the reported duration against both independent clocks. Leaves JSON in $result.
+measure_set() {
+    local size=$1 target_kib=$2 watch_out watch_err
+    watch_out=$(mktemp) watch_err=$(mktemp)
+    "$WATCH" "$BM_URI" "$dom" "$target_kib" 120 >"$watch_out" 2>"$watch_err" &
+    local wpid=$!
+    for _ in $(seq 100); do grep -q watching "$watch_err" && break; sleep 0.1; done
+    grep -q watching "$watch_err" || bm_fail "balloon-watch did not start: $(cat "$watch_err")"
+
+    local t_launch
+    t_launch=$(bm_now)
+    result=$("$BM" -c "$BM_URI" set "$dom" "$size" --wait --json) || bm_fail "set $size --wait failed"
+    wait "$wpid" || bm_fail "balloon-watch did not see the target reached: $(cat "$watch_out" "$watch_err")"
+    local watch
+    watch=$(cat "$watch_out")
+    rm -f "$watch_out" "$watch_err"
+    echo "balloonmgr: $(echo "$result" | jq -c .)"
+    echo "watch:      $watch"
+
+    echo "$result" | jq -e --argjson t $((target_kib * 1024)) '.outcome == "reached" and .target_bytes == $t' >/dev/null ||
+        bm_fail "set $size: outcome/target wrong"
+    # 1. when balloonmgr saw the target reached vs when the independent poller saw it
+    # 2. balloonmgr's duration vs launch-of-the-command -> poller's reached (an upper bound
+    #    that also counts process start and connection)
+    # 3. balloonmgr's end vs QEMU's own timestamp of the BALLOON_CHANGE at the target
+    jq -n --argjson r "$result" --argjson w "$watch" --argjson launch "$t_launch" '
+        ($r.finished_at - $w.reached_at) as $d1
+      | (($w.reached_at - $launch) - $r.duration_s) as $d2
+      | (if $w.event_reached_at > 0 then $r.finished_at - $w.event_reached_at else null end) as $d3
+      | {poll_delta_ms: ($d1 * 1000 | round), launch_delta_ms: ($d2 * 1000 | round),
+         event_delta_ms: (if $d3 == null then null else ($d3 * 1000 | round) end),
+         duration_ms: ($r.duration_s * 1000 | round)}' | tee /tmp/bm-delta.$$
+    jq -e '(.poll_delta_ms | fabs) <= 100 and (.launch_delta_ms | fabs) <= 100 and
+           (.event_delta_ms == null or (.event_delta_ms | fabs) <= 100)' /tmp/bm-delta.$$ >/dev/null ||
+        { rm -f /tmp/bm-delta.$$; bm_fail "set $size: reported duration is more than 100 ms off"; }
+    jq -e '.event_delta_ms != null' /tmp/bm-delta.$$ >/dev/null ||
+        bm_warn "no BALLOON_CHANGE event at the target was seen; compared with polling only"
+    rm -f /tmp/bm-delta.$$
+}
+
+rss_before=$(bm_rss_kib "$pid")
+echo "QEMU RSS before inflate: $((rss_before / 1024)) MiB"
+[ "$rss_before" -gt $((400 * 1024)) ] || bm_fail "guest did not touch its memory (RSS $rss_before KiB)"
+
+measure_set 50% $((MEM_MIB * 1024 / 2))
+echo "$result" | jq -e '.direction == "inflate" and .from_bytes == 536870912' >/dev/null ||
+    bm_fail "50%: not an inflate from 512 MiB"
+inflated_kib=$(( ($(echo "$result" | jq '.from_bytes - .reached_bytes')) / 1024 ))
+bm_pass "set 50% --wait: inflate measured within 100 ms of independent clocks ($(echo "$result" | jq .duration_s) s)"
+
+sleep 1
+rss_after=$(bm_rss_kib "$pid")
+drop=$((rss_before - rss_after))
+echo "QEMU RSS after inflate: $((rss_after / 1024)) MiB; dropped $((drop / 1024)) MiB of $((inflated_kib / 1024)) MiB inflated"
+[ "$drop" -ge $((inflated_kib * 8 / 10)) ] ||
+    bm_fail "QEMU RSS fell by $drop KiB, less than 80% of the $inflated_kib KiB inflated"
+bm_pass "host RSS fell by $((drop * 100 / inflated_kib))% of the inflated amount"
+
+status=$("$BM" -c "$BM_URI" status --json "$dom")
+echo "$status" | jq -e '.domains[0] | .current_bytes == 268435456 and .reclaimed_bytes == 268435456' >/dev/null ||
+    bm_fail "status does not show 256 MiB reclaimed: $(echo "$status" | jq -c '.domains[0]')"
+bm_pass "status shows the reclaimed 256 MiB"
+
+measure_set 100% $((MEM_MIB * 1024))
+echo "$result" | jq -e '.direction == "deflate" and .reached_bytes == 536870912' >/dev/null ||
+    bm_fail "100%: not a deflate back to 512 MiB"
+bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" | jq .duration_s) s)"
+
+# Relative sizes on a real guest, text output
+out=$("$BM" -c "$BM_URI" set "$dom" -128M --wait) || bm_fail "set -128M --wait failed"
+echo "$out"
+echo "$out" | grep -q "^$dom: inflate from 512 MiB to target 384 MiB: reached 384 MiB after" ||
+    bm_fail "set -128M output"
+bm_pass "relative inflate with text output"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# status/list on a real libvirtd with a real TCG guest: guest statistics arrive (non-null),
+# the sizes match the definition, unknown names exit 2.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+bm_setup
+
+bm_define_guest st1 512 touch=128
+bm_wait_guest_ready st1
+dom=$(bm_dom st1)
+
+bm_virsh list --name | grep -qx "$dom" || bm_fail "virsh does not list $dom"
+"$BM" -c "$BM_URI" list | grep -qx "$dom" || bm_fail "balloonmgr list does not list $dom"
+bm_pass "list shows $dom"
+
+# The guest reports statistics every second (stats period 1) once its driver is up.
+json=""
+for _ in $(seq 60); do
+    json=$("$BM" -c "$BM_URI" status --json "$dom")
+    if echo "$json" | jq -e '.domains[0].usable_bytes != null and .domains[0].unused_bytes != null' >/dev/null; then
+        break
+    fi
+    sleep 1
+done
+echo "$json" | jq -c '.domains[0]'
+echo "$json" | jq -e --arg d "$dom" '.domains | length == 1 and .[0].name == $d and .[0].state == "running"' >/dev/null ||
+    bm_fail "status --json does not show $dom running"
+echo "$json" | jq -e '.domains[0] | .maximum_bytes == 536870912 and .current_bytes == 536870912 and .reclaimed_bytes == 0' >/dev/null ||
+    bm_fail "maximum/current/reclaimed are not 512 MiB/512 MiB/0"
+echo "$json" | jq -e '.domains[0] | [.available_bytes, .usable_bytes, .unused_bytes, .disk_caches_bytes, .rss_bytes, .swap_in_bytes, .major_faults] | all(. != null)' >/dev/null ||
+    bm_fail "guest statistics are null on a real guest"
+echo "$json" | jq -e '.domains[0] | .usable_bytes > 0 and .usable_bytes < .maximum_bytes and .rss_bytes > 134217728' >/dev/null ||
+    bm_fail "guest statistics are implausible"
+echo "$json" | jq -e '.domains[0] | .stats_period_s == 1 and .stats_age_s != null and .stats_age_s <= 10 and .error == null' >/dev/null ||
+    bm_fail "stats period/age wrong"
+bm_pass "status --json shows non-null guest statistics on a real guest"
+
+"$BM" -c "$BM_URI" status "$dom" | tee /dev/stderr | grep -q "^$dom  *running  *512 MiB  *512 MiB  *0 B " ||
+    bm_fail "status table row for $dom"
+bm_pass "status table"
+
+set +e
+"$BM" -c "$BM_URI" set "${BM_PREFIX}no-such-guest" 50% 2>err.$$; rc=$?
+set -e
+grep -q "set '${BM_PREFIX}no-such-guest': no such domain" err.$$ || { cat err.$$; rm -f err.$$; bm_fail "unknown domain message"; }
+rm -f err.$$
+[ "$rc" -eq 2 ] || bm_fail "set on an unknown domain exited $rc, want 2"
+bm_pass "set on an unknown domain exits 2 and names it"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Bash completion: verbs, options, and domain names from `balloonmgr list` on the given -c URI.
+# Usage: test-completion.sh BALLOONMGR SOURCE_ROOT   (TAP output; skipped without bash-completion)
+set -u
+BM=$1 ROOT=$2
+if [ ! -r /usr/share/bash-completion/bash_completion ]; then
+    echo "1..0 # SKIP bash-completion is not installed"
+    exit 0
+fi
+# shellcheck disable=SC1091
+. /usr/share/bash-completion/bash_completion
+. "$ROOT/bash-completion/balloonmgr"
+PATH="$(dirname "$BM"):$PATH"
+DEMO="test://$ROOT/demo/host.xml"
+n=0 failed=0
+
+# complete "WORDS..." EXPECTED: completes the last word (may be empty) and compares
+complete_is() {
+    local line=$1 want=$2
+    # bash splits words at COMP_WORDBREAKS characters such as ':' (a URI becomes 3 words)
+    read -r -a COMP_WORDS <<<"${line//:/ : }"
+    [[ $line == *" " ]] && COMP_WORDS+=("")
+    COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+    COMP_LINE=$line COMP_POINT=${#line}
+    COMPREPLY=()
+    _balloonmgr
+    local got
+    got=$(printf '%s\n' "${COMPREPLY[@]}" | sort | tr '\n' ' ')
+    n=$((n + 1))
+    if [ "$got" = "$want" ]; then echo "ok $n - '$line' -> $want"; else
+        echo "not ok $n - '$line' -> '$got', want '$want'"; failed=$((failed + 1)); fi
+}
+
+complete_is "balloonmgr " "list set status "
+complete_is "balloonmgr s" "set status "
+complete_is "balloonmgr --v" "--version "
+complete_is "balloonmgr -c $DEMO set " "build1 cache1 db1 web1 web2 "
+complete_is "balloonmgr -c $DEMO set w" "web1 web2 "
+complete_is "balloonmgr -c $DEMO status b" "batch1 build1 "
+complete_is "balloonmgr -c $DEMO set web1 5" "50% 512M "
+complete_is "balloonmgr set web1 1G --w" "--wait --wait= "
+complete_is "balloonmgr list --" "--all --help "
+complete_is "balloonmgr status --j" "--json "
+echo "1..$n"
+[ "$failed" -eq 0 ]

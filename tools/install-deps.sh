@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages balloonmgr needs that are missing: to build (build), and also
+# to run the whole test suite (test: libvirtd, QEMU, busybox for the guests, ...).
+# Usage: tools/install-deps.sh [build|test]     Runs apt-get update once, only if needed.
+set -euo pipefail
+what=${1:-build}
+
+build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjson-c-dev
+            libcurl4-openssl-dev libmicrohttpd-dev jq bash-completion)
+test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
+           qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps)
+
+pkgs=("${build_pkgs[@]}")
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]} (run as root to install them)" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
