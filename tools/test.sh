@@ -15,6 +15,13 @@ status=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 meson test -C build --suite unit --print-errorlogs --logbase unit || status=1
 meson test -C build-asan --suite unit --print-errorlogs --logbase unit || status=1
+# Integration tests start libvirtd/virtlogd themselves when run alone; here they are started
+# once for all of them (in a subshell, so lib.sh's settings stay out of this shell) and only
+# what was started is stopped.
+if [ "$(id -u)" -eq 0 ]; then
+    (. tests/integration/lib.sh && bm_start_daemons)
+    trap '(. tests/integration/lib.sh && bm_stop_daemons)' EXIT
+fi
 meson test -C build --suite integration --print-errorlogs --logbase integration || status=1
 
 # one summary line over the three runs (meson writes one JSON object per test)

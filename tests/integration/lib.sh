@@ -30,6 +30,7 @@
 #   BM_KEEP_WORKDIR=1  keep BM_WORKDIR even when the test passed
 #   BM_DAEMON_TIMEOUT  seconds to wait for libvirtd to answer [60]
 #   BM_URI             libvirt URI [qemu:///system]
+#   BM_FIX_KVM_PERMS=0 do not touch /dev/kvm permissions (see _bm_fix_kvm_perms)
 # Set by the library:
 #   BM_LIB_DIR                 directory of this file
 #   BM_KERNEL, BM_INITRD       guest kernel / initramfs (bm_guest_image)
@@ -78,7 +79,7 @@ bm_require_root() {
 # that are missing), non-interactively and without recommends.
 bm_ensure_packages() {
     local want=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients
-                qemu-system-x86 seabios busybox-static cpio jq)
+                qemu-system-x86 seabios busybox-static cpio jq procps)
     local missing=() p
     for p in "${want[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
