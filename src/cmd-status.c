@@ -1,4 +1,5 @@
 /* balloonmgr status [DOMAIN...] [--json]: the memory of every domain. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -8,6 +9,8 @@
 #include "cli.h"
 #include "conn.h"
 #include "error.h"
+#include "feature.h"
+#include "qmp.h"
 #include "size.h"
 #include "snapshot.h"
 #include "table.h"
@@ -33,7 +36,12 @@ static uint64_t stats_age_s(const BmDomain *d, uint64_t now_real_ns)
     return now_s - d->last_update_s;
 }
 
-static json_object *domain_json(const BmDomain *d, uint64_t now_real_ns)
+/* What status shows of SG: the verdict, or why there is none. */
+typedef struct {
+    BmFeatureVerdict sg;
+} SgCell;
+
+static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t now_real_ns)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "name", json_object_new_string(d->name));
@@ -63,6 +71,8 @@ static json_object *domain_json(const BmDomain *d, uint64_t now_real_ns)
                                                                          ? d->balloon.model
                                                                          : "none")
                                             : NULL);
+    json_object_object_add(o, "sg", json_object_new_string(bm_feature_state_name(sg->sg.state)));
+    json_object_object_add(o, "sg_reason", sg->sg.reason ? json_object_new_string(sg->sg.reason) : NULL);
     json_object_object_add(o, "error", d->error ? json_object_new_string(d->error) : NULL);
     return o;
 }
@@ -96,13 +106,13 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
     return buf;
 }
 
-static void print_table(const BmSnapshot *s)
+static void print_table(const BmSnapshot *s, const SgCell *sg)
 {
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE"};
+                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG"};
     _cleanup_(bm_table_freep) BmTable *t =
-        bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrrrrrrrrrrrr");
+        bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrrrrrrrrrrrrl");
     char b[32];
     for (size_t i = 0; i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
@@ -127,8 +137,38 @@ static void print_table(const BmSnapshot *s)
         else
             bm_table_cell(t, "%s", d->balloon_known && d->balloon.stats_period_s == 0 ? "off" : "-");
         bm_table_cell(t, "%s", age_cell(stats_age_s(d, s->taken_real_ns), b, sizeof(b)));
+        bm_table_cell(t, "%s", bm_feature_state_name(sg[i].sg.state));
     }
     bm_table_print(t, stdout);
+}
+
+/* SG verdict per domain of the snapshot (running ones through the QEMU monitor). */
+static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly)
+{
+    SgCell *cells = bm_malloc0((s->n_domains + 1) * sizeof(SgCell));
+    BmFeatureOptions fopts = {.sg_bit = BM_SG_DEFAULT_BIT};
+    for (size_t i = 0; i < s->n_domains; i++) {
+        const BmDomain *d = &s->domains[i];
+        BmFeatureReport rep;
+        if (!d->active) {
+            bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, &fopts, &rep);
+        } else if (d->balloon_known && !d->balloon.present) {
+            bm_features_decide(NULL, BM_VIRTIO_NO_BALLOON, &fopts, &rep);
+        } else if (readonly) {
+            bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
+            rep.feature[BM_FEATURE_SG].reason = "read-only connection: no QEMU monitor access";
+        } else {
+            _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+            _cleanup_free_ char *path = NULL, *error = NULL;
+            if (bm_conn_lookup(conn, d->name, &dom) < 0) {
+                bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
+            } else {
+                bm_qmp_probe_balloon(dom, &fopts, &rep, &path, &error);
+            }
+        }
+        cells[i].sg = rep.feature[BM_FEATURE_SG];
+    }
+    return cells;
 }
 
 static int run(const BmGlobal *g, int argc, char **argv)
@@ -149,8 +189,14 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
 
+    /* SG needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    int r = bm_conn_open(g->uri, true, &conn);
+    bool readonly = false;
+    int r = bm_conn_open(g->uri, false, &conn);
+    if (r == -EACCES) {
+        readonly = true;
+        r = bm_conn_open(g->uri, true, &conn);
+    }
     if (r < 0) {
         bm_report("status", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
@@ -165,17 +211,18 @@ static int run(const BmGlobal *g, int argc, char **argv)
     for (size_t i = 0; i < snap.n_domains; i++)
         if (snap.domains[i].error)
             bm_report("status", snap.domains[i].name, "%s", snap.domains[i].error);
+    _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly);
 
     if (json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < snap.n_domains; i++)
-            json_object_array_add(arr, domain_json(&snap.domains[i], snap.taken_real_ns));
+            json_object_array_add(arr, domain_json(&snap.domains[i], &sg[i], snap.taken_real_ns));
         json_object_object_add(root, "domains", arr);
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
     } else {
-        print_table(&snap);
+        print_table(&snap, sg);
     }
     bm_snapshot_clear(&snap);
     return BM_EXIT_OK;

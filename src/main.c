@@ -12,7 +12,8 @@
 #define BM_VERSION "unknown"
 #endif
 
-static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set};
+static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
+                                      &bm_verb_verify};
 
 static void usage(FILE *f)
 {

@@ -82,8 +82,25 @@ grep -q 'deflate from 2 GiB to target 3 GiB (not waiting)' "$out"; ok $? "set +1
 expect 0 "" -- -c test:///default set test 1048576 --json
 jq -e '.target_bytes == 1073741824 and .outcome == "pending" and .duration_s == null' "$out" >/dev/null; ok $? "bare number is KiB; pending without --wait"
 
+# --- verify (the test driver has no QEMU monitor: unknown, with the reason)
+expect 0 "" -- -c "$DEMO" verify --json
+jq -e '[.domains[].name] == ["build1","cache1","db1","web1","web2"]' "$out" >/dev/null; ok $? "verify without DOMAIN: the running domains"
+jq -e '[.domains[].features.sg] | all(.state == "unknown" and .reason == "libvirt driver without QEMU monitor")' "$out" >/dev/null; ok $? "verify on the test driver: sg unknown, reason given"
+jq -e '[.domains[0] | .. | objects | keys[] | select(test("^[a-z0-9_]+$") | not)] == []' "$out" >/dev/null; ok $? "verify keys are snake_case"
+expect 3 "verify 'web1': sg is unknown: libvirt driver without QEMU monitor" -- -c "$DEMO" verify web1 --require sg
+expect 3 "verify 'batch1': ioeventfd is unknown: domain not running" -- -c "$DEMO" verify batch1 --require ioeventfd
+expect 2 "verify: --require 'fast': unknown feature" -- -c "$DEMO" verify --require sg,fast
+expect 2 "verify: --sg-bit '64': expected a bit number" -- -c "$DEMO" verify --sg-bit=64
+expect 2 "verify 'nope': no such domain" -- -c "$DEMO" verify web1 nope
+[ ! -s "$out" ]; ok $? "  and prints no table"
+expect 0 "" -- -c "$DEMO" verify web1
+head -1 "$out" | grep -q '^NAME  SG  *IOEVENTFD  *STATS'; ok $? "verify table header"
+expect 0 "" -- -c "$DEMO" status --json
+jq -e '.domains[] | select(.name=="web1") | .sg == "unknown" and .sg_reason == "libvirt driver without QEMU monitor"' "$out" >/dev/null; ok $? "status --json has sg with its reason"
+jq -e '.domains[] | select(.name=="legacy1") | .sg == "unknown" and .sg_reason == "domain not running"' "$out" >/dev/null; ok $? "status: shut-off domain sg unknown (not running)"
+
 # --- every verb has --help
-for v in list status set; do
+for v in list status set verify; do
     expect 0 "" -- "$v" --help
     grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
 done

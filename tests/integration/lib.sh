@@ -272,13 +272,15 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #     freepagereporting=on|off  memballoon freePageReporting attribute
 #     emulator=PATH        <emulator> (e.g. a patched QEMU)
 #     devices=XML          extra XML appended inside <devices>
+#     extra=XML            extra XML appended at the end of <domain> (e.g. <iothreads>,
+#                          <qemu:override>; the qemu: namespace is declared)
 #     cmdline=STRING       appended verbatim to the kernel command line
 #     anything else K=V    passed to the guest as bm.K=V
 #   Sets BM_DOM to the full domain name.
 bm_define_guest() {
     [ $# -ge 2 ] || bm_fail "usage: bm_define_guest NAME MEM_MIB [key=value ...]"
     local dom mem cur vcpus=1 stats=1 balloon=virtio autodeflate="" fpr=""
-    local emulator="" devices="" cmdline="console=ttyS0 quiet panic=-1"
+    local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1"
     local dir console xml opt key val battrs="" bstats="" emu_xml=""
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
@@ -293,6 +295,7 @@ bm_define_guest() {
             freepagereporting) fpr=$val ;;
             emulator)          emulator=$val ;;
             devices)           devices="$devices$val" ;;
+            extra)             extra="$extra$val" ;;
             cmdline)           cmdline="$cmdline $val" ;;
             *)                 cmdline="$cmdline bm.$key=$val" ;;
         esac
@@ -317,7 +320,7 @@ bm_define_guest() {
     [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
 
     cat >"$xml" <<EOF
-<domain type='qemu'>
+<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>$dom</name>
   <memory unit='MiB'>$mem</memory>
   <currentMemory unit='MiB'>$cur</currentMemory>
@@ -347,6 +350,7 @@ bm_define_guest() {
     <memballoon$battrs>$bstats</memballoon>
     $devices
   </devices>
+  $extra
 </domain>
 EOF
     bm_virsh define "$xml" >/dev/null || bm_fail "virsh define $xml failed"

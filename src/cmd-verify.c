@@ -1,0 +1,256 @@
+/* balloonmgr verify [DOMAIN...] [--require FEATURE[,FEATURE]] [--sg-bit=N] [--json]:
+ * which balloon features each domain really negotiated, from QEMU's x-query-virtio-status. */
+#include <errno.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "conn.h"
+#include "error.h"
+#include "feature.h"
+#include "qmp.h"
+#include "table.h"
+
+static const char options_help[] =
+    "  -r, --require FEATURE[,FEATURE]  exit 3 unless every domain has each feature\n"
+    "                        negotiated (ioeventfd: on). Features: sg, ioeventfd, stats,\n"
+    "                        deflate-on-oom, free-page-hint, page-poison, reporting,\n"
+    "                        must-tell-host\n"
+    "      --sg-bit=N        also take undecoded feature bit N as SG (default 3, the 2017\n"
+    "                        series' bit; -1: by name only). A bit QEMU decodes as another\n"
+    "                        feature (bit 3 = FREE_PAGE_HINT) never counts as SG.\n"
+    "  -j, --json            print JSON\n"
+    "  -h, --help            show this help\n"
+    "\nWithout DOMAIN, every running domain is verified.\n";
+
+DEFINE_CLEANUP(json_object *, json_object_put)
+
+/* A required item: a balloon feature or the ioeventfd switch (feature == -1). */
+typedef struct {
+    int feature;
+} Requirement;
+
+static int parse_require(const char *arg, Requirement **reqs, size_t *n)
+{
+    _cleanup_free_ char *copy = bm_strdup(arg);
+    char *save = NULL;
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        int f = strcmp(w, "ioeventfd") == 0 ? -1 : bm_feature_from_key(w);
+        if (f == -EINVAL) {
+            bm_report("verify", NULL,
+                      "--require '%s': unknown feature (sg, ioeventfd, stats, deflate-on-oom, "
+                      "free-page-hint, page-poison, reporting, must-tell-host)", w);
+            return -EINVAL;
+        }
+        *reqs = bm_reallocarray(*reqs, *n + 1, sizeof(Requirement));
+        (*reqs)[(*n)++] = (Requirement){f};
+    }
+    if (*n == 0) {
+        bm_report("verify", NULL, "--require needs at least one feature");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+typedef struct {
+    char *name;
+    BmFeatureReport rep;
+    char *path;
+    char *error;
+} Result;
+
+static json_object *verdict_json(const BmFeatureVerdict *v)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "state", json_object_new_string(bm_feature_state_name(v->state)));
+    json_object_object_add(o, "reason", v->reason ? json_object_new_string(v->reason) : NULL);
+    json_object_object_add(o, "evidence", v->evidence ? json_object_new_string(v->evidence) : NULL);
+    return o;
+}
+
+static json_object *result_json(const Result *r)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "name", json_object_new_string(r->name));
+    json_object_object_add(o, "balloon_path", r->path ? json_object_new_string(r->path) : NULL);
+    json_object_object_add(o, "driver_ok", json_object_new_boolean(r->rep.driver_ok));
+    json_object_object_add(o, "error", r->error ? json_object_new_string(r->error) : NULL);
+    json_object *feats = json_object_new_object(), *neg = json_object_new_array();
+    for (int f = 0; f < BM_FEATURE_COUNT; f++) {
+        /* JSON keys are snake_case: "deflate-on-oom" -> "deflate_on_oom" */
+        char key[64];
+        snprintf(key, sizeof(key), "%s", bm_feature_key(f));
+        for (char *p = key; *p; p++)
+            if (*p == '-')
+                *p = '_';
+        json_object_object_add(feats, key, verdict_json(&r->rep.feature[f]));
+        if (r->rep.feature[f].state == BM_FEAT_NEGOTIATED)
+            json_object_array_add(neg, json_object_new_string(bm_feature_qemu_name(f)));
+    }
+    json_object *io = json_object_new_object();
+    json_object_object_add(io, "state", json_object_new_string(bm_switch_state_name(r->rep.ioeventfd)));
+    json_object_object_add(io, "reason",
+                           r->rep.ioeventfd_reason ? json_object_new_string(r->rep.ioeventfd_reason) : NULL);
+    json_object_object_add(feats, "ioeventfd", io);
+    json_object_object_add(o, "features", feats);
+    json_object_object_add(o, "negotiated", neg);
+    return o;
+}
+
+static void print_table(const Result *res, size_t n)
+{
+    static const char *headers[] = {"NAME", "SG", "IOEVENTFD", "STATS", "DEFLATE-ON-OOM",
+                                    "FREE-PAGE-HINT", "REPORTING", "PAGE-POISON", "NOTE"};
+    static const BmFeature cols[] = {BM_FEATURE_STATS, BM_FEATURE_DEFLATE_ON_OOM,
+                                     BM_FEATURE_FREE_PAGE_HINT, BM_FEATURE_REPORTING,
+                                     BM_FEATURE_PAGE_POISON};
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "lllllllll");
+    for (size_t i = 0; i < n; i++) {
+        const BmFeatureReport *rep = &res[i].rep;
+        const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];
+        char name[256];
+        bm_table_cell(t, "%s", bm_printable(res[i].name, name, sizeof(name)));
+        bm_table_cell(t, "%s", bm_feature_state_name(sg->state));
+        bm_table_cell(t, "%s", bm_switch_state_name(rep->ioeventfd));
+        for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++)
+            bm_table_cell(t, "%s", bm_feature_state_name(rep->feature[cols[c]].state));
+        if (res[i].error)
+            bm_table_cell(t, "%s", res[i].error);
+        else if (sg->state == BM_FEAT_UNKNOWN || rep->feature[BM_FEATURE_STATS].state == BM_FEAT_UNKNOWN)
+            bm_table_cell(t, "%s", rep->feature[BM_FEATURE_STATS].reason
+                                       ? rep->feature[BM_FEATURE_STATS].reason : sg->reason);
+        else if (sg->evidence && strcmp(sg->evidence, "bit") == 0)
+            bm_table_cell(t, "SG recognised by its undecoded feature bit");
+        else
+            bm_table_cell(t, "%s", "");
+    }
+    bm_table_print(t, stdout);
+}
+
+/* Whether r meets req; if not, reports it and returns false. */
+static bool meets(const Result *r, Requirement req)
+{
+    if (req.feature < 0) {
+        if (r->rep.ioeventfd == BM_SWITCH_ON)
+            return true;
+        bm_report("verify", r->name, "ioeventfd is %s%s%s", bm_switch_state_name(r->rep.ioeventfd),
+                  r->rep.ioeventfd_reason ? ": " : "",
+                  r->rep.ioeventfd_reason ? r->rep.ioeventfd_reason : "");
+        return false;
+    }
+    const BmFeatureVerdict *v = &r->rep.feature[req.feature];
+    if (v->state == BM_FEAT_NEGOTIATED)
+        return true;
+    bm_report("verify", r->name, "%s is %s%s%s", bm_feature_key(req.feature),
+              bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "");
+    return false;
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"require", required_argument, NULL, 'r'},
+        {"sg-bit", required_argument, NULL, 'b'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    bool json = false;
+    _cleanup_free_ Requirement *reqs = NULL;
+    size_t n_reqs = 0;
+    BmFeatureOptions fopts = {.sg_bit = BM_SG_DEFAULT_BIT};
+    int c;
+    while ((c = getopt_long(argc, argv, "r:jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            if (parse_require(optarg, &reqs, &n_reqs) < 0)
+                return BM_EXIT_USAGE;
+            break;
+        case 'b': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < -1 || v > 63) {
+                bm_report("verify", NULL, "--sg-bit '%s': expected a bit number from 0 to 63, or -1",
+                          optarg);
+                return BM_EXIT_USAGE;
+            }
+            fopts.sg_bit = (int)v;
+            break;
+        }
+        case 'j': json = true; break;
+        case 'h': bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
+        default: bm_verb_usage(&bm_verb_verify, options_help, stderr); return BM_EXIT_USAGE;
+        }
+    }
+
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    int r = bm_conn_open(g->uri, false, &conn);
+    if (r < 0) {
+        bm_report("verify", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    _cleanup_(bm_strv_freep) char **names = NULL;
+    if (optind < argc) {
+        names = bm_malloc0((size_t)(argc - optind + 1) * sizeof(char *));
+        for (int i = optind; i < argc; i++)
+            names[i - optind] = bm_strdup(argv[i]);
+    } else if ((r = bm_conn_list_names(conn, false, &names)) < 0) {
+        bm_report("verify", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+
+    size_t n = 0;
+    while (names[n])
+        n++;
+    /* look every name up first: an unknown one is bad input and nothing is printed */
+    _cleanup_free_ virDomainPtr *doms = bm_malloc0((n + 1) * sizeof(virDomainPtr));
+    int ret = BM_EXIT_OK;
+    for (size_t i = 0; i < n && ret == BM_EXIT_OK; i++) {
+        r = bm_conn_lookup(conn, names[i], &doms[i]);
+        if (r < 0) {
+            bm_report("verify", names[i], "%s", bm_error_detail(r));
+            ret = bm_exit_for(r);
+        }
+    }
+
+    _cleanup_free_ Result *res = bm_malloc0((n + 1) * sizeof(Result));
+    if (ret == BM_EXIT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            res[i].name = names[i];
+            bm_qmp_probe_balloon(doms[i], &fopts, &res[i].rep, &res[i].path, &res[i].error);
+        }
+        if (json) {
+            _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+            json_object *arr = json_object_new_array();
+            for (size_t i = 0; i < n; i++)
+                json_object_array_add(arr, result_json(&res[i]));
+            json_object_object_add(root, "domains", arr);
+            puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
+        } else {
+            print_table(res, n);
+        }
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < n_reqs; k++)
+                if (!meets(&res[i], reqs[k]))
+                    ret = BM_EXIT_UNMET;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (doms[i])
+            virDomainFree(doms[i]);
+        free(res[i].path);
+        free(res[i].error);
+    }
+    return ret;
+}
+
+const BmVerb bm_verb_verify = {
+    .name = "verify",
+    .run = run,
+    .synopsis = "verify [DOMAIN...] [--require FEATURE[,FEATURE]] [--sg-bit=N] [--json]",
+    .summary = "Show which virtio-balloon features each domain negotiated (SG, stats, ...) and\n"
+               "whether ioeventfd is on, from QEMU's own view (x-query-virtio-status).",
+};

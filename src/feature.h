@@ -1,0 +1,87 @@
+/* (Named feature.h, not features.h: that name would shadow glibc's <features.h>.) */
+/* Which balloon features a domain really uses, decided from parsed QMP data. Pure: no I/O.
+ * See "SG verification" in DESIGN.md: bit 3 was VIRTIO_BALLOON_F_SG in the 2017 series and is
+ * VIRTIO_BALLOON_F_FREE_PAGE_HINT upstream, so SG is recognised by name, or by a configured bit
+ * only while QEMU leaves that bit undecoded. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "virtio.h"
+
+typedef enum {
+    BM_FEATURE_SG,
+    BM_FEATURE_STATS,
+    BM_FEATURE_DEFLATE_ON_OOM,
+    BM_FEATURE_FREE_PAGE_HINT,
+    BM_FEATURE_PAGE_POISON,
+    BM_FEATURE_REPORTING,
+    BM_FEATURE_MUST_TELL_HOST,
+    BM_FEATURE_COUNT,
+} BmFeature;
+
+typedef enum {
+    BM_FEAT_NEGOTIATED,  /* device offered it and the driver acknowledged it */
+    BM_FEAT_OFFERED,     /* device offers it, the driver did not acknowledge it */
+    BM_FEAT_NOT_OFFERED, /* the device does not offer it */
+    BM_FEAT_UNKNOWN,     /* cannot tell: see the reason */
+} BmFeatureState;
+
+typedef enum {
+    BM_SWITCH_ON,
+    BM_SWITCH_OFF,
+    BM_SWITCH_UNSUPPORTED, /* this QEMU has no such property */
+    BM_SWITCH_UNKNOWN,
+} BmSwitchState;
+
+/* Why the balloon's virtio status could not be read, or BM_VIRTIO_OK. */
+typedef enum {
+    BM_VIRTIO_OK,
+    BM_VIRTIO_NOT_RUNNING,
+    BM_VIRTIO_NO_MONITOR, /* driver without QEMU monitor, e.g. libvirt's test driver */
+    BM_VIRTIO_TOO_OLD,    /* QEMU without x-query-virtio-status (before 7.2) */
+    BM_VIRTIO_NO_BALLOON, /* no virtio-balloon device */
+    BM_VIRTIO_ERROR,      /* another failure; the caller has the message */
+} BmVirtioAvailability;
+
+typedef struct {
+    int sg_bit; /* feature bit that means SG when QEMU leaves it undecoded; -1: by name only */
+} BmFeatureOptions;
+
+#define BM_SG_DEFAULT_BIT 3
+
+typedef struct {
+    BmFeatureState state;
+    const char *reason;   /* static text; NULL for a plain negotiated */
+    const char *evidence; /* for SG: "name" or "bit"; NULL otherwise */
+} BmFeatureVerdict;
+
+typedef struct {
+    BmFeatureVerdict feature[BM_FEATURE_COUNT];
+    BmSwitchState ioeventfd;
+    const char *ioeventfd_reason;
+    bool driver_ok;
+} BmFeatureReport;
+
+/* Short name for --require and JSON: "sg", "stats", "deflate-on-oom", "free-page-hint",
+ * "page-poison", "reporting", "must-tell-host". */
+const char *bm_feature_key(BmFeature f);
+/* QEMU's name: "VIRTIO_BALLOON_F_SG", "VIRTIO_BALLOON_F_STATS_VQ", ... */
+const char *bm_feature_qemu_name(BmFeature f);
+/* Looks a short name up; returns the feature or -EINVAL. */
+int bm_feature_from_key(const char *key);
+
+/* "negotiated", "offered", "not-offered", "unknown". */
+const char *bm_feature_state_name(BmFeatureState s);
+/* "on", "off", "unsupported", "unknown". */
+const char *bm_switch_state_name(BmSwitchState s);
+
+/* Decides every feature. st is the parsed x-query-virtio-status (ignored unless avail is
+ * BM_VIRTIO_OK). Fills *ret; reasons are static strings. */
+void bm_features_decide(const BmVirtioStatus *st, BmVirtioAvailability avail,
+                        const BmFeatureOptions *opts, BmFeatureReport *ret);
+
+/* Decides ioeventfd from a qom-get of the balloon's PCI proxy: qom_result is the result of
+ * bm_qmp_parse_qom_get_bool() (0, -ENOENT when the property does not exist, other < 0) and
+ * value its value. */
+void bm_features_decide_ioeventfd(int qom_result, bool value, BmFeatureReport *ret);

@@ -1,0 +1,331 @@
+#include "qmp.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <libvirt/libvirt-qemu.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "error.h"
+#include "util.h"
+
+DEFINE_CLEANUP(json_object *, json_object_put)
+
+int bm_qmp_command(virDomainPtr dom, const char *command, char **ret_reply)
+{
+    char *reply = NULL;
+    if (virDomainQemuMonitorCommand(dom, command, &reply, 0) < 0) {
+        int r = bm_conn_error(NULL);
+        if (r == -ENOTSUP)
+            return bm_error(-ENOTSUP, "the libvirt driver has no QEMU monitor");
+        return r;
+    }
+    *ret_reply = reply;
+    return 0;
+}
+
+/* Parses reply text; on success *ret_obj is the whole object and *ret_return its "return". */
+static int parse(const char *reply, json_object **ret_obj, json_object **ret_return)
+{
+    if (!reply)
+        return bm_error(-EINVAL, "empty QMP reply");
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return bm_error(-ENOMEM, "out of memory");
+    size_t len = strlen(reply);
+    json_object *o = json_tokener_parse_ex(tok, reply, (int)(len > INT32_MAX ? INT32_MAX : len));
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t used = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!o || jerr != json_tokener_success) {
+        json_object_put(o);
+        return bm_error(-EINVAL, "QMP reply is not JSON: %s",
+                        jerr == json_tokener_continue ? "truncated"
+                                                      : json_tokener_error_desc(jerr));
+    }
+    for (; used < len; used++)
+        if (!strchr(" \t\r\n", reply[used])) {
+            json_object_put(o);
+            return bm_error(-EINVAL, "QMP reply has trailing data");
+        }
+    if (!json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        return bm_error(-EINVAL, "QMP reply is not a JSON object");
+    }
+
+    json_object *err;
+    if (json_object_object_get_ex(o, "error", &err)) {
+        json_object *cls = NULL, *desc = NULL;
+        json_object_object_get_ex(err, "class", &cls);
+        json_object_object_get_ex(err, "desc", &desc);
+        const char *c = json_object_is_type(cls, json_type_string) ? json_object_get_string(cls) : "?";
+        const char *d =
+            json_object_is_type(desc, json_type_string) ? json_object_get_string(desc) : "?";
+        int r = -EIO;
+        if (strcmp(c, "CommandNotFound") == 0)
+            r = -ENOSYS;
+        else if (strcmp(c, "DeviceNotFound") == 0)
+            r = -ENODEV;
+        else if (strstr(d, "not found"))
+            r = -ENOENT;
+        r = bm_error(r, "QEMU: %s: %s", c, d);
+        json_object_put(o);
+        return r;
+    }
+    json_object *ret;
+    if (!json_object_object_get_ex(o, "return", &ret)) {
+        json_object_put(o);
+        return bm_error(-EINVAL, "QMP reply has neither \"return\" nor \"error\"");
+    }
+    *ret_obj = o;
+    *ret_return = ret;
+    return 0;
+}
+
+int bm_qmp_check_reply(const char *reply)
+{
+    json_object *o, *ret;
+    int r = parse(reply, &o, &ret);
+    if (r < 0)
+        return r;
+    json_object_put(o);
+    return 0;
+}
+
+int bm_qmp_parse_virtio_list(const char *reply, const char *name, char **ret_path)
+{
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *ret;
+    int r = parse(reply, &o, &ret);
+    if (r < 0)
+        return r;
+    if (!json_object_is_type(ret, json_type_array))
+        return bm_error(-EINVAL, "x-query-virtio: \"return\" is not an array");
+    size_t n = json_object_array_length(ret);
+    for (size_t i = 0; i < n; i++) {
+        json_object *dev = json_object_array_get_idx(ret, i), *nm, *path;
+        if (!json_object_object_get_ex(dev, "name", &nm) ||
+            !json_object_object_get_ex(dev, "path", &path) ||
+            !json_object_is_type(nm, json_type_string) || !json_object_is_type(path, json_type_string))
+            return bm_error(-EINVAL, "x-query-virtio: device %zu lacks a string name/path", i);
+        if (strcmp(json_object_get_string(nm), name) == 0) {
+            *ret_path = bm_strdup(json_object_get_string(path));
+            return 0;
+        }
+    }
+    return bm_error(-ENODEV, "no %s device", name);
+}
+
+/* The text before ':' of "VIRTIO_BALLOON_F_STATS_VQ: Guest memory stats VQ available". */
+static char *feature_name(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    size_t len = colon ? (size_t)(colon - s) : strlen(s);
+    char *n = bm_malloc0(len + 1);
+    memcpy(n, s, len);
+    return n;
+}
+
+static int parse_string_list(json_object *arr, const char *what, char ***ret, size_t *ret_n)
+{
+    if (!json_object_is_type(arr, json_type_array))
+        return bm_error(-EINVAL, "x-query-virtio-status: %s is not an array", what);
+    size_t n = json_object_array_length(arr);
+    char **v = bm_malloc0((n + 1) * sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(arr, i);
+        if (!json_object_is_type(s, json_type_string)) {
+            bm_strv_free(v);
+            return bm_error(-EINVAL, "x-query-virtio-status: %s[%zu] is not a string", what, i);
+        }
+        v[i] = feature_name(json_object_get_string(s));
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static int parse_features(json_object *status, const char *key, BmVirtioFeatures *ret)
+{
+    json_object *f, *dev, *unknown;
+    if (!json_object_object_get_ex(status, key, &f))
+        return bm_error(-EINVAL, "x-query-virtio-status: no \"%s\"", key);
+    if (!json_object_is_type(f, json_type_object))
+        return bm_error(-EINVAL, "x-query-virtio-status: \"%s\" is not an object", key);
+    if (json_object_object_get_ex(f, "dev-features", &dev)) {
+        int r = parse_string_list(dev, key, &ret->names, &ret->n_names);
+        if (r < 0)
+            return r;
+    } else {
+        ret->names = bm_malloc0(sizeof(char *));
+    }
+    if (json_object_object_get_ex(f, "unknown-dev-features", &unknown)) {
+        if (!json_object_is_type(unknown, json_type_int) || json_object_get_int64(unknown) < 0)
+            return bm_error(-EINVAL, "x-query-virtio-status: %s unknown-dev-features is not a "
+                            "non-negative integer", key);
+        ret->unknown_bits = json_object_get_uint64(unknown);
+    }
+    return 0;
+}
+
+int bm_qmp_parse_virtio_status(const char *reply, BmVirtioStatus *ret)
+{
+    *ret = (BmVirtioStatus){0};
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *st;
+    int r = parse(reply, &o, &st);
+    if (r < 0)
+        return r;
+    if (!json_object_is_type(st, json_type_object))
+        return bm_error(-EINVAL, "x-query-virtio-status: \"return\" is not an object");
+
+    json_object *name, *status, *statuses, *broken;
+    if (json_object_object_get_ex(st, "name", &name) && json_object_is_type(name, json_type_string))
+        snprintf(ret->name, sizeof(ret->name), "%s", json_object_get_string(name));
+    if (json_object_object_get_ex(st, "broken", &broken))
+        ret->broken = json_object_get_boolean(broken);
+
+    if (!json_object_object_get_ex(st, "status", &status) ||
+        !json_object_object_get_ex(status, "statuses", &statuses)) {
+        return bm_error(-EINVAL, "x-query-virtio-status: no \"status\".\"statuses\"");
+    }
+    char **sv = NULL;
+    size_t n_sv = 0;
+    r = parse_string_list(statuses, "statuses", &sv, &n_sv);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n_sv; i++) {
+        ret->driver_ok |= strcmp(sv[i], "VIRTIO_CONFIG_S_DRIVER_OK") == 0;
+        ret->features_ok |= strcmp(sv[i], "VIRTIO_CONFIG_S_FEATURES_OK") == 0;
+    }
+    bm_strv_free(sv);
+
+    if ((r = parse_features(st, "host-features", &ret->host)) < 0 ||
+        (r = parse_features(st, "guest-features", &ret->guest)) < 0) {
+        bm_virtio_status_clear(ret);
+        return r;
+    }
+    return 0;
+}
+
+void bm_virtio_status_clear(BmVirtioStatus *s)
+{
+    if (!s)
+        return;
+    bm_strv_free(s->host.names);
+    bm_strv_free(s->guest.names);
+    *s = (BmVirtioStatus){0};
+}
+
+int bm_qmp_parse_name_list(const char *reply, char ***ret_names)
+{
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *ret;
+    int r = parse(reply, &o, &ret);
+    if (r < 0)
+        return r;
+    if (!json_object_is_type(ret, json_type_array))
+        return bm_error(-EINVAL, "property list: \"return\" is not an array");
+    size_t n = json_object_array_length(ret);
+    char **v = bm_malloc0((n + 1) * sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(ret, i), *nm;
+        if (!json_object_object_get_ex(e, "name", &nm) || !json_object_is_type(nm, json_type_string)) {
+            bm_strv_free(v);
+            return bm_error(-EINVAL, "property list: entry %zu has no string \"name\"", i);
+        }
+        v[i] = bm_strdup(json_object_get_string(nm));
+    }
+    *ret_names = v;
+    return (int)n;
+}
+
+int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret)
+{
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *v;
+    int r = parse(reply, &o, &v);
+    if (r < 0)
+        return r;
+    if (!json_object_is_type(v, json_type_boolean))
+        return bm_error(-EINVAL, "qom-get: the value is not a bool");
+    *ret = json_object_get_boolean(v);
+    return 0;
+}
+
+/* Runs one command built as {"execute": execute, "arguments": args} (args consumed). */
+static int command(virDomainPtr dom, const char *execute, json_object *args, char **ret_reply)
+{
+    _cleanup_(json_object_putp) json_object *cmd = json_object_new_object();
+    json_object_object_add(cmd, "execute", json_object_new_string(execute));
+    if (args)
+        json_object_object_add(cmd, "arguments", args);
+    char *reply = NULL;
+    int r = bm_qmp_command(dom, json_object_to_json_string_ext(cmd, JSON_C_TO_STRING_PLAIN), &reply);
+    if (r < 0)
+        return r;
+    *ret_reply = reply;
+    return 0;
+}
+
+static BmVirtioAvailability availability_for(int r)
+{
+    switch (r) {
+    case -ENOTSUP: return BM_VIRTIO_NO_MONITOR;
+    case -ESRCH: return BM_VIRTIO_NOT_RUNNING;
+    case -ENOSYS: return BM_VIRTIO_TOO_OLD;
+    case -ENODEV: return BM_VIRTIO_NO_BALLOON;
+    default: return BM_VIRTIO_ERROR;
+    }
+}
+
+void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeatureReport *ret,
+                          char **ret_path, char **ret_error)
+{
+    *ret_path = NULL;
+    *ret_error = NULL;
+    _cleanup_free_ char *list = NULL, *status_reply = NULL, *path = NULL;
+    BmVirtioStatus st = {0};
+
+    if (virDomainIsActive(dom) == 0) {
+        bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, opts, ret);
+        return;
+    }
+    int r = command(dom, "x-query-virtio", NULL, &list);
+    if (r >= 0)
+        r = bm_qmp_parse_virtio_list(list, "virtio-balloon", &path);
+    if (r >= 0) {
+        json_object *args = json_object_new_object();
+        json_object_object_add(args, "path", json_object_new_string(path));
+        r = command(dom, "x-query-virtio-status", args, &status_reply);
+    }
+    if (r >= 0)
+        r = bm_qmp_parse_virtio_status(status_reply, &st);
+    if (r < 0) {
+        BmVirtioAvailability a = availability_for(r);
+        if (a == BM_VIRTIO_ERROR)
+            *ret_error = bm_strdup(bm_error_detail(r));
+        bm_features_decide(NULL, a, opts, ret);
+        return;
+    }
+    bm_features_decide(&st, BM_VIRTIO_OK, opts, ret);
+    bm_virtio_status_clear(&st);
+
+    /* ioeventfd lives on the PCI proxy, the parent of ".../virtio-backend" */
+    const char *suffix = "/virtio-backend";
+    size_t len = strlen(path), slen = strlen(suffix);
+    if (len > slen && strcmp(path + len - slen, suffix) == 0) {
+        _cleanup_free_ char *proxy = strndup(path, len - slen), *reply = NULL;
+        json_object *args = json_object_new_object();
+        json_object_object_add(args, "path", json_object_new_string(proxy));
+        json_object_object_add(args, "property", json_object_new_string("ioeventfd"));
+        bool value = false;
+        r = command(dom, "qom-get", args, &reply);
+        if (r >= 0)
+            r = bm_qmp_parse_qom_get_bool(reply, &value);
+        bm_features_decide_ioeventfd(r, value, ret);
+    }
+    *ret_path = TAKE_PTR(path);
+}

@@ -1,0 +1,52 @@
+/* QEMU monitor: commands through libvirt-qemu (virDomainQemuMonitorCommand) and pure json-c
+ * parsers of their replies, as QEMU 7.2 and newer write them. The parsers take the reply text
+ * exactly as libvirt returns it ({"return": ...} or {"error": {...}}). */
+#pragma once
+
+#include <libvirt/libvirt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feature.h"
+#include "virtio.h"
+
+/* Sends a QMP command (JSON text) to a domain's monitor. Returns 0 and *ret_reply (caller frees;
+ * the raw reply), -ENOTSUP when the driver has no QEMU monitor (e.g. the test driver), -ESRCH
+ * when the domain is not running, or another -errno. */
+int bm_qmp_command(virDomainPtr dom, const char *command, char **ret_reply);
+
+/* Checks a reply for {"error": ...}. Returns 0 when it has "return", -ENOSYS for
+ * CommandNotFound (QEMU too old for the command), -ENODEV for DeviceNotFound, -ENOENT for a
+ * missing property ("... not found"), -EIO for other QMP errors, -EINVAL for malformed JSON;
+ * the reason names QEMU's error class and text. */
+int bm_qmp_check_reply(const char *reply);
+
+/* x-query-virtio: the QOM path of the first virtio device named name ("virtio-balloon").
+ * Returns 0 and *ret_path (caller frees), -ENODEV if there is none, or a bm_qmp_check_reply()
+ * error. */
+int bm_qmp_parse_virtio_list(const char *reply, const char *name, char **ret_path);
+
+/* x-query-virtio-status. Returns 0 and *ret (free with bm_virtio_status_clear()), or an error as
+ * bm_qmp_check_reply(), -EINVAL when a member has the wrong type. */
+int bm_qmp_parse_virtio_status(const char *reply, BmVirtioStatus *ret);
+void bm_virtio_status_clear(BmVirtioStatus *s);
+
+
+/* qom-list / device-list-properties: the property names, NULL-terminated (free with
+ * bm_strv_free()). Returns the count or an error as bm_qmp_check_reply(). */
+int bm_qmp_parse_name_list(const char *reply, char ***ret_names);
+
+/* qom-get of a bool property. Returns 0 and *ret, -ENOENT when the object has no such
+ * property, -EINVAL when the value is not a bool. */
+int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret);
+
+
+
+/* Everything verify needs from one domain's monitor: finds the balloon by name in
+ * x-query-virtio, reads x-query-virtio-status and the ioeventfd property of its PCI proxy, and
+ * decides (bm_features_decide()). Never fails: what could not be read ends up as unknown with
+ * a reason. *ret_path gets the balloon's QOM path or NULL, *ret_error the monitor's error text
+ * or NULL (both caller frees). Makes up to three monitor calls. */
+void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeatureReport *ret,
+                          char **ret_path, char **ret_error);

@@ -1,0 +1,117 @@
+/* Feature verdicts from x-query-virtio-status, driven by tests/data/qmp/verdicts.txt, and the
+ * reasons for unknown. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "feature.h"
+#include "fixture.h"
+#include "qmp.h"
+#include "tap.h"
+#include "util.h"
+
+static void check_line(char *line)
+{
+    char *save = NULL;
+    char *file = strtok_r(line, " ", &save);
+    char rel[512];
+    snprintf(rel, sizeof(rel), "qmp/%s", file);
+    _cleanup_free_ char *reply = fixture_read(rel);
+    BmVirtioStatus st;
+    if (!reply || bm_qmp_parse_virtio_status(reply, &st) < 0) {
+        ok(0, "%s parses", file);
+        return;
+    }
+    BmFeatureOptions opts = {.sg_bit = BM_SG_DEFAULT_BIT};
+    BmFeatureReport rep;
+    char *words[32];
+    int n = 0;
+    for (char *w = strtok_r(NULL, " ", &save); w && n < 32; w = strtok_r(NULL, " ", &save))
+        if (*w)
+            words[n++] = w;
+    for (int i = 0; i < n; i++)
+        if (strncmp(words[i], "sg-bit=", 7) == 0)
+            opts.sg_bit = atoi(words[i] + 7);
+    bm_features_decide(&st, BM_VIRTIO_OK, &opts, &rep);
+    for (int i = 0; i < n; i++) {
+        char *eq = strchr(words[i], '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *key = words[i], *want = eq + 1;
+        if (strcmp(key, "sg-bit") == 0)
+            continue;
+        if (strcmp(key, "driver_ok") == 0) {
+            ok(rep.driver_ok == (atoi(want) == 1), "%s (sg-bit %d): driver_ok=%s", file, opts.sg_bit, want);
+        } else if (strcmp(key, "sg-evidence") == 0) {
+            is_str(rep.feature[BM_FEATURE_SG].evidence, want, "%s: SG evidence", file);
+        } else {
+            int f = bm_feature_from_key(key);
+            ok(f >= 0, "feature '%s' known", key);
+            if (f >= 0)
+                is_str(bm_feature_state_name(rep.feature[f].state), want, "%s (sg-bit %d): %s",
+                       file, opts.sg_bit, key);
+        }
+    }
+    bm_virtio_status_clear(&st);
+}
+
+int main(void)
+{
+    _cleanup_free_ char *verdicts = fixture_read("qmp/verdicts.txt");
+    ok(verdicts != NULL, "verdicts.txt read");
+    char *save = NULL;
+    for (char *line = strtok_r(verdicts, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (line[0] != '#' && line[0])
+            check_line(line);
+
+    /* reasons: no DRIVER_OK */
+    _cleanup_free_ char *nodrv = fixture_read("qmp/nodriver-virtio-status.json");
+    BmVirtioStatus st;
+    BmFeatureReport rep;
+    BmFeatureOptions opts = {.sg_bit = BM_SG_DEFAULT_BIT};
+    bm_qmp_parse_virtio_status(nodrv, &st);
+    bm_features_decide(&st, BM_VIRTIO_OK, &opts, &rep);
+    is_str(rep.feature[BM_FEATURE_STATS].reason, "driver not ready (no DRIVER_OK)",
+           "no driver: stats unknown because the driver is not ready");
+    is_str(rep.feature[BM_FEATURE_SG].reason, "the device does not offer it",
+           "no driver: SG still definitely not offered by stock QEMU");
+    bm_virtio_status_clear(&st);
+
+    static const struct {
+        BmVirtioAvailability a;
+        BmFeatureState state;
+        const char *reason;
+    } unavailable[] = {
+        {BM_VIRTIO_NOT_RUNNING, BM_FEAT_UNKNOWN, "domain not running"},
+        {BM_VIRTIO_NO_MONITOR, BM_FEAT_UNKNOWN, "libvirt driver without QEMU monitor"},
+        {BM_VIRTIO_TOO_OLD, BM_FEAT_UNKNOWN, "QEMU too old for x-query-virtio-status (needs 7.2)"},
+        {BM_VIRTIO_ERROR, BM_FEAT_UNKNOWN, "QEMU monitor query failed"},
+        {BM_VIRTIO_NO_BALLOON, BM_FEAT_NOT_OFFERED, "no virtio-balloon device"},
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(unavailable); i++) {
+        bm_features_decide(NULL, unavailable[i].a, &opts, &rep);
+        ok(rep.feature[BM_FEATURE_SG].state == unavailable[i].state &&
+               rep.feature[BM_FEATURE_STATS].state == unavailable[i].state,
+           "%s: %s", unavailable[i].reason, bm_feature_state_name(unavailable[i].state));
+        is_str(rep.feature[BM_FEATURE_SG].reason, unavailable[i].reason, "reason");
+        ok(rep.ioeventfd == BM_SWITCH_UNKNOWN, "ioeventfd unknown too");
+    }
+
+    bm_features_decide(NULL, BM_VIRTIO_TOO_OLD, &opts, &rep);
+    bm_features_decide_ioeventfd(-ENOENT, false, &rep);
+    ok(rep.ioeventfd == BM_SWITCH_UNSUPPORTED, "no ioeventfd property: unsupported");
+    bm_features_decide_ioeventfd(0, true, &rep);
+    ok(rep.ioeventfd == BM_SWITCH_ON && !rep.ioeventfd_reason, "ioeventfd on");
+    bm_features_decide_ioeventfd(0, false, &rep);
+    ok(rep.ioeventfd == BM_SWITCH_OFF, "ioeventfd off");
+    bm_features_decide_ioeventfd(-EIO, false, &rep);
+    ok(rep.ioeventfd == BM_SWITCH_UNKNOWN, "qom-get failure: unknown");
+
+    ok(bm_feature_from_key("sg") == BM_FEATURE_SG, "key sg");
+    ok(bm_feature_from_key("bogus") == -EINVAL, "unknown key refused");
+    for (int f = 0; f < BM_FEATURE_COUNT; f++)
+        ok(bm_feature_from_key(bm_feature_key(f)) == f, "key round trip %s", bm_feature_key(f));
+    return tap_done();
+}
