@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# verify on real QEMU 7.2 guests: stock (stats negotiated, SG not offered), free-page-hint on
+# (bit 3 negotiated as FREE_PAGE_HINT, still not SG), and a guest without the balloon driver
+# (unknown: driver not ready). --require sg exits 3 and says why.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+bm_setup
+
+FPH_XML="<iothreads>1</iothreads><qemu:override><qemu:device alias='balloon0'><qemu:frontend>\
+<qemu:property name='iothread' type='string' value='iothread1'/>\
+<qemu:property name='free-page-hint' type='bool' value='true'/>\
+</qemu:frontend></qemu:device></qemu:override>"
+bm_define_guest stock 256
+bm_define_guest fph 256 "extra=$FPH_XML"
+bm_define_guest nodrv 256 noballoon=1
+for g in stock fph nodrv; do bm_wait_guest_ready $g; done
+stock=$(bm_dom stock) fph=$(bm_dom fph) nodrv=$(bm_dom nodrv)
+
+# the driver sets DRIVER_OK shortly after the module loads; give it a moment
+for _ in $(seq 20); do
+    "$BM" -c "$BM_URI" verify --json "$stock" "$fph" | jq -e 'all(.domains[]; .driver_ok)' >/dev/null && break
+    sleep 0.5
+done
+
+json=$("$BM" -c "$BM_URI" verify --json "$stock" "$fph" "$nodrv")
+echo "$json" | jq -c '.domains[] | {name, driver_ok, sg: .features.sg.state, stats: .features.stats.state, fph: .features.free_page_hint.state, ioeventfd: .features.ioeventfd.state, negotiated}'
+
+echo "$json" | jq -e --arg d "$stock" '.domains[] | select(.name == $d) |
+    .features.sg.state == "not-offered" and .features.stats.state == "negotiated" and
+    .features.free_page_hint.state == "not-offered" and .driver_ok and
+    .features.ioeventfd.state == "unsupported" and
+    .balloon_path == "/machine/peripheral/balloon0/virtio-backend"' >/dev/null ||
+    bm_fail "stock guest: want sg not-offered, stats negotiated, ioeventfd unsupported"
+bm_pass "stock guest: sg not-offered, stats negotiated, ioeventfd unsupported (QEMU 7.2)"
+
+echo "$json" | jq -e --arg d "$fph" '.domains[] | select(.name == $d) |
+    .features.free_page_hint.state == "negotiated" and .features.sg.state == "not-offered" and
+    (.negotiated | index("VIRTIO_BALLOON_F_FREE_PAGE_HINT") != null)' >/dev/null ||
+    bm_fail "free-page-hint guest: want FREE_PAGE_HINT negotiated and sg not-offered"
+"$BM" -c "$BM_URI" verify --json --sg-bit=3 "$fph" | jq -e '.domains[0].features.sg.state == "not-offered"' >/dev/null ||
+    bm_fail "free-page-hint guest is taken for SG with --sg-bit=3"
+bm_pass "free-page-hint guest: bit 3 negotiated as FREE_PAGE_HINT, not reported as SG"
+
+echo "$json" | jq -e --arg d "$nodrv" '.domains[] | select(.name == $d) |
+    (.driver_ok | not) and .features.stats.state == "unknown" and
+    .features.stats.reason == "driver not ready (no DRIVER_OK)"' >/dev/null ||
+    bm_fail "no-driver guest: want stats unknown, driver not ready"
+bm_pass "guest without balloon driver: unknown, driver not ready"
+
+set +e
+"$BM" -c "$BM_URI" verify --require sg "$stock" "$nodrv" >/dev/null 2>err.$$; rc=$?
+set -e
+cat err.$$
+grep -q "verify '$stock': sg is not-offered: the device does not offer it" err.$$ ||
+    { rm -f err.$$; bm_fail "--require sg does not name the stock guest and the reason"; }
+grep -q "verify '$nodrv': sg is not-offered" err.$$ || { rm -f err.$$; bm_fail "--require sg: no-driver guest"; }
+rm -f err.$$
+[ "$rc" -eq 3 ] || bm_fail "--require sg exited $rc, want 3"
+bm_pass "verify --require sg exits 3 on stock guests and names the reason"
+
+"$BM" -c "$BM_URI" verify --require stats "$stock" "$fph" >/dev/null || bm_fail "--require stats failed on guests with stats"
+bm_pass "verify --require stats exits 0 where stats are negotiated"
+
+"$BM" -c "$BM_URI" status --json "$stock" | jq -e '.domains[0].sg == "not-offered"' >/dev/null ||
+    bm_fail "status does not show sg not-offered"
+"$BM" -c "$BM_URI" status "$stock" | grep -q ' not-offered$' || bm_fail "status table SG column"
+bm_pass "status shows the SG column"
