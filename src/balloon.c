@@ -115,3 +115,13 @@ int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *
     *ret_max_bytes = (uint64_t)max_kib * 1024;
     return bm_balloon_read_actual(dom, ret_actual_bytes);
 }
+
+int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config)
+{
+    /* one call per side: some drivers (test) refuse LIVE|CONFIG together */
+    if (live && virDomainSetMemoryStatsPeriod(dom, period_s, VIR_DOMAIN_AFFECT_LIVE) < 0)
+        return bm_conn_error("cannot set the stats period of the running domain");
+    if (config && virDomainSetMemoryStatsPeriod(dom, period_s, VIR_DOMAIN_AFFECT_CONFIG) < 0)
+        return bm_conn_error("cannot set the stats period in the persistent definition");
+    return 0;
+}

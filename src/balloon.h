@@ -58,3 +58,7 @@ int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_byt
  * memory, and its balloon now (read live). Returns 0, -ESRCH if it is not running, or
  * another -errno. */
 int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes);
+
+/* Sets how often the guest reports memory statistics (0 disables), live and/or in the
+ * persistent definition. Returns 0 or -errno. */
+int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config);

@@ -23,7 +23,8 @@ typedef struct {
     const char *summary;
 } BmVerb;
 
-extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify;
+extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
+    bm_verb_configure;
 
 /* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr; the
  * object is quoted and made printable. */

@@ -131,3 +131,31 @@ int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names)
     *ret_names = names;
     return n;
 }
+
+int bm_conn_domain_xml(virDomainPtr dom, bool inactive, char **ret_xml)
+{
+    char *xml = virDomainGetXMLDesc(dom, inactive ? VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE : 0);
+    if (!xml)
+        return bm_conn_error("cannot read the domain XML");
+    *ret_xml = xml;
+    return 0;
+}
+
+int bm_conn_define(virConnectPtr conn, const char *xml)
+{
+    virDomainPtr d = virDomainDefineXMLFlags(conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+    if (!d)
+        return bm_conn_error("libvirt refused the new definition");
+    virDomainFree(d);
+    return 0;
+}
+
+int bm_conn_domain_state(virDomainPtr dom, bool *ret_active, bool *ret_persistent)
+{
+    int a = virDomainIsActive(dom), p = virDomainIsPersistent(dom);
+    if (a < 0 || p < 0)
+        return bm_conn_error(NULL);
+    *ret_active = a == 1;
+    *ret_persistent = p == 1;
+    return 0;
+}

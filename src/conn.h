@@ -37,3 +37,14 @@ int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names);
 
 void bm_strv_free(char **v);
 DEFINE_CLEANUP(char **, bm_strv_free)
+
+/* The domain's XML: persistent (inactive) definition when inactive, else the live one. Returns
+ * 0 and *ret_xml (caller frees) or -errno. */
+int bm_conn_domain_xml(virDomainPtr dom, bool inactive, char **ret_xml);
+
+/* Replaces the persistent definition with xml, validated against libvirt's schema. libvirt
+ * either takes all of it or nothing. Returns 0 or -errno with libvirt's reason. */
+int bm_conn_define(virConnectPtr conn, const char *xml);
+
+/* Whether the domain is running / has a persistent definition. Returns 0 or -errno. */
+int bm_conn_domain_state(virDomainPtr dom, bool *ret_active, bool *ret_persistent);

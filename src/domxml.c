@@ -3,7 +3,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libxml/parser.h>
+#include <libxml/xmlsave.h>
 #include <libxml/xpath.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +74,36 @@ static void quiet_xml(void *ctx, const char *fmt, ...)
     (void)fmt;
 }
 
+DEFINE_CLEANUP(xmlParserCtxtPtr, xmlFreeParserCtxt)
+
+/* Parses xml into *ret_doc (caller frees), or returns -EINVAL when it is not a domain. With
+ * strict_ns, also when a namespace prefix is undeclared: an edit that declares the namespace
+ * would change what such elements mean. */
+static int read_domain(const char *xml, bool strict_ns, xmlDocPtr *ret_doc)
+{
+    if (!xml)
+        return bm_error(-EINVAL, "no XML");
+    size_t len = strlen(xml);
+    if (len > INT_MAX)
+        return bm_error(-EINVAL, "domain XML is too large");
+
+    _cleanup_(xmlFreeParserCtxtp) xmlParserCtxtPtr pctx = xmlNewParserCtxt();
+    if (!pctx)
+        return bm_error(-ENOMEM, "out of memory");
+    _cleanup_(xmlFreeDocp) xmlDocPtr doc =
+        xmlCtxtReadMemory(pctx, xml, (int)len, "domain.xml", NULL,
+                          XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    if (!doc)
+        return bm_error(-EINVAL, "domain XML is not well-formed");
+    if (strict_ns && !pctx->nsWellFormed)
+        return bm_error(-EINVAL, "domain XML is not namespace-well-formed");
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+    if (!root || strcmp((const char *)root->name, "domain") != 0)
+        return bm_error(-EINVAL, "XML is not a domain definition");
+    *ret_doc = TAKE_PTR(doc);
+    return 0;
+}
+
 void bm_domxml_init(void)
 {
     xmlInitParser();
@@ -81,17 +115,10 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,
                              .free_page_reporting = BM_TRI_UNSET,
                              .min_guarantee_bytes = BM_ABSENT};
-    if (!xml)
-        return bm_error(-EINVAL, "no XML");
-
-    _cleanup_(xmlFreeDocp) xmlDocPtr doc =
-        xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL,
-                      XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-    if (!doc)
-        return bm_error(-EINVAL, "domain XML is not well-formed");
-    xmlNodePtr root = xmlDocGetRootElement(doc);
-    if (!root || strcmp((const char *)root->name, "domain") != 0)
-        return bm_error(-EINVAL, "XML is not a domain definition");
+    _cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
+    int r = read_domain(xml, false, &doc);
+    if (r < 0)
+        return r;
 
     _cleanup_(xmlXPathFreeContextp) xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
     if (!ctx)
@@ -115,5 +142,372 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
     char *end = NULL;
     long v = period[0] ? strtol(period, &end, 10) : 0;
     ret->stats_period_s = (period[0] && (*end || v < 0 || v > 86400 * 365)) ? -1 : (int)v;
+    return 0;
+}
+
+/* Editing: bm_domxml_edit_balloon. */
+
+#define QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
+#define INDENT_STEP "  " /* what libvirt writes */
+
+DEFINE_CLEANUP(xmlBufferPtr, xmlBufferFree)
+
+/* Whether node is the element name in namespace ns_href (NULL: in no namespace). */
+static bool is_element(xmlNodePtr node, const char *ns_href, const char *name)
+{
+    if (!node || node->type != XML_ELEMENT_NODE || !xmlStrEqual(node->name, BAD_CAST name))
+        return false;
+    if (!ns_href)
+        return !node->ns;
+    return node->ns && xmlStrEqual(node->ns->href, BAD_CAST ns_href);
+}
+
+/* The first child element name of parent in namespace ns_href, or NULL. */
+static xmlNodePtr child_element(xmlNodePtr parent, const char *ns_href, const char *name)
+{
+    for (xmlNodePtr n = parent->children; n; n = n->next)
+        if (is_element(n, ns_href, name))
+            return n;
+    return NULL;
+}
+
+/* Whether attribute name (in no namespace) of node is value. */
+static bool prop_is(xmlNodePtr node, const char *name, const char *value)
+{
+    _cleanup_(xml_freep) xmlChar *v = xmlGetNoNsProp(node, BAD_CAST name);
+    return v && strcmp((const char *)v, value) == 0;
+}
+
+static bool is_blank_text(xmlNodePtr node)
+{
+    return node && node->type == XML_TEXT_NODE && xmlIsBlankNode(node);
+}
+
+/* When node starts a line of an indented document, copies that line's indentation to buf
+ * and returns true; the root element counts as starting a line. */
+static bool line_indent(xmlNodePtr node, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!node->parent || node->parent->type != XML_ELEMENT_NODE)
+        return true;
+    if (!is_blank_text(node->prev) || !node->prev->content)
+        return false;
+    const char *nl = strrchr((const char *)node->prev->content, '\n');
+    if (!nl)
+        return false;
+    snprintf(buf, n, "%s", nl + 1);
+    return true;
+}
+
+static void add_text_before(xmlNodePtr node, const char *text)
+{
+    xmlNodePtr t = xmlNewDocText(node->doc, BAD_CAST text);
+    if (t && !xmlAddPrevSibling(node, t))
+        xmlFreeNode(t);
+}
+
+static void add_text_child(xmlNodePtr parent, const char *text)
+{
+    xmlNodePtr t = xmlNewDocText(parent->doc, BAD_CAST text);
+    if (t && !xmlAddChild(parent, t))
+        xmlFreeNode(t);
+}
+
+/* The document's indentation step: that of the root's first child element, else libvirt's
+ * two spaces. */
+static void indent_step(xmlDocPtr doc, char *buf, size_t n)
+{
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+    for (xmlNodePtr c = root ? root->children : NULL; c; c = c->next)
+        if (c->type == XML_ELEMENT_NODE) {
+            if (line_indent(c, buf, n) && buf[0])
+                return;
+            break;
+        }
+    snprintf(buf, n, "  ");
+}
+
+/* Appends a new element name (in namespace ns) as the last child of parent and returns it,
+ * or NULL when out of memory. When parent's content is indented, the new element gets a line
+ * of its own, indented like its element siblings or one step deeper than parent. */
+static xmlNodePtr append_element(xmlNodePtr parent, xmlNsPtr ns, const char *name)
+{
+    xmlNodePtr node = xmlNewDocNode(parent->doc, ns, BAD_CAST name, NULL);
+    if (!node)
+        return NULL;
+
+    char indent[256], step[64], child_indent[sizeof(indent) + sizeof(step)];
+    xmlNodePtr last = parent->last;
+    if (!line_indent(parent, indent, sizeof(indent)) || (last && !is_blank_text(last))) {
+        /* Compact content: no whitespace of our own. */
+        if (!xmlAddChild(parent, node)) {
+            xmlFreeNode(node);
+            return NULL;
+        }
+        return node;
+    }
+
+    indent_step(parent->doc, step, sizeof(step));
+    snprintf(child_indent, sizeof(child_indent), "%s%s", indent, step);
+    for (xmlNodePtr n = last; n; n = n->prev)
+        if (n->type == XML_ELEMENT_NODE) {
+            line_indent(n, child_indent, sizeof(child_indent));
+            break;
+        }
+
+    char text[sizeof(child_indent) + 1];
+    snprintf(text, sizeof(text), "\n%s", child_indent);
+    if (last) {
+        /* last is the whitespace before </parent>: the new line goes before it. */
+        xmlAddPrevSibling(last, node);
+        add_text_before(node, text);
+    } else {
+        add_text_child(parent, text);
+        xmlAddChild(parent, node);
+        snprintf(text, sizeof(text), "\n%s", indent);
+        add_text_child(parent, text);
+    }
+    return node;
+}
+
+static int set_prop(xmlNodePtr node, const char *name, const char *value)
+{
+    if (!xmlSetProp(node, BAD_CAST name, BAD_CAST value))
+        return bm_error(-ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Appends one line (a '\n' is added) to *changes. */
+static void add_change(char **changes, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add_change(char **changes, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    char *joined = bm_asprintf("%s%s\n", *changes, line);
+    free(*changes);
+    *changes = joined;
+}
+
+/* Sets an on/off attribute of <memballoon>. */
+static int edit_onoff(xmlNodePtr mb, const char *name, BmTristate want, char **changes)
+{
+    if (want == BM_TRI_UNSET)
+        return 0;
+    const char *value = want == BM_TRI_ON ? "on" : "off";
+    _cleanup_(xml_freep) xmlChar *old = xmlGetNoNsProp(mb, BAD_CAST name);
+    if (old && strcmp((const char *)old, value) == 0)
+        return 0;
+    int r = set_prop(mb, name, value);
+    if (r < 0)
+        return r;
+    char buf[64];
+    add_change(changes, "memballoon %s: %s -> %s", name,
+               old ? bm_printable((const char *)old, buf, sizeof(buf)) : "unset", value);
+    return 0;
+}
+
+/* The root's prefix for the qemu namespace, declared there when absent; NULL when out of
+ * memory. */
+static xmlNsPtr qemu_ns(xmlNodePtr root)
+{
+    xmlNsPtr ns = xmlSearchNsByHref(root->doc, root, BAD_CAST QEMU_NS);
+    if (ns)
+        return ns;
+    char prefix[16] = "qemu";
+    for (int i = 1; i < 100 && xmlSearchNs(root->doc, root, BAD_CAST prefix); i++)
+        snprintf(prefix, sizeof(prefix), "qemu%d", i);
+    return xmlNewNs(root, BAD_CAST QEMU_NS, BAD_CAST prefix);
+}
+
+/* Describes a <qemu:property> for a change line: its value for type 'bool', "removed" for
+ * type 'remove', else the value and type. */
+static const char *describe_property(xmlNodePtr prop, char *buf, size_t n)
+{
+    _cleanup_(xml_freep) xmlChar *type = xmlGetNoNsProp(prop, BAD_CAST "type");
+    _cleanup_(xml_freep) xmlChar *value = xmlGetNoNsProp(prop, BAD_CAST "value");
+    char t[32], v[64];
+    bm_printable(type ? (const char *)type : "", t, sizeof(t));
+    bm_printable(value ? (const char *)value : "", v, sizeof(v));
+    if (strcmp(t, "bool") == 0 && value)
+        snprintf(buf, n, "%s", v);
+    else if (strcmp(t, "remove") == 0)
+        snprintf(buf, n, "removed");
+    else
+        snprintf(buf, n, "'%s' (type '%s')", v, t);
+    return buf;
+}
+
+/* Sets the bool frontend property name of the device alias in <qemu:override>. libvirt
+ * applies every <qemu:device> with the alias, in order, so every matching property is
+ * updated; a new one goes into the first such device, created when there is none. */
+static int edit_override(xmlNodePtr root, const char *alias, const char *name, BmTristate want,
+                         char **changes)
+{
+    if (want == BM_TRI_UNSET)
+        return 0;
+    const char *value = want == BM_TRI_ON ? "true" : "false";
+    xmlNodePtr override = NULL, device = NULL;
+    bool found = false, differs = false;
+    char old[128] = "unset";
+
+    for (xmlNodePtr o = root->children; o; o = o->next) {
+        if (!is_element(o, QEMU_NS, "override"))
+            continue;
+        if (!override)
+            override = o;
+        for (xmlNodePtr d = o->children; d; d = d->next) {
+            if (!is_element(d, QEMU_NS, "device") || !prop_is(d, "alias", alias))
+                continue;
+            if (!device)
+                device = d;
+            for (xmlNodePtr f = d->children; f; f = f->next) {
+                if (!is_element(f, QEMU_NS, "frontend"))
+                    continue;
+                for (xmlNodePtr p = f->children; p; p = p->next) {
+                    if (!is_element(p, QEMU_NS, "property") || !prop_is(p, "name", name))
+                        continue;
+                    found = true;
+                    if (prop_is(p, "type", "bool") && prop_is(p, "value", value))
+                        continue;
+                    if (!differs)
+                        describe_property(p, old, sizeof(old));
+                    differs = true;
+                    int r = set_prop(p, "type", "bool");
+                    if (r < 0 || (r = set_prop(p, "value", value)) < 0)
+                        return r;
+                }
+            }
+        }
+    }
+
+    if (!found) {
+        xmlNsPtr ns = override ? override->ns : qemu_ns(root);
+        if (!ns)
+            return bm_error(-ENOMEM, "out of memory");
+        if (!override && !(override = append_element(root, ns, "override")))
+            return bm_error(-ENOMEM, "out of memory");
+        if (!device) {
+            if (!(device = append_element(override, ns, "device")))
+                return bm_error(-ENOMEM, "out of memory");
+            int r = set_prop(device, "alias", alias);
+            if (r < 0)
+                return r;
+        }
+        xmlNodePtr frontend = child_element(device, QEMU_NS, "frontend");
+        if (!frontend && !(frontend = append_element(device, device->ns, "frontend")))
+            return bm_error(-ENOMEM, "out of memory");
+        xmlNodePtr prop = append_element(frontend, frontend->ns, "property");
+        if (!prop)
+            return bm_error(-ENOMEM, "out of memory");
+        int r = set_prop(prop, "name", name);
+        if (r < 0 || (r = set_prop(prop, "type", "bool")) < 0 ||
+            (r = set_prop(prop, "value", value)) < 0)
+            return r;
+        differs = true;
+    }
+
+    if (differs) {
+        char a[128];
+        add_change(changes, "qemu:override %s property %s: %s -> %s",
+                   bm_printable(alias, a, sizeof(a)), name, old, value);
+    }
+    return 0;
+}
+
+/* Serializes doc (with an XML declaration only if with_decl) into *ret (caller frees). */
+static int write_doc(xmlDocPtr doc, bool with_decl, char **ret)
+{
+    _cleanup_(xmlBufferFreep) xmlBufferPtr buf = xmlBufferCreate();
+    if (!buf)
+        return bm_error(-ENOMEM, "out of memory");
+    xmlSaveCtxtPtr save = xmlSaveToBuffer(buf, "UTF-8", with_decl ? 0 : XML_SAVE_NO_DECL);
+    if (!save)
+        return bm_error(-ENOMEM, "out of memory");
+    long written = xmlSaveDoc(save, doc);
+    if (xmlSaveClose(save) < 0 || written < 0 || !xmlBufferContent(buf))
+        return bm_error(-ENOMEM, "cannot write the domain XML");
+    *ret = bm_strdup((const char *)xmlBufferContent(buf));
+    return 0;
+}
+
+static bool valid_tristate(BmTristate t)
+{
+    return t == BM_TRI_UNSET || t == BM_TRI_OFF || t == BM_TRI_ON;
+}
+
+int bm_domxml_edit_balloon(const char *xml, const BmBalloonEdit *edit, char **ret_xml,
+                           char **ret_changes)
+{
+    *ret_xml = NULL;
+    *ret_changes = NULL;
+    if (!edit || !valid_tristate(edit->autodeflate) || !valid_tristate(edit->free_page_reporting) ||
+        !valid_tristate(edit->sg) || !valid_tristate(edit->ioeventfd))
+        return bm_error(-EINVAL, "invalid balloon edit");
+
+    _cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
+    int r = read_domain(xml, true, &doc);
+    if (r < 0)
+        return r;
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+
+    _cleanup_free_ char *changes = bm_strdup("");
+    bool wanted = edit->autodeflate != BM_TRI_UNSET || edit->free_page_reporting != BM_TRI_UNSET ||
+                  edit->sg != BM_TRI_UNSET || edit->ioeventfd != BM_TRI_UNSET;
+    if (wanted) {
+        _cleanup_(xmlXPathFreeContextp) xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
+        if (!ctx)
+            return bm_error(-ENOMEM, "out of memory");
+        xmlNodePtr mb = xpath_node(ctx, "/domain/devices/memballoon");
+        if (!mb)
+            return bm_error(-EINVAL, "domain has no <memballoon> device");
+        _cleanup_(xml_freep) xmlChar *model = xmlGetNoNsProp(mb, BAD_CAST "model");
+        if (!model || !model[0])
+            return bm_error(-EINVAL, "<memballoon> has no model");
+        if (strcmp((const char *)model, "none") == 0)
+            return bm_error(-EINVAL, "memballoon model is 'none': the domain has no balloon");
+
+        if ((r = edit_onoff(mb, "autodeflate", edit->autodeflate, &changes)) < 0 ||
+            (r = edit_onoff(mb, "freePageReporting", edit->free_page_reporting, &changes)) < 0)
+            return r;
+
+        xmlNodePtr alias_node = child_element(mb, NULL, "alias");
+        _cleanup_(xml_freep) xmlChar *alias =
+            alias_node ? xmlGetNoNsProp(alias_node, BAD_CAST "name") : NULL;
+        const char *device = alias && alias[0] ? (const char *)alias : "balloon0";
+        if ((r = edit_override(root, device, "sg", edit->sg, &changes)) < 0 ||
+            (r = edit_override(root, device, "ioeventfd", edit->ioeventfd, &changes)) < 0)
+            return r;
+    }
+
+    if (!changes[0]) {
+        *ret_xml = bm_strdup(xml);
+    } else {
+        const char *p = xml + strspn(xml, " \t\r\n");
+        bool with_decl = strncmp(p, "<?xml", 5) == 0 && p[5] && strchr(" \t\r\n", p[5]);
+        if ((r = write_doc(doc, with_decl, ret_xml)) < 0)
+            return r;
+    }
+    *ret_changes = TAKE_PTR(changes);
+    return 0;
+}
+
+int bm_domxml_emulator(const char *xml, char **ret_path)
+{
+    _cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
+    int r = read_domain(xml, false, &doc);
+    if (r < 0)
+        return r;
+    _cleanup_(xmlXPathFreeContextp) xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
+    if (!ctx)
+        return bm_error(-ENOMEM, "out of memory");
+    xmlNodePtr node = xpath_node(ctx, "/domain/devices/emulator");
+    _cleanup_(xml_freep) xmlChar *text = node ? xmlNodeGetContent(node) : NULL;
+    if (!text || !*text)
+        return bm_error(-ENOENT, "domain XML names no <emulator>");
+    *ret_path = bm_strdup((const char *)text);
     return 0;
 }

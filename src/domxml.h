@@ -1,5 +1,5 @@
-/* Domain XML (libxml2): what balloonmgr reads of a domain's definition. Pure: parses
- * strings, no libvirt calls. */
+/* Domain XML (libxml2): what balloonmgr reads of a domain's definition, and the edit the
+ * configure verb makes to it. Pure: parses and writes strings, no libvirt calls. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,3 +25,30 @@ void bm_domxml_init(void);
 /* Parses a domain's XML. Returns 0 and fills *ret, or -EINVAL with the reason when the XML
  * is not a domain definition. */
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret);
+
+/* What `balloonmgr configure` changes in a domain's persistent XML; BM_TRI_UNSET leaves a
+ * setting alone. */
+typedef struct {
+    BmTristate autodeflate;         /* memballoon autodeflate attribute */
+    BmTristate free_page_reporting; /* memballoon freePageReporting attribute */
+    BmTristate sg;                  /* QEMU device property 'sg' (bool) via qemu:override */
+    BmTristate ioeventfd;           /* QEMU device property 'ioeventfd' (bool) via qemu:override */
+} BmBalloonEdit;
+
+/* Applies edit to a domain's persistent XML. The memballoon attributes are set to 'on'/'off';
+ * sg and ioeventfd become <qemu:property type='bool' value='true'/'false'> in the
+ * <qemu:override><qemu:device alias=...><qemu:frontend> for the balloon (alias: the
+ * memballoon's <alias name>, else libvirt's 'balloon0'), reusing the existing elements and
+ * declaring the qemu namespace on the root when absent. Everything else is kept.
+ * Returns 0 with *ret_xml, the whole new document, and *ret_changes, one line ending in '\n'
+ * per change made (e.g. "memballoon autodeflate: unset -> on"); both are the caller's to
+ * free. When nothing changes, *ret_changes is "" and *ret_xml a copy of xml.
+ * Returns -EINVAL with the reason when the XML is not a well-formed domain definition, or a
+ * setting is asked for and there is no <memballoon> or its model is 'none'; then both are
+ * NULL. */
+int bm_domxml_edit_balloon(const char *xml, const BmBalloonEdit *edit, char **ret_xml,
+                           char **ret_changes);
+
+/* The QEMU binary of a domain (<devices><emulator>). Returns 0 and *ret_path (caller frees),
+ * -ENOENT when the XML names none, or -EINVAL for XML that is not a domain. */
+int bm_domxml_emulator(const char *xml, char **ret_path);

@@ -329,3 +329,23 @@ void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeat
     }
     *ret_path = TAKE_PTR(path);
 }
+
+int bm_qmp_device_has_property(virDomainPtr dom, const char *typename, const char *prop,
+                               bool *ret_has)
+{
+    json_object *args = json_object_new_object();
+    json_object_object_add(args, "typename", json_object_new_string(typename));
+    _cleanup_free_ char *reply = NULL;
+    int r = command(dom, "device-list-properties", args, &reply);
+    if (r < 0)
+        return r;
+    _cleanup_(bm_strv_freep) char **names = NULL;
+    int n = bm_qmp_parse_name_list(reply, &names);
+    if (n < 0)
+        return n;
+    *ret_has = false;
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], prop) == 0)
+            *ret_has = true;
+    return 0;
+}

@@ -50,3 +50,8 @@ int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret);
  * or NULL (both caller frees). Makes up to three monitor calls. */
 void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeatureReport *ret,
                           char **ret_path, char **ret_error);
+
+/* Whether this domain's QEMU knows property prop on device type typename
+ * (device-list-properties). Returns 0 and *ret_has, or -errno (e.g. -ENOTSUP without monitor). */
+int bm_qmp_device_has_property(virDomainPtr dom, const char *typename, const char *prop,
+                               bool *ret_has);

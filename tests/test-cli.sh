@@ -99,8 +99,22 @@ expect 0 "" -- -c "$DEMO" status --json
 jq -e '.domains[] | select(.name=="web1") | .sg == "unknown" and .sg_reason == "libvirt driver without QEMU monitor"' "$out" >/dev/null; ok $? "status --json has sg with its reason"
 jq -e '.domains[] | select(.name=="legacy1") | .sg == "unknown" and .sg_reason == "domain not running"' "$out" >/dev/null; ok $? "status: shut-off domain sg unknown (not running)"
 
+# --- configure (the test driver keeps changes for the connection only, and has no QEMU)
+expect 0 "" -- -c "$DEMO" configure web1 --autodeflate on --stats-period 3
+grep -qx "web1: memballoon autodeflate: unset -> on (persistent; applies on the next start)" "$out"; ok $? "configure prints the device change"
+grep -qx "web1: stats period: 5 s -> 3 s (live and persistent)" "$out"; ok $? "configure prints the stats period change"
+expect 2 "configure 'legacy1': memballoon model is 'none': the domain has no balloon" -- -c "$DEMO" configure legacy1 --autodeflate on
+expect 2 "configure 'web1': device settings cannot change live" -- -c "$DEMO" configure web1 --live --sg on
+expect 2 "configure: --sg 'maybe': expected on or off" -- -c "$DEMO" configure web1 --sg maybe
+expect 2 "configure: --stats-period '-1': expected seconds" -- -c "$DEMO" configure web1 --stats-period=-1
+expect 2 "configure 'web1': nothing to change" -- -c "$DEMO" configure web1
+expect 2 "configure 'nope': no such domain" -- -c "$DEMO" configure nope --autodeflate on
+expect 1 "configure 'batch1': --live: domain is not running" -- -c "$DEMO" configure batch1 --stats-period 2 --live
+expect 1 "configure 'web1': domain XML names no <emulator>" -- -c "$DEMO" configure web1 --sg on
+[ ! -s "$out" ]; ok $? "  and changes nothing"
+
 # --- every verb has --help
-for v in list status set verify; do
+for v in list status set verify configure; do
     expect 0 "" -- "$v" --help
     grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
 done

@@ -1,0 +1,250 @@
+/* balloonmgr configure DOMAIN [--sg on|off] [--ioeventfd on|off] [--stats-period SEC]
+ * [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]:
+ * change the balloon device safely. Everything is checked before anything is changed; the
+ * persistent definition is replaced in one libvirt call, so it is either all new or untouched. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "balloon.h"
+#include "cli.h"
+#include "conn.h"
+#include "domxml.h"
+#include "error.h"
+#include "qmp.h"
+
+static const char options_help[] =
+    "      --sg on|off               QEMU device property 'sg' (VIRTIO_BALLOON_F_SG; needs a\n"
+    "                                QEMU with the SG balloon patch)\n"
+    "      --ioeventfd on|off        virtio-balloon-pci property 'ioeventfd' (needs a QEMU\n"
+    "                                with that option)\n"
+    "      --autodeflate on|off      deflate on guest OOM (memballoon autodeflate)\n"
+    "      --free-page-reporting on|off  memballoon freePageReporting\n"
+    "      --stats-period SECONDS    guest statistics period (0 disables)\n"
+    "      --live                    change the running domain only (stats period)\n"
+    "      --config                  change the persistent definition only\n"
+    "  -h, --help                    show this help\n"
+    "\nDevice settings (sg, ioeventfd, autodeflate, free-page-reporting) change the\n"
+    "persistent definition and apply on the next start; sg and ioeventfd go through\n"
+    "libvirt's <qemu:override> and are refused unless this domain's QEMU has them.\n"
+    "Without --live/--config, the stats period changes live (if running) and persistently.\n";
+
+static int parse_onoff(const char *opt, const char *v, BmTristate *ret)
+{
+    if (strcmp(v, "on") == 0)
+        *ret = BM_TRI_ON;
+    else if (strcmp(v, "off") == 0)
+        *ret = BM_TRI_OFF;
+    else {
+        char buf[128];
+        bm_report("configure", NULL, "--%s '%s': expected on or off", opt,
+                  bm_printable(v, buf, sizeof(buf)));
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* QEMU's device type for a memballoon model (the PCI proxy carries ioeventfd). */
+static const char *qemu_type(const char *model)
+{
+    if (strcmp(model, "virtio-transitional") == 0)
+        return "virtio-balloon-pci-transitional";
+    if (strcmp(model, "virtio-non-transitional") == 0)
+        return "virtio-balloon-pci-non-transitional";
+    return "virtio-balloon-pci";
+}
+
+/* Checks that the QEMU binary emulator has property prop on type: asks a running domain that
+ * uses the same binary (this one first). Returns 0 if it has, -ENOTSUP if it has not, or
+ * another -errno when it cannot be checked; the reason is set. */
+static int check_property(virConnectPtr conn, virDomainPtr self, bool self_active,
+                          const char *emulator, const char *type, const char *prop)
+{
+    _cleanup_(bm_strv_freep) char **names = NULL;
+    int r = bm_conn_list_names(conn, false, &names);
+    if (r < 0)
+        return r;
+    /* this domain first, then the others */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; names[i]; i++) {
+            bool is_self = strcmp(names[i], virDomainGetName(self)) == 0;
+            if ((pass == 0) != is_self || (is_self && !self_active))
+                continue;
+            _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+            _cleanup_free_ char *xml = NULL, *emu = NULL;
+            if (bm_conn_lookup(conn, names[i], &dom) < 0 || bm_conn_domain_xml(dom, false, &xml) < 0 ||
+                bm_domxml_emulator(xml, &emu) < 0 || strcmp(emu, emulator) != 0)
+                continue;
+            bool has = false;
+            r = bm_qmp_device_has_property(dom, type, prop, &has);
+            if (r < 0) {
+                char cause[512];
+                snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
+                return bm_error(r, "cannot ask QEMU %s (domain '%s') about '%s': %s", emulator,
+                                names[i], prop, cause);
+            }
+            if (!has)
+                return bm_error(-ENOTSUP,
+                                "QEMU %s has no %s property '%s': a QEMU with that option is "
+                                "needed; nothing changed", emulator, type, prop);
+            return 0;
+        }
+    }
+    return bm_error(-EAGAIN,
+                    "cannot check that QEMU %s has %s property '%s': no running domain uses "
+                    "it (start one and retry); nothing changed", emulator, type, prop);
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"sg", required_argument, NULL, 's'},
+        {"ioeventfd", required_argument, NULL, 'i'},
+        {"autodeflate", required_argument, NULL, 'a'},
+        {"free-page-reporting", required_argument, NULL, 'f'},
+        {"stats-period", required_argument, NULL, 'p'},
+        {"live", no_argument, NULL, 'L'},
+        {"config", no_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    BmBalloonEdit edit = {BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET};
+    int period = -1;
+    bool live = false, config = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int r = 0;
+        switch (c) {
+        case 's': r = parse_onoff("sg", optarg, &edit.sg); break;
+        case 'i': r = parse_onoff("ioeventfd", optarg, &edit.ioeventfd); break;
+        case 'a': r = parse_onoff("autodeflate", optarg, &edit.autodeflate); break;
+        case 'f': r = parse_onoff("free-page-reporting", optarg, &edit.free_page_reporting); break;
+        case 'p': {
+            unsigned v;
+            if (bm_cli_parse_seconds(optarg, 86400, &v) < 0) {
+                bm_report("configure", NULL, "--stats-period '%s': expected seconds from 0 to 86400",
+                          optarg);
+                return BM_EXIT_USAGE;
+            }
+            period = (int)v;
+            break;
+        }
+        case 'L': live = true; break;
+        case 'C': config = true; break;
+        case 'h': bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
+        default: bm_verb_usage(&bm_verb_configure, options_help, stderr); return BM_EXIT_USAGE;
+        }
+        if (r < 0)
+            return BM_EXIT_USAGE;
+    }
+    if (argc - optind != 1) {
+        bm_report("configure", NULL, "expected one DOMAIN (see 'balloonmgr configure --help')");
+        return BM_EXIT_USAGE;
+    }
+    const char *name = argv[optind];
+    bool device = edit.sg != BM_TRI_UNSET || edit.ioeventfd != BM_TRI_UNSET ||
+                  edit.autodeflate != BM_TRI_UNSET || edit.free_page_reporting != BM_TRI_UNSET;
+    if (!device && period < 0) {
+        bm_report("configure", name, "nothing to change: give at least one setting");
+        return BM_EXIT_USAGE;
+    }
+    if (device && live && !config) {
+        bm_report("configure", name, "device settings cannot change live: they apply on the next "
+                  "start (use --config or neither)");
+        return BM_EXIT_USAGE;
+    }
+
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+    int r = bm_conn_open(g->uri, false, &conn);
+    if (r < 0) {
+        bm_report("configure", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    bool active, persistent;
+    if ((r = bm_conn_lookup(conn, name, &dom)) < 0 ||
+        (r = bm_conn_domain_state(dom, &active, &persistent)) < 0) {
+        bm_report("configure", name, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
+    bool period_live = period >= 0 && (live || (!config && active));
+    bool period_config = period >= 0 && (config || (!live && persistent));
+    if (period_live && !active) {
+        bm_report("configure", name, "--live: domain is not running");
+        return BM_EXIT_FAILURE;
+    }
+    if ((device || period_config) && !persistent) {
+        bm_report("configure", name, "domain is transient: it has no persistent definition to change");
+        return BM_EXIT_FAILURE;
+    }
+
+    /* 1. compute the new definition and check what it needs: nothing is changed yet */
+    _cleanup_free_ char *xml = NULL, *new_xml = NULL, *changes = NULL;
+    if (device) {
+        BmBalloonConfig cfg;
+        if ((r = bm_conn_domain_xml(dom, true, &xml)) < 0 ||
+            (r = bm_domxml_parse_balloon(xml, &cfg)) < 0 ||
+            (r = bm_domxml_edit_balloon(xml, &edit, &new_xml, &changes)) < 0) {
+            bm_report("configure", name, "%s", bm_error_detail(r));
+            return r == -EINVAL ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+        }
+        const char *props[] = {edit.sg != BM_TRI_UNSET ? "sg" : NULL,
+                               edit.ioeventfd != BM_TRI_UNSET ? "ioeventfd" : NULL};
+        _cleanup_free_ char *emulator = NULL;
+        for (size_t i = 0; i < BM_ARRAY_SIZE(props); i++) {
+            if (!props[i])
+                continue;
+            if (!emulator && (r = bm_domxml_emulator(xml, &emulator)) < 0) {
+                bm_report("configure", name, "%s", bm_error_detail(r));
+                return BM_EXIT_FAILURE;
+            }
+            r = check_property(conn, dom, active, emulator, qemu_type(cfg.model), props[i]);
+            if (r < 0) {
+                bm_report("configure", name, "--%s: %s", props[i], bm_error_detail(r));
+                return r == -ENOTSUP ? BM_EXIT_UNMET : BM_EXIT_FAILURE;
+            }
+        }
+    }
+
+    /* 2. the persistent definition, in one call */
+    if (changes && *changes) {
+        if ((r = bm_conn_define(conn, new_xml)) < 0) {
+            bm_report("configure", name, "%s; nothing changed", bm_error_detail(r));
+            return BM_EXIT_FAILURE;
+        }
+        for (char *save = NULL, *l = strtok_r(changes, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            printf("%s: %s (persistent; applies on the next start)\n", name, l);
+    } else if (device) {
+        printf("%s: device settings already as requested\n", name);
+    }
+
+    /* 3. the stats period */
+    if (period >= 0) {
+        _cleanup_free_ char *cur_xml = NULL;
+        BmBalloonConfig cur = {.stats_period_s = -1};
+        if (bm_conn_domain_xml(dom, !period_live, &cur_xml) >= 0)
+            bm_domxml_parse_balloon(cur_xml, &cur);
+        if ((r = bm_balloon_set_stats_period(dom, period, period_live, period_config)) < 0) {
+            bm_report("configure", name, "%s%s", bm_error_detail(r),
+                      changes && *changes ? " (the device settings above were changed)" : "");
+            return BM_EXIT_FAILURE;
+        }
+        char old[32] = "unknown";
+        if (cur.stats_period_s >= 0)
+            snprintf(old, sizeof(old), "%d s", cur.stats_period_s);
+        printf("%s: stats period: %s -> %d s (%s)\n", name, old, period,
+               period_live && period_config ? "live and persistent" : period_live ? "live" : "persistent");
+    }
+    return BM_EXIT_OK;
+}
+
+const BmVerb bm_verb_configure = {
+    .name = "configure",
+    .run = run,
+    .synopsis = "configure DOMAIN [--sg on|off] [--ioeventfd on|off] [--stats-period SEC]\n"
+                "             [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]",
+    .summary = "Change the balloon device of a domain: SG and ioeventfd (patched QEMU), autodeflate,\n"
+               "free page reporting, the statistics period. Checked before anything changes.",
+};
