@@ -31,7 +31,7 @@ complete_is() {
         echo "not ok $n - '$line' -> '$got', want '$want'"; failed=$((failed + 1)); fi
 }
 
-complete_is "balloonmgr " "list set status "
+complete_is "balloonmgr " "configure list set status verify "
 complete_is "balloonmgr s" "set status "
 complete_is "balloonmgr --v" "--version "
 complete_is "balloonmgr -c $DEMO set " "build1 cache1 db1 web1 web2 "
@@ -41,5 +41,11 @@ complete_is "balloonmgr -c $DEMO set web1 5" "50% 512M "
 complete_is "balloonmgr set web1 1G --w" "--wait --wait= "
 complete_is "balloonmgr list --" "--all --help "
 complete_is "balloonmgr status --j" "--json "
+complete_is "balloonmgr verify --require s" "sg stats "
+complete_is "balloonmgr verify --require sg,io" "sg,ioeventfd "
+complete_is "balloonmgr -c $DEMO verify w" "web1 web2 "
+complete_is "balloonmgr configure web1 --sg " "off on "
+complete_is "balloonmgr configure web1 --s" "--sg --stats-period "
+complete_is "balloonmgr -c $DEMO configure l" "legacy1 "
 echo "1..$n"
 [ "$failed" -eq 0 ]
