@@ -13,7 +13,8 @@
 #endif
 
 static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
-                                      &bm_verb_verify, &bm_verb_configure};
+                                      &bm_verb_verify, &bm_verb_configure,
+                                      &bm_verb_run, &bm_verb_policy};
 
 static void usage(FILE *f)
 {

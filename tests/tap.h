@@ -36,6 +36,13 @@ static int tap_n, tap_failed;
             printf("#   got '%s', want '%s'\n", _g ? _g : "(null)", _w ? _w : "(null)");          \
     } while (0)
 
+#define diag(...)                                                                                  \
+    do {                                                                                           \
+        printf("# ");                                                                              \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+    } while (0)
+
 static inline int tap_done(void)
 {
     printf("1..%d\n", tap_n);

@@ -113,8 +113,37 @@ expect 1 "configure 'batch1': --live: domain is not running" -- -c "$DEMO" confi
 expect 1 "configure 'web1': domain XML names no <emulator>" -- -c "$DEMO" configure web1 --sg on
 [ ! -s "$out" ]; ok $? "  and changes nothing"
 
+# --- policy check, run
+expect 0 "" -- policy check "$ROOT"/policies/*.policy "$ROOT/demo/demo.policy"
+[ "$(grep -c ': ok$' "$out")" -eq 4 ]; ok $? "every shipped policy passes policy check"
+tmpd=$(mktemp -d)
+printf '[guest]\nflor = 5%%\nfloor = 12X\n' >"$tmpd/bad.policy"
+"$BM" policy check "$tmpd/bad.policy" >"$out" 2>"$err"; rc=$?
+[ $rc -eq 2 ]; ok $? "policy check on a broken file exits 2"
+grep -qx "$tmpd/bad.policy:2:1: unknown key 'flor' in \[guest\] (did you mean 'floor'?)" "$err"; ok $? "  with file:line:col"
+grep -qx "$tmpd/bad.policy:3:9: floor: '12X': unknown unit 'X'" "$err"; ok $? "  and every error"
+expect 2 "policy: expected 'check FILE...'" -- policy lint x
+"$BM" -c "$DEMO" run --once --policy "$tmpd/bad.policy" --state "$tmpd/s.json" >"$out" 2>"$err"; rc=$?
+[ $rc -eq 2 ]; ok $? "run with a broken policy exits 2"
+[ "$(tail -1 "$err")" = "balloonmgr: run: policy '$tmpd/bad.policy' has errors: nothing changed" ] && grep -q ":3:9: floor: '12X'" "$err"; ok $? "  lists the errors and says nothing changed"
+[ ! -e "$tmpd/s.json" ]; ok $? "  no state written"
+expect 2 "" -- -c "$DEMO" run --once --policy "$tmpd/missing.policy"
+expect 0 "" -- -c "$DEMO" run --once --dry-run --json --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
+jq -e '(.decisions | length) == 7 and all(.decisions[]; (.reason | length) > 0 and .action != null)' "$out" >/dev/null; ok $? "run --dry-run --json: a decision and a reason per domain"
+jq -e '.host.mode == "reclaim" and .dry_run and ([.decisions[] | select(.action == "inflate")] | length) == 3 and all(.decisions[]; .applied == null)' "$out" >/dev/null; ok $? "  reclaim, three inflates planned, nothing applied"
+jq -e '.decisions[] | select(.name == "db1") | .floor_bytes == 12884901888' "$out" >/dev/null; ok $? "  [domain \"db*\"] floor 75% of 16 GiB"
+[ ! -e "$tmpd/s.json" ]; ok $? "  dry run writes no state"
+expect 0 "" -- -c "$DEMO" run --once --json --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
+jq -e '[.decisions[] | select(.action == "inflate") | .applied] == [true, true, true]' "$out" >/dev/null; ok $? "run --once applies the inflates"
+jq -e '.version == 1 and .host_mode == "reclaim" and (.domains | length) == 5' "$tmpd/s.json" >/dev/null; ok $? "  and writes the state file"
+echo '{"version": 1, "domains": [' >"$tmpd/s.json"
+expect 0 "run: warning: state: $tmpd/s.json: not JSON (truncated); starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
+jq -e '.version == 1' "$tmpd/s.json" >/dev/null; ok $? "  and replaces the corrupt state"
+expect 1 "run: host memory: $tmpd/nope/meminfo: No such file or directory" -- -c "$DEMO" run --once --proc "$tmpd/nope" --state "$tmpd/s.json"
+rm -rf "$tmpd"
+
 # --- every verb has --help
-for v in list status set verify configure; do
+for v in list status set verify configure run policy; do
     expect 0 "" -- "$v" --help
     grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
 done

@@ -1,0 +1,29 @@
+/* The host's memory: /proc/meminfo and PSI (/proc/pressure/memory). Readers take the proc
+ * directory so tests can feed a fake one; the parsers are pure. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t mem_total_bytes;     /* MemTotal, BM_ABSENT if missing */
+    uint64_t mem_available_bytes; /* MemAvailable, BM_ABSENT if missing */
+    bool psi_present;             /* the kernel has PSI and it could be read */
+    double psi_some_avg10;        /* percent of time some task stalled on memory, 0..100 */
+    double psi_some_avg60;
+    double psi_full_avg10;        /* percent of time all non-idle tasks stalled */
+    double psi_full_avg60;
+} BmHost;
+
+/* Parses /proc/meminfo text into mem_total/mem_available (other fields untouched).
+ * Returns 0, or -EINVAL when MemTotal is missing or a value is malformed. */
+int bm_hostmem_parse_meminfo(const char *text, BmHost *ret);
+
+/* Parses /proc/pressure/memory text ("some avg10=... avg60=...", "full ..."); sets
+ * psi_present. Returns 0, or -EINVAL when malformed. */
+int bm_hostmem_parse_psi(const char *text, BmHost *ret);
+
+/* Reads proc_dir/meminfo and proc_dir/pressure/memory (proc_dir NULL: "/proc"). A missing or
+ * unreadable PSI file is not an error (psi_present false: old kernel, psi=0). Returns 0 or
+ * -errno with the reason naming the file. */
+int bm_hostmem_read(const char *proc_dir, BmHost *ret);

@@ -1,0 +1,436 @@
+#include "policy-eval.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "size.h"
+#include "util.h"
+
+#define MiB (1024ull * 1024)
+/* PSI pressure with enough MemAvailable still asks for this share of MemTotal per pass. */
+#define PSI_ONLY_NEED_PERMILLE 20
+
+const char *bm_host_mode_name(BmHostMode m)
+{
+    switch (m) {
+    case BM_HOST_HOLD: return "hold";
+    case BM_HOST_RECLAIM: return "reclaim";
+    case BM_HOST_RELEASE: return "release";
+    }
+    return "?";
+}
+
+const char *bm_action_name(BmAction a)
+{
+    switch (a) {
+    case BM_ACT_NONE: return "none";
+    case BM_ACT_INFLATE: return "inflate";
+    case BM_ACT_DEFLATE: return "deflate";
+    case BM_ACT_SKIP: return "skip";
+    }
+    return "?";
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* "1.5 GiB" into a rotating set of buffers, so several can appear in one printf. */
+static const char *sz(uint64_t bytes)
+{
+    static _Thread_local char bufs[8][32];
+    static _Thread_local unsigned next;
+    char *b = bufs[next++ % 8];
+    return bm_present(bytes) ? bm_size_format(bytes, b, 32) : "?";
+}
+
+static void say(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+}
+
+/* Rate of a cumulative counter between two readings, per second; -1 when unknown or when the
+ * counter went backwards (guest rebooted). */
+static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
+{
+    if (!bm_present(cur) || !bm_present(prev) || dt_s == 0 || cur < prev)
+        return -1;
+    return (double)(cur - prev) / (double)dt_s;
+}
+
+void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGuestRules *rules,
+                       uint64_t now_s, BmGuestPressure *ret)
+{
+    *ret = (BmGuestPressure){.used_bytes = BM_ABSENT,
+                             .headroom_bytes = BM_ABSENT,
+                             .major_fault_rate = -1,
+                             .swap_in_rate = -1,
+                             .stats_age_s = BM_ABSENT};
+
+    if (bm_present(d->usable_bytes))
+        ret->headroom_bytes = d->usable_bytes;
+    else if (bm_present(d->unused_bytes))
+        ret->headroom_bytes =
+            d->unused_bytes + (bm_present(d->disk_caches_bytes) ? d->disk_caches_bytes : 0);
+    if (bm_present(d->available_bytes) && bm_present(ret->headroom_bytes))
+        ret->used_bytes = d->available_bytes > ret->headroom_bytes
+                              ? d->available_bytes - ret->headroom_bytes
+                              : 0;
+
+    if (bm_present(d->last_update_s) && d->last_update_s > 0)
+        ret->stats_age_s = now_s > d->last_update_s ? now_s - d->last_update_s : 0;
+
+    ret->stale = !bm_present(ret->headroom_bytes) ||
+                 (rules->max_stats_age_s > 0 &&
+                  (!bm_present(ret->stats_age_s) || ret->stats_age_s > rules->max_stats_age_s));
+
+    if (prev) {
+        /* the guest's own timestamps are the better clock; the readings' times otherwise */
+        uint64_t dt = 0;
+        if (bm_present(d->last_update_s) && bm_present(prev->last_update_s) &&
+            d->last_update_s > prev->last_update_s)
+            dt = d->last_update_s - prev->last_update_s;
+        else if (now_s > prev->taken_s)
+            dt = now_s - prev->taken_s;
+        ret->major_fault_rate = rate(d->major_faults, prev->major_faults, dt);
+        ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
+    }
+    ret->under_pressure =
+        (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||
+        (rules->protect_swap_in > 0 && ret->swap_in_rate > (double)rules->protect_swap_in);
+}
+
+static const BmPrevDomain *find_prev(const BmPrevious *prev, const BmDomain *d)
+{
+    for (size_t i = 0; prev && i < prev->n_domains; i++)
+        if (d->uuid[0] && strcmp(prev->domains[i].uuid, d->uuid) == 0)
+            return &prev->domains[i];
+    return NULL;
+}
+
+/* Per-domain working state of one evaluation. */
+typedef struct {
+    BmGuestRules rules;
+    uint64_t keep_free, step, deadband;
+    enum { ROLE_NONE, ROLE_TAKE, ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_FLOOR } role;
+    uint64_t want;   /* give: bytes wanted; take: cap */
+    double weight;   /* take: idle * 100 / shares */
+    uint64_t amount; /* decided */
+    const char *cap; /* take: what limits want: "max_step", "floor" or "keep_free" */
+} Work;
+
+static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode prev, uint64_t below,
+                              uint64_t target, uint64_t above, bool *psi_pressure, char *why,
+                              size_t n)
+{
+    double psi = h->psi_present ? h->psi_some_avg10 : -1;
+    uint64_t avail = h->mem_available_bytes;
+    *psi_pressure = p->psi_reclaim_above >= 0 && psi >= 0 && psi > p->psi_reclaim_above;
+    if (avail < below) {
+        say(why, n, "host MemAvailable %s < reclaim_below %s", sz(avail), sz(below));
+        return BM_HOST_RECLAIM;
+    }
+    if (*psi_pressure) {
+        say(why, n, "host memory PSI some avg10 %.1f%% > psi_reclaim_above %.1f%%", psi,
+            p->psi_reclaim_above);
+        return BM_HOST_RECLAIM;
+    }
+    if (prev == BM_HOST_RECLAIM && avail < target) {
+        say(why, n, "host still reclaiming: MemAvailable %s < target_available %s", sz(avail),
+            sz(target));
+        return BM_HOST_RECLAIM;
+    }
+    bool psi_calm = p->psi_release_below < 0 || psi < 0 || psi < p->psi_release_below;
+    if (avail > above && psi_calm) {
+        say(why, n, "host comfortable: MemAvailable %s > release_above %s", sz(avail), sz(above));
+        return BM_HOST_RELEASE;
+    }
+    say(why, n, "host holding: MemAvailable %s between reclaim_below %s and release_above %s%s",
+        sz(avail), sz(below), sz(above), psi_calm ? "" : " (PSI not calm)");
+    return BM_HOST_HOLD;
+}
+
+typedef struct {
+    size_t idx;
+    double key; /* cap / weight */
+} Order;
+
+static int cmp_order(const void *a, const void *b)
+{
+    double x = ((const Order *)a)->key, y = ((const Order *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* Water-filling: splits need among takers in proportion to weight, none above its cap. */
+static uint64_t distribute_take(Work *w, const BmDecision *dec, size_t n, uint64_t need)
+{
+    _cleanup_free_ Order *ord = bm_malloc0((n + 1) * sizeof(Order));
+    size_t m = 0;
+    double total_w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w[i].role == ROLE_TAKE) {
+            ord[m++] = (Order){i, (double)w[i].want / w[i].weight};
+            total_w += w[i].weight;
+        }
+    qsort(ord, m, sizeof(Order), cmp_order);
+    uint64_t remaining = need, taken = 0;
+    for (size_t k = 0; k < m && remaining > 0; k++) {
+        Work *x = &w[ord[k].idx];
+        double share = total_w > 0 ? (double)remaining * x->weight / total_w : 0;
+        uint64_t take = min_u64((uint64_t)share, x->want);
+        take &= ~(MiB - 1); /* whole MiB: readable targets */
+        if (take < x->deadband || take == 0)
+            take = 0;
+        x->amount = take;
+        remaining -= min_u64(take, remaining);
+        taken += take;
+        total_w -= x->weight;
+    }
+    (void)dec;
+    return taken;
+}
+
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
+                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret)
+{
+    *ret = (BmPlan){0};
+    if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
+        return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
+
+    uint64_t total = host->mem_total_bytes, avail = host->mem_available_bytes;
+    uint64_t below = bm_amount_bytes(policy->reclaim_below, total);
+    uint64_t target = bm_amount_bytes(policy->target_available, total);
+    uint64_t above = bm_amount_bytes(policy->release_above, total);
+    bool psi_pressure;
+    ret->mode = decide_mode(host, policy, prev ? prev->mode : BM_HOST_HOLD, below, target, above,
+                            &psi_pressure, ret->reason, sizeof(ret->reason));
+    if (ret->mode == BM_HOST_RECLAIM) {
+        ret->need_bytes = avail < target ? target - avail : 0;
+        if (psi_pressure)
+            ret->need_bytes = max_u64(ret->need_bytes, total / 1000 * PSI_ONLY_NEED_PERMILLE);
+    } else {
+        ret->budget_bytes = avail > target ? avail - target : 0;
+    }
+
+    size_t n = snap->n_domains;
+    ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
+    ret->n_decisions = n;
+    _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
+
+    /* 1. classify every domain */
+    for (size_t i = 0; i < n; i++) {
+        const BmDomain *d = &snap->domains[i];
+        BmDecision *x = &ret->decisions[i];
+        Work *k = &w[i];
+        x->name = d->name;
+        x->current_bytes = x->target_bytes = d->actual_bytes;
+        x->max_bytes = d->max_bytes;
+        x->floor_bytes = BM_ABSENT;
+        x->action = BM_ACT_SKIP;
+        bm_policy_rules_for(policy, d->name, &k->rules);
+        bm_guest_pressure(d, find_prev(prev, d), &k->rules, now_s, &x->pressure);
+
+        if (!d->active) {
+            say(x->reason, sizeof(x->reason), "not running");
+            continue;
+        }
+        if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED) {
+            say(x->reason, sizeof(x->reason), "%s: its guest cannot move the balloon",
+                bm_state_name(d->state));
+            continue;
+        }
+        if (d->balloon_known && !d->balloon.present) {
+            say(x->reason, sizeof(x->reason), "no balloon device");
+            continue;
+        }
+        if (k->rules.exclude == 1) {
+            say(x->reason, sizeof(x->reason), "excluded by policy");
+            continue;
+        }
+        if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0) {
+            say(x->reason, sizeof(x->reason), "balloon size unknown");
+            continue;
+        }
+
+        uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
+        uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
+        if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
+            floor = max_u64(floor, d->balloon.min_guarantee_bytes);
+        x->floor_bytes = floor = min_u64(floor, maxb);
+        k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
+        k->step = bm_amount_bytes(k->rules.max_step, maxb);
+        k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
+        x->action = BM_ACT_NONE;
+
+        const BmGuestPressure *gp = &x->pressure;
+        if (!gp->stale && gp->headroom_bytes > k->keep_free) {
+            uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
+            uint64_t by_floor = cur > floor ? cur - floor : 0;
+            x->idle_bytes = min_u64(by_headroom, by_floor);
+            k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
+        }
+
+        if (cur < floor) {
+            k->role = ROLE_FLOOR;
+            k->want = floor - cur;
+        } else if (cur > maxb) {
+            k->role = ROLE_NONE;
+        } else if (gp->stale) {
+            x->action = BM_ACT_SKIP;
+            if (!bm_present(gp->headroom_bytes))
+                say(x->reason, sizeof(x->reason), "no guest memory stats: never inflated");
+            else
+                say(x->reason, sizeof(x->reason),
+                    "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
+                    gp->stats_age_s, k->rules.max_stats_age_s);
+        } else if (gp->under_pressure) {
+            k->role = ROLE_GIVE_PROTECTED;
+            k->want = min_u64(k->step, maxb - cur);
+        } else if (gp->headroom_bytes < k->keep_free) {
+            k->role = ROLE_GIVE_NEEDY;
+            k->want = min_u64(min_u64(k->step, maxb - cur),
+                              k->keep_free - gp->headroom_bytes + k->deadband);
+        } else {
+            k->role = ROLE_TAKE;
+            k->want = min_u64(x->idle_bytes, k->step);
+            unsigned shares = k->rules.shares ? k->rules.shares : 100;
+            k->weight = (double)x->idle_bytes * 100.0 / shares;
+            if (k->want < k->deadband || k->weight <= 0)
+                k->role = ROLE_NONE;
+        }
+    }
+
+    /* 2. floors first, always (they need no stats) */
+    for (size_t i = 0; i < n; i++)
+        if (w[i].role == ROLE_FLOOR)
+            w[i].amount = w[i].want;
+
+    /* 3. take (reclaim) or give (hold/release) */
+    if (ret->mode == BM_HOST_RECLAIM) {
+        distribute_take(w, ret->decisions, n, ret->need_bytes);
+    } else {
+        uint64_t budget = ret->budget_bytes;
+        for (int pass = 0; pass < 2; pass++) {
+            unsigned role = pass == 0 ? ROLE_GIVE_PROTECTED : ROLE_GIVE_NEEDY;
+            for (size_t i = 0; i < n; i++) {
+                if ((unsigned)w[i].role != role)
+                    continue;
+                uint64_t give = min_u64(w[i].want, budget);
+                give &= ~(MiB - 1);
+                if (give < w[i].deadband && role == ROLE_GIVE_NEEDY)
+                    give = 0;
+                w[i].amount = give;
+                budget -= give;
+            }
+        }
+    }
+
+    /* 4. targets and reasons */
+    for (size_t i = 0; i < n; i++) {
+        BmDecision *x = &ret->decisions[i];
+        Work *k = &w[i];
+        if (x->action == BM_ACT_SKIP)
+            continue;
+        uint64_t cur = x->current_bytes;
+        const BmGuestPressure *gp = &x->pressure;
+        switch (k->role) {
+        case ROLE_FLOOR:
+            x->target_bytes = x->floor_bytes;
+            x->action = BM_ACT_DEFLATE;
+            say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
+            break;
+        case ROLE_GIVE_PROTECTED:
+        case ROLE_GIVE_NEEDY: {
+            const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure" : "guest short of memory";
+            char detail[96];
+            if (k->role == ROLE_GIVE_PROTECTED)
+                say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
+                    gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
+                    sz(gp->swap_in_rate < 0 ? 0 : (uint64_t)gp->swap_in_rate));
+            else
+                say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes),
+                    sz(k->keep_free));
+            if (ret->mode == BM_HOST_RECLAIM) {
+                say(x->reason, sizeof(x->reason), "%s (%s), but the host is reclaiming: holding",
+                    why, detail);
+            } else if (k->want == 0) {
+                say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
+            } else if (k->amount == 0) {
+                say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give",
+                    why, detail);
+            } else {
+                x->target_bytes = cur + k->amount;
+                x->action = BM_ACT_DEFLATE;
+                say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail,
+                    sz(k->amount),
+                    k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
+            }
+            break;
+        }
+        case ROLE_TAKE:
+            if (ret->mode != BM_HOST_RECLAIM) {
+                say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
+                    sz(x->idle_bytes), sz(k->keep_free));
+            } else if (k->amount == 0) {
+                say(x->reason, sizeof(x->reason),
+                    "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
+                    sz(ret->need_bytes), sz(x->idle_bytes), k->rules.shares);
+            } else {
+                x->target_bytes = cur - k->amount;
+                x->action = BM_ACT_INFLATE;
+                char cap[48] = "";
+                if (k->amount + MiB > k->want)
+                    say(cap, sizeof(cap), " (capped by %s)", k->cap);
+                say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
+                    sz(ret->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
+            }
+            break;
+        case ROLE_NONE:
+            if (cur > x->max_bytes)
+                say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
+            else if (ret->mode == BM_HOST_RECLAIM)
+                say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
+                    sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
+            else
+                say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
+                    sz(gp->headroom_bytes), sz(k->keep_free));
+            break;
+        }
+        /* safety net: never below the floor, never above the maximum */
+        if (x->target_bytes < x->floor_bytes)
+            x->target_bytes = x->floor_bytes;
+        if (x->target_bytes > x->max_bytes)
+            x->target_bytes = x->max_bytes;
+        if (x->target_bytes == cur)
+            x->action = BM_ACT_NONE;
+        if (x->action == BM_ACT_INFLATE)
+            ret->planned_inflate_bytes += cur - x->target_bytes;
+        else if (x->action == BM_ACT_DEFLATE)
+            ret->planned_deflate_bytes += x->target_bytes - cur;
+    }
+    return 0;
+}
+
+void bm_plan_clear(BmPlan *p)
+{
+    if (!p)
+        return;
+    free(p->decisions);
+    *p = (BmPlan){0};
+}

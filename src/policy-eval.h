@@ -1,0 +1,92 @@
+/* The policy decision: a pure function of (host, domains, previous reading, policy) to one
+ * decision per domain with its reason. No I/O; every unit test of the policy lives here. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hostmem.h"
+#include "policy.h"
+#include "snapshot.h"
+
+typedef enum {
+    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
+    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
+    BM_HOST_RELEASE, /* comfortable: give memory back to guests that need it */
+} BmHostMode;
+
+/* What the previous pass saw of a domain: counters for rates. */
+typedef struct {
+    char uuid[40];
+    uint64_t major_faults;  /* BM_ABSENT if unknown */
+    uint64_t swap_in_bytes;
+    uint64_t last_update_s; /* guest stats timestamp */
+    uint64_t taken_s;       /* when the previous reading was taken */
+} BmPrevDomain;
+
+typedef struct {
+    BmHostMode mode;        /* the previous pass's host mode (for hysteresis) */
+    BmPrevDomain *domains;
+    size_t n_domains;
+} BmPrevious;
+
+typedef enum {
+    BM_ACT_NONE,    /* leave as is */
+    BM_ACT_INFLATE, /* lower the target: memory back to the host */
+    BM_ACT_DEFLATE, /* raise the target: memory to the guest */
+    BM_ACT_SKIP,    /* not managed now (excluded, not running, stale stats, ...) */
+} BmAction;
+
+/* How a guest is doing, from its statistics and the previous reading. */
+typedef struct {
+    uint64_t used_bytes;     /* available - usable (or - unused - disk caches); BM_ABSENT */
+    uint64_t headroom_bytes; /* usable (or unused + disk caches); BM_ABSENT */
+    double major_fault_rate; /* per second; < 0 unknown */
+    double swap_in_rate;     /* bytes per second; < 0 unknown */
+    uint64_t stats_age_s;    /* BM_ABSENT when the guest reports no timestamp */
+    bool stale;              /* no stats, or older than max_stats_age */
+    bool under_pressure;     /* a protect_* threshold is exceeded */
+} BmGuestPressure;
+
+typedef struct {
+    const char *name;        /* points into the snapshot */
+    BmAction action;
+    uint64_t current_bytes;
+    uint64_t target_bytes;   /* == current_bytes unless inflate/deflate */
+    uint64_t max_bytes;
+    uint64_t floor_bytes;    /* max(floor, min_guarantee) */
+    uint64_t idle_bytes;     /* could be taken without breaking headroom/floor (before caps) */
+    BmGuestPressure pressure;
+    char reason[256];
+} BmDecision;
+
+typedef struct {
+    BmHostMode mode;
+    uint64_t need_bytes;     /* RECLAIM: what the host asked for; else 0 */
+    uint64_t budget_bytes;   /* HOLD/RELEASE: what may be given to guests in need */
+    uint64_t planned_inflate_bytes;
+    uint64_t planned_deflate_bytes;
+    char reason[256];
+    BmDecision *decisions;   /* one per domain of the snapshot, same order */
+    size_t n_decisions;
+} BmPlan;
+
+/* "hold", "reclaim", "release" / "none", "inflate", "deflate", "skip". */
+const char *bm_host_mode_name(BmHostMode m);
+const char *bm_action_name(BmAction a);
+
+/* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
+ * readings, staleness). prev may be NULL. now_s is wall-clock seconds. */
+void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGuestRules *rules,
+                       uint64_t now_s, BmGuestPressure *ret);
+
+/* Decides every domain. prev may be NULL (first pass). Returns 0 and *ret (free with
+ * bm_plan_clear()), or -EINVAL when the host reading lacks MemTotal/MemAvailable.
+ * Guarantees: no target below the floor (max of policy floor and <min_guarantee>) or above
+ * the maximum; no inflate of a guest with stale or missing stats or under pressure; the
+ * inflates of one pass add up to at most what the host needs, each at most max_step. */
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
+                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret);
+
+void bm_plan_clear(BmPlan *p);

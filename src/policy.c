@@ -1,0 +1,1116 @@
+#define _GNU_SOURCE
+#include "policy.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+#include "size.h"
+
+/* A policy file larger than this is not a policy file (and /dev/zero is not one either). */
+#define POLICY_MAX_BYTES (16u * 1024 * 1024)
+/* Values are short tokens; longer ones are refused before any parsing. */
+#define VALUE_MAX 64
+#define QUOTE_MAX 64
+#define MAX_STATS_AGE_MAX_S (24u * 3600)
+
+typedef enum {
+    K_INTERVAL,
+    K_RECLAIM_BELOW,
+    K_TARGET_AVAILABLE,
+    K_RELEASE_ABOVE,
+    K_PSI_RECLAIM_ABOVE,
+    K_PSI_RELEASE_BELOW,
+    K_APPLY_TIMEOUT,
+    K_FLOOR,
+    K_KEEP_FREE,
+    K_MAX_STEP,
+    K_DEADBAND,
+    K_SHARES,
+    K_PROTECT_MAJOR_FAULTS,
+    K_PROTECT_SWAP_IN,
+    K_MAX_STATS_AGE,
+    K_EXCLUDE,
+    N_KEYS
+} Key;
+
+static const struct {
+    const char *name;
+    bool host;         /* [host] key; else [guest] / [domain] key */
+    unsigned min, max; /* durations: range in seconds */
+    bool off_ok;       /* durations: "off" means 0 */
+} keys[N_KEYS] = {
+    [K_INTERVAL] = {"interval", true, 1, 3600, false},
+    [K_RECLAIM_BELOW] = {"reclaim_below", true, 0, 0, false},
+    [K_TARGET_AVAILABLE] = {"target_available", true, 0, 0, false},
+    [K_RELEASE_ABOVE] = {"release_above", true, 0, 0, false},
+    [K_PSI_RECLAIM_ABOVE] = {"psi_reclaim_above", true, 0, 0, false},
+    [K_PSI_RELEASE_BELOW] = {"psi_release_below", true, 0, 0, false},
+    [K_APPLY_TIMEOUT] = {"apply_timeout", true, 0, 3600, false},
+    [K_FLOOR] = {"floor", false, 0, 0, false},
+    [K_KEEP_FREE] = {"keep_free", false, 0, 0, false},
+    [K_MAX_STEP] = {"max_step", false, 0, 0, false},
+    [K_DEADBAND] = {"deadband", false, 0, 0, false},
+    [K_SHARES] = {"shares", false, 0, 0, false},
+    [K_PROTECT_MAJOR_FAULTS] = {"protect_major_faults", false, 0, 0, false},
+    [K_PROTECT_SWAP_IN] = {"protect_swap_in", false, 0, 0, false},
+    [K_MAX_STATS_AGE] = {"max_stats_age", false, 0, MAX_STATS_AGE_MAX_S, true},
+    [K_EXCLUDE] = {"exclude", false, 0, 0, false},
+};
+
+static BmAmount pct(uint32_t permille)
+{
+    return (BmAmount){.set = true, .is_percent = true, .permille = permille};
+}
+
+/* The built-in guest rules: every field set. Keep in step with policies/default.policy and
+ * balloonmgr.policy(5); test-policy compares them. */
+static BmGuestRules guest_defaults(void)
+{
+    return (BmGuestRules){
+        .floor = pct(250),
+        .keep_free = pct(150),
+        .max_step = pct(250),
+        .deadband = {.set = true, .bytes = 32ull << 20},
+        .shares_set = true,
+        .shares = 100,
+        .protect_major_faults_set = true,
+        .protect_major_faults = 50,
+        .protect_swap_in_set = true,
+        .protect_swap_in = 1ull << 20,
+        .max_stats_age_set = true,
+        .max_stats_age_s = 30,
+        .exclude = 0,
+    };
+}
+
+BmPolicy *bm_policy_new_default(void)
+{
+    BmPolicy *p = bm_malloc0(sizeof(*p));
+    p->path = bm_strdup("(built-in)");
+    p->interval_s = 10;
+    p->reclaim_below = pct(100);
+    p->target_available = pct(150);
+    p->release_above = pct(250);
+    p->psi_reclaim_above = 10;
+    p->psi_release_below = 1;
+    p->apply_timeout_s = 60;
+    p->guest = guest_defaults();
+    return p;
+}
+
+void bm_policy_free(BmPolicy *p)
+{
+    if (!p)
+        return;
+    free(p->path);
+    free(p->guest.glob);
+    for (size_t i = 0; i < p->n_domains; i++)
+        free(p->domains[i].glob);
+    free(p->domains);
+    free(p);
+}
+
+/* --- messages */
+
+typedef struct {
+    unsigned line, col;
+    size_t seq;
+    char *msg;
+} ParseError;
+
+typedef enum { IN_NONE, IN_SKIP, IN_HOST, IN_GUEST, IN_DOMAIN } Section;
+
+typedef struct {
+    const char *path;
+    BmPolicy *p;
+    ParseError *errors;
+    size_t n_errors, cap_errors;
+    size_t cap_domains;
+    Section section;
+    BmGuestRules *rules;  /* where guest keys go: &p->guest, the current domain, &scratch */
+    BmGuestRules scratch; /* keys of a [domain] with a bad glob: checked, then dropped */
+    unsigned *seen;       /* line each key was first set in this section, 0 if not */
+    unsigned host_seen[N_KEYS], guest_seen[N_KEYS], domain_seen[N_KEYS];
+    unsigned host_col[N_KEYS];      /* column of the value of host keys */
+    bool host_bad[N_KEYS];          /* host key with a refused value */
+    char label[QUOTE_MAX * 4 + 32]; /* "[guest]", "[domain \"db-*\"]" */
+} Parser;
+
+/* Copies n bytes of s into buf for a message: control bytes as \xNN, at most QUOTE_MAX bytes
+ * of s (cut at a UTF-8 character boundary) followed by "..." when longer. Returns buf, which
+ * must hold QUOTE_MAX * 4 + 4 bytes. */
+static const char *quote(const char *s, size_t n, char *buf)
+{
+    size_t take = n, o = 0;
+    if (take > QUOTE_MAX) {
+        take = QUOTE_MAX;
+        while (take > 0 && ((unsigned char)s[take] & 0xc0) == 0x80)
+            take--;
+    }
+    for (size_t i = 0; i < take; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)sprintf(buf + o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    if (take < n) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static void add_error(Parser *ps, unsigned line, size_t col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void add_error(Parser *ps, unsigned line, size_t col, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    if (ps->n_errors == ps->cap_errors) {
+        ps->cap_errors = ps->cap_errors ? ps->cap_errors * 2 : 8;
+        ps->errors = bm_reallocarray(ps->errors, ps->cap_errors, sizeof(*ps->errors));
+    }
+    ps->errors[ps->n_errors] = (ParseError){
+        .line = line,
+        .col = col > UINT32_MAX ? UINT32_MAX : (unsigned)col,
+        .seq = ps->n_errors,
+        .msg = bm_strdup(msg),
+    };
+    ps->n_errors++;
+}
+
+static int cmp_errors(const void *a, const void *b)
+{
+    const ParseError *x = a, *y = b;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* All errors in line order, "path:line:col: message\n" each. Frees the records. */
+static char *join_errors(Parser *ps)
+{
+    qsort(ps->errors, ps->n_errors, sizeof(*ps->errors), cmp_errors);
+    size_t total = 1, plen = strlen(ps->path);
+    for (size_t i = 0; i < ps->n_errors; i++)
+        total += plen + strlen(ps->errors[i].msg) + 2 * 11 + 5;
+    char *out = bm_malloc0(total), *o = out;
+    for (size_t i = 0; i < ps->n_errors; i++) {
+        o += sprintf(o, "%s:%u:%u: %s\n", ps->path, ps->errors[i].line, ps->errors[i].col,
+                     ps->errors[i].msg);
+        free(ps->errors[i].msg);
+    }
+    free(ps->errors);
+    ps->errors = NULL;
+    ps->n_errors = ps->cap_errors = 0;
+    return out;
+}
+
+/* Optimal string alignment distance, or a large number when it surely exceeds 2. */
+static size_t edit_distance(const char *a, size_t na, const char *b)
+{
+    size_t nb = strlen(b);
+    if (na > nb + 2 || nb > na + 2 || na >= 32 || nb >= 32)
+        return SIZE_MAX;
+    size_t d[32][32];
+    for (size_t i = 0; i <= na; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            size_t cost = a[i - 1] != b[j - 1];
+            size_t v = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[na][nb];
+}
+
+/* --- values. Each parser returns 0 or -errno with the reason in bm_error_detail(). */
+
+static int refuse_sign(const char *s)
+{
+    if (*s == '-')
+        return bm_error(-ERANGE, "must not be negative");
+    if (*s == '+')
+        return bm_error(-EINVAL, "sign not allowed here");
+    return 0;
+}
+
+/* DIGITS[.DIGITS] at s: the value is whole + frac / den (den a power of ten up to 10^9; later
+ * decimals are dropped). *ret_end points after it. */
+static int parse_decimal(const char *s, uint64_t *ret_whole, uint64_t *ret_frac, uint64_t *ret_den,
+                         const char **ret_end)
+{
+    const char *p = s;
+    uint64_t whole = 0, frac = 0, den = 1;
+    bool digits = false;
+    for (; *p >= '0' && *p <= '9'; p++, digits = true)
+        if (__builtin_mul_overflow(whole, 10, &whole) ||
+            __builtin_add_overflow(whole, (uint64_t)(*p - '0'), &whole))
+            return bm_error(-ERANGE, "too large");
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, digits = true)
+            if (den < 1000000000ull) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                den *= 10;
+            }
+    if (!digits)
+        return bm_error(-EINVAL, "not a number");
+    *ret_whole = whole;
+    *ret_frac = frac;
+    *ret_den = den;
+    *ret_end = p;
+    return 0;
+}
+
+static int parse_percent(const char *s, uint32_t *ret_permille)
+{
+    uint64_t whole, frac, den;
+    const char *p;
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    r = parse_decimal(s, &whole, &frac, &den, &p);
+    if (r < 0 && r != -ERANGE)
+        return r;
+    if (r == -ERANGE || whole > 100)
+        return bm_error(-ERANGE, "must be at most 100%%");
+    if (*p != '%')
+        return bm_error(-EINVAL, "unknown unit '%s'", p);
+    if (p[1])
+        return bm_error(-EINVAL, "unexpected '%s' after '%%'", p + 1);
+    if (den > 10) {
+        if (frac % (den / 10))
+            return bm_error(-EINVAL, "at most one decimal in a percentage");
+        frac /= den / 10;
+        den = 10;
+    }
+    uint64_t permille = whole * 10 + (den == 10 ? frac : 0);
+    if (permille > 1000)
+        return bm_error(-ERANGE, "must be at most 100%%");
+    *ret_permille = (uint32_t)permille;
+    return 0;
+}
+
+static int parse_amount(const char *s, BmAmount *ret)
+{
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    if (strchr(s, '%')) {
+        uint32_t permille = 0;
+        r = parse_percent(s, &permille);
+        if (r < 0)
+            return r;
+        *ret = pct(permille);
+        return 0;
+    }
+    uint64_t bytes;
+    r = bm_size_parse_plain(s, 1024, &bytes);
+    if (r < 0)
+        return r;
+    *ret = (BmAmount){.set = true, .bytes = bytes};
+    return 0;
+}
+
+/* "10s", "1m", "2h" or bare seconds, whole; "off" = 0 if off_ok. */
+static const char *format_duration(unsigned s, char *buf, size_t n)
+{
+    if (s && s % 3600 == 0)
+        snprintf(buf, n, "%uh", s / 3600);
+    else if (s && s % 60 == 0)
+        snprintf(buf, n, "%um", s / 60);
+    else
+        snprintf(buf, n, "%us", s);
+    return buf;
+}
+
+static int parse_duration(const char *s, Key k, unsigned *ret_s)
+{
+    if (keys[k].off_ok && strcasecmp(s, "off") == 0) {
+        *ret_s = 0;
+        return 0;
+    }
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    const char *p = s;
+    uint64_t n = 0;
+    bool huge = false;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (__builtin_mul_overflow(n, 10, &n) ||
+            __builtin_add_overflow(n, (uint64_t)(*p - '0'), &n))
+            huge = true;
+    if (p == s)
+        return bm_error(-EINVAL, "not a number");
+    if (*p == '.')
+        return bm_error(-EINVAL, "fractions are not allowed (use whole seconds)");
+    uint64_t scale;
+    if (!*p || strcmp(p, "s") == 0)
+        scale = 1;
+    else if (strcmp(p, "m") == 0)
+        scale = 60;
+    else if (strcmp(p, "h") == 0)
+        scale = 3600;
+    else
+        return bm_error(-EINVAL, "unknown unit '%s' (use s, m or h)", p);
+
+    uint64_t secs;
+    if (huge || __builtin_mul_overflow(n, scale, &secs) || secs < keys[k].min ||
+        secs > keys[k].max) {
+        char lo[16], hi[16];
+        format_duration(keys[k].max, hi, sizeof(hi));
+        if (keys[k].min)
+            return bm_error(-ERANGE, "must be between %s and %s",
+                            format_duration(keys[k].min, lo, sizeof(lo)), hi);
+        return bm_error(-ERANGE, "must be at most %s", hi);
+    }
+    *ret_s = (unsigned)secs;
+    return 0;
+}
+
+static int parse_psi(const char *s, double *ret)
+{
+    if (strcasecmp(s, "off") == 0) {
+        *ret = -1;
+        return 0;
+    }
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    uint64_t whole, frac, den;
+    const char *p;
+    r = parse_decimal(s, &whole, &frac, &den, &p);
+    if (r == -ERANGE)
+        return bm_error(-ERANGE, "must be between 0 and 100 (percent) or off");
+    if (r < 0)
+        return r;
+    if (*p == '%')
+        p++;
+    if (*p)
+        return bm_error(-EINVAL, "not a percentage (or off)");
+    if (whole > 100 || (whole == 100 && frac))
+        return bm_error(-ERANGE, "must be between 0 and 100 (percent) or off");
+    *ret = (double)whole + (double)frac / (double)den;
+    return 0;
+}
+
+static int parse_shares(const char *s, unsigned *ret)
+{
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    const char *p = s;
+    uint64_t n = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (n <= 10000)
+            n = n * 10 + (uint64_t)(*p - '0');
+    if (p == s)
+        return bm_error(-EINVAL, "not a number");
+    if (*p)
+        return bm_error(-EINVAL, "not a whole number");
+    if (n < 1 || n > 10000)
+        return bm_error(-ERANGE, "must be between 1 and 10000");
+    *ret = (unsigned)n;
+    return 0;
+}
+
+/* A number per second; "/s" may follow. */
+static int parse_rate(const char *s, double *ret)
+{
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    uint64_t whole, frac, den;
+    const char *p;
+    r = parse_decimal(s, &whole, &frac, &den, &p);
+    if (r < 0)
+        return r;
+    if (strcmp(p, "/s") != 0 && *p)
+        return bm_error(-EINVAL, "not a number");
+    *ret = (double)whole + (double)frac / (double)den;
+    return 0;
+}
+
+/* A size per second, bare KiB; "/s" may follow. */
+static int parse_size_rate(const char *s, uint64_t *ret)
+{
+    int r = refuse_sign(s);
+    if (r < 0)
+        return r;
+    char buf[VALUE_MAX + 1];
+    size_t n = strlen(s);
+    if (n >= 2 && strcmp(s + n - 2, "/s") == 0)
+        n -= 2;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return bm_size_parse_plain(buf, 1024, ret);
+}
+
+static int parse_bool(const char *s, int *ret)
+{
+    static const char *yes[] = {"yes", "true", "on"}, *no[] = {"no", "false", "off"};
+    for (size_t i = 0; i < BM_ARRAY_SIZE(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *ret = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *ret = 0;
+            return 0;
+        }
+    }
+    return bm_error(-EINVAL, "not a boolean (yes/no, true/false, on/off)");
+}
+
+static BmAmount *amount_field(BmPolicy *p, BmGuestRules *g, Key k)
+{
+    switch (k) {
+    case K_RECLAIM_BELOW:
+        return &p->reclaim_below;
+    case K_TARGET_AVAILABLE:
+        return &p->target_available;
+    case K_RELEASE_ABOVE:
+        return &p->release_above;
+    case K_FLOOR:
+        return &g->floor;
+    case K_KEEP_FREE:
+        return &g->keep_free;
+    case K_MAX_STEP:
+        return &g->max_step;
+    default:
+        return &g->deadband;
+    }
+}
+
+/* Parses value v of key k and stores it in the policy or the current rules. */
+static int set_value(Parser *ps, Key k, const char *v)
+{
+    BmPolicy *p = ps->p;
+    BmGuestRules *g = ps->rules;
+    BmAmount a;
+    int r;
+
+    switch (k) {
+    case K_INTERVAL:
+        return parse_duration(v, k, &p->interval_s);
+    case K_APPLY_TIMEOUT:
+        return parse_duration(v, k, &p->apply_timeout_s);
+    case K_PSI_RECLAIM_ABOVE:
+        return parse_psi(v, &p->psi_reclaim_above);
+    case K_PSI_RELEASE_BELOW:
+        return parse_psi(v, &p->psi_release_below);
+    case K_RECLAIM_BELOW:
+    case K_TARGET_AVAILABLE:
+    case K_RELEASE_ABOVE:
+    case K_FLOOR:
+    case K_KEEP_FREE:
+    case K_MAX_STEP:
+    case K_DEADBAND:
+        r = parse_amount(v, &a);
+        if (r < 0)
+            return r;
+        if (k == K_MAX_STEP && (a.is_percent ? a.permille == 0 : a.bytes == 0))
+            return bm_error(-ERANGE,
+                            "must be greater than 0 (use exclude to leave a domain alone)");
+        *amount_field(p, g, k) = a;
+        return 0;
+    case K_SHARES:
+        r = parse_shares(v, &g->shares);
+        g->shares_set |= r == 0;
+        return r;
+    case K_PROTECT_MAJOR_FAULTS:
+        r = parse_rate(v, &g->protect_major_faults);
+        g->protect_major_faults_set |= r == 0;
+        return r;
+    case K_PROTECT_SWAP_IN:
+        r = parse_size_rate(v, &g->protect_swap_in);
+        g->protect_swap_in_set |= r == 0;
+        return r;
+    case K_MAX_STATS_AGE:
+        r = parse_duration(v, k, &g->max_stats_age_s);
+        g->max_stats_age_set |= r == 0;
+        return r;
+    case K_EXCLUDE:
+        return parse_bool(v, &g->exclude);
+    case N_KEYS:
+        break;
+    }
+    return -EINVAL;
+}
+
+/* --- lines */
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+}
+
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && is_ws(s[i]))
+        i++;
+    return i;
+}
+
+/* Why byte c cannot be in a glob, or NULL. */
+static const char *glob_bad_char(unsigned char c)
+{
+    if (c < 0x20 || c == 0x7f)
+        return "contains a control character";
+    if (c == '"')
+        return "contains a quote";
+    return NULL;
+}
+
+/* Why glob g (n bytes) is not a valid fnmatch(3) pattern, in buf; NULL if it is. */
+static const char *glob_problem(const char *g, size_t n, char *buf, size_t size)
+{
+    static const char *classes[] = {"alnum", "alpha", "blank", "cntrl", "digit", "graph",
+                                    "lower", "print", "punct", "space", "upper", "xdigit"};
+    if (n == 0)
+        return "empty";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)g[i];
+        if (glob_bad_char(c))
+            return glob_bad_char(c);
+        if (c == '\\') {
+            if (++i == n)
+                return "ends with a backslash";
+            if (glob_bad_char((unsigned char)g[i]))
+                return glob_bad_char((unsigned char)g[i]);
+            continue;
+        }
+        if (c != '[')
+            continue;
+        size_t j = i + 1;
+        if (j < n && (g[j] == '!' || g[j] == '^'))
+            j++;
+        if (j < n && g[j] == ']')
+            j++;
+        for (;; j++) {
+            if (j >= n)
+                return "unterminated '['";
+            unsigned char d = (unsigned char)g[j];
+            if (glob_bad_char(d))
+                return glob_bad_char(d);
+            if (d == ']')
+                break;
+            if (d == '\\') {
+                if (++j >= n)
+                    return "unterminated '['";
+                if (glob_bad_char((unsigned char)g[j]))
+                    return glob_bad_char((unsigned char)g[j]);
+                continue;
+            }
+            if (d == '[' && j + 1 < n && (g[j + 1] == ':' || g[j + 1] == '.' || g[j + 1] == '=')) {
+                char delim = g[j + 1];
+                size_t start = j + 2, e = start;
+                while (e + 1 < n && !(g[e] == delim && g[e + 1] == ']') &&
+                       !glob_bad_char((unsigned char)g[e]))
+                    e++;
+                if (e + 1 >= n || g[e] != delim)
+                    return "unterminated '['";
+                if (delim == ':') {
+                    bool known = false;
+                    for (size_t k = 0; k < BM_ARRAY_SIZE(classes); k++)
+                        known |= strlen(classes[k]) == e - start &&
+                                 memcmp(classes[k], g + start, e - start) == 0;
+                    if (!known) {
+                        char q[QUOTE_MAX * 4 + 4];
+                        snprintf(buf, size, "unknown character class '%s'",
+                                 quote(g + start, e - start, q));
+                        return buf;
+                    }
+                }
+                j = e + 1;
+            }
+        }
+        i = j;
+    }
+    return NULL;
+}
+
+static void set_label(Parser *ps, const char *name, const char *glob, size_t glob_len)
+{
+    if (glob) {
+        char q[QUOTE_MAX * 4 + 4];
+        snprintf(ps->label, sizeof(ps->label), "[%s \"%s\"]", name, quote(glob, glob_len, q));
+    } else {
+        snprintf(ps->label, sizeof(ps->label), "[%s]", name);
+    }
+}
+
+/* "[host]", "[guest]", "[domain \"GLOB\"]", s[i] being '['. */
+static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned line)
+{
+    char q[QUOTE_MAX * 4 + 4];
+    ps->section = IN_SKIP; /* keys under a header that failed are not checked */
+
+    size_t name = skip_ws(s, n, i + 1), name_end = name;
+    while (name_end < n && is_name_char(s[name_end]))
+        name_end++;
+    size_t j = skip_ws(s, n, name_end);
+    size_t glob = 0, glob_end = 0;
+    bool has_glob = false;
+    if (j < n && s[j] == '"') {
+        /* The glob ends at the first quote that ']' follows, so that a quote or a trailing
+         * backslash inside it is reported as what it is; failing that, at the last quote. */
+        size_t close = 0;
+        for (size_t e = j + 1; e < n; e++) {
+            if (s[e] != '"')
+                continue;
+            close = e;
+            size_t t = skip_ws(s, n, e + 1);
+            if (t < n && s[t] == ']')
+                break;
+        }
+        if (!close) {
+            add_error(ps, line, j + 1, "unterminated quote in section header");
+            return;
+        }
+        has_glob = true;
+        glob = j + 1;
+        glob_end = close;
+        j = skip_ws(s, n, close + 1);
+    }
+    if (j >= n) {
+        add_error(ps, line, j + 1, "missing ']' at the end of the section header");
+        return;
+    }
+    if (s[j] != ']') {
+        size_t c = 1; /* the whole UTF-8 character */
+        while (c < 4 && j + c < n && ((unsigned char)s[j + c] & 0xc0) == 0x80)
+            c++;
+        add_error(ps, line, j + 1, "unexpected '%s' in section header", quote(s + j, c, q));
+        return;
+    }
+    size_t after = skip_ws(s, n, j + 1);
+    if (after < n && s[after] != '#') {
+        add_error(ps, line, after + 1, "unexpected text after section header");
+        return;
+    }
+    if (name == name_end) {
+        add_error(ps, line, name + 1, "missing section name: [host], [guest] or [domain \"GLOB\"]");
+        return;
+    }
+
+    size_t len = name_end - name;
+    const char *nm = s + name;
+    bool is_host = len == 4 && memcmp(nm, "host", 4) == 0;
+    bool is_guest = len == 5 && memcmp(nm, "guest", 5) == 0;
+    bool is_domain = len == 6 && memcmp(nm, "domain", 6) == 0;
+    if (!is_host && !is_guest && !is_domain) {
+        static const char *sections[] = {"host", "guest", "domain"};
+        const char *best = NULL;
+        size_t best_d = 3;
+        for (size_t k = 0; k < BM_ARRAY_SIZE(sections); k++) {
+            size_t d = edit_distance(nm, len, sections[k]);
+            if (d < best_d) {
+                best_d = d;
+                best = sections[k];
+            }
+        }
+        char hint[64] = "";
+        if (best)
+            snprintf(hint, sizeof(hint), " (did you mean [%s]?)", best);
+        add_error(ps, line, name + 1, "unknown section '[%s]'%s", quote(nm, len, q), hint);
+        return;
+    }
+    if (!is_domain && has_glob) {
+        add_error(ps, line, glob, "[%s] takes no glob", is_host ? "host" : "guest");
+        return;
+    }
+    if (is_host) {
+        ps->section = IN_HOST;
+        ps->rules = NULL;
+        ps->seen = ps->host_seen;
+        set_label(ps, "host", NULL, 0);
+        return;
+    }
+    if (is_guest) {
+        ps->section = IN_GUEST;
+        ps->rules = &ps->p->guest;
+        if (!ps->p->guest.line)
+            ps->p->guest.line = line;
+        ps->seen = ps->guest_seen;
+        set_label(ps, "guest", NULL, 0);
+        return;
+    }
+    if (!has_glob) {
+        add_error(ps, line, name + 1, "[domain] needs a glob in double quotes: [domain \"GLOB\"]");
+        return;
+    }
+
+    ps->section = IN_DOMAIN;
+    ps->seen = ps->domain_seen;
+    memset(ps->domain_seen, 0, sizeof(ps->domain_seen));
+    set_label(ps, "domain", s + glob, glob_end - glob);
+
+    char why[QUOTE_MAX * 4 + 64];
+    const char *problem = glob_problem(s + glob, glob_end - glob, why, sizeof(why));
+    if (problem) {
+        add_error(ps, line, glob + 1, "bad glob '%s': %s", quote(s + glob, glob_end - glob, q),
+                  problem);
+        ps->scratch = (BmGuestRules){.exclude = -1};
+        ps->rules = &ps->scratch;
+        return;
+    }
+
+    BmPolicy *p = ps->p;
+    if (p->n_domains == ps->cap_domains) {
+        ps->cap_domains = ps->cap_domains ? ps->cap_domains * 2 : 4;
+        p->domains = bm_reallocarray(p->domains, ps->cap_domains, sizeof(*p->domains));
+    }
+    BmGuestRules *d = &p->domains[p->n_domains++];
+    *d = (BmGuestRules){.exclude = -1, .line = line};
+    d->glob = bm_malloc0(glob_end - glob + 1);
+    memcpy(d->glob, s + glob, glob_end - glob);
+    ps->rules = d;
+}
+
+static void parse_line(Parser *ps, const char *s, size_t n, unsigned line)
+{
+    char q[QUOTE_MAX * 4 + 4];
+    size_t i = skip_ws(s, n, 0);
+    if (i == n || s[i] == '#')
+        return;
+    if (s[i] == '[') {
+        parse_header(ps, s, n, i, line);
+        return;
+    }
+
+    size_t key = i, key_end = i;
+    while (key_end < n && is_name_char(s[key_end]))
+        key_end++;
+    size_t key_len = key_end - key;
+    if (key_len == 0) {
+        if (s[i] == '=')
+            add_error(ps, line, i + 1, "missing key before '='");
+        else
+            add_error(ps, line, i + 1, "expected 'key = value', a [section] header or a comment");
+        return;
+    }
+    size_t eq = skip_ws(s, n, key_end);
+    if (eq >= n || s[eq] != '=') {
+        add_error(ps, line, eq + 1, "expected '=' after '%s'", quote(s + key, key_len, q));
+        return;
+    }
+    size_t v = skip_ws(s, n, eq + 1), v_end = n;
+    for (size_t j = v; j < n; j++)
+        if (s[j] == '#' && (j == v || is_ws(s[j - 1]))) {
+            v_end = j;
+            break;
+        }
+    while (v_end > v && is_ws(s[v_end - 1]))
+        v_end--;
+
+    int k = -1;
+    for (int c = 0; c < N_KEYS; c++)
+        if (strlen(keys[c].name) == key_len && memcmp(keys[c].name, s + key, key_len) == 0)
+            k = c;
+
+    if (ps->section == IN_SKIP)
+        return;
+    if (ps->section == IN_NONE) {
+        if (k < 0)
+            add_error(ps, line, key + 1, "key '%s' before any section header",
+                      quote(s + key, key_len, q));
+        else
+            add_error(ps, line, key + 1, "key '%s' before any section header (it belongs in %s)",
+                      keys[k].name, keys[k].host ? "[host]" : "[guest] or [domain \"GLOB\"]");
+        return;
+    }
+    bool in_host = ps->section == IN_HOST;
+    if (k < 0) {
+        /* nearest key: of this section if close, else of the other one, named */
+        int best = -1;
+        size_t best_d = 3;
+        for (int pass = 0; pass < 2 && best < 0; pass++)
+            for (int c = 0; c < N_KEYS; c++) {
+                if ((keys[c].host == in_host) != (pass == 0))
+                    continue;
+                size_t d = edit_distance(s + key, key_len, keys[c].name);
+                if (d < best_d) {
+                    best_d = d;
+                    best = c;
+                }
+            }
+        char hint[96] = "";
+        if (best >= 0 && keys[best].host == in_host)
+            snprintf(hint, sizeof(hint), " (did you mean '%s'?)", keys[best].name);
+        else if (best >= 0)
+            snprintf(hint, sizeof(hint), " (did you mean '%s' in %s?)", keys[best].name,
+                     keys[best].host ? "[host]" : "[guest]");
+        add_error(ps, line, key + 1, "unknown key '%s' in %s%s", quote(s + key, key_len, q),
+                  ps->label, hint);
+        return;
+    }
+    if (keys[k].host != in_host) {
+        add_error(ps, line, key + 1, "'%s' belongs in %s, not in %s", keys[k].name,
+                  keys[k].host ? "[host]" : "[guest] or [domain \"GLOB\"]", ps->label);
+        return;
+    }
+    if (ps->seen[k]) {
+        add_error(ps, line, key + 1, "duplicate key '%s' in %s (first set at line %u)",
+                  keys[k].name, ps->label, ps->seen[k]);
+        return;
+    }
+    ps->seen[k] = line;
+    if (in_host)
+        ps->host_col[k] = (unsigned)(v + 1 > UINT32_MAX ? UINT32_MAX : v + 1);
+
+    size_t v_len = v_end - v;
+    int r = 0;
+    if (v_len == 0) {
+        add_error(ps, line, v + 1, "%s: empty value", keys[k].name);
+        r = -EINVAL;
+    } else if (v_len > VALUE_MAX) {
+        add_error(ps, line, v + 1, "%s: '%s': too long", keys[k].name, quote(s + v, v_len, q));
+        r = -EINVAL;
+    } else {
+        char value[VALUE_MAX + 1];
+        memcpy(value, s + v, v_len);
+        value[v_len] = '\0';
+        for (size_t j = 0; j < v_len && r == 0; j++)
+            if ((unsigned char)value[j] < 0x20 || value[j] == 0x7f)
+                r = bm_error(-EINVAL, "contains a control character");
+        if (r == 0) {
+            bm_error_clear();
+            r = set_value(ps, (Key)k, value);
+        }
+        if (r < 0)
+            add_error(ps, line, v + 1, "%s: '%s': %s", keys[k].name, quote(value, v_len, q),
+                      bm_error_detail(r));
+    }
+    if (r < 0 && in_host)
+        ps->host_bad[k] = true;
+}
+
+/* --- whole-file checks */
+
+static const char *format_amount(BmAmount a, char *buf, size_t n)
+{
+    if (!a.is_percent)
+        return bm_size_format(a.bytes, buf, n);
+    if (a.permille % 10)
+        snprintf(buf, n, "%u.%u%%", a.permille / 10, a.permille % 10);
+    else
+        snprintf(buf, n, "%u%%", a.permille / 10);
+    return buf;
+}
+
+/* Where to report a problem among keys ks: the line and column of the last one set. */
+static bool last_of(const Parser *ps, const Key *ks, size_t n, unsigned *ret_line,
+                    unsigned *ret_col)
+{
+    bool any = false;
+    *ret_line = *ret_col = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ps->host_bad[ks[i]])
+            return false;
+        if (ps->host_seen[ks[i]] && ps->host_seen[ks[i]] >= *ret_line) {
+            *ret_line = ps->host_seen[ks[i]];
+            *ret_col = ps->host_col[ks[i]];
+            any = true;
+        }
+    }
+    return any;
+}
+
+static void check_thresholds(Parser *ps)
+{
+    const BmPolicy *p = ps->p;
+    unsigned line, col;
+
+    static const Key mem[] = {K_RECLAIM_BELOW, K_TARGET_AVAILABLE, K_RELEASE_ABOVE};
+    const BmAmount *a[] = {&p->reclaim_below, &p->target_available, &p->release_above};
+    if (last_of(ps, mem, 3, &line, &col) && a[0]->is_percent == a[1]->is_percent &&
+        a[1]->is_percent == a[2]->is_percent) {
+        uint64_t v[3];
+        for (int i = 0; i < 3; i++)
+            v[i] = a[i]->is_percent ? a[i]->permille : a[i]->bytes;
+        if (!(v[0] < v[1] && v[1] < v[2])) {
+            char b[3][32];
+            for (int i = 0; i < 3; i++) {
+                format_amount(*a[i], b[i], 20);
+                if (!ps->host_seen[mem[i]])
+                    strcat(b[i], " (default)");
+            }
+            add_error(ps, line, col,
+                      "thresholds out of order: need reclaim_below < target_available < "
+                      "release_above, got %s, %s, %s",
+                      b[0], b[1], b[2]);
+        }
+    }
+
+    static const Key psi[] = {K_PSI_RELEASE_BELOW, K_PSI_RECLAIM_ABOVE};
+    if (last_of(ps, psi, 2, &line, &col) && p->psi_release_below >= 0 &&
+        p->psi_reclaim_above >= 0 && !(p->psi_release_below < p->psi_reclaim_above)) {
+        add_error(ps, line, col,
+                  "thresholds out of order: need psi_release_below < psi_reclaim_above, "
+                  "got %g%%%s, %g%%%s",
+                  p->psi_release_below, ps->host_seen[K_PSI_RELEASE_BELOW] ? "" : " (default)",
+                  p->psi_reclaim_above, ps->host_seen[K_PSI_RECLAIM_ABOVE] ? "" : " (default)");
+    }
+}
+
+int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **ret_errors)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *p = bm_policy_new_default();
+    free(p->path);
+    p->path = bm_strdup(path ? path : "(policy)");
+    Parser ps = {.path = p->path, .p = p, .section = IN_NONE};
+
+    if (ret)
+        *ret = NULL;
+    if (ret_errors)
+        *ret_errors = NULL;
+    if (!text)
+        text = "";
+    if (strncmp(text, "\xef\xbb\xbf", 3) == 0)
+        text += 3;
+
+    const char *end = text + strlen(text);
+    unsigned line = 0;
+    for (const char *s = text; s < end;) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        if (line < UINT32_MAX)
+            line++;
+        parse_line(&ps, s, n > 0 && s[n - 1] == '\r' ? n - 1 : n, line);
+        s += n + 1;
+    }
+    check_thresholds(&ps);
+
+    if (ps.n_errors) {
+        size_t n_errors = ps.n_errors;
+        char *errors = join_errors(&ps);
+        if (ret_errors)
+            *ret_errors = errors;
+        else
+            free(errors);
+        return bm_error(-EINVAL, "%s: %zu error%s", p->path, n_errors, n_errors == 1 ? "" : "s");
+    }
+    if (ret)
+        *ret = TAKE_PTR(p);
+    return 0;
+}
+
+/* The whole file as a string (up to the first NUL, if any). */
+static int read_text(const char *path, char **ret)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    size_t cap = 4096, n = 0;
+    char *buf = bm_malloc0(cap);
+    for (;;) {
+        if (cap - n < 2) {
+            if (cap >= POLICY_MAX_BYTES) {
+                free(buf);
+                fclose(f);
+                return -EFBIG;
+            }
+            cap *= 2;
+            buf = bm_reallocarray(buf, cap, 1);
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        return -err;
+    }
+    buf[n] = '\0';
+    *ret = buf;
+    return 0;
+}
+
+int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
+{
+    _cleanup_free_ char *text = NULL;
+    int r = read_text(path, &text);
+    if (r < 0) {
+        if (ret)
+            *ret = NULL;
+        if (ret_errors)
+            *ret_errors = bm_asprintf("%s: cannot read: %s\n", path, strerror(-r));
+        return bm_error(r, "%s: cannot read: %s", path, strerror(-r));
+    }
+    return bm_policy_parse(text, path, ret, ret_errors);
+}
+
+/* --- use */
+
+static void apply_rules(BmGuestRules *r, const BmGuestRules *s)
+{
+    if (s->floor.set)
+        r->floor = s->floor;
+    if (s->keep_free.set)
+        r->keep_free = s->keep_free;
+    if (s->max_step.set)
+        r->max_step = s->max_step;
+    if (s->deadband.set)
+        r->deadband = s->deadband;
+    if (s->shares_set)
+        r->shares = s->shares;
+    if (s->protect_major_faults_set)
+        r->protect_major_faults = s->protect_major_faults;
+    if (s->protect_swap_in_set)
+        r->protect_swap_in = s->protect_swap_in;
+    if (s->max_stats_age_set)
+        r->max_stats_age_s = s->max_stats_age_s;
+    if (s->exclude >= 0)
+        r->exclude = s->exclude;
+    r->line = s->line;
+}
+
+void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret)
+{
+    BmGuestRules r = guest_defaults();
+    apply_rules(&r, &p->guest);
+    for (size_t i = 0; domain_name && i < p->n_domains; i++)
+        if (fnmatch(p->domains[i].glob, domain_name, 0) == 0)
+            apply_rules(&r, &p->domains[i]);
+    r.glob = NULL;
+    *ret = r;
+}
+
+uint64_t bm_amount_bytes(BmAmount a, uint64_t reference_bytes)
+{
+    if (!a.is_percent)
+        return a.bytes;
+    return (uint64_t)((unsigned __int128)reference_bytes * a.permille / 1000);
+}

@@ -1,0 +1,77 @@
+/* Policy files (balloonmgr.policy(5)): the parsed form and the per-domain rules. The parser
+ * is pure (text in, struct out); policy-eval.c decides from it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* A size written as bytes ("512M") or as a percentage of a reference ("25%"). */
+typedef struct {
+    bool set;
+    bool is_percent;
+    uint64_t bytes;      /* when !is_percent */
+    uint32_t permille;   /* when is_percent: tenths of a percent, 0..1000 ("12.5%" = 125) */
+} BmAmount;
+
+/* Rules for a guest. Every field has a set flag so that a [domain "GLOB"] section overrides
+ * only what it names. References of percentages are in the comments. */
+typedef struct {
+    char *glob;              /* NULL for [guest]; the pattern of [domain "GLOB"] */
+    unsigned line;           /* line of the section header (0 for built-in defaults) */
+    BmAmount floor;          /* never below this; % of maximum. <min_guarantee> raises it */
+    BmAmount keep_free;      /* headroom the guest keeps usable after an inflate; % of maximum */
+    BmAmount max_step;       /* largest change of one pass; % of maximum */
+    BmAmount deadband;       /* smaller changes are not made; % of maximum */
+    bool shares_set;
+    unsigned shares;         /* weight, 1..10000: more shares, less reclaimed (default 100) */
+    bool protect_major_faults_set;
+    double protect_major_faults; /* per second; above: guest under pressure (0 = off) */
+    bool protect_swap_in_set;
+    uint64_t protect_swap_in;    /* bytes per second; above: under pressure (0 = off) */
+    bool max_stats_age_set;
+    unsigned max_stats_age_s;    /* older guest stats are stale (0 = no limit) */
+    int exclude;                 /* -1 unset, 0 no, 1 yes: never touch this domain */
+} BmGuestRules;
+
+typedef struct {
+    char *path;                  /* file it came from, or "(built-in)" */
+    unsigned interval_s;         /* loop interval of `run` and the agent, 1..3600 */
+    BmAmount reclaim_below;      /* host MemAvailable below this: under pressure; % of MemTotal */
+    BmAmount target_available;   /* reclaim until MemAvailable reaches this; % of MemTotal */
+    BmAmount release_above;      /* MemAvailable above this: comfortable, give back; % of MemTotal */
+    double psi_reclaim_above;    /* PSI memory "some" avg10 percent above which: pressure; <0 off */
+    double psi_release_below;    /* ... below which (with MemAvailable): comfortable; <0 off */
+    unsigned apply_timeout_s;    /* how long `run --once` waits for its changes (0: no wait) */
+    BmGuestRules guest;          /* [guest]: defaults for every domain */
+    BmGuestRules *domains;       /* [domain "GLOB"] sections in file order */
+    size_t n_domains;
+} BmPolicy;
+
+/* A policy with the built-in defaults (the values documented in balloonmgr.policy(5) and
+ * policies/default.policy). Caller frees with bm_policy_free(). */
+BmPolicy *bm_policy_new_default(void);
+
+/* Parses policy text; path names it in messages. Starts from the built-in defaults, so a file
+ * only needs what it changes. Returns 0 and *ret (caller frees), or -EINVAL with *ret_errors:
+ * every error found, one per line, each "path:line:col: message" (caller frees). Unknown keys,
+ * keys in the wrong section, bad values, bad globs, duplicate keys and inconsistent thresholds
+ * (reclaim_below < target_available < release_above) are errors. */
+int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **ret_errors);
+
+/* Reads and parses a file. Returns as bm_policy_parse(), or -errno with *ret_errors
+ * "path: cannot read: reason" when the file cannot be read. */
+int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors);
+
+void bm_policy_free(BmPolicy *p);
+DEFINE_CLEANUP(BmPolicy *, bm_policy_free)
+
+/* The rules for one domain: [guest] with every matching [domain "GLOB"] applied in file order
+ * (later ones override earlier ones, field by field). Every field of *ret is set; ret->glob is
+ * NULL. Pure; no allocation. */
+void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret);
+
+/* An amount in bytes: bytes, or permille of reference_bytes. */
+uint64_t bm_amount_bytes(BmAmount a, uint64_t reference_bytes);

@@ -1,0 +1,213 @@
+#define _GNU_SOURCE
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "util.h"
+
+#define STATE_VERSION 1
+#define STATE_MAX_BYTES (64u << 20)
+
+DEFINE_CLEANUP(json_object *, json_object_put)
+
+static json_object *u64_or_null(uint64_t v)
+{
+    return bm_present(v) ? json_object_new_uint64(v) : NULL;
+}
+
+char *bm_state_format(const BmPrevious *prev, uint64_t now_s)
+{
+    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+    json_object_object_add(root, "version", json_object_new_int(STATE_VERSION));
+    json_object_object_add(root, "written_at", json_object_new_uint64(now_s));
+    json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(prev->mode)));
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < prev->n_domains; i++) {
+        const BmPrevDomain *d = &prev->domains[i];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
+        json_object_object_add(o, "major_faults", u64_or_null(d->major_faults));
+        json_object_object_add(o, "swap_in_bytes", u64_or_null(d->swap_in_bytes));
+        json_object_object_add(o, "last_update", u64_or_null(d->last_update_s));
+        json_object_object_add(o, "taken_at", json_object_new_uint64(d->taken_s));
+        json_object_array_add(arr, o);
+    }
+    json_object_object_add(root, "domains", arr);
+    return bm_strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+}
+
+/* An optional non-negative integer member: BM_ABSENT when null/missing. */
+static int get_u64(json_object *o, const char *key, uint64_t *ret)
+{
+    json_object *v;
+    *ret = BM_ABSENT;
+    if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+        return bm_error(-EINVAL, "\"%s\" is not a non-negative integer", key);
+    *ret = json_object_get_uint64(v);
+    return 0;
+}
+
+int bm_state_parse(const char *text, BmPrevious *ret)
+{
+    *ret = (BmPrevious){.mode = BM_HOST_HOLD};
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return bm_error(-ENOMEM, "out of memory");
+    size_t len = strlen(text);
+    _cleanup_(json_object_putp) json_object *root =
+        json_tokener_parse_ex(tok, text, (int)(len > INT_MAX ? INT_MAX : len));
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success)
+        return bm_error(-EINVAL, "not JSON (%s)",
+                        jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));
+    if (!json_object_is_type(root, json_type_object))
+        return bm_error(-EINVAL, "not a JSON object");
+
+    json_object *v;
+    if (!json_object_object_get_ex(root, "version", &v) || json_object_get_int(v) != STATE_VERSION)
+        return bm_error(-EINVAL, "unknown version");
+    if (json_object_object_get_ex(root, "host_mode", &v)) {
+        const char *m = json_object_get_string(v);
+        ret->mode = m && strcmp(m, "reclaim") == 0   ? BM_HOST_RECLAIM
+                    : m && strcmp(m, "release") == 0 ? BM_HOST_RELEASE
+                                                     : BM_HOST_HOLD;
+    }
+    json_object *arr;
+    if (!json_object_object_get_ex(root, "domains", &arr) || !json_object_is_type(arr, json_type_array))
+        return bm_error(-EINVAL, "\"domains\" is not an array");
+    size_t n = json_object_array_length(arr);
+    ret->domains = bm_malloc0((n + 1) * sizeof(BmPrevDomain));
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(arr, i), *uuid;
+        BmPrevDomain *d = &ret->domains[ret->n_domains];
+        int r;
+        if (!json_object_is_type(o, json_type_object) ||
+            !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
+            json_object_get_string_len(uuid) >= (int)sizeof(d->uuid)) {
+            bm_previous_clear(ret);
+            return bm_error(-EINVAL, "domain %zu: no uuid", i);
+        }
+        snprintf(d->uuid, sizeof(d->uuid), "%s", json_object_get_string(uuid));
+        uint64_t taken;
+        if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
+            (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
+            (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
+            (r = get_u64(o, "taken_at", &taken)) < 0) {
+            bm_previous_clear(ret);
+            return r;
+        }
+        d->taken_s = bm_present(taken) ? taken : 0;
+        ret->n_domains++;
+    }
+    return 0;
+}
+
+int bm_state_load(const char *path, BmPrevious *ret)
+{
+    *ret = (BmPrevious){.mode = BM_HOST_HOLD};
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return bm_error(-errno, "%s: %s", path, strerror(errno));
+    _cleanup_free_ char *buf = bm_malloc0(STATE_MAX_BYTES + 1);
+    size_t got = fread(buf, 1, STATE_MAX_BYTES, f);
+    bool err = ferror(f), more = !feof(f);
+    fclose(f);
+    if (err)
+        return bm_error(-EIO, "%s: read error", path);
+    if (more)
+        return bm_error(-EFBIG, "%s: larger than %u MiB", path, STATE_MAX_BYTES >> 20);
+    buf[got] = '\0';
+    int r = bm_state_parse(buf, ret);
+    if (r < 0) {
+        char cause[256];
+        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
+        return bm_error(r, "%s: %s", path, cause);
+    }
+    return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return r;
+}
+
+int bm_state_save(const char *path, const BmPrevious *prev, uint64_t now_s)
+{
+    _cleanup_free_ char *dircopy = bm_strdup(path);
+    const char *dir = dirname(dircopy);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return bm_error(-errno, "%s: cannot create: %s", dir, strerror(errno));
+
+    _cleanup_free_ char *text = bm_state_format(prev, now_s);
+    _cleanup_free_ char *tmp = bm_asprintf("%s.XXXXXX", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return bm_error(-errno, "%s: cannot create a temporary file: %s", path, strerror(errno));
+    size_t len = strlen(text), off = 0;
+    int r = 0;
+    while (off < len && r == 0) {
+        ssize_t k = write(fd, text + off, len - off);
+        if (k < 0 && errno != EINTR)
+            r = -errno;
+        else if (k > 0)
+            off += (size_t)k;
+    }
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && chmod(tmp, 0644) < 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return bm_error(r, "%s: cannot write: %s (the previous state file is untouched)", path,
+                        strerror(-r));
+    }
+    fsync_dir(dir);
+    return 0;
+}
+
+void bm_previous_from(const BmSnapshot *snap, BmHostMode mode, uint64_t now_s, BmPrevious *ret)
+{
+    *ret = (BmPrevious){.mode = mode};
+    ret->domains = bm_malloc0((snap->n_domains + 1) * sizeof(BmPrevDomain));
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || !d->uuid[0])
+            continue;
+        BmPrevDomain *p = &ret->domains[ret->n_domains++];
+        snprintf(p->uuid, sizeof(p->uuid), "%s", d->uuid);
+        p->major_faults = d->major_faults;
+        p->swap_in_bytes = d->swap_in_bytes;
+        p->last_update_s = d->last_update_s;
+        p->taken_s = now_s;
+    }
+}
+
+void bm_previous_clear(BmPrevious *p)
+{
+    if (!p)
+        return;
+    free(p->domains);
+    *p = (BmPrevious){0};
+}

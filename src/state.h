@@ -1,0 +1,29 @@
+/* The state file of timer runs (json-c): what the previous pass saw, for rates and hysteresis.
+ * Written atomically (temporary file, fsync, rename), so a crash leaves the old or the new
+ * file, never a torn one. */
+#pragma once
+
+#include "policy-eval.h"
+
+#define BM_STATE_DEFAULT_PATH "/var/lib/balloonmgr/state.json"
+
+/* Parses state text. Returns 0 and *ret (free with bm_previous_clear()), or -EINVAL with the
+ * reason. Pure. */
+int bm_state_parse(const char *text, BmPrevious *ret);
+
+/* The text of a state file for prev, written at now_s. Caller frees. Pure. */
+char *bm_state_format(const BmPrevious *prev, uint64_t now_s);
+
+/* Reads path. Returns 0 and *ret, -ENOENT when there is none, or -errno/-EINVAL with the
+ * reason (the caller warns and starts fresh). */
+int bm_state_load(const char *path, BmPrevious *ret);
+
+/* Writes path atomically, creating its directory if needed. Returns 0 or -errno with the
+ * reason; on failure the previous file is untouched. */
+int bm_state_save(const char *path, const BmPrevious *prev, uint64_t now_s);
+
+/* What to remember of this pass: counters of every running domain and the host mode.
+ * Caller frees with bm_previous_clear(). */
+void bm_previous_from(const BmSnapshot *snap, BmHostMode mode, uint64_t now_s, BmPrevious *ret);
+
+void bm_previous_clear(BmPrevious *p);

@@ -1,0 +1,56 @@
+/* Host memory readers against fake /proc trees (tests/data/proc/NAME/). */
+#include <errno.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "hostmem.h"
+#include "tap.h"
+#include "util.h"
+
+#define KiB 1024ull
+
+static int read_tree(const char *name, BmHost *h)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/tests/data/proc/%s", SOURCE_ROOT, name);
+    return bm_hostmem_read(dir, h);
+}
+
+int main(void)
+{
+    BmHost h;
+    ok(read_tree("pressure-high", &h) == 0, "pressure-high reads");
+    is_u64(h.mem_total_bytes, 67108864 * KiB, "MemTotal");
+    is_u64(h.mem_available_bytes, 3145728 * KiB, "MemAvailable");
+    ok(h.psi_present && h.psi_some_avg10 == 12.5 && h.psi_some_avg60 == 8.25 &&
+           h.psi_full_avg10 == 4.0 && h.psi_full_avg60 == 2.5,
+       "PSI some/full avg10/avg60");
+
+    ok(read_tree("no-psi", &h) == 0 && !h.psi_present, "no pressure/memory: PSI absent, not an error");
+    ok(read_tree("old-kernel", &h) == 0, "no MemAvailable (old kernel) reads");
+    is_u64(h.mem_available_bytes, (1000000 + 500000) * KiB, "MemAvailable estimated as MemFree + Cached");
+
+    bm_error_clear();
+    int r = read_tree("bad-meminfo", &h);
+    ok(r == -EINVAL, "no MemTotal: -EINVAL");
+    ok(strstr(bm_error_detail(r), "bad-meminfo/meminfo: no MemTotal") != NULL, "reason names the file: %s",
+       bm_error_detail(r));
+    r = read_tree("does-not-exist", &h);
+    ok(r == -ENOENT, "missing directory: -ENOENT");
+
+    ok(bm_hostmem_read(NULL, &h) == 0 && bm_present(h.mem_total_bytes) && h.mem_total_bytes > 0,
+       "the real /proc reads");
+
+    BmHost p = {0};
+    ok(bm_hostmem_parse_psi("some avg10=1.00 avg60=2.00 avg300=3.00 total=4\n", &p) == 0 &&
+           p.psi_present && p.psi_full_avg10 == 0,
+       "PSI without a full line (CPU-style)");
+    ok(bm_hostmem_parse_psi("some avg10=x avg60=2.00\n", &p) == -EINVAL, "malformed PSI refused");
+    ok(bm_hostmem_parse_psi("some avg10=101.0 avg60=2.00\n", &p) == -EINVAL, "PSI over 100 refused");
+    ok(bm_hostmem_parse_psi("full avg10=1.0 avg60=2.00\n", &p) == -EINVAL, "PSI without some refused");
+    ok(bm_hostmem_parse_meminfo("MemTotal: -5 kB\n", &p) == -EINVAL, "negative MemTotal refused");
+    ok(bm_hostmem_parse_meminfo("MemTotal: 99999999999999999999 kB\n", &p) == -EINVAL, "overflow refused");
+    ok(bm_hostmem_parse_meminfo("MemTotalX: 5 kB\nMemTotal: 7 kB\n", &p) == 0 && p.mem_total_bytes == 7 * KiB,
+       "a longer key is not taken for MemTotal");
+    return tap_done();
+}
