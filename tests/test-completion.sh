@@ -31,7 +31,10 @@ complete_is() {
         echo "not ok $n - '$line' -> '$got', want '$want'"; failed=$((failed + 1)); fi
 }
 
-complete_is "balloonmgr " "configure list set status verify "
+complete_is "balloonmgr " "configure list policy run set status verify "
+complete_is "balloonmgr run --o" "--once "
+complete_is "balloonmgr run --d" "--dry-run "
+complete_is "balloonmgr policy " "check "
 complete_is "balloonmgr s" "set status "
 complete_is "balloonmgr --v" "--version "
 complete_is "balloonmgr -c $DEMO set " "build1 cache1 db1 web1 web2 "

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# run --once on two real guests: with a policy under which the real host counts as under
+# pressure (and again through a fake /proc), it inflates the idle guest, keeps the other at
+# its floor, and the QEMU processes' RSS falls; --dry-run changes nothing; a bad policy
+# exits 2 and changes nothing. Only this test's domains are managed (exclude by glob).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+bm_setup
+
+bm_define_guest idle 512 touch=400
+bm_define_guest floor 512 touch=100
+bm_wait_guest_ready idle
+bm_wait_guest_ready floor
+idle=$(bm_dom idle) floor=$(bm_dom floor)
+work=$(mktemp -d)
+trap 'rm -rf "$work"; bm_on_exit' EXIT
+
+# wait for fresh guest stats of both
+for _ in $(seq 60); do
+    "$BM" -c "$BM_URI" status --json "$idle" "$floor" |
+        jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' >/dev/null && break
+    sleep 1
+done
+
+cat >"$work/pressure.policy" <<POL
+# every threshold just below 100% of MemTotal: the real host is "under pressure"
+[host]
+reclaim_below = 99%
+target_available = 99.5%
+release_above = 99.9%
+[guest]
+exclude = yes
+[domain "${BM_PREFIX}*"]
+exclude = no
+max_step = 50%
+[domain "${BM_PREFIX}floor"]
+floor = 90%
+POL
+"$BM" policy check "$work/pressure.policy" >/dev/null || bm_fail "test policy does not pass policy check"
+
+actual() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].current_bytes'; }
+rss_total() { echo $(( $(bm_rss_kib "$(bm_qemu_pid idle)") + $(bm_rss_kib "$(bm_qemu_pid floor)") )); }
+
+# --- dry run: a plan, no change
+before_idle=$(actual "$idle") before_floor=$(actual "$floor")
+"$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/pressure.policy" --state "$work/state.json" >"$work/dry.json" ||
+    bm_fail "dry run failed"
+jq -c --arg p "$BM_PREFIX" '.host, (.decisions[] | select(.name | startswith($p)) | {name, action, current_bytes, target_bytes, floor_bytes, reason})' "$work/dry.json"
+jq -e --arg d "$idle" '.host.mode == "reclaim" and (.decisions[] | select(.name == $d) | .action == "inflate")' "$work/dry.json" >/dev/null ||
+    bm_fail "dry run: the idle guest is not planned to inflate"
+sleep 2
+[ "$(actual "$idle")" = "$before_idle" ] && [ "$(actual "$floor")" = "$before_floor" ] ||
+    bm_fail "--dry-run changed a balloon"
+[ ! -e "$work/state.json" ] || bm_fail "--dry-run wrote the state file"
+bm_pass "run --once --dry-run: plan printed, nothing changed"
+
+# --- a bad policy: exit 2, nothing changed
+printf '[guest]\nfloor = 12X\n' >"$work/bad.policy"
+set +e
+"$BM" -c "$BM_URI" run --once --policy "$work/bad.policy" --state "$work/state.json" >/dev/null 2>"$work/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || bm_fail "bad policy: exit $rc, want 2"
+grep -q "bad.policy:2:9: floor: '12X': unknown unit 'X'" "$work/err" || bm_fail "bad policy: no file:line:col error"
+sleep 1
+[ "$(actual "$idle")" = "$before_idle" ] || bm_fail "bad policy changed a balloon"
+bm_pass "run --once with a bad policy exits 2 and changes nothing"
+
+# --- the real pass (real /proc)
+rss_before=$(rss_total)
+"$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" >"$work/run.json" ||
+    bm_fail "run --once failed"
+jq -c --arg p "$BM_PREFIX" '.decisions[] | select(.name | startswith($p)) | {name, action, current_bytes, target_bytes, floor_bytes, applied}' "$work/run.json"
+target_idle=$(jq --arg d "$idle" '.decisions[] | select(.name == $d) | .target_bytes' "$work/run.json")
+floor_bytes=$(jq --arg d "$floor" '.decisions[] | select(.name == $d) | .floor_bytes' "$work/run.json")
+jq -e --arg d "$idle" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied' "$work/run.json" >/dev/null ||
+    bm_fail "the idle guest was not inflated"
+[ "$target_idle" -lt "$before_idle" ] || bm_fail "idle target not below current"
+[ "$floor_bytes" -eq $((512 * 1024 * 1024 * 9 / 10)) ] || bm_fail "floor guest's floor is $floor_bytes, want 90%"
+jq -e --arg d "$floor" '.decisions[] | select(.name == $d) | .target_bytes >= .floor_bytes' "$work/run.json" >/dev/null ||
+    bm_fail "floor guest targeted below its floor"
+jq -e --arg p "$BM_PREFIX" '[.decisions[] | select(.name | startswith($p) | not) | .action] | all(. == "skip")' "$work/run.json" >/dev/null ||
+    bm_fail "a domain outside the test was touched"
+jq -e '.version == 1 and .host_mode == "reclaim"' "$work/state.json" >/dev/null || bm_fail "state file not written"
+
+for _ in $(seq 100); do [ "$(actual "$idle")" -le $((target_idle + 1048576)) ] && break; sleep 0.1; done
+[ "$(actual "$idle")" -le $((target_idle + 1048576)) ] || bm_fail "idle guest did not reach its target"
+[ "$(actual "$floor")" -ge "$floor_bytes" ] || bm_fail "floor guest went below its floor"
+sleep 1
+rss_after=$(rss_total)
+inflated=$(( (before_idle - $(actual "$idle")) / 1024 ))
+echo "RSS of both QEMUs: $((rss_before / 1024)) -> $((rss_after / 1024)) MiB; idle guest inflated $((inflated / 1024)) MiB"
+[ $((rss_before - rss_after)) -ge $((inflated * 7 / 10)) ] || bm_fail "QEMU RSS did not fall by most of the inflated memory"
+bm_pass "run --once (real /proc): idle guest inflated $((inflated / 1024)) MiB, floor kept, QEMU RSS fell $(((rss_before - rss_after) / 1024)) MiB"
+
+# --- the same through a fake /proc: a 24 GiB host with 1 GiB available
+mkdir -p "$work/proc/pressure"
+printf 'MemTotal: 25165824 kB\nMemFree: 524288 kB\nMemAvailable: 1048576 kB\n' >"$work/proc/meminfo"
+printf 'some avg10=20.00 avg60=10.00 avg300=5.00 total=1\nfull avg10=5.00 avg60=2.00 avg300=1.00 total=1\n' >"$work/proc/pressure/memory"
+cat >"$work/fake.policy" <<POL
+[guest]
+exclude = yes
+[domain "${BM_PREFIX}*"]
+exclude = no
+[domain "${BM_PREFIX}floor"]
+floor = 90%
+POL
+before_idle=$(actual "$idle")
+"$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/state.json" >"$work/fake.json" ||
+    bm_fail "run --once with fake /proc failed"
+jq -c '.host' "$work/fake.json"
+jq -e --arg d "$idle" '.host.mode == "reclaim" and .host.mem_available_bytes == 1073741824 and
+    (.decisions[] | select(.name == $d) | .action == "inflate" and .applied)' "$work/fake.json" >/dev/null ||
+    bm_fail "fake /proc under pressure: idle guest not inflated"
+jq -e --arg d "$floor" '.decisions[] | select(.name == $d) | .target_bytes >= .floor_bytes' "$work/fake.json" >/dev/null ||
+    bm_fail "fake /proc: floor broken"
+bm_pass "run --once with a fake /proc under pressure inflates the idle guest again, floor kept"
