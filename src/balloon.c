@@ -1,5 +1,8 @@
 #include "balloon.h"
 
+#include <stdio.h>
+#include <string.h>
+
 
 #include <errno.h>
 
@@ -28,18 +31,31 @@ const char *bm_change_direction(uint64_t from_bytes, uint64_t target_bytes)
     return "none";
 }
 
-int bm_balloon_read_actual(virDomainPtr dom, uint64_t *ret_bytes)
+int bm_balloon_read_live(virDomainPtr dom, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes)
 {
     virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
     int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
     if (n < 0)
         return bm_conn_error("cannot read the balloon");
-    for (int i = 0; i < n; i++)
+    bool have_actual = false;
+    *ret_rss_bytes = BM_ABSENT;
+    for (int i = 0; i < n; i++) {
         if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON) {
-            *ret_bytes = st[i].val * 1024;
-            return 0;
+            *ret_actual_bytes = st[i].val * 1024;
+            have_actual = true;
+        } else if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_RSS) {
+            *ret_rss_bytes = st[i].val * 1024;
         }
-    return bm_error(-ENOTSUP, "the driver does not report the balloon size");
+    }
+    if (!have_actual)
+        return bm_error(-ENOTSUP, "the driver does not report the balloon size");
+    return 0;
+}
+
+int bm_balloon_read_actual(virDomainPtr dom, uint64_t *ret_bytes)
+{
+    uint64_t rss;
+    return bm_balloon_read_live(dom, ret_bytes, &rss);
 }
 
 static uint64_t distance(uint64_t a, uint64_t b)
@@ -124,4 +140,99 @@ int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool 
     if (config && virDomainSetMemoryStatsPeriod(dom, period_s, VIR_DOMAIN_AFFECT_CONFIG) < 0)
         return bm_conn_error("cannot set the stats period in the persistent definition");
     return 0;
+}
+
+/* ---- tracker ---- */
+
+int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
+                     uint64_t rss_bytes, const char *sg_label)
+{
+    BmTracked x = {0};
+    int r = bm_balloon_change(dom, from_bytes, target_bytes, NULL, &x.change);
+    if (r < 0)
+        return r;
+    snprintf(x.name, sizeof(x.name), "%s", virDomainGetName(dom));
+    if (virDomainGetUUIDString(dom, x.uuid) < 0)
+        x.uuid[0] = '\0';
+    snprintf(x.sg, sizeof(x.sg), "%s", sg_label ? sg_label : "unknown");
+    x.rss_before_bytes = rss_bytes;
+    x.rss_after_bytes = BM_ABSENT;
+    x.started_mono_ns = x.last_progress_mono_ns = bm_now_mono_ns();
+    x.last_actual_bytes = from_bytes;
+    t->items = bm_reallocarray(t->items, t->n_items + 1, sizeof(BmTracked));
+    t->items[t->n_items++] = x;
+    return 0;
+}
+
+bool bm_tracker_busy(const BmTracker *t, const char *uuid)
+{
+    for (size_t i = 0; i < t->n_items; i++)
+        if (strcmp(t->items[i].uuid, uuid) == 0)
+            return true;
+    return false;
+}
+
+/* One reading of one tracked change: true when it ended (outcome set). */
+static bool poll_one(BmTracked *x, virConnectPtr conn, const BmWaitOptions *o)
+{
+    const uint64_t ms = 1000000ull;
+    BmChange *ch = &x->change;
+    virDomainPtr dom = virDomainLookupByUUIDString(conn, x->uuid);
+    uint64_t before = bm_now_mono_ns(), before_real = bm_now_real_ns();
+    uint64_t actual = 0, rss = BM_ABSENT;
+    int r = dom ? bm_balloon_read_live(dom, &actual, &rss) : bm_conn_error("domain gone");
+    uint64_t after = bm_now_mono_ns();
+    if (dom)
+        virDomainFree(dom);
+    uint64_t at = before + (after - before) / 2;
+    ch->polls++;
+    ch->duration_ns = at - x->started_mono_ns;
+    ch->finished_real_ns = before_real + (after - before) / 2;
+    if (r < 0) {
+        ch->outcome = BM_CHANGE_FAILED;
+        return true;
+    }
+    ch->reached_bytes = actual;
+    x->rss_after_bytes = rss;
+    if (distance(actual, ch->target_bytes) <= o->tolerance_bytes) {
+        ch->outcome = BM_CHANGE_REACHED;
+        return true;
+    }
+    if (distance(actual, ch->target_bytes) < distance(x->last_actual_bytes, ch->target_bytes))
+        x->last_progress_mono_ns = at;
+    x->last_actual_bytes = actual;
+    if (after - x->started_mono_ns >= (uint64_t)o->timeout_ms * ms) {
+        ch->outcome = BM_CHANGE_TIMEOUT;
+        return true;
+    }
+    if (after - x->last_progress_mono_ns >= (uint64_t)o->stall_ms * ms) {
+        ch->outcome = BM_CHANGE_STALLED;
+        return true;
+    }
+    return false;
+}
+
+size_t bm_tracker_poll(BmTracker *t, virConnectPtr conn, BmTracked **ret_done, size_t *ret_n_done)
+{
+    BmTracked *done = NULL;
+    size_t n_done = 0, keep = 0;
+    for (size_t i = 0; i < t->n_items; i++) {
+        if (poll_one(&t->items[i], conn, &t->opts)) {
+            done = bm_reallocarray(done, n_done + 1, sizeof(BmTracked));
+            done[n_done++] = t->items[i];
+        } else {
+            t->items[keep++] = t->items[i];
+        }
+    }
+    t->n_items = keep;
+    *ret_done = done;
+    *ret_n_done = n_done;
+    return keep;
+}
+
+void bm_tracker_clear(BmTracker *t)
+{
+    free(t->items);
+    t->items = NULL;
+    t->n_items = 0;
 }

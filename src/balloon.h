@@ -62,3 +62,46 @@ int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *
 /* Sets how often the guest reports memory statistics (0 disables), live and/or in the
  * persistent definition. Returns 0 or -errno. */
 int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config);
+
+/* ---- Tracking changes in flight (agent and timer runs) ----
+ * A change is started with bm_tracker_start() and polled with bm_tracker_poll() until it
+ * reached its target, stalled, timed out or failed: the same live reading as set --wait, for
+ * many domains at once. */
+
+typedef struct {
+    char name[256];
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    char sg[16];               /* "negotiated", "not_negotiated" or "unknown": histogram label */
+    BmChange change;           /* outcome, from/target/reached, times */
+    uint64_t rss_before_bytes; /* QEMU RSS when the change started (BM_ABSENT if unknown) */
+    uint64_t rss_after_bytes;  /* ... when it ended */
+    /* internal */
+    uint64_t started_mono_ns;
+    uint64_t last_progress_mono_ns;
+    uint64_t last_actual_bytes;
+} BmTracked;
+
+typedef struct {
+    BmWaitOptions opts;
+    BmTracked *items; /* in flight */
+    size_t n_items;
+} BmTracker;
+
+/* Sets dom's balloon target and starts tracking it. from_bytes and rss_bytes (BM_ABSENT if
+ * unknown) are the values just read. Returns 0, or -errno with the reason when the target
+ * could not be set (nothing is tracked then). */
+int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
+                     uint64_t rss_bytes, const char *sg_label);
+
+/* Reads every tracked domain once (looked up by UUID on conn) and moves those that ended into
+ * *ret_done (caller frees the array; *ret_n_done entries). Returns the number still in flight. */
+size_t bm_tracker_poll(BmTracker *t, virConnectPtr conn, BmTracked **ret_done, size_t *ret_n_done);
+
+/* Whether a domain (by UUID) has a change in flight. */
+bool bm_tracker_busy(const BmTracker *t, const char *uuid);
+
+void bm_tracker_clear(BmTracker *t);
+
+/* The balloon and the QEMU RSS, read live in one virDomainMemoryStats call. rss is BM_ABSENT
+ * when the driver does not report it. Returns 0 or -errno. */
+int bm_balloon_read_live(virDomainPtr dom, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes);

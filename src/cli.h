@@ -24,7 +24,7 @@ typedef struct {
 } BmVerb;
 
 extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
-    bm_verb_configure, bm_verb_run, bm_verb_policy;
+    bm_verb_configure, bm_verb_run, bm_verb_policy, bm_verb_agent;
 
 /* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr; the
  * object is quoted and made printable. */

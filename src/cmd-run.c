@@ -13,6 +13,8 @@
 
 #include "balloon.h"
 #include "cli.h"
+#include "engine.h"
+#include "push.h"
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
@@ -34,6 +36,10 @@ static const char options_help[] =
     "      --state FILE    state file (default " BM_STATE_DEFAULT_PATH ")\n"
     "      --proc DIR      read host memory from DIR/meminfo and DIR/pressure/memory\n"
     "                      instead of /proc (for tests and demos)\n"
+    "      --textfile DIR  with --once: write the metrics to DIR/balloonmgr.prom\n"
+    "                      (node_exporter's textfile collector), atomically\n"
+    "      --push URL      with --once: PUT the metrics to the Pushgateway at URL\n"
+    "                      (URL/metrics/job/balloonmgr/instance/HOSTNAME)\n"
     "  -h, --help          show this help\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
@@ -54,13 +60,11 @@ typedef struct {
     bool dry_run, json, once;
     const char *state_path;
     const char *proc_dir;
+    const char *textfile_dir;
+    const char *push_url;
 } RunOptions;
 
-/* Per decision: what applying it did. */
-typedef struct {
-    bool attempted, applied;
-    char *error;
-} Applied;
+#define PUSH_TIMEOUT_S 10
 
 static json_object *u64j(uint64_t v)
 {
@@ -73,7 +77,7 @@ static json_object *ratej(double v)
 }
 
 static void print_json(const RunOptions *o, const BmPolicy *pol, const BmHost *h, const BmPlan *plan,
-                       const Applied *ap)
+                       const BmApplied *ap)
 {
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     json_object *host = json_object_new_object();
@@ -106,7 +110,7 @@ static void print_json(const RunOptions *o, const BmPolicy *pol, const BmHost *h
         json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
         json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));
         json_object_object_add(x, "applied", ap[i].attempted ? json_object_new_boolean(ap[i].applied) : NULL);
-        json_object_object_add(x, "error", ap[i].error ? json_object_new_string(ap[i].error) : NULL);
+        json_object_object_add(x, "error", ap[i].error[0] ? json_object_new_string(ap[i].error) : NULL);
         json_object_array_add(arr, x);
     }
     json_object_object_add(root, "decisions", arr);
@@ -114,7 +118,7 @@ static void print_json(const RunOptions *o, const BmPolicy *pol, const BmHost *h
 }
 
 static void print_text(const RunOptions *o, const BmPolicy *pol, const BmHost *h, const BmPlan *plan,
-                       const Applied *ap)
+                       const BmApplied *ap)
 {
     char a[32], b[32];
     printf("policy %s%s\n", pol->path, o->dry_run ? " (dry run: nothing is changed)" : "");
@@ -143,70 +147,82 @@ static void print_text(const RunOptions *o, const BmPolicy *pol, const BmHost *h
     bm_table_print(t, stdout);
 }
 
-/* One pass. Returns an exit status. prev is updated for the next pass. */
-static int pass(virConnectPtr conn, const RunOptions *o, const BmPolicy *pol, BmPrevious *prev)
+/* One pass. Returns an exit status. */
+static int pass(BmEngine *e, const RunOptions *o)
 {
-    BmHost host;
-    int r = bm_hostmem_read(o->proc_dir, &host);
-    if (r < 0) {
-        bm_report("run", NULL, "host memory: %s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
-    }
-    BmSnapshot snap;
-    r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_XML, &snap);
+    int r = bm_engine_pass(e);
     if (r < 0) {
         bm_report("run", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    uint64_t now_s = bm_now_real_ns() / 1000000000ull;
-    BmPlan plan;
-    r = bm_policy_eval(&host, &snap, prev, pol, now_s, &plan);
-    if (r < 0) {
-        bm_report("run", NULL, "%s", bm_error_detail(r));
-        bm_snapshot_clear(&snap);
-        return BM_EXIT_FAILURE;
-    }
-
     int ret = BM_EXIT_OK;
-    _cleanup_free_ Applied *ap = bm_malloc0((plan.n_decisions + 1) * sizeof(Applied));
-    for (size_t i = 0; i < plan.n_decisions && !o->dry_run; i++) {
-        const BmDecision *d = &plan.decisions[i];
-        if (d->action != BM_ACT_INFLATE && d->action != BM_ACT_DEFLATE)
-            continue;
-        ap[i].attempted = true;
-        _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
-        BmChange ch;
-        r = bm_conn_lookup(conn, d->name, &dom);
-        if (r >= 0)
-            r = bm_balloon_change(dom, d->current_bytes, d->target_bytes, NULL, &ch);
-        if (r < 0) {
-            ap[i].error = bm_strdup(bm_error_detail(r));
-            bm_report("run", d->name, "%s, skipping domain", ap[i].error);
+    for (size_t i = 0; i < e->plan.n_decisions; i++)
+        if (e->applied[i].attempted && !e->applied[i].applied) {
+            bm_report("run", e->plan.decisions[i].name, "%s, skipping domain", e->applied[i].error);
             ret = BM_EXIT_FAILURE;
-        } else {
-            ap[i].applied = true;
+        }
+    if (o->json)
+        print_json(o, e->policy, &e->host, &e->plan, e->applied);
+    else
+        print_text(o, e->policy, &e->host, &e->plan, e->applied);
+    fflush(stdout);
+    return ret;
+}
+
+/* After a timer pass: wait for the changes (policy apply_timeout) so their latency is
+ * observed, then write/push the metrics and save the state with the counters. */
+static int finish_once(BmEngine *e, const RunOptions *o, int ret)
+{
+    if (!o->dry_run && e->tracker.n_items) {
+        size_t left = bm_engine_wait(e, e->policy->apply_timeout_s);
+        if (left)
+            bm_report("run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
+                      "waiting longer", left, e->policy->apply_timeout_s);
+        /* what the metrics say of the domains is what the changes left */
+        if (bm_engine_refresh(e) < 0)
+            bm_report("run", NULL, "cannot read the domains after the changes: %s",
+                      bm_error_detail(-EIO));
+    }
+    if (!o->dry_run && !o->json) {
+        for (size_t i = 0; i < e->counters.n_domains; i++) {
+            const BmDomainRecord *d = &e->counters.domains[i];
+            for (size_t k = 0; k < e->plan.n_decisions; k++)
+                if (e->applied[k].applied && strcmp(e->snap.domains[k].uuid, d->uuid) == 0 &&
+                    d->last_duration_s >= 0)
+                    printf("%s: %s %s in %.3f s%s\n", d->name,
+                           d->last_direction == BM_DIR_INFLATE ? "inflate" : "deflate",
+                           d->unresponsive ? "did not complete (stalled or timed out)" : "ended",
+                           d->last_duration_s, "");
         }
     }
-
-    if (o->json)
-        print_json(o, pol, &host, &plan, ap);
-    else
-        print_text(o, pol, &host, &plan, ap);
-    fflush(stdout);
-
-    bm_previous_clear(prev);
-    bm_previous_from(&snap, plan.mode, now_s, prev);
+    if (o->textfile_dir || o->push_url) {
+        _cleanup_free_ char *text = bm_engine_render(e, true);
+        if (o->textfile_dir) {
+            int r = bm_push_textfile(o->textfile_dir, text);
+            if (r < 0) {
+                bm_report("run", NULL, "textfile: %s", bm_error_detail(r));
+                e->counters.errors[BM_ERR_PUSH]++;
+                ret = BM_EXIT_FAILURE;
+            }
+        }
+        if (o->push_url) {
+            char host[256] = "localhost";
+            gethostname(host, sizeof(host) - 1);
+            int r = bm_push_gateway(o->push_url, host, text, PUSH_TIMEOUT_S);
+            if (r < 0) {
+                bm_report("run", NULL, "%s", bm_error_detail(r));
+                e->counters.errors[BM_ERR_PUSH]++;
+                ret = BM_EXIT_FAILURE;
+            }
+        }
+    }
     if (!o->dry_run && o->state_path) {
-        r = bm_state_save(o->state_path, prev, now_s);
+        int r = bm_state_save(o->state_path, &e->prev, &e->counters, e->pass_now_s);
         if (r < 0) {
             bm_report("run", NULL, "state: %s", bm_error_detail(r));
             ret = BM_EXIT_FAILURE;
         }
     }
-    for (size_t i = 0; i < plan.n_decisions; i++)
-        free(ap[i].error);
-    bm_plan_clear(&plan);
-    bm_snapshot_clear(&snap);
     return ret;
 }
 
@@ -235,6 +251,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"state", required_argument, NULL, 's'},
         {"proc", required_argument, NULL, 'P'},
+        {"textfile", required_argument, NULL, 't'},
+        {"push", required_argument, NULL, 'u'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -248,6 +266,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         case 'j': o.json = true; break;
         case 's': o.state_path = optarg; break;
         case 'P': o.proc_dir = optarg; break;
+        case 't': o.textfile_dir = optarg; break;
+        case 'u': o.push_url = optarg; break;
         case 'h': bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_run, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -257,12 +277,17 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_USAGE;
     }
 
+    if ((o.textfile_dir || o.push_url) && !o.once) {
+        bm_report("run", NULL, "--textfile and --push go with --once (the agent serves /metrics)");
+        return BM_EXIT_USAGE;
+    }
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
     if (load_policy(&o, &pol) < 0)
         return BM_EXIT_USAGE;
 
-    BmPrevious prev = {.mode = BM_HOST_HOLD};
-    int r = bm_state_load(o.state_path, &prev);
+    BmEngine e;
+    bm_engine_init(&e);
+    int r = bm_state_load(o.state_path, &e.prev, &e.counters);
     if (r < 0 && r != -ENOENT)
         bm_report("run", NULL, "warning: state: %s; starting fresh", bm_error_detail(r));
 
@@ -270,13 +295,19 @@ static int run(const BmGlobal *g, int argc, char **argv)
     r = bm_conn_open(g->uri, o.dry_run, &conn);
     if (r < 0) {
         bm_report("run", NULL, "%s", bm_error_detail(r));
-        bm_previous_clear(&prev);
+        bm_engine_clear(&e);
         return BM_EXIT_FAILURE;
     }
+    e.conn = conn;
+    e.policy = pol;
+    e.proc_dir = o.proc_dir;
+    e.dry_run = o.dry_run;
+    e.probe_features = !o.dry_run;
 
     int ret;
     if (o.once) {
-        ret = pass(conn, &o, pol, &prev);
+        ret = pass(&e, &o);
+        ret = finish_once(&e, &o, ret);
     } else {
         struct sigaction sa = {.sa_handler = on_signal};
         sigaction(SIGTERM, &sa, NULL);
@@ -290,26 +321,34 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 if (load_policy(&o, &fresh) == 0) {
                     bm_policy_free(pol);
                     pol = fresh;
+                    e.policy = pol;
                     fprintf(stderr, "balloonmgr: run: policy %s reloaded\n", pol->path);
                 } else {
                     bm_report("run", NULL, "policy %s not reloaded: keeping the last good one",
                               o.policy_path);
                 }
             }
-            pass(conn, &o, pol, &prev);
-            /* sleep the interval in small steps so that signals are seen at once */
-            for (unsigned t = 0; t < pol->interval_s * 10 && !stop_requested && !reload_requested; t++)
-                bm_sleep_ms(100);
+            pass(&e, &o);
+            /* until the next pass: follow the changes in flight, see signals at once */
+            uint64_t next = bm_now_mono_ns() + (uint64_t)pol->interval_s * 1000000000ull;
+            while (bm_now_mono_ns() < next && !stop_requested && !reload_requested) {
+                bm_engine_poll(&e);
+                bm_sleep_ms(e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 100);
+            }
+            if (!o.dry_run && o.state_path &&
+                bm_state_save(o.state_path, &e.prev, &e.counters, e.pass_now_s) < 0)
+                bm_report("run", NULL, "state: %s", bm_error_detail(-EIO));
         }
     }
-    bm_previous_clear(&prev);
+    bm_engine_clear(&e);
     return ret;
 }
 
 const BmVerb bm_verb_run = {
     .name = "run",
     .run = run,
-    .synopsis = "run [--once] [--policy FILE] [--dry-run] [--json] [--state FILE] [--proc DIR]",
+    .synopsis = "run [--once] [--policy FILE] [--dry-run] [--json] [--state FILE] [--proc DIR]\n"
+                "             [--textfile DIR] [--push URL]",
     .summary = "Run policy passes: read the host's and every domain's memory, decide by the policy,\n"
                "and move balloon targets; print each decision and its reason. --once: one pass.",
 };

@@ -14,7 +14,7 @@
 
 static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
                                       &bm_verb_verify, &bm_verb_configure,
-                                      &bm_verb_run, &bm_verb_policy};
+                                      &bm_verb_run, &bm_verb_policy, &bm_verb_agent};
 
 static void usage(FILE *f)
 {

@@ -259,6 +259,16 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             say(x->reason, sizeof(x->reason), "no balloon device");
             continue;
         }
+        const BmPrevDomain *pd = find_prev(prev, d);
+        if (pd && pd->busy) {
+            say(x->reason, sizeof(x->reason), "a change is still in flight");
+            continue;
+        }
+        if (pd && pd->unresponsive) {
+            say(x->reason, sizeof(x->reason),
+                "unresponsive: its last change stalled; not re-targeted until its balloon moves");
+            continue;
+        }
         if (k->rules.exclude == 1) {
             say(x->reason, sizeof(x->reason), "excluded by policy");
             continue;

@@ -23,6 +23,8 @@ typedef struct {
     uint64_t swap_in_bytes;
     uint64_t last_update_s; /* guest stats timestamp */
     uint64_t taken_s;       /* when the previous reading was taken */
+    bool unresponsive;      /* its last change stalled or timed out: leave it alone */
+    bool busy;              /* a change is still in flight */
 } BmPrevDomain;
 
 typedef struct {

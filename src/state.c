@@ -25,7 +25,9 @@ static json_object *u64_or_null(uint64_t v)
     return bm_present(v) ? json_object_new_uint64(v) : NULL;
 }
 
-char *bm_state_format(const BmPrevious *prev, uint64_t now_s)
+static json_object *counters_json(const BmCounters *c);
+
+char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64_t now_s)
 {
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     json_object_object_add(root, "version", json_object_new_int(STATE_VERSION));
@@ -43,6 +45,8 @@ char *bm_state_format(const BmPrevious *prev, uint64_t now_s)
         json_object_array_add(arr, o);
     }
     json_object_object_add(root, "domains", arr);
+    if (counters)
+        json_object_object_add(root, "counters", counters_json(counters));
     return bm_strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
 }
 
@@ -59,9 +63,163 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
     return 0;
 }
 
-int bm_state_parse(const char *text, BmPrevious *ret)
+static const char *const dir_keys[BM_DIR_COUNT] = {"inflate", "deflate"};
+static const char *const sg_keys[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
+static const char *const out_keys[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
+static const char *const err_keys[BM_ERR_COUNT] = {"libvirt", "apply", "host", "state", "policy", "push"};
+
+static json_object *counters_json(const BmCounters *c)
+{
+    json_object *o = json_object_new_object();
+    json_object *lat = json_object_new_array();
+    for (int d = 0; d < BM_DIR_COUNT; d++)
+        for (int s = 0; s < BM_SGL_COUNT; s++) {
+            const BmHistogram *h = &c->latency[d][s];
+            json_object *e = json_object_new_object(), *b = json_object_new_array();
+            json_object_object_add(e, "direction", json_object_new_string(dir_keys[d]));
+            json_object_object_add(e, "sg", json_object_new_string(sg_keys[s]));
+            for (size_t i = 0; i <= h->n_bounds; i++)
+                json_object_array_add(b, json_object_new_uint64(h->counts[i]));
+            json_object_object_add(e, "buckets", b);
+            json_object_object_add(e, "sum", json_object_new_double(h->sum));
+            json_object_object_add(e, "count", json_object_new_uint64(h->count));
+            json_object_array_add(lat, e);
+        }
+    json_object_object_add(o, "latency", lat);
+    json_object *ch = json_object_new_object(), *tc = json_object_new_object(), *er = json_object_new_object();
+    for (int d = 0; d < BM_DIR_COUNT; d++) {
+        json_object *x = json_object_new_object();
+        for (int k = 0; k < BM_OUT_COUNT; k++)
+            json_object_object_add(x, out_keys[k], json_object_new_uint64(c->changes[d][k]));
+        json_object_object_add(ch, dir_keys[d], x);
+        json_object_object_add(tc, dir_keys[d], json_object_new_uint64(c->target_changes[d]));
+    }
+    for (int e = 0; e < BM_ERR_COUNT; e++)
+        json_object_object_add(er, err_keys[e], json_object_new_uint64(c->errors[e]));
+    json_object_object_add(o, "changes", ch);
+    json_object_object_add(o, "target_changes", tc);
+    json_object_object_add(o, "errors", er);
+    json_object_object_add(o, "passes", json_object_new_uint64(c->passes));
+    json_object_object_add(o, "rss_dropped_bytes", json_object_new_uint64(c->rss_dropped_bytes));
+    json_object_object_add(o, "last_success", json_object_new_uint64(c->last_success_s));
+    json_object_object_add(o, "last_pass_duration_s", json_object_new_double(c->last_pass_duration_s));
+    json_object *doms = json_object_new_array();
+    for (size_t i = 0; i < c->n_domains; i++) {
+        const BmDomainRecord *r = &c->domains[i];
+        json_object *x = json_object_new_object();
+        json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
+        json_object_object_add(x, "name", json_object_new_string(r->name));
+        json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
+        json_object_object_add(x, "last_duration_s", json_object_new_double(r->last_duration_s));
+        json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction));
+        json_object_object_add(x, "last_rss_drop_bytes", u64_or_null(r->last_rss_drop_bytes));
+        json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
+        json_object_object_add(x, "unresponsive_actual", json_object_new_uint64(r->unresponsive_actual));
+        json_object_object_add(x, "unresponsive_until", json_object_new_uint64(r->unresponsive_until_s));
+        json_object_array_add(doms, x);
+    }
+    json_object_object_add(o, "domains", doms);
+    return o;
+}
+
+static uint64_t u64_member(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
+        json_object_get_int64(v) < 0)
+        return 0;
+    return json_object_get_uint64(v);
+}
+
+static double double_member(json_object *o, const char *key, double dflt)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) ||
+        !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
+        return dflt;
+    return json_object_get_double(v);
+}
+
+static int index_of(const char *const *keys, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(keys[i], s) == 0)
+            return i;
+    return -1;
+}
+
+/* Counters are best effort: a malformed part is left at zero, never an error. */
+static void counters_parse(json_object *o, BmCounters *c)
+{
+    json_object *lat, *ch, *tc, *er, *doms;
+    if (json_object_object_get_ex(o, "latency", &lat) && json_object_is_type(lat, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(lat); i++) {
+            json_object *e = json_object_array_get_idx(lat, i), *dj, *sj, *b;
+            if (!json_object_object_get_ex(e, "direction", &dj) || !json_object_object_get_ex(e, "sg", &sj) ||
+                !json_object_object_get_ex(e, "buckets", &b) || !json_object_is_type(b, json_type_array))
+                continue;
+            int d = index_of(dir_keys, BM_DIR_COUNT, json_object_get_string(dj));
+            int s = index_of(sg_keys, BM_SGL_COUNT, json_object_get_string(sj));
+            BmHistogram *h = d >= 0 && s >= 0 ? &c->latency[d][s] : NULL;
+            if (!h || json_object_array_length(b) != h->n_bounds + 1)
+                continue;
+            uint64_t total = 0;
+            for (size_t k = 0; k <= h->n_bounds; k++) {
+                json_object *n = json_object_array_get_idx(b, k);
+                h->counts[k] = json_object_is_type(n, json_type_int) && json_object_get_int64(n) > 0
+                                   ? json_object_get_uint64(n) : 0;
+                total += h->counts[k];
+            }
+            h->count = total; /* _count is the sum of the buckets, whatever the file says */
+            h->sum = double_member(e, "sum", 0);
+        }
+    if (json_object_object_get_ex(o, "changes", &ch))
+        for (int d = 0; d < BM_DIR_COUNT; d++) {
+            json_object *x;
+            if (json_object_object_get_ex(ch, dir_keys[d], &x))
+                for (int k = 0; k < BM_OUT_COUNT; k++)
+                    c->changes[d][k] = u64_member(x, out_keys[k]);
+        }
+    if (json_object_object_get_ex(o, "target_changes", &tc))
+        for (int d = 0; d < BM_DIR_COUNT; d++)
+            c->target_changes[d] = u64_member(tc, dir_keys[d]);
+    if (json_object_object_get_ex(o, "errors", &er))
+        for (int e = 0; e < BM_ERR_COUNT; e++)
+            c->errors[e] = u64_member(er, err_keys[e]);
+    c->passes = u64_member(o, "passes");
+    c->rss_dropped_bytes = u64_member(o, "rss_dropped_bytes");
+    c->last_success_s = u64_member(o, "last_success");
+    c->last_pass_duration_s = double_member(o, "last_pass_duration_s", -1);
+    if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(doms); i++) {
+            json_object *x = json_object_array_get_idx(doms, i), *u, *n, *b;
+            if (!json_object_object_get_ex(x, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
+                json_object_get_string_len(u) >= 40)
+                continue;
+            const char *name = json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "";
+            BmDomainRecord *r = bm_counters_domain(c, json_object_get_string(u), name);
+            uint64_t v;
+            if (get_u64(x, "last_target_bytes", &v) == 0)
+                r->last_target_bytes = v;
+            if (get_u64(x, "last_rss_drop_bytes", &v) == 0)
+                r->last_rss_drop_bytes = v;
+            r->last_duration_s = double_member(x, "last_duration_s", -1);
+            int dir = (int)u64_member(x, "last_direction");
+            json_object *dj;
+            r->last_direction = json_object_object_get_ex(x, "last_direction", &dj) &&
+                                        json_object_get_int(dj) >= 0 && json_object_get_int(dj) < BM_DIR_COUNT
+                                    ? dir : -1;
+            r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
+            r->unresponsive_actual = u64_member(x, "unresponsive_actual");
+            r->unresponsive_until_s = u64_member(x, "unresponsive_until");
+        }
+}
+
+int bm_state_parse(const char *text, BmPrevious *ret, BmCounters *counters)
 {
     *ret = (BmPrevious){.mode = BM_HOST_HOLD};
+    if (counters)
+        bm_counters_init(counters);
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return bm_error(-ENOMEM, "out of memory");
@@ -112,12 +270,17 @@ int bm_state_parse(const char *text, BmPrevious *ret)
         d->taken_s = bm_present(taken) ? taken : 0;
         ret->n_domains++;
     }
+    json_object *c;
+    if (counters && json_object_object_get_ex(root, "counters", &c) && json_object_is_type(c, json_type_object))
+        counters_parse(c, counters);
     return 0;
 }
 
-int bm_state_load(const char *path, BmPrevious *ret)
+int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters)
 {
     *ret = (BmPrevious){.mode = BM_HOST_HOLD};
+    if (counters)
+        bm_counters_init(counters);
     FILE *f = fopen(path, "re");
     if (!f)
         return bm_error(-errno, "%s: %s", path, strerror(errno));
@@ -130,7 +293,7 @@ int bm_state_load(const char *path, BmPrevious *ret)
     if (more)
         return bm_error(-EFBIG, "%s: larger than %u MiB", path, STATE_MAX_BYTES >> 20);
     buf[got] = '\0';
-    int r = bm_state_parse(buf, ret);
+    int r = bm_state_parse(buf, ret, counters);
     if (r < 0) {
         char cause[256];
         snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
@@ -149,14 +312,15 @@ static int fsync_dir(const char *dir)
     return r;
 }
 
-int bm_state_save(const char *path, const BmPrevious *prev, uint64_t now_s)
+int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *counters,
+                  uint64_t now_s)
 {
     _cleanup_free_ char *dircopy = bm_strdup(path);
     const char *dir = dirname(dircopy);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return bm_error(-errno, "%s: cannot create: %s", dir, strerror(errno));
 
-    _cleanup_free_ char *text = bm_state_format(prev, now_s);
+    _cleanup_free_ char *text = bm_state_format(prev, counters, now_s);
     _cleanup_free_ char *tmp = bm_asprintf("%s.XXXXXX", path);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)

@@ -3,24 +3,28 @@
  * file, never a torn one. */
 #pragma once
 
+#include "export.h"
 #include "policy-eval.h"
 
 #define BM_STATE_DEFAULT_PATH "/var/lib/balloonmgr/state.json"
 
-/* Parses state text. Returns 0 and *ret (free with bm_previous_clear()), or -EINVAL with the
- * reason. Pure. */
-int bm_state_parse(const char *text, BmPrevious *ret);
+/* Parses state text into *ret and, when counters is not NULL, the cumulative counters of timer
+ * runs (initialised first; a state without counters leaves them at zero). Returns 0 (free with
+ * bm_previous_clear() / bm_counters_clear()), or -EINVAL with the reason. Pure. */
+int bm_state_parse(const char *text, BmPrevious *ret, BmCounters *counters);
 
-/* The text of a state file for prev, written at now_s. Caller frees. Pure. */
-char *bm_state_format(const BmPrevious *prev, uint64_t now_s);
+/* The text of a state file for prev (and counters, may be NULL), written at now_s. Caller
+ * frees. Pure. */
+char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64_t now_s);
 
 /* Reads path. Returns 0 and *ret, -ENOENT when there is none, or -errno/-EINVAL with the
  * reason (the caller warns and starts fresh). */
-int bm_state_load(const char *path, BmPrevious *ret);
+int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters);
 
 /* Writes path atomically, creating its directory if needed. Returns 0 or -errno with the
  * reason; on failure the previous file is untouched. */
-int bm_state_save(const char *path, const BmPrevious *prev, uint64_t now_s);
+int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *counters,
+                  uint64_t now_s);
 
 /* What to remember of this pass: counters of every running domain and the host mode.
  * Caller frees with bm_previous_clear(). */

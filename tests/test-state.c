@@ -31,10 +31,10 @@ int main(void)
          .last_update_s = BM_ABSENT, .taken_s = 1700000005},
     };
     BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = doms, .n_domains = 2};
-    ok(bm_state_save(path, &prev, 1700000006) == 0, "save creates the directory and the file");
+    ok(bm_state_save(path, &prev, NULL, 1700000006) == 0, "save creates the directory and the file");
 
     BmPrevious back;
-    ok(bm_state_load(path, &back) == 0, "load");
+    ok(bm_state_load(path, &back, NULL) == 0, "load");
     ok(back.mode == BM_HOST_RECLAIM && back.n_domains == 2, "mode and domains round-trip");
     ok(back.domains[0].major_faults == 42 && !bm_present(back.domains[0].swap_in_bytes) &&
            back.domains[0].last_update_s == 1700000000 && back.domains[0].taken_s == 1700000005,
@@ -48,7 +48,7 @@ int main(void)
 
     /* missing, corrupt */
     _cleanup_free_ char *missing = bm_asprintf("%s/none.json", dir);
-    ok(bm_state_load(missing, &back) == -ENOENT, "missing file: -ENOENT");
+    ok(bm_state_load(missing, &back, NULL) == -ENOENT, "missing file: -ENOENT");
     static const struct {
         const char *text, *reason;
     } bad[] = {
@@ -65,7 +65,7 @@ int main(void)
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
         write_file(corrupt, bad[i].text);
         bm_error_clear();
-        int r = bm_state_load(corrupt, &back);
+        int r = bm_state_load(corrupt, &back, NULL);
         ok(r == -EINVAL, "corrupt state %zu refused", i);
         _cleanup_free_ char *want = bm_asprintf("%s: %s", corrupt, bad[i].reason);
         is_str(bm_error_detail(r), want, "reason %zu", i);
@@ -78,10 +78,10 @@ int main(void)
         chmod(sub, 0555);
         prev.mode = BM_HOST_HOLD;
         bm_error_clear();
-        int r = bm_state_save(path, &prev, 1700000100);
+        int r = bm_state_save(path, &prev, NULL, 1700000100);
         ok(r == -EACCES, "read-only directory: -EACCES");
         ok(strstr(bm_error_detail(r), "the previous state file is untouched") != NULL, "says so");
-        ok(bm_state_load(path, &back) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
+        ok(bm_state_load(path, &back, NULL) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
         bm_previous_clear(&back);
         chmod(sub, 0755);
     } else {

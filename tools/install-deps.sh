@@ -8,7 +8,8 @@ what=${1:-build}
 build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjson-c-dev
             libcurl4-openssl-dev libmicrohttpd-dev jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
-           qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps)
+           qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
+           prometheus)  # prometheus: only for promtool (test-metrics checks the exposition)
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")

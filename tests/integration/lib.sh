@@ -406,14 +406,65 @@ bm_cleanup_guests() {
     done < <(bm_virsh list --all --name 2>/dev/null)
 }
 
-# bm_on_exit: the EXIT trap installed by bm_setup. Cleans up guests, stops
-# daemons this shell started, removes BM_WORKDIR when the test passed (kept
-# on failure for the console logs). A test needing its own EXIT trap should
-# call bm_on_exit from it.
+# ---------------------------------------------------------------------------
+# Extra cleanup hooks
+# ---------------------------------------------------------------------------
+# Helpers that start things of their own (e.g. prom.sh's Prometheus) register
+# a command here; bm_on_exit runs the registered commands first, in reverse
+# order of registration, each once. A test that never calls bm_setup still
+# gets them run: if no EXIT trap is set when the first hook is added,
+# bm_add_cleanup installs _bm_cleanup_on_exit as the EXIT trap (bm_setup
+# replaces it with bm_on_exit later, which runs the hooks too). A test that
+# sets its own EXIT trap should call bm_on_exit (or bm_run_cleanups) from it.
+BM_CLEANUP_HOOKS=()
+
+# bm_add_cleanup CMD: run CMD (eval'd, in this shell) at exit. Adding the
+# same CMD twice registers it once.
+bm_add_cleanup() {
+    local h
+    for h in "${BM_CLEANUP_HOOKS[@]}"; do
+        [ "$h" = "$1" ] && return 0
+    done
+    BM_CLEANUP_HOOKS+=("$1")
+    # No EXIT trap yet: install the hooks-only one.
+    [ -n "$(trap -p EXIT)" ] || trap _bm_cleanup_on_exit EXIT
+}
+
+# bm_run_cleanups: run (and forget) the registered hooks, newest first. A
+# failing hook is reported and does not stop the others.
+bm_run_cleanups() {
+    local hooks=("${BM_CLEANUP_HOOKS[@]}") i
+    BM_CLEANUP_HOOKS=()
+    for ((i = ${#hooks[@]} - 1; i >= 0; i--)); do
+        eval "${hooks[i]}" || bm_warn "cleanup '${hooks[i]}' failed"
+    done
+    return 0
+}
+
+# _bm_cleanup_on_exit: EXIT trap of a test that did not call bm_setup: the
+# hooks, then BM_WORKDIR like bm_on_exit (removed when passed, else kept).
+_bm_cleanup_on_exit() {
+    local rc=$?
+    trap - EXIT
+    set +e
+    bm_run_cleanups
+    if [ "$rc" -eq 0 ] && [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
+        rm -rf "$BM_WORKDIR"
+    elif [ -d "$BM_WORKDIR" ]; then
+        bm_log "logs kept in $BM_WORKDIR"
+    fi
+    exit "$rc"
+}
+
+# bm_on_exit: the EXIT trap installed by bm_setup. Runs the cleanup hooks
+# (bm_add_cleanup), cleans up guests, stops daemons this shell started,
+# removes BM_WORKDIR when the test passed (kept on failure for the console
+# logs). A test needing its own EXIT trap should call bm_on_exit from it.
 bm_on_exit() {
     local rc=$?
     trap - EXIT
     set +e
+    bm_run_cleanups
     bm_cleanup_guests
     bm_stop_daemons
     if [ "$rc" -eq 0 ] && [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then

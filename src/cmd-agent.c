@@ -1,0 +1,290 @@
+/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--proc DIR]: the policy loop of `run`
+ * plus /metrics. Threads: main (passes, tracking, rendering), libvirt's event loop (events only
+ * set flags), libmicrohttpd's server (serves the last rendering). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "conn.h"
+#include "engine.h"
+#include "error.h"
+#include "http.h"
+#include "policy.h"
+
+#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define RECONNECT_MAX_S 30
+#define REFRESH_MIN_MS 1000
+
+static const char options_help[] =
+    "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
+    "                           built-in defaults when that file does not exist)\n"
+    "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ")\n"
+    "      --proc DIR           read host memory from DIR instead of /proc (tests)\n"
+    "  -n, --dry-run            decide and export, never change a balloon\n"
+    "  -h, --help               show this help\n"
+    "\nSignals: SIGHUP reloads the policy (a bad one is reported, the last good one kept);\n"
+    "SIGTERM and SIGINT stop the agent.\n";
+
+static atomic_int stop_requested, reload_requested;
+static atomic_int view_dirty, conn_lost, event_loop_stop;
+
+static void on_signal(int sig)
+{
+    if (sig == SIGHUP)
+        atomic_store(&reload_requested, 1);
+    else
+        atomic_store(&stop_requested, 1);
+}
+
+/* ---- libvirt events: they only raise flags for the main thread ---- */
+
+static int on_lifecycle(virConnectPtr c, virDomainPtr d, int event, int detail, void *opaque)
+{
+    (void)c, (void)d, (void)event, (void)detail, (void)opaque;
+    atomic_store(&view_dirty, 1);
+    return 0;
+}
+
+static void on_balloon(virConnectPtr c, virDomainPtr d, unsigned long long actual, void *opaque)
+{
+    (void)c, (void)d, (void)actual, (void)opaque;
+    atomic_store(&view_dirty, 1);
+}
+
+static void on_close(virConnectPtr c, int reason, void *opaque)
+{
+    (void)c, (void)reason, (void)opaque;
+    atomic_store(&conn_lost, 1);
+}
+
+static void tick(int timer, void *opaque)
+{
+    (void)timer, (void)opaque;
+}
+
+static void *event_loop(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&event_loop_stop))
+        if (virEventRunDefaultImpl() < 0)
+            bm_sleep_ms(100);
+    return NULL;
+}
+
+typedef struct {
+    const BmGlobal *g;
+    const char *policy_path;
+    bool policy_explicit;
+    virConnectPtr conn;
+    int cb_lifecycle, cb_balloon;
+    unsigned backoff_s;
+    uint64_t next_connect_ns;
+    BmEngine e;
+    BmHttp *http;
+} Agent;
+
+static int load_policy(const Agent *a, BmPolicy **ret)
+{
+    _cleanup_free_ char *errors = NULL;
+    if (!a->policy_explicit && access(a->policy_path, F_OK) < 0) {
+        *ret = bm_policy_new_default();
+        return 0;
+    }
+    int r = bm_policy_load(a->policy_path, ret, &errors);
+    if (r < 0)
+        fputs(errors ? errors : "", stderr);
+    return r;
+}
+
+static void disconnect(Agent *a)
+{
+    if (!a->conn)
+        return;
+    if (a->cb_lifecycle >= 0)
+        virConnectDomainEventDeregisterAny(a->conn, a->cb_lifecycle);
+    if (a->cb_balloon >= 0)
+        virConnectDomainEventDeregisterAny(a->conn, a->cb_balloon);
+    virConnectUnregisterCloseCallback(a->conn, on_close);
+    virConnectClose(a->conn);
+    a->conn = NULL;
+    a->e.conn = NULL;
+    a->cb_lifecycle = a->cb_balloon = -1;
+}
+
+static bool try_connect(Agent *a)
+{
+    virConnectPtr c = NULL;
+    int r = bm_conn_open(a->g->uri, false, &c);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s; retrying in %u s", bm_error_detail(r), a->backoff_s);
+        a->e.counters.errors[BM_ERR_LIBVIRT]++;
+        a->next_connect_ns = bm_now_mono_ns() + (uint64_t)a->backoff_s * 1000000000ull;
+        a->backoff_s = a->backoff_s * 2 > RECONNECT_MAX_S ? RECONNECT_MAX_S : a->backoff_s * 2;
+        return false;
+    }
+    a->conn = c;
+    a->e.conn = c;
+    atomic_store(&conn_lost, 0);
+    virConnectRegisterCloseCallback(c, on_close, NULL, NULL);
+    virConnectSetKeepAlive(c, 5, 3);
+    a->cb_lifecycle = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                                       VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), NULL, NULL);
+    a->cb_balloon = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
+                                                     VIR_DOMAIN_EVENT_CALLBACK(on_balloon), NULL, NULL);
+    virResetLastError();
+    a->backoff_s = 1;
+    fprintf(stderr, "balloonmgr: agent: connected to %s\n", a->g->uri ? a->g->uri : "libvirt");
+    return true;
+}
+
+static void publish(Agent *a)
+{
+    _cleanup_free_ char *text = bm_engine_render(&a->e, a->conn != NULL);
+    bm_http_set_metrics(a->http, text);
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"policy", required_argument, NULL, 'p'},
+        {"listen", required_argument, NULL, 'l'},
+        {"proc", required_argument, NULL, 'P'},
+        {"dry-run", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1};
+    const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL;
+    bool dry_run = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': a.policy_path = optarg; a.policy_explicit = true; break;
+        case 'l': listen = optarg; break;
+        case 'P': proc_dir = optarg; break;
+        case 'n': dry_run = true; break;
+        case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
+        default: bm_verb_usage(&bm_verb_agent, options_help, stderr); return BM_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        bm_report("agent", NULL, "unexpected argument '%s'", argv[optind]);
+        return BM_EXIT_USAGE;
+    }
+    BmPolicy *pol = NULL;
+    if (load_policy(&a, &pol) < 0) {
+        bm_report("agent", NULL, "policy '%s' has errors", a.policy_path);
+        return BM_EXIT_USAGE;
+    }
+    int r = bm_http_start(listen, &a.http);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
+        bm_policy_free(pol);
+        return bm_exit_for(r);
+    }
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    virEventRegisterDefaultImpl();
+    int timer = virEventAddTimeout(200, tick, NULL, NULL);
+    pthread_t ev;
+    pthread_create(&ev, NULL, event_loop, NULL);
+
+    bm_engine_init(&a.e);
+    a.e.policy = pol;
+    a.e.proc_dir = proc_dir;
+    a.e.dry_run = dry_run;
+    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s\n", listen,
+            pol->path, pol->interval_s);
+    publish(&a);
+
+    uint64_t next_pass = 0, last_refresh = 0;
+    const uint64_t ms = 1000000ull;
+    while (!atomic_load(&stop_requested)) {
+        if (atomic_exchange(&reload_requested, 0)) {
+            BmPolicy *fresh = NULL;
+            if (load_policy(&a, &fresh) == 0) {
+                bm_policy_free(pol);
+                pol = fresh;
+                a.e.policy = pol;
+                fprintf(stderr, "balloonmgr: agent: policy %s reloaded\n", pol->path);
+            } else {
+                a.e.counters.errors[BM_ERR_POLICY]++;
+                bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
+                          a.policy_path);
+            }
+        }
+        if (a.conn && atomic_load(&conn_lost)) {
+            bm_report("agent", NULL, "lost the libvirt connection; reconnecting");
+            a.e.counters.errors[BM_ERR_LIBVIRT]++;
+            disconnect(&a);
+            bm_tracker_clear(&a.e.tracker);
+            a.next_connect_ns = bm_now_mono_ns() + 1000 * ms;
+            publish(&a);
+        }
+        uint64_t now = bm_now_mono_ns();
+        if (!a.conn && now >= a.next_connect_ns) {
+            if (try_connect(&a))
+                next_pass = now;
+            publish(&a);
+        }
+        if (a.conn && now >= next_pass) {
+            r = bm_engine_pass(&a.e);
+            if (r < 0) {
+                bm_report("agent", NULL, "pass: %s", bm_error_detail(r));
+                if (r == -ECONNRESET)
+                    atomic_store(&conn_lost, 1);
+            } else {
+                for (size_t i = 0; i < a.e.plan.n_decisions; i++)
+                    if (a.e.applied[i].attempted && !a.e.applied[i].applied)
+                        bm_report("agent", a.e.plan.decisions[i].name, "%s, skipping domain",
+                                  a.e.applied[i].error);
+            }
+            atomic_store(&view_dirty, 0);
+            last_refresh = now;
+            next_pass = now + (uint64_t)pol->interval_s * 1000 * ms;
+            publish(&a);
+        } else if (a.conn && atomic_load(&view_dirty) && now - last_refresh >= REFRESH_MIN_MS * ms) {
+            atomic_store(&view_dirty, 0);
+            last_refresh = now;
+            if (bm_engine_refresh(&a.e) == -ECONNRESET)
+                atomic_store(&conn_lost, 1);
+            publish(&a);
+        }
+        if (a.conn && a.e.tracker.n_items) {
+            size_t before = a.e.tracker.n_items;
+            if (bm_engine_poll(&a.e) != before)
+                publish(&a);
+        }
+        bm_sleep_ms(a.e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 50);
+    }
+
+    fprintf(stderr, "balloonmgr: agent: stopping\n");
+    bm_http_stop(a.http);
+    disconnect(&a);
+    atomic_store(&event_loop_stop, 1);
+    pthread_join(ev, NULL);
+    virEventRemoveTimeout(timer);
+    bm_engine_clear(&a.e);
+    bm_policy_free(pol);
+    return BM_EXIT_OK;
+}
+
+const BmVerb bm_verb_agent = {
+    .name = "agent",
+    .run = run,
+    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--proc DIR] [--dry-run]",
+    .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
+               "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
+};

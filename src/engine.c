@@ -1,0 +1,219 @@
+#include "engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "error.h"
+#include "qmp.h"
+#include "state.h"
+#include "util.h"
+
+void bm_engine_init(BmEngine *e)
+{
+    *e = (BmEngine){.probe_features = true};
+    e->prev.mode = BM_HOST_HOLD;
+    bm_counters_init(&e->counters);
+    e->tracker.opts = (BmWaitOptions){.timeout_ms = BM_WAIT_DEFAULT_TIMEOUT_S * 1000,
+                                      .stall_ms = BM_WAIT_DEFAULT_STALL_S * 1000,
+                                      .poll_ms = BM_WAIT_DEFAULT_POLL_MS,
+                                      .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
+}
+
+static void clear_view(BmEngine *e)
+{
+    if (e->have_snap)
+        bm_snapshot_clear(&e->snap);
+    e->have_snap = false;
+}
+
+static void clear_plan(BmEngine *e)
+{
+    if (e->have_plan)
+        bm_plan_clear(&e->plan);
+    free(e->applied);
+    e->applied = NULL;
+    e->have_plan = false;
+}
+
+void bm_engine_clear(BmEngine *e)
+{
+    clear_plan(e);
+    clear_view(e);
+    bm_previous_clear(&e->prev);
+    bm_counters_clear(&e->counters);
+    bm_tracker_clear(&e->tracker);
+}
+
+/* SG/ioeventfd of running domains not probed yet (once per domain and start). */
+static void probe(BmEngine *e)
+{
+    if (!e->probe_features)
+        return;
+    BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
+    for (size_t i = 0; i < e->snap.n_domains; i++) {
+        const BmDomain *d = &e->snap.domains[i];
+        BmDomainRecord *rec = bm_counters_domain(&e->counters, d->uuid, d->name);
+        if (!d->active) {
+            rec->features_known = false; /* probe again when it starts */
+            continue;
+        }
+        if (rec->features_known)
+            continue;
+        virDomainPtr dom = virDomainLookupByUUIDString(e->conn, d->uuid);
+        if (!dom)
+            continue;
+        BmFeatureReport rep;
+        char *path = NULL, *err = NULL;
+        bm_qmp_probe_balloon(dom, &fo, &rep, &path, &err);
+        virDomainFree(dom);
+        const BmFeatureVerdict *sg = &rep.feature[BM_FEATURE_SG];
+        rec->sg = sg->state;
+        rec->ioeventfd = rep.ioeventfd;
+        /* a guest still booting (driver not ready) is asked again at the next reading; any
+         * other verdict, unknown ones included (no monitor), stands until the domain restarts */
+        bool booting = sg->state == BM_FEAT_UNKNOWN && !rep.driver_ok && sg->reason &&
+                       strstr(sg->reason, "DRIVER_OK");
+        rec->features_known = !booting;
+        free(path);
+        free(err);
+    }
+}
+
+static int read_view(BmEngine *e)
+{
+    BmHost host;
+    int r = bm_hostmem_read(e->proc_dir, &host);
+    if (r < 0) {
+        e->counters.errors[BM_ERR_HOST]++;
+        char cause[512];
+        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
+        return bm_error(r, "host memory: %s", cause);
+    }
+    e->host = host;
+    e->have_host = true;
+
+    BmSnapshot snap;
+    r = bm_snapshot_take(e->conn, NULL, BM_SNAPSHOT_XML, &snap);
+    if (r < 0) {
+        e->counters.errors[BM_ERR_LIBVIRT]++;
+        return r;
+    }
+    clear_view(e);
+    e->snap = snap;
+    e->have_snap = true;
+    uint64_t now_s = snap.taken_real_ns / 1000000000ull;
+    for (size_t i = 0; i < snap.n_domains; i++)
+        bm_counters_domain(&e->counters, snap.domains[i].uuid, snap.domains[i].name);
+    bm_counters_sync(&e->counters, &e->snap, now_s);
+    probe(e);
+    return 0;
+}
+
+int bm_engine_refresh(BmEngine *e)
+{
+    return read_view(e);
+}
+
+int bm_engine_pass(BmEngine *e)
+{
+    uint64_t t0 = bm_now_mono_ns();
+    clear_plan(e);
+    int r = read_view(e);
+    if (r < 0)
+        return r;
+    uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
+    e->pass_now_s = now_s;
+
+    /* what the policy must not touch now: changes in flight, unresponsive domains */
+    for (size_t i = 0; i < e->prev.n_domains; i++) {
+        BmPrevDomain *p = &e->prev.domains[i];
+        p->busy = bm_tracker_busy(&e->tracker, p->uuid);
+        p->unresponsive = false;
+        for (size_t k = 0; k < e->counters.n_domains; k++)
+            if (strcmp(e->counters.domains[k].uuid, p->uuid) == 0)
+                p->unresponsive = e->counters.domains[k].unresponsive;
+    }
+    r = bm_policy_eval(&e->host, &e->snap, &e->prev, e->policy, now_s, &e->plan);
+    if (r < 0) {
+        e->counters.errors[BM_ERR_HOST]++;
+        return r;
+    }
+    e->have_plan = true;
+    e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
+
+    bool failed = false;
+    for (size_t i = 0; i < e->plan.n_decisions && !e->dry_run; i++) {
+        const BmDecision *d = &e->plan.decisions[i];
+        const BmDomain *sd = &e->snap.domains[i];
+        if (d->action != BM_ACT_INFLATE && d->action != BM_ACT_DEFLATE)
+            continue;
+        BmApplied *a = &e->applied[i];
+        a->attempted = true;
+        const BmDomainRecord *rec = bm_counters_domain(&e->counters, sd->uuid, sd->name);
+        virDomainPtr dom = virDomainLookupByUUIDString(e->conn, sd->uuid);
+        r = dom ? bm_tracker_start(&e->tracker, dom, d->current_bytes, d->target_bytes, sd->rss_bytes,
+                                   bm_sg_label(rec->sg, rec->features_known))
+                : bm_conn_error("domain gone");
+        if (dom)
+            virDomainFree(dom);
+        if (r < 0) {
+            snprintf(a->error, sizeof(a->error), "%s", bm_error_detail(r));
+            e->counters.errors[BM_ERR_APPLY]++;
+            failed = true;
+        } else {
+            a->applied = true;
+            bm_counters_record_target(&e->counters, sd->uuid, sd->name, d->current_bytes,
+                                      d->target_bytes);
+        }
+    }
+
+    bm_previous_clear(&e->prev);
+    bm_previous_from(&e->snap, e->plan.mode, now_s, &e->prev);
+    e->counters.passes++;
+    e->counters.last_pass_duration_s = (bm_now_mono_ns() - t0) / 1e9;
+    if (!failed)
+        e->counters.last_success_s = now_s;
+    return 0;
+}
+
+size_t bm_engine_poll(BmEngine *e)
+{
+    if (!e->tracker.n_items || !e->conn)
+        return e->tracker.n_items;
+    BmTracked *done = NULL;
+    size_t n_done = 0;
+    size_t left = bm_tracker_poll(&e->tracker, e->conn, &done, &n_done);
+    uint64_t now_s = bm_now_real_ns() / 1000000000ull;
+    for (size_t i = 0; i < n_done; i++)
+        bm_counters_record_change(&e->counters, &done[i], now_s);
+    free(done);
+    return left;
+}
+
+size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
+{
+    uint64_t deadline = bm_now_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+    while (e->tracker.n_items && bm_now_mono_ns() < deadline) {
+        uint64_t t = bm_now_mono_ns();
+        bm_engine_poll(e);
+        uint64_t spent_ms = (bm_now_mono_ns() - t) / 1000000ull;
+        if (e->tracker.n_items && spent_ms < e->tracker.opts.poll_ms)
+            bm_sleep_ms(e->tracker.opts.poll_ms - (unsigned)spent_ms);
+    }
+    return e->tracker.n_items;
+}
+
+char *bm_engine_render(const BmEngine *e, bool libvirt_up)
+{
+    _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
+    BmView v = {.snap = e->have_snap ? &e->snap : NULL,
+                .host = e->have_host ? &e->host : NULL,
+                .have_mode = e->have_plan,
+                .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
+                .libvirt_up = libvirt_up};
+    bm_export_build(r, &e->counters, &v);
+    return bm_registry_render(r);
+}

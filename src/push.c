@@ -1,0 +1,110 @@
+#define _GNU_SOURCE
+#include "push.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "util.h"
+
+int bm_push_textfile(const char *dir, const char *text)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/balloonmgr.prom", dir);
+    /* the collector reads only *.prom: the temporary name must not end in .prom */
+    _cleanup_free_ char *tmp = bm_asprintf("%s/.balloonmgr.prom.XXXXXX", dir);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return bm_error(-errno, "%s: cannot create a file: %s", dir, strerror(errno));
+    size_t len = strlen(text), off = 0;
+    int r = 0;
+    while (off < len && r == 0) {
+        ssize_t k = write(fd, text + off, len - off);
+        if (k < 0 && errno != EINTR)
+            r = -errno;
+        else if (k > 0)
+            off += (size_t)k;
+    }
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && chmod(tmp, 0644) < 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return bm_error(r, "%s: cannot write: %s", path, strerror(-r));
+    }
+    return 0;
+}
+
+typedef struct {
+    char buf[512];
+    size_t len;
+} Body;
+
+static size_t keep_body(char *p, size_t size, size_t n, void *userdata)
+{
+    Body *b = userdata;
+    size_t k = size * n, room = sizeof(b->buf) - 1 - b->len;
+    size_t take = k < room ? k : room;
+    memcpy(b->buf + b->len, p, take);
+    b->len += take;
+    b->buf[b->len] = '\0';
+    return k;
+}
+
+int bm_push_gateway(const char *url, const char *instance, const char *text, unsigned timeout_s)
+{
+    static bool inited;
+    if (!inited) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        inited = true;
+    }
+    CURL *c = curl_easy_init();
+    if (!c)
+        return bm_error(-ENOMEM, "cannot initialise libcurl");
+    size_t ulen = strlen(url);
+    char *esc = curl_easy_escape(c, instance, 0);
+    _cleanup_free_ char *full = bm_asprintf("%.*s/metrics/job/balloonmgr/instance/%s",
+                                            (int)(ulen && url[ulen - 1] == '/' ? ulen - 1 : ulen),
+                                            url, esc ? esc : "unknown");
+    curl_free(esc);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4");
+    Body body = {0};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_URL, full);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)timeout_s);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)(timeout_s < 5 ? timeout_s : 5));
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    CURLcode cr = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(c);
+    if (cr != CURLE_OK)
+        return bm_error(cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO, "push to %s: %s", full,
+                        errbuf[0] ? errbuf : curl_easy_strerror(cr));
+    if (status < 200 || status >= 300) {
+        for (char *p = body.buf; *p; p++)
+            if (*p == '\n')
+                *p = ' ';
+        return bm_error(-EIO, "push to %s: HTTP %ld %s", full, status, body.buf);
+    }
+    return 0;
+}
