@@ -17,6 +17,7 @@
 #include "error.h"
 #include "http.h"
 #include "policy.h"
+#include "spool.h"
 
 #define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
 #define RECONNECT_MAX_S 30
@@ -201,6 +202,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
     pthread_t ev;
     pthread_create(&ev, NULL, event_loop, NULL);
 
+    if (bm_spool_create() < 0)
+        bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
+                  bm_error_detail(-EIO));
     bm_engine_init(&a.e);
     a.e.policy = pol;
     a.e.proc_dir = proc_dir;
@@ -209,7 +213,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             pol->path, pol->interval_s);
     publish(&a);
 
-    uint64_t next_pass = 0, last_refresh = 0;
+    uint64_t next_pass = 0, last_refresh = 0, last_spool = 0;
     const uint64_t ms = 1000000ull;
     while (!atomic_load(&stop_requested)) {
         if (atomic_exchange(&reload_requested, 0)) {
@@ -224,6 +228,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
                           a.policy_path);
             }
+            publish(&a);
         }
         if (a.conn && atomic_load(&conn_lost)) {
             bm_report("agent", NULL, "lost the libvirt connection; reconnecting");
@@ -262,10 +267,22 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 atomic_store(&conn_lost, 1);
             publish(&a);
         }
+        if (now - last_spool >= REFRESH_MIN_MS * ms) {
+            last_spool = now;
+            if (bm_spool_ingest(&a.e.counters, bm_now_real_ns() / 1000000000ull) > 0) {
+                atomic_store(&view_dirty, 1);
+                last_refresh = 0;
+                publish(&a);
+            }
+        }
         if (a.conn && a.e.tracker.n_items) {
             size_t before = a.e.tracker.n_items;
-            if (bm_engine_poll(&a.e) != before)
+            if (bm_engine_poll(&a.e) != before) {
+                /* a change ended: read the domains again (drivers without balloon events) */
+                atomic_store(&view_dirty, 1);
+                last_refresh = 0;
                 publish(&a);
+            }
         }
         bm_sleep_ms(a.e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 50);
     }

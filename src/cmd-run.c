@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "push.h"
+#include "spool.h"
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
@@ -304,6 +305,10 @@ static int run(const BmGlobal *g, int argc, char **argv)
     e.dry_run = o.dry_run;
     e.probe_features = !o.dry_run;
 
+    if (!o.dry_run) {
+        bm_spool_create();
+        bm_spool_ingest(&e.counters, bm_now_real_ns() / 1000000000ull);
+    }
     int ret;
     if (o.once) {
         ret = pass(&e, &o);

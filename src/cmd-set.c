@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "error.h"
 #include "size.h"
+#include "spool.h"
 
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
@@ -148,11 +149,22 @@ static int run(const BmGlobal *g, int argc, char **argv)
                         .poll_ms = BM_WAIT_DEFAULT_POLL_MS,
                         .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
     BmChange ch;
+    uint64_t rss_before = BM_ABSENT, unused;
+    bm_balloon_read_live(dom, &unused, &rss_before);
     r = bm_balloon_change(dom, actual_bytes, target_bytes, wait ? &wo : NULL, &ch);
     if (r < 0) {
         bm_report("set", name, "%s", bm_error_detail(r));
         ret = BM_EXIT_FAILURE;
         goto out;
+    }
+    if (wait && ch.target_bytes != ch.from_bytes) {
+        /* hand the measurement to a running agent / the next timer run */
+        BmTracked t = {.change = ch, .rss_before_bytes = rss_before, .rss_after_bytes = BM_ABSENT};
+        snprintf(t.name, sizeof(t.name), "%s", name);
+        virDomainGetUUIDString(dom, t.uuid);
+        bm_balloon_read_live(dom, &unused, &t.rss_after_bytes);
+        if (bm_spool_write(&t) < 0)
+            bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
     }
     if (json)
         print_json(name, &ch, wait);

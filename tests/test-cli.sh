@@ -5,9 +5,11 @@ set -u
 BM=$1
 ROOT=$2
 DEMO="test://$ROOT/demo/host.xml"
+# keep run/set away from the system's /run/balloonmgr
+export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 n=0 failed=0
 out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+trap 'rm -rf "$out" "$err" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 
 ok() { # ok COND_EXIT_STATUS DESCRIPTION
     n=$((n + 1))
@@ -142,8 +144,24 @@ jq -e '.version == 1' "$tmpd/s.json" >/dev/null; ok $? "  and replaces the corru
 expect 1 "run: host memory: $tmpd/nope/meminfo: No such file or directory" -- -c "$DEMO" run --once --proc "$tmpd/nope" --state "$tmpd/s.json"
 rm -rf "$tmpd"
 
+# --- agent: bad options, then a real one on the demo host
+expect 2 "agent: --listen 'nowhere': expected ADDR:PORT" -- -c "$DEMO" agent --listen nowhere
+expect 2 "agent: --listen '127.0.0.1:99999': port '99999' is not a number from 1 to 65535" -- -c "$DEMO" agent --listen 127.0.0.1:99999
+expect 2 "run: --textfile and --push go with --once" -- -c "$DEMO" run --textfile /tmp
+port=$((20000 + RANDOM % 20000))
+"$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" 2>/dev/null &
+apid=$!
+for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >"$out" 2>/dev/null && grep -q '^balloonmgr_passes_total 1' "$out" && break; sleep 0.1; done
+grep -q '^balloonmgr_libvirt_up 1$' "$out"; ok $? "agent on the demo host serves /metrics"
+grep -q '^balloonmgr_domain_info{domain="web1",uuid="3b1e2a50-6d1f-4a0e-9a51-000000000001",state="running",sg="unknown",ioeventfd="unknown"} 1$' "$out"; ok $? "  domain_info with uuid, state and sg"
+if command -v promtool >/dev/null; then promtool check metrics <"$out" >/dev/null 2>&1; ok $? "  promtool check metrics is clean"; fi
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "127.0.0.1:$port/metrics")" = 405 ]; ok $? "  POST /metrics: 405"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$port/secret")" = 404 ]; ok $? "  GET /secret: 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -I "127.0.0.1:$port/metrics")" = 200 ]; ok $? "  HEAD /metrics: 200"
+kill -TERM $apid; wait $apid; ok $? "  SIGTERM: exit 0"
+
 # --- every verb has --help
-for v in list status set verify configure run policy; do
+for v in list status set verify configure run policy agent; do
     expect 0 "" -- "$v" --help
     grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
 done

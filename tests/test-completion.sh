@@ -31,7 +31,9 @@ complete_is() {
         echo "not ok $n - '$line' -> '$got', want '$want'"; failed=$((failed + 1)); fi
 }
 
-complete_is "balloonmgr " "configure list policy run set status verify "
+complete_is "balloonmgr " "agent configure list policy run set status verify "
+complete_is "balloonmgr agent --l" "--listen "
+complete_is "balloonmgr run --t" "--textfile "
 complete_is "balloonmgr run --o" "--once "
 complete_is "balloonmgr run --d" "--dry-run "
 complete_is "balloonmgr policy " "check "

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The agent against a real guest with a real Prometheus (1 s scrapes) and Pushgateway:
+# - after `set --wait` (CLI) and after the agent's own target change, Prometheus has the
+#   latency histogram in the right direction/sg series and the reclaimed bytes match status;
+# - /metrics passes promtool; SIGHUP with a broken policy keeps the agent running;
+# - run --once --push reaches the Pushgateway; the textfile is always complete while
+#   concurrent readers read it;
+# - libvirtd killed and started again: the agent keeps serving, libvirt_up 0 then 1;
+# - every PromQL expression of the dashboard and the alert rules returns data.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/prom.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+bm_setup
+bm_prom_ensure
+
+work=$(mktemp -d)
+export BALLOONMGR_RUNTIME_DIR=$work/run
+bm_add_cleanup "rm -rf '$work'"
+
+bm_define_guest ag1 512 touch=400
+bm_wait_guest_ready ag1
+dom=$(bm_dom ag1)
+for _ in $(seq 60); do
+    "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].usable_bytes != null' >/dev/null && break
+    sleep 1
+done
+
+policy() { # policy FILE [host settings...]
+    local f=$1; shift
+    {
+        echo "[host]"; echo "interval = 2s"; printf '%s\n' "$@"
+        echo "[guest]"; echo "exclude = yes"
+        echo "[domain \"${BM_PREFIX}*\"]"; echo "exclude = no"; echo "max_step = 50%"
+    } >"$f"
+}
+policy "$work/calm.policy"
+policy "$work/pressure.policy" "reclaim_below = 99%" "target_available = 99.5%" "release_above = 99.9%"
+cp "$work/calm.policy" "$work/agent.policy"
+
+port=$(bm_prom_free_port)
+"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+agent=$!
+bm_add_cleanup "kill $agent 2>/dev/null || true"
+for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
+metrics() { curl -sf "127.0.0.1:$port/metrics"; }
+metrics | promtool check metrics || bm_fail "promtool check metrics failed on /metrics"
+bm_pass "agent serves /metrics on 127.0.0.1:$port; promtool check metrics is clean"
+
+bm_prom_start_pushgateway
+BM_PROM_RULES=$ROOT/contrib/prometheus/balloonmgr-alerts.yml bm_prom_start "127.0.0.1:$port" pushgateway
+bm_prom_wait 'balloonmgr_libvirt_up == 1' 30 >/dev/null || bm_fail "Prometheus never saw the agent up"
+bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not-offered\"}" 30 >/dev/null ||
+    bm_fail "domain_info with sg not-offered not in Prometheus"
+
+# --- a CLI change: set --wait, handed to the agent through the spool
+"$BM" -c "$BM_URI" set "$dom" 50% --wait --json | jq -c .
+q='balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
+bm_prom_wait "$q" 30 >/dev/null || bm_fail "histogram count for inflate/not_negotiated never reached 1"
+reclaimed_status=$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].reclaimed_bytes')
+bm_prom_wait "balloonmgr_domain_reclaimed_bytes{domain=\"$dom\"} == $reclaimed_status" 30 >/dev/null ||
+    bm_fail "Prometheus' reclaimed bytes never matched status ($reclaimed_status)"
+bm_pass "after set --wait: Prometheus has the inflate/not_negotiated histogram and reclaimed $reclaimed_status bytes as status says"
+
+# --- the agent's own change: a policy under which the real host is under pressure
+cp "$work/pressure.policy" "$work/agent.policy"
+kill -HUP "$agent"
+bm_prom_wait 'balloonmgr_target_changes_total{direction="inflate"} >= 1' 30 >/dev/null ||
+    bm_fail "the agent made no inflate under the pressure policy"
+bm_prom_wait 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"} >= 2' 30 >/dev/null ||
+    bm_fail "the agent's inflate was not counted as reached"
+bm_prom_wait 'balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 2' 30 >/dev/null ||
+    bm_fail "the agent's inflate is not in the histogram"
+bm_prom_wait "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"} > 0" 30 >/dev/null ||
+    bm_fail "no RSS drop observed after the inflate"
+bm_pass "agent's own inflate: counted, in the histogram, RSS drop $(bm_prom_value "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"}") bytes"
+cp "$work/calm.policy" "$work/agent.policy"
+kill -HUP "$agent"
+sleep 1
+
+# --- SIGHUP with a broken policy: keeps running with the last good one
+printf '[guest]\nfloor = 12X\n' >"$work/agent.policy"
+kill -HUP "$agent"
+sleep 1
+kill -0 "$agent" || bm_fail "agent died on a broken policy"
+grep -q "not reloaded: keeping the last good one" "$work/agent.log" || bm_fail "no message about the broken policy"
+metrics | grep -q '^balloonmgr_errors_total{kind="policy"} 1$' || bm_fail "policy error not counted"
+bm_pass "SIGHUP with a broken policy: agent keeps running, error counted"
+cp "$work/calm.policy" "$work/agent.policy"
+kill -HUP "$agent"
+
+# --- timer runs: push and textfile
+"$BM" -c "$BM_URI" run --once --policy "$work/calm.policy" --state "$work/timer-state.json" \
+    --push "$BM_PUSHGATEWAY_URL" >/dev/null || bm_fail "run --once --push failed"
+host=$(hostname)
+bm_prom_wait "balloonmgr_passes_total{job=\"balloonmgr\",instance=\"$host\"} >= 1" 30 >/dev/null ||
+    bm_fail "the pushed metrics did not reach Prometheus through the Pushgateway"
+bm_pass "run --once --push: Pushgateway received it, Prometheus scraped it"
+set +e
+"$BM" -c "$BM_URI" run --once --policy "$work/calm.policy" --state "$work/timer-state.json" \
+    --push "http://127.0.0.1:$(bm_prom_free_port)" >/dev/null 2>"$work/push.err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "push to http://127.0.0.1:.*/metrics/job/balloonmgr/instance/" "$work/push.err" ||
+    bm_fail "push to a dead Pushgateway: exit $rc, $(cat "$work/push.err")"
+bm_pass "push to a dead Pushgateway: exit 1 with a clear error"
+
+mkdir -p "$work/textfile"
+( for _ in $(seq 15); do
+      "$BM" -c "$BM_URI" run --once --policy "$work/calm.policy" --state "$work/timer-state.json" \
+          --textfile "$work/textfile" >/dev/null || exit 1
+  done ) &
+writer=$!
+reads=0 bad=0
+while kill -0 "$writer" 2>/dev/null; do
+    if [ -e "$work/textfile/balloonmgr.prom" ]; then
+        cp "$work/textfile/balloonmgr.prom" "$work/read.prom"
+        reads=$((reads + 1))
+        tail -1 "$work/read.prom" | grep -q '^balloonmgr_build_info{' || bad=$((bad + 1))
+    fi
+done
+wait "$writer" || bm_fail "a textfile run failed"
+promtool check metrics <"$work/textfile/balloonmgr.prom" || bm_fail "textfile fails promtool"
+[ "$bad" -eq 0 ] && [ "$reads" -gt 10 ] || bm_fail "$bad of $reads concurrent reads saw an incomplete textfile"
+passes=$(grep '^balloonmgr_passes_total ' "$work/textfile/balloonmgr.prom" | cut -d' ' -f2)
+[ "$passes" -ge 16 ] || bm_fail "textfile passes_total $passes: counters not cumulative across runs"
+bm_pass "textfile: $reads concurrent reads all complete; passes_total $passes is cumulative across runs"
+
+# --- every PromQL expression of the dashboard and the alert rules returns data
+"$ROOT/tests/integration/check-promql.sh" --require-data || bm_fail "dashboard/alert expressions without data"
+bm_pass "every dashboard and alert expression returns data"
+
+# --- libvirtd killed and started again
+old=$(_bm_daemon_pid libvirtd)
+kill -KILL "$old"
+for _ in $(seq 50); do metrics | grep -q '^balloonmgr_libvirt_up 0$' && break; sleep 0.1; done
+metrics | grep -q '^balloonmgr_libvirt_up 0$' || bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
+bm_pass "libvirtd killed: agent still serving, libvirt_up 0"
+libvirtd -d
+sleep 0.5
+# the new libvirtd belongs to whoever owned the old one
+for f in "$BM_IT_STATE"/daemons.*; do
+    [ -e "$f" ] && sed -i "s/^libvirtd $old\$/libvirtd $(_bm_daemon_pid libvirtd)/" "$f"
+done
+passes_before=$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)
+for _ in $(seq 160); do metrics | grep -q '^balloonmgr_libvirt_up 1$' && break; sleep 0.25; done
+metrics | grep -q '^balloonmgr_libvirt_up 1$' || bm_fail "agent did not reconnect to the new libvirtd"
+for _ in $(seq 40); do
+    [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] && break
+    sleep 0.25
+done
+[ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] || bm_fail "passes did not resume"
+bm_pass "libvirtd restarted: agent reconnected, libvirt_up 1, passes resumed"
+
+# --- SIGTERM: clean exit within a second
+t0=$(bm_now)
+kill -TERM "$agent"
+for _ in $(seq 20); do kill -0 "$agent" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$agent" 2>/dev/null && bm_fail "agent still running 1 s after SIGTERM"
+wait "$agent" || bm_fail "agent exited non-zero on SIGTERM"
+bm_pass "SIGTERM: agent exited cleanly in $(bm_elapsed "$t0") s"
