@@ -9,7 +9,9 @@ build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjs
             libcurl4-openssl-dev libmicrohttpd-dev jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
-           prometheus)  # prometheus: only for promtool (test-metrics checks the exposition)
+           prometheus prometheus-pushgateway curl)
+# prometheus: promtool (test-metrics checks the exposition) and the private Prometheus of
+# tests/integration/prom.sh, which also starts the Pushgateway and queries with curl.
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
@@ -26,5 +28,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as prometheus start their service on install; the tests start their own
+# on free loopback ports, so keep packages from starting anything (policy-rc.d, 101 = deny).
+guard=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    guard=/usr/sbin/policy-rc.d
+fi
+trap '[ -n "$guard" ] && rm -f "$guard"' EXIT
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"

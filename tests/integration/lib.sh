@@ -413,8 +413,9 @@ bm_cleanup_guests() {
 # a command here; bm_on_exit runs the registered commands first, in reverse
 # order of registration, each once. A test that never calls bm_setup still
 # gets them run: if no EXIT trap is set when the first hook is added,
-# bm_add_cleanup installs _bm_cleanup_on_exit as the EXIT trap (bm_setup
-# replaces it with bm_on_exit later, which runs the hooks too). A test that
+# bm_add_cleanup installs _bm_cleanup_on_exit as the EXIT trap, and INT/TERM
+# traps that exit (as bm_setup's) where none are set (bm_setup replaces
+# them with bm_on_exit later, which runs the hooks too). A test that
 # sets its own EXIT trap should call bm_on_exit (or bm_run_cleanups) from it.
 BM_CLEANUP_HOOKS=()
 
@@ -426,8 +427,13 @@ bm_add_cleanup() {
         [ "$h" = "$1" ] && return 0
     done
     BM_CLEANUP_HOOKS+=("$1")
-    # No EXIT trap yet: install the hooks-only one.
-    [ -n "$(trap -p EXIT)" ] || trap _bm_cleanup_on_exit EXIT
+    # No EXIT trap yet: install the hooks-only one, and make INT/TERM exit
+    # through it (as bm_setup does) unless they are trapped already.
+    if [ -z "$(trap -p EXIT)" ]; then
+        trap _bm_cleanup_on_exit EXIT
+        [ -n "$(trap -p INT)" ] || trap 'exit 130' INT
+        [ -n "$(trap -p TERM)" ] || trap 'exit 143' TERM
+    fi
 }
 
 # bm_run_cleanups: run (and forget) the registered hooks, newest first. A

@@ -36,12 +36,15 @@
 #   bm_prom_stop [prometheus|pushgateway]
 #                                     stop what we started (TERM, wait, KILL) and
 #                                     remove the TSDB temp dir; default: both.
-#                                     Idempotent.
+#                                     Idempotent. Unsets BM_PROM_URL/_PORT (resp.
+#                                     BM_PUSHGATEWAY_URL/_PORT); the _PID variables
+#                                     stay, to check the process is gone.
 #   bm_prom_query EXPR [TIME]         instant query; prints the result as a JSON
 #                                     array of {metric, value} (a scalar/string result
 #                                     is wrapped as one element with metric {});
-#                                     returns 1 on an API or HTTP error (message on
-#                                     stderr)
+#                                     returns 1 on an API or HTTP error, 2 when
+#                                     Prometheus rejects EXPR (bad_data); message on
+#                                     stderr
 #   bm_prom_wait EXPR TIMEOUT_S [STEP_S=0.5]
 #                                     poll until EXPR returns a non-empty result,
 #                                     print it; 1 on timeout or on a parse error
@@ -49,8 +52,15 @@
 #   bm_prom_value EXPR                print the value of the only series of EXPR
 #                                     (1 unless exactly one series)
 #   bm_prom_targets                   print "job instance health last_error" lines
+#   bm_prom_wait_targets [TIMEOUT_S=30]
+#                                     wait until Prometheus has discovered every
+#                                     configured target and scraped each once (up or
+#                                     not). Prometheus' discovery hands targets to the
+#                                     scraper only every 5 s: the first scrape comes
+#                                     ~5 s after /-/ready, and bm_prom_start does not
+#                                     wait for it.
 #   bm_prom_wait_targets_up [TIMEOUT_S=30]
-#                                     wait until every active target is up
+#                                     wait until every configured target is up
 #   bm_prom_rule_errors               print rules whose evaluation failed (empty = ok)
 #   bm_prom_push GROUP_PATH [FILE|-]  PUT a text-format file to the Pushgateway at
 #                                     /metrics/GROUP_PATH (e.g. job/balloonmgr/instance/h1)
@@ -68,7 +78,7 @@
 #                             /usr/bin/promtool]
 # Set by the functions (exported):
 #   BM_PROM_URL, BM_PROM_PORT, BM_PROM_PID, BM_PROM_LOG, BM_PROM_CONFIG,
-#   BM_PROM_STARTUP_SECONDS (spawn to /-/ready)
+#   BM_PROM_STARTUP_SECONDS (spawn to /-/ready), BM_PROM_TARGET_COUNT
 #   BM_PUSHGATEWAY_URL, BM_PUSHGATEWAY_PORT, BM_PUSHGATEWAY_PID,
 #   BM_PUSHGATEWAY_LOG, BM_PUSHGATEWAY_STARTUP_SECONDS
 #   BM_PROM_DIR  config + logs: $BM_WORKDIR/prom (kept with BM_WORKDIR when the
@@ -174,12 +184,12 @@ _bm_prom_starttime() {
 
 # _bm_prom_alive PID STARTTIME: PID still is the process we started, not a zombie.
 _bm_prom_alive() {
-    local s
+    local s expect=$2
     s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
     s=${s##*) }
     # shellcheck disable=SC2086
     set -- $s
-    [ "$1" != Z ] && [ "${20}" = "$2" ]
+    [ "$1" != Z ] && [ "${20}" = "$expect" ]
 }
 
 _bm_prom_curl_ok() { curl -fsS -o /dev/null -m 2 "$1" 2>/dev/null; }
@@ -321,6 +331,7 @@ _bm_prom_write_config() {
         fi
         [ "${#targets[@]}" -gt 0 ] || [ -n "$pg" ] || echo "  []"
     } >"$file"
+    BM_PROM_TARGET_COUNT=$((${#targets[@]} + (${#pg} > 0)))
 }
 
 # bm_prom_start TARGET...: see the top of this file.
@@ -364,7 +375,8 @@ bm_prom_start() {
     BM_PROM_LOG=$log
     BM_PROM_CONFIG=$cfg
     BM_PROM_STARTUP_SECONDS=$_BM_PROM_SPAWN_SECONDS
-    export BM_PROM_PORT BM_PROM_URL BM_PROM_PID BM_PROM_LOG BM_PROM_CONFIG BM_PROM_STARTUP_SECONDS
+    export BM_PROM_PORT BM_PROM_URL BM_PROM_PID BM_PROM_LOG BM_PROM_CONFIG BM_PROM_STARTUP_SECONDS \
+        BM_PROM_TARGET_COUNT
     bm_log "Prometheus $BM_PROM_URL ready in $BM_PROM_STARTUP_SECONDS s (pid $BM_PROM_PID," \
         "targets: ${*:-none}, rules: ${BM_PROM_RULES:-none}, log $log)"
 }
@@ -399,10 +411,10 @@ bm_prom_stop() {
             case "$d" in */bm-prom-tsdb.*) rm -rf "$d" ;; esac
         done
         _BM_PROM_TMPDIRS=()
-        unset BM_PROM_URL BM_PROM_PID BM_PROM_PORT
+        unset BM_PROM_URL BM_PROM_PORT
     fi
     if [ "$which" = all ] || [ "$which" = pushgateway ]; then
-        unset BM_PUSHGATEWAY_URL BM_PUSHGATEWAY_PID BM_PUSHGATEWAY_PORT
+        unset BM_PUSHGATEWAY_URL BM_PUSHGATEWAY_PORT
     fi
     return 0
 }
@@ -485,22 +497,38 @@ bm_prom_targets() {
            (if .lastError == "" then "-" else .lastError end)] | join(" ")' <<<"$data"
 }
 
-# bm_prom_wait_targets_up [TIMEOUT_S=30]: every active target healthy.
-bm_prom_wait_targets_up() {
-    local timeout=${1:-30} t0 out
+# _bm_prom_wait_targets_cond NAME TIMEOUT_S AWK_COND: wait until all
+# BM_PROM_TARGET_COUNT targets are listed and each satisfies AWK_COND over
+# "job instance health last_error" lines.
+_bm_prom_wait_targets_cond() {
+    local name=$1 timeout=$2 cond=$3 t0 out
     t0=$(bm_now)
     while :; do
         out=$(bm_prom_targets) || return 1
-        if [ -n "$out" ] && ! awk '$3 != "up" { bad = 1 } END { exit !bad }' <<<"$out"; then
+        if awk -v want="${BM_PROM_TARGET_COUNT:-1}" \
+               "NF >= 3 { n++ } NF >= 3 && $cond { ok++ } END { exit !(n == want && ok == n) }" \
+               <<<"$out"; then
             return 0
         fi
         if awk -v s="$t0" -v e="$(bm_now)" -v t="$timeout" 'BEGIN { exit !(e - s >= t) }'; then
-            echo "bm_prom_wait_targets_up: not all targets up within $timeout s:" >&2
-            echo "$out" >&2
+            echo "$name: not reached within $timeout s; targets:" >&2
+            echo "${out:-(none yet)}" >&2
             return 1
         fi
-        sleep 0.5
+        sleep 0.2
     done
+}
+
+# bm_prom_wait_targets [TIMEOUT_S=30]: every target discovered and scraped once.
+bm_prom_wait_targets() {
+    # shellcheck disable=SC2016  # awk code
+    _bm_prom_wait_targets_cond bm_prom_wait_targets "${1:-30}" '$3 != "unknown"'
+}
+
+# bm_prom_wait_targets_up [TIMEOUT_S=30]: every target up.
+bm_prom_wait_targets_up() {
+    # shellcheck disable=SC2016  # awk code
+    _bm_prom_wait_targets_cond bm_prom_wait_targets_up "${1:-30}" '$3 == "up"'
 }
 
 # bm_prom_rule_errors: "group/rule: error" for rules whose last evaluation failed.
