@@ -34,7 +34,7 @@ const char *bm_change_direction(uint64_t from_bytes, uint64_t target_bytes)
 int bm_balloon_read_live(virDomainPtr dom, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes)
 {
     virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
-    int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+    int n = BM_LV(virDomainMemoryStats)(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
     if (n < 0)
         return bm_conn_error("cannot read the balloon");
     bool have_actual = false;
@@ -73,7 +73,7 @@ int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_byt
 
     uint64_t t0 = bm_now_mono_ns();
     ret->started_real_ns = bm_now_real_ns();
-    if (virDomainSetMemoryFlags(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    if (BM_LV(virDomainSetMemoryFlags)(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_LIVE) < 0)
         return bm_conn_error("cannot set the balloon target");
     if (!opts)
         return 0;
@@ -120,12 +120,12 @@ int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_byt
 
 int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes)
 {
-    int active = virDomainIsActive(dom);
+    int active = BM_LV(virDomainIsActive)(dom);
     if (active < 0)
         return bm_conn_error(NULL);
     if (!active)
         return bm_error(-ESRCH, "domain is not running");
-    unsigned long max_kib = virDomainGetMaxMemory(dom);
+    unsigned long max_kib = BM_LV(virDomainGetMaxMemory)(dom);
     if (max_kib == 0)
         return bm_conn_error("cannot read the maximum memory");
     *ret_max_bytes = (uint64_t)max_kib * 1024;
@@ -135,9 +135,9 @@ int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *
 int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config)
 {
     /* one call per side: some drivers (test) refuse LIVE|CONFIG together */
-    if (live && virDomainSetMemoryStatsPeriod(dom, period_s, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    if (live && BM_LV(virDomainSetMemoryStatsPeriod)(dom, period_s, VIR_DOMAIN_AFFECT_LIVE) < 0)
         return bm_conn_error("cannot set the stats period of the running domain");
-    if (config && virDomainSetMemoryStatsPeriod(dom, period_s, VIR_DOMAIN_AFFECT_CONFIG) < 0)
+    if (config && BM_LV(virDomainSetMemoryStatsPeriod)(dom, period_s, VIR_DOMAIN_AFFECT_CONFIG) < 0)
         return bm_conn_error("cannot set the stats period in the persistent definition");
     return 0;
 }
@@ -177,7 +177,7 @@ static bool poll_one(BmTracked *x, virConnectPtr conn, const BmWaitOptions *o)
 {
     const uint64_t ms = 1000000ull;
     BmChange *ch = &x->change;
-    virDomainPtr dom = virDomainLookupByUUIDString(conn, x->uuid);
+    virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(conn, x->uuid);
     uint64_t before = bm_now_mono_ns(), before_real = bm_now_real_ns();
     uint64_t actual = 0, rss = BM_ABSENT;
     int r = dom ? bm_balloon_read_live(dom, &actual, &rss) : bm_conn_error("domain gone");

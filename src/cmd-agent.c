@@ -22,6 +22,8 @@
 #define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
 #define RECONNECT_MAX_S 30
 #define REFRESH_MIN_MS 1000
+/* how often the host's memory is read between passes, to react to pressure at once */
+#define HOST_WATCH_MS 250
 
 static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
@@ -34,7 +36,7 @@ static const char options_help[] =
     "SIGTERM and SIGINT stop the agent.\n";
 
 static atomic_int stop_requested, reload_requested;
-static atomic_int view_dirty, conn_lost, event_loop_stop;
+static atomic_int view_dirty, conn_lost, event_loop_stop, xml_dirty;
 
 static void on_signal(int sig)
 {
@@ -49,6 +51,7 @@ static void on_signal(int sig)
 static int on_lifecycle(virConnectPtr c, virDomainPtr d, int event, int detail, void *opaque)
 {
     (void)c, (void)d, (void)event, (void)detail, (void)opaque;
+    atomic_store(&xml_dirty, 1); /* started, defined, ...: its definition may have changed */
     atomic_store(&view_dirty, 1);
     return 0;
 }
@@ -209,11 +212,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
     a.e.policy = pol;
     a.e.proc_dir = proc_dir;
     a.e.dry_run = dry_run;
+    a.e.cache_xml = true;
     fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s\n", listen,
             pol->path, pol->interval_s);
     publish(&a);
 
-    uint64_t next_pass = 0, last_refresh = 0, last_spool = 0;
+    uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0;
     const uint64_t ms = 1000000ull;
     while (!atomic_load(&stop_requested)) {
         if (atomic_exchange(&reload_requested, 0)) {
@@ -238,11 +242,22 @@ static int run(const BmGlobal *g, int argc, char **argv)
             a.next_connect_ns = bm_now_mono_ns() + 1000 * ms;
             publish(&a);
         }
+        if (atomic_exchange(&xml_dirty, 0))
+            a.e.xml_stale = true;
         uint64_t now = bm_now_mono_ns();
         if (!a.conn && now >= a.next_connect_ns) {
-            if (try_connect(&a))
+            if (try_connect(&a)) {
                 next_pass = now;
+                a.e.xml_stale = true; /* definitions may have changed while away */
+            }
             publish(&a);
+        }
+        if (a.conn && now - last_watch >= HOST_WATCH_MS * ms) {
+            last_watch = now;
+            BmHost h;
+            bool reclaiming = a.e.have_plan && a.e.plan.mode == BM_HOST_RECLAIM;
+            if (!reclaiming && bm_hostmem_read(proc_dir, &h) == 0 && bm_host_under_pressure(&h, pol))
+                next_pass = now; /* crossed into pressure: do not wait for the interval */
         }
         if (a.conn && now >= next_pass) {
             r = bm_engine_pass(&a.e);

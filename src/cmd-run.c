@@ -77,8 +77,8 @@ static json_object *ratej(double v)
     return v >= 0 ? json_object_new_double(v) : NULL;
 }
 
-static void print_json(const RunOptions *o, const BmPolicy *pol, const BmHost *h, const BmPlan *plan,
-                       const BmApplied *ap)
+static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *pol, const BmHost *h,
+                       const BmPlan *plan, const BmApplied *ap)
 {
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     json_object *host = json_object_new_object();
@@ -115,6 +115,14 @@ static void print_json(const RunOptions *o, const BmPolicy *pol, const BmHost *h
         json_object_array_add(arr, x);
     }
     json_object_object_add(root, "decisions", arr);
+    json_object *t = json_object_new_object();
+    json_object_object_add(t, "pass_s", json_object_new_double(e->counters.last_pass_duration_s));
+    json_object_object_add(t, "read_s", json_object_new_double(e->t_read_s));
+    json_object_object_add(t, "decide_s", json_object_new_double(e->t_eval_s));
+    json_object_object_add(t, "apply_s", json_object_new_double(e->t_apply_s));
+    json_object_object_add(t, "cpu_s", json_object_new_double(e->t_cpu_s));
+    json_object_object_add(t, "libvirt_calls", json_object_new_uint64(e->pass_calls));
+    json_object_object_add(root, "timing", t);
     puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
@@ -163,7 +171,7 @@ static int pass(BmEngine *e, const RunOptions *o)
             ret = BM_EXIT_FAILURE;
         }
     if (o->json)
-        print_json(o, e->policy, &e->host, &e->plan, e->applied);
+        print_json(o, e, e->policy, &e->host, &e->plan, e->applied);
     else
         print_text(o, e->policy, &e->host, &e->plan, e->applied);
     fflush(stdout);

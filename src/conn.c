@@ -7,6 +7,8 @@
 
 #include "error.h"
 
+unsigned long bm_libvirt_calls;
+
 static void quiet_error(void *data, virErrorPtr err)
 {
     (void)data;
@@ -89,7 +91,7 @@ int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn)
 
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom)
 {
-    virDomainPtr d = virDomainLookupByName(conn, name);
+    virDomainPtr d = BM_LV(virDomainLookupByName)(conn, name);
     if (!d) {
         int r = bm_conn_error(NULL);
         if (r == -ENOENT)
@@ -118,7 +120,7 @@ int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names)
     unsigned flags = VIR_CONNECT_LIST_DOMAINS_ACTIVE;
     if (all)
         flags |= VIR_CONNECT_LIST_DOMAINS_INACTIVE;
-    int n = virConnectListAllDomains(conn, &doms, flags);
+    int n = BM_LV(virConnectListAllDomains)(conn, &doms, flags);
     if (n < 0)
         return bm_conn_error("cannot list domains");
     char **names = bm_malloc0(((size_t)n + 1) * sizeof(char *));
@@ -134,7 +136,7 @@ int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names)
 
 int bm_conn_domain_xml(virDomainPtr dom, bool inactive, char **ret_xml)
 {
-    char *xml = virDomainGetXMLDesc(dom, inactive ? VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE : 0);
+    char *xml = BM_LV(virDomainGetXMLDesc)(dom, inactive ? VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE : 0);
     if (!xml)
         return bm_conn_error("cannot read the domain XML");
     *ret_xml = xml;
@@ -143,7 +145,7 @@ int bm_conn_domain_xml(virDomainPtr dom, bool inactive, char **ret_xml)
 
 int bm_conn_define(virConnectPtr conn, const char *xml)
 {
-    virDomainPtr d = virDomainDefineXMLFlags(conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+    virDomainPtr d = BM_LV(virDomainDefineXMLFlags)(conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
     if (!d)
         return bm_conn_error("libvirt refused the new definition");
     virDomainFree(d);
@@ -152,7 +154,7 @@ int bm_conn_define(virConnectPtr conn, const char *xml)
 
 int bm_conn_domain_state(virDomainPtr dom, bool *ret_active, bool *ret_persistent)
 {
-    int a = virDomainIsActive(dom), p = virDomainIsPersistent(dom);
+    int a = BM_LV(virDomainIsActive)(dom), p = BM_LV(virDomainIsPersistent)(dom);
     if (a < 0 || p < 0)
         return bm_conn_error(NULL);
     *ret_active = a == 1;

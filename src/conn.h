@@ -8,6 +8,11 @@
 
 #include "util.h"
 
+/* libvirt API calls made by this process (those that may cross to the daemon); for the
+ * benchmarks. BM_LV(call) counts one and evaluates call. */
+extern unsigned long bm_libvirt_calls;
+#define BM_LV(call) (__atomic_add_fetch(&bm_libvirt_calls, 1, __ATOMIC_RELAXED), (call))
+
 DEFINE_CLEANUP(virConnectPtr, virConnectClose)
 DEFINE_CLEANUP(virDomainPtr, virDomainFree)
 

@@ -110,35 +110,43 @@ void bm_domxml_init(void)
     xmlSetGenericErrorFunc(NULL, quiet_xml);
 }
 
+/* The first element child of parent named name, or NULL (a plain walk: no XPath to compile). */
+static xmlNodePtr child(xmlNodePtr parent, const char *name)
+{
+    for (xmlNodePtr c = parent ? parent->children : NULL; c; c = c->next)
+        if (c->type == XML_ELEMENT_NODE && strcmp((const char *)c->name, name) == 0)
+            return c;
+    return NULL;
+}
+
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 {
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,
                              .free_page_reporting = BM_TRI_UNSET,
-                             .min_guarantee_bytes = BM_ABSENT};
+                             .min_guarantee_bytes = BM_ABSENT,
+                             .memory_bytes = BM_ABSENT,
+                             .current_memory_bytes = BM_ABSENT};
     _cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
     int r = read_domain(xml, false, &doc);
     if (r < 0)
         return r;
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+    ret->memory_bytes = scaled_element(child(root, "memory"));
+    ret->current_memory_bytes = scaled_element(child(root, "currentMemory"));
 
-    _cleanup_(xmlXPathFreeContextp) xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
-    if (!ctx)
-        return bm_error(-ENOMEM, "out of memory");
+    ret->min_guarantee_bytes = scaled_element(child(child(root, "memtune"), "min_guarantee"));
 
-    ret->min_guarantee_bytes = scaled_element(xpath_node(ctx, "/domain/memtune/min_guarantee"));
-
-    xmlNodePtr mb = xpath_node(ctx, "/domain/devices/memballoon");
+    xmlNodePtr mb = child(child(root, "devices"), "memballoon");
     if (!mb)
         return 0;
     copy_prop(mb, "model", ret->model, sizeof(ret->model));
     ret->present = ret->model[0] && strcmp(ret->model, "none") != 0;
     ret->autodeflate = tristate_prop(mb, "autodeflate");
     ret->free_page_reporting = tristate_prop(mb, "freePageReporting");
-    copy_prop(xpath_node(ctx, "/domain/devices/memballoon/alias"), "name", ret->alias,
-              sizeof(ret->alias));
+    copy_prop(child(mb, "alias"), "name", ret->alias, sizeof(ret->alias));
 
     char period[32];
-    copy_prop(xpath_node(ctx, "/domain/devices/memballoon/stats"), "period", period,
-              sizeof(period));
+    copy_prop(child(mb, "stats"), "period", period, sizeof(period));
     char *end = NULL;
     long v = period[0] ? strtol(period, &end, 10) : 0;
     ret->stats_period_s = (period[0] && (*end || v < 0 || v > 86400 * 365)) ? -1 : (int)v;

@@ -16,6 +16,8 @@ typedef struct {
     BmTristate free_page_reporting;
     int stats_period_s;      /* <stats period>; 0 when absent (libvirt: disabled), -1 if unreadable */
     uint64_t min_guarantee_bytes; /* <memtune><min_guarantee>, BM_ABSENT if not set */
+    uint64_t memory_bytes;        /* <memory>: maximum, BM_ABSENT if unreadable */
+    uint64_t current_memory_bytes; /* <currentMemory>, BM_ABSENT if unreadable */
 } BmBalloonConfig;
 
 /* Silences libxml2's default stderr printer (also used by libvirt's in-process test driver),

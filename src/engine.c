@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 #include "error.h"
@@ -62,7 +63,7 @@ static void probe(BmEngine *e)
         }
         if (rec->features_known)
             continue;
-        virDomainPtr dom = virDomainLookupByUUIDString(e->conn, d->uuid);
+        virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
         if (!dom)
             continue;
         BmFeatureReport rep;
@@ -82,6 +83,22 @@ static void probe(BmEngine *e)
     }
 }
 
+static bool cache_lookup(void *ctx, const char *uuid, BmBalloonConfig *ret)
+{
+    const BmDomainRecord *r = bm_counters_find(ctx, uuid);
+    if (!r || !r->balloon_cached)
+        return false;
+    *ret = r->balloon;
+    return true;
+}
+
+static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
+{
+    BmDomainRecord *r = bm_counters_domain(ctx, uuid, NULL);
+    r->balloon = *cfg;
+    r->balloon_cached = true;
+}
+
 static int read_view(BmEngine *e)
 {
     BmHost host;
@@ -95,8 +112,14 @@ static int read_view(BmEngine *e)
     e->host = host;
     e->have_host = true;
 
+    if (e->xml_stale) {
+        for (size_t i = 0; i < e->counters.n_domains; i++)
+            e->counters.domains[i].balloon_cached = false;
+        e->xml_stale = false;
+    }
+    BmXmlCache cache = {.ctx = &e->counters, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
-    r = bm_snapshot_take(e->conn, NULL, BM_SNAPSHOT_XML, &snap);
+    r = bm_snapshot_take_cached(e->conn, NULL, BM_SNAPSHOT_XML, e->cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
         e->counters.errors[BM_ERR_LIBVIRT]++;
         return r;
@@ -117,11 +140,22 @@ int bm_engine_refresh(BmEngine *e)
     return read_view(e);
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 int bm_engine_pass(BmEngine *e)
 {
     uint64_t t0 = bm_now_mono_ns();
+    double c0 = cpu_s();
+    unsigned long calls0 = bm_libvirt_calls;
     clear_plan(e);
     int r = read_view(e);
+    uint64_t t1 = bm_now_mono_ns();
+    e->t_read_s = (t1 - t0) / 1e9;
     if (r < 0)
         return r;
     uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
@@ -131,10 +165,8 @@ int bm_engine_pass(BmEngine *e)
     for (size_t i = 0; i < e->prev.n_domains; i++) {
         BmPrevDomain *p = &e->prev.domains[i];
         p->busy = bm_tracker_busy(&e->tracker, p->uuid);
-        p->unresponsive = false;
-        for (size_t k = 0; k < e->counters.n_domains; k++)
-            if (strcmp(e->counters.domains[k].uuid, p->uuid) == 0)
-                p->unresponsive = e->counters.domains[k].unresponsive;
+        const BmDomainRecord *rec = bm_counters_find(&e->counters, p->uuid);
+        p->unresponsive = rec && rec->unresponsive;
     }
     r = bm_policy_eval(&e->host, &e->snap, &e->prev, e->policy, now_s, &e->plan);
     if (r < 0) {
@@ -143,6 +175,8 @@ int bm_engine_pass(BmEngine *e)
     }
     e->have_plan = true;
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
+    uint64_t t2 = bm_now_mono_ns();
+    e->t_eval_s = (t2 - t1) / 1e9;
 
     bool failed = false;
     for (size_t i = 0; i < e->plan.n_decisions && !e->dry_run; i++) {
@@ -153,7 +187,7 @@ int bm_engine_pass(BmEngine *e)
         BmApplied *a = &e->applied[i];
         a->attempted = true;
         const BmDomainRecord *rec = bm_counters_domain(&e->counters, sd->uuid, sd->name);
-        virDomainPtr dom = virDomainLookupByUUIDString(e->conn, sd->uuid);
+        virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, sd->uuid);
         r = dom ? bm_tracker_start(&e->tracker, dom, d->current_bytes, d->target_bytes, sd->rss_bytes,
                                    bm_sg_label(rec->sg, rec->features_known))
                 : bm_conn_error("domain gone");
@@ -173,7 +207,11 @@ int bm_engine_pass(BmEngine *e)
     bm_previous_clear(&e->prev);
     bm_previous_from(&e->snap, e->plan.mode, now_s, &e->prev);
     e->counters.passes++;
-    e->counters.last_pass_duration_s = (bm_now_mono_ns() - t0) / 1e9;
+    uint64_t t3 = bm_now_mono_ns();
+    e->t_apply_s = (t3 - t2) / 1e9;
+    e->t_cpu_s = cpu_s() - c0;
+    e->pass_calls = bm_libvirt_calls - calls0;
+    e->counters.last_pass_duration_s = (t3 - t0) / 1e9;
     if (!failed)
         e->counters.last_success_s = now_s;
     return 0;

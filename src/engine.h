@@ -27,6 +27,8 @@ typedef struct {
     const char *proc_dir;        /* NULL: /proc */
     bool dry_run;
     bool probe_features;         /* ask the QEMU monitor for SG/ioeventfd of new domains */
+    bool cache_xml;              /* keep balloon configs between passes (long-running agent) */
+    bool xml_stale;              /* set on lifecycle/define events: read every XML again */
 
     /* the view, after bm_engine_pass() / bm_engine_refresh() */
     BmSnapshot snap;
@@ -37,6 +39,10 @@ typedef struct {
     bool have_plan;
     BmApplied *applied;          /* per decision of plan */
     uint64_t pass_now_s;
+    /* the last pass, for benchmarks: seconds of reading, deciding, applying; CPU seconds of
+     * the whole pass; libvirt calls it made */
+    double t_read_s, t_eval_s, t_apply_s, t_cpu_s;
+    unsigned long pass_calls;
 
     /* across passes */
     BmPrevious prev;

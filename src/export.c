@@ -27,18 +27,57 @@ void bm_counters_init(BmCounters *c)
 void bm_counters_clear(BmCounters *c)
 {
     free(c->domains);
+    free(c->slots);
     c->domains = NULL;
-    c->n_domains = 0;
+    c->slots = NULL;
+    c->n_domains = c->n_slots = 0;
+}
+
+static size_t hash_str(const char *s)
+{
+    size_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Slot of uuid: the one holding it, or the empty one where it would go. */
+static size_t *slot_of(const BmCounters *c, const char *uuid)
+{
+    size_t mask = c->n_slots - 1;
+    for (size_t i = hash_str(uuid) & mask;; i = (i + 1) & mask)
+        if (!c->slots[i] || strcmp(c->domains[c->slots[i] - 1].uuid, uuid) == 0)
+            return &c->slots[i];
+}
+
+static void reindex(BmCounters *c)
+{
+    size_t want = 16;
+    while (want < c->n_domains * 2 + 2)
+        want *= 2;
+    free(c->slots);
+    c->slots = bm_malloc0(want * sizeof(size_t));
+    c->n_slots = want;
+    for (size_t i = 0; i < c->n_domains; i++)
+        *slot_of(c, c->domains[i].uuid) = i + 1;
+}
+
+const BmDomainRecord *bm_counters_find(const BmCounters *c, const char *uuid)
+{
+    if (!c->n_slots)
+        return NULL;
+    size_t *s = slot_of(c, uuid);
+    return *s ? &c->domains[*s - 1] : NULL;
 }
 
 BmDomainRecord *bm_counters_domain(BmCounters *c, const char *uuid, const char *name)
 {
-    for (size_t i = 0; i < c->n_domains; i++)
-        if (strcmp(c->domains[i].uuid, uuid) == 0) {
-            if (name)
-                snprintf(c->domains[i].name, sizeof(c->domains[i].name), "%s", name);
-            return &c->domains[i];
-        }
+    BmDomainRecord *found = (BmDomainRecord *)bm_counters_find(c, uuid);
+    if (found) {
+        if (name && strcmp(found->name, name) != 0)
+            snprintf(found->name, sizeof(found->name), "%s", name);
+        return found;
+    }
     c->domains = bm_reallocarray(c->domains, c->n_domains + 1, sizeof(BmDomainRecord));
     BmDomainRecord *d = &c->domains[c->n_domains++];
     *d = (BmDomainRecord){.last_target_bytes = BM_ABSENT,
@@ -50,6 +89,10 @@ BmDomainRecord *bm_counters_domain(BmCounters *c, const char *uuid, const char *
                           .seen = true};
     snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
     snprintf(d->name, sizeof(d->name), "%s", name ? name : "");
+    if (c->n_domains * 2 + 2 > c->n_slots)
+        reindex(c);
+    else
+        *slot_of(c, d->uuid) = c->n_domains;
     return d;
 }
 
@@ -109,15 +152,26 @@ void bm_counters_record_change(BmCounters *c, const BmTracked *t, uint64_t now_s
     }
 }
 
+static int cmp_domain_uuid(const void *a, const void *b)
+{
+    return strcmp((*(const BmDomain *const *)a)->uuid, (*(const BmDomain *const *)b)->uuid);
+}
+
 void bm_counters_sync(BmCounters *c, const BmSnapshot *snap, uint64_t now_s)
 {
+    /* the snapshot by UUID, for O(n log n) instead of O(n^2) */
+    _cleanup_free_ const BmDomain **by_uuid = bm_malloc0((snap->n_domains + 1) * sizeof(BmDomain *));
+    for (size_t k = 0; k < snap->n_domains; k++)
+        by_uuid[k] = &snap->domains[k];
+    qsort(by_uuid, snap->n_domains, sizeof(BmDomain *), cmp_domain_uuid);
     size_t keep = 0;
     for (size_t i = 0; i < c->n_domains; i++) {
         BmDomainRecord *d = &c->domains[i];
-        const BmDomain *sd = NULL;
-        for (size_t k = 0; k < snap->n_domains && !sd; k++)
-            if (strcmp(snap->domains[k].uuid, d->uuid) == 0)
-                sd = &snap->domains[k];
+        BmDomain key;
+        memcpy(key.uuid, d->uuid, sizeof(key.uuid));
+        const BmDomain *kp = &key, **hit = bsearch(&kp, by_uuid, snap->n_domains, sizeof(BmDomain *),
+                                                   cmp_domain_uuid);
+        const BmDomain *sd = hit ? *hit : NULL;
         if (!sd)
             continue; /* gone: its series go with it */
         snprintf(d->name, sizeof(d->name), "%s", sd->name);
@@ -129,6 +183,7 @@ void bm_counters_sync(BmCounters *c, const BmSnapshot *snap, uint64_t now_s)
         c->domains[keep++] = *d;
     }
     c->n_domains = keep;
+    reindex(c);
 }
 
 /* ---- the registry ---- */
@@ -181,13 +236,6 @@ static const struct {
     {"balloonmgr_build_info", BM_METRIC_GAUGE, "Version of balloonmgr."},
 };
 
-static const BmDomainRecord *record_of(const BmCounters *c, const char *uuid)
-{
-    for (size_t i = 0; i < c->n_domains; i++)
-        if (strcmp(c->domains[i].uuid, uuid) == 0)
-            return &c->domains[i];
-    return NULL;
-}
 
 /* add a sample when v is present */
 #define ADD(name, labels, v)                                                                       \
@@ -219,7 +267,7 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
     const BmSnapshot *snap = v ? v->snap : NULL;
     for (size_t i = 0; snap && i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
-        const BmDomainRecord *rec = record_of(c, d->uuid);
+        const BmDomainRecord *rec = bm_counters_find(c, d->uuid);
         const char *dl[] = {"domain", d->name, NULL};
         const char *sg = "unknown", *io = "unknown";
         if (rec && rec->features_known) {

@@ -41,6 +41,8 @@ typedef struct {
     BmFeatureState sg;
     BmSwitchState ioeventfd;
     bool seen;                     /* in the latest snapshot (records of gone domains are dropped) */
+    bool balloon_cached;           /* balloon below was read from the XML (agent cache) */
+    BmBalloonConfig balloon;
 } BmDomainRecord;
 
 typedef struct {
@@ -54,6 +56,9 @@ typedef struct {
     uint64_t last_success_s;       /* 0: never */
     BmDomainRecord *domains;
     size_t n_domains;
+    /* index of domains by UUID: open addressing, slot = index + 1 (0 empty) */
+    size_t *slots;
+    size_t n_slots;
 } BmCounters;
 
 /* How long an unresponsive domain is left alone unless its balloon moves. */
@@ -62,8 +67,11 @@ typedef struct {
 void bm_counters_init(BmCounters *c);
 void bm_counters_clear(BmCounters *c);
 
-/* The record of a domain, added if new. */
+/* The record of a domain, added if new. O(1). */
 BmDomainRecord *bm_counters_domain(BmCounters *c, const char *uuid, const char *name);
+
+/* The record of a domain, or NULL. O(1). */
+const BmDomainRecord *bm_counters_find(const BmCounters *c, const char *uuid);
 
 /* Counts a target set by a pass. */
 void bm_counters_record_target(BmCounters *c, const char *uuid, const char *name,

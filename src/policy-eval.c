@@ -116,12 +116,20 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGues
         (rules->protect_swap_in > 0 && ret->swap_in_rate > (double)rules->protect_swap_in);
 }
 
-static const BmPrevDomain *find_prev(const BmPrevious *prev, const BmDomain *d)
+static int cmp_prev_uuid(const void *a, const void *b)
 {
-    for (size_t i = 0; prev && i < prev->n_domains; i++)
-        if (d->uuid[0] && strcmp(prev->domains[i].uuid, d->uuid) == 0)
-            return &prev->domains[i];
-    return NULL;
+    return strcmp((*(const BmPrevDomain *const *)a)->uuid, (*(const BmPrevDomain *const *)b)->uuid);
+}
+
+/* The previous reading of d, by UUID, from prev sorted by UUID (O(log n)). */
+static const BmPrevDomain *find_prev(const BmPrevDomain **sorted, size_t n, const BmDomain *d)
+{
+    if (!sorted || !d->uuid[0])
+        return NULL;
+    BmPrevDomain key;
+    snprintf(key.uuid, sizeof(key.uuid), "%s", d->uuid);
+    const BmPrevDomain *kp = &key, **hit = bsearch(&kp, sorted, n, sizeof(*sorted), cmp_prev_uuid);
+    return hit ? *hit : NULL;
 }
 
 /* Per-domain working state of one evaluation. */
@@ -229,6 +237,11 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
     }
 
     size_t n = snap->n_domains;
+    size_t n_prev = prev ? prev->n_domains : 0;
+    _cleanup_free_ const BmPrevDomain **sorted = bm_malloc0((n_prev + 1) * sizeof(BmPrevDomain *));
+    for (size_t i = 0; i < n_prev; i++)
+        sorted[i] = &prev->domains[i];
+    qsort(sorted, n_prev, sizeof(*sorted), cmp_prev_uuid);
     ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
@@ -244,7 +257,8 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
         x->floor_bytes = BM_ABSENT;
         x->action = BM_ACT_SKIP;
         bm_policy_rules_for(policy, d->name, &k->rules);
-        bm_guest_pressure(d, find_prev(prev, d), &k->rules, now_s, &x->pressure);
+        const BmPrevDomain *pd = find_prev(sorted, n_prev, d);
+        bm_guest_pressure(d, pd, &k->rules, now_s, &x->pressure);
 
         if (!d->active) {
             say(x->reason, sizeof(x->reason), "not running");
@@ -259,7 +273,6 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             say(x->reason, sizeof(x->reason), "no balloon device");
             continue;
         }
-        const BmPrevDomain *pd = find_prev(prev, d);
         if (pd && pd->busy) {
             say(x->reason, sizeof(x->reason), "a change is still in flight");
             continue;
@@ -443,4 +456,13 @@ void bm_plan_clear(BmPlan *p)
         return;
     free(p->decisions);
     *p = (BmPlan){0};
+}
+
+bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
+{
+    if (!bm_present(h->mem_total_bytes) || !bm_present(h->mem_available_bytes))
+        return false;
+    if (h->mem_available_bytes < bm_amount_bytes(p->reclaim_below, h->mem_total_bytes))
+        return true;
+    return p->psi_reclaim_above >= 0 && h->psi_present && h->psi_some_avg10 > p->psi_reclaim_above;
 }

@@ -92,3 +92,8 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
                    const BmPolicy *policy, uint64_t now_s, BmPlan *ret);
 
 void bm_plan_clear(BmPlan *p);
+
+/* Whether a host reading is past the policy's reclaim thresholds (MemAvailable below
+ * reclaim_below, or PSI some avg10 above psi_reclaim_above): the agent checks this between
+ * passes and starts a pass at once. Pure. */
+bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p);

@@ -16,7 +16,7 @@ DEFINE_CLEANUP(json_object *, json_object_put)
 int bm_qmp_command(virDomainPtr dom, const char *command, char **ret_reply)
 {
     char *reply = NULL;
-    if (virDomainQemuMonitorCommand(dom, command, &reply, 0) < 0) {
+    if (BM_LV(virDomainQemuMonitorCommand)(dom, command, &reply, 0) < 0) {
         int r = bm_conn_error(NULL);
         if (r == -ENOTSUP)
             return bm_error(-ENOTSUP, "the libvirt driver has no QEMU monitor");
@@ -289,7 +289,7 @@ void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeat
     _cleanup_free_ char *list = NULL, *status_reply = NULL, *path = NULL;
     BmVirtioStatus st = {0};
 
-    if (virDomainIsActive(dom) == 0) {
+    if (BM_LV(virDomainIsActive)(dom) == 0) {
         bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, opts, ret);
         return;
     }

@@ -88,13 +88,13 @@ static void fill_from_params(BmDomain *d, virTypedParameterPtr params, int n)
     }
 }
 
-/* State, maximum and current memory from virDomainGetInfo(): the fallback for drivers
+/* State, maximum and current memory from BM_LV(virDomainGetInfo)(): the fallback for drivers
  * without bulk balloon stats (and for shut-off domains). */
 static void read_info(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
 {
     virDomainInfo info;
     s->libvirt_calls++;
-    if (virDomainGetInfo(dom, &info) < 0) {
+    if (BM_LV(virDomainGetInfo)(dom, &info) < 0) {
         domain_note_error(d, "info", bm_conn_error(NULL));
         return;
     }
@@ -109,7 +109,7 @@ static void read_memory_stats(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
 {
     virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
     s->libvirt_calls++;
-    int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+    int n = BM_LV(virDomainMemoryStats)(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
     if (n < 0) {
         domain_note_error(d, "memory stats", bm_conn_error(NULL));
         return;
@@ -123,7 +123,7 @@ static void read_memory_stats(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
 static void read_xml(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
 {
     s->libvirt_calls++;
-    _cleanup_free_ char *xml = virDomainGetXMLDesc(dom, 0);
+    _cleanup_free_ char *xml = BM_LV(virDomainGetXMLDesc)(dom, 0);
     if (!xml) {
         domain_note_error(d, "XML", bm_conn_error(NULL));
         return;
@@ -139,7 +139,7 @@ static void read_xml(BmSnapshot *s, BmDomain *d, virDomainPtr dom)
 /* Fills d from one stats record (or from dom alone when rec is NULL), calling per-domain
  * APIs only for what the bulk record lacked. */
 static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainStatsRecordPtr rec,
-                        unsigned flags)
+                        unsigned flags, const BmXmlCache *cache)
 {
     domain_init(d);
     d->name = bm_strdup(virDomainGetName(dom));
@@ -151,17 +151,35 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
         for (int i = 0; i < rec->nparams; i++)
             had_state |= strcmp(rec->params[i].field, "state.state") == 0;
     }
-    if (!had_state || !bm_present(d->max_bytes) || !bm_present(d->actual_bytes))
+    /* the XML first: it also has the maximum, which the bulk record may lack */
+    if (flags & BM_SNAPSHOT_XML) {
+        if (cache && d->uuid[0] && cache->lookup(cache->ctx, d->uuid, &d->balloon)) {
+            d->balloon_known = true;
+        } else {
+            read_xml(s, d, dom);
+            if (cache && d->balloon_known && d->uuid[0])
+                cache->store(cache->ctx, d->uuid, &d->balloon);
+        }
+    }
+    bool info_read = false;
+    if (!had_state) { /* no bulk stats at all: state, maximum and current from GetInfo */
         read_info(s, d, dom);
-    d->active = d->state != VIR_DOMAIN_SHUTOFF && d->state != VIR_DOMAIN_NOSTATE;
+        info_read = true;
+    }
+    if (d->balloon_known && !bm_present(d->max_bytes))
+        d->max_bytes = d->balloon.memory_bytes;
+    bool running = d->state != VIR_DOMAIN_SHUTOFF && d->state != VIR_DOMAIN_NOSTATE;
+    if (!running && d->balloon_known && !bm_present(d->actual_bytes))
+        d->actual_bytes = d->balloon.current_memory_bytes;
 
-    /* the guest statistics: the bulk record had them, or ask per domain (test driver) */
-    if (d->active && !bm_present(d->last_update_s) && !bm_present(d->unused_bytes) &&
+    /* the guest statistics: the bulk record had them, or ask per domain (test driver); the
+     * balloon's current size comes with them */
+    if (running && !bm_present(d->last_update_s) && !bm_present(d->unused_bytes) &&
         !bm_present(d->rss_bytes))
         read_memory_stats(s, d, dom);
-
-    if (flags & BM_SNAPSHOT_XML)
-        read_xml(s, d, dom);
+    if (!info_read && (!bm_present(d->max_bytes) || !bm_present(d->actual_bytes)))
+        read_info(s, d, dom);
+    d->active = running;
 }
 
 static int cmp_domain(const void *a, const void *b)
@@ -180,9 +198,9 @@ static int bulk_stats(BmSnapshot *s, virConnectPtr conn, virDomainPtr *doms, uns
         int n;
         s->libvirt_calls++;
         if (doms)
-            n = virDomainListGetStats(doms, types, ret_recs, nowait);
+            n = BM_LV(virDomainListGetStats)(doms, types, ret_recs, nowait);
         else
-            n = virConnectGetAllDomainStats(conn, types, ret_recs, list_flags | nowait);
+            n = BM_LV(virConnectGetAllDomainStats)(conn, types, ret_recs, list_flags | nowait);
         if (n >= 0)
             return n;
         virErrorPtr e = virGetLastError();
@@ -205,6 +223,12 @@ static void free_domain_list(virDomainPtr *doms)
 DEFINE_CLEANUP(virDomainPtr *, free_domain_list)
 
 int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmSnapshot *ret)
+{
+    return bm_snapshot_take_cached(conn, names, flags, NULL, ret);
+}
+
+int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned flags,
+                            const BmXmlCache *cache, BmSnapshot *ret)
 {
     *ret = (BmSnapshot){.taken_real_ns = bm_now_real_ns()};
     _cleanup_(free_domain_listp) virDomainPtr *doms = NULL;
@@ -237,18 +261,18 @@ int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmS
         virResetLastError();
         if (!doms) {
             ret->libvirt_calls++;
-            int n = virConnectListAllDomains(conn, &doms, list_flags);
+            int n = BM_LV(virConnectListAllDomains)(conn, &doms, list_flags);
             if (n < 0)
                 return bm_conn_error("cannot list domains");
             n_doms = (size_t)n;
         }
         ret->domains = bm_malloc0((n_doms ? n_doms : 1) * sizeof(BmDomain));
         for (size_t i = 0; i < n_doms; i++)
-            read_domain(ret, &ret->domains[ret->n_domains++], doms[i], NULL, flags);
+            read_domain(ret, &ret->domains[ret->n_domains++], doms[i], NULL, flags, cache);
     } else {
         ret->domains = bm_malloc0((n_recs ? (size_t)n_recs : 1) * sizeof(BmDomain));
         for (int i = 0; i < n_recs; i++)
-            read_domain(ret, &ret->domains[ret->n_domains++], recs[i]->dom, recs[i], flags);
+            read_domain(ret, &ret->domains[ret->n_domains++], recs[i]->dom, recs[i], flags, cache);
     }
 
     qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_domain);

@@ -55,6 +55,19 @@ enum {
  * another -errno when the domains cannot be listed. */
 int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmSnapshot *ret);
 
+/* Where a long-running caller keeps balloon configs read from the XML, so a pass does not
+ * read every domain's XML again: lookup() returns true and fills *ret for a UUID whose config
+ * is still valid; store() keeps a freshly read one. */
+typedef struct {
+    void *ctx;
+    bool (*lookup)(void *ctx, const char *uuid, BmBalloonConfig *ret);
+    void (*store)(void *ctx, const char *uuid, const BmBalloonConfig *cfg);
+} BmXmlCache;
+
+/* bm_snapshot_take() with BM_SNAPSHOT_XML served from cache where it can. */
+int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned flags,
+                            const BmXmlCache *cache, BmSnapshot *ret);
+
 /* Frees what a snapshot holds and zeroes it. NULL-safe. */
 void bm_snapshot_clear(BmSnapshot *s);
 
