@@ -97,11 +97,7 @@ typedef struct {
 static int load_policy(const Agent *a, BmPolicy **ret)
 {
     _cleanup_free_ char *errors = NULL;
-    if (!a->policy_explicit && access(a->policy_path, F_OK) < 0) {
-        *ret = bm_policy_new_default();
-        return 0;
-    }
-    int r = bm_policy_load(a->policy_path, ret, &errors);
+    int r = bm_policy_load_or_default(a->policy_path, a->policy_explicit, ret, &errors);
     if (r < 0)
         fputs(errors ? errors : "", stderr);
     return r;

@@ -239,11 +239,7 @@ static int finish_once(BmEngine *e, const RunOptions *o, int ret)
 static int load_policy(const RunOptions *o, BmPolicy **ret)
 {
     _cleanup_free_ char *errors = NULL;
-    if (!o->policy_explicit && access(o->policy_path, F_OK) < 0) {
-        *ret = bm_policy_new_default();
-        return 0;
-    }
-    int r = bm_policy_load(o->policy_path, ret, &errors);
+    int r = bm_policy_load_or_default(o->policy_path, o->policy_explicit, ret, &errors);
     if (r < 0) {
         fputs(errors ? errors : "", stderr);
         bm_report("run", NULL, "policy '%s' has errors: nothing changed", o->policy_path);

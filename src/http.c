@@ -98,7 +98,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (*upload_size) {
         *upload_size = 0;
-        return reply(c, MHD_HTTP_PAYLOAD_TOO_LARGE, "text/plain", "no body allowed\n", 16, false);
+        return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "no body allowed\n", 16, false);
     }
     bool get = strcmp(method, "GET") == 0, head = strcmp(method, "HEAD") == 0;
     bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0;

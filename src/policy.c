@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #include "error.h"
@@ -1113,4 +1114,16 @@ uint64_t bm_amount_bytes(BmAmount a, uint64_t reference_bytes)
     if (!a.is_percent)
         return a.bytes;
     return (uint64_t)((unsigned __int128)reference_bytes * a.permille / 1000);
+}
+
+int bm_policy_load_or_default(const char *path, bool explicit_path, BmPolicy **ret,
+                              char **ret_errors)
+{
+    if (ret_errors)
+        *ret_errors = NULL;
+    if (!explicit_path && access(path, F_OK) < 0) {
+        *ret = bm_policy_new_default();
+        return 0;
+    }
+    return bm_policy_load(path, ret, ret_errors);
 }

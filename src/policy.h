@@ -65,6 +65,11 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
  * "path: cannot read: reason" when the file cannot be read. */
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors);
 
+/* The policy of run/agent: path, which must exist when explicit; a missing default path
+ * gives the built-in defaults. Returns as bm_policy_load(). */
+int bm_policy_load_or_default(const char *path, bool explicit_path, BmPolicy **ret,
+                              char **ret_errors);
+
 void bm_policy_free(BmPolicy *p);
 DEFINE_CLEANUP(BmPolicy *, bm_policy_free)
 

@@ -18,30 +18,9 @@ int bm_push_textfile(const char *dir, const char *text)
     _cleanup_free_ char *path = bm_asprintf("%s/balloonmgr.prom", dir);
     /* the collector reads only *.prom: the temporary name must not end in .prom */
     _cleanup_free_ char *tmp = bm_asprintf("%s/.balloonmgr.prom.XXXXXX", dir);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return bm_error(-errno, "%s: cannot create a file: %s", dir, strerror(errno));
-    size_t len = strlen(text), off = 0;
-    int r = 0;
-    while (off < len && r == 0) {
-        ssize_t k = write(fd, text + off, len - off);
-        if (k < 0 && errno != EINTR)
-            r = -errno;
-        else if (k > 0)
-            off += (size_t)k;
-    }
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && chmod(tmp, 0644) < 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0) {
-        unlink(tmp);
+    int r = bm_write_atomic(path, tmp, text);
+    if (r < 0)
         return bm_error(r, "%s: cannot write: %s", path, strerror(-r));
-    }
     return 0;
 }
 

@@ -302,16 +302,6 @@ int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters)
     return 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int r = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return r;
-}
-
 int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *counters,
                   uint64_t now_s)
 {
@@ -322,32 +312,10 @@ int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *co
 
     _cleanup_free_ char *text = bm_state_format(prev, counters, now_s);
     _cleanup_free_ char *tmp = bm_asprintf("%s.XXXXXX", path);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return bm_error(-errno, "%s: cannot create a temporary file: %s", path, strerror(errno));
-    size_t len = strlen(text), off = 0;
-    int r = 0;
-    while (off < len && r == 0) {
-        ssize_t k = write(fd, text + off, len - off);
-        if (k < 0 && errno != EINTR)
-            r = -errno;
-        else if (k > 0)
-            off += (size_t)k;
-    }
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && chmod(tmp, 0644) < 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0) {
-        unlink(tmp);
+    int r = bm_write_atomic(path, tmp, text);
+    if (r < 0)
         return bm_error(r, "%s: cannot write: %s (the previous state file is untouched)", path,
                         strerror(-r));
-    }
-    fsync_dir(dir);
     return 0;
 }
 

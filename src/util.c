@@ -2,6 +2,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,4 +67,45 @@ const char *bm_printable(const char *s, char *buf, size_t n)
     }
     buf[o] = '\0';
     return buf;
+}
+
+int bm_write_atomic(const char *path, const char *tmp_template, const char *text)
+{
+    char *tmp = bm_strdup(tmp_template);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        free(tmp);
+        return r;
+    }
+    size_t len = strlen(text), off = 0;
+    int r = 0;
+    while (off < len && r == 0) {
+        ssize_t k = write(fd, text + off, len - off);
+        if (k < 0 && errno != EINTR)
+            r = -errno;
+        else if (k > 0)
+            off += (size_t)k;
+    }
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && chmod(tmp, 0644) < 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+    } else {
+        char *dircopy = bm_strdup(path);
+        int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(dircopy);
+    }
+    free(tmp);
+    return r;
 }

@@ -69,3 +69,9 @@ char *bm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Copies s into buf (size n) with control and non-ASCII bytes as \xNN, for messages about
  * user-supplied names. Returns buf. */
 const char *bm_printable(const char *s, char *buf, size_t n);
+
+/* Replaces path with text atomically: writes a temporary file created from tmp_template (in
+ * the same directory, ending in XXXXXX), fsyncs it, makes it mode 0644 and renames it over
+ * path, then fsyncs the directory. A reader sees the old or the new file, never a torn one.
+ * Returns 0 or -errno; on failure path is untouched and the temporary file removed. */
+int bm_write_atomic(const char *path, const char *tmp_template, const char *text);

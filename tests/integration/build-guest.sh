@@ -13,8 +13,9 @@
 #   kernel-version   e.g. "6.1.0-57-amd64"
 #   modules-dir      absolute path of the extracted /lib/modules/VERSION tree
 #   modules-VERSION  symlink to that tree (for building out-of-tree modules)
-#   .build-stamp     sha256 of (this script + kernel version); a matching
-#                    stamp makes the next run a no-op
+#   .build-stamp     sha256 of (this script + kernel version [+ the SG lab
+#                    module, see below]); a matching stamp makes the next
+#                    run a no-op
 # Everything in OUTDIR is readable by the libvirt-qemu user (0644 / 0755).
 #
 # Cache (BM_GUEST_CACHE, default /var/cache/balloonmgr-test):
@@ -28,6 +29,15 @@
 #                    or linux-image-6.1.0-57-amd64-unsigned) instead of the one
 #                    behind linux-image-amd64
 #   BM_GUEST_FORCE=1 rebuild even if the stamp matches
+#   BM_GUEST_SG_MODULE=PATH|none
+#                    the SG lab's virtio_balloon_sg.ko (lab/guest/build.sh)
+#                    to put into the initramfs next to the stock modules; it
+#                    is only loaded with bm.sgdriver=1. Default: the
+#                    OUTDIR/virtio_balloon_sg.ko that lab/guest/build.sh
+#                    installs, if present and built for this kernel (else
+#                    skipped with a note); "none": never. An explicit PATH
+#                    that is missing or built for another kernel is an error.
+#                    Its sha256 is part of the stamp.
 #
 # Kernel command line understood by the guest's /init:
 #   bm.touch=MIB     fill a tmpfs with MIB MiB of zeroes, then delete it: the
@@ -35,6 +45,17 @@
 #   bm.noballoon=1   do not load virtio_balloon
 #   bm.modules=DIR   prefer DIR/NAME.ko (a path inside the guest) over the
 #                    built-in copy of module NAME
+#   bm.sgdriver=1    load virtio_balloon_sg (SG lab driver) instead of
+#                    virtio_balloon, at the same place in the load order
+#   bm.sgparams=K=V[,K=V...]  module parameters for virtio_balloon_sg
+#                    (sg=0, sg_max_order=N, sg_elem_max=N)
+#   bm.sgstats=SECS  with bm.sgdriver=1: print the driver's sg_stats on the
+#                    console ("bm: sg_stats: ...") whenever they changed,
+#                    checked every SECS seconds
+#   bm.retouch=MIB   after the balloon has been inflated (>= 32 MiB) and
+#                    deflated again (< 4 MiB left), fill a tmpfs with MIB MiB
+#                    again ("bm: retouched MIB MiB" or "... FAILED"): shows
+#                    the guest got its memory back
 #
 # Needs root (apt-get, mknod). Never installs a linux-image package: the .deb
 # is downloaded and extracted only.
@@ -48,6 +69,8 @@ CACHE=${BM_GUEST_CACHE:-/var/cache/balloonmgr-test}
 # virtio -> virtio_ring; virtio_pci -> virtio_ring, virtio, *_dev;
 # virtio_balloon -> virtio, virtio_ring.
 MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_balloon)
+# The SG lab's replacement for virtio_balloon (same dependencies), optional.
+SG_NAME=virtio_balloon_sg
 
 msg() { echo "build-guest: $*"; }
 die() { echo "build-guest: ERROR: $*" >&2; exit 1; }
@@ -118,12 +141,46 @@ msg "kernel version $KVER"
 # ---------------------------------------------------------------------------
 # 2. Cached?
 # ---------------------------------------------------------------------------
-STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; } | sha256sum | cut -d' ' -f1)
+# ko_vermagic KO: the module's vermagic string.
+ko_vermagic() {
+    if command -v modinfo >/dev/null 2>&1; then
+        modinfo -F vermagic "$1" 2>/dev/null
+    else
+        tr '\0' '\n' <"$1" | sed -n 's/^vermagic=//p' | head -n1
+    fi
+}
+
+# The SG lab module (optional, see BM_GUEST_SG_MODULE above).
+SG_MODULE=${BM_GUEST_SG_MODULE:-}
+case "$SG_MODULE" in
+    none) SG_MODULE="" ;;
+    "")
+        if [ -f "$OUTDIR/$SG_NAME.ko" ]; then
+            case "$(ko_vermagic "$OUTDIR/$SG_NAME.ko")" in
+                "$KVER "*) SG_MODULE=$OUTDIR/$SG_NAME.ko ;;
+                *) msg "note: $OUTDIR/$SG_NAME.ko is not built for $KVER, leaving it out (lab/guest/build.sh rebuilds it)" ;;
+            esac
+        fi ;;
+    *)
+        [ -f "$SG_MODULE" ] || die "BM_GUEST_SG_MODULE=$SG_MODULE: no such file"
+        case "$(ko_vermagic "$SG_MODULE")" in
+            "$KVER "*) ;;
+            *) die "BM_GUEST_SG_MODULE=$SG_MODULE is built for '$(ko_vermagic "$SG_MODULE")', not $KVER" ;;
+        esac ;;
+esac
+SG_HASH=""
+[ -n "$SG_MODULE" ] && SG_HASH=$(sha256sum <"$SG_MODULE" | cut -d' ' -f1)
+
+if [ -n "$SG_HASH" ]; then
+    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "sg $SG_HASH"; } | sha256sum | cut -d' ' -f1)
+else
+    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; } | sha256sum | cut -d' ' -f1)
+fi
 if [ "${BM_GUEST_FORCE:-0}" != 1 ] &&
    [ -f "$OUTDIR/.build-stamp" ] && [ "$(cat "$OUTDIR/.build-stamp")" = "$STAMP" ] &&
    [ -s "$OUTDIR/vmlinuz" ] && [ -s "$OUTDIR/initrd.img" ] &&
    [ -d "$(cat "$OUTDIR/modules-dir" 2>/dev/null || echo /nonexistent)" ]; then
-    msg "up to date: $OUTDIR (kernel $KVER)"
+    msg "up to date: $OUTDIR (kernel $KVER${SG_HASH:+, with $SG_NAME})"
     exit 0
 fi
 
@@ -213,6 +270,11 @@ for m in "${MODULES[@]}"; do
     msg "module $m <- ${src#"$MODDIR"/}"
     echo "$m file" >>"$ORDER"
 done
+# Not in modules.order: /init loads it in place of virtio_balloon on request.
+if [ -n "$SG_MODULE" ]; then
+    cp "$SG_MODULE" "$STAGE/lib/modules/balloonmgr/$SG_NAME.ko"
+    msg "module $SG_NAME <- $SG_MODULE (loaded with bm.sgdriver=1)"
+fi
 
 cat >"$STAGE/init" <<'EOF'
 #!/bin/busybox sh
@@ -226,11 +288,19 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null || true
 touch_mib=0
 noballoon=0
 moddir=
+sgdriver=0
+sgparams=
+sgstats=0
+retouch_mib=0
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
         bm.noballoon=*) noballoon=${arg#bm.noballoon=} ;;
         bm.modules=*)   moddir=${arg#bm.modules=} ;;
+        bm.sgdriver=*)  sgdriver=${arg#bm.sgdriver=} ;;
+        bm.sgparams=*)  sgparams=${arg#bm.sgparams=} ;;
+        bm.sgstats=*)   sgstats=${arg#bm.sgstats=} ;;
+        bm.retouch=*)   retouch_mib=${arg#bm.retouch=} ;;
     esac
 done
 echo "bm: guest kernel $(uname -r) up; cmdline: $(cat /proc/cmdline)"
@@ -240,6 +310,17 @@ while read -r mod kind; do
         echo "bm: module $mod skipped (bm.noballoon=1)"
         continue
     fi
+    params=
+    if [ "$mod" = virtio_balloon ] && [ "$sgdriver" = 1 ]; then
+        mod=virtio_balloon_sg
+        kind=file
+        params=$(echo "$sgparams" | tr ',' ' ')
+        if [ ! -f /lib/modules/balloonmgr/$mod.ko ] &&
+           ! { [ -n "$moddir" ] && [ -f "$moddir/$mod.ko" ]; }; then
+            echo "bm: module $mod FAILED to load (not in this initramfs: lab/guest/build.sh, then build-guest.sh)"
+            continue
+        fi
+    fi
     if [ "$kind" = builtin ]; then
         echo "bm: module $mod is built in"
         continue
@@ -248,30 +329,92 @@ while read -r mod kind; do
     if [ -n "$moddir" ] && [ -f "$moddir/$mod.ko" ]; then
         ko=$moddir/$mod.ko
     fi
-    if insmod "$ko"; then
-        echo "bm: module $mod loaded ($ko)"
+    # shellcheck disable=SC2086  # params: word splitting wanted
+    if insmod "$ko" $params; then
+        echo "bm: module $mod loaded ($ko${params:+ $params})"
     else
         echo "bm: module $mod FAILED to load ($ko)"
     fi
 done </lib/modules/balloonmgr/modules.order
 
+sgstats_file() {
+    for f in /sys/bus/virtio/drivers/virtio_balloon_sg/virtio*/sg_stats; do
+        [ -f "$f" ] && { echo "$f"; return 0; }
+    done
+    return 1
+}
+if [ "$sgdriver" = 1 ]; then
+    for d in /sys/bus/virtio/drivers/*/virtio*; do
+        [ -e "$d" ] && echo "bm: device ${d##*/} bound to driver $(basename "${d%/*}")"
+    done
+    f=$(sgstats_file) && sed 's/^/bm: sg_stats: /' "$f"
+fi
+
+# touch_mem MIB VERB: write MIB MiB of zeroes into a tmpfs (page cache pages
+# get written, so they become resident in the QEMU process), then free them
+# again; prints "bm: VERB MIB MiB" or "bm: ... FAILED".
+touch_mem() {
+    mkdir -p /mnt/touch
+    if mount -t tmpfs -o size=$(($1 + 16))m tmpfs /mnt/touch &&
+       dd if=/dev/zero of=/mnt/touch/fill bs=1M count="$1" 2>/dev/null; then
+        rm -f /mnt/touch/fill
+        umount /mnt/touch
+        echo "bm: $2 $1 MiB"
+    else
+        rm -f /mnt/touch/fill
+        umount /mnt/touch 2>/dev/null
+        echo "bm: $2 $1 MiB FAILED"
+    fi
+}
+
 case "$touch_mib" in
     ''|*[!0-9]*) echo "bm: bad bm.touch=$touch_mib, ignored"; touch_mib=0 ;;
 esac
 if [ "$touch_mib" -gt 0 ]; then
-    # Write MIB MiB of zeroes into a tmpfs (page cache pages get written, so
-    # they become resident in the QEMU process), then free them again.
-    mkdir -p /mnt/touch
-    if mount -t tmpfs -o size=$((touch_mib + 16))m tmpfs /mnt/touch &&
-       dd if=/dev/zero of=/mnt/touch/fill bs=1M count="$touch_mib" 2>/dev/null; then
-        rm -f /mnt/touch/fill
-        umount /mnt/touch
-        echo "bm: touched $touch_mib MiB"
+    touch_mem "$touch_mib" touched
+fi
+
+memtotal_kib() { awk '/^MemTotal:/ { print $2 }' /proc/meminfo; }
+# balloon_kib BASE: the balloon's size in KiB: from sg_stats when the SG lab
+# driver runs (exact, also with deflate-on-OOM), else BASE - MemTotal.
+balloon_kib() {
+    local f
+    if f=$(sgstats_file); then
+        awk '/num_pages:/ { for (i = 1; i < NF; i++) if ($i == "num_pages:") print $(i + 1) * 4 }' "$f"
     else
-        rm -f /mnt/touch/fill
-        umount /mnt/touch 2>/dev/null
-        echo "bm: touching $touch_mib MiB FAILED"
+        echo $(($1 - $(memtotal_kib)))
     fi
+}
+case "$retouch_mib" in
+    ''|*[!0-9]*) echo "bm: bad bm.retouch=$retouch_mib, ignored"; retouch_mib=0 ;;
+esac
+if [ "$retouch_mib" -gt 0 ]; then
+    (
+        base=$(memtotal_kib)
+        echo "bm: retouch: waiting for the balloon to inflate and deflate (MemTotal $base kB)"
+        while [ "$(balloon_kib "$base")" -lt 32768 ]; do sleep 1; done
+        echo "bm: retouch: balloon inflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
+        while [ "$(balloon_kib "$base")" -ge 4096 ]; do sleep 1; done
+        echo "bm: retouch: balloon deflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
+        touch_mem "$retouch_mib" retouched
+    ) &
+fi
+
+case "$sgstats" in
+    ''|*[!0-9]*) echo "bm: bad bm.sgstats=$sgstats, ignored"; sgstats=0 ;;
+esac
+if [ "$sgstats" -gt 0 ] && [ "$sgdriver" = 1 ]; then
+    (
+        last=
+        while :; do
+            if f=$(sgstats_file); then
+                cur=$(cat "$f")
+                [ "$cur" != "$last" ] && echo "$cur" | sed 's/^/bm: sg_stats: /'
+                last=$cur
+            fi
+            sleep "$sgstats"
+        done
+    ) &
 fi
 
 echo "BALLOONMGR-GUEST-READY"

@@ -10,14 +10,10 @@ set -euo pipefail
 OUT=${1:-$(cd "$(dirname "$0")/../data/qmp" && pwd)}
 bm_setup
 
-FPH_XML="<iothreads>1</iothreads><qemu:override><qemu:device alias='balloon0'><qemu:frontend>\
-<qemu:property name='iothread' type='string' value='iothread1'/>\
-<qemu:property name='free-page-hint' type='bool' value='true'/>\
-</qemu:frontend></qemu:device></qemu:override>"
 
 bm_define_guest stock 256
 bm_define_guest nodriver 256 noballoon=1
-bm_define_guest fph 256 "extra=$FPH_XML"
+bm_define_guest fph 256 "extra=$BM_FPH_XML"
 for g in stock nodriver fph; do bm_wait_guest_ready $g; done
 sleep 2
 

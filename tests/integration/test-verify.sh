@@ -7,12 +7,8 @@ set -euo pipefail
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-FPH_XML="<iothreads>1</iothreads><qemu:override><qemu:device alias='balloon0'><qemu:frontend>\
-<qemu:property name='iothread' type='string' value='iothread1'/>\
-<qemu:property name='free-page-hint' type='bool' value='true'/>\
-</qemu:frontend></qemu:device></qemu:override>"
 bm_define_guest stock 256
-bm_define_guest fph 256 "extra=$FPH_XML"
+bm_define_guest fph 256 "extra=$BM_FPH_XML"
 bm_define_guest nodrv 256 noballoon=1
 for g in stock fph nodrv; do bm_wait_guest_ready $g; done
 stock=$(bm_dom stock) fph=$(bm_dom fph) nodrv=$(bm_dom nodrv)
