@@ -161,12 +161,30 @@ int bm_engine_pass(BmEngine *e)
     uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
     e->pass_now_s = now_s;
 
-    /* what the policy must not touch now: changes in flight, unresponsive domains */
+    /* what the policy must not touch now: changes in flight, unresponsive domains; also for
+     * domains the previous reading did not have (first pass, spooled changes) */
     for (size_t i = 0; i < e->prev.n_domains; i++) {
         BmPrevDomain *p = &e->prev.domains[i];
-        p->busy = bm_tracker_busy(&e->tracker, p->uuid);
         const BmDomainRecord *rec = bm_counters_find(&e->counters, p->uuid);
+        p->busy = bm_tracker_busy(&e->tracker, p->uuid);
         p->unresponsive = rec && rec->unresponsive;
+    }
+    for (size_t i = 0; i < e->snap.n_domains; i++) {
+        const BmDomain *d = &e->snap.domains[i];
+        const BmDomainRecord *rec = bm_counters_find(&e->counters, d->uuid);
+        bool busy = bm_tracker_busy(&e->tracker, d->uuid), unresp = rec && rec->unresponsive;
+        if (!busy && !unresp)
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < e->prev.n_domains && !known; k++)
+            known = strcmp(e->prev.domains[k].uuid, d->uuid) == 0;
+        if (known)
+            continue;
+        e->prev.domains = bm_reallocarray(e->prev.domains, e->prev.n_domains + 1, sizeof(BmPrevDomain));
+        BmPrevDomain *p = &e->prev.domains[e->prev.n_domains++];
+        *p = (BmPrevDomain){.major_faults = BM_ABSENT, .swap_in_bytes = BM_ABSENT,
+                            .last_update_s = BM_ABSENT, .busy = busy, .unresponsive = unresp};
+        snprintf(p->uuid, sizeof(p->uuid), "%s", d->uuid);
     }
     r = bm_policy_eval(&e->host, &e->snap, &e->prev, e->policy, now_s, &e->plan);
     if (r < 0) {
