@@ -152,6 +152,14 @@ done
 [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] || bm_fail "passes did not resume"
 bm_pass "libvirtd restarted: agent reconnected, libvirt_up 1, passes resumed"
 
+# --- a domain that disappears disappears from /metrics
+metrics | grep -q "domain=\"$dom\"" || bm_fail "domain not in /metrics before undefine"
+bm_virsh destroy "$dom" >/dev/null
+bm_virsh undefine "$dom" >/dev/null
+for _ in $(seq 40); do metrics | grep -q "domain=\"$dom\"" || break; sleep 0.25; done
+metrics | grep "domain=\"$dom\"" | head -3 && { tail -5 "$work/agent.log"; bm_virsh list --all; bm_fail "series of the undefined domain still in /metrics"; }
+bm_pass "an undefined domain's series disappear from /metrics"
+
 # --- SIGTERM: clean exit within a second
 t0=$(bm_now)
 kill -TERM "$agent"
