@@ -12,6 +12,8 @@
 #include "error.h"
 #include "size.h"
 #include "spool.h"
+#include "qmp.h"
+#include "export.h"
 
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
@@ -162,6 +164,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         BmTracked t = {.change = ch, .rss_before_bytes = rss_before, .rss_after_bytes = BM_ABSENT};
         snprintf(t.name, sizeof(t.name), "%s", name);
         virDomainGetUUIDString(dom, t.uuid);
+        /* the histogram's sg label: this domain's SG verdict now */
+        BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
+        BmFeatureReport rep;
+        _cleanup_free_ char *path = NULL, *qerr = NULL;
+        bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
+        snprintf(t.sg, sizeof(t.sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
         bm_balloon_read_live(dom, &unused, &t.rss_after_bytes);
         if (bm_spool_write(&t) < 0)
             bm_report("set", name, "warning: %s", bm_error_detail(-EIO));

@@ -41,6 +41,7 @@ int bm_spool_write(const BmTracked *t)
     json_object *o = json_object_new_object();
     json_object_object_add(o, "uuid", json_object_new_string(t->uuid));
     json_object_object_add(o, "name", json_object_new_string(t->name));
+    json_object_object_add(o, "sg", json_object_new_string(t->sg));
     json_object_object_add(o, "from_bytes", json_object_new_uint64(t->change.from_bytes));
     json_object_object_add(o, "target_bytes", json_object_new_uint64(t->change.target_bytes));
     json_object_object_add(o, "reached_bytes", json_object_new_uint64(t->change.reached_bytes));
@@ -111,12 +112,20 @@ size_t bm_spool_ingest(BmCounters *c, uint64_t now_s)
         t.change.duration_ns = u64_of(o, "duration_ns");
         t.rss_before_bytes = u64_of(o, "rss_before_bytes");
         t.rss_after_bytes = u64_of(o, "rss_after_bytes");
-        json_object_put(o);
         if (!bm_present(t.change.from_bytes) || !bm_present(t.change.target_bytes) ||
-            !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING)
+            !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING) {
+            json_object_put(o);
             continue;
+        }
+        json_object *sgj;
         const BmDomainRecord *rec = bm_counters_domain(c, t.uuid, t.name);
-        snprintf(t.sg, sizeof(t.sg), "%s", bm_sg_label(rec->sg, rec->features_known));
+        const char *label = bm_sg_label(rec->sg, rec->features_known);
+        if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string) &&
+            (strcmp(json_object_get_string(sgj), "negotiated") == 0 ||
+             strcmp(json_object_get_string(sgj), "not_negotiated") == 0))
+            label = json_object_get_string(sgj);
+        snprintf(t.sg, sizeof(t.sg), "%s", label);
+        json_object_put(o);
         bm_counters_record_change(c, &t, now_s);
         n++;
     }

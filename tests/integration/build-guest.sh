@@ -54,8 +54,17 @@
 #                    checked every SECS seconds
 #   bm.retouch=MIB   after the balloon has been inflated (>= 32 MiB) and
 #                    deflated again (< 4 MiB left), fill a tmpfs with MIB MiB
-#                    again ("bm: retouched MIB MiB" or "... FAILED"): shows
+#                    again ("bm: retouched MIB MiB" or "bm: retouching MIB
+#                    MiB FAILED"): shows
 #                    the guest got its memory back
+#   bm.at=SECS:ACTION[:ARG][,...]  actions run in order in the background,
+#                    each SECS seconds after BALLOONMGR-GUEST-READY (console:
+#                    "bm: at SECS s: ACTION ARG", at the end "bm: at: all
+#                    done"). ACTION: touch:MIB (as bm.touch), frag:MIB (MIB
+#                    MiB of 4 KiB tmpfs files, every other one deleted again:
+#                    MIB/2 MiB of free memory in single pages), rmmod /
+#                    insmod (the balloon driver that was loaded, with its
+#                    parameters), meminfo (MemTotal/MemFree/MemAvailable)
 #
 # Needs root (apt-get, mknod). Never installs a linux-image package: the .deb
 # is downloaded and extracted only.
@@ -292,6 +301,7 @@ sgdriver=0
 sgparams=
 sgstats=0
 retouch_mib=0
+at=
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
@@ -301,9 +311,14 @@ for arg in $(cat /proc/cmdline); do
         bm.sgparams=*)  sgparams=${arg#bm.sgparams=} ;;
         bm.sgstats=*)   sgstats=${arg#bm.sgstats=} ;;
         bm.retouch=*)   retouch_mib=${arg#bm.retouch=} ;;
+        bm.at=*)        at=${arg#bm.at=} ;;
     esac
 done
 echo "bm: guest kernel $(uname -r) up; cmdline: $(cat /proc/cmdline)"
+
+balloon_mod=
+balloon_ko=
+balloon_params=
 
 while read -r mod kind; do
     if [ "$mod" = virtio_balloon ] && [ "$noballoon" = 1 ]; then
@@ -332,6 +347,9 @@ while read -r mod kind; do
     # shellcheck disable=SC2086  # params: word splitting wanted
     if insmod "$ko" $params; then
         echo "bm: module $mod loaded ($ko${params:+ $params})"
+        case "$mod" in
+            virtio_balloon*) balloon_mod=$mod; balloon_ko=$ko; balloon_params=$params ;;
+        esac
     else
         echo "bm: module $mod FAILED to load ($ko)"
     fi
@@ -350,9 +368,9 @@ if [ "$sgdriver" = 1 ]; then
     f=$(sgstats_file) && sed 's/^/bm: sg_stats: /' "$f"
 fi
 
-# touch_mem MIB VERB: write MIB MiB of zeroes into a tmpfs (page cache pages
-# get written, so they become resident in the QEMU process), then free them
-# again; prints "bm: VERB MIB MiB" or "bm: ... FAILED".
+# touch_mem MIB DONE FAILED: write MIB MiB of zeroes into a tmpfs (page cache
+# pages get written, so they become resident in the QEMU process), then free
+# them again; prints "bm: DONE MIB MiB" or "bm: FAILED MIB MiB FAILED".
 touch_mem() {
     mkdir -p /mnt/touch
     if mount -t tmpfs -o size=$(($1 + 16))m tmpfs /mnt/touch &&
@@ -363,7 +381,7 @@ touch_mem() {
     else
         rm -f /mnt/touch/fill
         umount /mnt/touch 2>/dev/null
-        echo "bm: $2 $1 MiB FAILED"
+        echo "bm: $3 $1 MiB FAILED"
     fi
 }
 
@@ -371,7 +389,7 @@ case "$touch_mib" in
     ''|*[!0-9]*) echo "bm: bad bm.touch=$touch_mib, ignored"; touch_mib=0 ;;
 esac
 if [ "$touch_mib" -gt 0 ]; then
-    touch_mem "$touch_mib" touched
+    touch_mem "$touch_mib" touched touching
 fi
 
 memtotal_kib() { awk '/^MemTotal:/ { print $2 }' /proc/meminfo; }
@@ -396,7 +414,7 @@ if [ "$retouch_mib" -gt 0 ]; then
         echo "bm: retouch: balloon inflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
         while [ "$(balloon_kib "$base")" -ge 4096 ]; do sleep 1; done
         echo "bm: retouch: balloon deflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
-        touch_mem "$retouch_mib" retouched
+        touch_mem "$retouch_mib" retouched retouching
     ) &
 fi
 
@@ -414,6 +432,56 @@ if [ "$sgstats" -gt 0 ] && [ "$sgdriver" = 1 ]; then
             fi
             sleep "$sgstats"
         done
+    ) &
+fi
+
+# frag_mem MIB: MIB MiB of 4 KiB files in a tmpfs, then every other one
+# deleted: the guest's free memory gets MIB/2 MiB of isolated free pages.
+frag_mem() {
+    local n=$(($1 * 256))
+    mkdir -p /mnt/frag
+    if mount -t tmpfs -o size=$(($1 + 16))m,nr_inodes=$((n + 1024)) tmpfs /mnt/frag &&
+       awk -v n="$n" 'BEGIN { s = sprintf("%4096s", ""); for (i = 0; i < n; i++) {
+                          f = "/mnt/frag/" i; printf "%s", s > f; close(f) } }' &&
+       (cd /mnt/frag && rm -f -- *[02468]); then
+        echo "bm: fragmented $1 MiB: $(ls /mnt/frag | wc -l) of $n 4 KiB files kept"
+    else
+        echo "bm: fragmenting $1 MiB FAILED"
+    fi
+}
+
+run_action() {
+    case "$1" in
+        touch)   touch_mem "$2" "at: touched" "at: touching" ;;
+        frag)    frag_mem "$2" ;;
+        rmmod)   if [ -n "$balloon_mod" ] && rmmod "$balloon_mod"; then
+                     echo "bm: at: $balloon_mod unloaded"
+                 else
+                     echo "bm: at: rmmod $balloon_mod FAILED"
+                 fi ;;
+        insmod)  # shellcheck disable=SC2086
+                 if [ -n "$balloon_ko" ] && insmod "$balloon_ko" $balloon_params; then
+                     echo "bm: at: $balloon_mod loaded again"
+                 else
+                     echo "bm: at: insmod $balloon_ko FAILED"
+                 fi ;;
+        meminfo) echo "bm: at: meminfo $(awk '/^(MemTotal|MemFree|MemAvailable):/ { printf "%s %s kB ", $1, $2 }' /proc/meminfo)" ;;
+        *)       echo "bm: at: unknown action '$1'" ;;
+    esac
+}
+if [ -n "$at" ]; then
+    (
+        start=$(cut -d. -f1 /proc/uptime)
+        for item in $(echo "$at" | tr ',' ' '); do
+            secs=${item%%:*}; rest=${item#*:}; act=${rest%%:*}; arg=
+            [ "$rest" != "$act" ] && arg=${rest#*:}
+            case "$secs" in ''|*[!0-9]*) echo "bm: at: bad item '$item'"; continue ;; esac
+            wait_s=$((start + secs - $(cut -d. -f1 /proc/uptime)))
+            [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+            echo "bm: at $secs s: $act${arg:+ $arg}"
+            run_action "$act" "$arg"
+        done
+        echo "bm: at: all done"
     ) &
 fi
 
