@@ -90,16 +90,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     (void)version;
     (void)upload_data;
     BmHttp *h = cls;
-    /* refuse request bodies: the first call only sets up */
+    /* refuse request bodies: the first call only sets up; a body is read and dropped, and
+     * refused once all of it is in (MHD takes no response while a body is arriving: queueing
+     * one then fails and MHD drops the connection without an answer) */
+    static int marker, had_body;
     if (*con_cls == NULL) {
-        static int marker;
         *con_cls = &marker;
         return MHD_YES;
     }
     if (*upload_size) {
         *upload_size = 0;
-        return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "no body allowed\n", 16, false);
+        *con_cls = &had_body;
+        return MHD_YES;
     }
+    if (*con_cls == &had_body)
+        return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "no body allowed\n", 16, false);
     bool get = strcmp(method, "GET") == 0, head = strcmp(method, "HEAD") == 0;
     bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0;
     if (!known)

@@ -385,7 +385,9 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             if (k->role == ROLE_GIVE_PROTECTED)
                 say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
                     gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
-                    sz(gp->swap_in_rate < 0 ? 0 : (uint64_t)gp->swap_in_rate));
+                    sz(gp->swap_in_rate < 0       ? 0
+                       : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
+                                                   : BM_ABSENT - 1)); /* guest-reported */
             else
                 say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes),
                     sz(k->keep_free));
@@ -435,10 +437,11 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
                     sz(gp->headroom_bytes), sz(k->keep_free));
             break;
         }
-        /* safety net: never below the floor, never above the maximum */
-        if (x->target_bytes < x->floor_bytes)
+        /* safety net: a target set is never below the floor, never above the maximum (one
+         * left alone stays where it is, even above the maximum) */
+        if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
             x->target_bytes = x->floor_bytes;
-        if (x->target_bytes > x->max_bytes)
+        if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
             x->target_bytes = x->max_bytes;
         if (x->target_bytes == cur)
             x->action = BM_ACT_NONE;

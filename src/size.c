@@ -69,9 +69,13 @@ static int parse_magnitude(const char *s, uint64_t default_scale, bool allow_per
             return bm_error(-EINVAL, "a percentage is not allowed here");
         if (p[1])
             return bm_error(-EINVAL, "unexpected '%s' after '%%'", p + 1);
-        /* percent_of * (whole + frac/frac_div) / 100, in 128 bits to avoid overflow */
-        unsigned __int128 v = (unsigned __int128)percent_of * whole * frac_div +
-                              (unsigned __int128)percent_of * frac;
+        /* percent_of * (whole + frac/frac_div) / 100, in 128 bits; a percentage so large
+         * that even those overflow is too large, not wrapped into a plausible size */
+        unsigned __int128 v;
+        if (__builtin_mul_overflow((unsigned __int128)percent_of * whole,
+                                   (unsigned __int128)frac_div, &v) ||
+            __builtin_add_overflow(v, (unsigned __int128)percent_of * frac, &v))
+            return bm_error(-ERANGE, "too large");
         v /= (unsigned __int128)frac_div * 100;
         if (v > UINT64_MAX)
             return bm_error(-ERANGE, "too large");
