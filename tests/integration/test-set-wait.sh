@@ -85,9 +85,9 @@ echo "$result" | jq -e '.direction == "deflate" and .reached_bytes == 536870912'
     bm_fail "100%: not a deflate back to 512 MiB"
 bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" | jq .duration_s) s)"
 
-# Relative sizes on a real guest, text output
+# Relative sizes on a real guest, text output (reached within the 1 MiB tolerance)
 out=$("$BM" -c "$BM_URI" set "$dom" -128M --wait) || bm_fail "set -128M --wait failed"
 echo "$out"
-echo "$out" | grep -q "^$dom: inflate from 512 MiB to target 384 MiB: reached 384 MiB after" ||
+echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
     bm_fail "set -128M output"
 bm_pass "relative inflate with text output"
