@@ -1,8 +1,9 @@
 /* Fuzzes the metrics endpoint (src/http.h): bm_http_parse_listen on the input, and the input
  * sent as a raw HTTP request to a server started once (bm_http_start on a free loopback port
- * in LLVMFuzzerInitialize). An answer must be HTTP and complete within a deadline, and after
- * every input the server must still answer a scrape on another connection. libmicrohttpd itself is
- * not instrumented, so coverage guides only our handler; the request path is a robustness check.
+ * in LLVMFuzzerInitialize). An answer must be HTTP and complete within a deadline; a complete,
+ * well-formed request must get one; and after every input the server must still answer a
+ * scrape on another connection. libmicrohttpd itself is not instrumented, so coverage guides
+ * only our handler: the request path is a robustness check.
  * BM_FUZZ_HTTP_SERVER=0 skips the server (only the listen parser is fuzzed); when the server
  * cannot start (no loopback), the request path is skipped with a note. */
 #define _GNU_SOURCE /* strcasestr, memmem */
