@@ -182,6 +182,15 @@ static int pass(BmEngine *e, const RunOptions *o)
  * observed, then write/push the metrics and save the state with the counters. */
 static int finish_once(BmEngine *e, const RunOptions *o, int ret)
 {
+    /* the changes this pass made, by UUID: the refresh below replaces the snapshot the plan's
+     * indices refer to */
+    size_t n_applied = 0;
+    _cleanup_free_ char(*applied)[VIR_UUID_STRING_BUFLEN] =
+        bm_malloc0((e->plan.n_decisions + 1) * VIR_UUID_STRING_BUFLEN);
+    for (size_t k = 0; e->have_plan && k < e->plan.n_decisions; k++)
+        if (e->applied[k].applied)
+            memcpy(applied[n_applied++], e->snap.domains[k].uuid, VIR_UUID_STRING_BUFLEN);
+
     if (!o->dry_run && e->tracker.n_items) {
         size_t left = bm_engine_wait(e, e->policy->apply_timeout_s);
         if (left)
@@ -192,17 +201,13 @@ static int finish_once(BmEngine *e, const RunOptions *o, int ret)
             bm_report("run", NULL, "cannot read the domains after the changes: %s",
                       bm_error_detail(-EIO));
     }
-    if (!o->dry_run && !o->json) {
-        for (size_t i = 0; i < e->counters.n_domains; i++) {
-            const BmDomainRecord *d = &e->counters.domains[i];
-            for (size_t k = 0; k < e->plan.n_decisions; k++)
-                if (e->applied[k].applied && strcmp(e->snap.domains[k].uuid, d->uuid) == 0 &&
-                    d->last_duration_s >= 0)
-                    printf("%s: %s %s in %.3f s%s\n", d->name,
-                           d->last_direction == BM_DIR_INFLATE ? "inflate" : "deflate",
-                           d->unresponsive ? "did not complete (stalled or timed out)" : "ended",
-                           d->last_duration_s, "");
-        }
+    for (size_t i = 0; !o->dry_run && !o->json && i < n_applied; i++) {
+        const BmDomainRecord *d = bm_counters_find(&e->counters, applied[i]);
+        if (d && d->last_duration_s >= 0)
+            printf("%s: %s %s in %.3f s\n", d->name,
+                   d->last_direction == BM_DIR_INFLATE ? "inflate" : "deflate",
+                   d->unresponsive ? "did not complete (stalled or timed out)" : "ended",
+                   d->last_duration_s);
     }
     if (o->textfile_dir || o->push_url) {
         _cleanup_free_ char *text = bm_engine_render(e, true);
