@@ -80,10 +80,8 @@ static int check_property(virConnectPtr conn, virDomainPtr self, bool self_activ
             bool has = false;
             r = bm_qmp_device_has_property(dom, type, prop, &has);
             if (r < 0) {
-                char cause[512];
-                snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-                return bm_error(r, "cannot ask QEMU %s (domain '%s') about '%s': %s", emulator,
-                                names[i], prop, cause);
+                return bm_error_prefix(r, "cannot ask QEMU %s (domain '%s') about '%s'",
+                                       emulator, names[i], prop);
             }
             if (!has)
                 return bm_error(-ENOTSUP,

@@ -81,9 +81,7 @@ int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn)
     virConnectPtr c = readonly ? virConnectOpenReadOnly(uri) : virConnectOpen(uri);
     if (!c) {
         int r = bm_conn_error(NULL);
-        char cause[512];
-        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-        return bm_error(r, "cannot connect to '%s': %s", uri ? uri : "(libvirt default)", cause);
+        return bm_error_prefix(r, "cannot connect to '%s'", uri ? uri : "(libvirt default)");
     }
     *ret_conn = c;
     return 0;

@@ -105,9 +105,7 @@ static int read_view(BmEngine *e)
     int r = bm_hostmem_read(e->proc_dir, &host);
     if (r < 0) {
         e->counters.errors[BM_ERR_HOST]++;
-        char cause[512];
-        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-        return bm_error(r, "host memory: %s", cause);
+        return bm_error_prefix(r, "host memory");
     }
     e->host = host;
     e->have_host = true;

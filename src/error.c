@@ -15,6 +15,17 @@ int bm_error(int err, const char *fmt, ...)
     return err;
 }
 
+int bm_error_prefix(int err, const char *fmt, ...)
+{
+    char cause[sizeof(detail)], context[sizeof(detail)];
+    snprintf(cause, sizeof(cause), "%s", bm_error_detail(err));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof(context), fmt, ap);
+    va_end(ap);
+    return bm_error(err, "%s: %s", context, cause);
+}
+
 const char *bm_error_detail(int err)
 {
     if (detail[0])

@@ -5,6 +5,10 @@
 /* Sets the detail (printf-style). Returns -err so callers can `return bm_error(-EINVAL, ...)`. */
 int bm_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Puts context before the current detail: "CONTEXT: DETAIL" (context printf-style).
+ * Returns err. */
+int bm_error_prefix(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The last detail set in this thread, or a generic text for the errno if none was set.
  * The string stays valid until the next bm_error() in this thread. */
 const char *bm_error_detail(int err);

@@ -112,9 +112,7 @@ int bm_hostmem_read(const char *proc_dir, BmHost *ret)
         return bm_error(r, "%s: %s", path, strerror(-r));
     r = bm_hostmem_parse_meminfo(buf, ret);
     if (r < 0) {
-        char cause[256];
-        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-        return bm_error(r, "%s: %s", path, cause);
+        return bm_error_prefix(r, "%s", path);
     }
 
     snprintf(path, sizeof(path), "%s/pressure/memory", dir);

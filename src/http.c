@@ -131,9 +131,7 @@ int bm_http_start(const char *listen, BmHttp **ret)
     unsigned len;
     int r = bm_http_parse_listen(listen, &addr, &len);
     if (r < 0) {
-        char cause[256];
-        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-        return bm_error(r, "--listen '%s': %s", listen, cause);
+        return bm_error_prefix(r, "--listen '%s'", listen);
     }
     BmHttp *h = bm_malloc0(sizeof(*h));
     pthread_mutex_init(&h->lock, NULL);

@@ -246,9 +246,7 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
             int r = bm_conn_lookup(conn, names[i], &doms[i]);
             if (r < 0) {
                 char buf[256];
-                char cause[512];
-                snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-                return bm_error(r, "'%s': %s", bm_printable(names[i], buf, sizeof(buf)), cause);
+                return bm_error_prefix(r, "'%s'", bm_printable(names[i], buf, sizeof(buf)));
             }
         }
     }

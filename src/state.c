@@ -295,9 +295,7 @@ int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters)
     buf[got] = '\0';
     int r = bm_state_parse(buf, ret, counters);
     if (r < 0) {
-        char cause[256];
-        snprintf(cause, sizeof(cause), "%s", bm_error_detail(r));
-        return bm_error(r, "%s: %s", path, cause);
+        return bm_error_prefix(r, "%s", path);
     }
     return 0;
 }
