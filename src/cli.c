@@ -75,3 +75,12 @@ int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s)
     *ret_s = (unsigned)v;
     return 0;
 }
+
+bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, const char *hint)
+{
+    if (!g->readonly)
+        return true;
+    bm_report(verb, NULL, "%s needs a read-write connection (-r/--readonly given)%s%s", what,
+              hint ? "; " : "", hint ? hint : "");
+    return false;
+}

@@ -14,6 +14,7 @@ enum {
 
 typedef struct {
     const char *uri; /* -c/--connect, else $BALLOONMGR_URI, else NULL */
+    bool readonly;   /* -r/--readonly: libvirt's read-only socket, never change anything */
 } BmGlobal;
 
 typedef struct {
@@ -44,6 +45,10 @@ void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f);
 char **bm_cli_protect_negative(int argc, char **argv);
 void bm_cli_free_protected(char **copy);
 const char *bm_cli_unprotect(const char *arg);
+
+/* For verbs that change domains: under -r/--readonly reports "VERB: WHAT needs a read-write
+ * connection (-r/--readonly given)" (and "; HINT") and returns false (the caller exits BM_EXIT_USAGE). */
+bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, const char *hint);
 
 /* Parses a whole number of seconds (0 .. max_s) from an option. Returns 0 or -EINVAL. */
 int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);

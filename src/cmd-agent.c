@@ -121,7 +121,7 @@ static void disconnect(Agent *a)
 static bool try_connect(Agent *a)
 {
     virConnectPtr c = NULL;
-    int r = bm_conn_open(a->g->uri, false, &c);
+    int r = bm_conn_open(a->g->uri, a->g->readonly, &c);
     if (r < 0) {
         bm_report("agent", NULL, "%s; retrying in %u s", bm_error_detail(r), a->backoff_s);
         a->e.counters.errors[BM_ERR_LIBVIRT]++;
@@ -201,16 +201,21 @@ static int run(const BmGlobal *g, int argc, char **argv)
     pthread_t ev;
     pthread_create(&ev, NULL, event_loop, NULL);
 
-    if (bm_spool_create() < 0)
+    /* monitoring only (-r): read-only libvirt socket, no monitor, no spool, nothing written */
+    bool monitor_only = g->readonly;
+    if (!monitor_only && bm_spool_create() < 0)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
                   bm_error_detail(-EIO));
     bm_engine_init(&a.e);
     a.e.policy = pol;
     a.e.proc_dir = proc_dir;
-    a.e.dry_run = dry_run;
+    a.e.dry_run = dry_run || monitor_only;
+    a.e.probe_features = !monitor_only;
     a.e.cache_xml = true;
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s\n", listen,
-            pol->path, pol->interval_s);
+    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s%s\n", listen,
+            pol->path, pol->interval_s,
+            monitor_only ? ", monitoring only (read-only connection, no changes)"
+            : a.e.dry_run ? ", dry run (no changes)" : "");
     publish(&a);
 
     uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0;
@@ -278,7 +283,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 atomic_store(&conn_lost, 1);
             publish(&a);
         }
-        if (now - last_spool >= REFRESH_MIN_MS * ms) {
+        if (!monitor_only && now - last_spool >= REFRESH_MIN_MS * ms) {
             last_spool = now;
             if (bm_spool_ingest(&a.e.counters, bm_now_real_ns() / 1000000000ull) > 0) {
                 atomic_store(&view_dirty, 1);

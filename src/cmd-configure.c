@@ -154,6 +154,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_USAGE;
     }
 
+    if (!bm_cli_writable(g, "configure", "changing a domain", NULL))
+        return BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
     int r = bm_conn_open(g->uri, false, &conn);

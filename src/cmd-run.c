@@ -287,6 +287,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_USAGE;
     }
 
+    if (!o.dry_run && !bm_cli_writable(g, "run", "changing balloons", "use --dry-run"))
+        return BM_EXIT_USAGE;
     if ((o.textfile_dir || o.push_url) && !o.once) {
         bm_report("run", NULL, "--textfile and --push go with --once (the agent serves /metrics)");
         return BM_EXIT_USAGE;

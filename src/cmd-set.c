@@ -119,6 +119,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
     const char *name = bm_cli_unprotect(args[optind]);
     const char *size = bm_cli_unprotect(args[optind + 1]);
+    if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
+        goto out;
 
     r = bm_conn_open(g->uri, false, &conn);
     if (r < 0) {

@@ -191,9 +191,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
     /* SG needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    bool readonly = false;
-    int r = bm_conn_open(g->uri, false, &conn);
-    if (r == -EACCES) {
+    bool readonly = g->readonly;
+    int r = bm_conn_open(g->uri, readonly, &conn);
+    if (r == -EACCES && !readonly) {
         readonly = true;
         r = bm_conn_open(g->uri, true, &conn);
     }

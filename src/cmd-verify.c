@@ -186,6 +186,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
         }
     }
 
+    /* libvirt lets only read-write connections use the QEMU monitor */
+    if (!bm_cli_writable(g, "verify", "asking the QEMU monitor", "'status' works read-only"))
+        return BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     int r = bm_conn_open(g->uri, false, &conn);
     if (r < 0) {

@@ -18,7 +18,7 @@ static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_s
 
 static void usage(FILE *f)
 {
-    fputs("Usage: balloonmgr [-c URI] VERB [OPTIONS] [ARGS]\n\n"
+    fputs("Usage: balloonmgr [-c URI] [-r] VERB [OPTIONS] [ARGS]\n\n"
           "Manage virtio-balloon memory of libvirt domains.\n\n"
           "Verbs:\n",
           f);
@@ -27,6 +27,8 @@ static void usage(FILE *f)
     fputs("\nGlobal options:\n"
           "  -c, --connect URI  libvirt connection URI (default: $BALLOONMGR_URI, else\n"
           "                     libvirt's default)\n"
+          "  -r, --readonly     monitoring only: libvirt's read-only socket; verbs that\n"
+          "                     change domains are refused, the agent only exports\n"
           "  -h, --help         show this help ('balloonmgr VERB --help' for a verb)\n"
           "  -V, --version      print the version\n"
           "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met.\n"
@@ -38,15 +40,18 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"connect", required_argument, NULL, 'c'},
+        {"readonly", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
     };
     const char *uri = NULL;
+    bool readonly = false;
     int c;
-    while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+c:rhV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': uri = optarg; break;
+        case 'r': readonly = true; break;
         case 'h': usage(stdout); return BM_EXIT_OK;
         case 'V': puts("balloonmgr " BM_VERSION); return BM_EXIT_OK;
         default: usage(stderr); return BM_EXIT_USAGE;
@@ -72,7 +77,7 @@ int main(int argc, char **argv)
         bm_report(NULL, NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    BmGlobal g = {.uri = bm_conn_default_uri(uri)};
+    BmGlobal g = {.uri = bm_conn_default_uri(uri), .readonly = readonly};
     int vargc = argc - optind;
     char **vargv = argv + optind;
     optind = 0; /* restart getopt for the verb (0 also resets GNU getopt's state) */

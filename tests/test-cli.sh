@@ -37,6 +37,16 @@ expect 1 "cannot connect to 'test:///nonexistent/file.xml'" -- -c test:///nonexi
 BALLOONMGR_URI=$DEMO "$BM" list >"$out" 2>"$err"; ok $? "\$BALLOONMGR_URI is used"
 [ "$(cat "$out")" = "$(printf 'build1\ncache1\ndb1\nweb1\nweb2')" ]; ok $? "list: running domains, sorted"
 
+# --- -r/--readonly: reading works, changing is refused before connecting
+expect 0 "" -- -c "$DEMO" -r status --json web1
+jq -e '.domains[0].current_bytes == 3221225472' "$out" >/dev/null; ok $? "-r status reads web1"
+expect 2 "set: setting a balloon target needs a read-write connection (-r/--readonly given)" -- -c "$DEMO" -r set web1 2G
+expect 2 "configure: changing a domain needs a read-write connection" -- -c "$DEMO" --readonly configure web1 --stats-period 5
+expect 2 "verify: asking the QEMU monitor needs a read-write connection (-r/--readonly given); 'status' works read-only" -- -c "$DEMO" -r verify
+expect 2 "run: changing balloons needs a read-write connection (-r/--readonly given); use --dry-run" -- -c "$DEMO" -r run --once
+expect 0 "" -- -c "$DEMO" -r run --once --dry-run --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc"
+grep -q "dry run" "$out"; ok $? "-r run --once --dry-run plans"
+
 # --- list
 expect 0 "" -- -c "$DEMO" list --all
 [ "$(wc -l <"$out")" -eq 7 ]; ok $? "list --all: all seven"

@@ -145,6 +145,43 @@ _bm_start_one() {
     bm_log "$name started, pid $pid"
 }
 
+# _bm_start_polkit: libvirt asks polkit (over the system bus) whether a
+# non-root client may use a socket: the read-only socket is open to any local
+# user by libvirt's polkit policy (org.libvirt.unix.monitor, allow_any), the
+# read-write one is not. Without a system bus (a container without systemd)
+# libvirtd refuses every non-root client, so the monitoring-only mode could not
+# be tested as it runs on a host. Starts dbus-daemon --system and polkitd when
+# they do not run (before libvirtd: libvirt connects to the bus once), records
+# them like the daemons. BM_POLKIT=0 disables this.
+_bm_start_polkit() {
+    local pid i polkitd=/usr/lib/polkit-1/polkitd
+    [ "${BM_POLKIT:-1}" = 1 ] && command -v dbus-daemon >/dev/null && [ -x "$polkitd" ] || return 0
+    if [ -S /run/dbus/system_bus_socket ] && dbus-send --system --print-reply --dest=org.freedesktop.DBus \
+        / org.freedesktop.DBus.GetId >/dev/null 2>&1; then
+        bm_log "system bus already running, leaving it alone"
+    else
+        mkdir -p /run/dbus
+        rm -f /run/dbus/pid /run/dbus/system_bus_socket    # stale: no bus answers on it
+        pid=$(dbus-daemon --system --fork --print-pid) || bm_fail "'dbus-daemon --system' failed"
+        echo "dbus-daemon $pid" >>"$(_bm_owner_file)"
+        bm_log "dbus-daemon --system started, pid $pid"
+    fi
+    pid=$(pgrep -x polkitd | head -n1 || true)
+    if [ -n "$pid" ]; then
+        bm_log "polkitd already running (pid $pid), leaving it alone"
+        return 0
+    fi
+    "$polkitd" --no-debug </dev/null >/dev/null 2>&1 &
+    pid=$!
+    for ((i = 0; i < 50; i++)); do
+        dbus-send --system --print-reply --dest=org.freedesktop.DBus / \
+            org.freedesktop.DBus.GetNameOwner string:org.freedesktop.PolicyKit1 >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    echo "polkitd $pid" >>"$(_bm_owner_file)"
+    bm_log "polkitd started, pid $pid"
+}
+
 # _bm_fix_kvm_perms: libvirt 9.0's QMP probe reports KVM, but its cache
 # validity check (access to /dev/kvm as the QEMU user) fails while /dev/kvm
 # is not read/writable by libvirt-qemu, so the capability cache is stale on
@@ -178,6 +215,7 @@ bm_start_daemons() {
         kill -0 "$owner" 2>/dev/null || rm -f "$f"
     done
     _bm_fix_kvm_perms
+    _bm_start_polkit
     _bm_start_one virtlogd
     # A daemon that already answers (libvirtd or a modular virtqemud) is fine.
     if _bm_libvirt_answers; then
@@ -221,6 +259,7 @@ bm_stop_daemons() {
             bm_warn "$name (pid $pid) ignored TERM, sending KILL"
             kill -KILL "$pid" 2>/dev/null || true
         fi
+        [ "$name" = dbus-daemon ] && [ "$(cat /run/dbus/pid 2>/dev/null)" = "$pid" ] && rm -f /run/dbus/pid
     done < <(tac "$f")
     rm -f "$f"
 }
