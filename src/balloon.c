@@ -132,6 +132,33 @@ int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *
     return bm_balloon_read_actual(dom, ret_actual_bytes);
 }
 
+static const char *job_operation_name(int op)
+{
+    static const char *const names[] = {"a libvirt job", "a start", "a save", "a restore",
+                                        "an incoming migration", "an outgoing migration",
+                                        "a snapshot", "a snapshot revert", "a dump", "a backup",
+                                        "a snapshot delete"};
+    return op >= 0 && (size_t)op < BM_ARRAY_SIZE(names) ? names[op] : names[0];
+}
+
+int bm_balloon_job_running(virDomainPtr dom, const char **ret_what)
+{
+    int type = VIR_DOMAIN_JOB_NONE, n = 0, op = VIR_DOMAIN_JOB_OPERATION_UNKNOWN;
+    virTypedParameterPtr params = NULL;
+    *ret_what = NULL;
+    if (BM_LV(virDomainGetJobStats)(dom, &type, &params, &n, 0) < 0) {
+        int r = bm_conn_error(NULL);
+        return r == -ECONNRESET ? r : 0; /* no job API (test driver) or no answer: not busy */
+    }
+    if (params)
+        virTypedParamsGetInt(params, n, VIR_DOMAIN_JOB_OPERATION, &op);
+    virTypedParamsFree(params, n);
+    if (type == VIR_DOMAIN_JOB_NONE || type == VIR_DOMAIN_JOB_COMPLETED)
+        return 0;
+    *ret_what = job_operation_name(op);
+    return 1;
+}
+
 int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config)
 {
     /* one call per side: some drivers (test) refuse LIVE|CONFIG together */

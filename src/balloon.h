@@ -61,6 +61,12 @@ int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *
 
 /* Sets how often the guest reports memory statistics (0 disables), live and/or in the
  * persistent definition. Returns 0 or -errno. */
+/* Whether a long libvirt job (dump, save, migration, snapshot, backup, ...) runs on dom: while
+ * one does, libvirt makes a balloon change wait up to 30 s for the job lock and then fails.
+ * Returns 1 and the job's operation in *ret_what (static string), 0 when none runs or the
+ * driver cannot tell, or -errno (connection lost). */
+int bm_balloon_job_running(virDomainPtr dom, const char **ret_what);
+
 int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config);
 
 /* ---- Tracking changes in flight (agent and timer runs) ----

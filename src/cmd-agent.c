@@ -267,10 +267,13 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 if (r == -ECONNRESET)
                     atomic_store(&conn_lost, 1);
             } else {
-                for (size_t i = 0; i < a.e.plan.n_decisions; i++)
+                for (size_t i = 0; i < a.e.plan.n_decisions; i++) {
+                    if (a.e.applied[i].busy)
+                        bm_report("agent", a.e.plan.decisions[i].name, "%s", a.e.applied[i].error);
                     if (a.e.applied[i].attempted && !a.e.applied[i].applied)
                         bm_report("agent", a.e.plan.decisions[i].name, "%s, skipping domain",
                                   a.e.applied[i].error);
+                }
             }
             atomic_store(&view_dirty, 0);
             last_refresh = now;

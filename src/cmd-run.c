@@ -111,6 +111,7 @@ static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *p
         json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
         json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));
         json_object_object_add(x, "applied", ap[i].attempted ? json_object_new_boolean(ap[i].applied) : NULL);
+        json_object_object_add(x, "busy", json_object_new_boolean(ap[i].busy));
         json_object_object_add(x, "error", ap[i].error[0] ? json_object_new_string(ap[i].error) : NULL);
         json_object_array_add(arr, x);
     }
@@ -149,7 +150,8 @@ static void print_text(const RunOptions *o, const BmPolicy *pol, const BmHost *h
         bm_table_cell(t, "%s", bm_action_name(d->action));
         bm_table_cell(t, "%s", bm_present(d->current_bytes) ? bm_size_format(d->current_bytes, a, sizeof(a)) : "-");
         bm_table_cell(t, "%s", bm_present(d->target_bytes) ? bm_size_format(d->target_bytes, b, sizeof(b)) : "-");
-        bm_table_cell(t, "%s", !ap[i].attempted ? (d->action == BM_ACT_INFLATE || d->action == BM_ACT_DEFLATE ? "dry-run" : "-")
+        bm_table_cell(t, "%s", ap[i].busy ? "busy"
+                               : !ap[i].attempted ? (d->action == BM_ACT_INFLATE || d->action == BM_ACT_DEFLATE ? "dry-run" : "-")
                                : ap[i].applied ? "set" : "FAILED");
         bm_table_cell(t, "%s", d->reason);
     }
@@ -165,11 +167,14 @@ static int pass(BmEngine *e, const RunOptions *o)
         return BM_EXIT_FAILURE;
     }
     int ret = BM_EXIT_OK;
-    for (size_t i = 0; i < e->plan.n_decisions; i++)
+    for (size_t i = 0; i < e->plan.n_decisions; i++) {
+        if (e->applied[i].busy)
+            bm_report("run", e->plan.decisions[i].name, "%s", e->applied[i].error);
         if (e->applied[i].attempted && !e->applied[i].applied) {
             bm_report("run", e->plan.decisions[i].name, "%s, skipping domain", e->applied[i].error);
             ret = BM_EXIT_FAILURE;
         }
+    }
     if (o->json)
         print_json(o, e, e->policy, &e->host, &e->plan, e->applied);
     else

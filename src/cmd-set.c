@@ -148,6 +148,15 @@ static int run(const BmGlobal *g, int argc, char **argv)
         goto out;
     }
 
+    /* libvirt would hold the change up to 30 s for the job lock, then fail */
+    const char *job = NULL;
+    if (bm_balloon_job_running(dom, &job) > 0) {
+        bm_report("set", name, "busy with %s: libvirt lets no balloon change in until it ends; "
+                  "try again then", job);
+        ret = BM_EXIT_FAILURE;
+        goto out;
+    }
+
     BmWaitOptions wo = {.timeout_ms = timeout_s * 1000u,
                         .stall_ms = stall_s * 1000u,
                         .poll_ms = BM_WAIT_DEFAULT_POLL_MS,

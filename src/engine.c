@@ -201,9 +201,18 @@ int bm_engine_pass(BmEngine *e)
         if (d->action != BM_ACT_INFLATE && d->action != BM_ACT_DEFLATE)
             continue;
         BmApplied *a = &e->applied[i];
-        a->attempted = true;
         const BmDomainRecord *rec = bm_counters_domain(&e->counters, sd->uuid, sd->name);
         virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, sd->uuid);
+        /* a domain in a long job would hold the pass for libvirt's 30 s job-lock wait (and then
+         * fail): skip it this pass; it is planned again at the next one */
+        const char *job = NULL;
+        if (dom && bm_balloon_job_running(dom, &job) > 0) {
+            virDomainFree(dom);
+            a->busy = true;
+            snprintf(a->error, sizeof(a->error), "busy with %s: left alone this pass", job);
+            continue;
+        }
+        a->attempted = true;
         r = dom ? bm_tracker_start(&e->tracker, dom, d->current_bytes, d->target_bytes, sd->rss_bytes,
                                    bm_sg_label(rec->sg, rec->features_known))
                 : bm_conn_error("domain gone");

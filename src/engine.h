@@ -17,6 +17,7 @@
 /* What applying one decision did. */
 typedef struct {
     bool attempted, applied;
+    bool busy;        /* not attempted: a long libvirt job runs on the domain (error says which) */
     char error[256];
 } BmApplied;
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Faults on real guests, each with its observable outcome:
+# - a domain busy in a long libvirt job (a live dump into a pipe nobody reads): `set` refuses
+#   it at once instead of libvirt's 30 s job-lock wait; a policy pass skips it ("busy"),
+#   inflates the other guest and ends in seconds; after the job ends the next pass inflates it;
+# - a guest destroyed in the middle of an inflate (its vCPU throttled by a cgroup quota so the
+#   inflate takes long enough to be caught in the middle): the agent counts that change as
+#   failed, the other guest's change reaches its target, the agent keeps serving and passing.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/prom.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+bm_setup
+
+work=$(mktemp -d)
+export BALLOONMGR_RUNTIME_DIR=$work/run
+bm_add_cleanup "rm -rf '$work'"
+
+bm_define_guest busy 512 touch=100
+bm_define_guest free 512 touch=100
+bm_wait_guest_ready busy
+bm_wait_guest_ready free
+busy=$(bm_dom busy) free=$(bm_dom free)
+fresh_stats() {
+    for _ in $(seq 60); do
+        "$BM" -c "$BM_URI" status --json "$@" |
+            jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' \
+                >/dev/null && return 0
+        sleep 1
+    done
+    bm_fail "no fresh guest statistics for $*"
+}
+fresh_stats "$busy" "$free"
+actual() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].current_bytes'; }
+
+cat >"$work/pressure.policy" <<POL
+[host]
+interval = 2s
+reclaim_below = 99%
+target_available = 99.5%
+release_above = 99.9%
+[guest]
+exclude = yes
+[domain "${BM_PREFIX}*"]
+exclude = no
+max_step = 50%
+POL
+
+# ---------------------------------------------------------------- busy in a long job
+mkfifo "$work/dump.fifo"
+sleep 600 <"$work/dump.fifo" &          # opens the pipe, never reads: the dump blocks
+reader=$!
+bm_add_cleanup "kill $reader 2>/dev/null || true"
+bm_virsh dump --live "$busy" "$work/dump.fifo" >"$work/dump.log" 2>&1 &
+dumper=$!
+bm_add_cleanup "kill $dumper 2>/dev/null || true"
+for _ in $(seq 100); do
+    bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Operation: *Dump" && break
+    sleep 0.1
+done
+bm_virsh domjobinfo "$busy" | grep -q "Operation: *Dump" || bm_fail "the dump job did not start"
+bm_log "$busy is busy: $(bm_virsh domjobinfo "$busy" | grep -E 'Job type|Operation' | tr -s ' ' | tr '\n' ' ')"
+
+before_busy=$(actual "$busy")
+t0=$(bm_now)
+set +e
+"$BM" -c "$BM_URI" set "$busy" 300M >/dev/null 2>"$work/err"; rc=$?
+set -e
+took=$(bm_elapsed "$t0")
+cat "$work/err"
+[ "$rc" -eq 1 ] && grep -q "set '$busy': busy with a dump: libvirt lets no balloon change in" "$work/err" ||
+    bm_fail "set on a busy domain: exit $rc, $(cat "$work/err")"
+awk -v t="$took" 'BEGIN { exit !(t < 5) }' || bm_fail "set on a busy domain took $took s"
+bm_pass "set on a domain in a dump job: exit 1 after $took s (libvirt's own wait is 30 s)"
+
+t0=$(bm_now)
+"$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" \
+    >"$work/run1.json" 2>"$work/run1.err" || bm_fail "run --once with a busy domain failed: $(cat "$work/run1.err")"
+took=$(bm_elapsed "$t0")
+cat "$work/run1.err"
+jq -c --arg p "$BM_PREFIX" '.decisions[] | select(.name | startswith($p)) | {name, action, applied, busy, error}' "$work/run1.json"
+jq -e --arg d "$busy" '.decisions[] | select(.name == $d) | .action == "inflate" and .busy and .applied == null
+    and (.error | test("busy with a dump"))' "$work/run1.json" >/dev/null ||
+    bm_fail "the busy domain was not skipped as busy"
+jq -e --arg d "$free" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied' "$work/run1.json" >/dev/null ||
+    bm_fail "the other domain was not inflated"
+grep -q "run '$busy': busy with a dump: left alone this pass" "$work/run1.err" || bm_fail "no busy message"
+[ "$(actual "$busy")" = "$before_busy" ] || bm_fail "the busy domain's balloon moved"
+# the pass itself is the read, the decision and the set calls; run --once then waits for the
+# free guest's inflate (seconds under TCG). Without the job check it would wait 30 s for
+# the busy domain's job lock first.
+awk -v t="$took" 'BEGIN { exit !(t < 20) }' || bm_fail "run --once took $took s with a busy domain"
+bm_pass "pass with a domain in a dump job: skipped as busy, the other inflated, run --once took $took s"
+
+kill "$reader"
+wait "$dumper" 2>/dev/null || true
+for _ in $(seq 100); do
+    bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Job type: *None" && break
+    sleep 0.1
+done
+"$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" \
+    >"$work/run2.json" 2>"$work/run2.err" || bm_fail "run --once after the job failed: $(cat "$work/run2.err")"
+jq -e --arg d "$busy" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied and (.busy | not)' \
+    "$work/run2.json" >/dev/null || bm_fail "the formerly busy domain was not inflated after its job ended"
+bm_pass "after the job ended the next pass inflated $busy"
+
+# ---------------------------------------------------------------- destroyed mid-inflate
+"$BM" -c "$BM_URI" set "$busy" 100% --wait=60 >/dev/null
+"$BM" -c "$BM_URI" set "$free" 100% --wait=60 >/dev/null
+fresh_stats "$busy" "$free"
+victim=$busy
+# 5% of a CPU: the guest still reports its statistics, an inflate of 256 MiB takes ~10 s
+bm_virsh schedinfo "$victim" --live vcpu_quota=5000 vcpu_period=100000 >/dev/null ||
+    bm_fail "cannot throttle $victim (cgroup cpu controller?)"
+port=$(bm_prom_free_port)
+"$BM" -c "$BM_URI" agent --policy "$work/pressure.policy" --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+agent=$!
+bm_add_cleanup "kill $agent 2>/dev/null || true"
+metrics() { curl -sf "127.0.0.1:$port/metrics"; }
+max=$((512 * 1024))
+caught=""
+for _ in $(seq 300); do
+    a=$(bm_memstat "$victim" actual 2>/dev/null || echo "$max")
+    if [ "$a" -lt $((max - 16 * 1024)) ]; then caught=$a; break; fi
+    sleep 0.1
+done
+[ -n "$caught" ] || bm_fail "the agent never started inflating $victim"
+bm_virsh destroy "$victim" >/dev/null
+bm_log "destroyed $victim with its balloon at $((caught / 1024)) MiB of 512 on its way down"
+value() { metrics | awk -v k="$1" '$1 == k { print $2 }'; }
+for _ in $(seq 100); do
+    [ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="failed"}')" = 1 ] && break
+    sleep 0.1
+done
+metrics | grep '^balloonmgr_balloon_changes_total' || true
+[ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="failed"}')" = 1 ] ||
+    bm_fail "the destroyed guest's inflate was not counted as failed"
+for _ in $(seq 300); do
+    [ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"}')" -ge 1 ] && break
+    sleep 0.1
+done
+[ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"}')" -ge 1 ] ||
+    bm_fail "the other guest's inflate did not reach its target"
+[ "$(bm_memstat "$free" actual)" -lt "$max" ] || bm_fail "the other guest was not inflated"
+passes=$(value balloonmgr_passes_total)
+for _ in $(seq 50); do [ "$(value balloonmgr_passes_total)" -gt "$passes" ] && break; sleep 0.2; done
+[ "$(value balloonmgr_passes_total)" -gt "$passes" ] || bm_fail "passes stopped after the destroy"
+kill -0 "$agent" || bm_fail "the agent died"
+cat "$work/agent.log"
+bm_pass "guest destroyed mid-inflate: its change failed, the other reached its target, passes go on"
