@@ -119,6 +119,23 @@ static xmlNodePtr child(xmlNodePtr parent, const char *name)
     return NULL;
 }
 
+/* The balloon device as the editor's "/domain/devices/memballoon" finds it: the first
+ * <memballoon> in document order under any <devices> of the <domain>, all in no namespace
+ * (libvirt reads every <devices> element and allows one balloon). */
+static xmlNodePtr memballoon(xmlNodePtr root)
+{
+    if (!root || root->ns)
+        return NULL;
+    for (xmlNodePtr d = root->children; d; d = d->next) {
+        if (d->type != XML_ELEMENT_NODE || d->ns || strcmp((const char *)d->name, "devices") != 0)
+            continue;
+        for (xmlNodePtr c = d->children; c; c = c->next)
+            if (c->type == XML_ELEMENT_NODE && !c->ns && strcmp((const char *)c->name, "memballoon") == 0)
+                return c;
+    }
+    return NULL;
+}
+
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 {
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,
@@ -136,7 +153,7 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 
     ret->min_guarantee_bytes = scaled_element(child(child(root, "memtune"), "min_guarantee"));
 
-    xmlNodePtr mb = child(child(root, "devices"), "memballoon");
+    xmlNodePtr mb = memballoon(root);
     if (!mb)
         return 0;
     copy_prop(mb, "model", ret->model, sizeof(ret->model));

@@ -44,6 +44,17 @@ int main(void)
            c.stats_period_s == -1,
        "unreadable stats period is -1, not 0");
 
+    /* the balloon the editor edits (first /domain/devices/memballoon): libvirt reads every
+     * <devices>, and elements in another namespace are not libvirt's */
+    ok(bm_domxml_parse_balloon("<domain><devices><disk/></devices><devices>"
+                               "<memballoon model='virtio' autodeflate='on'/></devices></domain>",
+                               &c) == 0 && c.present && c.autodeflate == BM_TRI_ON,
+       "memballoon in a second <devices> is found");
+    ok(bm_domxml_parse_balloon("<domain xmlns:x='urn:x'><devices><x:memballoon model='virtio'/>"
+                               "<memballoon model='virtio' freePageReporting='on'/></devices></domain>",
+                               &c) == 0 && c.free_page_reporting == BM_TRI_ON,
+       "memballoon in another namespace is not libvirt's");
+
     bm_error_clear();
     ok(bm_domxml_parse_balloon("<domain><devices>", &c) == -EINVAL, "truncated XML refused");
     is_str(bm_error_detail(-EINVAL), "domain XML is not well-formed", "with a reason");
