@@ -998,44 +998,10 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
     return 0;
 }
 
-/* The whole file as a string (up to the first NUL, if any). */
-static int read_text(const char *path, char **ret)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t cap = 4096, n = 0;
-    char *buf = bm_malloc0(cap);
-    for (;;) {
-        if (cap - n < 2) {
-            if (cap >= POLICY_MAX_BYTES) {
-                free(buf);
-                fclose(f);
-                return -EFBIG;
-            }
-            cap *= 2;
-            buf = bm_reallocarray(buf, cap, 1);
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        return -err;
-    }
-    buf[n] = '\0';
-    *ret = buf;
-    return 0;
-}
-
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
 {
     _cleanup_free_ char *text = NULL;
-    int r = read_text(path, &text);
+    int r = bm_read_file(path, POLICY_MAX_BYTES, &text);
     if (r < 0) {
         if (ret)
             *ret = NULL;

@@ -135,3 +135,36 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b)
         }
     return d[na][nb];
 }
+
+int bm_read_file(const char *path, size_t max_bytes, char **ret)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    size_t cap = 4096, n = 0;
+    char *buf = bm_malloc0(cap);
+    for (;;) {
+        if (cap - n < 2) {
+            if (cap >= max_bytes) {
+                free(buf);
+                fclose(f);
+                return -EFBIG;
+            }
+            cap *= 2;
+            buf = bm_reallocarray(buf, cap, 1);
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        return -err;
+    }
+    buf[n] = '\0';
+    *ret = buf;
+    return 0;
+}
