@@ -13,6 +13,9 @@
 #define WEBCONFIG_MAX_BYTES (1024u * 1024)
 #define PEM_MAX_BYTES (1024u * 1024)
 #define QUOTE_MAX 64
+/* deeper collections are refused before libyaml's document loader sees them: its scanner
+ * takes time quadratic in the depth of flow collections ("[[[[...") */
+#define MAX_DEPTH 32
 
 typedef struct {
     unsigned line, col, seq;
@@ -448,6 +451,38 @@ static void yaml_error_position(const yaml_parser_t *p, const char *text, unsign
     }
 }
 
+/* Walks the events of text: 0 when no collection is nested deeper than MAX_DEPTH (or on a
+ * syntax error, which the loader then reports), else -1 and where. Stops at the first
+ * collection too deep, so the time is linear. */
+static int check_depth(const char *text, unsigned *ret_line, unsigned *ret_col)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        abort(); /* out of memory */
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
+    int depth = 0, r = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev))
+            break;
+        yaml_event_type_t type = ev.type;
+        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_DEPTH) {
+                *ret_line = (unsigned)ev.start_mark.line + 1;
+                *ret_col = (unsigned)ev.start_mark.column + 1;
+                r = -1;
+            }
+        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        yaml_event_delete(&ev);
+        if (r < 0 || type == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&p);
+    return r;
+}
+
 void bm_webconfig_free(BmWebConfig *c)
 {
     if (!c)
@@ -480,6 +515,11 @@ int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, ch
     c->http2 = true;
     ps.c = c;
 
+    unsigned deep_line, deep_col;
+    if (check_depth(text, &deep_line, &deep_col) < 0) {
+        add_error(&ps, deep_line, deep_col, "nested more than %d levels deep", MAX_DEPTH);
+        text = ""; /* nothing more to say */
+    }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser))
@@ -565,8 +605,8 @@ static void check_tls_pair(Parser *ps, const BmWebConfig *c)
     bool cert_ok = r >= 0 && n_crts > 0;
     if (!cert_ok)
         add_error(ps, c->cert_line, c->cert_col,
-                  "cert_file '%s': no PEM certificate: %s", c->cert_path,
-                  r < 0 ? tls_reason(r, why, sizeof(why)) : "empty");
+                  "cert_file '%s': not a PEM certificate (gnutls: %s)", c->cert_path,
+                  r < 0 ? tls_reason(r, why, sizeof(why)) : "none found");
     for (unsigned i = 0; i < n_crts; i++)
         gnutls_x509_crt_deinit(crts[i]);
     gnutls_free(crts);
@@ -577,7 +617,7 @@ static void check_tls_pair(Parser *ps, const BmWebConfig *c)
         r = gnutls_x509_privkey_import2(pk, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
         key_ok = r >= 0;
         if (!key_ok)
-            add_error(ps, c->key_line, c->key_col, "key_file '%s': no PEM private key: %s",
+            add_error(ps, c->key_line, c->key_col, "key_file '%s': not a PEM private key (gnutls: %s)",
                       c->key_path, tls_reason(r, why, sizeof(why)));
         gnutls_x509_privkey_deinit(pk);
     }
@@ -589,8 +629,9 @@ static void check_tls_pair(Parser *ps, const BmWebConfig *c)
         abort(); /* out of memory */
     r = gnutls_certificate_set_x509_key_mem2(cred, &cert, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
     if (r < 0)
-        add_error(ps, c->key_line, c->key_col, "key_file '%s' does not go with cert_file '%s': %s",
-                  c->key_path, c->cert_path, tls_reason(r, why, sizeof(why)));
+        add_error(ps, c->key_line, c->key_col,
+                  "key_file '%s' is not the key of cert_file '%s' (gnutls: %s)", c->key_path,
+                  c->cert_path, tls_reason(r, why, sizeof(why)));
     gnutls_certificate_free_credentials(cred);
 }
 
