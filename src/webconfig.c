@@ -113,8 +113,7 @@ static bool is_null(const yaml_node_t *n)
     if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return false;
     const char *s = SCALAR(n);
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-           !strcmp(s, "NULL");
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
 }
 
 /* A scalar's text; NULL (with an error naming what) when n is no string or holds a NUL. */
@@ -275,8 +274,8 @@ static BmTlsVersion get_version(Parser *ps, const yaml_node_t *v, const char *wh
         return BM_TLS_13;
     if (!strcmp(s, "TLS10") || !strcmp(s, "TLS11"))
         add_error(ps, LINE(v), COL(v),
-                  "tls_server_config: %s '%s' is not supported by balloonmgr: TLS12 or TLS13",
-                  what, s);
+                  "tls_server_config: %s '%s' is not supported by balloonmgr: TLS12 or TLS13", what,
+                  s);
     else
         add_error(ps, LINE(v), COL(v),
                   "tls_server_config: %s '%s' is not a TLS version (TLS12 or TLS13)", what,
@@ -407,8 +406,7 @@ static void visit_top(Parser *ps, int i, const yaml_node_t *k, const yaml_node_t
     case 0: /* tls_server_config */
         c->tls = true;
         if (!empty)
-            walk_mapping(ps, v, tls_keys, BM_ARRAY_SIZE(tls_keys), "tls_server_config",
-                         visit_tls);
+            walk_mapping(ps, v, tls_keys, BM_ARRAY_SIZE(tls_keys), "tls_server_config", visit_tls);
         if (!c->cert_line)
             add_error(ps, LINE(k), COL(k), "tls_server_config: cert_file is missing");
         if (!c->key_line)
@@ -576,8 +574,8 @@ char *bm_webconfig_tls_priorities(const BmWebConfig *c)
     int hi = c->max_version ? c->max_version : BM_TLS_13;
     char versions[64] = "";
     for (int v = hi; v >= lo; v--)
-        snprintf(versions + strlen(versions), sizeof(versions) - strlen(versions),
-                 ":+VERS-TLS1.%d", v - 10);
+        snprintf(versions + strlen(versions), sizeof(versions) - strlen(versions), ":+VERS-TLS1.%d",
+                 v - 10);
     return bm_asprintf("NORMAL:-VERS-ALL%s%s", versions,
                        c->prefer_server_cipher_suites ? ":%SERVER_PRECEDENCE" : "");
 }
@@ -617,8 +615,9 @@ static void check_tls_pair(Parser *ps, const BmWebConfig *c)
         r = gnutls_x509_privkey_import2(pk, &key, GNUTLS_X509_FMT_PEM, NULL, 0);
         key_ok = r >= 0;
         if (!key_ok)
-            add_error(ps, c->key_line, c->key_col, "key_file '%s': not a PEM private key (gnutls: %s)",
-                      c->key_path, tls_reason(r, why, sizeof(why)));
+            add_error(ps, c->key_line, c->key_col,
+                      "key_file '%s': not a PEM private key (gnutls: %s)", c->key_path,
+                      tls_reason(r, why, sizeof(why)));
         gnutls_x509_privkey_deinit(pk);
     }
     if (!cert_ok || !key_ok)

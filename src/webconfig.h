@@ -23,11 +23,11 @@ typedef struct {
 } BmWebUser;
 
 typedef struct {
-    char *path;                       /* the file it came from (as given) */
-    bool tls;                         /* tls_server_config given: serve HTTPS only */
-    char *cert_file, *key_file;       /* as written in the file */
-    char *cert_path, *key_path;       /* resolved: relative to the config file's directory */
-    unsigned cert_line, cert_col;     /* where cert_file / key_file are, for messages */
+    char *path;                   /* the file it came from (as given) */
+    bool tls;                     /* tls_server_config given: serve HTTPS only */
+    char *cert_file, *key_file;   /* as written in the file */
+    char *cert_path, *key_path;   /* resolved: relative to the config file's directory */
+    unsigned cert_line, cert_col; /* where cert_file / key_file are, for messages */
     unsigned key_line, key_col;
     BmTlsVersion min_version;         /* default TLS 1.2, as exporter-toolkit */
     BmTlsVersion max_version;         /* default: the newest gnutls offers */

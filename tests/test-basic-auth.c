@@ -126,8 +126,7 @@ static void test_threads(void)
 static void test_no_users(void)
 {
     _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
-    ok(bm_webconfig_parse("tls_server_config: {cert_file: c, key_file: k}\n", "t", &c, NULL) ==
-           0,
+    ok(bm_webconfig_parse("tls_server_config: {cert_file: c, key_file: k}\n", "t", &c, NULL) == 0,
        "a config without users");
     BmBasicAuth *a = (BmBasicAuth *)1;
     ok(bm_basic_auth_new(c, &a) == 0 && a == NULL, "  no checker: no auth");

@@ -106,8 +106,7 @@ static void test_bad(void)
         char rel[512], err_rel[512];
         const char *name = basename(g.gl_pathv[i]);
         snprintf(rel, sizeof(rel), "bad/%s", name);
-        snprintf(err_rel, sizeof(err_rel), "webconfig/bad/%.*s.err", (int)(strlen(name) - 4),
-                 name);
+        snprintf(err_rel, sizeof(err_rel), "webconfig/bad/%.*s.err", (int)(strlen(name) - 4), name);
         _cleanup_free_ char *want = fixture_read(err_rel);
         BmWebConfig *c = (BmWebConfig *)1;
         _cleanup_free_ char *errors = NULL;
