@@ -60,7 +60,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
             break;
         char listen[32];
         snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
-        if (bm_http_start(listen, &server) == 0) {
+        if (bm_http_start(listen, NULL, &server) == 0) {
             server_addr = (struct sockaddr_in){.sin_family = AF_INET,
                                                .sin_port = htons((uint16_t)port),
                                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

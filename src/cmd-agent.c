@@ -1,5 +1,5 @@
-/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--proc DIR]: the policy loop of `run`
- * plus /metrics. Threads: main (passes, tracking, rendering), libvirt's event loop (events only
+/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--proc DIR]: the
+ * policy loop of `run` plus /metrics (TLS and basic auth from the web config). Threads: main (passes, tracking, rendering), libvirt's event loop (events only
  * set flags), libmicrohttpd's server (serves the last rendering). */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +18,7 @@
 #include "http.h"
 #include "policy.h"
 #include "spool.h"
+#include "webconfig.h"
 
 #define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
 #define RECONNECT_MAX_S 30
@@ -29,11 +30,14 @@ static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
     "                           built-in defaults when that file does not exist)\n"
     "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ")\n"
+    "      --web-config FILE    TLS and basic auth for /metrics: a YAML file in the format of\n"
+    "                           Prometheus' exporter-toolkit (tls_server_config,\n"
+    "                           basic_auth_users); alias --web.config.file\n"
     "      --proc DIR           read host memory from DIR instead of /proc (tests)\n"
     "  -n, --dry-run            decide and export, never change a balloon\n"
     "  -h, --help               show this help\n"
-    "\nSignals: SIGHUP reloads the policy (a bad one is reported, the last good one kept);\n"
-    "SIGTERM and SIGINT stop the agent.\n";
+    "\nSignals: SIGHUP reloads the policy and the web config (a bad one is reported, the last\n"
+    "good one kept); SIGTERM and SIGINT stop the agent.\n";
 
 static atomic_int stop_requested, reload_requested;
 static atomic_int view_dirty, conn_lost, event_loop_stop, xml_dirty;
@@ -103,6 +107,49 @@ static int load_policy(const Agent *a, BmPolicy **ret)
     return r;
 }
 
+/* Loads the web config, printing its errors. */
+static int load_web_config(const char *path, BmWebConfig **ret)
+{
+    _cleanup_free_ char *errors = NULL;
+    int r = bm_webconfig_load(path, ret, &errors);
+    if (r < 0)
+        fputs(errors ? errors : "", stderr);
+    return r;
+}
+
+/* "https, basic auth (2 users)" */
+static const char *describe_web(const BmWebConfig *wc, char *buf, size_t n)
+{
+    size_t users = wc ? wc->n_users : 0;
+    snprintf(buf, n, "%s, %s", wc && wc->tls ? "https" : "http", users ? "basic auth" : "no auth");
+    if (users)
+        snprintf(buf + strlen(buf), n - strlen(buf), " (%zu user%s)", users, users == 1 ? "" : "s");
+    return buf;
+}
+
+/* SIGHUP: the new web config, or the last good one kept (reported). */
+static void reload_web_config(Agent *a, const char *path)
+{
+    BmWebConfig *wc = NULL;
+    char what[96];
+    if (load_web_config(path, &wc) < 0) {
+        bm_report("agent", NULL, "web config %s not reloaded: keeping the last good one", path);
+        return;
+    }
+    bool restarted = false;
+    int r = bm_http_reconfigure(a->http, wc, &restarted);
+    if (r < 0) {
+        bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
+                  bm_error_detail(r));
+    } else {
+        fprintf(stderr, "balloonmgr: agent: web config %s reloaded: %s%s\n", path,
+                describe_web(wc, what, sizeof(what)),
+                restarted ? "; TLS settings changed: the server was restarted on the same socket"
+                          : "");
+    }
+    bm_webconfig_free(wc);
+}
+
 static void disconnect(Agent *a)
 {
     if (!a->conn)
@@ -155,19 +202,22 @@ static int run(const BmGlobal *g, int argc, char **argv)
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
         {"listen", required_argument, NULL, 'l'},
+        {"web-config", required_argument, NULL, 'W'},
+        {"web.config.file", required_argument, NULL, 'W'},
         {"proc", required_argument, NULL, 'P'},
         {"dry-run", no_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1};
-    const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL;
+    const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL, *web_config = NULL;
     bool dry_run = false;
     int c;
     while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
         switch (c) {
         case 'p': a.policy_path = optarg; a.policy_explicit = true; break;
         case 'l': listen = optarg; break;
+        case 'W': web_config = optarg; break;
         case 'P': proc_dir = optarg; break;
         case 'n': dry_run = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
@@ -183,7 +233,13 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("agent", NULL, "policy '%s' has errors", a.policy_path);
         return BM_EXIT_USAGE;
     }
-    int r = bm_http_start(listen, &a.http);
+    _cleanup_(bm_webconfig_freep) BmWebConfig *wc = NULL;
+    if (web_config && load_web_config(web_config, &wc) < 0) {
+        bm_report("agent", NULL, "web config '%s' has errors", web_config);
+        bm_policy_free(pol);
+        return BM_EXIT_USAGE;
+    }
+    int r = bm_http_start(listen, wc, &a.http);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(r));
         bm_policy_free(pol);
@@ -212,8 +268,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
     a.e.dry_run = dry_run || monitor_only;
     a.e.probe_features = !monitor_only;
     a.e.cache_xml = true;
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s%s\n", listen,
-            pol->path, pol->interval_s,
+    char web[96];
+    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s (%s), policy %s, every %u s%s\n",
+            listen, describe_web(wc, web, sizeof(web)), pol->path, pol->interval_s,
             monitor_only ? ", monitoring only (read-only connection, no changes)"
             : a.e.dry_run ? ", dry run (no changes)" : "");
     publish(&a);
@@ -233,6 +290,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
                           a.policy_path);
             }
+            if (web_config)
+                reload_web_config(&a, web_config);
             publish(&a);
         }
         if (a.conn && atomic_load(&conn_lost)) {
@@ -320,7 +379,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_agent = {
     .name = "agent",
     .run = run,
-    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--proc DIR] [--dry-run]",
+    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--proc DIR] "
+                "[--dry-run]",
     .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
                "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
 };

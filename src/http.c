@@ -2,22 +2,42 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include "basic-auth.h"
 #include "error.h"
 #include "util.h"
 
+#define REALM "balloonmgr"
+
+/* What a daemon serves with: plain HTTP (tls false) or HTTPS with these PEM texts. */
+typedef struct {
+    bool tls;
+    char *cert_pem, *key_pem, *priorities;
+} Tls;
+
 struct BmHttp {
     struct MHD_Daemon *daemon;
-    pthread_mutex_t lock;
+    int listen_fd;             /* ours; each daemon gets a dup() of it */
+    char *listen;              /* ADDR:PORT, for messages */
+    Tls tls;                   /* of the running daemon */
+    pthread_mutex_t lock;      /* metrics and auth */
     char *metrics;
     size_t metrics_len;
+    BmBasicAuth *auth;         /* NULL: no auth */
+    pthread_mutex_t log_lock;  /* libmicrohttpd's messages: */
+    uint64_t log_last_ns;      /* when the last one was printed (0: never) */
+    unsigned long log_dropped; /* how many were not printed since */
+    char *log_capture;         /* non-NULL while starting a daemon: the last one goes here */
 };
 
 static const char landing[] =
@@ -83,6 +103,41 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     return ret;
 }
 
+/* Whether the request carries the credentials of a user of the web config (or none are
+ * needed). One bcrypt computation for credentials not seen before. */
+static bool authorized(BmHttp *h, struct MHD_Connection *c)
+{
+    pthread_mutex_lock(&h->lock);
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *auth = bm_basic_auth_ref(h->auth);
+    pthread_mutex_unlock(&h->lock);
+    if (!auth)
+        return true;
+    char *password = NULL;
+    char *user = MHD_basic_auth_get_username_password(c, &password);
+    bool ok = user && password && bm_basic_auth_check(auth, user, password);
+    if (password) {
+        explicit_bzero(password, strlen(password));
+        MHD_free(password);
+    }
+    if (user)
+        MHD_free(user);
+    return ok;
+}
+
+/* 401 with WWW-Authenticate: Basic realm="balloonmgr". */
+static enum MHD_Result refuse(struct MHD_Connection *c)
+{
+    static const char body[] = "unauthorized\n";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    enum MHD_Result ret = MHD_queue_basic_auth_fail_response(c, REALM, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
@@ -103,6 +158,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *con_cls = &had_body;
         return MHD_YES;
     }
+    if (!authorized(h, c))
+        return refuse(c);
     if (*con_cls == &had_body)
         return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "no body allowed\n", 16, false);
     bool get = strcmp(method, "GET") == 0, head = strcmp(method, "HEAD") == 0;
@@ -125,34 +182,222 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", copy, len, true);
 }
 
-int bm_http_start(const char *listen, BmHttp **ret)
+/* libmicrohttpd's error log. It reports every malformed request and failed TLS handshake,
+ * i.e. whatever anyone who can reach the port sends: at most one message is printed per
+ * BM_HTTP_LOG_INTERVAL_S, with the count of those dropped before it. While a daemon starts,
+ * the message is kept for the error report instead. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    BmHttp *h = cls;
+    char msg[512], shown[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ' || msg[n - 1] == '.'))
+        msg[--n] = '\0';
+    pthread_mutex_lock(&h->log_lock);
+    if (h->log_capture) {
+        free(h->log_capture);
+        h->log_capture = bm_strdup(msg);
+        pthread_mutex_unlock(&h->log_lock);
+        return;
+    }
+    uint64_t now = bm_now_mono_ns();
+    if (h->log_last_ns && now - h->log_last_ns < BM_HTTP_LOG_INTERVAL_S * 1000000000ull) {
+        h->log_dropped++;
+        pthread_mutex_unlock(&h->log_lock);
+        return;
+    }
+    bm_printable(msg, shown, sizeof(shown));
+    if (h->log_dropped)
+        fprintf(stderr,
+                "balloonmgr: agent: libmicrohttpd: %s (%lu more of its messages dropped since "
+                "the last one)\n",
+                shown, h->log_dropped);
+    else
+        fprintf(stderr, "balloonmgr: agent: libmicrohttpd: %s\n", shown);
+    h->log_last_ns = now;
+    h->log_dropped = 0;
+    pthread_mutex_unlock(&h->log_lock);
+}
+
+/* A listening TCP socket on addr. Returns the fd or -errno. */
+static int open_listener(const struct sockaddr_storage *addr, unsigned len)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (addr->ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)addr, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+/* A daemon serving on a dup() of h's socket with t. Returns it, or NULL with the reason. */
+static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
+{
+    int fd = fcntl(h->listen_fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) {
+        bm_error(-errno, "cannot serve on %s: %s", h->listen, strerror(errno));
+        return NULL;
+    }
+    /* MHD_USE_ITC: MHD_stop_daemon() wakes its thread through its own channel rather than by
+     * shutdown() of the listening socket, which would end it for every daemon on it */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC;
+    struct MHD_OptionItem tls_opts[] = {
+        {t->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, t->cert_pem},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, t->key_pem},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, t->priorities},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (t->tls)
+        flags |= MHD_USE_TLS;
+    pthread_mutex_lock(&h->log_lock);
+    h->log_capture = bm_strdup("");
+    pthread_mutex_unlock(&h->log_lock);
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h,
+                                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                                            MHD_OPTION_LISTEN_SOCKET, fd,
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)16,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+                                            MHD_OPTION_ARRAY, tls_opts,
+                                            MHD_OPTION_END);
+    pthread_mutex_lock(&h->log_lock);
+    _cleanup_free_ char *why = TAKE_PTR(h->log_capture);
+    pthread_mutex_unlock(&h->log_lock);
+    if (!d) {
+        close(fd);
+        bm_error(-EIO, "cannot serve on %s: libmicrohttpd: %s", h->listen,
+                 why && *why ? why : "failed to start");
+    }
+    return d;
+}
+
+static void tls_clear(Tls *t)
+{
+    free(t->cert_pem);
+    free(t->key_pem);
+    free(t->priorities);
+    *t = (Tls){0};
+}
+
+/* The TLS settings of wc (NULL: plain HTTP). */
+static void tls_from_config(const BmWebConfig *wc, Tls *ret)
+{
+    *ret = (Tls){0};
+    if (!wc || !wc->tls)
+        return;
+    ret->tls = true;
+    ret->cert_pem = bm_strdup(wc->cert_pem ? wc->cert_pem : "");
+    ret->key_pem = bm_strdup(wc->key_pem ? wc->key_pem : "");
+    ret->priorities = bm_webconfig_tls_priorities(wc);
+}
+
+static bool tls_same(const Tls *a, const Tls *b)
+{
+    if (a->tls != b->tls)
+        return false;
+    return !a->tls || (!strcmp(a->cert_pem, b->cert_pem) && !strcmp(a->key_pem, b->key_pem) &&
+                       !strcmp(a->priorities, b->priorities));
+}
+
+/* Whether this libmicrohttpd can serve wc. Returns 0 or -ENOTSUP with the reason. */
+static int check_features(const BmWebConfig *wc)
+{
+    if (wc && wc->tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return bm_error(-ENOTSUP, "this libmicrohttpd was built without TLS support, which "
+                                  "tls_server_config needs");
+    if (wc && wc->n_users && MHD_is_feature_supported(MHD_FEATURE_BASIC_AUTH) != MHD_YES)
+        return bm_error(-ENOTSUP, "this libmicrohttpd was built without basic auth support, "
+                                  "which basic_auth_users needs");
+    return 0;
+}
+
+int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 {
     struct sockaddr_storage addr;
     unsigned len;
     int r = bm_http_parse_listen(listen, &addr, &len);
-    if (r < 0) {
+    if (r < 0)
         return bm_error_prefix(r, "--listen '%s'", listen);
-    }
+    r = check_features(wc);
+    if (r < 0)
+        return r;
+    BmBasicAuth *auth = NULL;
+    r = bm_basic_auth_new(wc, &auth);
+    if (r < 0)
+        return r;
     BmHttp *h = bm_malloc0(sizeof(*h));
+    h->listen_fd = -1;
     pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->log_lock, NULL);
     h->metrics = bm_strdup("");
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)16,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
-                                 MHD_OPTION_END);
-    if (!h->daemon) {
-        int err = errno ? errno : EADDRINUSE;
+    h->listen = bm_strdup(listen);
+    h->auth = auth;
+    h->listen_fd = open_listener(&addr, len);
+    if (h->listen_fd < 0) {
+        r = h->listen_fd;
         bm_http_stop(h);
-        return bm_error(-err, "cannot listen on %s: %s", listen, strerror(err));
+        return bm_error(r, "cannot listen on %s: %s", listen, strerror(-r));
+    }
+    tls_from_config(wc, &h->tls);
+    h->daemon = start_daemon(h, &h->tls);
+    if (!h->daemon) {
+        bm_http_stop(h);
+        return -EIO;
     }
     *ret = h;
     return 0;
+}
+
+int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted)
+{
+    *ret_restarted = false;
+    int r = check_features(wc);
+    if (r < 0)
+        return r;
+    BmBasicAuth *auth = NULL;
+    r = bm_basic_auth_new(wc, &auth);
+    if (r < 0)
+        return r;
+    Tls t;
+    tls_from_config(wc, &t);
+    if (!tls_same(&t, &h->tls)) {
+        /* a second daemon on the same socket: connections keep being accepted (by either)
+         * until the old one stops; in-flight requests of the old one are cut */
+        struct MHD_Daemon *d = start_daemon(h, &t);
+        if (!d) {
+            tls_clear(&t);
+            bm_basic_auth_unref(auth);
+            return -EIO;
+        }
+        MHD_stop_daemon(h->daemon); /* with MHD_USE_ITC, it leaves the socket listening */
+        h->daemon = d;
+        tls_clear(&h->tls);
+        h->tls = t;
+        *ret_restarted = true;
+    } else {
+        tls_clear(&t);
+    }
+    pthread_mutex_lock(&h->lock);
+    BmBasicAuth *old = h->auth;
+    h->auth = auth;
+    pthread_mutex_unlock(&h->lock);
+    bm_basic_auth_unref(old);
+    return 0;
+}
+
+bool bm_http_tls(const BmHttp *h)
+{
+    return h->tls.tls;
 }
 
 void bm_http_set_metrics(BmHttp *h, const char *text)
@@ -172,7 +417,13 @@ void bm_http_stop(BmHttp *h)
         return;
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
     pthread_mutex_destroy(&h->lock);
+    pthread_mutex_destroy(&h->log_lock);
+    bm_basic_auth_unref(h->auth);
+    tls_clear(&h->tls);
+    free(h->listen);
     free(h->metrics);
     free(h);
 }

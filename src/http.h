@@ -1,19 +1,39 @@
 /* The metrics endpoint (libmicrohttpd): GET/HEAD /metrics serves the last rendered exposition;
- * a scrape never calls libvirt. */
+ * a scrape never calls libvirt. A web config (webconfig.h) adds TLS and basic auth. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "webconfig.h"
 
 typedef struct BmHttp BmHttp;
 
 #define BM_HTTP_DEFAULT_LISTEN "127.0.0.1:9736"
+/* libmicrohttpd's own messages (malformed requests, failed TLS handshakes) are printed at
+ * most once per this many seconds, with a count of those dropped in between. */
+#define BM_HTTP_LOG_INTERVAL_S 60
 
 /* Parses "ADDR:PORT" ("127.0.0.1:9736", "[::1]:9736", "0.0.0.0:9736"). Returns 0 and fills
  * ret_addr (struct sockaddr_storage) / *ret_len, or -EINVAL with the reason. */
 int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len);
 
-/* Starts serving on listen. Returns 0 and *ret, or -errno with the reason (e.g. port in use). */
-int bm_http_start(const char *listen, BmHttp **ret);
+/* Starts serving on listen, with the TLS and users of wc (loaded by bm_webconfig_load(); NULL:
+ * plain HTTP, no auth). With users, every path answers 401 with WWW-Authenticate: Basic
+ * realm="balloonmgr" to requests without their credentials. Returns 0 and *ret, or -errno
+ * with the reason: -EINVAL bad listen address, -ENOTSUP libmicrohttpd without TLS or basic
+ * auth, else e.g. the port in use. */
+int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret);
+
+/* Serves with wc from now on (NULL: plain HTTP, no auth). New users apply to the next request.
+ * When TLS is turned on or off or its certificate, key or versions change, a new server is
+ * started on the same listening socket and the old one stopped (*ret_restarted; its
+ * connections are cut). Returns 0, or -errno with the reason, and then nothing changed. Call
+ * from one thread at a time. */
+int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted);
+
+/* Whether it serves HTTPS. */
+bool bm_http_tls(const BmHttp *h);
 
 /* Replaces what /metrics serves (copied). Thread-safe. */
 void bm_http_set_metrics(BmHttp *h, const char *text);

@@ -220,33 +220,6 @@ static char *join_errors(Parser *ps)
     return out;
 }
 
-/* Optimal string alignment distance, or a large number when it surely exceeds 2. */
-static size_t edit_distance(const char *a, size_t na, const char *b)
-{
-    size_t nb = strlen(b);
-    if (na > nb + 2 || nb > na + 2 || na >= 32 || nb >= 32)
-        return SIZE_MAX;
-    size_t d[32][32];
-    for (size_t i = 0; i <= na; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= nb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= na; i++)
-        for (size_t j = 1; j <= nb; j++) {
-            size_t cost = a[i - 1] != b[j - 1];
-            size_t v = d[i - 1][j - 1] + cost;
-            if (d[i - 1][j] + 1 < v)
-                v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v)
-                v = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[na][nb];
-}
-
 /* --- values. Each parser returns 0 or -errno with the reason in bm_error_detail(). */
 
 static int refuse_sign(const char *s)
@@ -733,7 +706,7 @@ static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned
         const char *best = NULL;
         size_t best_d = 3;
         for (size_t k = 0; k < BM_ARRAY_SIZE(sections); k++) {
-            size_t d = edit_distance(nm, len, sections[k]);
+            size_t d = bm_edit_distance(nm, len, sections[k]);
             if (d < best_d) {
                 best_d = d;
                 best = sections[k];
@@ -858,7 +831,7 @@ static void parse_line(Parser *ps, const char *s, size_t n, unsigned line)
             for (int c = 0; c < N_KEYS; c++) {
                 if ((keys[c].host == in_host) != (pass == 0))
                     continue;
-                size_t d = edit_distance(s + key, key_len, keys[c].name);
+                size_t d = bm_edit_distance(s + key, key_len, keys[c].name);
                 if (d < best_d) {
                     best_d = d;
                     best = c;
@@ -1025,44 +998,10 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
     return 0;
 }
 
-/* The whole file as a string (up to the first NUL, if any). */
-static int read_text(const char *path, char **ret)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t cap = 4096, n = 0;
-    char *buf = bm_malloc0(cap);
-    for (;;) {
-        if (cap - n < 2) {
-            if (cap >= POLICY_MAX_BYTES) {
-                free(buf);
-                fclose(f);
-                return -EFBIG;
-            }
-            cap *= 2;
-            buf = bm_reallocarray(buf, cap, 1);
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        return -err;
-    }
-    buf[n] = '\0';
-    *ret = buf;
-    return 0;
-}
-
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
 {
     _cleanup_free_ char *text = NULL;
-    int r = read_text(path, &text);
+    int r = bm_read_file(path, POLICY_MAX_BYTES, &text);
     if (r < 0) {
         if (ret)
             *ret = NULL;

@@ -109,3 +109,62 @@ int bm_write_atomic(const char *path, const char *tmp_template, const char *text
     free(tmp);
     return r;
 }
+
+size_t bm_edit_distance(const char *a, size_t na, const char *b)
+{
+    size_t nb = strlen(b);
+    if (na > nb + 2 || nb > na + 2 || na >= 32 || nb >= 32)
+        return SIZE_MAX;
+    size_t d[32][32];
+    for (size_t i = 0; i <= na; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= nb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            size_t cost = a[i - 1] != b[j - 1];
+            size_t v = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[na][nb];
+}
+
+int bm_read_file(const char *path, size_t max_bytes, char **ret)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    size_t cap = 4096, n = 0;
+    char *buf = bm_malloc0(cap);
+    for (;;) {
+        if (cap - n < 2) {
+            if (cap >= max_bytes) {
+                free(buf);
+                fclose(f);
+                return -EFBIG;
+            }
+            cap *= 2;
+            buf = bm_reallocarray(buf, cap, 1);
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        return -err;
+    }
+    buf[n] = '\0';
+    *ret = buf;
+    return 0;
+}

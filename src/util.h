@@ -75,3 +75,11 @@ const char *bm_printable(const char *s, char *buf, size_t n);
  * path, then fsyncs the directory. A reader sees the old or the new file, never a torn one.
  * Returns 0 or -errno; on failure path is untouched and the temporary file removed. */
 int bm_write_atomic(const char *path, const char *tmp_template, const char *text);
+
+/* Optimal string alignment distance between a (na bytes) and b, for "did you mean" hints;
+ * SIZE_MAX when it surely exceeds 2 or a string is 32 bytes or longer. */
+size_t bm_edit_distance(const char *a, size_t na, const char *b);
+
+/* Reads a whole file as a NUL-terminated string (caller frees; an embedded NUL ends it early
+ * for string functions). Returns 0, -EFBIG when it is larger than about max_bytes, or -errno. */
+int bm_read_file(const char *path, size_t max_bytes, char **ret);

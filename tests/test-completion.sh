@@ -33,6 +33,8 @@ complete_is() {
 
 complete_is "balloonmgr " "agent configure list policy run set status verify "
 complete_is "balloonmgr agent --l" "--listen "
+complete_is "balloonmgr agent --w" "--web-config "
+complete_is "balloonmgr agent --web-config $ROOT/tests/data/webconfig/load/good." "$ROOT/tests/data/webconfig/load/good.yml "
 complete_is "balloonmgr run --t" "--textfile "
 complete_is "balloonmgr run --o" "--once "
 complete_is "balloonmgr run --d" "--dry-run "
@@ -52,5 +54,17 @@ complete_is "balloonmgr -c $DEMO verify w" "web1 web2 "
 complete_is "balloonmgr configure web1 --sg " "off on "
 complete_is "balloonmgr configure web1 --s" "--sg --stats-period "
 complete_is "balloonmgr -c $DEMO configure l" "legacy1 "
+
+# every long option of every verb's --help is in the man page and in the completion
+for v in list status set verify configure run policy agent; do
+    missing=""
+    for o in $("$BM" "$v" --help | sed -n '/^Options:/,$p' | grep -oE -- '--[a-z][a-z.-]+' | sort -u); do
+        grep -qF -- "*$o" "$ROOT/man/balloonmgr.8.scd" || missing+=" man:$o"
+        grep -qF -- "$o" "$ROOT/bash-completion/balloonmgr" || missing+=" completion:$o"
+    done
+    n=$((n + 1))
+    if [ -z "$missing" ]; then echo "ok $n - $v --help options are in the man page and the completion"; else
+        echo "not ok $n - $v --help options missing in:$missing"; failed=$((failed + 1)); fi
+done
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -6,14 +6,16 @@ set -euo pipefail
 what=${1:-build}
 
 build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjson-c-dev
-            libcurl4-openssl-dev libmicrohttpd-dev jq bash-completion)
+            libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
+            jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
-           prometheus prometheus-pushgateway curl dbus polkitd)
+           prometheus prometheus-pushgateway curl dbus polkitd openssl)
 # prometheus: promtool (test-metrics checks the exposition) and the private Prometheus of
 # tests/integration/prom.sh, which also starts the Pushgateway and queries with curl.
 # dbus, polkitd: libvirt asks polkit whether a non-root client may use its read-only socket
 # (test-readonly runs the monitoring-only agent as nobody).
+# openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")

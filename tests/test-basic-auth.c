@@ -1,0 +1,146 @@
+/* Basic auth against bcrypt hashes: the right password passes ($2y$, $2b$, $2a$), a wrong one,
+ * an unknown user and missing parts do not; a success is cached (no second bcrypt), failures
+ * are not; an unknown user costs a bcrypt too, about as long as a wrong password; a new
+ * checker (a reload) starts with an empty cache; checks run in parallel. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic-auth.h"
+#include "tap.h"
+#include "webconfig.h"
+
+#define H1 "$2y$06$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK" /* secret */
+#define H2 "$2b$06$6QYQ16Hr1Wjkksw9i1HKU.N2pbhMEGJyL23ZpCZcXIC6GaJyJxebK" /* hunter2 */
+#define H3 "$2a$06$1EgbiX4prZaOtMINIqS/SOQxvjH9K8NcUMzEQY1k24vvMbkteb.F." /* pa:ss word */
+
+static BmBasicAuth *checker(void)
+{
+    static const char text[] = "basic_auth_users:\n"
+                               "  alice: " H1 "\n"
+                               "  bob: " H2 "\n"
+                               "  carol: " H3 "\n";
+    _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
+    _cleanup_free_ char *e = NULL;
+    if (bm_webconfig_parse(text, "t", &c, &e) < 0) {
+        diag("%s", e);
+        return NULL;
+    }
+    BmBasicAuth *a = NULL;
+    return bm_basic_auth_new(c, &a) == 0 ? a : NULL;
+}
+
+static void test_checks(void)
+{
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *a = checker();
+    ok(a != NULL, "a checker for three users");
+    if (!a)
+        return;
+    ok(bm_basic_auth_check(a, "alice", "secret"), "alice/secret ($2y$)");
+    ok(bm_basic_auth_check(a, "bob", "hunter2"), "bob/hunter2 ($2b$)");
+    ok(bm_basic_auth_check(a, "carol", "pa:ss word"), "carol/'pa:ss word' ($2a$, ':' in it)");
+    ok(!bm_basic_auth_check(a, "alice", "Secret"), "alice/Secret: no");
+    ok(!bm_basic_auth_check(a, "alice", "hunter2"), "alice with bob's password: no");
+    ok(!bm_basic_auth_check(a, "alice", ""), "alice, empty password: no");
+    ok(!bm_basic_auth_check(a, "mallory", "secret"), "unknown user: no");
+    ok(!bm_basic_auth_check(a, "", ""), "empty user: no");
+    ok(!bm_basic_auth_check(a, "alice", NULL) && !bm_basic_auth_check(a, NULL, "secret"),
+       "missing parts: no");
+    ok(!bm_basic_auth_check(NULL, "alice", "secret"), "no checker: no");
+    ok(!bm_basic_auth_check(a, "alic", "secret") && !bm_basic_auth_check(a, "alice2", "secret"),
+       "a prefix or extension of a name: no");
+}
+
+static void test_cache(void)
+{
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *a = checker();
+    if (!a)
+        return;
+    ok(bm_basic_auth_crypt_calls(a) == 0, "no bcrypt yet");
+    ok(bm_basic_auth_check(a, "alice", "secret"), "alice/secret");
+    ok(bm_basic_auth_crypt_calls(a) == 1, "  one bcrypt");
+    for (int i = 0; i < 100; i++)
+        bm_basic_auth_check(a, "alice", "secret");
+    ok(bm_basic_auth_crypt_calls(a) == 1, "  100 more scrapes: no more bcrypt (cached)");
+    ok(!bm_basic_auth_check(a, "alice", "wrong") && !bm_basic_auth_check(a, "alice", "wrong"),
+       "a wrong password twice");
+    ok(bm_basic_auth_crypt_calls(a) == 3, "  two bcrypts: failures are not cached");
+    ok(!bm_basic_auth_check(a, "mallory", "x"), "an unknown user");
+    ok(bm_basic_auth_crypt_calls(a) == 4, "  costs a bcrypt too (the dummy hash)");
+    ok(!bm_basic_auth_check(a, "bob", "secret"), "bob with alice's cached password: no");
+    /* the cache key is user and password: "alice\0secret" is not "alic\0esecret" */
+    ok(!bm_basic_auth_check(a, "alic", "esecret"), "user/password boundary is in the key");
+
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *b = checker();
+    ok(bm_basic_auth_check(b, "alice", "secret") && bm_basic_auth_crypt_calls(b) == 1,
+       "a new checker (reload) does its own bcrypt");
+}
+
+static double seconds_of(BmBasicAuth *a, const char *user, const char *password, int n)
+{
+    uint64_t t0 = bm_now_mono_ns();
+    for (int i = 0; i < n; i++)
+        bm_basic_auth_check(a, user, password);
+    return (double)(bm_now_mono_ns() - t0) / 1e9;
+}
+
+static void test_timing(void)
+{
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *a = checker();
+    if (!a)
+        return;
+    double known = seconds_of(a, "alice", "wrong", 8);
+    double unknown = seconds_of(a, "mallory", "wrong", 8);
+    diag("8 wrong passwords: %.1f ms; 8 unknown users: %.1f ms", known * 1e3, unknown * 1e3);
+    ok(unknown > known / 3 && unknown < known * 3,
+       "an unknown user takes about as long as a wrong password (one bcrypt of the same cost)");
+}
+
+static void *parallel(void *arg)
+{
+    BmBasicAuth *a = arg;
+    int good = 0;
+    for (int i = 0; i < 20; i++)
+        good += bm_basic_auth_check(a, "alice", "secret") + !bm_basic_auth_check(a, "bob", "x");
+    return (void *)(intptr_t)good;
+}
+
+static void test_threads(void)
+{
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *a = checker();
+    if (!a)
+        return;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, parallel, bm_basic_auth_ref(a));
+    int good = 0;
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        good += (int)(intptr_t)r;
+        bm_basic_auth_unref(a);
+    }
+    ok(good == 4 * 40, "4 threads, 160 checks: all right (%d)", good);
+}
+
+static void test_no_users(void)
+{
+    _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
+    ok(bm_webconfig_parse("tls_server_config: {cert_file: c, key_file: k}\n", "t", &c, NULL) == 0,
+       "a config without users");
+    BmBasicAuth *a = (BmBasicAuth *)1;
+    ok(bm_basic_auth_new(c, &a) == 0 && a == NULL, "  no checker: no auth");
+    a = (BmBasicAuth *)1;
+    ok(bm_basic_auth_new(NULL, &a) == 0 && a == NULL, "  nor without a config");
+    bm_basic_auth_unref(NULL);
+}
+
+int main(void)
+{
+    test_checks();
+    test_cache();
+    test_timing();
+    test_threads();
+    test_no_users();
+    return tap_done();
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# agent --web-config end to end, on libvirt's test driver (no daemon, no root): HTTPS with a
+# self-signed certificate and basic auth, asserted with curl; SIGHUP with a broken web config
+# keeps the old users, with a changed password swaps them, and from TLS to plain HTTP restarts
+# the server on the same port; a bad web config at startup exits 2 and names file, line, key.
+# Usage: test-webconfig-http.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+set -u
+BM=$(realpath "$1")
+ROOT=$2
+for tool in curl openssl; do
+    if ! command -v $tool >/dev/null; then
+        echo "1..0 # SKIP $tool is not installed"
+        exit 0
+    fi
+done
+# bcrypt cost 6, made with crypt_gensalt/crypt (the same as htpasswd -nbB -C 6 alice secret)
+HASH_SECRET='$2y$06$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK'    # secret
+HASH_NEWSECRET='$2b$06$KN.D2XQTf0Oc6mnO4g2O4OsYfk70r6cPhwwBshjSYtsOKy1fa3xSK' # newsecret
+
+tmp=$(mktemp -d)
+export BALLOONMGR_RUNTIME_DIR=$tmp/run
+apid=""
+agent_rc=""
+stop_agent() {
+    if [ -n "$apid" ]; then
+        kill -TERM "$apid" 2>/dev/null
+        wait "$apid" 2>/dev/null
+        agent_rc=$?
+        apid=""
+    fi
+}
+trap 'stop_agent; rm -rf "$tmp"' EXIT
+n=0 failed=0
+ok() { # ok COND_EXIT_STATUS DESCRIPTION
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
+    -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>"$tmp/openssl.log"
+ok $? "openssl: a self-signed certificate for 127.0.0.1"
+
+# relative paths: they resolve against the web config's directory, not the agent's cwd
+write_tls_config() { # write_tls_config HASH
+    printf 'tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  min_version: TLS12\nbasic_auth_users:\n  alice: %s\n' \
+        "$1" >"$tmp/web.yml"
+}
+write_plain_config() { # write_plain_config HASH
+    printf 'basic_auth_users:\n  alice: %s\n' "$1" >"$tmp/web.yml"
+}
+
+# code URL [CURL ARGS...]: the HTTP status curl saw (000: no HTTP answer)
+code() {
+    local url=$1; shift
+    curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' --max-time 5 --cacert "$tmp/cert.pem" "$@" "$url"
+}
+
+# start_agent: on a free port (a few tries), as a background job; waits until it answers
+start_agent() {
+    local try
+    for try in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 20000))
+        (cd / && exec "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" \
+            --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" --web-config "$tmp/web.yml") \
+            2>"$tmp/agent.log" &
+        apid=$!
+        for _ in $(seq 50); do
+            if ! kill -0 "$apid" 2>/dev/null; then break; fi
+            [ "$(code "https://127.0.0.1:$port/metrics")" = 401 ] && return 0
+            sleep 0.1
+        done
+        [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+        grep -q "cannot listen" "$tmp/agent.log" || break
+    done
+    return 1
+}
+
+# wait_reload PATTERN: waits until the agent's log has PATTERN (after SIGHUP)
+wait_reload() {
+    for _ in $(seq 50); do
+        grep -q "$1" "$tmp/agent.log" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# --- TLS and basic auth
+write_tls_config "$HASH_SECRET"
+start_agent; ok $? "agent --web-config with TLS and a user starts (port $port)" ||
+    sed 's/^/# /' "$tmp/agent.log"
+grep -q "serving /metrics on 127.0.0.1:$port (https, basic auth (1 user))" "$tmp/agent.log"
+ok $? "  and says https, basic auth"
+URL=https://127.0.0.1:$port
+c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "https, right password: 200 (got $c)"
+grep -q '^balloonmgr_build_info{' "$tmp/body"; ok $? "  the body has balloonmgr_build_info"
+c=$(code "$URL/" -u alice:secret); [ "$c" = 200 ]; ok $? "https /, right password: 200 (got $c)"
+c=$(code "$URL/metrics" -u alice:wrong); [ "$c" = 401 ]; ok $? "wrong password: 401 (got $c)"
+c=$(code "$URL/metrics" -u mallory:secret); [ "$c" = 401 ]; ok $? "unknown user: 401 (got $c)"
+c=$(code "$URL/metrics"); [ "$c" = 401 ]; ok $? "no credentials: 401 (got $c)"
+grep -qi '^WWW-Authenticate: Basic realm="balloonmgr"' "$tmp/headers"; ok $? "  with WWW-Authenticate: Basic realm=\"balloonmgr\""
+c=$(code "$URL/"); [ "$c" = 401 ]; ok $? "no credentials on /: 401 too (got $c)"
+c=$(code "$URL/secret"); [ "$c" = 401 ]; ok $? "no credentials on an unknown path: 401, not 404 (got $c)"
+c=$(code "$URL/secret" -u alice:secret); [ "$c" = 404 ]; ok $? "  with them: 404 (got $c)"
+c=$(code "$URL/metrics" -u alice:secret -X POST); [ "$c" = 405 ]; ok $? "POST with them: 405 (got $c)"
+c=$(code "$URL/metrics" -u alice:secret --tls-max 1.1); [ "$c" = 000 ]; ok $? "TLS 1.1 is refused (min_version TLS12) (got $c)"
+c=$(code "http://127.0.0.1:$port/metrics" -u alice:secret); rc=$?
+[ "$c" = 000 ] && [ $rc -ne 0 ]; ok $? "plain http:// to the TLS port: no HTTP answer (curl exit $rc, code $c)"
+for _ in 1 2 3 4 5; do code "http://127.0.0.1:$port/metrics" >/dev/null; done
+[ "$(grep -c 'libmicrohttpd' "$tmp/agent.log")" -le 1 ]; ok $? "  6 bad handshakes: at most one log line (rate-limited)"
+
+# --- SIGHUP: a broken web config keeps the last good users
+printf 'basic_auth_users:\n  alice: secret\n' >"$tmp/web.yml"
+kill -HUP "$apid"
+wait_reload "not reloaded: keeping the last good one"; ok $? "SIGHUP with a broken web config: reported, last good one kept"
+grep -q "web.yml:2:10: basic_auth_users: 'alice': the password is not a bcrypt hash" "$tmp/agent.log"; ok $? "  with file:line:col and the key"
+c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "  the old password still works: 200 (got $c)"
+
+# --- SIGHUP: a changed password applies without restart
+write_tls_config "$HASH_NEWSECRET"
+kill -HUP "$apid"
+wait_reload "web.yml reloaded: https, basic auth (1 user)$"; ok $? "SIGHUP with a new password: reloaded, TLS unchanged (no restart)"
+c=$(code "$URL/metrics" -u alice:newsecret); [ "$c" = 200 ]; ok $? "  the new password: 200 (got $c)"
+c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 401 ]; ok $? "  the old password: 401 (got $c)"
+
+# --- SIGHUP: TLS off restarts the server on the same port; basic auth without TLS
+write_plain_config "$HASH_SECRET"
+kill -HUP "$apid"
+wait_reload "reloaded: http, basic auth (1 user); TLS settings changed"; ok $? "SIGHUP from TLS to plain HTTP: the server restarted on the same socket"
+c=$(code "http://127.0.0.1:$port/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "basic auth without TLS: 200 (got $c)"
+c=$(code "http://127.0.0.1:$port/metrics" -u alice:newsecret); [ "$c" = 401 ]; ok $? "  wrong password: 401 (got $c)"
+c=$(code "http://127.0.0.1:$port/metrics"); [ "$c" = 401 ]; ok $? "  no credentials: 401 (got $c)"
+c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 000 ]; ok $? "  https:// no longer answers (got $c)"
+
+# raw REQUEST: the first line of what the server answers to the bytes of REQUEST (printf
+# format), sent in one write (printf alone writes line by line, and libmicrohttpd answers and
+# closes after a bad line, before the rest arrives)
+raw() {
+    printf "$1" >"$tmp/request"
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+        cat "$tmp/request" >&3
+        timeout 5 head -1 <&3 | tr -d '\r'
+    )
+}
+logged=$(grep -c libmicrohttpd "$tmp/agent.log")
+[ "$(raw 'GET /metrics HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ]
+ok $? "a malformed header line: 400 from libmicrohttpd (before auth)"
+[ "$(raw 'GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ]
+ok $? "a malformed Content-Length: 400"
+[ "$(raw 'GET /metrics HTTP/7.0\r\nHost: x\r\n\r\n')" = "HTTP/1.1 505 HTTP Version Not Supported" ]
+ok $? "an unknown HTTP version: 505"
+[ -z "$(raw 'GARBAGE\r\n\r\n')" ]
+ok $? "a request line without target and version: closed without an answer (libmicrohttpd 0.9.75)"
+[ "$(grep -c libmicrohttpd "$tmp/agent.log")" -le $((logged + 1)) ]
+ok $? "  those four: at most one more log line"
+
+# --- and back to TLS
+write_tls_config "$HASH_SECRET"
+kill -HUP "$apid"
+wait_reload "reloaded: https, basic auth (1 user); TLS settings changed"; ok $? "SIGHUP back to TLS: restarted"
+c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "  https again: 200 (got $c)"
+stop_agent
+[ "$agent_rc" = 0 ] && grep -q "agent: stopping" "$tmp/agent.log"; ok $? "SIGTERM: the agent stopped, exit 0 (got $agent_rc)"
+
+# --- a bad web config at startup: exit 2, file:line:col and the key named
+printf 'tls_server_config:\n  cert_file: cert.pem\n  key_fle: key.pem\n' >"$tmp/bad.yml"
+"$BM" -c test:///default agent --listen 127.0.0.1:1 --web-config "$tmp/bad.yml" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ]; ok $? "a bad web config at startup: exit 2 (got $rc)"
+grep -qx "$tmp/bad.yml:1:1: tls_server_config: key_file is missing" "$tmp/err"; ok $? "  names the missing key_file"
+grep -qx "$tmp/bad.yml:3:3: unknown key 'key_fle' in tls_server_config (did you mean 'key_file'?)" "$tmp/err"; ok $? "  and the unknown key, with line and column"
+[ "$(tail -1 "$tmp/err")" = "balloonmgr: agent: web config '$tmp/bad.yml' has errors" ]; ok $? "  then one summary line"
+printf 'tls_server_config:\n  cert_file: nope.pem\n  key_file: key.pem\n' >"$tmp/bad.yml"
+"$BM" -c test:///default agent --listen 127.0.0.1:1 --web.config.file "$tmp/bad.yml" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ]; ok $? "a missing cert_file (alias --web.config.file): exit 2 (got $rc)"
+grep -qx "$tmp/bad.yml:2:14: cert_file '$tmp/nope.pem': cannot read: No such file or directory" "$tmp/err"; ok $? "  names the file, resolved beside the config"
+"$BM" -c test:///default agent --listen 127.0.0.1:1 --web-config "$tmp/none.yml" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -qx "$tmp/none.yml: cannot read: No such file or directory" "$tmp/err"; ok $? "a missing web config: exit 2, named (got $rc)"
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
