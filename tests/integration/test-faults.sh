@@ -54,11 +54,13 @@ bm_add_cleanup "kill $reader 2>/dev/null || true"
 bm_virsh dump --live "$busy" "$work/dump.fifo" >"$work/dump.log" 2>&1 &
 dumper=$!
 bm_add_cleanup "kill $dumper 2>/dev/null || true"
-for _ in $(seq 100); do
+for _ in $(seq 300); do
     bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Operation: *Dump" && break
+    kill -0 "$dumper" 2>/dev/null || break
     sleep 0.1
 done
-bm_virsh domjobinfo "$busy" | grep -q "Operation: *Dump" || bm_fail "the dump job did not start"
+bm_virsh domjobinfo "$busy" | grep -q "Operation: *Dump" ||
+    bm_fail "the dump job did not start: $(bm_virsh domjobinfo "$busy" 2>&1 | tr -s ' \n' ' '); virsh dump: $(cat "$work/dump.log")"
 bm_log "$busy is busy: $(bm_virsh domjobinfo "$busy" | grep -E 'Job type|Operation' | tr -s ' ' | tr '\n' ' ')"
 
 before_busy=$(actual "$busy")
