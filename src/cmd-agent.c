@@ -133,12 +133,14 @@ static void reload_web_config(Agent *a, const char *path)
     BmWebConfig *wc = NULL;
     char what[96];
     if (load_web_config(path, &wc) < 0) {
+        a->e.counters.errors[BM_ERR_WEB_CONFIG]++;
         bm_report("agent", NULL, "web config %s not reloaded: keeping the last good one", path);
         return;
     }
     bool restarted = false;
     int r = bm_http_reconfigure(a->http, wc, &restarted);
     if (r < 0) {
+        a->e.counters.errors[BM_ERR_WEB_CONFIG]++;
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {

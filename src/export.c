@@ -13,8 +13,8 @@
 static const char *const dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
 static const char *const sg_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
 static const char *const out_names[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
-static const char *const err_names[BM_ERR_COUNT] = {"libvirt", "apply", "host",
-                                                    "state",   "policy", "push"};
+static const char *const err_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
+                                                    "policy",  "push",   "web_config"};
 
 void bm_counters_init(BmCounters *c)
 {

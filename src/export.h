@@ -23,6 +23,7 @@ typedef enum {
     BM_ERR_STATE,
     BM_ERR_POLICY,
     BM_ERR_PUSH,
+    BM_ERR_WEB_CONFIG, /* a web config that could not be (re)loaded or applied */
     BM_ERR_COUNT
 } BmErrorKind;
 

@@ -66,7 +66,7 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
 static const char *const dir_keys[BM_DIR_COUNT] = {"inflate", "deflate"};
 static const char *const sg_keys[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
 static const char *const out_keys[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
-static const char *const err_keys[BM_ERR_COUNT] = {"libvirt", "apply", "host", "state", "policy", "push"};
+static const char *const err_keys[BM_ERR_COUNT] = {"libvirt", "apply", "host", "state", "policy", "push", "web_config"};
 
 static json_object *counters_json(const BmCounters *c)
 {

@@ -115,6 +115,8 @@ kill -HUP "$apid"
 wait_reload "not reloaded: keeping the last good one"; ok $? "SIGHUP with a broken web config: reported, last good one kept"
 grep -q "web.yml:2:10: basic_auth_users: 'alice': the password is not a bcrypt hash" "$tmp/agent.log"; ok $? "  with file:line:col and the key"
 c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "  the old password still works: 200 (got $c)"
+curl -sk -u alice:secret "$URL/metrics" | grep -q '^balloonmgr_errors_total{kind="web_config"} 1$'
+ok $? "  counted in balloonmgr_errors_total{kind=\"web_config\"}"
 
 # --- SIGHUP: a changed password applies without restart
 write_tls_config "$HASH_NEWSECRET"
