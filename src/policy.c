@@ -1062,6 +1062,13 @@ static int read_text(const char *path, char **ret)
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
 {
     _cleanup_free_ char *text = NULL;
+    if (!*path) {
+        if (ret)
+            *ret = NULL;
+        if (ret_errors)
+            *ret_errors = bm_strdup("'': empty file name\n");
+        return bm_error(-ENOENT, "'': empty file name");
+    }
     int r = read_text(path, &text);
     if (r < 0) {
         if (ret)
