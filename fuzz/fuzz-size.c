@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_error(r, v, s, "bm_size_parse(ctx)");
         if (r < 0)
             continue;
-        fuzz_assert(v > 0 && v <= ctx->max_bytes, "'%s' of max %" PRIu64 " is %" PRIu64, s,
+        fuzz_assert(v >= 1024 && v <= ctx->max_bytes, "'%s' of max %" PRIu64 " is %" PRIu64, s,
                     ctx->max_bytes, v);
         bm_size_format(v, buf, sizeof(buf));
         if (s[0] == '+')

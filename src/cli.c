@@ -10,11 +10,20 @@
 
 void bm_report(const char *verb, const char *object, const char *fmt, ...)
 {
-    char name[512], msg[2048];
+    char name[512], raw[2048], msg[4 * sizeof(raw)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    /* one line, whatever the user strings in it hold: control characters as \xNN */
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(msg + o, sizeof(msg) - o, "\\x%02x", *p);
+        else
+            msg[o++] = (char)*p;
+    }
+    msg[o] = '\0';
     if (verb && object)
         fprintf(stderr, "balloonmgr: %s '%s': %s\n", verb,
                 bm_printable(object, name, sizeof(name)), msg);

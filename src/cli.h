@@ -27,8 +27,8 @@ typedef struct {
 extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
     bm_verb_configure, bm_verb_run, bm_verb_policy, bm_verb_agent;
 
-/* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr; the
- * object is quoted and made printable. */
+/* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line:
+ * the object is quoted and made printable, control characters in MESSAGE become \xNN. */
 void bm_report(const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

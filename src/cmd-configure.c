@@ -180,6 +180,18 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_FAILURE;
     }
 
+    /* the stats period needs a balloon (libvirt says so only after the device changes) */
+    if (period >= 0) {
+        _cleanup_free_ char *cur_xml = NULL;
+        BmBalloonConfig cur;
+        if (bm_conn_domain_xml(dom, !period_live, &cur_xml) >= 0 &&
+            bm_domxml_parse_balloon(cur_xml, &cur) >= 0 && strcmp(cur.model, "none") == 0) {
+            bm_report("configure", name, "--stats-period: memballoon model is 'none': the domain "
+                      "has no balloon");
+            return BM_EXIT_USAGE;
+        }
+    }
+
     /* 1. compute the new definition and check what it needs: nothing is changed yet */
     _cleanup_free_ char *xml = NULL, *new_xml = NULL, *changes = NULL;
     if (device) {

@@ -298,6 +298,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("run", NULL, "--textfile and --push go with --once (the agent serves /metrics)");
         return BM_EXIT_USAGE;
     }
+    if (o.push_url && bm_push_check_url(o.push_url) < 0) {
+        char quoted[512];
+        bm_report("run", NULL, "--push '%s': %s", bm_printable(o.push_url, quoted, sizeof(quoted)),
+                  bm_error_detail(-EINVAL));
+        return BM_EXIT_USAGE;
+    }
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
     if (load_policy(&o, &pol) < 0)
         return BM_EXIT_USAGE;

@@ -68,10 +68,12 @@ int bm_conn_error(const char *what)
     virErrorPtr err = virGetLastError();
     int r = err ? map_code(err->code) : -EIO;
     const char *msg = err && err->message ? err->message : "unknown libvirt error";
+    /* XML errors carry libxml2's context on further lines ("(null)\n^"): keep the first */
+    int len = (int)strcspn(msg, "\n");
     if (what)
-        bm_error(r, "%s: %s", what, msg);
+        bm_error(r, "%s: %.*s", what, len, msg);
     else
-        bm_error(r, "%s", msg);
+        bm_error(r, "%.*s", len, msg);
     virResetLastError();
     return r;
 }

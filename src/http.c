@@ -145,12 +145,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     (void)version;
     (void)upload_data;
     BmHttp *h = cls;
-    /* refuse request bodies: the first call only sets up; a body is read and dropped, and
-     * refused once all of it is in (MHD takes no response while a body is arriving: queueing
-     * one then fails and MHD drops the connection without an answer) */
+    /* refuse request bodies. A request that announces one (Content-Length other than 0, or
+     * Transfer-Encoding) is answered 413 on the first call, before MHD reads the body, and MHD
+     * closes the connection: reading it first would let a client hold the connection with a
+     * huge Content-Length until the idle timeout. A body that arrives anyway is read and
+     * dropped, and refused once all of it is in (MHD takes no response while a body is
+     * arriving: queueing one then fails and MHD drops the connection without an answer). */
     static int marker, had_body;
     if (*con_cls == NULL) {
         *con_cls = &marker;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (te || (cl && strspn(cl, "0") != strlen(cl)))
+            return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", "no body allowed\n", 16, false);
         return MHD_YES;
     }
     if (*upload_size) {

@@ -48,6 +48,8 @@ int main(int argc, char **argv)
     const char *uri = NULL;
     bool readonly = false;
     int c;
+    /* getopt names argv[0] in its messages: make them "balloonmgr: ..." like ours */
+    argv[0] = (char *)"balloonmgr";
     while ((c = getopt_long(argc, argv, "+c:rhV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': uri = optarg; break;
@@ -80,6 +82,10 @@ int main(int argc, char **argv)
     BmGlobal g = {.uri = bm_conn_default_uri(uri), .readonly = readonly};
     int vargc = argc - optind;
     char **vargv = argv + optind;
+    /* and "balloonmgr: VERB: unrecognized option '--x'" for a verb's options */
+    static char prog[64];
+    snprintf(prog, sizeof(prog), "balloonmgr: %s", verb->name);
+    vargv[0] = prog;
     optind = 0; /* restart getopt for the verb (0 also resets GNU getopt's state) */
     return verb->run(&g, vargc, vargv);
 }

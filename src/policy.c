@@ -1001,6 +1001,13 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
 {
     _cleanup_free_ char *text = NULL;
+    if (!*path) {
+        if (ret)
+            *ret = NULL;
+        if (ret_errors)
+            *ret_errors = bm_strdup("'': empty file name\n");
+        return bm_error(-ENOENT, "'': empty file name");
+    }
     int r = bm_read_file(path, POLICY_MAX_BYTES, &text);
     if (r < 0) {
         if (ret)

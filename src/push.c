@@ -24,6 +24,28 @@ int bm_push_textfile(const char *dir, const char *text)
     return 0;
 }
 
+int bm_push_check_url(const char *url)
+{
+    CURLU *u = curl_url();
+    if (!u)
+        return bm_error(-ENOMEM, "out of memory");
+    char *scheme = NULL, *host = NULL;
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, 0);
+    if (uc == CURLUE_OK)
+        uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    if (uc == CURLUE_OK)
+        uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
+    int r = 0;
+    if (uc != CURLUE_OK)
+        r = bm_error(-EINVAL, "not a URL: %s", curl_url_strerror(uc));
+    else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
+        r = bm_error(-EINVAL, "expected an http:// or https:// URL");
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(u);
+    return r;
+}
+
 typedef struct {
     char buf[512];
     size_t len;

@@ -34,6 +34,7 @@ static int parse(const char *reply, json_object **ret_obj, json_object **ret_ret
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return bm_error(-ENOMEM, "out of memory");
+    json_tokener_set_flags(tok, JSON_TOKENER_VALIDATE_UTF8); /* QMP is UTF-8 */
     size_t len = strlen(reply);
     json_object *o = json_tokener_parse_ex(tok, reply, (int)(len > INT32_MAX ? INT32_MAX : len));
     enum json_tokener_error jerr = json_tokener_get_error(tok);
@@ -165,7 +166,12 @@ static int parse_features(json_object *status, const char *key, BmVirtioFeatures
         if (!json_object_is_type(unknown, json_type_int) || json_object_get_int64(unknown) < 0)
             return bm_error(-EINVAL, "x-query-virtio-status: %s unknown-dev-features is not a "
                             "non-negative integer", key);
+        /* json-c saturates a number beyond 64 bits to UINT64_MAX; QEMU never sends all bits
+         * unknown (it decodes some), so that value is an out-of-range number, not a mask */
         ret->unknown_bits = json_object_get_uint64(unknown);
+        if (ret->unknown_bits == UINT64_MAX)
+            return bm_error(-EINVAL, "x-query-virtio-status: %s unknown-dev-features is out of "
+                            "range", key);
     }
     return 0;
 }

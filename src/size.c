@@ -129,6 +129,9 @@ int bm_size_parse(const char *s, const BmSizeContext *ctx, uint64_t *ret_bytes)
 
     if (bytes == 0)
         return bm_error(-ERANGE, "must be greater than 0");
+    /* libvirt takes balloon targets in KiB: less than 1 KiB would be a target of 0 */
+    if (ctx && bytes < 1024)
+        return bm_error(-ERANGE, "less than 1 KiB (balloon targets are whole KiB)");
     if (ctx && bytes > ctx->max_bytes)
         return bm_error(-ERANGE, "exceeds the maximum of %" PRIu64 " KiB", ctx->max_bytes / 1024);
     *ret_bytes = bytes;

@@ -15,7 +15,8 @@ typedef struct {
  * (case-insensitive); `N%` is N percent of ctx->max_bytes; a leading `+` or `-` makes the
  * size relative to ctx->current_bytes. A decimal fraction is accepted ("1.5G").
  * ctx may be NULL: then % and relative sizes are refused and no range is checked.
- * The result must be greater than 0 and at most ctx->max_bytes.
+ * The result must be greater than 0 and at most ctx->max_bytes; with ctx, at least 1 KiB
+ * (libvirt's unit for balloon targets).
  * Returns 0 and *ret_bytes, or -EINVAL/-ERANGE with the reason in bm_error_detail(). */
 int bm_size_parse(const char *s, const BmSizeContext *ctx, uint64_t *ret_bytes);
 

@@ -245,7 +245,7 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
             ret->libvirt_calls++;
             int r = bm_conn_lookup(conn, names[i], &doms[i]);
             if (r < 0) {
-                char buf[256];
+                char buf[512]; /* as bm_report's object: a long name is cut alike */
                 return bm_error_prefix(r, "'%s'", bm_printable(names[i], buf, sizeof(buf)));
             }
         }

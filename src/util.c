@@ -54,16 +54,37 @@ char *bm_asprintf(const char *fmt, ...)
     return r < 0 ? oom() : s;
 }
 
-const char *bm_printable(const char *s, char *buf, size_t n)
+/* Writes s escaped into buf while whole characters fit in room bytes (plus a NUL); returns
+ * the length written and sets *ret_done when all of s was written. */
+static size_t escape_into(const char *s, char *buf, size_t room, bool *ret_done)
 {
     size_t o = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    for (; p && *p; p++) {
+        bool esc = *p < 0x20 || *p >= 0x7f || *p == '\\';
+        size_t w = esc ? 4 : 1;
+        if (o + w > room)
+            break;
+        if (esc)
+            snprintf(buf + o, 5, "\\x%02x", *p);
+        else
+            buf[o] = (char)*p;
+        o += w;
+    }
+    *ret_done = !p || !*p;
+    return o;
+}
+
+const char *bm_printable(const char *s, char *buf, size_t n)
+{
     if (n == 0)
         return buf;
-    for (const unsigned char *p = (const unsigned char *)s; p && *p && o + 5 < n; p++) {
-        if (*p < 0x20 || *p >= 0x7f || *p == '\\')
-            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", *p);
-        else
-            buf[o++] = (char)*p;
+    bool done;
+    size_t o = escape_into(s, buf, n - 1, &done);
+    if (!done && n > 4) { /* cut: say so, so a prefix is not taken for the whole name */
+        o = escape_into(s, buf, n - 4, &done);
+        memcpy(buf + o, "...", 3);
+        o += 3;
     }
     buf[o] = '\0';
     return buf;

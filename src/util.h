@@ -67,7 +67,7 @@ char *bm_strdup(const char *s);
 char *bm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Copies s into buf (size n) with control and non-ASCII bytes as \xNN, for messages about
- * user-supplied names. Returns buf. */
+ * user-supplied names; when it does not fit, it is cut and ends in "...". Returns buf. */
 const char *bm_printable(const char *s, char *buf, size_t n);
 
 /* Replaces path with text atomically: writes a temporary file created from tmp_template (in

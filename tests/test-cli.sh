@@ -11,9 +11,10 @@ n=0 failed=0
 out=$(mktemp) err=$(mktemp)
 trap 'rm -rf "$out" "$err" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
+ok() { # ok COND_EXIT_STATUS DESCRIPTION (one TAP line: a newline in it shows as \n)
     n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+    local d=${2//$'\n'/\\n}
+    if [ "$1" -eq 0 ]; then echo "ok $n - $d"; else echo "not ok $n - $d"; failed=$((failed + 1)); fi
 }
 # expect STATUS STDERR_SUBSTRING -- ARGS...: runs balloonmgr, checks exit status and stderr
 expect() {

@@ -24,7 +24,7 @@ static const struct {
     {"0.5G", GiB / 2},            {"8G", 8 * GiB},        {"50%", 4 * GiB},
     {"100%", 8 * GiB},            {"12.5%", GiB},         {"+1G", 3 * GiB},
     {"-1G", GiB},                 {"+10%", 2 * GiB + (8 * GiB) / 10},
-    {"-1048576", GiB},            {"+0.5G", 2 * GiB + GiB / 2},
+    {"-1048576", GiB},            {"+0.5G", 2 * GiB + GiB / 2}, {"1024b", 1024},
 };
 
 static const struct {
@@ -49,6 +49,8 @@ static const struct {
     {"+7G", -ERANGE, "exceeds the maximum of 8388608 KiB"},
     {"-3G", -ERANGE, "would be negative (current size is 2097152 KiB)"},
     {"-2G", -ERANGE, "must be greater than 0"},
+    {"1b", -ERANGE, "less than 1 KiB (balloon targets are whole KiB)"},
+    {"1023b", -ERANGE, "less than 1 KiB (balloon targets are whole KiB)"},
     {"99999999999999999999", -ERANGE, "too large"},
     {"18014398509481984", -ERANGE, "too large"}, /* KiB * 1024 overflows 64 bits */
     {"20EiB", -ERANGE, "too large"},

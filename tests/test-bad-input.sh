@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The bad-input table (tests/data/bad-input.tsv): every row's input, its exit status (or HTTP
+# status) and its message; a crash or a sanitizer report fails the row. One TAP line per row.
+# Usage: test-bad-input.sh BALLOONMGR SOURCE_ROOT TEST_QMP
+set -u
+BM=$1
+ROOT=$2
+TEST_QMP=$3
+TABLE=$ROOT/tests/data/bad-input.tsv
+
+T=$(mktemp -d)
+# keep set away from the system's /run/balloonmgr
+export BALLOONMGR_RUNTIME_DIR=$T/run
+mkdir -p "$T/run" "$T/dir"
+: >"$T/empty.policy"
+printf '\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n[host]\x00\n' >"$T/binary.policy"
+printf 'a\0b = 1\n' >"$T/nul.policy"
+out=$T/out err=$T/err
+apid=""
+cleanup() {
+    [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+LONG=$(printf '%05000d' 0 | tr 0 a)
+LONG_CUT="$(printf '%0508d' 0 | tr 0 a)..."
+HUGE=$(printf '%0100000d' 0 | tr 0 a)
+port=""
+n=0 failed=0
+
+# subst TEXT: the placeholders replaced (@VAR@ -> value)
+subst() {
+    local s=$1
+    s=${s//@DEMO@/test://$ROOT/demo/host.xml}
+    s=${s//@ROOT@/$ROOT}
+    s=${s//@T@/$T}
+    s=${s//@URL@/http://127.0.0.1:$port}
+    s=${s//@LONG_CUT@/$LONG_CUT}
+    s=${s//@LONG@/$LONG}
+    s=${s//@HUGE@/$HUGE}
+    printf '%s' "$s"
+}
+
+# report OK DESCRIPTION [DIAGNOSTIC...]: one TAP line; the description made printable and
+# shortened (TAP lines are single lines; '#' would start a directive)
+report() {
+    local good=$1 desc=$2
+    shift 2
+    desc=$(printf '%s' "$desc" | LC_ALL=C tr -c '[:print:]' '?' | tr '#' '?' | cut -c1-200)
+    n=$((n + 1))
+    if [ "$good" -eq 0 ]; then
+        echo "ok $n - $desc"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $desc"
+        for d in "$@"; do printf '%s\n' "$d" | head -c 2000 | sed 's/^/#   /'; echo; done
+    fi
+}
+
+# message_ok SPEC FILE: does FILE (stderr, or an HTTP answer) match the message column?
+message_ok() {
+    local spec=$1 file=$2
+    case $spec in
+    -) [ ! -s "$file" ] ;;
+    '~'*) grep -qF -- "$(subst "${spec#\~}")" "$file" ;;
+    '='*) [ "$(cat "$file")" = "$(subst "${spec#=}")" ] && [ "$(wc -l <"$file")" -eq 1 ] ;;
+    '<'*)
+        local rel=${spec#<}
+        sed "s|^$ROOT/tests/data/${rel%%/*}/||" "$file" | cmp -s - "$ROOT/tests/data/$rel" ;;
+    *) grep -qxF -- "$(subst "$spec")" "$file" ;;
+    esac
+}
+
+# sane STATUS FILE: no crash, no sanitizer report
+sane() {
+    [ "$1" -lt 128 ] && ! grep -qE 'Sanitizer|runtime error:|Segmentation fault' "$2"
+}
+
+# --- rows that run balloonmgr
+run_cli_row() {
+    local class=$1 input=$2 want=$3 msg=$4
+    local -a args
+    eval "args=($(subst "$input"))"
+    "$BM" "${args[@]}" </dev/null >"$out" 2>"$err"
+    local got=$?
+    local good=1
+    [ "$got" -eq "$want" ] && message_ok "$msg" "$err" && sane "$got" "$err" && good=0
+    report $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
+        "stderr:" "$(cat "$err")"
+}
+
+# --- rows that talk HTTP to the agent
+start_agent() {
+    for _ in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 20000))
+        "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
+            --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" 2>"$T/agent.err" &
+        apid=$!
+        for _ in $(seq 100); do
+            curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
+            kill -0 "$apid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -TERM "$apid" 2>/dev/null
+        wait "$apid" 2>/dev/null
+        apid=""
+    done
+    return 1
+}
+
+# raw FORMAT: sends printf FORMAT on a new connection; the answer (at most 2 s) goes to $out
+raw() {
+    : >"$out"
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+    printf "$1" >&3 2>/dev/null
+    timeout 2 head -c 4096 <&3 >"$out" 2>/dev/null
+    exec 3>&- 3<&-
+    return 0
+}
+
+run_http_row() {
+    local input=$1 want=$2 msg=$3 got
+    local -a args
+    eval "args=($(subst "$input"))"
+    : >"$out"
+    case ${args[0]} in
+    curl)
+        got=$(curl -s -i --max-time 5 -o "$out" -w '%{http_code}' "${args[@]:1}" 2>/dev/null)
+        [ "$got" = 000 ] && got=none ;;
+    raw)
+        raw "${args[1]}"
+        got=$(head -1 "$out" | sed -n 's|^HTTP/1\.[01] \([0-9][0-9][0-9]\).*|\1|p')
+        [ -n "$got" ] || got=none ;;
+    esac
+    local good=1
+    [ "$got" = "$want" ] && { [ "$msg" = - ] || grep -qF -- "$msg" "$out"; } &&
+        kill -0 "$apid" 2>/dev/null && good=0
+    report $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
+        "answer:" "$(head -c 600 "$out")" "agent stderr:" "$(tail -5 "$T/agent.err")"
+}
+
+# --- the qmp row: test-qmp replays tests/data/qmp/bad.txt; one TAP line per bad.txt row
+run_qmp_row() {
+    local want=$1 msg=$2
+    "$TEST_QMP" >"$out" 2>"$err"
+    local got=$?
+    local good=1
+    [ "$got" -eq "$want" ] && sane "$got" "$err" && good=0
+    report $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
+    local list=$ROOT/tests/data/${msg#<}
+    while IFS=$'\t' read -r file errno reason; do
+        case $file in '#'* | '') continue ;; esac
+        grep -q "^ok [0-9]* - $file refused with $errno " "$out" && grep -q "^ok [0-9]* - $file reason$" "$out"
+        report $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
+    done <"$list"
+}
+
+while IFS=$'\t' read -r class input want msg; do
+    case $class in '#'* | '') continue ;; esac
+    case $class in
+    http)
+        if [ -z "$apid" ]; then
+            start_agent
+            report $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
+        fi
+        run_http_row "$input" "$want" "$msg" ;;
+    qmp) run_qmp_row "$want" "$msg" ;;
+    *) run_cli_row "$class" "$input" "$want" "$msg" ;;
+    esac
+done <"$TABLE"
+
+# after every bad request the agent still serves, and stops cleanly
+if [ -n "$apid" ]; then
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")" = 200 ]
+    report $? "http: the agent still serves /metrics after the bad requests"
+    kill -TERM "$apid"
+    wait "$apid"
+    st=$?
+    apid=""
+    [ "$st" -eq 0 ] && sane "$st" "$T/agent.err"
+    report $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
