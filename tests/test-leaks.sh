@@ -13,6 +13,9 @@
 #   BM_LEAK_DOMAIN  the domain for set (default: web1 on the demo host, else the first running
 #                   domain of 'list')
 #   BM_LEAK_VALGRIND  valgrind command (default: valgrind)
+#   BM_LEAK_WRITE   1: changes are allowed on BM_LEAK_URI too (a test's own guests): run and
+#                   agent apply, set moves by -16M (tests/integration/test-leaks-real.sh)
+#   BM_LEAK_POLICY, BM_LEAK_PROC  policy and fake /proc of run and agent (default: the demo's)
 set -u
 BM=$1
 ROOT=$2
@@ -44,6 +47,8 @@ else
 fi
 
 # On a real host nothing may change: dry runs, and set by +0.
+POLICY=${BM_LEAK_POLICY:-$ROOT/demo/demo.policy}
+PROC=${BM_LEAK_PROC:-$ROOT/demo/proc}
 if [ "$URI" = "$DEMO" ]; then
     dry=()
     set_size=-512M
@@ -51,6 +56,7 @@ if [ "$URI" = "$DEMO" ]; then
 else
     dry=(--dry-run)
     set_size=+0
+    [ "${BM_LEAK_WRITE:-0}" = 1 ] && dry=() set_size=-16M
     domain=${BM_LEAK_DOMAIN:-$("$BM" -c "$URI" list 2>/dev/null | head -1)}
 fi
 
@@ -117,16 +123,21 @@ check 0 "status" -- -c "$URI" status
 check 0 "status --json" -- -c "$URI" status --json
 check 0 "list" -- -c "$URI" list
 check 0 "list --all" -- -c "$URI" list --all
-check 0 "run --once" -- -c "$URI" run --once "${dry[@]}" --policy "$ROOT/demo/demo.policy" \
-    --proc "$ROOT/demo/proc" --state "$T/state.json"
+check 0 "run --once" -- -c "$URI" run --once "${dry[@]}" --policy "$POLICY" \
+    --proc "$PROC" --state "$T/state.json"
 check 0 "run --once --json --textfile (a second pass, with the state of the first)" -- \
-    -c "$URI" run --once "${dry[@]}" --json --policy "$ROOT/demo/demo.policy" \
-    --proc "$ROOT/demo/proc" --state "$T/state.json" --textfile "$T"
+    -c "$URI" run --once "${dry[@]}" --json --policy "$POLICY" \
+    --proc "$PROC" --state "$T/state.json" --textfile "$T"
 if [ -n "$domain" ]; then
     check 0 "set $domain $set_size --wait" -- -c "$URI" set "$domain" "$set_size" --wait=60
     check 0 "set $domain $set_size --wait --json" -- -c "$URI" set "$domain" "$set_size" --wait=60 --json
 else
     ok 1 "set: no running domain on $URI (BM_LEAK_DOMAIN)"
+fi
+if [ "$URI" != "$DEMO" ] && [ -n "$domain" ]; then
+    # the QEMU monitor paths: libvirt's test driver has none
+    check 0 "verify $domain (QMP)" -- -c "$URI" verify "$domain"
+    check 0 "verify --json $domain (QMP)" -- -c "$URI" verify --json "$domain"
 fi
 check 0 "policy check (shipped policies)" -- policy check "$ROOT"/policies/*.policy "$ROOT/demo/demo.policy"
 check 2 "policy check (a file with many errors, a missing file)" -- policy check \
@@ -135,13 +146,13 @@ check 2 "set with a bad size (an error path)" -- -c "$URI" set "${domain:-nope}"
 check 2 "status of an unknown domain (an error path)" -- -c "$URI" status "${domain:-web1}" nope-no-such-domain
 
 # --- the agent: scrapes, a reload with a good policy and one with a broken policy, SIGTERM
-cp "$ROOT/demo/demo.policy" "$T/agent.policy"
+cp "$POLICY" "$T/agent.policy"
 log=$T/log.agent
 agent_ok=1
 for attempt in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
     launch "$log" -- -c "$URI" agent "${dry[@]}" --policy "$T/agent.policy" \
-        --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port"
+        --proc "$PROC" --listen "127.0.0.1:$port"
     apid=$pid
     # under valgrind the first pass takes a few seconds
     for _ in $(seq 600); do
