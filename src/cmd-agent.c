@@ -1,5 +1,5 @@
-/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--proc DIR]: the policy loop of `run`
- * plus /metrics. Threads: main (passes, tracking, rendering), libvirt's event loop (events only
+/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--state FILE] [--proc DIR]: the policy
+ * loop of `run` plus /metrics, keeping the timer's state file. Threads: main (passes, tracking, rendering), libvirt's event loop (events only
  * set flags), libmicrohttpd's server (serves the last rendering). */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +18,7 @@
 #include "http.h"
 #include "policy.h"
 #include "spool.h"
+#include "state.h"
 
 #define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
 #define RECONNECT_MAX_S 30
@@ -29,8 +30,11 @@ static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
     "                           built-in defaults when that file does not exist)\n"
     "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ")\n"
+    "      --state FILE         state file, read at start, saved after every pass and at\n"
+    "                           stop (default " BM_STATE_DEFAULT_PATH ", shared with the\n"
+    "                           timer's run --once: a host runs one or the other)\n"
     "      --proc DIR           read host memory from DIR instead of /proc (tests)\n"
-    "  -n, --dry-run            decide and export, never change a balloon\n"
+    "  -n, --dry-run            decide and export, never change a balloon or the state file\n"
     "  -h, --help               show this help\n"
     "\nSignals: SIGHUP reloads the policy (a bad one is reported, the last good one kept);\n"
     "SIGTERM and SIGINT stop the agent.\n";
@@ -92,6 +96,9 @@ typedef struct {
     uint64_t next_connect_ns;
     BmEngine e;
     BmHttp *http;
+    const char *state_path;      /* NULL: --dry-run, never written */
+    BmStateWriter state_writer;
+    bool state_dirty;            /* counters or readings changed since the last save */
 } Agent;
 
 static int load_policy(const Agent *a, BmPolicy **ret)
@@ -150,24 +157,37 @@ static void publish(Agent *a)
     bm_http_set_metrics(a->http, text);
 }
 
+/* Saves the state file (not in --dry-run); a failure is reported once and counted. */
+static void save_state(Agent *a)
+{
+    if (!a->state_path)
+        return;
+    uint64_t now_s = a->e.pass_now_s ? a->e.pass_now_s : bm_now_real_ns() / 1000000000ull;
+    if (bm_cli_state_save("agent", &a->state_writer, a->state_path, &a->e.prev, &a->e.counters,
+                          now_s))
+        a->state_dirty = false;
+}
+
 static int run(const BmGlobal *g, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
         {"listen", required_argument, NULL, 'l'},
+        {"state", required_argument, NULL, 's'},
         {"proc", required_argument, NULL, 'P'},
         {"dry-run", no_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1};
-    const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL;
+    const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL, *state_path = BM_STATE_DEFAULT_PATH;
     bool dry_run = false;
     int c;
     while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
         switch (c) {
         case 'p': a.policy_path = optarg; a.policy_explicit = true; break;
         case 'l': listen = optarg; break;
+        case 's': state_path = optarg; break;
         case 'P': proc_dir = optarg; break;
         case 'n': dry_run = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
@@ -205,12 +225,15 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
                   bm_error_detail(-EIO));
     bm_engine_init(&a.e);
+    if (bm_cli_state_load("agent", state_path, dry_run, &a.e.prev, &a.e.counters) < 0)
+        a.e.counters.errors[BM_ERR_STATE]++;
+    a.state_path = dry_run ? NULL : state_path;
     a.e.policy = pol;
     a.e.proc_dir = proc_dir;
     a.e.dry_run = dry_run;
     a.e.cache_xml = true;
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s\n", listen,
-            pol->path, pol->interval_s);
+    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s, policy %s, every %u s, state %s%s\n",
+            listen, pol->path, pol->interval_s, state_path, dry_run ? " (read only: dry run)" : "");
     publish(&a);
 
     uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0;
@@ -270,6 +293,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             atomic_store(&view_dirty, 0);
             last_refresh = now;
             next_pass = now + (uint64_t)pol->interval_s * 1000 * ms;
+            save_state(&a); /* before publishing: a failure shows in errors_total at once */
             publish(&a);
         } else if (a.conn && atomic_load(&view_dirty) && now - last_refresh >= REFRESH_MIN_MS * ms) {
             atomic_store(&view_dirty, 0);
@@ -281,6 +305,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         if (now - last_spool >= REFRESH_MIN_MS * ms) {
             last_spool = now;
             if (bm_spool_ingest(&a.e.counters, bm_now_real_ns() / 1000000000ull) > 0) {
+                a.state_dirty = true;
                 atomic_store(&view_dirty, 1);
                 last_refresh = 0;
                 publish(&a);
@@ -290,6 +315,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             size_t before = a.e.tracker.n_items;
             if (bm_engine_poll(&a.e) != before) {
                 /* a change ended: read the domains again (drivers without balloon events) */
+                a.state_dirty = true;
                 atomic_store(&view_dirty, 1);
                 last_refresh = 0;
                 publish(&a);
@@ -299,6 +325,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
 
     fprintf(stderr, "balloonmgr: agent: stopping\n");
+    if (a.state_dirty || a.state_writer.failures)
+        save_state(&a); /* what ended since the last pass: changes, spooled measurements */
     bm_http_stop(a.http);
     disconnect(&a);
     atomic_store(&event_loop_stop, 1);
@@ -312,7 +340,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_agent = {
     .name = "agent",
     .run = run,
-    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--proc DIR] [--dry-run]",
+    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--state FILE] [--proc DIR] [--dry-run]",
     .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
                "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
 };

@@ -158,7 +158,8 @@ expect 2 "agent: --listen 'nowhere': expected ADDR:PORT" -- -c "$DEMO" agent --l
 expect 2 "agent: --listen '127.0.0.1:99999': port '99999' is not a number from 1 to 65535" -- -c "$DEMO" agent --listen 127.0.0.1:99999
 expect 2 "run: --textfile and --push go with --once" -- -c "$DEMO" run --textfile /tmp
 port=$((20000 + RANDOM % 20000))
-"$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" 2>/dev/null &
+tmpd=$(mktemp -d)
+"$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" --state "$tmpd/agent.json" 2>/dev/null &
 apid=$!
 for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >"$out" 2>/dev/null && grep -q '^balloonmgr_passes_total 1' "$out" && break; sleep 0.1; done
 grep -q '^balloonmgr_libvirt_up 1$' "$out"; ok $? "agent on the demo host serves /metrics"
@@ -168,6 +169,8 @@ if command -v promtool >/dev/null; then promtool check metrics <"$out" >/dev/nul
 [ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$port/secret")" = 404 ]; ok $? "  GET /secret: 404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -I "127.0.0.1:$port/metrics")" = 200 ]; ok $? "  HEAD /metrics: 200"
 kill -TERM $apid; wait $apid; ok $? "  SIGTERM: exit 0"
+jq -e '.version == 1 and .counters.passes >= 1 and (.domains | length) == 5' "$tmpd/agent.json" >/dev/null; ok $? "  and the agent saved its state"
+rm -rf "$tmpd"
 
 # --- every verb has --help
 for v in list status set verify configure run policy agent; do
