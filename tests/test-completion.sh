@@ -33,6 +33,8 @@ complete_is() {
 
 complete_is "balloonmgr " "agent configure list policy run set status verify "
 complete_is "balloonmgr agent --l" "--listen "
+complete_is "balloonmgr agent --s" "--state "
+complete_is "balloonmgr agent --state $ROOT/demo/h" "$ROOT/demo/host.xml "
 complete_is "balloonmgr run --t" "--textfile "
 complete_is "balloonmgr run --o" "--once "
 complete_is "balloonmgr run --d" "--dry-run "
