@@ -1,6 +1,7 @@
 /* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--state FILE] [--proc DIR]: the policy
- * loop of `run` plus /metrics, keeping the timer's state file. Threads: main (passes, tracking, rendering), libvirt's event loop (events only
- * set flags), libmicrohttpd's server (serves the last rendering). */
+ * loop of `run` plus /metrics, keeping the timer's state file. Threads: main (passes, tracking,
+ * rendering, state saves), libvirt's event loop (events only set flags), libmicrohttpd's server
+ * (serves the last rendering). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -98,7 +99,6 @@ typedef struct {
     BmHttp *http;
     const char *state_path;      /* NULL: --dry-run, never written */
     BmStateWriter state_writer;
-    bool state_dirty;            /* counters or readings changed since the last save */
 } Agent;
 
 static int load_policy(const Agent *a, BmPolicy **ret)
@@ -163,9 +163,7 @@ static void save_state(Agent *a)
     if (!a->state_path)
         return;
     uint64_t now_s = a->e.pass_now_s ? a->e.pass_now_s : bm_now_real_ns() / 1000000000ull;
-    if (bm_cli_state_save("agent", &a->state_writer, a->state_path, &a->e.prev, &a->e.counters,
-                          now_s))
-        a->state_dirty = false;
+    bm_cli_state_save("agent", &a->state_writer, a->state_path, &a->e.prev, &a->e.counters, now_s);
 }
 
 static int run(const BmGlobal *g, int argc, char **argv)
@@ -305,7 +303,6 @@ static int run(const BmGlobal *g, int argc, char **argv)
         if (now - last_spool >= REFRESH_MIN_MS * ms) {
             last_spool = now;
             if (bm_spool_ingest(&a.e.counters, bm_now_real_ns() / 1000000000ull) > 0) {
-                a.state_dirty = true;
                 atomic_store(&view_dirty, 1);
                 last_refresh = 0;
                 publish(&a);
@@ -315,7 +312,6 @@ static int run(const BmGlobal *g, int argc, char **argv)
             size_t before = a.e.tracker.n_items;
             if (bm_engine_poll(&a.e) != before) {
                 /* a change ended: read the domains again (drivers without balloon events) */
-                a.state_dirty = true;
                 atomic_store(&view_dirty, 1);
                 last_refresh = 0;
                 publish(&a);
@@ -325,8 +321,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
 
     fprintf(stderr, "balloonmgr: agent: stopping\n");
-    if (a.state_dirty || a.state_writer.failures)
-        save_state(&a); /* what ended since the last pass: changes, spooled measurements */
+    save_state(&a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a.http);
     disconnect(&a);
     atomic_store(&event_loop_stop, 1);
