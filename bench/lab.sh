@@ -29,7 +29,8 @@ mkdir -p "$work/run/changes"
 # an agent that manages nothing but counts the set --wait changes, scraped by Prometheus
 printf '[host]\ninterval = 5s\n[guest]\nexclude = yes\n' >"$work/agent.policy"
 port=$(bm_prom_free_port)
-"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" 2>"$work/agent.log" &
+"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
+    2>"$work/agent.log" &
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 bm_prom_start "127.0.0.1:$port" >/dev/null

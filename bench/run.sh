@@ -95,9 +95,10 @@ echo "applying pass is the first of a fresh state: it also asks every running do
 echo "monitor for SG (the test driver has none and says so) and sets the inflates."
 echo
 
-start_agent() { # start_agent N PROC_DIR PORT [DRIVER]
+start_agent() { # start_agent N PROC_DIR PORT [DRIVER]; every start fresh: no state file
+    rm -f "$work/agent-state.json"
     "$BM" -c "${4:-test}://$work/node-$1.xml" agent --policy "$work/bench.policy" --proc "$2" \
-        --listen "127.0.0.1:$3" 2>/dev/null &
+        --listen "127.0.0.1:$3" --state "$work/agent-state.json" 2>/dev/null &
     agent_pid=$!
 }
 stop_agent() { kill "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=""; }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+#include "state.h"
 #include "util.h"
 
 void bm_report(const char *verb, const char *object, const char *fmt, ...)
@@ -91,5 +93,58 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
         return true;
     bm_report(verb, NULL, "%s needs a read-write connection (-r/--readonly given)%s%s", what,
               hint ? "; " : "", hint ? hint : "");
+    return false;
+}
+
+int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevious *prev,
+                      BmCounters *counters)
+{
+    if (!dry_run) {
+        int n = bm_state_cleanup(path);
+        if (n > 0)
+            bm_report(verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
+                      "writes", path, n);
+    }
+    int r = bm_state_load(path, prev, counters);
+    if (r >= 0 || r == -ENOENT || r == -ENOTDIR) /* none yet: the first save creates it */
+        return 0;
+    char why[1024];
+    snprintf(why, sizeof(why), "%s", bm_error_detail(r));
+    if (r != -EINVAL && r != -EFBIG) /* unreadable, not corrupt: the next save replaces it */
+        bm_report(verb, NULL, "warning: state '%s': %s; starting fresh", path, why);
+    else if (dry_run)
+        bm_report(verb, NULL, "warning: state '%s': %s; starting fresh (dry run: the file is "
+                  "left as it is)", path, why);
+    else {
+        _cleanup_free_ char *aside = NULL;
+        if (bm_state_set_aside(path, &aside) == 0)
+            bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
+                      why, aside);
+        else
+            bm_report(verb, NULL, "warning: state '%s': %s; starting fresh (%s)", path, why,
+                      bm_error_detail(-EIO));
+    }
+    return r;
+}
+
+bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
+                       const BmPrevious *prev, BmCounters *counters, uint64_t now_s)
+{
+    switch (bm_state_save_tracked(w, path, prev, counters, now_s)) {
+    case BM_SAVE_OK:
+        return true;
+    case BM_SAVE_RECOVERED:
+        bm_report(verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
+                  w->failed_before);
+        return true;
+    case BM_SAVE_FAILED:
+        counters->errors[BM_ERR_STATE]++;
+        bm_report(verb, NULL, "state '%s': %s; retrying every pass, reported again when it "
+                  "works (counted in balloonmgr_errors_total{kind=\"state\"})", path, w->reported);
+        return false;
+    case BM_SAVE_FAILED_QUIET:
+        counters->errors[BM_ERR_STATE]++;
+        return false;
+    }
     return false;
 }

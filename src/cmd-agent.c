@@ -1,6 +1,8 @@
-/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--proc DIR]: the
- * policy loop of `run` plus /metrics (TLS and basic auth from the web config). Threads: main (passes, tracking, rendering), libvirt's event loop (events only
- * set flags), libmicrohttpd's server (serves the last rendering). */
+/* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]
+ * [--proc DIR]: the policy loop of `run` plus /metrics (TLS and basic auth from the web config),
+ * keeping the timer's state file. Threads: main (passes, tracking, rendering, state saves),
+ * libvirt's event loop (events only set flags), libmicrohttpd's server (serves the last
+ * rendering). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -18,6 +20,7 @@
 #include "http.h"
 #include "policy.h"
 #include "spool.h"
+#include "state.h"
 #include "webconfig.h"
 
 #define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
@@ -33,8 +36,11 @@ static const char options_help[] =
     "      --web-config FILE    TLS and basic auth for /metrics: a YAML file in the format of\n"
     "                           Prometheus' exporter-toolkit (tls_server_config,\n"
     "                           basic_auth_users); alias --web.config.file\n"
+    "      --state FILE         state file, read at start, saved after every pass and at\n"
+    "                           stop (default " BM_STATE_DEFAULT_PATH ", shared with the\n"
+    "                           timer's run --once: a host runs one or the other)\n"
     "      --proc DIR           read host memory from DIR instead of /proc (tests)\n"
-    "  -n, --dry-run            decide and export, never change a balloon\n"
+    "  -n, --dry-run            decide and export, never change a balloon or the state file\n"
     "  -h, --help               show this help\n"
     "\nSignals: SIGHUP reloads the policy and the web config (a bad one is reported, the last\n"
     "good one kept); SIGTERM and SIGINT stop the agent.\n";
@@ -96,6 +102,8 @@ typedef struct {
     uint64_t next_connect_ns;
     BmEngine e;
     BmHttp *http;
+    const char *state_path;      /* NULL: --dry-run, never written */
+    BmStateWriter state_writer;
 } Agent;
 
 static int load_policy(const Agent *a, BmPolicy **ret)
@@ -199,6 +207,15 @@ static void publish(Agent *a)
     bm_http_set_metrics(a->http, text);
 }
 
+/* Saves the state file (not in --dry-run); a failure is reported once and counted. */
+static void save_state(Agent *a)
+{
+    if (!a->state_path)
+        return;
+    uint64_t now_s = a->e.pass_now_s ? a->e.pass_now_s : bm_now_real_ns() / 1000000000ull;
+    bm_cli_state_save("agent", &a->state_writer, a->state_path, &a->e.prev, &a->e.counters, now_s);
+}
+
 static int run(const BmGlobal *g, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -206,6 +223,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"listen", required_argument, NULL, 'l'},
         {"web-config", required_argument, NULL, 'W'},
         {"web.config.file", required_argument, NULL, 'W'},
+        {"state", required_argument, NULL, 's'},
         {"proc", required_argument, NULL, 'P'},
         {"dry-run", no_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
@@ -213,6 +231,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     };
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1};
     const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL, *web_config = NULL;
+    const char *state_path = BM_STATE_DEFAULT_PATH;
     bool dry_run = false;
     int c;
     while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
@@ -220,6 +239,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         case 'p': a.policy_path = optarg; a.policy_explicit = true; break;
         case 'l': listen = optarg; break;
         case 'W': web_config = optarg; break;
+        case 's': state_path = optarg; break;
         case 'P': proc_dir = optarg; break;
         case 'n': dry_run = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
@@ -265,14 +285,20 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
                   bm_error_detail(-EIO));
     bm_engine_init(&a.e);
+    /* a dry run and monitoring only read the state but never write it */
+    bool writes = !dry_run && !monitor_only;
+    if (bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
+        a.e.counters.errors[BM_ERR_STATE]++;
+    a.state_path = writes ? state_path : NULL;
     a.e.policy = pol;
     a.e.proc_dir = proc_dir;
     a.e.dry_run = dry_run || monitor_only;
     a.e.probe_features = !monitor_only;
     a.e.cache_xml = true;
     char web[96];
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s (%s), policy %s, every %u s%s\n",
+    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s (%s), policy %s, every %u s, state %s%s\n",
             listen, describe_web(wc, web, sizeof(web)), pol->path, pol->interval_s,
+            a.state_path ? a.state_path : "not written",
             monitor_only ? ", monitoring only (read-only connection, no changes)"
             : a.e.dry_run ? ", dry run (no changes)" : "");
     publish(&a);
@@ -339,6 +365,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             atomic_store(&view_dirty, 0);
             last_refresh = now;
             next_pass = now + (uint64_t)pol->interval_s * 1000 * ms;
+            save_state(&a); /* before publishing: a failure shows in errors_total at once */
             publish(&a);
         } else if (a.conn && atomic_load(&view_dirty) && now - last_refresh >= REFRESH_MIN_MS * ms) {
             atomic_store(&view_dirty, 0);
@@ -368,6 +395,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
 
     fprintf(stderr, "balloonmgr: agent: stopping\n");
+    save_state(&a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a.http);
     disconnect(&a);
     atomic_store(&event_loop_stop, 1);
@@ -381,8 +409,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_agent = {
     .name = "agent",
     .run = run,
-    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--proc DIR] "
-                "[--dry-run]",
+    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]
+"
+                "             [--proc DIR] [--dry-run]",
     .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
                "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
 };

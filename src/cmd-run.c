@@ -235,10 +235,12 @@ static int finish_once(BmEngine *e, const RunOptions *o, int ret)
             }
         }
     }
+    /* a failure here cannot be counted in what this run writes (the textfile and the push are
+     * done, the counters are what failed to be saved): the exit status says it */
     if (!o->dry_run && o->state_path) {
         int r = bm_state_save(o->state_path, &e->prev, &e->counters, e->pass_now_s);
         if (r < 0) {
-            bm_report("run", NULL, "state: %s", bm_error_detail(r));
+            bm_report("run", NULL, "state '%s': %s", o->state_path, bm_error_detail(r));
             ret = BM_EXIT_FAILURE;
         }
     }
@@ -310,12 +312,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
     BmEngine e;
     bm_engine_init(&e);
-    int r = bm_state_load(o.state_path, &e.prev, &e.counters);
-    if (r < 0 && r != -ENOENT)
-        bm_report("run", NULL, "warning: state: %s; starting fresh", bm_error_detail(r));
+    if (bm_cli_state_load("run", o.state_path, o.dry_run, &e.prev, &e.counters) < 0)
+        e.counters.errors[BM_ERR_STATE]++;
 
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    r = bm_conn_open(g->uri, o.dry_run, &conn);
+    int r = bm_conn_open(g->uri, o.dry_run, &conn);
     if (r < 0) {
         bm_report("run", NULL, "%s", bm_error_detail(r));
         bm_engine_clear(&e);
@@ -341,6 +342,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGHUP, &sa, NULL);
         ret = BM_EXIT_OK;
+        BmStateWriter writer = {0};
         while (!stop_requested) {
             if (reload_requested) {
                 reload_requested = 0;
@@ -362,9 +364,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 bm_engine_poll(&e);
                 bm_sleep_ms(e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 100);
             }
-            if (!o.dry_run && o.state_path &&
-                bm_state_save(o.state_path, &e.prev, &e.counters, e.pass_now_s) < 0)
-                bm_report("run", NULL, "state: %s", bm_error_detail(-EIO));
+            if (!o.dry_run && o.state_path)
+                bm_cli_state_save("run", &writer, o.state_path, &e.prev, &e.counters, e.pass_now_s);
         }
     }
     bm_engine_clear(&e);

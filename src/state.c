@@ -283,21 +283,17 @@ int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters)
         bm_counters_init(counters);
     FILE *f = fopen(path, "re");
     if (!f)
-        return bm_error(-errno, "%s: %s", path, strerror(errno));
+        return bm_error(-errno, "cannot read: %s", strerror(errno));
     _cleanup_free_ char *buf = bm_malloc0(STATE_MAX_BYTES + 1);
     size_t got = fread(buf, 1, STATE_MAX_BYTES, f);
     bool err = ferror(f), more = !feof(f);
     fclose(f);
     if (err)
-        return bm_error(-EIO, "%s: read error", path);
+        return bm_error(-EIO, "cannot read: %s", strerror(EIO));
     if (more)
-        return bm_error(-EFBIG, "%s: larger than %u MiB", path, STATE_MAX_BYTES >> 20);
+        return bm_error(-EFBIG, "larger than %u MiB", STATE_MAX_BYTES >> 20);
     buf[got] = '\0';
-    int r = bm_state_parse(buf, ret, counters);
-    if (r < 0) {
-        return bm_error_prefix(r, "%s", path);
-    }
-    return 0;
+    return bm_state_parse(buf, ret, counters);
 }
 
 int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *counters,
@@ -306,15 +302,54 @@ int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *co
     _cleanup_free_ char *dircopy = bm_strdup(path);
     const char *dir = dirname(dircopy);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return bm_error(-errno, "%s: cannot create: %s", dir, strerror(errno));
+        return bm_error(-errno, "cannot create directory '%s': %s", dir, strerror(errno));
 
     _cleanup_free_ char *text = bm_state_format(prev, counters, now_s);
-    _cleanup_free_ char *tmp = bm_asprintf("%s.XXXXXX", path);
+    _cleanup_free_ char *tmp = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
     int r = bm_write_atomic(path, tmp, text);
     if (r < 0)
-        return bm_error(r, "%s: cannot write: %s (the previous state file is untouched)", path,
-                        strerror(-r));
+        return bm_error(r, "cannot write: %s%s", strerror(-r),
+                        access(path, F_OK) == 0 ? " (previous state kept)" : "");
     return 0;
+}
+
+int bm_state_set_aside(const char *path, char **ret_path)
+{
+    _cleanup_free_ char *aside = bm_asprintf("%s.corrupt", path);
+    if (rename(path, aside) < 0)
+        return bm_error(-errno, "cannot rename to '%s': %s", aside, strerror(errno));
+    *ret_path = TAKE_PTR(aside);
+    return 0;
+}
+
+int bm_state_cleanup(const char *path)
+{
+    _cleanup_free_ char *tmp = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
+    int r = bm_atomic_cleanup(tmp, BM_STATE_TMP_MIN_AGE_S);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return bm_error(r, "cannot list the directory: %s", strerror(-r));
+    return r;
+}
+
+BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const BmPrevious *prev,
+                                    const BmCounters *counters, uint64_t now_s)
+{
+    int r = bm_state_save(path, prev, counters, now_s);
+    if (r == 0) {
+        BmSaveOutcome o = w->failures ? BM_SAVE_RECOVERED : BM_SAVE_OK;
+        w->reported[0] = '\0';
+        w->failed_before = w->failures;
+        w->failures = 0;
+        return o;
+    }
+    w->failures++;
+    const char *why = bm_error_detail(r);
+    if (w->failures > 1 && strcmp(why, w->reported) == 0)
+        return BM_SAVE_FAILED_QUIET;
+    snprintf(w->reported, sizeof(w->reported), "%s", why);
+    return BM_SAVE_FAILED;
 }
 
 void bm_previous_from(const BmSnapshot *snap, BmHostMode mode, uint64_t now_s, BmPrevious *ret)

@@ -71,9 +71,12 @@ char *bm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *bm_printable(const char *s, char *buf, size_t n);
 
 /* Replaces path with text atomically: writes a temporary file created from tmp_template (in
- * the same directory, ending in XXXXXX), fsyncs it, makes it mode 0644 and renames it over
- * path, then fsyncs the directory. A reader sees the old or the new file, never a torn one.
- * Returns 0 or -errno; on failure path is untouched and the temporary file removed. */
+ * the same directory, ending in XXXXXX; two writers never share one), locked (flock) while it
+ * is written, fsyncs it, makes it mode 0644, closes it and renames it over path, then fsyncs
+ * the directory. A reader sees the old or the new file, never a torn one. Returns 0 or -errno
+ * (a failed write, short write, fsync or close included: ENOSPC, EDQUOT, EIO, EROFS, EACCES);
+ * on failure path is untouched and the temporary file removed. Only a writer killed before
+ * the rename leaves its temporary file behind: see bm_atomic_cleanup(). */
 int bm_write_atomic(const char *path, const char *tmp_template, const char *text);
 
 /* Optimal string alignment distance between a (na bytes) and b, for "did you mean" hints;
@@ -83,3 +86,9 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b);
 /* Reads a whole file as a NUL-terminated string (caller frees; an embedded NUL ends it early
  * for string functions). Returns 0, -EFBIG when it is larger than about max_bytes, or -errno. */
 int bm_read_file(const char *path, size_t max_bytes, char **ret);
+
+/* Removes what writers killed inside bm_write_atomic(tmp_template) left: regular files named
+ * like tmp_template with XXXXXX replaced by six letters or digits, that no writer holds
+ * locked and that nobody wrote to for min_age_s seconds (mtime). Returns how many were
+ * removed, or -errno when the directory cannot be read (-EINVAL: not a template). */
+int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s);

@@ -150,8 +150,17 @@ expect 0 "" -- -c "$DEMO" run --once --json --policy "$ROOT/demo/demo.policy" --
 jq -e '[.decisions[] | select(.action == "inflate") | .applied] == [true, true, true]' "$out" >/dev/null; ok $? "run --once applies the inflates"
 jq -e '.version == 1 and .host_mode == "reclaim" and (.domains | length) == 5' "$tmpd/s.json" >/dev/null; ok $? "  and writes the state file"
 echo '{"version": 1, "domains": [' >"$tmpd/s.json"
-expect 0 "run: warning: state: $tmpd/s.json: not JSON (truncated); starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
-jq -e '.version == 1' "$tmpd/s.json" >/dev/null; ok $? "  and replaces the corrupt state"
+expect 0 "run: warning: state '$tmpd/s.json': not JSON (truncated); starting fresh (dry run: the file is left as it is)" -- -c "$DEMO" run --once --dry-run --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
+[ "$(cat "$tmpd/s.json")" = '{"version": 1, "domains": [' ] && [ ! -e "$tmpd/s.json.corrupt" ]; ok $? "  dry run leaves the corrupt state as it is"
+expect 0 "run: warning: state '$tmpd/s.json': not JSON (truncated); moved to '$tmpd/s.json.corrupt', starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
+jq -e '.version == 1 and .counters.errors.state == 1' "$tmpd/s.json" >/dev/null; ok $? "  writes a fresh state, counting the error"
+[ "$(cat "$tmpd/s.json.corrupt")" = '{"version": 1, "domains": [' ]; ok $? "  and keeps the corrupt one aside"
+echo x >"$tmpd/file"
+expect 1 "run: state '$tmpd/file/s.json': cannot write: Not a directory" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/file/s.json"
+cp "$tmpd/s.json" "$tmpd/s.json.tmp.AAAAAA"
+touch -d '-1 min' "$tmpd/s.json.tmp.AAAAAA"
+expect 0 "run: state '$tmpd/s.json': removed 1 temporary file(s) left by interrupted writes" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
+[ ! -e "$tmpd/s.json.tmp.AAAAAA" ] && [ -e "$tmpd/s.json.corrupt" ]; ok $? "  only the temporary file"
 expect 1 "run: host memory: $tmpd/nope/meminfo: No such file or directory" -- -c "$DEMO" run --once --proc "$tmpd/nope" --state "$tmpd/s.json"
 rm -rf "$tmpd"
 
@@ -160,7 +169,8 @@ expect 2 "agent: --listen 'nowhere': expected ADDR:PORT" -- -c "$DEMO" agent --l
 expect 2 "agent: --listen '127.0.0.1:99999': port '99999' is not a number from 1 to 65535" -- -c "$DEMO" agent --listen 127.0.0.1:99999
 expect 2 "run: --textfile and --push go with --once" -- -c "$DEMO" run --textfile /tmp
 port=$((20000 + RANDOM % 20000))
-"$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" 2>/dev/null &
+tmpd=$(mktemp -d)
+"$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" --state "$tmpd/agent.json" 2>/dev/null &
 apid=$!
 for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >"$out" 2>/dev/null && grep -q '^balloonmgr_passes_total 1' "$out" && break; sleep 0.1; done
 grep -q '^balloonmgr_libvirt_up 1$' "$out"; ok $? "agent on the demo host serves /metrics"
@@ -170,6 +180,8 @@ if command -v promtool >/dev/null; then promtool check metrics <"$out" >/dev/nul
 [ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$port/secret")" = 404 ]; ok $? "  GET /secret: 404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -I "127.0.0.1:$port/metrics")" = 200 ]; ok $? "  HEAD /metrics: 200"
 kill -TERM $apid; wait $apid; ok $? "  SIGTERM: exit 0"
+jq -e '.version == 1 and .counters.passes >= 1 and (.domains | length) == 5' "$tmpd/agent.json" >/dev/null; ok $? "  and the agent saved its state"
+rm -rf "$tmpd"
 
 # --- every verb has --help
 for v in list status set verify configure run policy agent; do

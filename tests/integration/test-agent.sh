@@ -40,7 +40,8 @@ policy "$work/pressure.policy" "reclaim_below = 99%" "target_available = 99.5%" 
 cp "$work/calm.policy" "$work/agent.policy"
 
 port=$(bm_prom_free_port)
-"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
+    >"$work/agent.log" 2>&1 &
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
