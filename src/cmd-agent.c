@@ -409,8 +409,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_agent = {
     .name = "agent",
     .run = run,
-    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]
-"
+    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"
                 "             [--proc DIR] [--dry-run]",
     .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
                "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
