@@ -232,6 +232,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1};
     const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL, *web_config = NULL;
     const char *state_path = BM_STATE_DEFAULT_PATH;
+    bool state_explicit = false;
     bool dry_run = false;
     int c;
     while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
@@ -239,7 +240,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         case 'p': a.policy_path = optarg; a.policy_explicit = true; break;
         case 'l': listen = optarg; break;
         case 'W': web_config = optarg; break;
-        case 's': state_path = optarg; break;
+        case 's': state_path = optarg; state_explicit = true; break;
         case 'P': proc_dir = optarg; break;
         case 'n': dry_run = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
@@ -285,9 +286,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
                   bm_error_detail(-EIO));
     bm_engine_init(&a.e);
-    /* a dry run and monitoring only read the state but never write it */
+    /* a dry run reads the state but never writes it; monitoring only neither reads the
+     * policy agent's state (its counters are not this agent's) unless told to, nor writes */
     bool writes = !dry_run && !monitor_only;
-    if (bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
+    bool reads = !monitor_only || state_explicit;
+    if (reads && bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
         a.e.counters.errors[BM_ERR_STATE]++;
     a.state_path = writes ? state_path : NULL;
     a.e.policy = pol;

@@ -95,7 +95,7 @@ start_agent() {
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 20000))
         "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" 2>"$T/agent.err" &
+            --proc "$ROOT/demo/proc" --state "$T/agent-state.json" --listen "127.0.0.1:$port" 2>"$T/agent.err" &
         apid=$!
         for _ in $(seq 100); do
             curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0

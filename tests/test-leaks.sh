@@ -151,7 +151,7 @@ log=$T/log.agent
 agent_ok=1
 for attempt in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
-    launch "$log" -- -c "$URI" agent "${dry[@]}" --policy "$T/agent.policy" \
+    launch "$log" -- -c "$URI" agent "${dry[@]}" --policy "$T/agent.policy" --state "$T/agent-state.json" \
         --proc "$PROC" --listen "127.0.0.1:$port"
     apid=$pid
     # under valgrind the first pass takes a few seconds

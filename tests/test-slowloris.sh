@@ -17,7 +17,7 @@ port=""
 for _ in $(seq 20); do
     p=$((30000 + RANDOM % 20000))
     "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-        --dry-run --listen "127.0.0.1:$p" >"$work/agent.log" 2>&1 &
+        --dry-run --state "$work/state.json" --listen "127.0.0.1:$p" >"$work/agent.log" 2>&1 &
     agent=$!
     for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$p/metrics" && break; sleep 0.1; done
     if curl -sf -o /dev/null "http://127.0.0.1:$p/metrics"; then port=$p; break; fi

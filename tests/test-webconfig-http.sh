@@ -62,7 +62,7 @@ start_agent() {
     for try in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 20000))
         (cd / && exec "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" --web-config "$tmp/web.yml") \
+            --proc "$ROOT/demo/proc" --state "$tmp/state.json" --listen "127.0.0.1:$port" --web-config "$tmp/web.yml") \
             2>"$tmp/agent.log" &
         apid=$!
         for _ in $(seq 50); do

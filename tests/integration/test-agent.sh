@@ -46,6 +46,9 @@ agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
+# grep that reads all its input: `metrics | grep -q` under pipefail fails when grep exits at
+# the first match and curl then dies of SIGPIPE writing the rest (a false "not found")
+has() { grep "$@" >/dev/null; }
 metrics | promtool check metrics || bm_fail "promtool check metrics failed on /metrics"
 bm_pass "agent serves /metrics on 127.0.0.1:$port; promtool check metrics is clean"
 
@@ -86,7 +89,7 @@ kill -HUP "$agent"
 sleep 1
 kill -0 "$agent" || bm_fail "agent died on a broken policy"
 grep -q "not reloaded: keeping the last good one" "$work/agent.log" || bm_fail "no message about the broken policy"
-metrics | grep -q '^balloonmgr_errors_total{kind="policy"} 1$' || bm_fail "policy error not counted"
+metrics | has '^balloonmgr_errors_total{kind="policy"} 1$' || bm_fail "policy error not counted"
 bm_pass "SIGHUP with a broken policy: agent keeps running, error counted"
 cp "$work/calm.policy" "$work/agent.policy"
 kill -HUP "$agent"
@@ -134,8 +137,8 @@ bm_pass "every dashboard and alert expression returns data"
 # --- libvirtd killed and started again
 old=$(_bm_daemon_pid libvirtd)
 kill -KILL "$old"
-for _ in $(seq 50); do metrics | grep -q '^balloonmgr_libvirt_up 0$' && break; sleep 0.1; done
-metrics | grep -q '^balloonmgr_libvirt_up 0$' || bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
+for _ in $(seq 50); do metrics | has '^balloonmgr_libvirt_up 0$' && break; sleep 0.1; done
+metrics | has '^balloonmgr_libvirt_up 0$' || bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
 bm_pass "libvirtd killed: agent still serving, libvirt_up 0"
 libvirtd -d
 sleep 0.5
@@ -144,8 +147,8 @@ for f in "$BM_IT_STATE"/daemons.*; do
     [ -e "$f" ] && sed -i "s/^libvirtd $old\$/libvirtd $(_bm_daemon_pid libvirtd)/" "$f"
 done
 passes_before=$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)
-for _ in $(seq 160); do metrics | grep -q '^balloonmgr_libvirt_up 1$' && break; sleep 0.25; done
-metrics | grep -q '^balloonmgr_libvirt_up 1$' || bm_fail "agent did not reconnect to the new libvirtd"
+for _ in $(seq 160); do metrics | has '^balloonmgr_libvirt_up 1$' && break; sleep 0.25; done
+metrics | has '^balloonmgr_libvirt_up 1$' || bm_fail "agent did not reconnect to the new libvirtd"
 for _ in $(seq 40); do
     [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] && break
     sleep 0.25
@@ -154,17 +157,30 @@ done
 bm_pass "libvirtd restarted: agent reconnected, libvirt_up 1, passes resumed"
 
 # --- a domain that disappears disappears from /metrics
-metrics | grep -q "domain=\"$dom\"" || bm_fail "domain not in /metrics before undefine"
+metrics | has "domain=\"$dom\"" || bm_fail "domain not in /metrics before undefine"
 # destroy may wait for the restarted libvirtd's reconnect to the QEMU process (a job on the
 # domain): time it apart from the agent's reaction
 t_destroy=$(bm_now)
 bm_virsh destroy "$dom" >/dev/null
 bm_virsh undefine "$dom" >/dev/null
 t_gone=$(bm_now)
-for _ in $(seq 160); do metrics | grep -q "domain=\"$dom\"" || break; sleep 0.25; done
+# (a failed scrape is not "gone": read the page first, then look for the domain)
+for _ in $(seq 160); do
+    page=$(metrics) && ! grep -q "domain=\"$dom\"" <<<"$page" && break
+    sleep 0.25
+done
 echo "destroy+undefine took $(awk -v a="$t_destroy" -v b="$t_gone" 'BEGIN { printf "%.1f", b - a }') s;" \
     "series gone $(bm_elapsed "$t_gone") s after"
-metrics | grep "domain=\"$dom\"" | head -3 && { tail -5 "$work/agent.log"; bm_virsh list --all; bm_fail "series of the undefined domain still in /metrics"; }
+# and they stay gone (three more scrapes over a second)
+for _ in 1 2 3; do
+    page=$(metrics) || bm_fail "scrape failed"
+    if grep "domain=\"$dom\"" <<<"$page" | head -3; then
+        tail -5 "$work/agent.log"
+        bm_virsh list --all
+        bm_fail "series of the undefined domain still (or again) in /metrics"
+    fi
+    sleep 0.33
+done
 bm_pass "an undefined domain's series disappear from /metrics"
 
 # --- SIGTERM: clean exit within a second

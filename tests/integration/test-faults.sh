@@ -115,7 +115,8 @@ victim=$busy
 bm_virsh schedinfo "$victim" --live vcpu_quota=5000 vcpu_period=100000 >/dev/null ||
     bm_fail "cannot throttle $victim (cgroup cpu controller?)"
 port=$(bm_prom_free_port)
-"$BM" -c "$BM_URI" agent --policy "$work/pressure.policy" --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+"$BM" -c "$BM_URI" agent --policy "$work/pressure.policy" --state "$work/agent-state.json" \
+    --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
