@@ -534,6 +534,12 @@ bm_on_exit() {
 bm_setup() {
     bm_require_root
     bm_ensure_packages
+    # set --wait hands its measurements to /run/balloonmgr/changes: keep the tests' away from
+    # the host's (a test that needs its own sets it before)
+    if [ -z "${BALLOONMGR_RUNTIME_DIR:-}" ]; then
+        export BALLOONMGR_RUNTIME_DIR=$BM_WORKDIR/run
+        mkdir -p "$BALLOONMGR_RUNTIME_DIR"
+    fi
     trap bm_on_exit EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
