@@ -254,9 +254,11 @@ static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
         return NULL;
     }
     /* MHD_USE_ITC: MHD_stop_daemon() wakes its thread through its own channel rather than by
-     * shutdown() of the listening socket, which would end it for every daemon on it */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-                     MHD_USE_ITC;
+     * shutdown() of the listening socket, which would end it for every daemon on it.
+     * A thread per connection (at most 64, small stacks): a bcrypt check of a wrong password
+     * (~50 ms at cost 10) then delays only its own connection, not Prometheus' scrape. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     struct MHD_OptionItem tls_opts[] = {
         {t->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, t->cert_pem},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, t->key_pem},
@@ -275,6 +277,7 @@ static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
                                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)16,
                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+                                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
                                             MHD_OPTION_ARRAY, tls_opts,
                                             MHD_OPTION_END);
     pthread_mutex_lock(&h->log_lock);
