@@ -4,12 +4,12 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <strings.h>
 
+#include "diag.h"
 #include "error.h"
 #include "size.h"
 
@@ -17,7 +17,6 @@
 #define POLICY_MAX_BYTES (16u * 1024 * 1024)
 /* Values are short tokens; longer ones are refused before any parsing. */
 #define VALUE_MAX 64
-#define QUOTE_MAX 64
 #define MAX_STATS_AGE_MAX_S (24u * 3600)
 
 typedef enum {
@@ -119,19 +118,12 @@ void bm_policy_free(BmPolicy *p)
 
 /* --- messages */
 
-typedef struct {
-    unsigned line, col;
-    size_t seq;
-    char *msg;
-} ParseError;
-
 typedef enum { IN_NONE, IN_SKIP, IN_HOST, IN_GUEST, IN_DOMAIN } Section;
 
 typedef struct {
     const char *path;
     BmPolicy *p;
-    ParseError *errors;
-    size_t n_errors, cap_errors;
+    BmDiags diags;
     size_t cap_domains;
     Section section;
     BmGuestRules *rules;  /* where guest keys go: &p->guest, the current domain, &scratch */
@@ -140,87 +132,15 @@ typedef struct {
     unsigned host_seen[N_KEYS], guest_seen[N_KEYS], domain_seen[N_KEYS];
     unsigned host_col[N_KEYS];      /* column of the value of host keys */
     bool host_bad[N_KEYS];          /* host key with a refused value */
-    char label[QUOTE_MAX * 4 + 32]; /* "[guest]", "[domain \"db-*\"]" */
+    char label[BM_QUOTE_MAX * 4 + 32]; /* "[guest]", "[domain \"db-*\"]" */
 } Parser;
 
-/* Copies n bytes of s into buf for a message: control bytes as \xNN, at most QUOTE_MAX bytes
- * of s (cut at a UTF-8 character boundary) followed by "..." when longer. Returns buf, which
- * must hold QUOTE_MAX * 4 + 4 bytes. */
+#define add_error(ps, ...) bm_diags_add(&(ps)->diags, __VA_ARGS__)
+
 static const char *quote(const char *s, size_t n, char *buf)
 {
-    size_t take = n, o = 0;
-    if (take > QUOTE_MAX) {
-        take = QUOTE_MAX;
-        while (take > 0 && ((unsigned char)s[take] & 0xc0) == 0x80)
-            take--;
-    }
-    for (size_t i = 0; i < take; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f)
-            o += (size_t)sprintf(buf + o, "\\x%02x", c);
-        else
-            buf[o++] = (char)c;
-    }
-    if (take < n) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o] = '\0';
-    return buf;
+    return bm_quote(s, n, false, buf);
 }
-
-static void add_error(Parser *ps, unsigned line, size_t col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void add_error(Parser *ps, unsigned line, size_t col, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-
-    if (ps->n_errors == ps->cap_errors) {
-        ps->cap_errors = ps->cap_errors ? ps->cap_errors * 2 : 8;
-        ps->errors = bm_reallocarray(ps->errors, ps->cap_errors, sizeof(*ps->errors));
-    }
-    ps->errors[ps->n_errors] = (ParseError){
-        .line = line,
-        .col = col > UINT32_MAX ? UINT32_MAX : (unsigned)col,
-        .seq = ps->n_errors,
-        .msg = bm_strdup(msg),
-    };
-    ps->n_errors++;
-}
-
-static int cmp_errors(const void *a, const void *b)
-{
-    const ParseError *x = a, *y = b;
-    if (x->line != y->line)
-        return x->line < y->line ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* All errors in line order, "path:line:col: message\n" each. Frees the records. */
-static char *join_errors(Parser *ps)
-{
-    qsort(ps->errors, ps->n_errors, sizeof(*ps->errors), cmp_errors);
-    size_t total = 1, plen = strlen(ps->path);
-    for (size_t i = 0; i < ps->n_errors; i++)
-        total += plen + strlen(ps->errors[i].msg) + 2 * 11 + 5;
-    char *out = bm_malloc0(total), *o = out;
-    for (size_t i = 0; i < ps->n_errors; i++) {
-        o += sprintf(o, "%s:%u:%u: %s\n", ps->path, ps->errors[i].line, ps->errors[i].col,
-                     ps->errors[i].msg);
-        free(ps->errors[i].msg);
-    }
-    free(ps->errors);
-    ps->errors = NULL;
-    ps->n_errors = ps->cap_errors = 0;
-    return out;
-}
-
-/* --- values. Each parser returns 0 or -errno with the reason in bm_error_detail(). */
 
 static int refuse_sign(const char *s)
 {
@@ -618,7 +538,7 @@ static const char *glob_problem(const char *g, size_t n, char *buf, size_t size)
                         known |= strlen(classes[k]) == e - start &&
                                  memcmp(classes[k], g + start, e - start) == 0;
                     if (!known) {
-                        char q[QUOTE_MAX * 4 + 4];
+                        char q[BM_QUOTE_SIZE];
                         snprintf(buf, size, "unknown character class '%s'",
                                  quote(g + start, e - start, q));
                         return buf;
@@ -635,7 +555,7 @@ static const char *glob_problem(const char *g, size_t n, char *buf, size_t size)
 static void set_label(Parser *ps, const char *name, const char *glob, size_t glob_len)
 {
     if (glob) {
-        char q[QUOTE_MAX * 4 + 4];
+        char q[BM_QUOTE_SIZE];
         snprintf(ps->label, sizeof(ps->label), "[%s \"%s\"]", name, quote(glob, glob_len, q));
     } else {
         snprintf(ps->label, sizeof(ps->label), "[%s]", name);
@@ -645,7 +565,7 @@ static void set_label(Parser *ps, const char *name, const char *glob, size_t glo
 /* "[host]", "[guest]", "[domain \"GLOB\"]", s[i] being '['. */
 static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned line)
 {
-    char q[QUOTE_MAX * 4 + 4];
+    char q[BM_QUOTE_SIZE];
     ps->section = IN_SKIP; /* keys under a header that failed are not checked */
 
     size_t name = skip_ws(s, n, i + 1), name_end = name;
@@ -748,7 +668,7 @@ static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned
     memset(ps->domain_seen, 0, sizeof(ps->domain_seen));
     set_label(ps, "domain", s + glob, glob_end - glob);
 
-    char why[QUOTE_MAX * 4 + 64];
+    char why[BM_QUOTE_MAX * 4 + 64];
     const char *problem = glob_problem(s + glob, glob_end - glob, why, sizeof(why));
     if (problem) {
         add_error(ps, line, glob + 1, "bad glob '%s': %s", quote(s + glob, glob_end - glob, q),
@@ -772,7 +692,7 @@ static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned
 
 static void parse_line(Parser *ps, const char *s, size_t n, unsigned line)
 {
-    char q[QUOTE_MAX * 4 + 4];
+    char q[BM_QUOTE_SIZE];
     size_t i = skip_ws(s, n, 0);
     if (i == n || s[i] == '#')
         return;
@@ -984,9 +904,9 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
     }
     check_thresholds(&ps);
 
-    if (ps.n_errors) {
-        size_t n_errors = ps.n_errors;
-        char *errors = join_errors(&ps);
+    if (ps.diags.n) {
+        size_t n_errors = ps.diags.n;
+        char *errors = bm_diags_join(&ps.diags, ps.path, false);
         if (ret_errors)
             *ret_errors = errors;
         else

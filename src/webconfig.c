@@ -3,104 +3,31 @@
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <yaml.h>
 
+#include "diag.h"
 #include "error.h"
 
 #define WEBCONFIG_MAX_BYTES (1024u * 1024)
 #define PEM_MAX_BYTES (1024u * 1024)
-#define QUOTE_MAX 64
 /* deeper collections are refused before libyaml's document loader sees them: its scanner
  * takes time quadratic in the depth of flow collections ("[[[[...") */
 #define MAX_DEPTH 32
 
 typedef struct {
-    unsigned line, col, seq;
-    char *msg;
-} Error;
-
-typedef struct {
     const char *path;
     yaml_document_t *doc;
-    Error *errors;
-    size_t n_errors, cap_errors;
+    BmDiags diags;
     BmWebConfig *c;
 } Parser;
 
-static void add_error(Parser *ps, unsigned line, unsigned col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#define add_error(ps, ...) bm_diags_add(&(ps)->diags, __VA_ARGS__)
 
-static void add_error(Parser *ps, unsigned line, unsigned col, const char *fmt, ...)
-{
-    if (ps->n_errors == ps->cap_errors) {
-        ps->cap_errors = ps->cap_errors ? ps->cap_errors * 2 : 8;
-        ps->errors = bm_reallocarray(ps->errors, ps->cap_errors, sizeof(*ps->errors));
-    }
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    ps->errors[ps->n_errors] = (Error){line, col, (unsigned)ps->n_errors, bm_strdup(msg)};
-    ps->n_errors++;
-}
-
-static int cmp_errors(const void *a, const void *b)
-{
-    const Error *x = a, *y = b;
-    if (x->line != y->line)
-        return x->line < y->line ? -1 : 1;
-    if (x->col != y->col)
-        return x->col < y->col ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* All errors in line order, "path:line:col: message\n" each. Frees the records. */
-static char *join_errors(Parser *ps)
-{
-    qsort(ps->errors, ps->n_errors, sizeof(*ps->errors), cmp_errors);
-    size_t total = 1, plen = strlen(ps->path);
-    for (size_t i = 0; i < ps->n_errors; i++)
-        total += plen + strlen(ps->errors[i].msg) + 2 * 11 + 5;
-    char *out = bm_malloc0(total), *o = out;
-    for (size_t i = 0; i < ps->n_errors; i++) {
-        o += sprintf(o, "%s:%u:%u: %s\n", ps->path, ps->errors[i].line, ps->errors[i].col,
-                     ps->errors[i].msg);
-        free(ps->errors[i].msg);
-    }
-    free(ps->errors);
-    ps->errors = NULL;
-    ps->n_errors = ps->cap_errors = 0;
-    return out;
-}
-
-/* Copies n bytes of s into buf for a message: control bytes and '\' as \xNN, at most QUOTE_MAX
- * bytes of s (cut at a UTF-8 character boundary), then "..." when longer. buf must hold
- * QUOTE_MAX * 4 + 4 bytes. Returns buf. */
 static const char *quote(const char *s, size_t n, char *buf)
 {
-    size_t take = n, o = 0;
-    if (take > QUOTE_MAX) {
-        take = QUOTE_MAX;
-        while (take > 0 && ((unsigned char)s[take] & 0xc0) == 0x80)
-            take--;
-    }
-    for (size_t i = 0; i < take; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f || c == '\\')
-            o += (size_t)sprintf(buf + o, "\\x%02x", c);
-        else
-            buf[o++] = (char)c;
-    }
-    if (take < n) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o] = '\0';
-    return buf;
+    return bm_quote(s, n, true, buf);
 }
 
 #define LINE(n) ((unsigned)(n)->start_mark.line + 1)
@@ -133,7 +60,7 @@ static const char *get_string(Parser *ps, const yaml_node_t *n, const char *what
 /* 1 true, 0 false, -1 not a boolean (error added). */
 static int get_bool(Parser *ps, const yaml_node_t *n, const char *what)
 {
-    char q[QUOTE_MAX * 4 + 4];
+    char q[BM_QUOTE_SIZE];
     if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
         const char *s = SCALAR(n);
         if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"))
@@ -186,7 +113,7 @@ static const Key http_keys[] = {
 static int find_key(Parser *ps, const yaml_node_t *n, const Key *keys, size_t n_keys,
                     const char *section)
 {
-    char q[QUOTE_MAX * 4 + 4];
+    char q[BM_QUOTE_SIZE];
     if (n->type != YAML_SCALAR_NODE) {
         add_error(ps, LINE(n), COL(n), "%s%skeys must be strings", section ? section : "",
                   section ? ": " : "");
@@ -263,7 +190,7 @@ static char *resolve(const char *config_path, const char *file)
 /* TLS12 / TLS13; the older ones are refused. 0 with an error for anything else. */
 static BmTlsVersion get_version(Parser *ps, const yaml_node_t *v, const char *what)
 {
-    char q[QUOTE_MAX * 4 + 4], full[64];
+    char q[BM_QUOTE_SIZE], full[64];
     snprintf(full, sizeof(full), "tls_server_config: %s", what);
     const char *s = get_string(ps, v, full);
     if (!s)
@@ -286,7 +213,7 @@ static BmTlsVersion get_version(Parser *ps, const yaml_node_t *v, const char *wh
 static void visit_tls(Parser *ps, int i, const yaml_node_t *k, const yaml_node_t *v)
 {
     BmWebConfig *c = ps->c;
-    char q[QUOTE_MAX * 4 + 4];
+    char q[BM_QUOTE_SIZE];
     const char *name = tls_keys[i].name;
     char what[64];
     snprintf(what, sizeof(what), "tls_server_config: %s", name);
@@ -349,7 +276,7 @@ bool bm_webconfig_is_bcrypt(const char *s)
 static void parse_users(Parser *ps, const yaml_node_t *m)
 {
     BmWebConfig *c = ps->c;
-    char q[QUOTE_MAX * 4 + 4];
+    char q[BM_QUOTE_SIZE];
     size_t n = (size_t)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
     c->users = n ? bm_reallocarray(NULL, n, sizeof(*c->users)) : NULL;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
@@ -379,7 +306,7 @@ static void parse_users(Parser *ps, const yaml_node_t *m)
             }
         if (dup)
             continue;
-        char what[QUOTE_MAX * 4 + 64];
+        char what[BM_QUOTE_MAX * 4 + 64];
         snprintf(what, sizeof(what), "basic_auth_users: '%s'", quote(user, strlen(user), q));
         const char *hash = get_string(ps, v, what);
         if (!hash)
@@ -555,8 +482,8 @@ int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, ch
     }
     yaml_parser_delete(&parser);
 
-    if (ps.n_errors) {
-        _cleanup_free_ char *errors = join_errors(&ps);
+    if (ps.diags.n) {
+        _cleanup_free_ char *errors = bm_diags_join(&ps.diags, ps.path, true);
         const char *nl = strchr(errors, '\n');
         bm_error(-EINVAL, "%.*s", (int)(nl - errors), errors);
         if (ret_errors)
@@ -668,7 +595,7 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
         read_tls_file(&ps, "key_file", c->key_path, c->key_line, c->key_col, &c->key_pem);
         if (c->cert_pem && c->key_pem)
             check_tls_pair(&ps, c);
-        if (!ps.n_errors) {
+        if (!ps.diags.n) {
             _cleanup_free_ char *prio = bm_webconfig_tls_priorities(c);
             gnutls_priority_t pc;
             const char *at = NULL;
@@ -681,8 +608,8 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
                 gnutls_priority_deinit(pc);
             }
         }
-        if (ps.n_errors) {
-            _cleanup_free_ char *errors = join_errors(&ps);
+        if (ps.diags.n) {
+            _cleanup_free_ char *errors = bm_diags_join(&ps.diags, ps.path, true);
             const char *nl = strchr(errors, '\n');
             bm_error(-EINVAL, "%.*s", (int)(nl - errors), errors);
             if (ret_errors)
