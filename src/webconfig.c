@@ -408,6 +408,17 @@ static int check_depth(const char *text, unsigned *ret_line, unsigned *ret_col)
     return r;
 }
 
+/* The errors of ps: the first as the error detail, all in *ret_errors. Returns -EINVAL. */
+static int refuse(Parser *ps, char **ret_errors)
+{
+    _cleanup_free_ char *errors = bm_diags_join(&ps->diags, ps->path, true);
+    const char *nl = strchr(errors, '\n');
+    bm_error(-EINVAL, "%.*s", (int)(nl - errors), errors);
+    if (ret_errors)
+        *ret_errors = TAKE_PTR(errors);
+    return -EINVAL;
+}
+
 void bm_webconfig_free(BmWebConfig *c)
 {
     if (!c)
@@ -482,14 +493,8 @@ int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, ch
     }
     yaml_parser_delete(&parser);
 
-    if (ps.diags.n) {
-        _cleanup_free_ char *errors = bm_diags_join(&ps.diags, ps.path, true);
-        const char *nl = strchr(errors, '\n');
-        bm_error(-EINVAL, "%.*s", (int)(nl - errors), errors);
-        if (ret_errors)
-            *ret_errors = TAKE_PTR(errors);
-        return -EINVAL;
-    }
+    if (ps.diags.n)
+        return refuse(&ps, ret_errors);
     if (ret)
         *ret = TAKE_PTR(c);
     return 0;
@@ -608,14 +613,8 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
                 gnutls_priority_deinit(pc);
             }
         }
-        if (ps.diags.n) {
-            _cleanup_free_ char *errors = bm_diags_join(&ps.diags, ps.path, true);
-            const char *nl = strchr(errors, '\n');
-            bm_error(-EINVAL, "%.*s", (int)(nl - errors), errors);
-            if (ret_errors)
-                *ret_errors = TAKE_PTR(errors);
-            return -EINVAL;
-        }
+        if (ps.diags.n)
+            return refuse(&ps, ret_errors);
     }
     if (ret)
         *ret = TAKE_PTR(c);
