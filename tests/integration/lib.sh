@@ -575,3 +575,36 @@ bm_rss_kib() {
 bm_memstat() {
     bm_virsh dommemstat "$(bm_dom "$1")" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
 }
+
+# bm_wait_fresh_stats NAME...: waits (up to 60 s) until balloonmgr status shows guest
+# statistics of every named domain no older than 5 s; fails otherwise. Uses $BALLOONMGR.
+bm_wait_fresh_stats() {
+    local doms=() d
+    for d in "$@"; do doms+=("$(bm_dom "$d")"); done
+    for _ in $(seq 60); do
+        "${BALLOONMGR:?}" -c "$BM_URI" status --json "${doms[@]}" |
+            jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' \
+                >/dev/null && return 0
+        sleep 1
+    done
+    bm_fail "no fresh guest statistics for ${doms[*]}"
+}
+
+# bm_pressure_policy FILE [INTERVAL] [MAX_STEP]: a policy under which the real host is
+# "under pressure" (every threshold just below 100% of MemTotal) and only this test's domains
+# are managed; INTERVAL and MAX_STEP set when given. Append sections for more.
+bm_pressure_policy() {
+    {
+        echo "# every threshold just below 100% of MemTotal: the real host is \"under pressure\""
+        echo "[host]"
+        if [ -n "${2:-}" ]; then echo "interval = $2"; fi
+        echo "reclaim_below = 99%"
+        echo "target_available = 99.5%"
+        echo "release_above = 99.9%"
+        echo "[guest]"
+        echo "exclude = yes"
+        echo "[domain \"${BM_PREFIX}*\"]"
+        echo "exclude = no"
+        if [ -n "${3:-}" ]; then echo "max_step = $3"; fi
+    } >"$1"
+}

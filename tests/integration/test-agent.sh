@@ -22,10 +22,7 @@ bm_add_cleanup "rm -rf '$work'"
 bm_define_guest ag1 512 touch=400
 bm_wait_guest_ready ag1
 dom=$(bm_dom ag1)
-for _ in $(seq 60); do
-    "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].usable_bytes != null' >/dev/null && break
-    sleep 1
-done
+bm_wait_fresh_stats ag1
 
 policy() { # policy FILE [host settings...]
     local f=$1; shift

@@ -21,30 +21,10 @@ bm_define_guest free 512 touch=100
 bm_wait_guest_ready busy
 bm_wait_guest_ready free
 busy=$(bm_dom busy) free=$(bm_dom free)
-fresh_stats() {
-    for _ in $(seq 60); do
-        "$BM" -c "$BM_URI" status --json "$@" |
-            jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' \
-                >/dev/null && return 0
-        sleep 1
-    done
-    bm_fail "no fresh guest statistics for $*"
-}
-fresh_stats "$busy" "$free"
+bm_wait_fresh_stats busy free
 actual() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].current_bytes'; }
 
-cat >"$work/pressure.policy" <<POL
-[host]
-interval = 2s
-reclaim_below = 99%
-target_available = 99.5%
-release_above = 99.9%
-[guest]
-exclude = yes
-[domain "${BM_PREFIX}*"]
-exclude = no
-max_step = 50%
-POL
+bm_pressure_policy "$work/pressure.policy" 2s 50%
 
 # ---------------------------------------------------------------- busy in a long job
 mkfifo "$work/dump.fifo"
@@ -109,7 +89,7 @@ bm_pass "after the job ended the next pass inflated $busy"
 # ---------------------------------------------------------------- destroyed mid-inflate
 "$BM" -c "$BM_URI" set "$busy" 100% --wait=60 >/dev/null
 "$BM" -c "$BM_URI" set "$free" 100% --wait=60 >/dev/null
-fresh_stats "$busy" "$free"
+bm_wait_fresh_stats busy free
 victim=$busy
 # 5% of a CPU: the guest still reports its statistics, an inflate of 256 MiB takes ~10 s
 bm_virsh schedinfo "$victim" --live vcpu_quota=5000 vcpu_period=100000 >/dev/null ||

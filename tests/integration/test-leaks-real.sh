@@ -15,22 +15,8 @@ bm_add_cleanup "rm -rf '$work'"
 bm_define_guest lk 512 touch=300
 bm_wait_guest_ready lk
 dom=$(bm_dom lk)
-for _ in $(seq 60); do
-    "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].usable_bytes != null' >/dev/null && break
-    sleep 1
-done
-cat >"$work/pressure.policy" <<POL
-[host]
-interval = 2s
-reclaim_below = 99%
-target_available = 99.5%
-release_above = 99.9%
-[guest]
-exclude = yes
-[domain "${BM_PREFIX}*"]
-exclude = no
-max_step = 25%
-POL
+bm_wait_fresh_stats lk
+bm_pressure_policy "$work/pressure.policy" 2s 25%
 before=$(bm_memstat lk actual)
 t0=$(bm_now)
 set +e

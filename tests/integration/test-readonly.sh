@@ -24,10 +24,7 @@ as_nobody test -x "$BM" || bm_skip "nobody cannot execute $BM (a build under a p
 bm_define_guest ro1 512 touch=100
 bm_wait_guest_ready ro1
 dom=$(bm_dom ro1)
-for _ in $(seq 60); do
-    "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].usable_bytes != null' >/dev/null && break
-    sleep 1
-done
+bm_wait_fresh_stats ro1
 actual() { "$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes'; }
 before=$(actual)
 
@@ -61,18 +58,7 @@ for args in "set $dom 50%" "configure $dom --stats-period 5" "verify $dom" "run 
 done
 bm_pass "-r set/configure/verify/run exit 2: $(cat "$work/err")"
 
-cat >"$work/pressure.policy" <<POL
-[host]
-interval = 1s
-reclaim_below = 99%
-target_available = 99.5%
-release_above = 99.9%
-[guest]
-exclude = yes
-[domain "${BM_PREFIX}*"]
-exclude = no
-max_step = 50%
-POL
+bm_pressure_policy "$work/pressure.policy" 1s 50%
 chmod 0644 "$work/pressure.policy"
 
 # --- a dry run plans what a read-write run would do

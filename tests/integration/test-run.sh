@@ -17,26 +17,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"; bm_on_exit' EXIT
 
 # wait for fresh guest stats of both
-for _ in $(seq 60); do
-    "$BM" -c "$BM_URI" status --json "$idle" "$floor" |
-        jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' >/dev/null && break
-    sleep 1
-done
+bm_wait_fresh_stats idle floor
 
-cat >"$work/pressure.policy" <<POL
-# every threshold just below 100% of MemTotal: the real host is "under pressure"
-[host]
-reclaim_below = 99%
-target_available = 99.5%
-release_above = 99.9%
-[guest]
-exclude = yes
-[domain "${BM_PREFIX}*"]
-exclude = no
-max_step = 50%
-[domain "${BM_PREFIX}floor"]
-floor = 90%
-POL
+bm_pressure_policy "$work/pressure.policy" "" 50%
+printf '[domain "%s"]\nfloor = 90%%\n' "${BM_PREFIX}floor" >>"$work/pressure.policy"
 "$BM" policy check "$work/pressure.policy" >/dev/null || bm_fail "test policy does not pass policy check"
 
 actual() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].current_bytes'; }

@@ -26,16 +26,7 @@ grep -q "stalled: the balloon did not move for 3 s" "$work/err" || bm_fail "no s
 [ "$(ls "$work/run/changes" | wc -l)" -eq 1 ] || bm_fail "the stalled change was not spooled"
 bm_pass "set --wait on a guest without balloon driver: stalled after 3 s, exit 3, spooled"
 
-cat >"$work/p.policy" <<POL
-[host]
-reclaim_below = 99%
-target_available = 99.5%
-release_above = 99.9%
-[guest]
-exclude = yes
-[domain "${BM_PREFIX}*"]
-exclude = no
-POL
+bm_pressure_policy "$work/p.policy"
 for i in 1 2; do
     "$BM" -c "$BM_URI" run --once --json --policy "$work/p.policy" --state "$work/state.json" \
         --textfile "$work/textfile" >"$work/run$i.json"
