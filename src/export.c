@@ -10,11 +10,11 @@
 #define BM_VERSION "unknown"
 #endif
 
-static const char *const dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
-static const char *const sg_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
-static const char *const out_names[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
-static const char *const err_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
-                                                    "policy",  "push",   "web_config"};
+const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
+const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
+const char *const bm_outcome_names[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
+const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
+                                                       "policy",  "push",   "web_config"};
 
 void bm_counters_init(BmCounters *c)
 {
@@ -108,14 +108,14 @@ void bm_counters_record_target(BmCounters *c, const char *uuid, const char *name
 const char *bm_sg_label(BmFeatureState s, bool known)
 {
     if (!known || s == BM_FEAT_UNKNOWN)
-        return sg_names[BM_SGL_UNKNOWN];
-    return s == BM_FEAT_NEGOTIATED ? sg_names[BM_SGL_NEGOTIATED] : sg_names[BM_SGL_NOT_NEGOTIATED];
+        return bm_sg_label_names[BM_SGL_UNKNOWN];
+    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
 }
 
 static int sg_index(const char *label)
 {
     for (int s = 0; s < BM_SGL_COUNT; s++)
-        if (strcmp(sg_names[s], label) == 0)
+        if (strcmp(bm_sg_label_names[s], label) == 0)
             return s;
     return BM_SGL_UNKNOWN;
 }
@@ -252,13 +252,13 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
 
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
-            const char *l[] = {"direction", dir_names[d], "sg", sg_names[s], NULL};
+            const char *l[] = {"direction", bm_dir_names[d], "sg", bm_sg_label_names[s], NULL};
             r_ok |= bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", l,
                                               &c->latency[d][s]);
         }
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int o = 0; o < BM_OUT_COUNT; o++) {
-            const char *l[] = {"direction", dir_names[d], "outcome", out_names[o], NULL};
+            const char *l[] = {"direction", bm_dir_names[d], "outcome", bm_outcome_names[o], NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
     r_ok |= bm_registry_add(r, "balloonmgr_rss_dropped_bytes_total", NULL, (double)c->rss_dropped_bytes);
@@ -278,7 +278,7 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
                               "sg", sg, "ioeventfd", io, NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_domain_info", info, 1);
         if (rec && rec->last_duration_s >= 0 && rec->last_direction >= 0) {
-            const char *l[] = {"domain", d->name, "direction", dir_names[rec->last_direction], NULL};
+            const char *l[] = {"domain", d->name, "direction", bm_dir_names[rec->last_direction], NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_domain_last_change_duration_seconds", l,
                                     rec->last_duration_s);
         }
@@ -331,11 +331,11 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
     if (c->last_pass_duration_s >= 0)
         r_ok |= bm_registry_add(r, "balloonmgr_pass_duration_seconds", NULL, c->last_pass_duration_s);
     for (int d = 0; d < BM_DIR_COUNT; d++) {
-        const char *l[] = {"direction", dir_names[d], NULL};
+        const char *l[] = {"direction", bm_dir_names[d], NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_target_changes_total", l, (double)c->target_changes[d]);
     }
     for (int e = 0; e < BM_ERR_COUNT; e++) {
-        const char *l[] = {"kind", err_names[e], NULL};
+        const char *l[] = {"kind", bm_error_kind_names[e], NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_errors_total", l, (double)c->errors[e]);
     }
     r_ok |= bm_registry_add(r, "balloonmgr_libvirt_up", NULL, v && v->libvirt_up ? 1 : 0);

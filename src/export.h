@@ -27,6 +27,12 @@ typedef enum {
     BM_ERR_COUNT
 } BmErrorKind;
 
+/* The label values of the enums above in the metrics, also the keys of the state file. */
+extern const char *const bm_dir_names[BM_DIR_COUNT];
+extern const char *const bm_sg_label_names[BM_SGL_COUNT];
+extern const char *const bm_outcome_names[BM_OUT_COUNT];
+extern const char *const bm_error_kind_names[BM_ERR_COUNT];
+
 /* What balloonmgr remembers of one domain between passes (by UUID). */
 typedef struct {
     char uuid[40];

@@ -63,10 +63,6 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
     return 0;
 }
 
-static const char *const dir_keys[BM_DIR_COUNT] = {"inflate", "deflate"};
-static const char *const sg_keys[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
-static const char *const out_keys[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
-static const char *const err_keys[BM_ERR_COUNT] = {"libvirt", "apply", "host", "state", "policy", "push", "web_config"};
 
 static json_object *counters_json(const BmCounters *c)
 {
@@ -76,8 +72,8 @@ static json_object *counters_json(const BmCounters *c)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
             const BmHistogram *h = &c->latency[d][s];
             json_object *e = json_object_new_object(), *b = json_object_new_array();
-            json_object_object_add(e, "direction", json_object_new_string(dir_keys[d]));
-            json_object_object_add(e, "sg", json_object_new_string(sg_keys[s]));
+            json_object_object_add(e, "direction", json_object_new_string(bm_dir_names[d]));
+            json_object_object_add(e, "sg", json_object_new_string(bm_sg_label_names[s]));
             for (size_t i = 0; i <= h->n_bounds; i++)
                 json_object_array_add(b, json_object_new_uint64(h->counts[i]));
             json_object_object_add(e, "buckets", b);
@@ -90,12 +86,12 @@ static json_object *counters_json(const BmCounters *c)
     for (int d = 0; d < BM_DIR_COUNT; d++) {
         json_object *x = json_object_new_object();
         for (int k = 0; k < BM_OUT_COUNT; k++)
-            json_object_object_add(x, out_keys[k], json_object_new_uint64(c->changes[d][k]));
-        json_object_object_add(ch, dir_keys[d], x);
-        json_object_object_add(tc, dir_keys[d], json_object_new_uint64(c->target_changes[d]));
+            json_object_object_add(x, bm_outcome_names[k], json_object_new_uint64(c->changes[d][k]));
+        json_object_object_add(ch, bm_dir_names[d], x);
+        json_object_object_add(tc, bm_dir_names[d], json_object_new_uint64(c->target_changes[d]));
     }
     for (int e = 0; e < BM_ERR_COUNT; e++)
-        json_object_object_add(er, err_keys[e], json_object_new_uint64(c->errors[e]));
+        json_object_object_add(er, bm_error_kind_names[e], json_object_new_uint64(c->errors[e]));
     json_object_object_add(o, "changes", ch);
     json_object_object_add(o, "target_changes", tc);
     json_object_object_add(o, "errors", er);
@@ -158,8 +154,8 @@ static void counters_parse(json_object *o, BmCounters *c)
             if (!json_object_object_get_ex(e, "direction", &dj) || !json_object_object_get_ex(e, "sg", &sj) ||
                 !json_object_object_get_ex(e, "buckets", &b) || !json_object_is_type(b, json_type_array))
                 continue;
-            int d = index_of(dir_keys, BM_DIR_COUNT, json_object_get_string(dj));
-            int s = index_of(sg_keys, BM_SGL_COUNT, json_object_get_string(sj));
+            int d = index_of(bm_dir_names, BM_DIR_COUNT, json_object_get_string(dj));
+            int s = index_of(bm_sg_label_names, BM_SGL_COUNT, json_object_get_string(sj));
             BmHistogram *h = d >= 0 && s >= 0 ? &c->latency[d][s] : NULL;
             if (!h || json_object_array_length(b) != h->n_bounds + 1)
                 continue;
@@ -176,16 +172,16 @@ static void counters_parse(json_object *o, BmCounters *c)
     if (json_object_object_get_ex(o, "changes", &ch))
         for (int d = 0; d < BM_DIR_COUNT; d++) {
             json_object *x;
-            if (json_object_object_get_ex(ch, dir_keys[d], &x))
+            if (json_object_object_get_ex(ch, bm_dir_names[d], &x))
                 for (int k = 0; k < BM_OUT_COUNT; k++)
-                    c->changes[d][k] = u64_member(x, out_keys[k]);
+                    c->changes[d][k] = u64_member(x, bm_outcome_names[k]);
         }
     if (json_object_object_get_ex(o, "target_changes", &tc))
         for (int d = 0; d < BM_DIR_COUNT; d++)
-            c->target_changes[d] = u64_member(tc, dir_keys[d]);
+            c->target_changes[d] = u64_member(tc, bm_dir_names[d]);
     if (json_object_object_get_ex(o, "errors", &er))
         for (int e = 0; e < BM_ERR_COUNT; e++)
-            c->errors[e] = u64_member(er, err_keys[e]);
+            c->errors[e] = u64_member(er, bm_error_kind_names[e]);
     c->passes = u64_member(o, "passes");
     c->rss_dropped_bytes = u64_member(o, "rss_dropped_bytes");
     c->last_success_s = u64_member(o, "last_success");
