@@ -13,6 +13,7 @@
 # The control run (no agent, one `virsh setmem` per guest when the pressure begins) must
 # show the failure the agent avoids: the grower's workload is OOM-killed.
 # About 10 minutes (two runs: guests boot, 40 s steady, 80 s pressure, 45 s release).
+# BM_PRESSURE_KEEP=DIR: copy the two runs' JSON (control.json, agent.json) into DIR.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -57,6 +58,7 @@ check "agent: after the pressure, at least half of what the balloons held is giv
     '([.guests[] | .release_end_reclaimed_bytes] | add) <= 0.5 * ([.guests[] | .max_bytes - .min_current_bytes] | add)' "$A" \
     '.guests | map_values({release_end_reclaimed_bytes, min_current_bytes})'
 "$ROOT/bench/scenario.sh" table "$out" || true
+if [ -n "${BM_PRESSURE_KEEP:-}" ]; then mkdir -p "$BM_PRESSURE_KEEP" && cp "$A" "$C" "$BM_PRESSURE_KEEP/"; fi
 if [ "$fails" -gt 0 ]; then
     bm_fail "$fails check(s) failed; runs in $out"
 fi
