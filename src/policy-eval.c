@@ -609,3 +609,30 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
         return true;
     return p->psi_reclaim_above >= 0 && h->psi_present && h->psi_some_avg10 > p->psi_reclaim_above;
 }
+
+bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, const BmPolicy *p,
+                             uint64_t now_s)
+{
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING || (d->balloon_known && !d->balloon.present) ||
+            !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
+            continue;
+        BmGuestRules rules;
+        bm_policy_rules_for(p, d->name, &rules);
+        if (rules.exclude == 1)
+            continue;
+        const BmPrevDomain *pd = NULL;
+        for (size_t k = 0; prev && k < prev->n_domains && !pd; k++)
+            if (strcmp(prev->domains[k].uuid, d->uuid) == 0)
+                pd = &prev->domains[k];
+        if (pd && (pd->busy || pd->unresponsive))
+            continue;
+        BmGuestPressure gp;
+        bm_guest_pressure(d, pd, &rules, now_s, &gp);
+        if (!gp.stale && (gp.under_pressure ||
+                          gp.headroom_bytes < bm_amount_bytes(rules.keep_free, d->max_bytes)))
+            return true;
+    }
+    return false;
+}

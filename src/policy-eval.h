@@ -114,6 +114,13 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
 
 void bm_plan_clear(BmPlan *p);
 
+/* Whether a guest balloonmgr manages and has ballooned (balloon below its maximum) is short of
+ * memory (usable below keep_free) or under pressure (protect_* rates since prev, may be NULL),
+ * with fresh statistics: the agent checks this between passes and starts a pass at once, so a
+ * growing guest gets memory back within seconds. Pure. */
+bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, const BmPolicy *p,
+                             uint64_t now_s);
+
 /* Whether a host reading is past the policy's reclaim thresholds (MemAvailable below
  * reclaim_below, or PSI some avg10 above psi_reclaim_above): the agent checks this between
  * passes and starts a pass at once. Pure. */

@@ -297,6 +297,28 @@ static void test_no_return_domains_skipped(void)
     bm_plan_clear(&p);
 }
 
+/* Between passes the agent asks whether a ballooned guest grew short of memory or under
+ * pressure, to give it memory back at once. */
+static void test_guest_in_need_between_passes(void)
+{
+    BmDomain d[] = {guest("ballooned", 8 * GiB, 4 * GiB, 3 * GiB), guest("full", 8 * GiB, 8 * GiB, 100 * MiB)};
+    BmSnapshot s = {.domains = d, .n_domains = 2};
+    ok(!bm_policy_guest_in_need(&s, NULL, P, NOW), "ballooned guest with room, short guest at its maximum: no");
+    d[0].usable_bytes = 1 * GiB; /* keep_free 1.2 GiB */
+    ok(bm_policy_guest_in_need(&s, NULL, P, NOW), "ballooned guest below keep_free: yes");
+    d[0].last_update_s = NOW - 100;
+    ok(!bm_policy_guest_in_need(&s, NULL, P, NOW), "stale statistics: no");
+    d[0].last_update_s = NOW - 2;
+    d[0].usable_bytes = 3 * GiB;
+    BmPrevDomain pd = prev_with_yield(&d[0], (BmYield){0});
+    pd.last_update_s = NOW - 12;
+    d[0].major_faults = pd.major_faults + 10 * 500;
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    ok(bm_policy_guest_in_need(&s, &prev, P, NOW), "500 major faults/s: yes");
+    pd.busy = true;
+    ok(!bm_policy_guest_in_need(&s, &prev, P, NOW), "a change in flight: no");
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -312,6 +334,7 @@ int main(void)
     test_unmet_need_reported_not_squeezed();
     test_release_gives_back_to_every_ballooned_guest();
     test_no_return_domains_skipped();
+    test_guest_in_need_between_passes();
 
     /* 1. comfortable host: a ballooned idle guest gets its memory back at the release pace */
     {
