@@ -320,6 +320,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     publish(&a);
 
     uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0, last_guest_watch = 0;
+    bool guest_in_need = false; /* what the last guest watch saw */
     const uint64_t ms = 1000000ull;
     while (!atomic_load(&stop_requested)) {
         if (atomic_exchange(&reload_requested, 0)) {
@@ -366,9 +367,14 @@ static int run(const BmGlobal *g, int argc, char **argv)
         if (a.conn && !monitor_only && next_pass > now && now - last_guest_watch >= GUEST_WATCH_MS * ms &&
             a.e.have_snap && any_ballooned(&a.e.snap)) {
             last_guest_watch = now;
-            if (bm_engine_refresh(&a.e) == 0 &&
-                bm_policy_guest_in_need(&a.e.snap, &a.e.prev, pol, a.e.snap.taken_real_ns / 1000000000ull))
-                next_pass = now; /* a ballooned guest grew short: give it memory back now */
+            bool need = bm_engine_refresh(&a.e) == 0 &&
+                        bm_policy_guest_in_need(&a.e.snap, &a.e.prev, pol,
+                                                a.e.snap.taken_real_ns / 1000000000ull);
+            /* a ballooned guest grew short: give it memory back now (once per episode: a guest
+             * the host cannot help now waits for the interval, not a pass every second) */
+            if (need && !guest_in_need)
+                next_pass = now;
+            guest_in_need = need;
             publish(&a);
         }
         if (a.conn && now >= next_pass) {
