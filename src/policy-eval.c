@@ -139,6 +139,7 @@ typedef struct {
     uint64_t keep_free, step, deadband;
     enum { ROLE_NONE, ROLE_TAKE, ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_FLOOR, ROLE_REST } role;
     uint64_t want;   /* give: bytes wanted; take: cap */
+    uint64_t potential; /* take: host bytes it could give back in all, max_step aside */
     double weight;   /* take: idle * 100 / shares */
     uint64_t amount; /* decided */
     const char *cap; /* take: what limits want: "max_step", "floor", "keep_free", "backed memory" */
@@ -412,6 +413,8 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             k->weight = (double)basis * 100.0 / shares;
             if (x->returns_nothing || k->want < k->deadband || k->weight <= 0)
                 k->role = ROLE_NONE;
+            else
+                k->potential = expected_return(basis, k->yield);
         }
     }
 
@@ -431,7 +434,12 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             }
         uint64_t asked = ret->need_bytes + ret->guard_bytes;
         ret->expected_return_bytes = distribute_take(w, n, asked);
-        ret->unmet_bytes = asked > ret->expected_return_bytes ? asked - ret->expected_return_bytes : 0;
+        /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
+        uint64_t potential = 0;
+        for (size_t i = 0; i < n; i++)
+            if (w[i].role == ROLE_TAKE)
+                potential += w[i].potential;
+        ret->unmet_bytes = asked > potential ? asked - potential : 0;
         if (ret->unmet_bytes >= MiB) {
             size_t len = strlen(ret->reason);
             say(ret->reason + len, sizeof(ret->reason) - len,

@@ -82,8 +82,9 @@ typedef struct {
                               * taken from the other guests on top of need_bytes */
     uint64_t expected_return_bytes; /* RECLAIM: what the planned inflates should give the host
                                      * (each times its domain's yield) */
-    uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back without going
-                              * short themselves; reported, never squeezed out of them */
+    uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
+                              * the coming passes, max_step aside) without going short
+                              * themselves; reported, never squeezed out of them */
     uint64_t budget_bytes;   /* HOLD/RELEASE: what may be given to guests in need */
     uint64_t planned_inflate_bytes;
     uint64_t planned_deflate_bytes;
