@@ -112,6 +112,16 @@ static json_object *counters_json(const BmCounters *c)
         json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
         json_object_object_add(x, "unresponsive_actual", json_object_new_uint64(r->unresponsive_actual));
         json_object_object_add(x, "unresponsive_until", json_object_new_uint64(r->unresponsive_until_s));
+        if (r->yield.inflated_bytes > 0) {
+            json_object *y = json_object_new_object();
+            json_object_object_add(y, "inflated_bytes", json_object_new_uint64(r->yield.inflated_bytes));
+            json_object_object_add(y, "returned_bytes", json_object_new_uint64(r->yield.returned_bytes));
+            json_object_object_add(y, "last_inflated_bytes", json_object_new_uint64(r->yield.last_inflated_bytes));
+            json_object_object_add(y, "last_returned_bytes", json_object_new_uint64(r->yield.last_returned_bytes));
+            json_object_object_add(y, "returns_nothing", json_object_new_boolean(r->yield.nothing));
+            json_object_object_add(y, "returns_nothing_rss_bytes", json_object_new_uint64(r->yield.nothing_rss_bytes));
+            json_object_object_add(x, "yield", y);
+        }
         json_object_array_add(doms, x);
     }
     json_object_object_add(o, "domains", doms);
@@ -208,6 +218,16 @@ static void counters_parse(json_object *o, BmCounters *c)
             r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
             r->unresponsive_actual = u64_member(x, "unresponsive_actual");
             r->unresponsive_until_s = u64_member(x, "unresponsive_until");
+            json_object *y;
+            if (json_object_object_get_ex(x, "yield", &y) && json_object_is_type(y, json_type_object)) {
+                r->yield.inflated_bytes = u64_member(y, "inflated_bytes");
+                r->yield.returned_bytes = u64_member(y, "returned_bytes");
+                r->yield.last_inflated_bytes = u64_member(y, "last_inflated_bytes");
+                r->yield.last_returned_bytes = u64_member(y, "last_returned_bytes");
+                r->yield.nothing = json_object_object_get_ex(y, "returns_nothing", &b) &&
+                                   json_object_get_boolean(b);
+                r->yield.nothing_rss_bytes = u64_member(y, "returns_nothing_rss_bytes");
+            }
         }
 }
 
