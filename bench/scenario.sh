@@ -400,11 +400,14 @@ plot() {
     cols=$(jq -r '.timeline_columns | join(" ")' "$run")
     [ -s "$tmp/oomk.tsv" ] || echo "NaN" >"$tmp/oomk.tsv"
     gnuplot <<EOF
-set terminal pngcairo size 1200,1000 font ",10"
+set terminal pngcairo size 1200,1000 font ",10" noenhanced
 set output "$png"
 set multiplot layout 3,1 title "$title"
 set grid
 set xrange [0:*]
+set lmargin at screen 0.07
+set rmargin at screen 0.83
+set xlabel "seconds since the steady phase began"
 set style line 1 lc rgb "#1f77b4" lw 2
 set arrow from $t_hog, graph 0 to $t_hog, graph 1 nohead dt 2 lc rgb "red"
 set arrow from $t_end, graph 0 to $t_end, graph 1 nohead dt 2 lc rgb "dark-green"
