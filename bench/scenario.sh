@@ -339,6 +339,7 @@ analyse() {
       },
       timeline: [$S[] | . as $x | [.t, .avail, .hog, .passes, .psi_some] +
                   [$G[] as $g | (($x.doms[] | select(.name | short_name == $g)) // {}) | .cur, .usable, .rss]],
+      timer_passes: $timer,
       timeline_columns: (["t", "avail", "hog", "passes", "psi_some"] +
                          [$G[] | "\(.)_cur", "\(.)_usable", "\(.)_rss"]),
       events: [$E[] | select(.dom == "-" or (.line | test("bm-load: t=[0-9.]+ (phase|OOM|holding|touched)|allocation FAILED|Out of memory|Kernel panic")))]
@@ -405,6 +406,16 @@ plot() {
     t_step=$(jq '.phases.demand_step // "NaN"' "$run"); rb=$(jq '.reclaim_below_bytes / 1073741824' "$run")
     cols=$(jq -r '.timeline_columns | join(" ")' "$run")
     [ -s "$tmp/oomk.tsv" ] || echo "NaN" >"$tmp/oomk.tsv"
+    # passes: the agent's counter, or a mark per timer run, or none (control)
+    local passes_plot='"" using 1:4 axes x1y2 with steps lc rgb "black" title "passes (agent)"'
+    if [ "$(jq '[.timeline[][3] | select(. != null)] | length' "$run")" -eq 0 ]; then
+        jq -r '(.timer_passes // [])[] | "\(.)\t1"' "$run" >"$tmp/timer.tsv"
+        if [ -s "$tmp/timer.tsv" ]; then
+            passes_plot="\"$tmp/timer.tsv\" using 1:2 axes x1y2 with impulses lw 2 lc rgb \"black\" title \"run --once (timer)\""
+        else
+            passes_plot='NaN notitle'
+        fi
+    fi
     gnuplot <<EOF
 set terminal pngcairo size 1200,1000 font ",10" noenhanced
 set output "$png"
@@ -433,7 +444,7 @@ set title "QEMU RSS per guest (MiB) and policy passes"
 set y2label "passes"
 set y2tics
 plot for [i=0:3] "$tmp/t.tsv" using 1:(column(8 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 8 + 3*i), \
-     "" using 1:4 axes x1y2 with steps lc rgb "black" title "passes (agent)"
+     $passes_plot
 unset multiplot
 EOF
     echo "scenario: wrote $png"
