@@ -93,6 +93,7 @@ static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     json_object_object_add(host, "guard_bytes", json_object_new_uint64(plan->guard_bytes));
     json_object_object_add(host, "expected_return_bytes", json_object_new_uint64(plan->expected_return_bytes));
     json_object_object_add(host, "unmet_bytes", json_object_new_uint64(plan->unmet_bytes));
+    json_object_object_add(host, "qemu_overhead_bytes", json_object_new_uint64(plan->qemu_overhead_bytes));
     json_object_object_add(root, "host", host);
     json_object_object_add(root, "policy", json_object_new_string(pol->path));
     json_object_object_add(root, "dry_run", json_object_new_boolean(o->dry_run));
