@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
+#include "log.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "size.h"
@@ -169,7 +170,7 @@ static int pass(BmEngine *e, const RunOptions *o)
     int ret = BM_EXIT_OK;
     for (size_t i = 0; i < e->plan.n_decisions; i++) {
         if (e->applied[i].busy)
-            bm_report("run", e->plan.decisions[i].name, "%s", e->applied[i].error);
+            bm_reportp(LOG_WARNING, "run", e->plan.decisions[i].name, "%s", e->applied[i].error);
         if (e->applied[i].attempted && !e->applied[i].applied) {
             bm_report("run", e->plan.decisions[i].name, "%s, skipping domain", e->applied[i].error);
             ret = BM_EXIT_FAILURE;
@@ -199,11 +200,11 @@ static int finish_once(BmEngine *e, const RunOptions *o, int ret)
     if (!o->dry_run && e->tracker.n_items) {
         size_t left = bm_engine_wait(e, e->policy->apply_timeout_s);
         if (left)
-            bm_report("run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
+            bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
                       "waiting longer", left, e->policy->apply_timeout_s);
         /* what the metrics say of the domains is what the changes left */
         if (bm_engine_refresh(e) < 0)
-            bm_report("run", NULL, "cannot read the domains after the changes: %s",
+            bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
                       bm_error_detail(-EIO));
     }
     for (size_t i = 0; !o->dry_run && !o->json && i < n_applied; i++) {
@@ -253,7 +254,7 @@ static int load_policy(const RunOptions *o, BmPolicy **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(o->policy_path, o->policy_explicit, ret, &errors);
     if (r < 0) {
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
         bm_report("run", NULL, "policy '%s' has errors: nothing changed", o->policy_path);
     }
     return r;
@@ -351,7 +352,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                     bm_policy_free(pol);
                     pol = fresh;
                     e.policy = pol;
-                    fprintf(stderr, "balloonmgr: run: policy %s reloaded\n", pol->path);
+                    bm_reportp(LOG_NOTICE, "run", NULL, "policy %s reloaded", pol->path);
                 } else {
                     bm_report("run", NULL, "policy %s not reloaded: keeping the last good one",
                               o.policy_path);

@@ -8,6 +8,7 @@
 
 #include "conn.h"
 #include "error.h"
+#include "log.h"
 #include "qmp.h"
 #include "state.h"
 #include "util.h"
@@ -190,6 +191,8 @@ int bm_engine_pass(BmEngine *e)
         return r;
     }
     e->have_plan = true;
+    if (e->plan.mode != e->prev.mode)
+        bm_log_mode(e->prev.mode, e->plan.mode, e->plan.reason);
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
     uint64_t t2 = bm_now_mono_ns();
     e->t_eval_s = (t2 - t1) / 1e9;
@@ -250,8 +253,10 @@ size_t bm_engine_poll(BmEngine *e)
     size_t n_done = 0;
     size_t left = bm_tracker_poll(&e->tracker, e->conn, &done, &n_done);
     uint64_t now_s = bm_now_real_ns() / 1000000000ull;
-    for (size_t i = 0; i < n_done; i++)
+    for (size_t i = 0; i < n_done; i++) {
+        bm_log_change(done[i].name, &done[i].change);
         bm_counters_record_change(&e->counters, &done[i], now_s);
+    }
     free(done);
     return left;
 }
