@@ -110,6 +110,7 @@ static int read_view(BmEngine *e)
     }
     e->host = host;
     e->have_host = true;
+    e->have_ksm = bm_ksm_read(NULL, &e->ksm) == 0; /* unreadable KSM: not exported */
 
     if (e->xml_stale) {
         for (size_t i = 0; i < e->counters.n_domains; i++)
@@ -283,5 +284,7 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
                 .libvirt_up = libvirt_up};
     bm_export_build(r, &e->counters, &v);
+    if (e->have_ksm)
+        bm_ksm_export(r, &e->ksm);
     return bm_registry_render(r);
 }

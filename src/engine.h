@@ -10,6 +10,7 @@
 #include "balloon.h"
 #include "export.h"
 #include "hostmem.h"
+#include "ksm.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "snapshot.h"
@@ -36,6 +37,8 @@ typedef struct {
     bool have_snap;
     BmHost host;
     bool have_host;
+    BmKsm ksm;                   /* read with the host; exported as balloonmgr_ksm_* */
+    bool have_ksm;
     BmPlan plan;
     bool have_plan;
     BmApplied *applied;          /* per decision of plan */
