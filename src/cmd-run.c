@@ -27,7 +27,7 @@
 #include "state.h"
 #include "table.h"
 
-#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const char options_help[] =
     "      --once          one pass, then exit (what the systemd timer runs)\n"

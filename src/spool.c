@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "spool.h"
 
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +21,7 @@
 char *bm_spool_dir(void)
 {
     const char *base = getenv("BALLOONMGR_RUNTIME_DIR");
-    return bm_asprintf("%s/changes", base && *base ? base : "/run/balloonmgr");
+    return bm_asprintf("%s/changes", base && *base ? base : BM_RUNTIME_DEFAULT_DIR);
 }
 
 int bm_spool_create(void)

@@ -1,6 +1,6 @@
 /* Changes measured by other balloonmgr processes (`set --wait`), handed to the agent and the
  * timer runs so their latency is counted too: one small JSON file per change in
- * $BALLOONMGR_RUNTIME_DIR/changes (default /run/balloonmgr/changes), written atomically.
+ * $BALLOONMGR_RUNTIME_DIR/changes (default RUNDIR/balloonmgr/changes, config.h), written atomically.
  * The directory exists while an agent or timer uses it; without it nothing is written. */
 #pragma once
 
