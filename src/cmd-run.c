@@ -20,6 +20,7 @@
 #include "error.h"
 #include "hostmem.h"
 #include "log.h"
+#include "progress.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "size.h"
@@ -184,6 +185,38 @@ static int pass(BmEngine *e, const RunOptions *o)
     return ret;
 }
 
+/* bm_engine_wait() that shows the changes in flight on stderr when it is a terminal: the
+ * first one's size, rate and ETA, and how many others there are. */
+static size_t wait_changes(BmEngine *e, unsigned timeout_s)
+{
+    BmProgress p;
+    bm_progress_init(&p, stderr);
+    if (!p.f)
+        return bm_engine_wait(e, timeout_s);
+    uint64_t deadline = bm_now_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+    while (e->tracker.n_items && bm_now_mono_ns() < deadline) {
+        uint64_t t = bm_now_mono_ns();
+        bm_engine_poll(e);
+        if (e->tracker.n_items) {
+            const BmTracked *x = &e->tracker.items[0];
+            char line[320], more[48] = "";
+            size_t n = e->tracker.n_items;
+            if (n > 1)
+                snprintf(more, sizeof(more), " (and %zu more in flight)", n - 1);
+            bm_progress_format(x->name, x->change.from_bytes, x->change.target_bytes,
+                               x->last_actual_bytes, bm_now_mono_ns() - x->started_mono_ns, line,
+                               sizeof(line) - sizeof(more));
+            strcat(line, more);
+            bm_progress_show(&p, line, false);
+        }
+        uint64_t spent_ms = (bm_now_mono_ns() - t) / 1000000ull;
+        if (e->tracker.n_items && spent_ms < e->tracker.opts.poll_ms)
+            bm_sleep_ms(e->tracker.opts.poll_ms - (unsigned)spent_ms);
+    }
+    bm_progress_clear(&p);
+    return e->tracker.n_items;
+}
+
 /* After a timer pass: wait for the changes (policy apply_timeout) so their latency is
  * observed, then write/push the metrics and save the state with the counters. */
 static int finish_once(BmEngine *e, const RunOptions *o, int ret)
@@ -198,7 +231,7 @@ static int finish_once(BmEngine *e, const RunOptions *o, int ret)
             memcpy(applied[n_applied++], e->snap.domains[k].uuid, VIR_UUID_STRING_BUFLEN);
 
     if (!o->dry_run && e->tracker.n_items) {
-        size_t left = bm_engine_wait(e, e->policy->apply_timeout_s);
+        size_t left = wait_changes(e, e->policy->apply_timeout_s);
         if (left)
             bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
                       "waiting longer", left, e->policy->apply_timeout_s);

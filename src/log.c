@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "util.h"
 
 bool bm_log_to_journal(void)
@@ -53,6 +54,7 @@ static void emit(int prio, const char *text)
             break;
         line = nl + 1;
     }
+    bm_progress_interrupt();
     fwrite(out, 1, o, stderr);
     fflush(stderr);
 }

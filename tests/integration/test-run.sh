@@ -103,8 +103,15 @@ exclude = no
 floor = 90%
 POL
 before_idle=$(actual "$idle")
-"$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/state.json" >"$work/fake.json" ||
-    bm_fail "run --once with fake /proc failed"
+# stderr on a terminal (a pty from script(1)), stdout to the file: progress while it waits
+script -qec "$(printf '%q ' "$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/state.json") >$(printf '%q' "$work/fake.json")" "$work/pty.out" >/dev/null ||
+    { cat -v "$work/pty.out"; bm_fail "run --once with fake /proc failed"; }
+cat -v "$work/pty.out"
+grep -aqE $'\r'"$idle: inflate [0-9.]+ MiB -> [0-9.]+ MiB: at [0-9.]+ [KM]iB(, [0-9.]+ [KMG]?i?B/s, ETA [0-9.]+ s)?"$'\e\\[K' "$work/pty.out" ||
+    bm_fail "run --once on a terminal: no progress line while waiting for the change"
+grep -aqE $'\r\e\\[K'"balloonmgr: change domain='$idle' " "$work/pty.out" ||
+    bm_fail "run --once on a terminal: the progress line was not erased before the change record"
+bm_pass "run --once on a terminal: progress while waiting, erased before the record"
 jq -c '.host' "$work/fake.json"
 jq -e --arg d "$idle" '.host.mode == "reclaim" and .host.mem_available_bytes == 1073741824 and
     (.decisions[] | select(.name == $d) | .action == "inflate" and .applied)' "$work/fake.json" >/dev/null ||

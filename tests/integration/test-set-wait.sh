@@ -91,3 +91,19 @@ echo "$out"
 echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
     bm_fail "set -128M output"
 bm_pass "relative inflate with text output"
+
+# Progress: on a terminal (a pty from script(1)) stderr shows the balloon's size, rate and ETA
+# while it moves, and erases the line before the result; not on a terminal, nothing.
+pty_out=$(mktemp)
+script -qec "$(printf '%q ' "$BM" -c "$BM_URI" set "$dom" -128M --wait)" /dev/null >"$pty_out" ||
+    { cat -v "$pty_out"; bm_fail "set -128M --wait on a pty failed"; }
+cat -v "$pty_out"
+grep -aqE $'\r'"$dom: inflate 384 MiB -> 256 MiB: at [0-9.]+ [KM]iB, [0-9.]+ [KMG]?i?B/s, ETA [0-9.]+ s"$'\e\\[K' "$pty_out" ||
+    { rm -f "$pty_out"; bm_fail "no progress line (size, rate, ETA) on the terminal"; }
+grep -aqE $'\r\e\\[K'"$dom: inflate from 384 MiB to target 256 MiB: reached 25[67] MiB after" "$pty_out" ||
+    { rm -f "$pty_out"; bm_fail "the progress line was not erased before the result"; }
+rm -f "$pty_out"
+bm_pass "set --wait on a terminal: progress with size, rate and ETA, erased before the result"
+err=$("$BM" -c "$BM_URI" set "$dom" -64M --wait 2>&1 >/dev/null) || bm_fail "set -64M --wait failed"
+[ -z "$err" ] || bm_fail "stderr not a terminal, yet set --wait printed: $err"
+bm_pass "set --wait with stderr not a terminal: nothing on stderr"
