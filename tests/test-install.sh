@@ -2,8 +2,9 @@
 # `meson install --destdir` of the build into a temporary directory: every file lands where the
 # build's options say (prefix, bindir, sysconfdir, localstatedir, datadir, mandir, the systemd
 # unit directory from systemd.pc), nothing else is installed, the units start the installed
-# binary with the installed policy and the state under localstatedir, the binary's compiled-in
-# defaults are the same paths, and a reinstall keeps an edited policy.
+# binary with the installed policy and the state in their StateDirectory=, the binary's
+# compiled-in defaults follow sysconfdir and localstatedir, and a reinstall keeps an edited
+# policy.
 # Usage: test-install.sh BUILD_DIR SOURCE_ROOT   (TAP output)
 set -u
 BUILD=$(realpath "$1")
@@ -49,6 +50,8 @@ want=(
     "$unitdir/balloonmgr-monitor.service"
     "$unitdir/balloonmgr-policy.service"
     "$unitdir/balloonmgr-policy.timer"
+    "$datadir/balloonmgr/systemd/textfile.conf"
+    "$datadir/balloonmgr/systemd/push.conf"
 )
 if command -v scdoc >/dev/null && [ "$(opt man-pages)" != disabled ]; then
     want+=("$mandir/man8/balloonmgr.8" "$mandir/man5/balloonmgr.policy.5")
@@ -65,8 +68,8 @@ ok $? "the installed binary runs"
 cmp -s "$D$sysconfdir/balloonmgr/balloonmgr.policy" "$ROOT/policies/default.policy"
 ok $? "the system policy is the default policy"
 
-# the units: ExecStart= is the installed binary, --policy the installed policy, --state under
-# localstatedir, which StateDirectory= makes writable (/var/lib)
+# the units: ExecStart= is the installed binary, --policy the installed policy, --state in
+# systemd's state directory (%S: /var/lib), where StateDirectory= makes balloonmgr/ writable
 for u in balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service; do
     exec_line=$(grep '^ExecStart=' "$D$unitdir/$u")
     read -r -a argv <<<"${exec_line#ExecStart=}"
@@ -83,8 +86,8 @@ for u in balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service
     [ "$policy" = "$sysconfdir/balloonmgr/balloonmgr.policy" ] && [ -f "$D$policy" ]
     ok $? "$u: --policy is the installed $policy"
     if [ "$u" != balloonmgr-monitor.service ]; then
-        [ "$state" = "$localstatedir/lib/balloonmgr/state.json" ]
-        ok $? "$u: --state $state is under localstatedir"
+        [ "$state" = "%S/balloonmgr/state.json" ]
+        ok $? "$u: --state $state is in StateDirectory="
         grep -q '^StateDirectory=balloonmgr$' "$D$unitdir/$u"
         ok $? "$u: StateDirectory=balloonmgr"
     fi
@@ -99,6 +102,15 @@ grep -qF "default $localstatedir/lib/balloonmgr/state.json" <<<"$help"
 ok $? "run --help: default state $localstatedir/lib/balloonmgr/state.json"
 grep -qF "$rundir/balloonmgr/changes" "$D$unitdir/balloonmgr.service"
 ok $? "balloonmgr.service names the spool $rundir/balloonmgr/changes"
+
+# the drop-ins (not active: for the administrator to copy) start the installed binary too
+for d in textfile push; do
+    grep -qF "ExecStart=$bindir/balloonmgr run --once --policy $sysconfdir/balloonmgr/balloonmgr.policy --state %S/balloonmgr/state.json --" \
+        "$D$datadir/balloonmgr/systemd/$d.conf"
+    ok $? "$d.conf drop-in: the installed binary, policy and state"
+done
+[ ! -e "$D$unitdir/balloonmgr-policy.service.d" ]
+ok $? "no drop-in is installed active"
 
 # a reinstall keeps an operator's policy
 echo '# edited' >>"$D$sysconfdir/balloonmgr/balloonmgr.policy"
