@@ -262,6 +262,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_policy_free(pol);
         return BM_EXIT_USAGE;
     }
+    bool writes = !dry_run && !g->readonly, reads = !g->readonly || state_explicit;
+    if ((reads && !bm_cli_state_check("agent", state_path, writes)) ||
+        !bm_cli_proc_check("agent", proc_dir)) {
+        bm_policy_free(pol);
+        return BM_EXIT_USAGE;
+    }
     int r = bm_http_start(listen, wc, &a.http);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(r));
@@ -288,8 +294,6 @@ static int run(const BmGlobal *g, int argc, char **argv)
     bm_engine_init(&a.e);
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
-    bool writes = !dry_run && !monitor_only;
-    bool reads = !monitor_only || state_explicit;
     if (reads && bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
         a.e.counters.errors[BM_ERR_STATE]++;
     a.state_path = writes ? state_path : NULL;
