@@ -338,8 +338,15 @@ static int run(const BmGlobal *g, int argc, char **argv)
     e.probe_features = !o.dry_run;
 
     if (!o.dry_run) {
-        bm_spool_create();
-        bm_spool_ingest(&e.counters, bm_now_real_ns() / 1000000000ull);
+        _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
+        r = bm_spool_create();
+        if (r >= 0)
+            r = bm_spool_ingest(&e.counters, uri, bm_now_real_ns() / 1000000000ull, &skipped);
+        if (r < 0)
+            bm_report("run", NULL, "warning: %s; changes made by 'set --wait' are not counted",
+                      bm_error_detail(r));
+        if (skipped)
+            bm_report("run", NULL, "warning: %s", skipped);
     }
     int ret;
     if (o.once) {
