@@ -588,9 +588,10 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
     if (r < 0) {
         char why[512];
         snprintf(why, sizeof(why), "%s", bm_error_detail(r));
+        const char *shown = *path ? path : "''";
         if (ret_errors)
-            *ret_errors = bm_asprintf("%s: %s\n", path, why);
-        return bm_error(r == -EFBIG ? -EINVAL : r, "%s: %s", path, why);
+            *ret_errors = bm_asprintf("%s: %s\n", shown, why);
+        return bm_error(r == -EFBIG ? -EINVAL : r, "%s: %s", shown, why);
     }
     _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
     r = bm_webconfig_parse(text, path, &c, ret_errors);
