@@ -7,7 +7,8 @@
 #include "cli.h"
 #include "policy.h"
 
-static const char options_help[] = "  -h, --help   show this help\n";
+static const char options_help[] = "  -h, --help   show this help (an option anywhere, also after 'check')\n"
+                                   "  --           the arguments after it are files, even '-h'\n";
 
 static int run(const BmGlobal *g, int argc, char **argv)
 {

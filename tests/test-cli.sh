@@ -123,7 +123,7 @@ expect 2 "configure: --stats-period '-1': expected seconds" -- -c "$DEMO" config
 expect 2 "configure 'web1': nothing to change" -- -c "$DEMO" configure web1
 expect 2 "configure 'nope': no such domain" -- -c "$DEMO" configure nope --autodeflate on
 expect 1 "configure 'batch1': --live: domain is not running" -- -c "$DEMO" configure batch1 --stats-period 2 --live
-expect 1 "configure 'web1': domain XML names no <emulator>" -- -c "$DEMO" configure web1 --sg on
+expect 3 "configure 'web1': --sg is a QEMU device property and this domain has no QEMU (libvirt driver 'TEST': domain XML names no <emulator>); nothing changed" -- -c "$DEMO" configure web1 --sg on
 [ ! -s "$out" ]; ok $? "  and changes nothing"
 
 # --- policy check, run
