@@ -192,6 +192,7 @@ int bm_spool_ingest(BmCounters *c, const char *uri, uint64_t now_s, char **ret_s
         }
         unlinkat(dirfd(d), name, 0); /* ours: counted now, or malformed */
         if (!o || !json_object_object_get_ex(o, "uri", &uj) ||
+            !json_object_is_type(uj, json_type_string) ||
             !json_object_object_get_ex(o, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
             json_object_get_string_len(u) >= VIR_UUID_STRING_BUFLEN ||
             !json_object_object_get_ex(o, "outcome", &out) ||
