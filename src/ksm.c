@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "util.h"
 
 int bm_ksm_parse_value(const char *text, bool allow_negative, int64_t *ret)
@@ -35,21 +36,13 @@ int bm_ksm_parse_value(const char *text, bool allow_negative, int64_t *ret)
  * reason naming the file. */
 static int read_value(const char *dir, const char *name, bool allow_negative, int64_t *ret)
 {
-    char path[4096], buf[64];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        int r = -errno;
-        if (r == -ENOENT)
-            return r;
-        return bm_error(r, "%s: %s", path, strerror(-r));
-    }
-    size_t got = fread(buf, 1, sizeof(buf) - 1, f);
-    int err = ferror(f) ? -EIO : 0;
-    fclose(f);
-    if (err)
-        return bm_error(err, "%s: %s", path, strerror(-err));
-    buf[got] = '\0';
+    _cleanup_free_ char *path = bm_asprintf("%s/%s", dir, name);
+    _cleanup_free_ char *buf = NULL;
+    int r = bm_file_read(path, 64, &buf, NULL);
+    if (r == -ENOENT)
+        return r;
+    if (r < 0)
+        return bm_error_prefix(r, "%s", path);
     if (bm_ksm_parse_value(buf, allow_negative, ret) < 0) {
         char shown[80];
         buf[strcspn(buf, "\n")] = '\0';
