@@ -209,6 +209,12 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
     _cleanup_free_ char *errors = NULL;
     r = bm_policy_load_or_default(policy_path, policy_explicit, &pol, &errors);
+    if (r < 0 && !policy_explicit) {
+        /* the system's policy is broken: say so, show everything but the mode */
+        bm_report("status", NULL, "warning: policy '%s' has errors ('balloonmgr policy check' "
+                  "lists them): the host's mode is not shown", policy_path);
+        return 0;
+    }
     if (r < 0) {
         fputs(errors ? errors : "", stderr);
         bm_report("status", NULL, "policy '%s' has errors", policy_path);

@@ -87,6 +87,11 @@ jq -e '.host.ksm | has("present") and has("saved_bytes") and has("pages_sharing"
 ok $? "status --json: the host's KSM object"
 jq -e '[.domains[] | select(.active) | .stats_age_s] | all(. == null)' "$out" >/dev/null
 ok $? "status --json: stats_age_s null for stats the driver never timestamped"
+printf '[host]\nreclaim_below = lots\n' >"$out.bad.policy"
+expect 2 "" -- -c "$DEMO" status --policy "$out.bad.policy"
+grep -qxF "balloonmgr: status: policy '$out.bad.policy' has errors" "$err" && grep -q "bad.policy:2:17: reclaim_below" "$err"
+ok $? "status --policy with errors: the errors and exit 2"
+rm -f "$out.bad.policy"
 # -o / --no-headings
 expect 0 "" -- -c "$DEMO" status -o name,CURRENT,sg web1 db1
 [ "$(sed -n 2p "$out")" = "NAME  CURRENT  SG" ]; ok $? "-o: the columns asked for, in that order"
