@@ -296,6 +296,21 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
 
+    /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
+    BmYieldOverhead ovh = {0};
+    for (size_t i = 0; i < n; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING)
+            continue;
+        BmGuestRules rules;
+        BmGuestPressure gp;
+        bm_policy_rules_for(policy, d->name, &rules);
+        bm_guest_pressure(d, NULL, &rules, now_s, &gp);
+        if (!gp.stale)
+            bm_yield_overhead_add(&ovh, d->rss_bytes, gp.used_bytes);
+    }
+    ret->qemu_overhead_bytes = bm_yield_overhead(&ovh);
+
     /* 1. classify every domain */
     for (size_t i = 0; i < n; i++) {
         const BmDomain *d = &snap->domains[i];
@@ -364,6 +379,8 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
         x->yield_permille = bm_yield_permille(&yield);
         k->yield = counted_yield(&yield);
         x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, gp->used_bytes);
+        if (bm_present(x->backed_free_bytes))
+            x->backed_free_bytes -= min_u64(x->backed_free_bytes, ret->qemu_overhead_bytes);
         x->returns_nothing = k->no_return || bm_yield_returns_nothing(&yield, d->rss_bytes);
         if (!gp->stale && gp->headroom_bytes > k->keep_free) {
             uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
@@ -575,8 +592,10 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             else if (ret->mode == BM_HOST_RECLAIM && x->idle_bytes >= k->deadband &&
                      bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->deadband)
                 say(x->reason, sizeof(x->reason),
-                    "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses %s)",
-                    sz(x->idle_bytes), sz(snap->domains[i].rss_bytes), sz(gp->used_bytes));
+                    "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
+                    "%s, QEMU's own about %s)",
+                    sz(x->idle_bytes), sz(snap->domains[i].rss_bytes), sz(gp->used_bytes),
+                    sz(ret->qemu_overhead_bytes));
             else if (ret->mode == BM_HOST_RECLAIM)
                 say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
                     sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));

@@ -65,8 +65,8 @@ typedef struct {
     uint64_t max_bytes;
     uint64_t floor_bytes;    /* max(floor, min_guarantee) */
     uint64_t idle_bytes;     /* could be taken without breaking headroom/floor (before caps) */
-    uint64_t backed_free_bytes; /* free guest memory the host backs, at most (QEMU RSS - used);
-                                 * BM_ABSENT when the RSS is unknown */
+    uint64_t backed_free_bytes; /* free guest memory the host backs, at most (QEMU RSS - used -
+                                 * qemu_overhead_bytes); BM_ABSENT when the RSS is unknown */
     unsigned yield_permille; /* share of inflated memory its inflates gave back so far (1000
                               * before any was learned) */
     bool returns_nothing;    /* not inflated: its inflates return nothing to the host (learned,
@@ -82,6 +82,8 @@ typedef struct {
                               * taken from the other guests on top of need_bytes */
     uint64_t expected_return_bytes; /* RECLAIM: what the planned inflates should give the host
                                      * (each times its domain's yield) */
+    uint64_t qemu_overhead_bytes; /* QEMU's own resident memory per domain, estimated (yield.h);
+                                   * subtracted from each domain's backed free memory */
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */

@@ -48,3 +48,20 @@ uint64_t bm_yield_backed_free(uint64_t rss_bytes, uint64_t used_bytes)
         return BM_ABSENT;
     return rss_bytes - used_bytes;
 }
+
+void bm_yield_overhead_add(BmYieldOverhead *o, uint64_t rss_bytes, uint64_t used_bytes)
+{
+    uint64_t v = bm_yield_backed_free(rss_bytes, used_bytes);
+    if (!bm_present(v))
+        return;
+    if (o->n == 0 || v < o->min_bytes)
+        o->min_bytes = v;
+    o->n++;
+}
+
+uint64_t bm_yield_overhead(const BmYieldOverhead *o)
+{
+    if (o->n < 2)
+        return 0;
+    return o->min_bytes < BM_YIELD_OVERHEAD_MAX_BYTES ? o->min_bytes : BM_YIELD_OVERHEAD_MAX_BYTES;
+}

@@ -48,3 +48,19 @@ unsigned bm_yield_permille(const BmYield *y);
  * (guest memory swapped out or shared on the host: the RSS says nothing then). QEMU's own
  * memory is in the RSS too, so this is an upper bound; learning from inflates corrects it. */
 uint64_t bm_yield_backed_free(uint64_t rss_bytes, uint64_t used_bytes);
+
+/* QEMU's own resident memory per domain is at most this much (estimates above are capped). */
+#define BM_YIELD_OVERHEAD_MAX_BYTES (256ull << 20)
+
+/* Collects the host-wide estimate of QEMU's own resident memory per domain: the smallest
+ * QEMU RSS minus what the guest uses among the running domains (the one whose free memory
+ * the host backs least is mostly QEMU itself), capped at BM_YIELD_OVERHEAD_MAX_BYTES. Feed
+ * every domain to bm_yield_overhead_add(), then read bm_yield_overhead(): 0 (no correction)
+ * with fewer than two domains, where the smallest could be a guest's own backed memory. */
+typedef struct {
+    uint64_t min_bytes;
+    unsigned n;
+} BmYieldOverhead;
+
+void bm_yield_overhead_add(BmYieldOverhead *o, uint64_t rss_bytes, uint64_t used_bytes);
+uint64_t bm_yield_overhead(const BmYieldOverhead *o);

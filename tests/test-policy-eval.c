@@ -319,6 +319,50 @@ static void test_guest_in_need_between_passes(void)
     ok(!bm_policy_guest_in_need(&s, &prev, P, NOW), "a change in flight: no");
 }
 
+/* QEMU's own memory is in its RSS: the smallest RSS minus used among the domains estimates it
+ * (a guest that never touched its free memory is mostly QEMU), and is taken off every
+ * domain's backed free memory. The numbers are those of four real 1 GiB TCG guests. */
+static void test_qemu_overhead_taken_off_backed_memory(void)
+{
+    BmYieldOverhead o = {0};
+    /* guest available 983744 KiB; usable and QEMU RSS as read */
+    const uint64_t avail = 983744 * 1024ull;
+    const uint64_t usable[3] = {853512192, 899473408, 452964352}, rss[3] = {1073614848, 239271936, 693481472};
+    bm_yield_overhead_add(&o, rss[0], avail - usable[0]);
+    is_u64(bm_yield_overhead(&o), 0, "one domain: no estimate (it could be guest memory)");
+    bm_yield_overhead_add(&o, rss[1], avail - usable[1]);
+    bm_yield_overhead_add(&o, rss[2], avail - usable[2]);
+    bm_yield_overhead_add(&o, 100 * MiB, BM_ABSENT);
+    is_u64(bm_yield_overhead(&o), rss[1] - (avail - usable[1]), "the smallest RSS - used (125 MiB)");
+    BmYieldOverhead big = {0};
+    bm_yield_overhead_add(&big, 4 * GiB, 1 * GiB);
+    bm_yield_overhead_add(&big, 5 * GiB, 1 * GiB);
+    is_u64(bm_yield_overhead(&big), 256 * MiB, "capped at 256 MiB");
+
+    BmHost h = host(HOST_T, 4 * GiB);
+    BmDomain d[] = {guest("idle", 1 * GiB, 1 * GiB, 0), guest("fresh", 1 * GiB, 1 * GiB, 0),
+                    guest("steady", 1 * GiB, 1 * GiB, 0)};
+    for (int i = 0; i < 3; i++) {
+        d[i].available_bytes = avail;
+        d[i].usable_bytes = usable[i];
+        d[i].rss_bytes = rss[i];
+    }
+    BmYield learned = {.inflated_bytes = 32 * MiB, .returned_bytes = 32 * MiB,
+                       .last_inflated_bytes = 32 * MiB, .last_returned_bytes = 32 * MiB};
+    BmPrevDomain pd[3];
+    for (int i = 0; i < 3; i++)
+        pd[i] = prev_with_yield(&d[i], learned);
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = pd, .n_domains = 3};
+    BmPlan p = eval(&h, d, 3, &prev, P);
+    is_u64(p.qemu_overhead_bytes, rss[1] - (avail - usable[1]), "plan: QEMU overhead estimate");
+    ok(dec(&p, "idle")->action == BM_ACT_INFLATE, "idle (touched and freed): inflated");
+    ok(dec(&p, "steady")->action == BM_ACT_NONE && dec(&p, "fresh")->action == BM_ACT_NONE,
+       "steady and fresh: the free memory the host backs for them is QEMU's own: not inflated");
+    ok(strstr(dec(&p, "steady")->reason, "but the host backs none of it") != NULL, "reason: %s",
+       dec(&p, "steady")->reason);
+    bm_plan_clear(&p);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -335,6 +379,7 @@ int main(void)
     test_release_gives_back_to_every_ballooned_guest();
     test_no_return_domains_skipped();
     test_guest_in_need_between_passes();
+    test_qemu_overhead_taken_off_backed_memory();
 
     /* 1. comfortable host: a ballooned idle guest gets its memory back at the release pace */
     {
