@@ -7,6 +7,7 @@ BM=$1
 ROOT=$2
 TEST_QMP=$3
 TABLE=$ROOT/tests/data/bad-input.tsv
+. "$ROOT/tests/tap.sh"
 
 T=$(mktemp -d)
 # keep set away from the system's /run/balloonmgr
@@ -27,7 +28,6 @@ LONG=$(printf '%05000d' 0 | tr 0 a)
 LONG_CUT="$(printf '%0508d' 0 | tr 0 a)..."
 HUGE=$(printf '%0100000d' 0 | tr 0 a)
 port=""
-n=0 failed=0
 
 # subst TEXT: the placeholders replaced (@VAR@ -> value)
 subst() {
@@ -40,22 +40,6 @@ subst() {
     s=${s//@LONG@/$LONG}
     s=${s//@HUGE@/$HUGE}
     printf '%s' "$s"
-}
-
-# report OK DESCRIPTION [DIAGNOSTIC...]: one TAP line; the description made printable and
-# shortened (TAP lines are single lines; '#' would start a directive)
-report() {
-    local good=$1 desc=$2
-    shift 2
-    desc=$(printf '%s' "$desc" | LC_ALL=C tr -c '[:print:]' '?' | tr '#' '?' | cut -c1-200)
-    n=$((n + 1))
-    if [ "$good" -eq 0 ]; then
-        echo "ok $n - $desc"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $desc"
-        for d in "$@"; do printf '%s\n' "$d" | head -c 2000 | sed 's/^/#   /'; echo; done
-    fi
 }
 
 # message_ok SPEC FILE: does FILE (stderr, or an HTTP answer) match the message column?
@@ -86,7 +70,7 @@ run_cli_row() {
     local got=$?
     local good=1
     [ "$got" -eq "$want" ] && message_ok "$msg" "$err" && sane "$got" "$err" && good=0
-    report $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
+    ok $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
         "stderr:" "$(cat "$err")"
 }
 
@@ -136,7 +120,7 @@ run_http_row() {
     local good=1
     [ "$got" = "$want" ] && { [ "$msg" = - ] || grep -qF -- "$msg" "$out"; } &&
         kill -0 "$apid" 2>/dev/null && good=0
-    report $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
+    ok $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
         "answer:" "$(head -c 600 "$out")" "agent stderr:" "$(tail -5 "$T/agent.err")"
 }
 
@@ -147,12 +131,12 @@ run_qmp_row() {
     local got=$?
     local good=1
     [ "$got" -eq "$want" ] && sane "$got" "$err" && good=0
-    report $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
+    ok $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
     local list=$ROOT/tests/data/${msg#<}
     while IFS=$'\t' read -r file errno reason; do
         case $file in '#'* | '') continue ;; esac
         grep -q "^ok [0-9]* - $file refused with $errno " "$out" && grep -q "^ok [0-9]* - $file reason$" "$out"
-        report $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
+        ok $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
     done <"$list"
 }
 
@@ -162,7 +146,7 @@ while IFS=$'\t' read -r class input want msg; do
     http)
         if [ -z "$apid" ]; then
             start_agent
-            report $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
+            ok $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
         fi
         run_http_row "$input" "$want" "$msg" ;;
     qmp) run_qmp_row "$want" "$msg" ;;
@@ -173,14 +157,13 @@ done <"$TABLE"
 # after every bad request the agent still serves, and stops cleanly
 if [ -n "$apid" ]; then
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")" = 200 ]
-    report $? "http: the agent still serves /metrics after the bad requests"
+    ok $? "http: the agent still serves /metrics after the bad requests"
     kill -TERM "$apid"
     wait "$apid"
     st=$?
     apid=""
     [ "$st" -eq 0 ] && sane "$st" "$T/agent.err"
-    report $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
+    ok $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
 fi
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done
