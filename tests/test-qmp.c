@@ -1,4 +1,4 @@
-/* QMP reply parsers on real QEMU 7.2 replies (tests/integration/record-qmp.sh) and on broken
+/* QMP reply parsers on real QEMU 7.2 replies (tests/integration/lib/record-qmp.sh) and on broken
  * ones: every refusal has its exact reason (tests/data/qmp/bad.txt). */
 #include <errno.h>
 #include <string.h>

@@ -8,8 +8,8 @@
 # - libvirtd killed and started again: the agent keeps serving, libvirt_up 0 then 1;
 # - every PromQL expression of the dashboard and the alert rules returns data.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup
@@ -128,7 +128,7 @@ passes=$(grep '^balloonmgr_passes_total ' "$work/textfile/balloonmgr.prom" | cut
 bm_pass "textfile: $reads concurrent reads all complete; passes_total $passes is cumulative across runs"
 
 # --- every PromQL expression of the dashboard and the alert rules returns data
-"$ROOT/tests/integration/check-promql.sh" --require-data || bm_fail "dashboard/alert expressions without data"
+"$ROOT/tests/integration/lib/check-promql.sh" --require-data || bm_fail "dashboard/alert expressions without data"
 bm_pass "every dashboard and alert expression returns data"
 
 # --- libvirtd killed and started again

@@ -3,7 +3,7 @@
 # seconds; sg and ioeventfd are refused (stock QEMU has neither) and the persistent XML stays
 # byte-identical; autodeflate set with --config survives a restart and is negotiated after it.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

@@ -7,8 +7,8 @@
 #   inflate takes long enough to be caught in the middle): the agent counts that change as
 #   failed, the other guest's change reaches its target, the agent keeps serving and passing.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

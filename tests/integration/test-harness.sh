@@ -10,7 +10,7 @@
 # Exit: 0 pass, 1 fail, 77 skip (not root).
 set -euo pipefail
 
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 
 MEM_MIB=512
 TOUCH_MIB=300

@@ -8,7 +8,7 @@
 # - inflate and deflate work in both modes; the guest allocates the memory back after deflate;
 # - the latency histogram gets sg="negotiated" and sg="not_negotiated" series.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup

@@ -4,7 +4,7 @@
 # real inflates under a policy that puts the real host under pressure, scrapes, reloads and
 # SIGTERM, each under valgrind: no definite or indirect leak, no memory error.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup

@@ -8,8 +8,8 @@
 # - `-r agent` serves /metrics with the domain and the reclaim mode, runs passes, sets no target
 #   and the balloon does not move.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

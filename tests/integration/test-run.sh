@@ -4,7 +4,7 @@
 # its floor, and the QEMU processes' RSS falls; --dry-run changes nothing; a bad policy
 # exits 2 and changes nothing. Only this test's domains are managed (exclude by glob).
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

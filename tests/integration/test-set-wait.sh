@@ -4,7 +4,7 @@
 # event timestamps), the host gets the memory back (QEMU RSS falls by >= 80% of what was
 # inflated), and deflating back works.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 WATCH=${BALLOON_WATCH:?set BALLOON_WATCH to the balloon-watch helper}
 bm_setup

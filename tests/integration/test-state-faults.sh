@@ -9,7 +9,7 @@
 #   file system has room again the next pass saves and says so.
 # Needs root (mounts); everything it mounts is unmounted by exact mount point.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 [ "$(id -u)" -eq 0 ] || bm_skip "test-state-faults needs root (tmpfs mounts)"

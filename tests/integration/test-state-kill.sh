@@ -12,7 +12,7 @@
 # started) landed mid-write; they are counted, and every start removes those at least 2 s old:
 # at the end every one of them was removed, and said so.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 KILLS=${BM_KILLS:-40}

@@ -2,7 +2,7 @@
 # status/list on a real libvirtd with a real TCG guest: guest statistics arrive (non-null),
 # the sizes match the definition, unknown names exit 2.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

@@ -3,7 +3,7 @@
 # the spool, the next timer run counts it, marks the domain unresponsive and does not
 # re-target it; the metrics say so.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

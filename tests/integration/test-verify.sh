@@ -3,7 +3,7 @@
 # (bit 3 negotiated as FREE_PAGE_HINT, still not SG), and a guest without the balloon driver
 # (unknown: driver not ready). --require sg exits 3 and says why.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

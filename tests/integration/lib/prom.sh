@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# tests/integration/prom.sh -- a private Prometheus (and Pushgateway) for
+# tests/integration/lib/prom.sh -- a private Prometheus (and Pushgateway) for
 # integration tests. Source it after lib.sh:
 #
-#   . "$(dirname "$0")/lib.sh"
-#   . "$(dirname "$0")/prom.sh"
+#   . "$(dirname "$0")/lib/lib.sh"
+#   . "$(dirname "$0")/lib/prom.sh"
 #   bm_setup                                   # optional: prom.sh needs no libvirt
 #   bm_prom_ensure                             # apt-get install what is missing
 #   bm_prom_start_pushgateway                  # optional; sets BM_PUSHGATEWAY_URL
@@ -88,7 +88,7 @@
 # and no alerting section (rules are evaluated, no Alertmanager is notified),
 # Prometheus and the Pushgateway bind 127.0.0.1, and neither phones home.
 
-# shellcheck source=tests/integration/lib.sh
+# shellcheck source=tests/integration/lib/lib.sh
 declare -F bm_log >/dev/null || . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BM_PROM_BIN=${BM_PROM_BIN:-/usr/bin/prometheus}
@@ -126,7 +126,7 @@ bm_prom_ensure() {
     export DEBIAN_FRONTEND=noninteractive
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         policy=/usr/sbin/policy-rc.d
-        printf '#!/bin/sh\n# temporary, balloonmgr tests/integration/prom.sh\nexit 101\n' >"$policy"
+        printf '#!/bin/sh\n# temporary, balloonmgr tests/integration/lib/prom.sh\nexit 101\n' >"$policy"
         chmod 0755 "$policy"
     fi
     # Lock::Timeout: another apt-get (a parallel test, a developer) may hold the lock.
@@ -304,7 +304,7 @@ _bm_prom_write_config() {
         esac
     done
     {
-        echo "# written by tests/integration/prom.sh; no remote_write/remote_read/alerting"
+        echo "# written by tests/integration/lib/prom.sh; no remote_write/remote_read/alerting"
         echo "global:"
         echo "  scrape_interval: $BM_PROM_SCRAPE_INTERVAL"
         echo "  scrape_timeout: $BM_PROM_SCRAPE_INTERVAL"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/integration/check-promql.sh -- run every PromQL expression of the Grafana
+# tests/integration/lib/check-promql.sh -- run every PromQL expression of the Grafana
 # dashboard and of the alert rules against a live Prometheus.
 #
 # Usage: check-promql.sh [--require-data] [--url URL] [--dashboard FILE]...

@@ -1,11 +1,11 @@
 # shellcheck shell=bash
-# tests/integration/lib.sh -- helpers for balloonmgr's integration tests.
+# tests/integration/lib/lib.sh -- helpers for balloonmgr's integration tests.
 #
 # Source it from a bash test script:
 #
 #   #!/bin/bash
 #   set -euo pipefail
-#   . "$(dirname "$0")/lib.sh"
+#   . "$(dirname "$0")/lib/lib.sh"
 #   bm_setup                                  # root, daemons, guest image, EXIT trap
 #   bm_define_guest g1 512 touch=300          # defines + starts ${BM_PREFIX}g1
 #   bm_wait_guest_ready g1
