@@ -37,15 +37,16 @@ policy "$work/pressure.policy" "reclaim_below = 99%" "target_available = 99.5%" 
 cp "$work/calm.policy" "$work/agent.policy"
 
 port=$(bm_prom_free_port)
-"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
-    >"$work/agent.log" 2>&1 &
-agent=$!
-bm_add_cleanup "kill $agent 2>/dev/null || true"
-for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
+bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/agent.policy" \
+    --listen "127.0.0.1:$port" --state "$work/agent-state.json"
+agent=$BM_AGENT_PID
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
 # grep that reads all its input: `metrics | grep -q` under pipefail fails when grep exits at
 # the first match and curl then dies of SIGPIPE writing the rest (a false "not found")
 has() { grep "$@" >/dev/null; }
+# metrics_have REGEX: /metrics has a line matching REGEX
+metrics_have() { metrics | has "$1"; }
+bm_wait_until 5 "the agent to serve /metrics" curl -sf -o /dev/null "127.0.0.1:$port/metrics" || true
 metrics | promtool check metrics || bm_fail "promtool check metrics failed on /metrics"
 bm_pass "agent serves /metrics on 127.0.0.1:$port; promtool check metrics is clean"
 
@@ -134,8 +135,8 @@ bm_pass "every dashboard and alert expression returns data"
 # --- libvirtd killed and started again
 old=$(_bm_daemon_pid libvirtd)
 kill -KILL "$old"
-for _ in $(seq 50); do metrics | has '^balloonmgr_libvirt_up 0$' && break; sleep 0.1; done
-metrics | has '^balloonmgr_libvirt_up 0$' || bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
+bm_wait_until 5 "libvirt_up 0" metrics_have '^balloonmgr_libvirt_up 0$' ||
+    bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
 bm_pass "libvirtd killed: agent still serving, libvirt_up 0"
 libvirtd -d
 sleep 0.5
@@ -144,13 +145,10 @@ for f in "$BM_IT_STATE"/daemons.*; do
     [ -e "$f" ] && sed -i "s/^libvirtd $old\$/libvirtd $(_bm_daemon_pid libvirtd)/" "$f"
 done
 passes_before=$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)
-for _ in $(seq 160); do metrics | has '^balloonmgr_libvirt_up 1$' && break; sleep 0.25; done
-metrics | has '^balloonmgr_libvirt_up 1$' || bm_fail "agent did not reconnect to the new libvirtd"
-for _ in $(seq 40); do
-    [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] && break
-    sleep 0.25
-done
-[ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] || bm_fail "passes did not resume"
+BM_WAIT_INTERVAL=0.25 bm_wait_until 40 "libvirt_up 1" metrics_have '^balloonmgr_libvirt_up 1$' ||
+    bm_fail "agent did not reconnect to the new libvirtd"
+passes_resumed() { [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ]; }
+BM_WAIT_INTERVAL=0.25 bm_wait_until 10 "a pass after the reconnect" passes_resumed || bm_fail "passes did not resume"
 bm_pass "libvirtd restarted: agent reconnected, libvirt_up 1, passes resumed"
 
 # --- a domain that disappears disappears from /metrics
@@ -162,10 +160,8 @@ bm_virsh destroy "$dom" >/dev/null
 bm_virsh undefine "$dom" >/dev/null
 t_gone=$(bm_now)
 # (a failed scrape is not "gone": read the page first, then look for the domain)
-for _ in $(seq 160); do
-    page=$(metrics) && ! grep -q "domain=\"$dom\"" <<<"$page" && break
-    sleep 0.25
-done
+series_gone() { local page; page=$(metrics) && ! grep -q "domain=\"$dom\"" <<<"$page"; }
+BM_WAIT_INTERVAL=0.25 bm_wait_until 40 "the series of $dom to go" series_gone || true
 echo "destroy+undefine took $(awk -v a="$t_destroy" -v b="$t_gone" 'BEGIN { printf "%.1f", b - a }') s;" \
     "series gone $(bm_elapsed "$t_gone") s after"
 # and they stay gone (three more scrapes over a second)
@@ -182,8 +178,6 @@ bm_pass "an undefined domain's series disappear from /metrics"
 
 # --- SIGTERM: clean exit within a second
 t0=$(bm_now)
-kill -TERM "$agent"
-for _ in $(seq 20); do kill -0 "$agent" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$agent" 2>/dev/null && bm_fail "agent still running 1 s after SIGTERM"
-wait "$agent" || bm_fail "agent exited non-zero on SIGTERM"
+bm_stop_agent TERM 1 || bm_fail "agent still running 1 s after SIGTERM"
+[ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "agent exited non-zero ($BM_AGENT_STATUS) on SIGTERM"
 bm_pass "SIGTERM: agent exited cleanly in $(bm_elapsed "$t0") s"

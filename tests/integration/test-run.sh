@@ -67,8 +67,8 @@ jq -e --arg p "$BM_PREFIX" '[.decisions[] | select(.name | startswith($p) | not)
     bm_fail "a domain outside the test was touched"
 jq -e '.version == 1 and .host_mode == "reclaim"' "$work/state.json" >/dev/null || bm_fail "state file not written"
 
-for _ in $(seq 100); do [ "$(actual "$idle")" -le $((target_idle + 1048576)) ] && break; sleep 0.1; done
-[ "$(actual "$idle")" -le $((target_idle + 1048576)) ] || bm_fail "idle guest did not reach its target"
+near_target() { [ "$(actual "$idle")" -le $((target_idle + 1048576)) ]; }
+bm_wait_until 10 "$idle near its target" near_target || bm_fail "idle guest did not reach its target"
 [ "$(actual "$floor")" -ge "$floor_bytes" ] || bm_fail "floor guest went below its floor"
 sleep 1
 rss_after=$(rss_total)

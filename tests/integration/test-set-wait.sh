@@ -23,8 +23,8 @@ measure_set() {
     watch_out=$(mktemp) watch_err=$(mktemp)
     "$WATCH" "$BM_URI" "$dom" "$target_kib" 120 >"$watch_out" 2>"$watch_err" &
     local wpid=$!
-    for _ in $(seq 100); do grep -q watching "$watch_err" && break; sleep 0.1; done
-    grep -q watching "$watch_err" || bm_fail "balloon-watch did not start: $(cat "$watch_err")"
+    bm_wait_until 10 "balloon-watch to start" grep -q watching "$watch_err" ||
+        bm_fail "balloon-watch did not start: $(cat "$watch_err")"
 
     local t_launch
     t_launch=$(bm_now)

@@ -474,13 +474,17 @@ bm_add_cleanup() {
         [ "$h" = "$1" ] && return 0
     done
     BM_CLEANUP_HOOKS+=("$1")
-    # No EXIT trap yet: install the hooks-only one, and make INT/TERM exit
-    # through it (as bm_setup does) unless they are trapped already.
-    if [ -z "$(trap -p EXIT)" ]; then
-        trap _bm_cleanup_on_exit EXIT
-        [ -n "$(trap -p INT)" ] || trap 'exit 130' INT
-        [ -n "$(trap -p TERM)" ] || trap 'exit 143' TERM
-    fi
+    [ -n "$(trap -p EXIT)" ] || bm_cleanup_at_exit
+}
+
+# bm_cleanup_at_exit: the EXIT trap of a test that does not call bm_setup (no
+# libvirtd): at exit the hooks run, then BM_WORKDIR is removed if the test
+# passed, else kept (and said so); INT/TERM exit through it unless they are
+# trapped already.
+bm_cleanup_at_exit() {
+    trap _bm_cleanup_on_exit EXIT
+    [ -n "$(trap -p INT)" ] || trap 'exit 130' INT
+    [ -n "$(trap -p TERM)" ] || trap 'exit 143' TERM
 }
 
 # bm_run_cleanups: run (and forget) the registered hooks, newest first. A
@@ -545,6 +549,106 @@ bm_setup() {
     trap 'exit 143' TERM
     bm_start_daemons
     bm_guest_image
+}
+
+# ---------------------------------------------------------------------------
+# Waiting, and agents
+# ---------------------------------------------------------------------------
+# bm_wait_until TIMEOUT_S DESCRIPTION CMD...: runs CMD (in this shell: a function works) until
+# it succeeds, every BM_WAIT_INTERVAL seconds [0.1], TIMEOUT_S / BM_WAIT_INTERVAL times and
+# once more; returns 0 as soon as it succeeds, else says what it waited for and returns 1 (the
+# caller decides: bm_wait_until ... || bm_fail ...). Set BM_WAIT_INTERVAL for one call:
+#   BM_WAIT_INTERVAL=1 bm_wait_until 60 "fresh stats" stats_are_fresh
+bm_wait_until() {
+    local timeout=$1 what=$2 interval=${BM_WAIT_INTERVAL:-0.1} tries i
+    shift 2
+    tries=$(awk -v t="$timeout" -v i="$interval" 'BEGIN { n = t / i; print (n == int(n)) ? n : int(n) + 1 }')
+    for ((i = 0; i < tries; i++)); do
+        "$@" && return 0
+        sleep "$interval"
+    done
+    "$@" && return 0
+    bm_log "waited $timeout s for $what: not reached"
+    return 1
+}
+
+# The agents a test started (bm_start_agent): their PIDs, stopped at exit if still running.
+BM_AGENT_PIDS=()
+
+# bm_agent_alive [PID]: PID [BM_AGENT_PID] is a running balloonmgr (not a reused PID, not a
+# zombie). Builtins only: bm_stop_agent asks every 10 ms.
+bm_agent_alive() {
+    local comm stat pid=${1:-${BM_AGENT_PID:-}}
+    [ -n "$pid" ] && read -r comm 2>/dev/null <"/proc/$pid/comm" && [ "$comm" = balloonmgr ] &&
+        read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+_bm_agent_gone() { ! bm_agent_alive "$1"; }
+
+# _bm_agent_found CHILD: BM_AGENT_JOB is balloonmgr (CHILD 0), or has a balloonmgr child
+# (CHILD 1); sets BM_AGENT_PID to it.
+_bm_agent_found() {
+    local comm
+    if [ "$1" = 1 ]; then
+        BM_AGENT_PID=$(pgrep -P "$BM_AGENT_JOB" -x balloonmgr || true)
+    elif read -r comm 2>/dev/null <"/proc/$BM_AGENT_JOB/comm" && [ "$comm" = balloonmgr ]; then
+        BM_AGENT_PID=$BM_AGENT_JOB
+    fi
+    [ -n "$BM_AGENT_PID" ]
+}
+
+# bm_start_agent [--child] LOG CMD...: starts CMD (a balloonmgr agent command line, or one under
+# a wrapper that execs it in place, such as setpriv) in the background, its stdout and stderr
+# into LOG, and waits (up to 5 s) until the process is balloonmgr. --child: CMD is a wrapper
+# that runs the agent as its child (strace -f): the agent is the wrapper's balloonmgr child.
+# Sets BM_AGENT_PID (the agent) and BM_AGENT_JOB (the background job: the agent itself or the
+# wrapper). At exit an agent still running is killed (by its PID). Fails the test when no
+# balloonmgr process appears.
+bm_start_agent() {
+    local child=0 log
+    [ "$1" = --child ] && { child=1; shift; }
+    log=$1
+    shift
+    "$@" >"$log" 2>&1 &
+    BM_AGENT_JOB=$!
+    BM_AGENT_PID=""
+    if ! BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "balloonmgr in job $BM_AGENT_JOB" _bm_agent_found "$child"; then
+        kill -KILL "$BM_AGENT_JOB" 2>/dev/null
+        bm_fail "'$*' (pid $BM_AGENT_JOB) did not become balloonmgr: $(cat "$log")"
+    fi
+    BM_AGENT_PIDS+=("$BM_AGENT_PID")
+    bm_add_cleanup _bm_stop_agents
+}
+
+# bm_stop_agent [SIGNAL [TIMEOUT_S]]: sends SIGNAL [TERM] to the last agent started
+# (BM_AGENT_PID), waits up to TIMEOUT_S [15] for it to end; returns 1 if it still runs then.
+# Else reaps it and sets BM_AGENT_STATUS to the exit status of its job (the wrapper's with
+# --child; 128 + the signal's number when the signal killed it).
+bm_stop_agent() {
+    local sig=${1:-TERM} timeout=${2:-15} p keep=()
+    kill -s "$sig" "$BM_AGENT_PID" 2>/dev/null || true
+    BM_WAIT_INTERVAL=0.01 bm_wait_until "$timeout" "agent $BM_AGENT_PID to end on SIG$sig" \
+        _bm_agent_gone "$BM_AGENT_PID" || return 1
+    wait "$BM_AGENT_JOB" 2>/dev/null && BM_AGENT_STATUS=0 || BM_AGENT_STATUS=$?
+    for p in "${BM_AGENT_PIDS[@]}"; do
+        [ "$p" = "$BM_AGENT_PID" ] || keep+=("$p")
+    done
+    BM_AGENT_PIDS=("${keep[@]}")
+    return 0
+}
+
+# _bm_stop_agents: the cleanup hook: KILL every agent started and still running, and wait
+# (up to 5 s each) until it has ended (its files closed).
+_bm_stop_agents() {
+    local p
+    for p in "${BM_AGENT_PIDS[@]}"; do
+        bm_agent_alive "$p" || continue
+        kill -KILL "$p" 2>/dev/null
+        BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "agent $p to end on SIGKILL" _bm_agent_gone "$p"
+    done
+    BM_AGENT_PIDS=()
+    return 0
 }
 
 # ---------------------------------------------------------------------------
