@@ -15,9 +15,7 @@ ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup
 bm_prom_ensure
 
-work=$(mktemp -d)
-export BALLOONMGR_RUNTIME_DIR=$work/run
-bm_add_cleanup "rm -rf '$work'"
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 bm_define_guest ag1 512 touch=400
 bm_wait_guest_ready ag1

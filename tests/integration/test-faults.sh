@@ -12,9 +12,7 @@ set -euo pipefail
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-work=$(mktemp -d)
-export BALLOONMGR_RUNTIME_DIR=$work/run
-bm_add_cleanup "rm -rf '$work'"
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 bm_define_guest busy 512 touch=100
 bm_define_guest free 512 touch=100
@@ -34,10 +32,11 @@ bm_add_cleanup "kill $reader 2>/dev/null || true"
 bm_virsh dump --live "$busy" "$work/dump.fifo" >"$work/dump.log" 2>&1 &
 dumper=$!
 bm_add_cleanup "kill $dumper 2>/dev/null || true"
-dump_running() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Operation: *Dump"; }
+# (grep reads all of virsh's output: with grep -q under pipefail virsh could die of SIGPIPE)
+dump_running() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep "Operation: *Dump" >/dev/null; }
 dump_started_or_ended() { dump_running || ! kill -0 "$dumper" 2>/dev/null; }
 bm_wait_until 30 "the dump job of $busy" dump_started_or_ended || true
-bm_virsh domjobinfo "$busy" | grep -q "Operation: *Dump" ||
+dump_running ||
     bm_fail "the dump job did not start: $(bm_virsh domjobinfo "$busy" 2>&1 | tr -s ' \n' ' '); virsh dump: $(cat "$work/dump.log")"
 bm_log "$busy is busy: $(bm_virsh domjobinfo "$busy" | grep -E 'Job type|Operation' | tr -s ' ' | tr '\n' ' ')"
 
@@ -74,7 +73,7 @@ bm_pass "pass with a domain in a dump job: skipped as busy, the other inflated, 
 
 kill "$reader"
 wait "$dumper" 2>/dev/null || true
-no_job() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Job type: *None"; }
+no_job() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep "Job type: *None" >/dev/null; }
 bm_wait_until 10 "the dump job of $busy to end" no_job || true
 "$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" \
     >"$work/run2.json" 2>"$work/run2.err" || bm_fail "run --once after the job failed: $(cat "$work/run2.err")"

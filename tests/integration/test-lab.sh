@@ -22,9 +22,7 @@ bm_guest_image >/dev/null   # again: the initramfs now carries virtio_balloon_sg
 bm_log "lab built (or found in cache) in $(bm_elapsed "$start") s"
 "$EMU" -device virtio-balloon-pci,help 2>&1 | grep -q '^  sg=<bool>' || bm_fail "patched QEMU has no sg property"
 
-work=$(mktemp -d)
-bm_add_cleanup "rm -rf '$work'"
-export BALLOONMGR_RUNTIME_DIR=$work/run
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 mkdir -p "$work/run/changes" "$work/textfile"
 
 driver_ok() { "$BM" -c "$BM_URI" verify --json "$1" | jq -e '.domains[0].driver_ok' >/dev/null; }

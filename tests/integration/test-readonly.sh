@@ -13,9 +13,8 @@ set -euo pipefail
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-work=$(mktemp -d)
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 chmod 0755 "$work"
-bm_add_cleanup "rm -rf '$work'"
 # setpriv execs in place: $! of "${nobody[@]}" CMD & is the process itself
 nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env --)
 as_nobody() { "${nobody[@]}" "$@"; }

@@ -13,8 +13,7 @@ bm_define_guest floor 512 touch=100
 bm_wait_guest_ready idle
 bm_wait_guest_ready floor
 idle=$(bm_dom idle) floor=$(bm_dom floor)
-work=$(mktemp -d)
-trap 'rm -rf "$work"; bm_on_exit' EXIT
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 # wait for fresh guest stats of both
 bm_wait_fresh_stats idle floor

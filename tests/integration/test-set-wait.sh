@@ -20,7 +20,7 @@ sleep 2 # let the guest settle after touching its memory
 # checks the reported duration against both independent clocks. Leaves JSON in $result.
 measure_set() {
     local size=$1 target_kib=$2 watch_out watch_err
-    watch_out=$(mktemp) watch_err=$(mktemp)
+    watch_out=$BM_WORKDIR/watch.out watch_err=$BM_WORKDIR/watch.err
     "$WATCH" "$BM_URI" "$dom" "$target_kib" 120 >"$watch_out" 2>"$watch_err" &
     local wpid=$!
     bm_wait_until 10 "balloon-watch to start" grep -q watching "$watch_err" ||
