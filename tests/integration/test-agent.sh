@@ -75,17 +75,21 @@ bm_prom_wait 'balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="
 bm_prom_wait "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"} > 0" 30 >/dev/null ||
     bm_fail "no RSS drop observed after the inflate"
 bm_pass "agent's own inflate: counted, in the histogram, RSS drop $(bm_prom_value "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"}") bytes"
+reloads() { grep -c "policy $work/agent.policy reloaded" "$work/agent.log"; }
+reloaded_since() { [ "$(reloads)" -gt "$1" ]; }
+n=$(reloads)
 cp "$work/calm.policy" "$work/agent.policy"
 kill -HUP "$agent"
-sleep 1
+bm_wait_until 10 "the calm policy reloaded" reloaded_since "$n" || true
 
 # --- SIGHUP with a broken policy: keeps running with the last good one
 printf '[guest]\nfloor = 12X\n' >"$work/agent.policy"
 kill -HUP "$agent"
-sleep 1
+bm_wait_until 10 "the broken policy refused" grep -q "not reloaded: keeping the last good one" "$work/agent.log" ||
+    bm_fail "no message about the broken policy"
 kill -0 "$agent" || bm_fail "agent died on a broken policy"
-grep -q "not reloaded: keeping the last good one" "$work/agent.log" || bm_fail "no message about the broken policy"
-metrics | has '^balloonmgr_errors_total{kind="policy"} 1$' || bm_fail "policy error not counted"
+bm_wait_until 10 "the policy error counted" metrics_have '^balloonmgr_errors_total{kind="policy"} 1$' ||
+    bm_fail "policy error not counted"
 bm_pass "SIGHUP with a broken policy: agent keeps running, error counted"
 cp "$work/calm.policy" "$work/agent.policy"
 kill -HUP "$agent"
@@ -137,7 +141,7 @@ bm_wait_until 5 "libvirt_up 0" metrics_have '^balloonmgr_libvirt_up 0$' ||
     bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
 bm_pass "libvirtd killed: agent still serving, libvirt_up 0"
 libvirtd -d
-sleep 0.5
+bm_wait_until 10 "the new libvirtd's pid file" _bm_pidfile_live libvirtd || true
 # the new libvirtd belongs to whoever owned the old one
 for f in "$BM_IT_STATE"/daemons.*; do
     [ -e "$f" ] && sed -i "s/^libvirtd $old\$/libvirtd $(_bm_daemon_pid libvirtd)/" "$f"
