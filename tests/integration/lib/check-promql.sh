@@ -44,7 +44,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 url=${BM_PROM_URL:-}
 require_data=0 quiet=0 interval=1m range=1h
 dashboards=() rules=()
