@@ -639,9 +639,12 @@ bm_start_agent() {
 # --child; 128 + the signal's number when the signal killed it).
 bm_stop_agent() {
     local sig=${1:-TERM} timeout=${2:-15} p keep=()
-    kill -s "$sig" "$BM_AGENT_PID" 2>/dev/null || true
-    BM_WAIT_INTERVAL=0.01 bm_wait_until "$timeout" "agent $BM_AGENT_PID to end on SIG$sig" \
-        bm_not bm_agent_alive "$BM_AGENT_PID" || return 1
+    # (stderr: bash's "Killed" notice when it reaps the job meanwhile)
+    {
+        kill -s "$sig" "$BM_AGENT_PID"
+        BM_WAIT_INTERVAL=0.01 bm_wait_until "$timeout" "agent $BM_AGENT_PID to end on SIG$sig" \
+            bm_not bm_agent_alive "$BM_AGENT_PID"
+    } 2>/dev/null || return 1
     wait "$BM_AGENT_JOB" 2>/dev/null && BM_AGENT_STATUS=0 || BM_AGENT_STATUS=$?
     for p in "${BM_AGENT_PIDS[@]}"; do
         [ "$p" = "$BM_AGENT_PID" ] || keep+=("$p")
@@ -656,8 +659,10 @@ _bm_stop_agents() {
     local p
     for p in "${BM_AGENT_PIDS[@]}"; do
         bm_agent_alive "$p" || continue
-        kill -KILL "$p" 2>/dev/null
-        BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "agent $p to end on SIGKILL" bm_not bm_agent_alive "$p"
+        {
+            kill -KILL "$p"
+            BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "agent $p to end on SIGKILL" bm_not bm_agent_alive "$p"
+        } 2>/dev/null
     done
     BM_AGENT_PIDS=()
     return 0
