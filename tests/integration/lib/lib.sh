@@ -662,6 +662,7 @@ _bm_stop_agents() {
         {
             kill -KILL "$p"
             BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "agent $p to end on SIGKILL" bm_not bm_agent_alive "$p"
+            wait "$p"
         } 2>/dev/null
     done
     BM_AGENT_PIDS=()
