@@ -6,6 +6,7 @@
 #       "not ok N - ..." followed by each non-empty DIAGNOSTIC (its first 4000 bytes) as '#'
 #       lines. The description is kept to one line: a newline shows as \n, '#' (it would start
 #       a directive) and other unprintable bytes as '?'; at most 500 characters are shown.
+#   tap_skip REASON                        a skipped check: "ok N # SKIP REASON"
 #   diag TEXT...                           a '#' line
 #   tap_skip_all REASON                    "1..0 # SKIP REASON" and exit 0
 #   tap_done                               the plan "1..N"; returns 1 if any check failed
@@ -32,6 +33,11 @@ ok() {
         [ -n "$d" ] && printf '%s\n' "${d:0:4000}" | sed 's/^/#   /'
     done
     return 0
+}
+
+tap_skip() {
+    tap_n=$((tap_n + 1))
+    echo "ok $tap_n # SKIP $1"
 }
 
 diag() { echo "# $*"; }
