@@ -88,10 +88,8 @@ bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" 
 
 # Relative sizes on a real guest, text output (reached within the 1 MiB tolerance); relative to
 # the balloon now, so first let it finish the last MiB of the deflate
-for _ in $(seq 50); do
-    [ "$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes')" -eq 536870912 ] && break
-    sleep 0.1
-done
+at_512m() { [ "$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes')" -eq 536870912 ]; }
+bm_wait_until 5 "$dom back at 512 MiB" at_512m || true
 out=$("$BM" -c "$BM_URI" set "$dom" -128M --wait) || bm_fail "set -128M --wait failed"
 echo "$out"
 echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
@@ -150,7 +148,7 @@ wait "$agent" || bm_fail "the agent did not exit 0 on SIGTERM"
 
 # Progress: on a terminal (a pty from script(1)) stderr shows the balloon's size, rate and ETA
 # while it moves, and erases the line before the result; not on a terminal, nothing.
-pty_out=$(mktemp)
+pty_out=$BM_WORKDIR/pty.out
 script -qec "$(printf '%q ' "$BM" -c "$BM_URI" set "$dom" -128M --wait)" /dev/null >"$pty_out" ||
     { cat -v "$pty_out"; bm_fail "set -128M --wait on a pty failed"; }
 cat -v "$pty_out"
