@@ -12,12 +12,12 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace)
-# libc6-dev: libc.a, for the static workload of the test guest (tests/integration/guest-load.c).
+# libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
 # strace: fault injection (ENOSPC at fsync, EDQUOT at close, slow fsync) in the state tests.
 # prometheus: promtool (test-metrics checks the exposition) and the private Prometheus of
-# tests/integration/prom.sh, which also starts the Pushgateway and queries with curl.
+# tests/integration/lib/prom.sh, which also starts the Pushgateway and queries with curl.
 # dbus, polkitd: libvirt asks polkit whether a non-root client may use its read-only socket
 # (test-readonly runs the monitoring-only agent as nobody).
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).

@@ -15,7 +15,7 @@
 # About 10 minutes (two runs: guests boot, 40 s steady, 80 s pressure, 45 s release).
 # BM_PRESSURE_KEEP=DIR: copy the two runs' JSON (control.json, agent.json) into DIR.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_require_root
 out=$(mktemp -d /var/tmp/balloonmgr-pressure.XXXXXX)
