@@ -25,7 +25,7 @@
 #
 # Environment: BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
-# image, see tests/integration/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G).
+# image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
 set -euo pipefail
@@ -61,7 +61,7 @@ run_one() {
     local step_at=$((steady + lead))
 
     BM_PREFIX=${BM_PREFIX:-bmscen-$$-}
-    . "$ROOT/tests/integration/lib.sh"
+    . "$ROOT/tests/integration/lib/lib.sh"
     exec 9>/run/lock/balloonmgr-scenario.lock
     if ! flock -n 9; then
         bm_log "another scenario runs on this machine; waiting for it"

@@ -7,7 +7,7 @@
 # - autodeflate off: the guest runs out of memory (OOM killer, failed write, or a panic that
 #   ends the domain): what balloonmgr must prevent by deflating in time.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 

@@ -14,7 +14,7 @@
 # show the failure the agent avoids: the grower's workload is OOM-killed.
 # About 10 minutes (two runs: guests boot, 40 s steady, 80 s pressure, 45 s release).
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_require_root
 out=$(mktemp -d /var/tmp/balloonmgr-pressure.XXXXXX)
