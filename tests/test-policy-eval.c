@@ -619,7 +619,7 @@ static void test_qemu_overhead_taken_off_backed_memory(void)
     BmYieldOverhead big = {0};
     bm_yield_overhead_add(&big, 4 * GiB, 1 * GiB);
     bm_yield_overhead_add(&big, 5 * GiB, 1 * GiB);
-    is_u64(bm_yield_overhead(&big), 256 * MiB, "capped at 256 MiB");
+    is_u64(bm_yield_overhead(&big), 128 * MiB, "capped at 128 MiB");
 
     BmHost h = host(HOST_T, 4 * GiB);
     BmDomain d[] = {guest("idle", 1 * GiB, 1 * GiB, 0), guest("fresh", 1 * GiB, 1 * GiB, 0),
