@@ -12,7 +12,7 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace)
-# libc6-dev: libc.a, for the static workload of the test guest (tests/integration/guest-load.c).
+# libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
 # strace: fault injection (ENOSPC at fsync, EDQUOT at close, slow fsync) in the state tests.
