@@ -112,10 +112,15 @@ run_one() {
     local port="" agent="" sampler timer=""
     [ "$mode" = agent ] && port=$(bm_free_port)
     sample_loop() {
-        local offs=() i dom c size off st met hog_rss t psi
+        local offs=() i dom c size off st met hog_rss t psi avail
         for i in "${!GUESTS[@]}"; do offs[i]=0; done
         while :; do
+            # the host's figures first, with the time they belong to
             t=$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')
+            avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+            hog_rss=0   # KiB
+            [ -s "$W/hog.pid" ] && hog_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat "$W/hog.pid")/status" 2>/dev/null || echo 0)
+            psi=$(awk '{ split($2, a, "="); printf "%s%s", (NR > 1 ? "," : ""), a[2] }' /proc/pressure/memory 2>/dev/null || echo "0,0")
             st=$("$BM" -c "$BM_URI" status --json "${DOMS[@]}" 2>/dev/null) || st='{"domains":[]}'
             met='{}'
             if [ -n "$port" ]; then
@@ -125,12 +130,9 @@ run_one() {
                     /^balloonmgr_[a-z_]*unmet[a-z_]* / { u = $2 }
                     END { printf "{\"passes\":%s,\"mode\":\"%s\",\"unmet\":%s}", p == "" ? "null" : p, m, u == "" ? "null" : u }') || met='{}'
             fi
-            hog_rss=0   # KiB
-            [ -s "$W/hog.pid" ] && hog_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat "$W/hog.pid")/status" 2>/dev/null || echo 0)
-            psi=$(awk '{ split($2, a, "="); printf "%s%s", (NR > 1 ? "," : ""), a[2] }' /proc/pressure/memory 2>/dev/null || echo "0,0")
             jq -nc --argjson st "$st" --argjson met "$met" --arg t "$t" --arg psi "$psi" \
                 --argjson hog "${hog_rss:-0}" \
-                --argjson avail "$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)" '
+                --argjson avail "$avail" '
                 { t: ($t | tonumber), avail: ($avail * 1024), hog: ($hog * 1024),
                   psi_some: ($psi | split(",")[0] | tonumber), psi_full: ($psi | split(",")[1] | tonumber),
                   passes: $met.passes, mode: $met.mode, unmet: $met.unmet,
@@ -264,6 +266,8 @@ analyse() {
         --argjson ncpu "$(nproc)" --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg short "$short" \
         --arg names "${GUESTS[*]}" --arg prefix "$BM_PREFIX" '
     def short_name: ltrimstr($prefix);
+    # seconds for which COND held, in an array of samples (each lasts until the next one)
+    def secs(cond): . as $a | [range(0; ($a | length) - 1) | select($a[.] | cond) | $a[. + 1].t - $a[.].t] | add // 0 | . * 10 | round / 10;
     def median: sort | if length == 0 then null else .[(length - 1) / 2 | floor] end;
     ($s) as $S |
     ($ev | split("\n") | map(select(length > 0) | split("\t") | { t: (.[0] | tonumber), dom: .[1], line: (.[2:] | join("\t")) })) as $E |
@@ -298,7 +302,8 @@ analyse() {
       reclaim_below_bytes: $reclaim_below,
       host: {
         min_available_bytes: ([$S[] | .avail] | min),
-        seconds_below_reclaim_below: ([$S[] | select(.avail < $reclaim_below)] | length),
+        seconds_below_reclaim_below: ($S | secs(.avail < $reclaim_below)),
+        seconds_below_reclaim_below_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $reclaim_below)),
         relief: (if $below == null then { below: false }
                  else { below: true, from: $below.t, to: ($back.t // null),
                         seconds: (if $back then $back.t - $below.t else null end),
@@ -321,7 +326,7 @@ analyse() {
           min_current_bytes: (series($g) | map(.cur) | min),
           end_current_bytes: (series($g) | last | .cur),
           max_bytes: (series($g) | first | .max),
-          seconds_usable_below_keep_free: ([series($g)[] | select(.usable != null and .usable < $keep_free)] | length),
+          seconds_usable_below_keep_free: (series($g) | secs(.usable != null and .usable < $keep_free)),
           steady_changes_per_min: (([series($g)[] | select(.t <= $t_hog) | .cur]) as $c |
               ([range(1; $c | length) | select($c[.] != $c[. - 1] and (($c[.] - $c[. - 1]) | fabs) >= 1048576)] | length) * 60 / ([$t_hog, 1] | max)),
           release_end_reclaimed_bytes: ((series($g) | last) as $l | $l.max - $l.cur)
@@ -334,6 +339,7 @@ analyse() {
       },
       timeline: [$S[] | . as $x | [.t, .avail, .hog, .passes, .psi_some] +
                   [$G[] as $g | (($x.doms[] | select(.name | short_name == $g)) // {}) | .cur, .usable, .rss]],
+      timer_passes: $timer,
       timeline_columns: (["t", "avail", "hog", "passes", "psi_some"] +
                          [$G[] | "\(.)_cur", "\(.)_usable", "\(.)_rss"]),
       events: [$E[] | select(.dom == "-" or (.line | test("bm-load: t=[0-9.]+ (phase|OOM|holding|touched)|allocation FAILED|Out of memory|Kernel panic")))]
@@ -360,6 +366,7 @@ table() {
         relief: [$runs[] | .host.relief.seconds] | median,
         relieved: ([$runs[] | select(.host.relief.to != null)] | length),
         passes: [$runs[] | .host.relief.passes] | median,
+        below: [$runs[] | .host.seconds_below_reclaim_below_in_pressure] | median,
         balloon: [$runs[] | .host.balloon_reclaimed_bytes] | median,
         rss: [$runs[] | .host.rss_dropped_bytes] | median,
         oom: [$runs[] | [.guests[] | .oom_kills] | add] | median,
@@ -375,9 +382,9 @@ table() {
         minavail: [$runs[] | .host.min_available_bytes] | median,
         psi: [$runs[] | .host.psi_some_avg10_max] | median
       }) |
-    ("| mode | runs | host relief s (relieved runs) | passes | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max |"),
-    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
-    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) |")
+    ("| mode | runs | host relief s (relieved runs) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) |")
     ' $files
 }
 
@@ -399,12 +406,25 @@ plot() {
     t_step=$(jq '.phases.demand_step // "NaN"' "$run"); rb=$(jq '.reclaim_below_bytes / 1073741824' "$run")
     cols=$(jq -r '.timeline_columns | join(" ")' "$run")
     [ -s "$tmp/oomk.tsv" ] || echo "NaN" >"$tmp/oomk.tsv"
+    # passes: the agent's counter, or a mark per timer run, or none (control)
+    local passes_plot='"" using 1:4 axes x1y2 with steps lc rgb "black" title "passes (agent)"'
+    if [ "$(jq '[.timeline[][3] | select(. != null)] | length' "$run")" -eq 0 ]; then
+        jq -r '(.timer_passes // [])[] | "\(.)\t1"' "$run" >"$tmp/timer.tsv"
+        if [ -s "$tmp/timer.tsv" ]; then
+            passes_plot="\"$tmp/timer.tsv\" using 1:2 axes x1y2 with impulses lw 2 lc rgb \"black\" title \"run --once (timer)\""
+        else
+            passes_plot='NaN notitle'
+        fi
+    fi
     gnuplot <<EOF
-set terminal pngcairo size 1200,1000 font ",10"
+set terminal pngcairo size 1200,1000 font ",10" noenhanced
 set output "$png"
 set multiplot layout 3,1 title "$title"
 set grid
 set xrange [0:*]
+set lmargin at screen 0.07
+set rmargin at screen 0.83
+set xlabel "seconds since the steady phase began"
 set style line 1 lc rgb "#1f77b4" lw 2
 set arrow from $t_hog, graph 0 to $t_hog, graph 1 nohead dt 2 lc rgb "red"
 set arrow from $t_end, graph 0 to $t_end, graph 1 nohead dt 2 lc rgb "dark-green"
@@ -424,7 +444,7 @@ set title "QEMU RSS per guest (MiB) and policy passes"
 set y2label "passes"
 set y2tics
 plot for [i=0:3] "$tmp/t.tsv" using 1:(column(8 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 8 + 3*i), \
-     "" using 1:4 axes x1y2 with steps lc rgb "black" title "passes (agent)"
+     $passes_plot
 unset multiplot
 EOF
     echo "scenario: wrote $png"

@@ -5,15 +5,17 @@
  *                   [--retouch SECS] [--proc DIR]
  *   --target-available SIZE  grow until the host's MemAvailable is down to SIZE (bytes, or
  *                            K/M/G suffix, or N% of MemTotal)
- *   --size SIZE              hold at most SIZE; default: MemAvailable at start minus the target
+ *   --size SIZE              hold at most SIZE; default: what it holds when MemAvailable
+ *                            first reaches the target (then fixed)
  *   --floor SIZE             safety floor (default 1.5G): whenever MemAvailable is below it,
  *                            give memory back at once, down to floor + 256 MiB
  *   --rate MIB_S             growth rate (default 1024 MiB/s)
  *   --retouch SECS           write every held page again every SECS s (default 30; 0: never)
  * MemAvailable is read every 100 ms. The hog grows only while it holds less than its size AND
- * MemAvailable is above the target, so memory the host gets back from elsewhere (balloons)
- * is not taken again beyond the size, and other work on the machine is never pushed below
- * the target by the hog. It sets its own oom_score_adj to 1000 (the kernel's first choice)
+ * MemAvailable is above the target. Its size is fixed once reached, so memory the host gets
+ * back later (balloons) is not taken again, and other work on the machine is never pushed
+ * below the target by the hog; after giving memory back at the floor it may grow again up to
+ * its size while MemAvailable is above the target. It sets its own oom_score_adj to 1000 (the kernel's first choice)
  * and dies with its parent (PR_SET_PDEATHSIG). SIGTERM/SIGINT end it.
  *
  * stdout, one line per event: "hog: t=SECS held MIB MiB, MemAvailable MIB MiB: EVENT". */
@@ -182,7 +184,7 @@ int main(int argc, char **argv)
                 (unsigned long long)(floor_b / MIB));
         return 2;
     }
-    size = size_s ? parse_size(size_s, total) : (avail > target ? avail - target : 0);
+    size = size_s ? parse_size(size_s, total) : total; /* fixed below when reached */
 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1)
@@ -197,8 +199,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     t0 = mono();
-    say(avail, "start: size %llu MiB, target MemAvailable %llu MiB, floor %llu MiB, %.0f MiB/s",
-        (unsigned long long)(size / MIB), (unsigned long long)(target / MIB),
+    say(avail, "start: size %llu MiB%s, target MemAvailable %llu MiB, floor %llu MiB, %.0f MiB/s",
+        (unsigned long long)(size / MIB), size_s ? "" : " at most (fixed at the target)",
+        (unsigned long long)(target / MIB),
         (unsigned long long)(floor_b / MIB), rate);
     while (!stop) {
         double tick = mono();
@@ -219,6 +222,10 @@ int main(int argc, char **argv)
                 }
                 avail -= CHUNK;
                 grow_reported = 0;
+            }
+            if (!size_s && !grow_reported && avail <= target + CHUNK) {
+                size = n_chunks * CHUNK; /* the size is what it took to reach the target */
+                size_s = "reached";
             }
             if (!grow_reported && (n_chunks * CHUNK + CHUNK > size || avail <= target + CHUNK)) {
                 say(avail, "holding (%s)", n_chunks * CHUNK + CHUNK > size
