@@ -50,7 +50,7 @@ unsigned bm_yield_permille(const BmYield *y);
 uint64_t bm_yield_backed_free(uint64_t rss_bytes, uint64_t used_bytes);
 
 /* QEMU's own resident memory per domain is at most this much (estimates above are capped). */
-#define BM_YIELD_OVERHEAD_MAX_BYTES (256ull << 20)
+#define BM_YIELD_OVERHEAD_MAX_BYTES (128ull << 20)
 
 /* Collects the host-wide estimate of QEMU's own resident memory per domain: the smallest
  * QEMU RSS minus what the guest uses among the running domains (the one whose free memory

@@ -7,7 +7,7 @@
 # - autodeflate off: the guest runs out of memory (OOM killer, failed write, or a panic that
 #   ends the domain): what balloonmgr must prevent by deflating in time.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
@@ -27,10 +27,11 @@ for g in adon adoff; do
 done
 
 # wait for both writes to end (or the guest to die)
-outcome() { # outcome NAME: touched | failed | dead | running
+outcome() { # outcome NAME: touched | failed | oom-killed | dead | running
     local log; log=$(bm_console_log "$1")
     if grep -q "bm: at: touched 500 MiB" "$log"; then echo touched
     elif grep -q "bm: at: touching 500 MiB FAILED" "$log"; then echo failed
+    elif grep -q "Out of memory: Killed process" "$log"; then echo oom-killed
     elif [ "$(bm_virsh domstate "$(bm_dom "$1")" 2>/dev/null)" != running ]; then echo dead
     else echo running; fi
 }
