@@ -878,6 +878,12 @@ static void check_thresholds(Parser *ps)
 
 int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **ret_errors)
 {
+    return bm_policy_parse_n(text, text ? strlen(text) : 0, path, ret, ret_errors);
+}
+
+int bm_policy_parse_n(const char *text, size_t len, const char *path, BmPolicy **ret,
+                      char **ret_errors)
+{
     _cleanup_(bm_policy_freep) BmPolicy *p = bm_policy_new_default();
     free(p->path);
     p->path = bm_strdup(path ? path : "(policy)");
@@ -888,24 +894,33 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
     if (ret_errors)
         *ret_errors = NULL;
     if (!text)
-        text = "";
-    if (strncmp(text, "\xef\xbb\xbf", 3) == 0)
-        text += 3;
+        text = "", len = 0;
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+        text += 3, len -= 3;
 
-    const char *end = text + strlen(text);
+    /* a line with a NUL byte or invalid UTF-8 is refused whole: the file was not what it
+     * looks like (a binary, a truncated write), and what follows would be misread */
+    const char *end = text + len;
     unsigned line = 0;
     for (const char *s = text; s < end;) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
         if (line < UINT32_MAX)
             line++;
-        parse_line(&ps, s, n > 0 && s[n - 1] == '\r' ? n - 1 : n, line);
+        const char *nul = memchr(s, '\0', n);
+        size_t bad = bm_utf8_invalid(s, n);
+        if (nul)
+            add_error(&ps, line, (size_t)(nul - s) + 1, "contains a NUL byte");
+        else if (bad != SIZE_MAX)
+            add_error(&ps, line, bad + 1, "invalid UTF-8 (byte \\x%02x)", (unsigned char)s[bad]);
+        else
+            parse_line(&ps, s, n > 0 && s[n - 1] == '\r' ? n - 1 : n, line);
         s += n + 1;
     }
     check_thresholds(&ps);
 
     if (ps.diags.n) {
-        size_t n_errors = ps.diags.n;
+        size_t n_errors = bm_diags_count(&ps.diags);
         char *errors = bm_diags_join(&ps.diags, ps.path, false);
         if (ret_errors)
             *ret_errors = errors;
@@ -928,7 +943,8 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
             *ret_errors = bm_strdup("'': empty file name\n");
         return bm_error(-ENOENT, "'': empty file name");
     }
-    int r = bm_read_file(path, POLICY_MAX_BYTES, &text);
+    size_t len = 0;
+    int r = bm_read_file_n(path, POLICY_MAX_BYTES, &text, &len);
     if (r < 0) {
         if (ret)
             *ret = NULL;
@@ -936,7 +952,7 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
             *ret_errors = bm_asprintf("%s: cannot read: %s\n", path, strerror(-r));
         return bm_error(r, "%s: cannot read: %s", path, strerror(-r));
     }
-    return bm_policy_parse(text, path, ret, ret_errors);
+    return bm_policy_parse_n(text, len, path, ret, ret_errors);
 }
 
 /* --- use */

@@ -168,6 +168,11 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b)
 
 int bm_read_file(const char *path, size_t max_bytes, char **ret)
 {
+    return bm_read_file_n(path, max_bytes, ret, NULL);
+}
+
+int bm_read_file_n(const char *path, size_t max_bytes, char **ret, size_t *ret_len)
+{
     FILE *f = fopen(path, "re");
     if (!f)
         return -errno;
@@ -196,7 +201,54 @@ int bm_read_file(const char *path, size_t max_bytes, char **ret)
     }
     buf[n] = '\0';
     *ret = buf;
+    if (ret_len)
+        *ret_len = n;
     return 0;
+}
+
+size_t bm_utf8_invalid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            k = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return i;
+        }
+        if (n - i <= k)
+            return i;
+        for (size_t j = 1; j <= k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80)
+                return i;
+            c = (c << 6) | (p[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return i; /* overlong, beyond Unicode, or a surrogate */
+        i += k + 1;
+    }
+    return SIZE_MAX;
+}
+
+size_t bm_utf8_cut(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    if (len < n)
+        return len;
+    /* s[n] exists (it may be the NUL): back off while it continues a character */
+    size_t k = n;
+    while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
+        k--;
+    return k;
 }
 
 int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s)

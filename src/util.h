@@ -87,6 +87,20 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b);
  * for string functions). Returns 0, -EFBIG when it is larger than about max_bytes, or -errno. */
 int bm_read_file(const char *path, size_t max_bytes, char **ret);
 
+/* bm_read_file() that also gives the number of bytes read (ret_len may be NULL): a parser
+ * compares it with strlen() to refuse a file with a NUL byte instead of reading up to it. */
+int bm_read_file_n(const char *path, size_t max_bytes, char **ret, size_t *ret_len);
+
+/* The offset of the first byte of s (n bytes) that does not start a valid UTF-8 character
+ * (overlong forms, surrogates and code points beyond U+10FFFF are invalid), or SIZE_MAX when
+ * all of s is valid UTF-8. A NUL byte is valid here: check for it separately. */
+size_t bm_utf8_invalid(const char *s, size_t n);
+
+/* How many bytes of s to keep to cut it to at most n bytes without splitting a UTF-8
+ * character: n when s is longer and byte n starts a character, less when byte n is inside one
+ * (strlen(s) when that is below n). */
+size_t bm_utf8_cut(const char *s, size_t n);
+
 /* Removes what writers killed inside bm_write_atomic(tmp_template) left: regular files named
  * like tmp_template with XXXXXX replaced by six letters or digits, that no writer holds
  * locked and that nobody wrote to for min_age_s seconds (mtime). Returns how many were

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "diag.h"
 #include "fixture.h"
 #include "policy.h"
 #include "tap.h"
@@ -372,7 +373,7 @@ static void test_load(void)
        "load names the path it was given");
     free(TAKE_PTR(errors));
 
-    /* a NUL byte in a file ends the text */
+    /* a NUL byte in a file refuses it: never read up to the NUL */
     char tmp[] = "/tmp/test-policy-XXXXXX";
     int fd = mkstemp(tmp);
     static const char nul[] = "[guest]\nfloor = 40%\n\0[guest]\nshares = 0\n";
@@ -380,8 +381,15 @@ static void test_load(void)
     if (fd >= 0)
         close(fd);
     r = bm_policy_load(tmp, &p, &errors);
-    ok(r == 0 && p && is_pct(p->guest.floor, 400) && p->guest.shares == 100,
-       "  read up to the NUL");
+    ok(r == -EINVAL && !p && errors && strstr(errors, ":3:1: contains a NUL byte\n") &&
+           strstr(errors, ":5:"),
+       "  refused, naming the line of the NUL, and the rest read too");
+    free(TAKE_PTR(errors));
+    static const char utf[] = "[guest]\n# caf\xc3\xa9 ok\nfloor = 40%\n# \xff\xfe\n";
+    r = bm_policy_parse_n(utf, sizeof(utf) - 1, "u", &p, &errors);
+    ok(r == -EINVAL && errors && !strcmp(errors, "u:4:3: invalid UTF-8 (byte \\xff)\n"),
+       "invalid UTF-8 refused, naming line and column (valid UTF-8 in a comment is fine)");
+    free(TAKE_PTR(errors));
     bm_policy_free(p);
     unlink(tmp);
 }
@@ -463,7 +471,11 @@ static void test_robust(void)
     size_t n_err = 0;
     for (const char *c = errors; c && *c; c++)
         n_err += *c == '\n';
-    is_u64(n_err, lines / 3, "  every error reported");
+    is_u64(n_err, BM_DIAGS_MAX + 1, "  the first 20 errors reported, then a count");
+    char more[64];
+    snprintf(more, sizeof(more), "\nf: %zu more errors not shown\n", lines / 3 - BM_DIAGS_MAX);
+    ok(errors && strstr(errors, more) && strstr(errors, "f:3:1: unknown key 'bogus3'"),
+       "  the count of the others, the first error first");
     bm_policy_free(p);
     free(errors);
     free(text);
