@@ -112,15 +112,17 @@ static bool authorized(BmHttp *h, struct MHD_Connection *c)
     pthread_mutex_unlock(&h->lock);
     if (!auth)
         return true;
-    char *password = NULL;
-    char *user = MHD_basic_auth_get_username_password(c, &password);
-    bool ok = user && password && bm_basic_auth_check(auth, user, password);
-    if (password) {
+    /* parsed here, not by libmicrohttpd: its parser wants "Basic" in that case and cuts a
+     * password at a NUL byte */
+    char *user = NULL, *password = NULL;
+    const char *value =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    bool ok = bm_basic_auth_parse_header(value, &user, &password) == 0 &&
+              bm_basic_auth_check(auth, user, password);
+    if (password)
         explicit_bzero(password, strlen(password));
-        MHD_free(password);
-    }
-    if (user)
-        MHD_free(user);
+    free(password);
+    free(user);
     return ok;
 }
 
@@ -425,6 +427,7 @@ void bm_http_stop(BmHttp *h)
 {
     if (!h)
         return;
+    bm_basic_auth_shutdown(); /* connections waiting for a bcrypt check fail at once */
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
     if (h->listen_fd >= 0)
