@@ -1,12 +1,17 @@
-/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]: move one balloon. */
+/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]
+ * [--json]: move one balloon, not below the domain's floor unless --force. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "balloon.h"
+#include "domxml.h"
+#include "policy-eval.h"
+#include "policy.h"
 #include "cli.h"
 #include "conn.h"
 #include "error.h"
@@ -15,16 +20,23 @@
 #include "qmp.h"
 #include "export.h"
 
+#define SET_POLICY "/etc/balloonmgr/balloonmgr.policy"
+
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
     "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
     "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
     "                        SECONDS (default 10)\n"
+    "  -p, --policy FILE     take the domain's floor from FILE (default " SET_POLICY ",\n"
+    "                        when it exists)\n"
+    "  -f, --force           set a target below the domain's floor too\n"
     "  -j, --json            print JSON\n"
     "  -h, --help            show this help\n"
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
-    "from the current balloon.\n";
+    "from the current balloon.\n"
+    "\nA target below the domain's floor is refused (exit 2) unless --force: the largest of\n"
+    "128 MiB, 5% of the maximum, <memtune><min_guarantee> and the policy's floor.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -78,17 +90,21 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"wait", optional_argument, NULL, 'w'},
         {"stall", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
+        {"policy", required_argument, NULL, 'p'},
+        {"force", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    bool json = false, wait = false;
+    bool json = false, wait = false, force = false, policy_explicit = false;
+    const char *policy_path = SET_POLICY;
     unsigned timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, stall_s = BM_WAIT_DEFAULT_STALL_S;
     char **args = bm_cli_protect_negative(argc, argv);
     int c, r, ret = BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+    _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
 
-    while ((c = getopt_long(argc, args, "wjh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, args, "wjp:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
             wait = true;
@@ -106,6 +122,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
             }
             break;
         case 'j': json = true; break;
+        case 'p': policy_path = optarg; policy_explicit = true; break;
+        case 'f': force = true; break;
         case 'h':
             bm_verb_usage(&bm_verb_set, options_help, stdout);
             ret = BM_EXIT_OK;
@@ -121,6 +139,16 @@ static int run(const BmGlobal *g, int argc, char **argv)
     const char *size = bm_cli_unprotect(args[optind + 1]);
     if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
         goto out;
+    /* the policy's floor: from the file given, or the host's policy file when there is one
+     * (the built-in defaults are for the automatic passes, not for manual targets) */
+    if (!force && (policy_explicit || access(policy_path, F_OK) == 0)) {
+        _cleanup_free_ char *errors = NULL;
+        if (bm_policy_load(policy_path, &pol, &errors) < 0) {
+            fputs(errors ? errors : "", stderr);
+            bm_report("set", NULL, "policy '%s' has errors", policy_path);
+            goto out;
+        }
+    }
 
     r = bm_conn_open(g->uri, false, &conn);
     if (r < 0) {
@@ -146,6 +174,35 @@ static int run(const BmGlobal *g, int argc, char **argv)
                   bm_error_detail(r));
         ret = BM_EXIT_USAGE;
         goto out;
+    }
+
+    /* a manual target below the floor starves the guest: only on purpose (--force) */
+    if (!force) {
+        BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
+        _cleanup_free_ char *xml = NULL;
+        if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
+            cfg.min_guarantee_bytes = BM_ABSENT;
+        uint64_t policy_floor = BM_ABSENT;
+        if (pol) {
+            BmGuestRules rules;
+            bm_policy_rules_for(pol, name, &rules);
+            policy_floor = bm_amount_bytes(rules.floor, max_bytes);
+        }
+        const char *why = NULL;
+        uint64_t floor = bm_manual_floor(max_bytes, cfg.min_guarantee_bytes, policy_floor, &why);
+        if (target_bytes < floor) {
+            char quoted[256], t[32], f[32];
+            bm_size_format(target_bytes, t, sizeof(t));
+            bm_size_format(floor, f, sizeof(f));
+            bm_report("set", name,
+                      "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it "
+                      "anyway",
+                      bm_printable(size, quoted, sizeof(quoted)), t, f, why,
+                      pol && !strcmp(why, "the policy's floor") ? " in " : "",
+                      pol && !strcmp(why, "the policy's floor") ? pol->path : "");
+            ret = BM_EXIT_USAGE;
+            goto out;
+        }
     }
 
     /* libvirt would hold the change up to 30 s for the job lock, then fail */
@@ -216,7 +273,8 @@ out:
 const BmVerb bm_verb_set = {
     .name = "set",
     .run = run,
-    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]",
+    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
+                "           [--json]",
     .summary = "Set the balloon target of a running domain and optionally wait until it is reached,\n"
                "measuring how long the inflate or deflate took.",
 };
