@@ -46,7 +46,9 @@ static void check_policy(const BmPolicy *p, const char *name)
     check_amount(p->target_available, "target_available");
     check_amount(p->release_above, "release_above");
     const BmAmount *a[] = {&p->reclaim_below, &p->target_available, &p->release_above};
-    if (a[0]->is_percent == a[1]->is_percent && a[1]->is_percent == a[2]->is_percent) {
+    fuzz_assert(a[0]->is_percent == a[1]->is_percent && a[1]->is_percent == a[2]->is_percent,
+                "thresholds mix sizes and percentages");
+    {
         uint64_t v[3];
         for (int i = 0; i < 3; i++)
             v[i] = a[i]->is_percent ? a[i]->permille : a[i]->bytes;

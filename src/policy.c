@@ -865,6 +865,41 @@ static void check_thresholds(Parser *ps)
         }
     }
 
+    /* mixed units: a size and a percentage of MemTotal cross at some MemTotal, and past it
+     * the order breaks (the host mode would flap between reclaim and release) */
+    static const char *const names[] = {"reclaim_below", "target_available", "release_above"};
+    if (last_of(ps, mem, 3, &line, &col) &&
+        !(a[0]->is_percent == a[1]->is_percent && a[1]->is_percent == a[2]->is_percent)) {
+        char b[3][32], where[96] = "";
+        for (int i = 0; i < 3; i++) {
+            format_amount(*a[i], b[i], 20);
+            if (!ps->host_seen[mem[i]])
+                strcat(b[i], " (default)");
+        }
+        for (int i = 0; i < 3 && !*where; i++)
+            for (int j = i + 1; j < 3 && !*where; j++) {
+                if (a[i]->is_percent == a[j]->is_percent)
+                    continue;
+                const BmAmount *pc = a[i]->is_percent ? a[i] : a[j];
+                const BmAmount *sz = a[i]->is_percent ? a[j] : a[i];
+                char t[32];
+                if (pc->permille == 0) {
+                    snprintf(where, sizeof(where), "%s is not below %s for any MemTotal",
+                             names[i], names[j]);
+                    break;
+                }
+                uint64_t cross = (uint64_t)((unsigned __int128)sz->bytes * 1000 / pc->permille);
+                bm_size_format(cross, t, sizeof(t));
+                snprintf(where, sizeof(where), "%s is not below %s when MemTotal is %s %s",
+                         names[i], names[j], a[i]->is_percent ? "at or above" : "at or below", t);
+            }
+        add_error(ps, line, col,
+                  "thresholds mix sizes and percentages of MemTotal: reclaim_below %s, "
+                  "target_available %s, release_above %s: %s; write all three as sizes or all "
+                  "as percentages",
+                  b[0], b[1], b[2], where);
+    }
+
     static const Key psi[] = {K_PSI_RELEASE_BELOW, K_PSI_RECLAIM_ABOVE};
     if (last_of(ps, psi, 2, &line, &col) && p->psi_release_below >= 0 &&
         p->psi_reclaim_above >= 0 && !(p->psi_release_below < p->psi_reclaim_above)) {

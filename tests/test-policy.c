@@ -330,7 +330,13 @@ static void test_messages(void)
         {"[host]\nrelease_above = 5%\n[guest]\nfloor = 1\n[host]\ntarget_available = 2%\n",
          "t:6:20: thresholds out of order: need reclaim_below < target_available < "
          "release_above, got 10% (default), 2%, 5%\n"},
-        {"[host]\nreclaim_below = 1G\n", ""}, /* sizes and % mixed: not compared */
+        /* sizes and % mixed: they cross at some MemTotal, so refused */
+        {"[host]\nreclaim_below = 1G\n",
+         "t:2:17: thresholds mix sizes and percentages of MemTotal: reclaim_below 1 GiB, "
+         "target_available 15% (default), release_above 25% (default): reclaim_below is not "
+         "below target_available when MemTotal is at or below 6.7 GiB; write all three as sizes "
+         "or all as percentages\n"},
+        {"[host]\nreclaim_below = 1G\ntarget_available = 2G\nrelease_above = 3G\n", ""},
         {"[host]\npsi_reclaim_above = off\npsi_release_below = 50\n", ""},
         {"[host]\ninterval = 1h\napply_timeout = 0s\n[guest]\nmax_stats_age = 24h\n", ""},
     };
