@@ -175,6 +175,11 @@ void bm_counters_sync(BmCounters *c, const BmSnapshot *snap, uint64_t now_s)
         if (!sd)
             continue; /* gone: its series go with it */
         snprintf(d->name, sizeof(d->name), "%s", sd->name);
+        /* a hold-off from the future (a clock set back, a hand-edited state file, one from
+         * another host) would keep the domain unmanaged for ever: at most the documented
+         * hold-off from now, and saved so */
+        if (d->unresponsive && d->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
+            d->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
         if (d->unresponsive &&
             (now_s >= d->unresponsive_until_s ||
              (bm_present(sd->actual_bytes) && sd->actual_bytes != d->unresponsive_actual)))
