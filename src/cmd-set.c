@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json-name.h"
 #include "balloon.h"
 #include "domxml.h"
 #include "policy-eval.h"
@@ -51,7 +52,7 @@ static json_object *json_seconds(uint64_t ns)
 static void print_json(const char *name, const BmChange *ch, bool waited)
 {
     _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-    json_object_object_add(o, "domain", json_object_new_string(name));
+    json_object_object_add(o, "domain", bm_json_name(name));
     json_object_object_add(o, "direction",
                            json_object_new_string(bm_change_direction(ch->from_bytes, ch->target_bytes)));
     json_object_object_add(o, "from_bytes", json_object_new_uint64(ch->from_bytes));
@@ -230,7 +231,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     if (wait && ch.target_bytes != ch.from_bytes) {
         /* hand the measurement to a running agent / the next timer run */
         BmTracked t = {.change = ch, .rss_before_bytes = rss_before, .rss_after_bytes = BM_ABSENT};
-        snprintf(t.name, sizeof(t.name), "%s", name);
+        bm_copy_name(t.name, sizeof(t.name), name);
         virDomainGetUUIDString(dom, t.uuid);
         /* the histogram's sg label: this domain's SG verdict now */
         BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "json-name.h"
 #include "util.h"
 
 #define STATE_VERSION 1
@@ -110,7 +111,7 @@ static json_object *counters_json(const BmCounters *c)
         const BmDomainRecord *r = &c->domains[i];
         json_object *x = json_object_new_object();
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
-        json_object_object_add(x, "name", json_object_new_string(r->name));
+        json_object_object_add(x, "name", bm_json_name(r->name));
         json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
         json_object_object_add(x, "last_duration_s", json_object_new_double(r->last_duration_s));
         json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction));

@@ -287,3 +287,62 @@ int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s)
     closedir(d);
     return removed;
 }
+
+/* The length of the valid UTF-8 character at s (at most n bytes), or 0 when there is none. */
+static size_t utf8_char_len(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)*s;
+    size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (k == 0 || k > n)
+        return 0;
+    return bm_utf8_invalid(s, k) == SIZE_MAX ? k : 0;
+}
+
+char *bm_utf8_sanitize(const char *s)
+{
+    size_t n = strlen(s ? s : ""), o = 0;
+    char *out = bm_malloc0(n * 3 + 1);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char_len(s + i, n - i);
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k, i += k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+            o += 3, i++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *bm_escape_name(const char *s)
+{
+    size_t n = strlen(s ? s : ""), o = 0;
+    char *out = bm_malloc0(n * 4 + 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c >= 0x80 ? utf8_char_len(s + i, n - i) : 0;
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k, i += k;
+        } else if (c < 0x20 || c >= 0x7f || c == '\\') {
+            o += (size_t)sprintf(out + o, "\\x%02x", c);
+            i++;
+        } else {
+            out[o++] = (char)c;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void bm_copy_name(char *dst, size_t size, const char *src)
+{
+    if (size == 0)
+        return;
+    size_t k = bm_utf8_cut(src ? src : "", size - 1);
+    memcpy(dst, src ? src : "", k);
+    dst[k] = '\0';
+}

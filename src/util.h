@@ -96,6 +96,18 @@ int bm_read_file_n(const char *path, size_t max_bytes, char **ret, size_t *ret_l
  * all of s is valid UTF-8. A NUL byte is valid here: check for it separately. */
 size_t bm_utf8_invalid(const char *s, size_t n);
 
+/* A copy of s (NULL: "") with each byte that does not start a valid UTF-8 character replaced
+ * by U+FFFD: for JSON output, which must be valid UTF-8. Caller frees. */
+char *bm_utf8_sanitize(const char *s);
+
+/* A copy of s (NULL: "") for a line of output: control bytes, '\\' and bytes that are not
+ * valid UTF-8 as \\xNN; valid UTF-8 characters kept (so `list` still prints "caf\u00e9").
+ * Caller frees. */
+char *bm_escape_name(const char *s);
+
+/* Copies src into dst (size bytes) cut on a UTF-8 character boundary (bm_utf8_cut()). */
+void bm_copy_name(char *dst, size_t size, const char *src);
+
 /* How many bytes of s to keep to cut it to at most n bytes without splitting a UTF-8
  * character: n when s is longer and byte n starts a character, less when byte n is inside one
  * (strlen(s) when that is below n). */

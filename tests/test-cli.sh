@@ -95,6 +95,12 @@ grep -q 'deflate from 2 GiB to target 3 GiB (not waiting)' "$out"; ok $? "set +1
 expect 0 "" -- -c test:///default set test 1048576 --json
 jq -e '.target_bytes == 1073741824 and .outcome == "pending" and .duration_s == null' "$out" >/dev/null; ok $? "bare number is KiB; pending without --wait"
 
+# --- list: one name a line, control characters escaped as the other verbs do, UTF-8 kept
+expect 0 "" -- -c "test://$ROOT/tests/data/names.xml" list --all
+[ "$(cat "$out")" = "$(printf 'caf\xc3\xa9\ntab\\x09name')" ]; ok $? "list --all: 'tab\\x09name' escaped, 'café' kept"
+expect 0 "" -- -c "test://$ROOT/tests/data/names.xml" status --json
+jq -e '[.domains[].name] | sort == ["café", "tab\tname"]' "$out" >/dev/null; ok $? "status --json: valid JSON with the names"
+
 # --- set: never below the domain's floor by accident
 expect 2 "set 'test': size '1.5' (1.5 KiB) is below the domain's floor of 409.6 MiB, the absolute minimum (the larger of 128 MiB and 5% of the maximum); --force sets it anyway" -- -c test:///default set test 1.5
 expect 2 "set 'test': size '2048' (2 MiB) is below the domain's floor of 409.6 MiB" -- -c test:///default set test 2048
