@@ -1,6 +1,7 @@
 /* Fuzzes the policy parser (src/policy.h): bm_policy_parse on the text before the first NUL of
  * the input, then bm_policy_rules_for on the name after it (and on each [domain] glob, and a
- * few fixed names), checking the parsed policy keeps the documented ranges. */
+ * few fixed names), checking the parsed policy keeps the documented ranges; then
+ * bm_policy_parse_n on the whole input, which a NUL byte must make refused. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>

@@ -224,8 +224,13 @@ static int counters_parse(json_object *o, BmCounters *c)
             if (!json_object_object_get_ex(x, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
                 json_object_get_string_len(u) >= 40)
                 continue;
-            const char *name = json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "";
-            BmDomainRecord *r = bm_counters_domain(c, json_object_get_string(u), name);
+            const char *uuid = json_object_get_string(u);
+            if (bm_utf8_invalid(uuid, strlen(uuid)) != SIZE_MAX)
+                continue; /* no domain has it: it would only make the saved file invalid */
+            /* as written back: valid UTF-8 (a name is only shown, records match by UUID) */
+            _cleanup_free_ char *name = bm_utf8_sanitize(
+                json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "");
+            BmDomainRecord *r = bm_counters_domain(c, uuid, name);
             uint64_t v;
             if (get_u64(x, "last_target_bytes", &v) == 0)
                 r->last_target_bytes = v;
