@@ -87,6 +87,48 @@ static void digest(const BmBasicAuth *a, const char *user, const char *password,
     explicit_bzero(buf, nu + np + 2);
 }
 
+/* One bcrypt computation, shared by the check that waits for it and the thread that runs it;
+ * the last of them frees it. Under slots_lock. */
+typedef struct {
+    int refs;
+    bool done;
+    char *password, *setting;
+    char *out; /* crypt's result, NULL when it failed */
+} Job;
+
+static void job_unref_locked(Job *j)
+{
+    if (--j->refs > 0)
+        return;
+    explicit_bzero(j->password, strlen(j->password));
+    free(j->password);
+    free(j->setting);
+    free(j->out);
+    free(j);
+}
+
+static void *crypt_job(void *arg)
+{
+    Job *j = arg;
+    /* not niced: a stop must be able to end this thread at once, and a thread with a high
+     * nice value on a busy host is slow even to die (measured: 1.3-2.8 s at nice 10) */
+    struct crypt_data *cd = calloc(1, sizeof(*cd));
+    const char *out = cd ? crypt_rn(j->password, j->setting, cd, (int)sizeof(*cd)) : NULL;
+    char *copy = out ? strdup(out) : NULL;
+    if (cd) {
+        explicit_bzero(cd, sizeof(*cd));
+        free(cd);
+    }
+    pthread_mutex_lock(&slots_lock);
+    j->out = copy;
+    j->done = true;
+    slots_used--;
+    pthread_cond_broadcast(&slots_cond); /* the check waiting for it, and those for a turn */
+    job_unref_locked(j);
+    pthread_mutex_unlock(&slots_lock);
+    return NULL;
+}
+
 bool bm_basic_auth_check(BmBasicAuth *a, const char *user, const char *password)
 {
     if (!a || !user || !password)
@@ -109,29 +151,39 @@ bool bm_basic_auth_check(BmBasicAuth *a, const char *user, const char *password)
     if (hit)
         return true; /* only successes are cached */
 
+    /* the computation runs in a thread of its own that nobody waits for at a stop: a check
+     * in flight never holds up SIGTERM, whatever the cost and the load */
     pthread_mutex_lock(&slots_lock);
     while (slots_used >= PARALLEL_MAX && !slots_closed)
         pthread_cond_wait(&slots_cond, &slots_lock);
-    bool closed = slots_closed;
-    if (!closed)
-        slots_used++;
-    pthread_mutex_unlock(&slots_lock);
-    if (closed)
+    if (slots_closed) {
+        pthread_mutex_unlock(&slots_lock);
         return false; /* stopping: no new bcrypt */
-    struct crypt_data *cd = calloc(1, sizeof(*cd));
-    const char *out = NULL;
-    const char *setting = found ? found->hash : a->dummy;
-    if (cd)
-        out = crypt_rn(password, setting, cd, (int)sizeof(*cd));
-    pthread_mutex_lock(&slots_lock);
-    slots_used--;
-    pthread_cond_signal(&slots_cond);
-    pthread_mutex_unlock(&slots_lock);
-    if (!cd)
+    }
+    slots_used++;
+    Job *job = bm_malloc0(sizeof(*job));
+    job->refs = 2;
+    job->password = bm_strdup(password);
+    job->setting = bm_strdup(found ? found->hash : a->dummy);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, crypt_job, job) != 0) {
+        slots_used--;
+        job->refs = 1;
+        job_unref_locked(job);
+        pthread_attr_destroy(&attr);
+        pthread_mutex_unlock(&slots_lock);
         return false;
-    bool ok = found && out && equal_ct(out, strlen(out), found->hash, strlen(found->hash));
-    explicit_bzero(cd, sizeof(*cd));
-    free(cd);
+    }
+    pthread_attr_destroy(&attr);
+    while (!job->done && !slots_closed)
+        pthread_cond_wait(&slots_cond, &slots_lock);
+    bool ok = job->done && found && job->out &&
+              equal_ct(job->out, strlen(job->out), found->hash, strlen(found->hash));
+    job_unref_locked(job);
+    pthread_mutex_unlock(&slots_lock);
     if (ok) {
         pthread_mutex_lock(&a->lock);
         memcpy(a->cache[a->next_slot], d, DIGEST_BYTES);

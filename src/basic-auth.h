@@ -23,8 +23,9 @@ int bm_basic_auth_new(const BmWebConfig *c, BmBasicAuth **ret);
 bool bm_basic_auth_check(BmBasicAuth *a, const char *user, const char *password);
 
 /* From now on no check of credentials not cached runs bcrypt (it fails at once), and checks
- * waiting for their turn fail: for a stop that does not wait for a queue of bcrypt work. At
- * most two bcrypt computations run at a time in the process; those running finish. */
+ * waiting for their turn or for their computation fail at once: a stop never waits for bcrypt
+ * work. The (at most two) computations running finish in their own threads, or end with the
+ * process. */
 void bm_basic_auth_shutdown(void);
 
 /* Parses the value of an Authorization header: the scheme "Basic" in any case (RFC 7617),

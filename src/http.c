@@ -54,7 +54,6 @@ struct BmHttp {
     char *log_capture;         /* non-NULL while starting a daemon: the last one goes here */
     pthread_mutex_t conn_lock; /* slots */
     Slot slots[HARD_LIMIT];
-    unsigned long evicted, timed_out; /* connections closed by the policy, for tests */
     pthread_t watcher;         /* closes connections past their deadline */
     bool watching;
     pthread_mutex_t watch_lock;
@@ -330,12 +329,10 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
                 victim = s;
             }
         }
-        if (victim && mine < most) {
+        if (victim && mine < most)
             close_slot(victim);
-            h->evicted++;
-        } else {
+        else
             ok = MHD_NO;
-        }
     }
     pthread_mutex_unlock(&h->conn_lock);
     return ok;
@@ -411,10 +408,8 @@ static void *watch(void *arg)
         pthread_mutex_lock(&h->conn_lock);
         for (size_t i = 0; i < HARD_LIMIT; i++) {
             Slot *s = &h->slots[i];
-            if (s->used && !s->closing && now > s->deadline_ns) {
+            if (s->used && !s->closing && now > s->deadline_ns)
                 close_slot(s);
-                h->timed_out++;
-            }
         }
         pthread_mutex_unlock(&h->conn_lock);
     }

@@ -492,9 +492,13 @@ int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebCo
     /* a file not read in full is refused whole: never fall back to what comes before a NUL
      * byte (that could drop tls_server_config or basic_auth_users) */
     const char *nul = memchr(text, '\0', len);
+    size_t nul_at = nul ? (size_t)(nul - text) : 0;
+    _cleanup_free_ char *copy = bm_malloc0(len + 1); /* text need not end in a NUL */
+    memcpy(copy, text, len);
+    text = copy;
     unsigned deep_line, deep_col;
     if (nul) {
-        position_of(text, (size_t)(nul - text), &deep_line, &deep_col);
+        position_of(text, nul_at, &deep_line, &deep_col);
         add_error(&ps, deep_line, deep_col, "contains a NUL byte: refused whole");
         text = "";
     } else if (check_depth(text, &deep_line, &deep_col) < 0) {

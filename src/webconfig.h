@@ -52,7 +52,7 @@ typedef struct {
  * hashes are errors. ret and ret_errors may be NULL (check only). */
 int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, char **ret_errors);
 
-/* bm_webconfig_parse() of len bytes of text, which may hold NUL bytes: a NUL byte or invalid
+/* bm_webconfig_parse() of len bytes of text, which may hold NUL bytes and need not end in one: a NUL byte or invalid
  * UTF-8 anywhere refuses the whole file (never a config read up to it, with less security
  * than the file asks for). */
 int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebConfig **ret,
