@@ -103,6 +103,8 @@ typedef struct {
     BmEngine e;
     BmHttp *http;
     const char *state_path;      /* NULL: --dry-run, never written */
+    char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
+    char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
 } Agent;
 
@@ -188,6 +190,8 @@ static bool try_connect(Agent *a)
     }
     a->conn = c;
     a->e.conn = c;
+    free(a->uri);
+    a->uri = bm_conn_uri(c);
     atomic_store(&conn_lost, 0);
     virConnectRegisterCloseCallback(c, on_close, NULL, NULL);
     virConnectSetKeepAlive(c, 5, 3);
@@ -199,6 +203,22 @@ static bool try_connect(Agent *a)
     a->backoff_s = 1;
     fprintf(stderr, "balloonmgr: agent: connected to %s\n", a->g->uri ? a->g->uri : "libvirt");
     return true;
+}
+
+/* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
+ * reported when it is new (not every pass). Returns how many were counted. */
+static int ingest_spool(Agent *a)
+{
+    if (!a->uri)
+        return 0; /* never connected: whose changes would these be */
+    _cleanup_free_ char *skipped = NULL;
+    int r = bm_spool_ingest(&a->e.counters, a->uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    const char *problem = r < 0 ? bm_error_detail(r) : skipped;
+    if (problem && (!a->spool_reported || strcmp(problem, a->spool_reported) != 0))
+        bm_report("agent", NULL, "warning: %s", problem);
+    free(a->spool_reported);
+    a->spool_reported = problem ? bm_strdup(problem) : NULL;
+    return r;
 }
 
 static void publish(Agent *a)
@@ -262,6 +282,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_policy_free(pol);
         return BM_EXIT_USAGE;
     }
+    bool writes = !dry_run && !g->readonly, reads = !g->readonly || state_explicit;
+    if ((reads && !bm_cli_state_check("agent", state_path, writes)) ||
+        !bm_cli_proc_check("agent", proc_dir)) {
+        bm_policy_free(pol);
+        return BM_EXIT_USAGE;
+    }
     int r = bm_http_start(listen, wc, &a.http);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(r));
@@ -288,8 +314,6 @@ static int run(const BmGlobal *g, int argc, char **argv)
     bm_engine_init(&a.e);
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
-    bool writes = !dry_run && !monitor_only;
-    bool reads = !monitor_only || state_explicit;
     if (reads && bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
         a.e.counters.errors[BM_ERR_STATE]++;
     a.state_path = writes ? state_path : NULL;
@@ -379,7 +403,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         }
         if (!monitor_only && now - last_spool >= REFRESH_MIN_MS * ms) {
             last_spool = now;
-            if (bm_spool_ingest(&a.e.counters, bm_now_real_ns() / 1000000000ull) > 0) {
+            if (ingest_spool(&a) > 0) {
                 atomic_store(&view_dirty, 1);
                 last_refresh = 0;
                 publish(&a);
@@ -406,6 +430,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     virEventRemoveTimeout(timer);
     bm_engine_clear(&a.e);
     bm_policy_free(pol);
+    free(a.uri);
+    free(a.spool_reported);
     return BM_EXIT_OK;
 }
 

@@ -303,12 +303,21 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
     if (o.push_url && bm_push_check_url(o.push_url) < 0) {
         char quoted[512];
-        bm_report("run", NULL, "--push '%s': %s", bm_printable(o.push_url, quoted, sizeof(quoted)),
+        _cleanup_free_ char *shown = bm_push_redact_url(o.push_url);
+        bm_report("run", NULL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
                   bm_error_detail(-EINVAL));
+        return BM_EXIT_USAGE;
+    }
+    if (o.textfile_dir && bm_push_check_textfile(o.textfile_dir) < 0) {
+        char quoted[512];
+        bm_report("run", NULL, "--textfile '%s': %s",
+                  bm_printable(o.textfile_dir, quoted, sizeof(quoted)), bm_error_detail(-EINVAL));
         return BM_EXIT_USAGE;
     }
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
     if (load_policy(&o, &pol) < 0)
+        return BM_EXIT_USAGE;
+    if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
 
     BmEngine e;
@@ -330,8 +339,15 @@ static int run(const BmGlobal *g, int argc, char **argv)
     e.probe_features = !o.dry_run;
 
     if (!o.dry_run) {
-        bm_spool_create();
-        bm_spool_ingest(&e.counters, bm_now_real_ns() / 1000000000ull);
+        _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
+        r = bm_spool_create();
+        if (r >= 0)
+            r = bm_spool_ingest(&e.counters, uri, bm_now_real_ns() / 1000000000ull, &skipped);
+        if (r < 0)
+            bm_report("run", NULL, "warning: %s; changes made by 'set --wait' are not counted",
+                      bm_error_detail(r));
+        if (skipped)
+            bm_report("run", NULL, "warning: %s", skipped);
     }
     int ret;
     if (o.once) {

@@ -240,7 +240,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
         snprintf(t.sg, sizeof(t.sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
         bm_balloon_read_live(dom, &unused, &t.rss_after_bytes);
-        if (bm_spool_write(&t) < 0)
+        _cleanup_free_ char *uri = bm_conn_uri(conn);
+        if (bm_spool_write(&t, uri) < 0)
             bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
     }
     if (json)

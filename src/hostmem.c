@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "file.h"
 #include "util.h"
 
 /* The line number (from 1) of p in text. */
@@ -147,55 +148,38 @@ int bm_hostmem_parse_psi(const char *text, BmHost *ret)
     return 0;
 }
 
-/* Reads a small /proc file into buf. Returns 0 or -errno. */
-static int read_small(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t got = fread(buf, 1, n - 1, f);
-    int err = ferror(f) ? -EIO : 0;
-    char more;
-    if (!err && got == n - 1 && fread(&more, 1, 1, f) == 1)
-        err = -EFBIG; /* not read in full: never parse a cut file */
-    fclose(f);
-    buf[got] = '\0';
-    if (!err && strlen(buf) != got)
-        err = -EILSEQ; /* a NUL byte: what follows would be ignored */
-    return err;
-}
-
-static const char *read_error(int r)
-{
-    return r == -EFBIG ? "larger than 16 KiB, not read" : r == -EILSEQ ? "contains a NUL byte"
-                                                                     : strerror(-r);
-}
 
 int bm_hostmem_read(const char *proc_dir, BmHost *ret)
 {
     *ret = (BmHost){.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT};
     const char *dir = proc_dir ? proc_dir : "/proc";
-    char path[4096], buf[16384];
+    _cleanup_free_ char *meminfo = bm_asprintf("%s/meminfo", dir);
+    _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", dir);
+    _cleanup_free_ char *buf = NULL;
 
-    snprintf(path, sizeof(path), "%s/meminfo", dir);
-    int r = read_small(path, buf, sizeof(buf));
+    size_t len = 0;
+    int r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &buf, &len);
     if (r < 0)
-        return bm_error(r == -EILSEQ || r == -EFBIG ? -EINVAL : r, "%s: %s", path, read_error(r));
+        return bm_error_prefix(r, "%s", meminfo);
+    if (strlen(buf) != len) /* what follows a NUL byte would be ignored */
+        return bm_error(-EINVAL, "%s: contains a NUL byte", meminfo);
     r = bm_hostmem_parse_meminfo(buf, ret);
-    if (r < 0) {
-        return bm_error_prefix(r, "%s", path);
-    }
-
-    snprintf(path, sizeof(path), "%s/pressure/memory", dir);
-    r = read_small(path, buf, sizeof(buf));
-    if (r == -EILSEQ || r == -EFBIG)
-        return bm_error(-EINVAL, "%s: %s", path, read_error(r));
     if (r < 0)
-        return 0; /* no PSI (old kernel, or not readable): absent */
+        return bm_error_prefix(r, "%s", meminfo);
+
+    free(buf);
+    buf = NULL;
+    r = bm_file_read(psi, BM_HOSTMEM_FILE_MAX_BYTES, &buf, &len);
+    if (bm_file_not_regular(r) || r == -EFBIG)
+        return bm_error_prefix(r, "%s", psi);
+    if (r < 0)
+        return 0; /* missing (PSI off) or unreadable PSI: absent */
+    if (strlen(buf) != len)
+        return bm_error(-EINVAL, "%s: contains a NUL byte", psi);
     r = bm_hostmem_parse_psi(buf, ret);
     if (r < 0) {
         ret->psi_present = false;
-        return bm_error_prefix(r, "%s", path); /* NaN or garbage is no reading: refused */
+        return bm_error_prefix(r, "%s", psi); /* NaN or garbage is no reading: refused */
     }
     return 0;
 }

@@ -1,5 +1,7 @@
 #include "webconfig.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
@@ -620,11 +622,10 @@ static void read_tls_file(Parser *ps, const char *what, const char *path, unsign
                           unsigned col, char **ret)
 {
     size_t len = 0;
-    int r = bm_read_file_n(path, PEM_MAX_BYTES, ret, &len);
-    if (r < 0)
-        add_error(ps, line, col, "%s '%s': cannot read: %s", what, path,
-                  r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
-    else if (strlen(*ret) != len) {
+    int r = bm_file_read(path, PEM_MAX_BYTES, ret, &len);
+    if (r < 0) {
+        add_error(ps, line, col, "%s '%s': %s", what, path, bm_error_detail(r));
+    } else if (strlen(*ret) != len) {
         add_error(ps, line, col, "%s '%s': contains a NUL byte (not a PEM file)", what, path);
         free(*ret);
         *ret = NULL;
@@ -639,12 +640,14 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
         *ret_errors = NULL;
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    int r = bm_read_file_n(path, WEBCONFIG_MAX_BYTES, &text, &len);
+    int r = bm_file_read(path, WEBCONFIG_MAX_BYTES, &text, &len);
     if (r < 0) {
-        const char *why = r == -EFBIG ? "larger than 1 MiB" : strerror(-r);
+        char why[512];
+        snprintf(why, sizeof(why), "%s", bm_error_detail(r));
+        const char *shown = *path ? path : "''";
         if (ret_errors)
-            *ret_errors = bm_asprintf("%s: cannot read: %s\n", path, why);
-        return bm_error(r == -EFBIG ? -EINVAL : r, "%s: cannot read: %s", path, why);
+            *ret_errors = bm_asprintf("%s: %s\n", shown, why);
+        return bm_error(r == -EFBIG ? -EINVAL : r, "%s: %s", shown, why);
     }
     _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
     r = bm_webconfig_parse_n(text, len, path, &c, ret_errors);
