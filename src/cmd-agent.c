@@ -18,12 +18,13 @@
 #include "engine.h"
 #include "error.h"
 #include "http.h"
+#include "log.h"
 #include "policy.h"
 #include "spool.h"
 #include "state.h"
 #include "webconfig.h"
 
-#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 #define RECONNECT_MAX_S 30
 #define REFRESH_MIN_MS 1000
 /* how often the host's memory is read between passes, to react to pressure at once */
@@ -113,7 +114,7 @@ static int load_policy(const Agent *a, BmPolicy **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(a->policy_path, a->policy_explicit, ret, &errors);
     if (r < 0)
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
     return r;
 }
 
@@ -123,7 +124,7 @@ static int load_web_config(const char *path, BmWebConfig **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_webconfig_load(path, ret, &errors);
     if (r < 0)
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
     return r;
 }
 
@@ -154,7 +155,7 @@ static void reload_web_config(Agent *a, const char *path)
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {
-        fprintf(stderr, "balloonmgr: agent: web config %s reloaded: %s%s\n", path,
+        bm_reportp(LOG_NOTICE, "agent", NULL, "web config %s reloaded: %s%s", path,
                 describe_web(wc, what, sizeof(what)),
                 restarted ? "; TLS settings changed: the server was restarted on the same socket"
                           : "");
@@ -201,7 +202,7 @@ static bool try_connect(Agent *a)
                                                      VIR_DOMAIN_EVENT_CALLBACK(on_balloon), NULL, NULL);
     virResetLastError();
     a->backoff_s = 1;
-    fprintf(stderr, "balloonmgr: agent: connected to %s\n", a->g->uri ? a->g->uri : "libvirt");
+    bm_reportp(LOG_INFO, "agent", NULL, "connected to %s", a->g->uri ? a->g->uri : "libvirt");
     return true;
 }
 
@@ -323,7 +324,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     a.e.probe_features = !monitor_only;
     a.e.cache_xml = true;
     char web[96];
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s (%s), policy %s, every %u s, state %s%s\n",
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
             listen, describe_web(wc, web, sizeof(web)), pol->path, pol->interval_s,
             a.state_path ? a.state_path : "not written",
             monitor_only ? ", monitoring only (read-only connection, no changes)"
@@ -339,7 +340,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 bm_policy_free(pol);
                 pol = fresh;
                 a.e.policy = pol;
-                fprintf(stderr, "balloonmgr: agent: policy %s reloaded\n", pol->path);
+                bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", pol->path);
             } else {
                 a.e.counters.errors[BM_ERR_POLICY]++;
                 bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
@@ -350,7 +351,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             publish(&a);
         }
         if (a.conn && atomic_load(&conn_lost)) {
-            bm_report("agent", NULL, "lost the libvirt connection; reconnecting");
+            bm_reportp(LOG_WARNING, "agent", NULL, "lost the libvirt connection; reconnecting");
             a.e.counters.errors[BM_ERR_LIBVIRT]++;
             disconnect(&a);
             bm_tracker_clear(&a.e.tracker);
@@ -383,7 +384,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             } else {
                 for (size_t i = 0; i < a.e.plan.n_decisions; i++) {
                     if (a.e.applied[i].busy)
-                        bm_report("agent", a.e.plan.decisions[i].name, "%s", a.e.applied[i].error);
+                        bm_reportp(LOG_WARNING, "agent", a.e.plan.decisions[i].name, "%s", a.e.applied[i].error);
                     if (a.e.applied[i].attempted && !a.e.applied[i].applied)
                         bm_report("agent", a.e.plan.decisions[i].name, "%s, skipping domain",
                                   a.e.applied[i].error);
@@ -421,7 +422,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_sleep_ms(a.e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 50);
     }
 
-    fprintf(stderr, "balloonmgr: agent: stopping\n");
+    bm_reportp(LOG_INFO, "agent", NULL, "stopping");
     save_state(&a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a.http);
     disconnect(&a);

@@ -10,6 +10,7 @@
 
 #include "json-name.h"
 #include "balloon.h"
+#include "config.h"
 #include "domxml.h"
 #include "policy-eval.h"
 #include "policy.h"
@@ -20,8 +21,9 @@
 #include "spool.h"
 #include "qmp.h"
 #include "export.h"
+#include "progress.h"
 
-#define SET_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
@@ -83,6 +85,21 @@ static void print_text(const char *name, const BmChange *ch, bool waited)
         printf("%s: %s from %s to target %s: %s %s after %.3f s (%u poll%s)\n", printable, dir,
                from, target, bm_change_outcome_name(ch->outcome), reached, ch->duration_ns / 1e9,
                ch->polls, ch->polls == 1 ? "" : "s");
+}
+
+/* --wait on a terminal: the balloon's size, rate and ETA on stderr while it moves */
+typedef struct {
+    BmProgress p;
+    const char *name;
+} SetProgress;
+
+static void on_progress(void *ctx, uint64_t from_bytes, uint64_t target_bytes,
+                        uint64_t actual_bytes, uint64_t elapsed_ns)
+{
+    SetProgress *sp = ctx;
+    char line[256];
+    bm_progress_show(&sp->p, bm_progress_format(sp->name, from_bytes, target_bytes, actual_bytes,
+                                                elapsed_ns, line, sizeof(line)), false);
 }
 
 static int run(const BmGlobal *g, int argc, char **argv)
@@ -222,7 +239,14 @@ static int run(const BmGlobal *g, int argc, char **argv)
     BmChange ch;
     uint64_t rss_before = BM_ABSENT, unused;
     bm_balloon_read_live(dom, &unused, &rss_before);
+    SetProgress sp = {.name = name};
+    bm_progress_init(&sp.p, stderr);
+    if (sp.p.f) {
+        wo.progress = on_progress;
+        wo.progress_ctx = &sp;
+    }
     r = bm_balloon_change(dom, actual_bytes, target_bytes, wait ? &wo : NULL, &ch);
+    bm_progress_clear(&sp.p);
     if (r < 0) {
         bm_report("set", name, "%s", bm_error_detail(r));
         ret = BM_EXIT_FAILURE;

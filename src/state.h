@@ -6,7 +6,7 @@
 #include "export.h"
 #include "policy-eval.h"
 
-#define BM_STATE_DEFAULT_PATH "/var/lib/balloonmgr/state.json"
+#include "config.h" /* BM_STATE_DEFAULT_PATH: LOCALSTATEDIR/lib/balloonmgr/state.json */
 
 /* Parses state text into *ret and, when counters is not NULL, the cumulative counters of timer
  * runs (initialised first; a state without counters leaves them at zero). Returns 0 (free with
