@@ -38,8 +38,9 @@ static const char options_help[] =
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
     "from the current balloon.\n"
-    "\nA target below the domain's floor is refused (exit 2) unless --force: the largest of\n"
-    "128 MiB, 5% of the maximum, <memtune><min_guarantee> and the policy's floor.\n";
+    "\nAn inflate to a target below the domain's floor is refused (exit 2) unless --force: the\n"
+    "floor is the largest of 128 MiB, 5% of the maximum, <memtune><min_guarantee> and the\n"
+    "policy's floor.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -194,8 +195,10 @@ static int run(const BmGlobal *g, int argc, char **argv)
         goto out;
     }
 
-    /* a manual target below the floor starves the guest: only on purpose (--force) */
-    if (!force) {
+    /* a manual target below the floor starves the guest: only on purpose (--force). Only an
+     * inflate takes memory away: a deflate that stays below the floor still gives some back
+     * (and needs no domain XML read before it: set --wait's timing starts sooner) */
+    if (!force && target_bytes < actual_bytes) {
         BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
         _cleanup_free_ char *xml = NULL;
         if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)

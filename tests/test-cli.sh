@@ -144,7 +144,9 @@ grep -q 'target 8 GiB' "$out"; ok $? "set db1 8G: at <min_guarantee> is fine"
 expect 0 "" -- -c test:///default set test 300M --force
 grep -q 'inflate from 2 GiB to target 300 MiB' "$out"; ok $? "set 300M --force: below the floor on purpose"
 printf '[guest]\nfloor = 50%%\n' >"$tmp_floor"
-expect 2 "set 'test': size '3G' (3 GiB) is below the domain's floor of 4 GiB, the policy's floor in $tmp_floor; --force sets it anyway" -- -c test:///default set test 3G --policy "$tmp_floor"
+expect 2 "set 'test': size '1.5G' (1.5 GiB) is below the domain's floor of 4 GiB, the policy's floor in $tmp_floor; --force sets it anyway" -- -c test:///default set test 1.5G --policy "$tmp_floor"
+expect 0 "" -- -c test:///default set test 3G --policy "$tmp_floor"
+grep -q 'deflate from 2 GiB to target 3 GiB' "$out"; ok $? "set 3G from 2 GiB under a 4 GiB floor: a deflate gives memory back, taken"
 
 # --- verify (the test driver has no QEMU monitor: unknown, with the reason)
 expect 0 "" -- -c "$DEMO" verify --json
