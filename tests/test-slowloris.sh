@@ -18,8 +18,7 @@ export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 work=$(mktemp -d)
 agent=""
 trap '[ -n "$agent" ] && kill "$agent" 2>/dev/null; rm -rf "$work" "$BALLOONMGR_RUNTIME_DIR"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+. "$ROOT/tests/tap.sh"
 
 port=""
 for _ in $(seq 20); do
@@ -32,7 +31,7 @@ for _ in $(seq 20); do
     kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null; agent=""
 done
 [ -n "$port" ]; ok $? "agent serves on a free port ($port)"
-[ -n "$port" ] || { echo "1..$n"; exit 1; }
+[ -n "$port" ] || { tap_done; exit 1; }
 
 "$SLOW" 127.0.0.2 127.0.0.1 "$port" 40 1000 14 >"$work/trickle" &
 trickle=$!
@@ -161,5 +160,4 @@ for i in 1 2 3; do
     [ "$rc" -eq 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 1) }'
     ok $? "SIGTERM at the first pass ($i): exit $rc in $took s (< 1 s)"
 done
-echo "1..$n"
-exit $((failed > 0))
+tap_done
