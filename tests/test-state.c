@@ -21,6 +21,57 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* Values read back are bounded: a count that overflowed is refused naming it, a hold-off
+ * from the future is cut to the documented one. */
+static void test_bounds(void)
+{
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"{\"version\":1,\"domains\":[],\"counters\":{\"passes\":18446744073709551616}}",
+         "counters: \"passes\": 18446744073709551615 overflows (the largest count is "
+         "9223372036854775807)"},
+        {"{\"version\":1,\"domains\":[],\"counters\":{\"errors\":{\"libvirt\":-1}}}",
+         "counters: \"libvirt\": -1 is not a count"},
+        {"{\"version\":1,\"domains\":[],\"counters\":{\"passes\":1e30}}",
+         "counters: \"passes\": 1e30 is not a count"},
+        {"{\"version\":1,\"domains\":[{\"uuid\":\"u\",\"major_faults\":9223372036854775808}]}",
+         "\"major_faults\": 9223372036854775808 is out of range"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        BmPrevious p;
+        BmCounters c;
+        int r = bm_state_parse(bad[i].text, &p, &c);
+        ok(r == -EINVAL && strstr(bm_error_detail(r), bad[i].why), "overflow %zu refused: %s", i,
+           r < 0 ? bm_error_detail(r) : "accepted");
+        bm_previous_clear(&p);
+        bm_counters_clear(&c);
+    }
+
+    /* unresponsive_until years ahead: at most BM_UNRESPONSIVE_HOLDOFF_S from now */
+    const char *text = "{\"version\":1,\"domains\":[],\"counters\":{\"domains\":[{\"uuid\":"
+                       "\"11111111-2222-3333-4444-555555555555\",\"name\":\"web1\","
+                       "\"unresponsive\":true,\"unresponsive_actual\":1024,"
+                       "\"unresponsive_until\":4102444800}]}}";
+    BmPrevious p;
+    BmCounters c;
+    ok(bm_state_parse(text, &p, &c) == 0 && c.n_domains == 1 && c.domains[0].unresponsive,
+       "a hold-off until 2100 is read");
+    BmDomain d = {.uuid = "11111111-2222-3333-4444-555555555555", .name = "web1",
+                  .actual_bytes = 1024};
+    BmSnapshot snap = {.domains = &d, .n_domains = 1};
+    uint64_t now = 1800000000;
+    bm_counters_sync(&c, &snap, now);
+    ok(c.n_domains == 1 && c.domains[0].unresponsive &&
+           c.domains[0].unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
+       "  cut to now + %d s at the next pass (got %llu)", BM_UNRESPONSIVE_HOLDOFF_S,
+       (unsigned long long)(c.n_domains ? c.domains[0].unresponsive_until_s : 0));
+    bm_counters_sync(&c, &snap, now + BM_UNRESPONSIVE_HOLDOFF_S);
+    ok(c.n_domains == 1 && !c.domains[0].unresponsive, "  and over once that passed");
+    bm_previous_clear(&p);
+    bm_counters_clear(&c);
+}
+
 static char dir[] = "/tmp/bm-test-state.XXXXXX";
 
 /* DIR/REL (caller frees) */
@@ -212,6 +263,7 @@ static void test_failing_saves_reported_once(void)
 
 int main(void)
 {
+    test_bounds();
     ok(mkdtemp(dir) != NULL, "temporary directory");
     test_round_trip();
     test_missing_and_corrupt();
