@@ -148,7 +148,7 @@ typedef struct {
     const BmPrevDomain *prev;
 } Work;
 
-/* ---- Reclaim what the host gets back (pure helpers of bm_policy_eval) ---- */
+/* ---- Reclaim what the host gets back (pure parts of bm_policy_eval) ---- */
 
 /* Why inflating d gives the host nothing, from its XML (VFIO, locked, hugepages), or NULL. */
 static const char *no_return_reason(const BmDomain *d)
