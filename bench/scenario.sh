@@ -358,13 +358,14 @@ table() {
     files=$(ls "$dir"/*.json 2>/dev/null) || die "no run JSON in $dir"
     # shellcheck disable=SC2086
     jq -rs '
-    def median: map(select(. != null)) | sort | if length == 0 then null else .[(length - 1) / 2 | floor] end;
+    def median: map(select(. != null)) | sort | if length == 0 then null
+        elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
     def mib: if . == null then "-" else (. / 1048576 | round | tostring) end;
     def num: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
     group_by(.mode) | map(. as $runs | {
         mode: .[0].mode, runs: length,
         relief: [$runs[] | .host.relief.seconds] | median,
-        relieved: ([$runs[] | select(.host.relief.to != null)] | length),
+        relieved: ([$runs[] | select(.host.relief.to != null and .host.relief.to < .phases.pressure[1] - 5)] | length),
         passes: [$runs[] | .host.relief.passes] | median,
         below: [$runs[] | .host.seconds_below_reclaim_below_in_pressure] | median,
         balloon: [$runs[] | .host.balloon_reclaimed_bytes] | median,
@@ -382,7 +383,7 @@ table() {
         minavail: [$runs[] | .host.min_available_bytes] | median,
         psi: [$runs[] | .host.psi_some_avg10_max] | median
       }) |
-    ("| mode | runs | host relief s (relieved runs) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max |"),
+    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max |"),
     ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
     (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) |")
     ' $files
