@@ -15,8 +15,13 @@ bm_wait_guest_ready floor
 idle=$(bm_dom idle) floor=$(bm_dom floor)
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
-# wait for fresh guest stats of both
+# wait for fresh guest stats of both, and for the idle guest's to show the 400 MiB it touched
+# freed again: statistics taken during the touch make it a guest short of memory, which the
+# policy rightly does not inflate
 bm_wait_fresh_stats idle floor
+idle_settled() { "$BM" -c "$BM_URI" status --json "$idle" | jq -e '.domains[0].usable_bytes >= 256 * 1048576' >/dev/null; }
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "statistics of $idle after its touch" idle_settled ||
+    bm_fail "$idle: usable memory stayed below 256 MiB after the touch was freed"
 
 bm_pressure_policy "$work/pressure.policy" "" 50%
 printf '[domain "%s"]\nfloor = 90%%\n' "${BM_PREFIX}floor" >>"$work/pressure.policy"
