@@ -17,7 +17,10 @@ bm_prom_ensure
 
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
-bm_define_guest ag1 512 touch=400
+# retouch: once the agent has given back what set --wait took (release gives back to every
+# ballooned guest), the guest uses that memory again, so the agent's own inflate below takes
+# memory the host backs and QEMU's RSS drops
+bm_define_guest ag1 512 touch=400 retouch=400
 bm_wait_guest_ready ag1
 dom=$(bm_dom ag1)
 bm_wait_fresh_stats ag1
@@ -62,6 +65,14 @@ reclaimed_status=$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].rec
 bm_prom_wait "balloonmgr_domain_reclaimed_bytes{domain=\"$dom\"} == $reclaimed_status" 30 >/dev/null ||
     bm_fail "Prometheus' reclaimed bytes never matched status ($reclaimed_status)"
 bm_pass "after set --wait: Prometheus has the inflate/not_negotiated histogram and reclaimed $reclaimed_status bytes as status says"
+
+# --- release: the comfortable host gives back what set --wait took; the guest uses it again
+bm_wait_until 60 "$dom deflated by the agent and retouched" grep -q "bm: retouched 400 MiB" "$(bm_console_log ag1)" ||
+    bm_fail "$dom was not given its memory back by the agent (or did not retouch it)"
+settled() { "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].usable_bytes >= 256 * 1048576' >/dev/null; }
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "statistics of $dom after the retouch" settled ||
+    bm_fail "$dom: usable memory stayed below 256 MiB after the retouch was freed"
+bm_pass "release: the agent gave back what set --wait took; the guest touched it again"
 
 # --- the agent's own change: a policy under which the real host is under pressure
 cp "$work/pressure.policy" "$work/agent.policy"
