@@ -97,6 +97,11 @@ module_param(sg_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(sg_timeout_ms,
 		 "With SG, how long to wait for the device to return a batch before abandoning the elements still out (default 30000; 0 = forever)");
 
+static bool sg_count_held;
+module_param(sg_count_held, bool, 0644);
+MODULE_PARM_DESC(sg_count_held,
+		 "sg_stats counts the pages on the balloon's list (a walk under its lock; default 0)");
+
 static unsigned int sg_elem_max;
 module_param(sg_elem_max, uint, 0444);
 MODULE_PARM_DESC(sg_elem_max,
@@ -1142,13 +1147,16 @@ static ssize_t sg_stats_show(struct device *dev, struct device_attribute *attr,
 	 * slots of abandoned elements, which stay the device's).
 	 */
 	len += sysfs_emit_at(buf, len,
-			     "queues: inflate free %u size %u deflate free %u size %u inflight %u held %lu\n",
+			     "queues: inflate_free %u inflate_size %u deflate_free %u deflate_size %u inflight %u",
 			     vb->inflate_vq->num_free,
 			     virtqueue_get_vring_size(vb->inflate_vq),
 			     vb->deflate_vq->num_free,
 			     virtqueue_get_vring_size(vb->deflate_vq),
-			     bitmap_weight(vb->sg_out, SG_RANGES_MAX),
-			     sg_pages_held(vb));
+			     bitmap_weight(vb->sg_out, SG_RANGES_MAX));
+	if (sg_count_held)
+		len += sysfs_emit_at(buf, len, " held %lu\n", sg_pages_held(vb));
+	else
+		len += sysfs_emit_at(buf, len, " held -\n");
 	len += sysfs_emit_at(buf, len, "order_allocs:");
 	for (o = 0; o <= vb->max_order; o++)
 		len += sysfs_emit_at(buf, len, " %u:%llu", o,
