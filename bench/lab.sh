@@ -21,7 +21,7 @@
 # Usage: bench/lab.sh [RUNS [MEM_MIB]]   (root; builds the lab if needed)
 #   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_QEMU_DIR [/var/lib/libvirt/images/
 #   balloonmgr-lab], BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
-#   BM_LAB_PARTS ["1 2 3"] (which parts to run).
+#   BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -46,6 +46,8 @@ work=$(mktemp -d)
 bm_add_cleanup "rm -rf '$work'"
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$work/run/changes"
+RESULTS=${BM_LAB_RESULTS:-$work/results}
+: >"$RESULTS"
 
 # an agent that manages nothing but counts the set --wait changes
 printf '[host]\ninterval = 2s\n[guest]\nexclude = yes\n' >"$work/agent.policy"
@@ -79,7 +81,7 @@ run_one() {
     [ "$init" = 0 ] && cmd=(cmdline=init_on_alloc=0)
     bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" \
         "extra=$(override "$sg" "$ioev")" >/dev/null
-    bm_wait_guest_ready "$name" >/dev/null
+    bm_wait_guest_ready "$name" 900 >/dev/null # touching 7/8 of the guest under TCG on a loaded host takes minutes
     grep -aq "bm: touched $TOUCH MiB" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not touch $TOUCH MiB"
     dom=$(bm_dom "$name")
     want=negotiated; [ "$sg" = false ] && want=not-offered
@@ -103,18 +105,18 @@ run_one() {
     rss1=$(bm_rss_kib "$pid")
     d1=$(devcounters "$dom")
     sleep 2.5 # the guest prints its driver counters once a second
-    st=$(grep -a 'bm: sg_stats: ' "$(bm_console_log "$name")" | sed 's/.*bm: sg_stats: //' | tac | awk '!seen[$1]++')
+    st=$(grep -a 'bm: sg_stats: ' "$(bm_console_log "$name")" | tr -d '\r' | sed 's/.*bm: sg_stats: //' | tac | awk '!seen[$1]++')
     r2=$("$BM" -c "$BM_URI" set "$dom" 100% --wait=900 --stall=120 --json) || bm_fail "$case: deflate: $r2"
     echo "$case $timed $(echo "$r1" | jq .duration_s) $(echo "$r2" | jq .duration_s)" \
         "$(awk -v a="$rss0" -v b="$rss1" -v d="$(echo "$r1" | jq .duration_s)" 'BEGIN { printf "%.0f", (a - b) / 1024 / d }')" \
         "$(for k in pages ranges elems kicks alloc_ns build_ns send_ns; do printf '%s ' "$(field "$st" inflate: $k)"; done)" \
-        "$(awk -v a="$d1" -v b="$d0" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%.0f ", x[i] - y[i] }')" >>"$work/results"
+        "$(awk -v a="$d1" -v b="$d0" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%.0f ", x[i] - y[i] }')" >>"$RESULTS"
     bm_virsh destroy "$dom" >/dev/null; bm_virsh undefine "$dom" >/dev/null
 }
 # results columns: 1 case 2 timed 3 inflate_s 4 deflate_s 5 rss_MiB/s, guest inflate counters
 # 6 pages 7 ranges 8 elems 9 kicks 10 alloc_ns 11 build_ns 12 send_ns, device (timed runs)
 # 13 elems 14 pages 15 pop_ns 16 translate_ns 17 discard_ns 18 handle_ns
-col() { awk -v c="$1" -v k="$2" -v t="$3" '$1 == c && $2 == t { print $k }' "$work/results"; }
+col() { awk -v c="$1" -v k="$2" -v t="$3" '$1 == c && $2 == t { print $k }' "$RESULTS"; }
 med() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { printf "-"; exit } printf "%.2f (%.2f-%.2f)", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2, v[1], v[n] }'; }
 medv() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { print "nan"; exit } printf "%.4f", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2 }'; }
 ratio() { awk -v a="$(medv "$1")" -v b="$(medv "$2")" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.1fx", a / b }'; }
@@ -180,7 +182,7 @@ if [[ " $PARTS " == *" 1 "* ]]; then
     echo "| --- | --- | --- | --- | --- | --- |"
     for c in "${CASES1[@]}"; do
         k="init_on_alloc=0"; [ "${c#*-}" = deb ] && k="Debian default (init_on_alloc=1)"
-        echo "| $k | ${c%%-*} | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$work/results") |"
+        echo "| $k | ${c%%-*} | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$RESULTS") |"
     done
     echo
     echo "| guest kernel | SG/PFN inflate (ratio of medians) | SG/PFN deflate |"
@@ -201,7 +203,7 @@ if [[ " $PARTS " == *" 2 "* ]]; then
     row() { # row LABEL SEED AWK-EXPR (of the timed run's columns, as a share of T)
         printf '| %s | %s |' "$1" "$2"
         for c in "${CASES1[@]}"; do
-            printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { T = $10 + $11 + $12; if (T > 0) printf "%.1f%%", 100 * ('"$3"') / T; else printf "-" }' "$work/results")"
+            printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { T = $10 + $11 + $12; if (T > 0) printf "%.1f%%", 100 * ('"$3"') / T; else printf "-" }' "$RESULTS")"
         done
         echo
     }
@@ -214,11 +216,11 @@ if [[ " $PARTS " == *" 2 "* ]]; then
     row "device: rest of the handler (push, notify)" "-" '$18 - $15 - $16 - $17'
     printf '| driver time, ms (set --wait s) | 4126 ms |'
     for c in "${CASES1[@]}"; do
-        printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { printf "%.0f (%.2f)", ($10 + $11 + $12) / 1e6, $3 }' "$work/results")"
+        printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { printf "%.0f (%.2f)", ($10 + $11 + $12) / 1e6, $3 }' "$RESULTS")"
     done
     echo
     printf '| device: elements / 4 KiB pages |  |'
-    for c in "${CASES1[@]}"; do printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { print $13 " / " $14 }' "$work/results")"; done
+    for c in "${CASES1[@]}"; do printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { print $13 " / " $14 }' "$RESULTS")"; done
     echo
     echo
 fi
@@ -241,5 +243,5 @@ fi
 echo "Raw results (case timed inflate_s deflate_s rss_MiB/s | driver pages ranges elems kicks alloc_ns build_ns send_ns | device elems pages pop_ns translate_ns discard_ns handle_ns):"
 echo
 echo '```'
-cat "$work/results"
+cat "$RESULTS"
 echo '```'
