@@ -21,7 +21,9 @@
 # Usage: bench/lab.sh [RUNS [MEM_MIB]]   (root; builds the lab if needed)
 #   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_QEMU_DIR [/var/lib/libvirt/images/
 #   balloonmgr-lab], BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
-#   BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there).
+#   BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there),
+#   BM_LAB_REPORT=FILE (run nothing: print the tables of PARTS from raw results kept earlier;
+#   the histogram column of part 3 needs the agent of a real run and shows "-").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,6 +35,13 @@ PARTS=${BM_LAB_PARTS:-1 2 3}
 TOUCH=$((MEM * 7 / 8 - 64))
 TARGET=$((MEM / 8))
 . tests/integration/lib.sh
+work=$(mktemp -d)
+REPORT=${BM_LAB_REPORT:-}
+start=$(bm_now)
+if [ -n "$REPORT" ]; then
+    RESULTS=$REPORT
+    trap 'rm -rf "$work"' EXIT
+else
 [ -x build/src/balloonmgr ] || { meson setup build >/dev/null; ninja -C build >/dev/null; }
 BM=$ROOT/build/src/balloonmgr
 export BALLOONMGR=$BM
@@ -42,7 +51,6 @@ lab/build-qemu.sh "$LAB_QEMU_DIR" >/dev/null
 lab/guest/build.sh >/dev/null
 bm_guest_image >/dev/null
 EMU=$LAB_QEMU_DIR/qemu-system-x86_64
-work=$(mktemp -d)
 bm_add_cleanup "rm -rf '$work'"
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$work/run/changes"
@@ -58,6 +66,7 @@ agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.2; done
 scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_inflate_duration_seconds' >"$1" || true; }
+fi
 
 override() { # override SG IOEVENTFD
     echo "<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='$1'/><qemu:property name='ioeventfd' type='bool' value='$2'/></qemu:frontend></qemu:device></qemu:override>"
@@ -121,6 +130,7 @@ med() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { pri
 medv() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { print "nan"; exit } printf "%.4f", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2 }'; }
 ratio() { awk -v a="$(medv "$1")" -v b="$(medv "$2")" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.1fx", a / b }'; }
 hist_delta() { # hist_delta BEFORE AFTER SG: "mean s (count) [buckets]" of the inflates between two scrapes
+    [ -s "$1" ] && [ -s "$2" ] || { printf -- "-"; return 0; }
     awk -v sg="$3" '
         FNR == 1 { f++ }
         index($0, "direction=\"inflate\"") && index($0, "sg=\"" sg "\"") {
@@ -142,8 +152,7 @@ hist_delta() { # hist_delta BEFORE AFTER SG: "mean s (count) [buckets]" of the i
         }' "$1" "$2"
 }
 
-start=$(bm_now)
-bm_log "bench/lab.sh: RUNS=$RUNS MEM=$MEM MiB (touch $TOUCH MiB, inflate to $TARGET MiB), parts $PARTS, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+[ -n "$REPORT" ] || bm_log "bench/lab.sh: RUNS=$RUNS MEM=$MEM MiB (touch $TOUCH MiB, inflate to $TARGET MiB), parts $PARTS, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 CASES1=()
 for init in 0 deb; do
     for mode in sg pfn; do
@@ -151,15 +160,15 @@ for init in 0 deb; do
     done
 done
 sgval() { [ "${1%%-*}" = sg ] && echo true || echo false; }
-if [[ " $PARTS " == *" 1 "* ]]; then
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 1 "* ]]; then
     for run in $(seq "$RUNS"); do # interleaved: each case's runs see the same load
         for c in "${CASES1[@]}"; do run_one "$c" "$(sgval "$c")" true "${c#*-}" 0 0; done
     done
 fi
-if [[ " $PARTS " == *" 2 "* ]]; then
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 2 "* ]]; then
     for c in "${CASES1[@]}"; do run_one "$c" "$(sgval "$c")" true "${c#*-}" 0 1; done
 fi
-if [[ " $PARTS " == *" 3 "* ]]; then
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 3 "* ]]; then
     for p in $IOEV_PATHS; do
         for ioev in true false; do
             c="ioev-$p-$ioev"
@@ -173,6 +182,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU 7.2 + lab patches, guest $(cat "$BM_GUEST_DIR/kernel-version")"
 echo
+[ -n "$REPORT" ] && echo "(Tables printed with BM_LAB_REPORT from the raw results of earlier runs; how many runs each case has is in the raw results below.)" && echo
 echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. Host load average at start / end: see the log line; at end $load_end. Took $(bm_elapsed "$start") s."
 echo
 if [[ " $PARTS " == *" 1 "* ]]; then
