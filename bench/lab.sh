@@ -6,7 +6,9 @@
 #    with PFN arrays (same driver, sg off), with init_on_alloc=0 (the 2017 series' kernel did
 #    not zero pages on allocation; under TCG the zeroing dominates) and with the Debian default
 #    (init_on_alloc=1); RUNS runs each, a fresh boot per run; then the deflate back (MEM/8 ->
-#    MEM) in the same boot. Timed by balloonmgr set --wait; QEMU's RSS drop per second.
+#    MEM) in the same boot. Timed by balloonmgr set --wait; QEMU's RSS drop per second; and
+#    the CPU time (user + system, all threads) QEMU spent meanwhile, which a loaded host does
+#    not stretch as it stretches the wall time.
 # 2. Where the time goes: one more boot per case with the device's timing on (lab property
 #    x-lab-timing, patch 0003: a clock read per page on the PFN path, so these runs are not in
 #    the medians): the guest driver's counters (allocating, building the lists, sending = add +
@@ -79,13 +81,15 @@ qom() { # qom DOM get|set PROPERTY [VALUE]
 }
 DEVKEYS="elems pages pop-ns translate-ns discard-ns handle-ns"
 devcounters() { local k; for k in $DEVKEYS; do printf '%s ' "$(qom "$1" get "x-lab-inflate-$k")"; done; }
+HZ=$(getconf CLK_TCK)
+cpu_s() { sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$HZ" '{ printf "%.2f", ($12 + $13) / hz }'; } # utime + stime of the QEMU process
 field() { echo "$1" | awk -v k="$2" -v n="$3" '$1 == k { for (i = 2; i < NF; i++) if ($i == n) { print $(i + 1); exit } }'; }
 
 # run_one CASE SG IOEVENTFD INIT QUOTA TIMED: one fresh boot, inflate 7/8 and deflate back;
 # appends "CASE TIMED inflate_s deflate_s rss_MiB/s guest... device..." to $work/results
 n=0
 run_one() {
-    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 name dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st
+    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 name dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3
     n=$((n + 1)); name="b$n"
     [ "$init" = 0 ] && cmd=(cmdline=init_on_alloc=0)
     bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" \
@@ -110,21 +114,27 @@ run_one() {
     pid=$(bm_qemu_pid "$name")
     d0=$(devcounters "$dom")
     rss0=$(bm_rss_kib "$pid")
+    c0=$(cpu_s "$pid")
     r1=$("$BM" -c "$BM_URI" set "$dom" "${TARGET}M" --wait=900 --stall=120 --json) || bm_fail "$case: inflate: $r1"
+    c1=$(cpu_s "$pid")
     rss1=$(bm_rss_kib "$pid")
     d1=$(devcounters "$dom")
     sleep 2.5 # the guest prints its driver counters once a second
     st=$(grep -a 'bm: sg_stats: ' "$(bm_console_log "$name")" | tr -d '\r' | sed 's/.*bm: sg_stats: //' | tac | awk '!seen[$1]++')
+    c2=$(cpu_s "$pid")
     r2=$("$BM" -c "$BM_URI" set "$dom" 100% --wait=900 --stall=120 --json) || bm_fail "$case: deflate: $r2"
+    c3=$(cpu_s "$pid")
     echo "$case $timed $(echo "$r1" | jq .duration_s) $(echo "$r2" | jq .duration_s)" \
         "$(awk -v a="$rss0" -v b="$rss1" -v d="$(echo "$r1" | jq .duration_s)" 'BEGIN { printf "%.0f", (a - b) / 1024 / d }')" \
         "$(for k in pages ranges elems kicks alloc_ns build_ns send_ns; do printf '%s ' "$(field "$st" inflate: $k)"; done)" \
-        "$(awk -v a="$d1" -v b="$d0" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%.0f ", x[i] - y[i] }')" >>"$RESULTS"
+        "$(awk -v a="$d1" -v b="$d0" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%.0f ", x[i] - y[i] }')" \
+        "$(awk -v a="$c0" -v b="$c1" -v c="$c2" -v d="$c3" 'BEGIN { printf "%.2f %.2f", b - a, d - c }')" >>"$RESULTS"
     bm_virsh destroy "$dom" >/dev/null; bm_virsh undefine "$dom" >/dev/null
 }
 # results columns: 1 case 2 timed 3 inflate_s 4 deflate_s 5 rss_MiB/s, guest inflate counters
 # 6 pages 7 ranges 8 elems 9 kicks 10 alloc_ns 11 build_ns 12 send_ns, device (timed runs)
-# 13 elems 14 pages 15 pop_ns 16 translate_ns 17 discard_ns 18 handle_ns
+# 13 elems 14 pages 15 pop_ns 16 translate_ns 17 discard_ns 18 handle_ns, and the CPU time
+# (user + system, all threads) of the QEMU process during 19 the inflate 20 the deflate
 col() { awk -v c="$1" -v k="$2" -v t="$3" '$1 == c && $2 == t { print $k }' "$RESULTS"; }
 med() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { printf "-"; exit } printf "%.2f (%.2f-%.2f)", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2, v[1], v[n] }'; }
 medv() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { print "nan"; exit } printf "%.4f", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2 }'; }
@@ -188,18 +198,18 @@ echo
 if [[ " $PARTS " == *" 1 "* ]]; then
     echo "### 1. SG vs PFN arrays"
     echo
-    echo "| guest kernel | path | inflate s | deflate s | QEMU RSS freed MiB/s | driver: pages / ranges / elements / kicks (last run) |"
-    echo "| --- | --- | --- | --- | --- | --- |"
+    echo "| guest kernel | path | inflate s | inflate, QEMU CPU s | deflate s | deflate, QEMU CPU s | QEMU RSS freed MiB/s | driver: pages / ranges / elements / kicks (last run) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
     for c in "${CASES1[@]}"; do
         k="init_on_alloc=0"; [ "${c#*-}" = deb ] && k="Debian default (init_on_alloc=1)"
-        echo "| $k | ${c%%-*} | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$RESULTS") |"
+        echo "| $k | ${c%%-*} | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 20 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$RESULTS") |"
     done
     echo
-    echo "| guest kernel | SG/PFN inflate (ratio of medians) | SG/PFN deflate |"
-    echo "| --- | --- | --- |"
+    echo "| guest kernel | SG/PFN inflate (ratio of medians) | inflate, QEMU CPU | SG/PFN deflate | deflate, QEMU CPU |"
+    echo "| --- | --- | --- | --- | --- |"
     for init in 0 deb; do
         k="init_on_alloc=0"; [ "$init" = deb ] && k="Debian default"
-        echo "| $k | $(ratio "$(col "pfn-$init" 3 0)" "$(col "sg-$init" 3 0)") | $(ratio "$(col "pfn-$init" 4 0)" "$(col "sg-$init" 4 0)") |"
+        echo "| $k | $(ratio "$(col "pfn-$init" 3 0)" "$(col "sg-$init" 3 0)") | $(ratio "$(col "pfn-$init" 19 0)" "$(col "sg-$init" 19 0)") | $(ratio "$(col "pfn-$init" 4 0)" "$(col "sg-$init" 4 0)") | $(ratio "$(col "pfn-$init" 20 0)" "$(col "sg-$init" 20 0)") |"
     done
     echo
     echo "Seeds: 2017 series, 7 GB of an 8 GB guest (KVM): 4126 ms -> ~541-597 ms (6.9-7.6x); 2016 RFC, 3 GB of 4 GB: 1577 -> 175 ms (9x)."
@@ -237,20 +247,20 @@ fi
 if [[ " $PARTS " == *" 3 "* ]]; then
     echo "### 3. ioeventfd with the vCPU throttled to $((QUOTA / 1000)) ms per 100 ms (init_on_alloc=0)"
     echo
-    echo "| path | ioeventfd | inflate s | deflate s | agent histogram: inflate mean s (count); buckets |"
-    echo "| --- | --- | --- | --- | --- |"
+    echo "| path | ioeventfd | inflate s | inflate, QEMU CPU s | deflate s | agent histogram: inflate mean s (count); buckets |"
+    echo "| --- | --- | --- | --- | --- | --- |"
     for p in $IOEV_PATHS; do
         for ioev in true false; do
             c="ioev-$p-$ioev"; sgl=not_negotiated; [ "$p" = sg ] && sgl=negotiated
-            echo "| $p | $([ "$ioev" = true ] && echo on || echo off) | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 4 0)") | $(hist_delta "$work/h0-$c" "$work/h1-$c" "$sgl") |"
+            echo "| $p | $([ "$ioev" = true ] && echo on || echo off) | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(hist_delta "$work/h0-$c" "$work/h1-$c" "$sgl") |"
         done
-        echo "| $p | off/on | $(ratio "$(col "ioev-$p-false" 3 0)" "$(col "ioev-$p-true" 3 0)") | $(ratio "$(col "ioev-$p-false" 4 0)" "$(col "ioev-$p-true" 4 0)") | |"
+        echo "| $p | off/on | $(ratio "$(col "ioev-$p-false" 3 0)" "$(col "ioev-$p-true" 3 0)") | $(ratio "$(col "ioev-$p-false" 19 0)" "$(col "ioev-$p-true" 19 0)") | $(ratio "$(col "ioev-$p-false" 4 0)" "$(col "ioev-$p-true" 4 0)") | |"
     done
     echo
     echo "Seed: ioeventfd for the balloon, reclaiming 4 GB under CPU overcommit (SEV): 1400 s -> 263 s (5.3x)."
     echo
 fi
-echo "Raw results (case timed inflate_s deflate_s rss_MiB/s | driver pages ranges elems kicks alloc_ns build_ns send_ns | device elems pages pop_ns translate_ns discard_ns handle_ns):"
+echo "Raw results (case timed inflate_s deflate_s rss_MiB/s | driver pages ranges elems kicks alloc_ns build_ns send_ns | device elems pages pop_ns translate_ns discard_ns handle_ns | QEMU CPU s inflate deflate):"
 echo
 echo '```'
 cat "$RESULTS"
