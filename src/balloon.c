@@ -104,6 +104,8 @@ int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_byt
         if (distance(actual, target_bytes) < distance(last, target_bytes))
             last_progress = at;
         last = actual;
+        if (opts->progress)
+            opts->progress(opts->progress_ctx, from_bytes, target_bytes, actual, ret->duration_ns);
         if (after - t0 >= (uint64_t)opts->timeout_ms * ms) {
             ret->outcome = BM_CHANGE_TIMEOUT;
             return 0;

@@ -18,6 +18,11 @@ typedef struct {
     unsigned stall_ms;        /* give up when the balloon did not move for this long */
     unsigned poll_ms;         /* interval between reads of the balloon */
     uint64_t tolerance_bytes; /* reached when |actual - target| <= this */
+    /* optional: called after every read that did not end the wait, with the balloon now and
+     * the time since the target was set */
+    void (*progress)(void *ctx, uint64_t from_bytes, uint64_t target_bytes, uint64_t actual_bytes,
+                     uint64_t elapsed_ns);
+    void *progress_ctx;
 } BmWaitOptions;
 
 #define BM_WAIT_DEFAULT_TIMEOUT_S 120

@@ -2,21 +2,23 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
+#include "file.h"
+#include "hostmem.h"
+#include "log.h"
 #include "state.h"
 #include "util.h"
 
-void bm_report(const char *verb, const char *object, const char *fmt, ...)
+static void vreport(int prio, const char *verb, const char *object, const char *fmt, va_list ap)
 {
     char name[512], raw[2048], msg[4 * sizeof(raw)];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(raw, sizeof(raw), fmt, ap);
-    va_end(ap);
     /* one line, whatever the user strings in it hold: control characters as \xNN */
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
@@ -27,12 +29,27 @@ void bm_report(const char *verb, const char *object, const char *fmt, ...)
     }
     msg[o] = '\0';
     if (verb && object)
-        fprintf(stderr, "balloonmgr: %s '%s': %s\n", verb,
-                bm_printable(object, name, sizeof(name)), msg);
+        bm_log(prio, "balloonmgr: %s '%s': %s", verb, bm_printable(object, name, sizeof(name)), msg);
     else if (verb)
-        fprintf(stderr, "balloonmgr: %s: %s\n", verb, msg);
+        bm_log(prio, "balloonmgr: %s: %s", verb, msg);
     else
-        fprintf(stderr, "balloonmgr: %s\n", msg);
+        bm_log(prio, "balloonmgr: %s", msg);
+}
+
+void bm_report(const char *verb, const char *object, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(strncmp(fmt, "warning: ", 9) == 0 ? LOG_WARNING : LOG_ERR, verb, object, fmt, ap);
+    va_end(ap);
+}
+
+void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(prio, verb, object, fmt, ap);
+    va_end(ap);
 }
 
 int bm_exit_for(int r)
@@ -96,13 +113,59 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
     return false;
 }
 
+bool bm_cli_state_check(const char *verb, const char *path, bool writes)
+{
+    if (!*path) {
+        bm_report(verb, NULL, "--state '': empty file name");
+        return false;
+    }
+    /* read: what the path leads to; written: the path itself (a link would be replaced) */
+    int r = writes ? bm_file_check_replaceable(path) : 0;
+    if (r >= 0) {
+        int fd = bm_file_open(AT_FDCWD, path, false, NULL);
+        r = fd >= 0 ? close(fd), 0 : fd;
+    }
+    if (!bm_file_not_regular(r))
+        return true; /* missing or unreadable: load reports it and starts fresh */
+    bm_report(verb, NULL, "state '%s': %s%s", path, bm_error_detail(r),
+              r == -ELOOP ? " (it would be replaced: give the path of the file itself)" : "");
+    return false;
+}
+
+bool bm_cli_proc_check(const char *verb, const char *proc_dir)
+{
+    if (!proc_dir)
+        return true;
+    int r = *proc_dir ? bm_file_check_dir(proc_dir) : bm_error(-ENOENT, "empty directory name");
+    if (r >= 0) {
+        /* the files must be there and regular; what they say is the passes' business */
+        _cleanup_free_ char *meminfo = bm_asprintf("%s/meminfo", proc_dir);
+        _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", proc_dir);
+        _cleanup_free_ char *text = NULL;
+        r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &text, NULL);
+        if (r < 0)
+            r = bm_error_prefix(r, "%s", meminfo);
+        else {
+            int fd = bm_file_open(AT_FDCWD, psi, false, NULL);
+            if (fd >= 0)
+                close(fd);
+            else if (bm_file_not_regular(fd))
+                r = bm_error_prefix(fd, "%s", psi);
+        }
+    }
+    if (r >= 0)
+        return true;
+    bm_report(verb, NULL, "--proc '%s': %s", proc_dir, bm_error_detail(r));
+    return false;
+}
+
 int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevious *prev,
                       BmCounters *counters)
 {
     if (!dry_run) {
         int n = bm_state_cleanup(path);
         if (n > 0)
-            bm_report(verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
+            bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
                       "writes", path, n);
     }
     int r = bm_state_load(path, prev, counters);
@@ -134,7 +197,7 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
     case BM_SAVE_OK:
         return true;
     case BM_SAVE_RECOVERED:
-        bm_report(verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
+        bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
                   w->failed_before);
         return true;
     case BM_SAVE_FAILED:

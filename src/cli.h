@@ -31,9 +31,15 @@ extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
     bm_verb_configure, bm_verb_run, bm_verb_policy, bm_verb_agent;
 
 /* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line:
- * the object is quoted and made printable, control characters in MESSAGE become \xNN. */
+ * the object is quoted and made printable, control characters in MESSAGE become \xNN. Its
+ * priority (log.h: "<N>" when stderr is the journal) is LOG_WARNING when fmt starts with
+ * "warning: ", else LOG_ERR. */
 void bm_report(const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* bm_report() with an explicit priority (LOG_ERR ... LOG_DEBUG of <syslog.h>). */
+void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Exit status for a failure of a library call: 2 for -ENOENT (no such domain) and -EINVAL
  * raised by parsing user input, 1 otherwise. */
@@ -55,6 +61,19 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
 
 /* Parses a whole number of seconds (0 .. max_s) from an option. Returns 0 or -EINVAL. */
 int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);
+
+/* Checks --state before anything is done: refused, with one line naming it and what it is,
+ * when it is empty or not a regular file (a directory, FIFO, device or socket, or, when it
+ * will be written, a symbolic link: it would be replaced). A missing or unreadable file is
+ * left to bm_cli_state_load(). Returns false after the report (the caller exits
+ * BM_EXIT_USAGE). */
+bool bm_cli_state_check(const char *verb, const char *path, bool writes);
+
+/* Checks --proc DIR (NULL: nothing to check) before anything is done: a directory with a
+ * readable regular meminfo of at most BM_HOSTMEM_FILE_MAX_BYTES, and a pressure/memory that is
+ * missing or a regular file (what they say is checked by every pass). Returns false after reporting "--proc 'DIR': REASON"
+ * (the caller exits BM_EXIT_USAGE). */
+bool bm_cli_proc_check(const char *verb, const char *proc_dir);
 
 /* The state file at the start of run or agent: removes temporary files of interrupted writes
  * (unless dry_run), then loads path into prev and counters. A missing file is a fresh start;

@@ -18,12 +18,13 @@
 #include "engine.h"
 #include "error.h"
 #include "http.h"
+#include "log.h"
 #include "policy.h"
 #include "spool.h"
 #include "state.h"
 #include "webconfig.h"
 
-#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 #define RECONNECT_MAX_S 30
 #define REFRESH_MIN_MS 1000
 /* how often the host's memory is read between passes, to react to pressure at once */
@@ -103,6 +104,8 @@ typedef struct {
     BmEngine e;
     BmHttp *http;
     const char *state_path;      /* NULL: --dry-run, never written */
+    char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
+    char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
 } Agent;
 
@@ -111,7 +114,7 @@ static int load_policy(const Agent *a, BmPolicy **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(a->policy_path, a->policy_explicit, ret, &errors);
     if (r < 0)
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
     return r;
 }
 
@@ -121,7 +124,7 @@ static int load_web_config(const char *path, BmWebConfig **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_webconfig_load(path, ret, &errors);
     if (r < 0)
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
     return r;
 }
 
@@ -152,7 +155,7 @@ static void reload_web_config(Agent *a, const char *path)
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {
-        fprintf(stderr, "balloonmgr: agent: web config %s reloaded: %s%s\n", path,
+        bm_reportp(LOG_NOTICE, "agent", NULL, "web config %s reloaded: %s%s", path,
                 describe_web(wc, what, sizeof(what)),
                 restarted ? "; TLS settings changed: the server was restarted on the same socket"
                           : "");
@@ -188,6 +191,8 @@ static bool try_connect(Agent *a)
     }
     a->conn = c;
     a->e.conn = c;
+    free(a->uri);
+    a->uri = bm_conn_uri(c);
     atomic_store(&conn_lost, 0);
     virConnectRegisterCloseCallback(c, on_close, NULL, NULL);
     virConnectSetKeepAlive(c, 5, 3);
@@ -197,8 +202,24 @@ static bool try_connect(Agent *a)
                                                      VIR_DOMAIN_EVENT_CALLBACK(on_balloon), NULL, NULL);
     virResetLastError();
     a->backoff_s = 1;
-    fprintf(stderr, "balloonmgr: agent: connected to %s\n", a->g->uri ? a->g->uri : "libvirt");
+    bm_reportp(LOG_INFO, "agent", NULL, "connected to %s", a->g->uri ? a->g->uri : "libvirt");
     return true;
+}
+
+/* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
+ * reported when it is new (not every pass). Returns how many were counted. */
+static int ingest_spool(Agent *a)
+{
+    if (!a->uri)
+        return 0; /* never connected: whose changes would these be */
+    _cleanup_free_ char *skipped = NULL;
+    int r = bm_spool_ingest(&a->e.counters, a->uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    const char *problem = r < 0 ? bm_error_detail(r) : skipped;
+    if (problem && (!a->spool_reported || strcmp(problem, a->spool_reported) != 0))
+        bm_report("agent", NULL, "warning: %s", problem);
+    free(a->spool_reported);
+    a->spool_reported = problem ? bm_strdup(problem) : NULL;
+    return r;
 }
 
 static void publish(Agent *a)
@@ -262,6 +283,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_policy_free(pol);
         return BM_EXIT_USAGE;
     }
+    bool writes = !dry_run && !g->readonly, reads = !g->readonly || state_explicit;
+    if ((reads && !bm_cli_state_check("agent", state_path, writes)) ||
+        !bm_cli_proc_check("agent", proc_dir)) {
+        bm_policy_free(pol);
+        return BM_EXIT_USAGE;
+    }
     int r = bm_http_start(listen, wc, &a.http);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(r));
@@ -288,8 +315,6 @@ static int run(const BmGlobal *g, int argc, char **argv)
     bm_engine_init(&a.e);
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
-    bool writes = !dry_run && !monitor_only;
-    bool reads = !monitor_only || state_explicit;
     if (reads && bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
         a.e.counters.errors[BM_ERR_STATE]++;
     a.state_path = writes ? state_path : NULL;
@@ -299,7 +324,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     a.e.probe_features = !monitor_only;
     a.e.cache_xml = true;
     char web[96];
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s (%s), policy %s, every %u s, state %s%s\n",
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
             listen, describe_web(wc, web, sizeof(web)), pol->path, pol->interval_s,
             a.state_path ? a.state_path : "not written",
             monitor_only ? ", monitoring only (read-only connection, no changes)"
@@ -315,7 +340,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                 bm_policy_free(pol);
                 pol = fresh;
                 a.e.policy = pol;
-                fprintf(stderr, "balloonmgr: agent: policy %s reloaded\n", pol->path);
+                bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", pol->path);
             } else {
                 a.e.counters.errors[BM_ERR_POLICY]++;
                 bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
@@ -326,7 +351,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             publish(&a);
         }
         if (a.conn && atomic_load(&conn_lost)) {
-            bm_report("agent", NULL, "lost the libvirt connection; reconnecting");
+            bm_reportp(LOG_WARNING, "agent", NULL, "lost the libvirt connection; reconnecting");
             a.e.counters.errors[BM_ERR_LIBVIRT]++;
             disconnect(&a);
             bm_tracker_clear(&a.e.tracker);
@@ -359,7 +384,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             } else {
                 for (size_t i = 0; i < a.e.plan.n_decisions; i++) {
                     if (a.e.applied[i].busy)
-                        bm_report("agent", a.e.plan.decisions[i].name, "%s", a.e.applied[i].error);
+                        bm_reportp(LOG_WARNING, "agent", a.e.plan.decisions[i].name, "%s", a.e.applied[i].error);
                     if (a.e.applied[i].attempted && !a.e.applied[i].applied)
                         bm_report("agent", a.e.plan.decisions[i].name, "%s, skipping domain",
                                   a.e.applied[i].error);
@@ -379,7 +404,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         }
         if (!monitor_only && now - last_spool >= REFRESH_MIN_MS * ms) {
             last_spool = now;
-            if (bm_spool_ingest(&a.e.counters, bm_now_real_ns() / 1000000000ull) > 0) {
+            if (ingest_spool(&a) > 0) {
                 atomic_store(&view_dirty, 1);
                 last_refresh = 0;
                 publish(&a);
@@ -397,7 +422,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_sleep_ms(a.e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 50);
     }
 
-    fprintf(stderr, "balloonmgr: agent: stopping\n");
+    bm_reportp(LOG_INFO, "agent", NULL, "stopping");
     save_state(&a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a.http);
     disconnect(&a);
@@ -406,6 +431,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     virEventRemoveTimeout(timer);
     bm_engine_clear(&a.e);
     bm_policy_free(pol);
+    free(a.uri);
+    free(a.spool_reported);
     return BM_EXIT_OK;
 }
 

@@ -19,6 +19,8 @@
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
+#include "log.h"
+#include "progress.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "size.h"
@@ -26,7 +28,7 @@
 #include "state.h"
 #include "table.h"
 
-#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const char options_help[] =
     "      --once          one pass, then exit (what the systemd timer runs)\n"
@@ -169,7 +171,7 @@ static int pass(BmEngine *e, const RunOptions *o)
     int ret = BM_EXIT_OK;
     for (size_t i = 0; i < e->plan.n_decisions; i++) {
         if (e->applied[i].busy)
-            bm_report("run", e->plan.decisions[i].name, "%s", e->applied[i].error);
+            bm_reportp(LOG_WARNING, "run", e->plan.decisions[i].name, "%s", e->applied[i].error);
         if (e->applied[i].attempted && !e->applied[i].applied) {
             bm_report("run", e->plan.decisions[i].name, "%s, skipping domain", e->applied[i].error);
             ret = BM_EXIT_FAILURE;
@@ -181,6 +183,38 @@ static int pass(BmEngine *e, const RunOptions *o)
         print_text(o, e->policy, &e->host, &e->plan, e->applied);
     fflush(stdout);
     return ret;
+}
+
+/* bm_engine_wait() that shows the changes in flight on stderr when it is a terminal: the
+ * first one's size, rate and ETA, and how many others there are. */
+static size_t wait_changes(BmEngine *e, unsigned timeout_s)
+{
+    BmProgress p;
+    bm_progress_init(&p, stderr);
+    if (!p.f)
+        return bm_engine_wait(e, timeout_s);
+    uint64_t deadline = bm_now_mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+    while (e->tracker.n_items && bm_now_mono_ns() < deadline) {
+        uint64_t t = bm_now_mono_ns();
+        bm_engine_poll(e);
+        if (e->tracker.n_items) {
+            const BmTracked *x = &e->tracker.items[0];
+            char line[320], more[48] = "";
+            size_t n = e->tracker.n_items;
+            if (n > 1)
+                snprintf(more, sizeof(more), " (and %zu more in flight)", n - 1);
+            bm_progress_format(x->name, x->change.from_bytes, x->change.target_bytes,
+                               x->last_actual_bytes, bm_now_mono_ns() - x->started_mono_ns, line,
+                               sizeof(line) - sizeof(more));
+            strcat(line, more);
+            bm_progress_show(&p, line, false);
+        }
+        uint64_t spent_ms = (bm_now_mono_ns() - t) / 1000000ull;
+        if (e->tracker.n_items && spent_ms < e->tracker.opts.poll_ms)
+            bm_sleep_ms(e->tracker.opts.poll_ms - (unsigned)spent_ms);
+    }
+    bm_progress_clear(&p);
+    return e->tracker.n_items;
 }
 
 /* After a timer pass: wait for the changes (policy apply_timeout) so their latency is
@@ -197,13 +231,13 @@ static int finish_once(BmEngine *e, const RunOptions *o, int ret)
             memcpy(applied[n_applied++], e->snap.domains[k].uuid, VIR_UUID_STRING_BUFLEN);
 
     if (!o->dry_run && e->tracker.n_items) {
-        size_t left = bm_engine_wait(e, e->policy->apply_timeout_s);
+        size_t left = wait_changes(e, e->policy->apply_timeout_s);
         if (left)
-            bm_report("run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
+            bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
                       "waiting longer", left, e->policy->apply_timeout_s);
         /* what the metrics say of the domains is what the changes left */
         if (bm_engine_refresh(e) < 0)
-            bm_report("run", NULL, "cannot read the domains after the changes: %s",
+            bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
                       bm_error_detail(-EIO));
     }
     for (size_t i = 0; !o->dry_run && !o->json && i < n_applied; i++) {
@@ -253,7 +287,7 @@ static int load_policy(const RunOptions *o, BmPolicy **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(o->policy_path, o->policy_explicit, ret, &errors);
     if (r < 0) {
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
         bm_report("run", NULL, "policy '%s' has errors: nothing changed", o->policy_path);
     }
     return r;
@@ -302,12 +336,21 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
     if (o.push_url && bm_push_check_url(o.push_url) < 0) {
         char quoted[512];
-        bm_report("run", NULL, "--push '%s': %s", bm_printable(o.push_url, quoted, sizeof(quoted)),
+        _cleanup_free_ char *shown = bm_push_redact_url(o.push_url);
+        bm_report("run", NULL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
                   bm_error_detail(-EINVAL));
+        return BM_EXIT_USAGE;
+    }
+    if (o.textfile_dir && bm_push_check_textfile(o.textfile_dir) < 0) {
+        char quoted[512];
+        bm_report("run", NULL, "--textfile '%s': %s",
+                  bm_printable(o.textfile_dir, quoted, sizeof(quoted)), bm_error_detail(-EINVAL));
         return BM_EXIT_USAGE;
     }
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
     if (load_policy(&o, &pol) < 0)
+        return BM_EXIT_USAGE;
+    if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
 
     BmEngine e;
@@ -329,8 +372,15 @@ static int run(const BmGlobal *g, int argc, char **argv)
     e.probe_features = !o.dry_run;
 
     if (!o.dry_run) {
-        bm_spool_create();
-        bm_spool_ingest(&e.counters, bm_now_real_ns() / 1000000000ull);
+        _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
+        r = bm_spool_create();
+        if (r >= 0)
+            r = bm_spool_ingest(&e.counters, uri, bm_now_real_ns() / 1000000000ull, &skipped);
+        if (r < 0)
+            bm_report("run", NULL, "warning: %s; changes made by 'set --wait' are not counted",
+                      bm_error_detail(r));
+        if (skipped)
+            bm_report("run", NULL, "warning: %s", skipped);
     }
     int ret;
     if (o.once) {
@@ -351,7 +401,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                     bm_policy_free(pol);
                     pol = fresh;
                     e.policy = pol;
-                    fprintf(stderr, "balloonmgr: run: policy %s reloaded\n", pol->path);
+                    bm_reportp(LOG_NOTICE, "run", NULL, "policy %s reloaded", pol->path);
                 } else {
                     bm_report("run", NULL, "policy %s not reloaded: keeping the last good one",
                               o.policy_path);

@@ -14,6 +14,7 @@
 #include "spool.h"
 #include "qmp.h"
 #include "export.h"
+#include "progress.h"
 
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
@@ -70,6 +71,21 @@ static void print_text(const char *name, const BmChange *ch, bool waited)
         printf("%s: %s from %s to target %s: %s %s after %.3f s (%u poll%s)\n", printable, dir,
                from, target, bm_change_outcome_name(ch->outcome), reached, ch->duration_ns / 1e9,
                ch->polls, ch->polls == 1 ? "" : "s");
+}
+
+/* --wait on a terminal: the balloon's size, rate and ETA on stderr while it moves */
+typedef struct {
+    BmProgress p;
+    const char *name;
+} SetProgress;
+
+static void on_progress(void *ctx, uint64_t from_bytes, uint64_t target_bytes,
+                        uint64_t actual_bytes, uint64_t elapsed_ns)
+{
+    SetProgress *sp = ctx;
+    char line[256];
+    bm_progress_show(&sp->p, bm_progress_format(sp->name, from_bytes, target_bytes, actual_bytes,
+                                                elapsed_ns, line, sizeof(line)), false);
 }
 
 static int run(const BmGlobal *g, int argc, char **argv)
@@ -164,7 +180,14 @@ static int run(const BmGlobal *g, int argc, char **argv)
     BmChange ch;
     uint64_t rss_before = BM_ABSENT, unused;
     bm_balloon_read_live(dom, &unused, &rss_before);
+    SetProgress sp = {.name = name};
+    bm_progress_init(&sp.p, stderr);
+    if (sp.p.f) {
+        wo.progress = on_progress;
+        wo.progress_ctx = &sp;
+    }
     r = bm_balloon_change(dom, actual_bytes, target_bytes, wait ? &wo : NULL, &ch);
+    bm_progress_clear(&sp.p);
     if (r < 0) {
         bm_report("set", name, "%s", bm_error_detail(r));
         ret = BM_EXIT_FAILURE;
@@ -182,7 +205,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
         snprintf(t.sg, sizeof(t.sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
         bm_balloon_read_live(dom, &unused, &t.rss_after_bytes);
-        if (bm_spool_write(&t) < 0)
+        _cleanup_free_ char *uri = bm_conn_uri(conn);
+        if (bm_spool_write(&t, uri) < 0)
             bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
     }
     if (json)

@@ -8,6 +8,7 @@
 
 #include "conn.h"
 #include "error.h"
+#include "log.h"
 #include "qmp.h"
 #include "state.h"
 #include "util.h"
@@ -109,6 +110,7 @@ static int read_view(BmEngine *e)
     }
     e->host = host;
     e->have_host = true;
+    e->have_ksm = bm_ksm_read(NULL, &e->ksm) == 0; /* unreadable KSM: not exported */
 
     if (e->xml_stale) {
         for (size_t i = 0; i < e->counters.n_domains; i++)
@@ -190,6 +192,8 @@ int bm_engine_pass(BmEngine *e)
         return r;
     }
     e->have_plan = true;
+    if (e->plan.mode != e->prev.mode)
+        bm_log_mode(e->prev.mode, e->plan.mode, e->plan.reason);
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
     uint64_t t2 = bm_now_mono_ns();
     e->t_eval_s = (t2 - t1) / 1e9;
@@ -250,8 +254,10 @@ size_t bm_engine_poll(BmEngine *e)
     size_t n_done = 0;
     size_t left = bm_tracker_poll(&e->tracker, e->conn, &done, &n_done);
     uint64_t now_s = bm_now_real_ns() / 1000000000ull;
-    for (size_t i = 0; i < n_done; i++)
+    for (size_t i = 0; i < n_done; i++) {
+        bm_log_change(done[i].name, &done[i].change);
         bm_counters_record_change(&e->counters, &done[i], now_s);
+    }
     free(done);
     return left;
 }
@@ -278,5 +284,7 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
                 .libvirt_up = libvirt_up};
     bm_export_build(r, &e->counters, &v);
+    if (e->have_ksm)
+        bm_ksm_export(r, &e->ksm);
     return bm_registry_render(r);
 }

@@ -10,6 +10,7 @@
 #include "balloon.h"
 #include "export.h"
 #include "hostmem.h"
+#include "ksm.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "snapshot.h"
@@ -36,6 +37,8 @@ typedef struct {
     bool have_snap;
     BmHost host;
     bool have_host;
+    BmKsm ksm;                   /* read with the host; exported as balloonmgr_ksm_* */
+    bool have_ksm;
     BmPlan plan;
     bool have_plan;
     BmApplied *applied;          /* per decision of plan */
@@ -58,14 +61,15 @@ void bm_engine_clear(BmEngine *e);
 /* One pass: reads host and domains, decides, starts the changes (unless dry_run), counts.
  * Per-domain failures are counted and reported in e->applied and do not stop the pass.
  * Returns 0, or -errno when the host or the domains could not be read at all (-ECONNRESET:
- * the connection is lost). */
+ * the connection is lost). Logs the host's mode when it differs from the previous pass's
+ * (bm_log_mode()). */
 int bm_engine_pass(BmEngine *e);
 
 /* Reads the domains again (after events) without deciding: keeps the view current. */
 int bm_engine_refresh(BmEngine *e);
 
-/* Reads every change in flight once and counts those that ended. Returns how many are still
- * in flight. */
+/* Reads every change in flight once and counts those that ended, logging one record for each
+ * (bm_log_change()). Returns how many are still in flight. */
 size_t bm_engine_poll(BmEngine *e);
 
 /* Polls until no change is in flight or timeout_s passed (0: do not wait). Returns how many are

@@ -1,6 +1,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -15,6 +16,7 @@
 
 #include "basic-auth.h"
 #include "error.h"
+#include "log.h"
 #include "util.h"
 
 #define REALM "balloonmgr"
@@ -70,7 +72,8 @@ int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
     }
     char *end = NULL;
     long port = strtol(port_s, &end, 10);
-    if (!*port_s || *end || port < 1 || port > 65535)
+    /* digits only: strtol() would take "+19727", " 19727" */
+    if (!isdigit((unsigned char)port_s[0]) || *end || port < 1 || port > 65535)
         return bm_error(-EINVAL, "port '%s' is not a number from 1 to 65535", port_s);
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
@@ -216,12 +219,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     }
     bm_printable(msg, shown, sizeof(shown));
     if (h->log_dropped)
-        fprintf(stderr,
-                "balloonmgr: agent: libmicrohttpd: %s (%lu more of its messages dropped since "
-                "the last one)\n",
-                shown, h->log_dropped);
+        bm_log(LOG_WARNING,
+               "balloonmgr: agent: libmicrohttpd: %s (%lu more of its messages dropped since "
+               "the last one)",
+               shown, h->log_dropped);
     else
-        fprintf(stderr, "balloonmgr: agent: libmicrohttpd: %s\n", shown);
+        bm_log(LOG_WARNING, "balloonmgr: agent: libmicrohttpd: %s", shown);
     h->log_last_ns = now;
     h->log_dropped = 0;
     pthread_mutex_unlock(&h->log_lock);

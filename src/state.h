@@ -6,7 +6,7 @@
 #include "export.h"
 #include "policy-eval.h"
 
-#define BM_STATE_DEFAULT_PATH "/var/lib/balloonmgr/state.json"
+#include "config.h" /* BM_STATE_DEFAULT_PATH: LOCALSTATEDIR/lib/balloonmgr/state.json */
 
 /* Parses state text into *ret and, when counters is not NULL, the cumulative counters of timer
  * runs (initialised first; a state without counters leaves them at zero). Returns 0 (free with
@@ -17,9 +17,10 @@ int bm_state_parse(const char *text, BmPrevious *ret, BmCounters *counters);
  * frees. Pure. */
 char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64_t now_s);
 
-/* The temporary files of bm_state_save(): PATH.tmp.XXXXXX (a name an operator's copy such as
- * state.json.backup never has, so that bm_state_cleanup() can only remove ours). */
-#define BM_STATE_TMP_SUFFIX ".tmp.XXXXXX"
+/* The temporary files of bm_state_save(): PATH.tmp.balloonmgr-XXXXXX (a name an operator's
+ * copy such as state.json.backup or state.json.tmp.backup never has, so that
+ * bm_state_cleanup() can only remove ours). */
+#define BM_STATE_TMP_SUFFIX ".tmp.balloonmgr-XXXXXX"
 /* bm_state_cleanup() leaves temporary files changed in the last seconds alone. */
 #define BM_STATE_TMP_MIN_AGE_S 2
 

@@ -81,13 +81,85 @@ echo "$status" | jq -e '.domains[0] | .current_bytes == 268435456 and .reclaimed
 bm_pass "status shows the reclaimed 256 MiB"
 
 measure_set 100% $((MEM_MIB * 1024))
-echo "$result" | jq -e '.direction == "deflate" and .reached_bytes == 536870912' >/dev/null ||
+# reached: within set --wait's 1 MiB tolerance of the target
+echo "$result" | jq -e '.direction == "deflate" and .reached_bytes >= 536870912 - 1048576 and .reached_bytes <= 536870912' >/dev/null ||
     bm_fail "100%: not a deflate back to 512 MiB"
 bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" | jq .duration_s) s)"
 
-# Relative sizes on a real guest, text output (reached within the 1 MiB tolerance)
+# Relative sizes on a real guest, text output (reached within the 1 MiB tolerance); relative to
+# the balloon now, so first let it finish the last MiB of the deflate
+for _ in $(seq 50); do
+    [ "$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes')" -eq 536870912 ] && break
+    sleep 0.1
+done
 out=$("$BM" -c "$BM_URI" set "$dom" -128M --wait) || bm_fail "set -128M --wait failed"
 echo "$out"
 echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
     bm_fail "set -128M output"
 bm_pass "relative inflate with text output"
+
+# --- the spool: a set --wait is counted by the agent of its own connection only. An agent on
+# the real host and a set --wait on libvirt's test driver share one spool directory: the
+# agent counts the real guest's change and leaves the test driver's entry alone.
+work=$(mktemp -d)
+bm_add_cleanup "rm -rf '$work'"
+export BALLOONMGR_RUNTIME_DIR=$work/run
+mkdir -p "$BALLOONMGR_RUNTIME_DIR"
+printf '[guest]\nexclude = yes\n' >"$work/none.policy"
+port=$((30000 + RANDOM % 20000))
+"$BM" -c "$BM_URI" agent --dry-run --policy "$work/none.policy" --state "$work/agent-state.json" \
+    --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+agent=$!
+bm_add_cleanup "kill $agent 2>/dev/null || true"
+for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && [ -d "$BALLOONMGR_RUNTIME_DIR/changes" ] && break; sleep 0.1; done
+curl -sf "127.0.0.1:$port/metrics" >/dev/null || bm_fail "the agent does not serve: $(cat "$work/agent.log")"
+changes() { # changes DIRECTION: the agent's count of reached changes in that direction
+    curl -sf "127.0.0.1:$port/metrics" |
+        awk -v d="$1" '$1 == "balloonmgr_balloon_changes_total{direction=\"" d "\",outcome=\"reached\"}" { print $2; f = 1 } END { if (!f) print 0 }'
+}
+[ "$(changes inflate)" = 0 ] || bm_fail "a dry-run agent counted an inflate before any change"
+
+"$BM" -c test:///default set test 1G --wait >/dev/null || bm_fail "set --wait on test:///default failed"
+other=$(grep -l '"uri": "test:\\/\\/\\/default"' "$BALLOONMGR_RUNTIME_DIR"/changes/*.json) ||
+    bm_fail "set --wait on test:///default left no entry naming its URI: $(ls -la "$BALLOONMGR_RUNTIME_DIR/changes")"
+"$BM" -c "$BM_URI" set "$dom" 50% --wait >/dev/null || bm_fail "set 50% --wait failed"
+for _ in $(seq 50); do [ "$(changes inflate)" = 1 ] && break; sleep 0.2; done
+[ "$(changes inflate)" = 1 ] || bm_fail "the agent did not count the real guest's inflate (count $(changes inflate))"
+sleep 2 # a few more ingests
+[ "$(changes inflate)" = 1 ] && [ -f "$other" ] ||
+    bm_fail "the agent on $BM_URI counted the test driver's change (count $(changes inflate), entry $(ls "$BALLOONMGR_RUNTIME_DIR/changes"))"
+grep -q "warning" "$work/agent.log" && bm_fail "the agent warned: $(cat "$work/agent.log")"
+bm_pass "spool: the agent on $BM_URI counted its guest's set --wait (1 inflate) and left the test:///default one alone"
+
+# anything but an entry file in the spool is skipped, reported once and left alone; the agent
+# keeps ingesting (the FIFO and the link to /dev/zero do not stop it)
+mkfifo "$BALLOONMGR_RUNTIME_DIR/changes/fifo00.json"
+ln -s /dev/zero "$BALLOONMGR_RUNTIME_DIR/changes/zero00.json"
+"$BM" -c "$BM_URI" set "$dom" 100% --wait >/dev/null || bm_fail "set 100% --wait failed"
+for _ in $(seq 50); do [ "$(changes deflate)" = 1 ] && break; sleep 0.2; done
+[ "$(changes deflate)" = 1 ] || bm_fail "a FIFO and a link to /dev/zero in the spool stopped the agent's ingest"
+[ -p "$BALLOONMGR_RUNTIME_DIR/changes/fifo00.json" ] && [ -L "$BALLOONMGR_RUNTIME_DIR/changes/zero00.json" ] ||
+    bm_fail "the FIFO or the link was removed"
+[ "$(grep -c "skipped 2 entries" "$work/agent.log")" = 1 ] ||
+    bm_fail "expected one warning about the 2 skipped entries: $(cat "$work/agent.log")"
+agent_rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$agent/status")
+[ "$agent_rss" -lt $((200 * 1024)) ] || bm_fail "the agent grew to $agent_rss KiB"
+bm_pass "spool: a FIFO and a link to /dev/zero skipped with one warning, left alone; the deflate counted; agent RSS $agent_rss KiB"
+kill -TERM "$agent"
+wait "$agent" || bm_fail "the agent did not exit 0 on SIGTERM"
+
+# Progress: on a terminal (a pty from script(1)) stderr shows the balloon's size, rate and ETA
+# while it moves, and erases the line before the result; not on a terminal, nothing.
+pty_out=$(mktemp)
+script -qec "$(printf '%q ' "$BM" -c "$BM_URI" set "$dom" -128M --wait)" /dev/null >"$pty_out" ||
+    { cat -v "$pty_out"; bm_fail "set -128M --wait on a pty failed"; }
+cat -v "$pty_out"
+grep -aqE $'\r'"$dom: inflate [0-9.]+ MiB -> [0-9.]+ MiB: at [0-9.]+ [KM]iB, [0-9.]+ [KMG]?i?B/s, ETA [0-9.]+ s"$'\e\\[K' "$pty_out" ||
+    { rm -f "$pty_out"; bm_fail "no progress line (size, rate, ETA) on the terminal"; }
+grep -aqE $'\r\e\\[K'"$dom: inflate from [0-9.]+ MiB to target [0-9.]+ MiB: reached [0-9.]+ MiB after" "$pty_out" ||
+    { rm -f "$pty_out"; bm_fail "the progress line was not erased before the result"; }
+rm -f "$pty_out"
+bm_pass "set --wait on a terminal: progress with size, rate and ETA, erased before the result"
+err=$("$BM" -c "$BM_URI" set "$dom" -64M --wait 2>&1 >/dev/null) || bm_fail "set -64M --wait failed"
+[ -z "$err" ] || bm_fail "stderr not a terminal, yet set --wait printed: $err"
+bm_pass "set --wait with stderr not a terminal: nothing on stderr"
