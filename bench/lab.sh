@@ -23,7 +23,7 @@
 # Usage: bench/lab.sh [RUNS [MEM_MIB]]   (root; builds the lab if needed)
 #   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_QEMU_DIR [/var/lib/libvirt/images/
 #   balloonmgr-lab], BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
-#   BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there),
+#   BM_LAB_CASES ["sg-0 pfn-0 sg-deb pfn-deb"] (parts 1 and 2), BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there),
 #   BM_LAB_REPORT=FILE (run nothing: print the tables of PARTS from raw results kept earlier;
 #   the histogram column of part 3 needs the agent of a real run and shows "-").
 set -euo pipefail
@@ -85,16 +85,25 @@ HZ=$(getconf CLK_TCK)
 cpu_s() { sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$HZ" '{ printf "%.2f", ($12 + $13) / hz }'; } # utime + stime of the QEMU process
 field() { echo "$1" | awk -v k="$2" -v n="$3" '$1 == k { for (i = 2; i < NF; i++) if ($i == n) { print $(i + 1); exit } }'; }
 
+# wait_ready NAME SECS: the guest's ready line on its console (unlike bm_wait_guest_ready, a
+# libvirtd restarted meanwhile by someone else is no failure: the guest runs on)
+wait_ready() {
+    local console; console=$(bm_console_log "$1")
+    for _ in $(seq $(($2 * 2))); do
+        grep -aq BALLOONMGR-GUEST-READY "$console" 2>/dev/null && return 0
+        sleep 0.5
+    done
+    bm_fail "$1 not ready within $2 s"
+}
 # run_one CASE SG IOEVENTFD INIT QUOTA TIMED: one fresh boot, inflate 7/8 and deflate back;
 # appends "CASE TIMED inflate_s deflate_s rss_MiB/s guest... device..." to $work/results
 n=0
 run_one() {
-    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 name dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3
-    n=$((n + 1)); name="b$n"
+    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 name=b$n dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3
     [ "$init" = 0 ] && cmd=(cmdline=init_on_alloc=0)
     bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" \
         "extra=$(override "$sg" "$ioev")" >/dev/null
-    bm_wait_guest_ready "$name" 900 >/dev/null # touching 7/8 of the guest under TCG on a loaded host takes minutes
+    wait_ready "$name" 900 # touching 7/8 of the guest under TCG on a loaded host takes minutes
     grep -aq "bm: touched $TOUCH MiB" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not touch $TOUCH MiB"
     dom=$(bm_dom "$name")
     want=negotiated; [ "$sg" = false ] && want=not-offered
@@ -131,6 +140,16 @@ run_one() {
         "$(awk -v a="$c0" -v b="$c1" -v c="$c2" -v d="$c3" 'BEGIN { printf "%.2f %.2f", b - a, d - c }')" >>"$RESULTS"
     bm_virsh destroy "$dom" >/dev/null; bm_virsh undefine "$dom" >/dev/null
 }
+# run CASE ...: run_one in a subshell; a run that fails (e.g. libvirtd restarted under it) is
+# reported, its guest removed, and left out of the results
+run() {
+    n=$((n + 1))
+    ( run_one "$@" ) && return 0
+    bm_warn "$1: run b$n failed, left out"
+    bm_virsh destroy "$(bm_dom "b$n")" >/dev/null 2>&1 || true
+    bm_virsh undefine "$(bm_dom "b$n")" >/dev/null 2>&1 || true
+    echo "$1 failed" >>"$RESULTS"
+}
 # results columns: 1 case 2 timed 3 inflate_s 4 deflate_s 5 rss_MiB/s, guest inflate counters
 # 6 pages 7 ranges 8 elems 9 kicks 10 alloc_ns 11 build_ns 12 send_ns, device (timed runs)
 # 13 elems 14 pages 15 pop_ns 16 translate_ns 17 discard_ns 18 handle_ns, and the CPU time
@@ -166,24 +185,24 @@ hist_delta() { # hist_delta BEFORE AFTER SG: "mean s (count) [buckets]" of the i
 CASES1=()
 for init in 0 deb; do
     for mode in sg pfn; do
-        CASES1+=("$mode-$init")
+        [[ " ${BM_LAB_CASES:-sg-0 pfn-0 sg-deb pfn-deb} " == *" $mode-$init "* ]] && CASES1+=("$mode-$init")
     done
 done
 sgval() { [ "${1%%-*}" = sg ] && echo true || echo false; }
 if [ -z "$REPORT" ] && [[ " $PARTS " == *" 1 "* ]]; then
     for run in $(seq "$RUNS"); do # interleaved: each case's runs see the same load
-        for c in "${CASES1[@]}"; do run_one "$c" "$(sgval "$c")" true "${c#*-}" 0 0; done
+        for c in "${CASES1[@]}"; do run "$c" "$(sgval "$c")" true "${c#*-}" 0 0; done
     done
 fi
 if [ -z "$REPORT" ] && [[ " $PARTS " == *" 2 "* ]]; then
-    for c in "${CASES1[@]}"; do run_one "$c" "$(sgval "$c")" true "${c#*-}" 0 1; done
+    for c in "${CASES1[@]}"; do run "$c" "$(sgval "$c")" true "${c#*-}" 0 1; done
 fi
 if [ -z "$REPORT" ] && [[ " $PARTS " == *" 3 "* ]]; then
     for p in $IOEV_PATHS; do
         for ioev in true false; do
             c="ioev-$p-$ioev"
             scrape "$work/h0-$c"
-            for run in $(seq "$RUNS"); do run_one "$c" "$([ "$p" = sg ] && echo true || echo false)" "$ioev" 0 "$QUOTA" 0; done
+            for run in $(seq "$RUNS"); do run "$c" "$([ "$p" = sg ] && echo true || echo false)" "$ioev" 0 "$QUOTA" 0; done
             scrape "$work/h1-$c"
         done
     done
