@@ -36,7 +36,7 @@ IOEV_PATHS=${BM_LAB_IOEVENTFD_PATHS:-pfn sg}
 PARTS=${BM_LAB_PARTS:-1 2 3}
 TOUCH=$((MEM * 7 / 8 - 64))
 TARGET=$((MEM / 8))
-. tests/integration/lib.sh
+. tests/integration/lib/lib.sh
 work=$(mktemp -d)
 REPORT=${BM_LAB_REPORT:-}
 start=$(bm_now)

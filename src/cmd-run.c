@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json-name.h"
 #include "balloon.h"
 #include "cli.h"
 #include "engine.h"
@@ -99,7 +100,7 @@ static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     for (size_t i = 0; i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];
         json_object *x = json_object_new_object();
-        json_object_object_add(x, "name", json_object_new_string(d->name));
+        json_object_object_add(x, "name", bm_json_name(d->name));
         json_object_object_add(x, "action", json_object_new_string(bm_action_name(d->action)));
         json_object_object_add(x, "current_bytes", u64j(d->current_bytes));
         json_object_object_add(x, "target_bytes", u64j(d->target_bytes));

@@ -1,12 +1,19 @@
-/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]: move one balloon. */
+/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]
+ * [--json]: move one balloon, not below the domain's floor unless --force. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "json-name.h"
 #include "balloon.h"
+#include "config.h"
+#include "domxml.h"
+#include "policy-eval.h"
+#include "policy.h"
 #include "cli.h"
 #include "conn.h"
 #include "error.h"
@@ -16,16 +23,24 @@
 #include "export.h"
 #include "progress.h"
 
+#define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
+
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
     "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
     "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
     "                        SECONDS (default 10)\n"
+    "  -p, --policy FILE     take the domain's floor from FILE (default " SET_POLICY ",\n"
+    "                        when it exists)\n"
+    "  -f, --force           set a target below the domain's floor too\n"
     "  -j, --json            print JSON\n"
     "  -h, --help            show this help\n"
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
-    "from the current balloon.\n";
+    "from the current balloon.\n"
+    "\nAn inflate to a target below the domain's floor is refused (exit 2) unless --force: the\n"
+    "floor is the largest of 128 MiB, 5% of the maximum, <memtune><min_guarantee> and the\n"
+    "policy's floor.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -40,7 +55,7 @@ static json_object *json_seconds(uint64_t ns)
 static void print_json(const char *name, const BmChange *ch, bool waited)
 {
     _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-    json_object_object_add(o, "domain", json_object_new_string(name));
+    json_object_object_add(o, "domain", bm_json_name(name));
     json_object_object_add(o, "direction",
                            json_object_new_string(bm_change_direction(ch->from_bytes, ch->target_bytes)));
     json_object_object_add(o, "from_bytes", json_object_new_uint64(ch->from_bytes));
@@ -94,17 +109,21 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"wait", optional_argument, NULL, 'w'},
         {"stall", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
+        {"policy", required_argument, NULL, 'p'},
+        {"force", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    bool json = false, wait = false;
+    bool json = false, wait = false, force = false, policy_explicit = false;
+    const char *policy_path = SET_POLICY;
     unsigned timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, stall_s = BM_WAIT_DEFAULT_STALL_S;
     char **args = bm_cli_protect_negative(argc, argv);
     int c, r, ret = BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+    _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
 
-    while ((c = getopt_long(argc, args, "wjh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, args, "wjp:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
             wait = true;
@@ -122,6 +141,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
             }
             break;
         case 'j': json = true; break;
+        case 'p': policy_path = optarg; policy_explicit = true; break;
+        case 'f': force = true; break;
         case 'h':
             bm_verb_usage(&bm_verb_set, options_help, stdout);
             ret = BM_EXIT_OK;
@@ -137,6 +158,16 @@ static int run(const BmGlobal *g, int argc, char **argv)
     const char *size = bm_cli_unprotect(args[optind + 1]);
     if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
         goto out;
+    /* the policy's floor: from the file given, or the host's policy file when there is one
+     * (the built-in defaults are for the automatic passes, not for manual targets) */
+    if (!force && (policy_explicit || access(policy_path, F_OK) == 0)) {
+        _cleanup_free_ char *errors = NULL;
+        if (bm_policy_load(policy_path, &pol, &errors) < 0) {
+            fputs(errors ? errors : "", stderr);
+            bm_report("set", NULL, "policy '%s' has errors", policy_path);
+            goto out;
+        }
+    }
 
     r = bm_conn_open(g->uri, false, &conn);
     if (r < 0) {
@@ -162,6 +193,37 @@ static int run(const BmGlobal *g, int argc, char **argv)
                   bm_error_detail(r));
         ret = BM_EXIT_USAGE;
         goto out;
+    }
+
+    /* a manual target below the floor starves the guest: only on purpose (--force). Only an
+     * inflate takes memory away: a deflate that stays below the floor still gives some back
+     * (and needs no domain XML read before it: set --wait's timing starts sooner) */
+    if (!force && target_bytes < actual_bytes) {
+        BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
+        _cleanup_free_ char *xml = NULL;
+        if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
+            cfg.min_guarantee_bytes = BM_ABSENT;
+        uint64_t policy_floor = BM_ABSENT;
+        if (pol) {
+            BmGuestRules rules;
+            bm_policy_rules_for(pol, name, &rules);
+            policy_floor = bm_amount_bytes(rules.floor, max_bytes);
+        }
+        const char *why = NULL;
+        uint64_t floor = bm_manual_floor(max_bytes, cfg.min_guarantee_bytes, policy_floor, &why);
+        if (target_bytes < floor) {
+            char quoted[256], t[32], f[32];
+            bm_size_format(target_bytes, t, sizeof(t));
+            bm_size_format(floor, f, sizeof(f));
+            bm_report("set", name,
+                      "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it "
+                      "anyway",
+                      bm_printable(size, quoted, sizeof(quoted)), t, f, why,
+                      pol && !strcmp(why, "the policy's floor") ? " in " : "",
+                      pol && !strcmp(why, "the policy's floor") ? pol->path : "");
+            ret = BM_EXIT_USAGE;
+            goto out;
+        }
     }
 
     /* libvirt would hold the change up to 30 s for the job lock, then fail */
@@ -196,7 +258,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     if (wait && ch.target_bytes != ch.from_bytes) {
         /* hand the measurement to a running agent / the next timer run */
         BmTracked t = {.change = ch, .rss_before_bytes = rss_before, .rss_after_bytes = BM_ABSENT};
-        snprintf(t.name, sizeof(t.name), "%s", name);
+        bm_copy_name(t.name, sizeof(t.name), name);
         virDomainGetUUIDString(dom, t.uuid);
         /* the histogram's sg label: this domain's SG verdict now */
         BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
@@ -240,7 +302,8 @@ out:
 const BmVerb bm_verb_set = {
     .name = "set",
     .run = run,
-    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]",
+    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
+                "           [--json]",
     .summary = "Set the balloon target of a running domain and optionally wait until it is reached,\n"
                "measuring how long the inflate or deflate took.",
 };

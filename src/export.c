@@ -75,7 +75,7 @@ BmDomainRecord *bm_counters_domain(BmCounters *c, const char *uuid, const char *
     BmDomainRecord *found = (BmDomainRecord *)bm_counters_find(c, uuid);
     if (found) {
         if (name && strcmp(found->name, name) != 0)
-            snprintf(found->name, sizeof(found->name), "%s", name);
+            bm_copy_name(found->name, sizeof(found->name), name);
         return found;
     }
     c->domains = bm_reallocarray(c->domains, c->n_domains + 1, sizeof(BmDomainRecord));
@@ -88,7 +88,7 @@ BmDomainRecord *bm_counters_domain(BmCounters *c, const char *uuid, const char *
                           .ioeventfd = BM_SWITCH_UNKNOWN,
                           .seen = true};
     snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
-    snprintf(d->name, sizeof(d->name), "%s", name ? name : "");
+    bm_copy_name(d->name, sizeof(d->name), name);
     if (c->n_domains * 2 + 2 > c->n_slots)
         reindex(c);
     else
@@ -174,7 +174,12 @@ void bm_counters_sync(BmCounters *c, const BmSnapshot *snap, uint64_t now_s)
         const BmDomain *sd = hit ? *hit : NULL;
         if (!sd)
             continue; /* gone: its series go with it */
-        snprintf(d->name, sizeof(d->name), "%s", sd->name);
+        bm_copy_name(d->name, sizeof(d->name), sd->name);
+        /* a hold-off from the future (a clock set back, a hand-edited state file, one from
+         * another host) would keep the domain unmanaged for ever: at most the documented
+         * hold-off from now, and saved so */
+        if (d->unresponsive && d->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
+            d->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
         if (d->unresponsive &&
             (now_s >= d->unresponsive_until_s ||
              (bm_present(sd->actual_bytes) && sd->actual_bytes != d->unresponsive_actual)))
