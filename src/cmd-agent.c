@@ -29,6 +29,9 @@
 #define REFRESH_MIN_MS 1000
 /* how often the host's memory is read between passes, to react to pressure at once */
 #define HOST_WATCH_MS 250
+/* How often the agent reads the domains between passes while a balloon is inflated, to give a
+ * guest that grew short of memory its memory back without waiting for the interval. */
+#define GUEST_WATCH_MS 1000
 
 static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
@@ -206,6 +209,16 @@ static bool try_connect(Agent *a)
     return true;
 }
 
+/* Whether a running domain's balloon is below its maximum (the guest watch has work). */
+static bool any_ballooned(const BmSnapshot *s)
+{
+    for (size_t i = 0; i < s->n_domains; i++)
+        if (s->domains[i].active && bm_present(s->domains[i].actual_bytes) &&
+            bm_present(s->domains[i].max_bytes) && s->domains[i].actual_bytes < s->domains[i].max_bytes)
+            return true;
+    return false;
+}
+
 /* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
  * reported when it is new (not every pass). Returns how many were counted. */
 static int ingest_spool(Agent *a)
@@ -331,7 +344,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
             : a.e.dry_run ? ", dry run (no changes)" : "");
     publish(&a);
 
-    uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0;
+    uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0, last_guest_watch = 0;
+    bool guest_in_need = false; /* what the last guest watch saw */
     const uint64_t ms = 1000000ull;
     while (!atomic_load(&stop_requested)) {
         if (atomic_exchange(&reload_requested, 0)) {
@@ -374,6 +388,19 @@ static int run(const BmGlobal *g, int argc, char **argv)
             bool reclaiming = a.e.have_plan && a.e.plan.mode == BM_HOST_RECLAIM;
             if (!reclaiming && bm_hostmem_read(proc_dir, &h) == 0 && bm_host_under_pressure(&h, pol))
                 next_pass = now; /* crossed into pressure: do not wait for the interval */
+        }
+        if (a.conn && !monitor_only && next_pass > now && now - last_guest_watch >= GUEST_WATCH_MS * ms &&
+            a.e.have_snap && any_ballooned(&a.e.snap)) {
+            last_guest_watch = now;
+            bool need = bm_engine_refresh(&a.e) == 0 &&
+                        bm_policy_guest_in_need(&a.e.snap, &a.e.prev, pol,
+                                                a.e.snap.taken_real_ns / 1000000000ull);
+            /* a ballooned guest grew short: give it memory back now (once per episode: a guest
+             * the host cannot help now waits for the interval, not a pass every second) */
+            if (need && !guest_in_need)
+                next_pass = now;
+            guest_in_need = need;
+            publish(&a);
         }
         if (a.conn && now >= next_pass) {
             r = bm_engine_pass(&a.e);

@@ -93,6 +93,10 @@ static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *p
                            h->psi_present ? json_object_new_double(h->psi_some_avg10) : NULL);
     json_object_object_add(host, "need_bytes", json_object_new_uint64(plan->need_bytes));
     json_object_object_add(host, "budget_bytes", json_object_new_uint64(plan->budget_bytes));
+    json_object_object_add(host, "guard_bytes", json_object_new_uint64(plan->guard_bytes));
+    json_object_object_add(host, "expected_return_bytes", json_object_new_uint64(plan->expected_return_bytes));
+    json_object_object_add(host, "unmet_bytes", json_object_new_uint64(plan->unmet_bytes));
+    json_object_object_add(host, "qemu_overhead_bytes", json_object_new_uint64(plan->qemu_overhead_bytes));
     json_object_object_add(root, "host", host);
     json_object_object_add(root, "policy", json_object_new_string(pol->path));
     json_object_object_add(root, "dry_run", json_object_new_boolean(o->dry_run));
@@ -107,6 +111,9 @@ static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *p
         json_object_object_add(x, "maximum_bytes", u64j(d->max_bytes));
         json_object_object_add(x, "floor_bytes", u64j(d->floor_bytes));
         json_object_object_add(x, "idle_bytes", json_object_new_uint64(d->idle_bytes));
+        json_object_object_add(x, "backed_free_bytes", u64j(d->backed_free_bytes));
+        json_object_object_add(x, "inflate_yield", json_object_new_double(d->yield_permille / 1000.0));
+        json_object_object_add(x, "returns_nothing", json_object_new_boolean(d->returns_nothing));
         json_object_object_add(x, "reason", json_object_new_string(d->reason));
         json_object_object_add(x, "major_fault_rate", ratej(d->pressure.major_fault_rate));
         json_object_object_add(x, "swap_in_rate_bytes", ratej(d->pressure.swap_in_rate));
@@ -141,9 +148,16 @@ static void print_text(const RunOptions *o, const BmPolicy *pol, const BmHost *h
     if (h->psi_present)
         printf(", PSI some avg10 %.1f%%", h->psi_some_avg10);
     printf("]\n");
-    if (plan->mode == BM_HOST_RECLAIM)
-        printf("host needs %s back; planned %s\n", bm_size_format(plan->need_bytes, a, sizeof(a)),
-               bm_size_format(plan->planned_inflate_bytes, b, sizeof(b)));
+    if (plan->mode == BM_HOST_RECLAIM) {
+        printf("host needs %s back", bm_size_format(plan->need_bytes, a, sizeof(a)));
+        if (plan->guard_bytes)
+            printf(", and %s for guests short of memory",
+                   bm_size_format(plan->guard_bytes, a, sizeof(a)));
+        printf("; planned %s", bm_size_format(plan->planned_inflate_bytes, b, sizeof(b)));
+        if (plan->unmet_bytes)
+            printf("; unmet %s", bm_size_format(plan->unmet_bytes, a, sizeof(a)));
+        printf("\n");
+    }
     static const char *headers[] = {"NAME", "ACTION", "CURRENT", "TARGET", "RESULT", "REASON"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrll");
     for (size_t i = 0; i < plan->n_decisions; i++) {

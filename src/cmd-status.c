@@ -10,6 +10,7 @@
 #include "json-name.h"
 #include "cli.h"
 #include "conn.h"
+#include "domxml.h"
 #include "error.h"
 #include "feature.h"
 #include "hostmem.h"
@@ -99,6 +100,8 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t no
                                             : NULL);
     json_object_object_add(o, "sg", json_object_new_string(bm_feature_state_name(sg->sg.state)));
     json_object_object_add(o, "sg_reason", sg->sg.reason ? json_object_new_string(sg->sg.reason) : NULL);
+    const char *no_return = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
+    json_object_object_add(o, "returns_nothing", no_return ? json_object_new_string(no_return) : NULL);
     json_object_object_add(o, "error", d->error ? json_object_new_string(d->error) : NULL);
     return o;
 }
@@ -175,6 +178,14 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const char *colum
             cols[n_cols] = n_cols;
     }
     bm_table_print_columns(t, stdout, cols, n_cols, headings);
+    for (size_t i = 0; headings && i < s->n_domains; i++) {
+        const BmDomain *d = &s->domains[i];
+        const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
+        char name[256];
+        if (why)
+            printf("%s: never inflated: ballooning returns nothing to the host: %s\n",
+                   bm_printable(d->name, name, sizeof(name)), why);
+    }
 }
 
 /* The column names of the table, to check -o before connecting. */

@@ -136,6 +136,45 @@ static xmlNodePtr memballoon(xmlNodePtr root)
     return NULL;
 }
 
+/* Whether attribute name (in no namespace) of node is value. */
+static bool prop_is(xmlNodePtr node, const char *name, const char *value)
+{
+    _cleanup_(xml_freep) xmlChar *v = xmlGetNoNsProp(node, BAD_CAST name);
+    return v && strcmp((const char *)v, value) == 0;
+}
+
+/* The settings under which an inflate returns nothing to the host. */
+static void read_no_return(xmlNodePtr root, BmBalloonConfig *ret)
+{
+    xmlNodePtr mb = child(root, "memoryBacking");
+    ret->memory_locked = child(mb, "locked") != NULL;
+    ret->hugepages = child(mb, "hugepages") != NULL;
+    for (xmlNodePtr d = root->children; d; d = d->next) {
+        if (d->type != XML_ELEMENT_NODE || d->ns || strcmp((const char *)d->name, "devices") != 0)
+            continue;
+        for (xmlNodePtr c = d->children; c; c = c->next) {
+            if (c->type != XML_ELEMENT_NODE || c->ns)
+                continue;
+            if (strcmp((const char *)c->name, "hostdev") == 0 && prop_is(c, "mode", "subsystem") &&
+                (prop_is(c, "type", "pci") || prop_is(c, "type", "mdev")))
+                ret->vfio_hostdev = true;
+            else if (strcmp((const char *)c->name, "interface") == 0 && prop_is(c, "type", "hostdev"))
+                ret->vfio_hostdev = true;
+        }
+    }
+}
+
+const char *bm_domxml_no_return_reason(const BmBalloonConfig *c)
+{
+    if (c->vfio_hostdev)
+        return "VFIO passthrough (<hostdev>) pins its memory";
+    if (c->memory_locked)
+        return "its memory is locked (<memoryBacking><locked/>)";
+    if (c->hugepages)
+        return "hugepage-backed memory (<memoryBacking><hugepages>) goes back to the hugepage pool";
+    return NULL;
+}
+
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 {
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,
@@ -152,6 +191,7 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
     ret->current_memory_bytes = scaled_element(child(root, "currentMemory"));
 
     ret->min_guarantee_bytes = scaled_element(child(child(root, "memtune"), "min_guarantee"));
+    read_no_return(root, ret);
 
     xmlNodePtr mb = memballoon(root);
     if (!mb)
@@ -194,13 +234,6 @@ static xmlNodePtr child_element(xmlNodePtr parent, const char *ns_href, const ch
         if (is_element(n, ns_href, name))
             return n;
     return NULL;
-}
-
-/* Whether attribute name (in no namespace) of node is value. */
-static bool prop_is(xmlNodePtr node, const char *name, const char *value)
-{
-    _cleanup_(xml_freep) xmlChar *v = xmlGetNoNsProp(node, BAD_CAST name);
-    return v && strcmp((const char *)v, value) == 0;
 }
 
 static bool is_blank_text(xmlNodePtr node)

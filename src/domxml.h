@@ -18,7 +18,18 @@ typedef struct {
     uint64_t min_guarantee_bytes; /* <memtune><min_guarantee>, BM_ABSENT if not set */
     uint64_t memory_bytes;        /* <memory>: maximum, BM_ABSENT if unreadable */
     uint64_t current_memory_bytes; /* <currentMemory>, BM_ABSENT if unreadable */
+    /* Why an inflate gives the host nothing back, read from the XML (policy skips these):
+     * VFIO passthrough pins all guest memory (<hostdev mode='subsystem' type='pci'|'mdev'>,
+     * <interface type='hostdev'>), <memoryBacking><locked/> keeps it mlocked, and hugepages
+     * (<memoryBacking><hugepages>) return to the hugepage pool, not to MemAvailable. */
+    bool vfio_hostdev;
+    bool memory_locked;
+    bool hugepages;
 } BmBalloonConfig;
+
+/* Why ballooning c's domain returns nothing to the host ("VFIO passthrough (<hostdev>)",
+ * ...), or NULL when it can. Static string. */
+const char *bm_domxml_no_return_reason(const BmBalloonConfig *c);
 
 /* Silences libxml2's default stderr printer (also used by libvirt's in-process test driver),
  * so failures are reported once, by the verb. Call once at start. */

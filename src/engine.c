@@ -168,6 +168,7 @@ int bm_engine_pass(BmEngine *e)
         const BmDomainRecord *rec = bm_counters_find(&e->counters, p->uuid);
         p->busy = bm_tracker_busy(&e->tracker, p->uuid);
         p->unresponsive = rec && rec->unresponsive;
+        p->yield = rec ? rec->yield : (BmYield){0};
     }
     for (size_t i = 0; i < e->snap.n_domains; i++) {
         const BmDomain *d = &e->snap.domains[i];
@@ -183,7 +184,8 @@ int bm_engine_pass(BmEngine *e)
         e->prev.domains = bm_reallocarray(e->prev.domains, e->prev.n_domains + 1, sizeof(BmPrevDomain));
         BmPrevDomain *p = &e->prev.domains[e->prev.n_domains++];
         *p = (BmPrevDomain){.major_faults = BM_ABSENT, .swap_in_bytes = BM_ABSENT,
-                            .last_update_s = BM_ABSENT, .busy = busy, .unresponsive = unresp};
+                            .last_update_s = BM_ABSENT, .busy = busy, .unresponsive = unresp,
+                            .yield = rec ? rec->yield : (BmYield){0}};
         snprintf(p->uuid, sizeof(p->uuid), "%s", d->uuid);
     }
     r = bm_policy_eval(&e->host, &e->snap, &e->prev, e->policy, now_s, &e->plan);
@@ -282,6 +284,7 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .host = e->have_host ? &e->host : NULL,
                 .have_mode = e->have_plan,
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
+                .unmet_bytes = e->have_plan ? e->plan.unmet_bytes : 0,
                 .libvirt_up = libvirt_up};
     bm_export_build(r, &e->counters, &v);
     if (e->have_ksm)

@@ -143,6 +143,8 @@ void bm_counters_record_change(BmCounters *c, const BmTracked *t, uint64_t now_s
         d->last_rss_drop_bytes = drop;
         c->rss_dropped_bytes += drop;
     }
+    bm_yield_learn(&d->yield, ch->from_bytes, ch->reached_bytes, t->rss_before_bytes,
+                   t->rss_after_bytes);
     if (out == BM_OUT_STALLED || out == BM_OUT_TIMEOUT) {
         d->unresponsive = true;
         d->unresponsive_actual = ch->reached_bytes;
@@ -206,6 +208,10 @@ static const struct {
     {"balloonmgr_domain_last_change_rss_drop_bytes", BM_METRIC_GAUGE,
      "QEMU RSS before minus after the domain's last inflate."},
     {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER, "Sum of QEMU RSS drops observed after inflates."},
+    {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE,
+     "QEMU RSS drop per byte of balloon growth over the domain's inflates, 0..1."},
+    {"balloonmgr_domain_returns_nothing", BM_METRIC_GAUGE,
+     "1 when the domain's last inflate gave the host (almost) nothing back."},
     {"balloonmgr_domain_unresponsive", BM_METRIC_GAUGE,
      "1 when the domain's last change stalled or timed out; it is not re-targeted meanwhile."},
     {"balloonmgr_domain_info", BM_METRIC_GAUGE, "Domain identity, state, SG verdict and ioeventfd."},
@@ -231,6 +237,8 @@ static const struct {
     {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE, "Host PSI memory some avg10, 0..1."},
     {"balloonmgr_host_memory_pressure_full_ratio", BM_METRIC_GAUGE, "Host PSI memory full avg10, 0..1."},
     {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the host's current policy mode."},
+    {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
+     "Memory the host needs that the guests cannot give back without going short."},
     {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
     {"balloonmgr_pass_duration_seconds", BM_METRIC_GAUGE, "Duration of the last policy pass."},
     {"balloonmgr_target_changes_total", BM_METRIC_COUNTER, "Balloon targets set by policy passes."},
@@ -289,6 +297,11 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
         }
         if (rec)
             ADD("balloonmgr_domain_last_change_rss_drop_bytes", dl, rec->last_rss_drop_bytes);
+        if (rec && rec->yield.inflated_bytes > 0) {
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_inflate_yield_ratio", dl,
+                                    bm_yield_permille(&rec->yield) / 1000.0);
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_returns_nothing", dl, rec->yield.nothing);
+        }
         r_ok |= bm_registry_add(r, "balloonmgr_domain_unresponsive", dl, rec && rec->unresponsive ? 1 : 0);
         ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
         ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
@@ -331,6 +344,8 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
             const char *l[] = {"mode", bm_host_mode_name((BmHostMode)m), NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_host_mode", l, m == (int)v->mode);
         }
+    if (v && v->have_mode)
+        r_ok |= bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, (double)v->unmet_bytes);
 
     r_ok |= bm_registry_add(r, "balloonmgr_passes_total", NULL, (double)c->passes);
     if (c->last_pass_duration_s >= 0)

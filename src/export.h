@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "policy-eval.h"
 #include "snapshot.h"
+#include "yield.h"
 
 enum { BM_DIR_INFLATE, BM_DIR_DEFLATE, BM_DIR_COUNT };
 enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
@@ -50,6 +51,7 @@ typedef struct {
     bool seen;                     /* in the latest snapshot (records of gone domains are dropped) */
     bool balloon_cached;           /* balloon below was read from the XML (agent cache) */
     BmBalloonConfig balloon;
+    BmYield yield;                 /* what its inflates gave the host back (policy input) */
 } BmDomainRecord;
 
 typedef struct {
@@ -85,7 +87,8 @@ void bm_counters_record_target(BmCounters *c, const char *uuid, const char *name
                                uint64_t from_bytes, uint64_t target_bytes);
 
 /* Counts a change that ended: histogram (reached only), outcome counter, last duration, RSS
- * drop of inflates, unresponsive marking (stalled/timeout) at now_s. */
+ * drop of inflates and what the domain's inflates yield (bm_yield_learn()), unresponsive
+ * marking (stalled/timeout) at now_s. */
 void bm_counters_record_change(BmCounters *c, const BmTracked *t, uint64_t now_s);
 
 /* Marks records not in snap as gone and drops them; clears unresponsive marks whose balloon
@@ -101,6 +104,7 @@ typedef struct {
     const BmHost *host;
     bool have_mode;
     BmHostMode mode;
+    uint64_t unmet_bytes;   /* with have_mode: the plan's unmet_bytes (0 unless reclaiming) */
     bool libvirt_up;
 } BmView;
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "domxml.h"
 #include "error.h"
 #include "size.h"
 #include "util.h"
@@ -136,12 +137,58 @@ static const BmPrevDomain *find_prev(const BmPrevDomain **sorted, size_t n, cons
 typedef struct {
     BmGuestRules rules;
     uint64_t keep_free, step, deadband;
-    enum { ROLE_NONE, ROLE_TAKE, ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_FLOOR } role;
+    enum { ROLE_NONE, ROLE_TAKE, ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_FLOOR, ROLE_REST } role;
     uint64_t want;   /* give: bytes wanted; take: cap */
+    uint64_t potential; /* take: host bytes it could give back in all, max_step aside */
     double weight;   /* take: idle * 100 / shares */
     uint64_t amount; /* decided */
-    const char *cap; /* take: what limits want: "max_step", "floor" or "keep_free" */
+    const char *cap; /* take: what limits want: "max_step", "floor", "keep_free", "backed memory" */
+    unsigned yield;  /* take: permille of an inflate the host is expected to get back */
+    const char *no_return; /* why inflating it returns nothing to the host, or NULL */
+    const BmPrevDomain *prev;
 } Work;
+
+/* ---- Reclaim what the host gets back (pure parts of bm_policy_eval) ---- */
+
+/* Why inflating d gives the host nothing, from its XML (VFIO, locked, hugepages), or NULL. */
+static const char *no_return_reason(const BmDomain *d)
+{
+    return d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
+}
+
+/* The expected host bytes of inflating by amount at yield permille. */
+static uint64_t expected_return(uint64_t amount, unsigned yield)
+{
+    return (uint64_t)((long double)amount * yield / 1000);
+}
+
+/* The yield reclaim counts on for a guest: what its inflates returned so far, not below the
+ * "returns nothing" line (a guest below it is not asked at all). */
+static unsigned counted_yield(const BmYield *y)
+{
+    unsigned p = bm_yield_permille(y);
+    return p < BM_YIELD_NOTHING_PERMILLE ? BM_YIELD_NOTHING_PERMILLE : p;
+}
+
+/* A guest with free memory the host does not back (the QEMU RSS minus what it uses is below
+ * its idle memory: it never touched part of it) whose inflates taught nothing yet is first
+ * inflated by a probe of one deadband (at least BM_YIELD_MIN_SAMPLE_BYTES): the RSS estimate
+ * also holds QEMU's own memory, and the probe shows what the host really gets back. */
+static uint64_t probe_cap(const BmYield *y, uint64_t idle, uint64_t backed, uint64_t deadband)
+{
+    if (y->inflated_bytes > 0 || !bm_present(backed) || backed >= idle)
+        return UINT64_MAX;
+    return max_u64(deadband, BM_YIELD_MIN_SAMPLE_BYTES);
+}
+
+/* Release: what a comfortable host gives a ballooned guest that is fine this pass (toward its
+ * maximum, at most max_step); 0 within the deadband of the maximum. */
+static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step, uint64_t deadband)
+{
+    if (cur >= maxb || maxb - cur < deadband)
+        return 0;
+    return min_u64(step, maxb - cur);
+}
 
 static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode prev, uint64_t below,
                               uint64_t target, uint64_t above, bool *psi_pressure, char *why,
@@ -185,33 +232,36 @@ static int cmp_order(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Water-filling: splits need among takers in proportion to weight, none above its cap. */
-static uint64_t distribute_take(Work *w, const BmDecision *dec, size_t n, uint64_t need)
+/* Water-filling in host bytes: splits need among takers in proportion to weight, none above
+ * its cap; a taker's inflate counts for what its yield says the host gets back. Returns the
+ * expected host bytes of all takes. */
+static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
 {
     _cleanup_free_ Order *ord = bm_malloc0((n + 1) * sizeof(Order));
     size_t m = 0;
     double total_w = 0;
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_TAKE) {
-            ord[m++] = (Order){i, (double)w[i].want / w[i].weight};
+            ord[m++] = (Order){i, (double)expected_return(w[i].want, w[i].yield) / w[i].weight};
             total_w += w[i].weight;
         }
     qsort(ord, m, sizeof(Order), cmp_order);
-    uint64_t remaining = need, taken = 0;
+    uint64_t remaining = need, expected = 0;
     for (size_t k = 0; k < m && remaining > 0; k++) {
         Work *x = &w[ord[k].idx];
         double share = total_w > 0 ? (double)remaining * x->weight / total_w : 0;
-        uint64_t take = min_u64((uint64_t)share, x->want);
+        /* the balloon growth that returns share to the host */
+        uint64_t take = min_u64((uint64_t)(share * 1000 / x->yield), x->want);
         take &= ~(MiB - 1); /* whole MiB: readable targets */
         if (take < x->deadband || take == 0)
             take = 0;
         x->amount = take;
-        remaining -= min_u64(take, remaining);
-        taken += take;
+        uint64_t back = expected_return(take, x->yield);
+        remaining -= min_u64(back, remaining);
+        expected += back;
         total_w -= x->weight;
     }
-    (void)dec;
-    return taken;
+    return expected;
 }
 
 int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
@@ -245,6 +295,21 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
     ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
+
+    /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
+    BmYieldOverhead ovh = {0};
+    for (size_t i = 0; i < n; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING)
+            continue;
+        BmGuestRules rules;
+        BmGuestPressure gp;
+        bm_policy_rules_for(policy, d->name, &rules);
+        bm_guest_pressure(d, NULL, &rules, now_s, &gp);
+        if (!gp.stale)
+            bm_yield_overhead_add(&ovh, d->rss_bytes, gp.used_bytes);
+    }
+    ret->qemu_overhead_bytes = bm_yield_overhead(&ovh);
 
     /* 1. classify every domain */
     for (size_t i = 0; i < n; i++) {
@@ -299,9 +364,24 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
         k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
         k->step = bm_amount_bytes(k->rules.max_step, maxb);
         k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
+        k->prev = pd;
+        k->no_return = no_return_reason(d);
+        if (k->no_return && cur >= maxb) {
+            say(x->reason, sizeof(x->reason), "ballooning returns nothing to the host: %s",
+                k->no_return);
+            x->returns_nothing = true;
+            continue;
+        }
         x->action = BM_ACT_NONE;
 
         const BmGuestPressure *gp = &x->pressure;
+        BmYield yield = pd ? pd->yield : (BmYield){0};
+        x->yield_permille = bm_yield_permille(&yield);
+        k->yield = counted_yield(&yield);
+        x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, gp->used_bytes);
+        if (bm_present(x->backed_free_bytes))
+            x->backed_free_bytes -= min_u64(x->backed_free_bytes, ret->qemu_overhead_bytes);
+        x->returns_nothing = k->no_return || bm_yield_returns_nothing(&yield, d->rss_bytes);
         if (!gp->stale && gp->headroom_bytes > k->keep_free) {
             uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
             uint64_t by_floor = cur > floor ? cur - floor : 0;
@@ -332,10 +412,26 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
         } else {
             k->role = ROLE_TAKE;
             k->want = min_u64(x->idle_bytes, k->step);
+            /* count only on free memory the host backs: inflating pages the guest never
+             * touched gives the host nothing */
+            if (bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->want) {
+                k->want = x->backed_free_bytes;
+                k->cap = "backed memory";
+            }
+            uint64_t probe = probe_cap(&yield, x->idle_bytes, x->backed_free_bytes, k->deadband);
+            if (probe < k->want) {
+                k->want = probe;
+                k->cap = "a first, probing inflate";
+            }
             unsigned shares = k->rules.shares ? k->rules.shares : 100;
-            k->weight = (double)x->idle_bytes * 100.0 / shares;
-            if (k->want < k->deadband || k->weight <= 0)
+            uint64_t basis = bm_present(x->backed_free_bytes)
+                                 ? min_u64(x->idle_bytes, x->backed_free_bytes)
+                                 : x->idle_bytes;
+            k->weight = (double)basis * 100.0 / shares;
+            if (x->returns_nothing || k->want < k->deadband || k->weight <= 0)
                 k->role = ROLE_NONE;
+            else
+                k->potential = expected_return(basis, k->yield);
         }
     }
 
@@ -346,7 +442,27 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
 
     /* 3. take (reclaim) or give (hold/release) */
     if (ret->mode == BM_HOST_RECLAIM) {
-        distribute_take(w, ret->decisions, n, ret->need_bytes);
+        /* guests short of memory or under pressure are deflated also now: their safety first,
+         * and what they get is taken from the others on top of the host's need */
+        for (size_t i = 0; i < n; i++)
+            if (w[i].role == ROLE_GIVE_PROTECTED || w[i].role == ROLE_GIVE_NEEDY) {
+                w[i].amount = w[i].want & ~(MiB - 1);
+                ret->guard_bytes += w[i].amount;
+            }
+        uint64_t asked = ret->need_bytes + ret->guard_bytes;
+        ret->expected_return_bytes = distribute_take(w, n, asked);
+        /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
+        uint64_t potential = 0;
+        for (size_t i = 0; i < n; i++)
+            if (w[i].role == ROLE_TAKE)
+                potential += w[i].potential;
+        ret->unmet_bytes = asked > potential ? asked - potential : 0;
+        if (ret->unmet_bytes >= MiB) {
+            size_t len = strlen(ret->reason);
+            say(ret->reason + len, sizeof(ret->reason) - len,
+                "; %s unmet: the guests can give back no more without going short",
+                sz(ret->unmet_bytes));
+        }
     } else {
         uint64_t budget = ret->budget_bytes;
         for (int pass = 0; pass < 2; pass++) {
@@ -360,6 +476,25 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
                     give = 0;
                 w[i].amount = give;
                 budget -= give;
+            }
+        }
+        /* a comfortable host gives every other ballooned guest its memory back, toward its
+         * maximum at max_step a pass, out of the memory above release_above */
+        if (ret->mode == BM_HOST_RELEASE) {
+            uint64_t surplus = avail > above ? avail - above : 0;
+            budget = min_u64(budget, surplus);
+            for (size_t i = 0; i < n; i++) {
+                const BmDecision *x = &ret->decisions[i];
+                if ((w[i].role != ROLE_TAKE && w[i].role != ROLE_NONE) || x->action == BM_ACT_SKIP ||
+                    x->current_bytes > x->max_bytes)
+                    continue;
+                uint64_t want = rest_want(x->current_bytes, x->max_bytes, w[i].step, w[i].deadband);
+                if (want == 0)
+                    continue;
+                w[i].role = ROLE_REST;
+                w[i].want = want;
+                w[i].amount = min_u64(want, budget) & ~(MiB - 1);
+                budget -= w[i].amount;
             }
         }
     }
@@ -391,14 +526,17 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             else
                 say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes),
                     sz(k->keep_free));
-            if (ret->mode == BM_HOST_RECLAIM) {
-                say(x->reason, sizeof(x->reason), "%s (%s), but the host is reclaiming: holding",
-                    why, detail);
-            } else if (k->want == 0) {
+            if (k->want == 0) {
                 say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
             } else if (k->amount == 0) {
                 say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give",
                     why, detail);
+            } else if (ret->mode == BM_HOST_RECLAIM) {
+                x->target_bytes = cur + k->amount;
+                x->action = BM_ACT_DEFLATE;
+                say(x->reason, sizeof(x->reason),
+                    "%s (%s): give %s%s although the host is reclaiming (taken from the others)",
+                    why, detail, sz(k->amount), k->amount == k->step ? " (max_step)" : "");
             } else {
                 x->target_bytes = cur + k->amount;
                 x->action = BM_ACT_DEFLATE;
@@ -408,6 +546,19 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
             }
             break;
         }
+        case ROLE_REST:
+            if (k->amount < k->deadband) {
+                say(x->reason, sizeof(x->reason),
+                    "host comfortable; %s below its maximum, but no memory above release_above to give",
+                    sz(x->max_bytes - cur));
+            } else {
+                x->target_bytes = cur + k->amount;
+                x->action = BM_ACT_DEFLATE;
+                say(x->reason, sizeof(x->reason), "host comfortable: give back %s toward its maximum %s%s",
+                    sz(k->amount), sz(x->max_bytes),
+                    k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
+            }
+            break;
         case ROLE_TAKE:
             if (ret->mode != BM_HOST_RECLAIM) {
                 say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
@@ -429,6 +580,22 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
         case ROLE_NONE:
             if (cur > x->max_bytes)
                 say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
+            else if (ret->mode == BM_HOST_RECLAIM && x->returns_nothing && k->no_return)
+                say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
+                    k->no_return);
+            else if (ret->mode == BM_HOST_RECLAIM && x->returns_nothing)
+                say(x->reason, sizeof(x->reason),
+                    "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
+                    "again once its RSS grows by %s",
+                    sz(k->prev->yield.last_inflated_bytes), sz(k->prev->yield.last_returned_bytes),
+                    sz(BM_YIELD_RETRY_GROWTH_BYTES));
+            else if (ret->mode == BM_HOST_RECLAIM && x->idle_bytes >= k->deadband &&
+                     bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->deadband)
+                say(x->reason, sizeof(x->reason),
+                    "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
+                    "%s, QEMU's own about %s)",
+                    sz(x->idle_bytes), sz(snap->domains[i].rss_bytes), sz(gp->used_bytes),
+                    sz(ret->qemu_overhead_bytes));
             else if (ret->mode == BM_HOST_RECLAIM)
                 say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
                     sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
@@ -468,6 +635,33 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
     if (h->mem_available_bytes < bm_amount_bytes(p->reclaim_below, h->mem_total_bytes))
         return true;
     return p->psi_reclaim_above >= 0 && h->psi_present && h->psi_some_avg10 > p->psi_reclaim_above;
+}
+
+bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, const BmPolicy *p,
+                             uint64_t now_s)
+{
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING || (d->balloon_known && !d->balloon.present) ||
+            !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
+            continue;
+        BmGuestRules rules;
+        bm_policy_rules_for(p, d->name, &rules);
+        if (rules.exclude == 1)
+            continue;
+        const BmPrevDomain *pd = NULL;
+        for (size_t k = 0; prev && k < prev->n_domains && !pd; k++)
+            if (strcmp(prev->domains[k].uuid, d->uuid) == 0)
+                pd = &prev->domains[k];
+        if (pd && (pd->busy || pd->unresponsive))
+            continue;
+        BmGuestPressure gp;
+        bm_guest_pressure(d, pd, &rules, now_s, &gp);
+        if (!gp.stale && (gp.under_pressure ||
+                          gp.headroom_bytes < bm_amount_bytes(rules.keep_free, d->max_bytes)))
+            return true;
+    }
+    return false;
 }
 
 uint64_t bm_manual_floor(uint64_t max_bytes, uint64_t min_guarantee_bytes,

@@ -9,11 +9,13 @@
 #include "hostmem.h"
 #include "policy.h"
 #include "snapshot.h"
+#include "yield.h"
 
 typedef enum {
     BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
     BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
-    BM_HOST_RELEASE, /* comfortable: give memory back to guests that need it */
+    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
+                      * ballooned guest toward its maximum at max_step per pass */
 } BmHostMode;
 
 /* What the previous pass saw of a domain: counters for rates. */
@@ -25,6 +27,10 @@ typedef struct {
     uint64_t taken_s;       /* when the previous reading was taken */
     bool unresponsive;      /* its last change stalled or timed out: leave it alone */
     bool busy;              /* a change is still in flight */
+    /* What its inflates gave the host back (yield.h): learned from the QEMU RSS when each
+     * inflate ended, kept across passes by UUID (the engine copies it from the domain's record
+     * before a pass, like busy/unresponsive). Zeroed when nothing was learned. */
+    BmYield yield;
 } BmPrevDomain;
 
 typedef struct {
@@ -59,6 +65,12 @@ typedef struct {
     uint64_t max_bytes;
     uint64_t floor_bytes;    /* max(floor, min_guarantee) */
     uint64_t idle_bytes;     /* could be taken without breaking headroom/floor (before caps) */
+    uint64_t backed_free_bytes; /* free guest memory the host backs, at most (QEMU RSS - used -
+                                 * qemu_overhead_bytes); BM_ABSENT when the RSS is unknown */
+    unsigned yield_permille; /* share of inflated memory its inflates gave back so far (1000
+                              * before any was learned) */
+    bool returns_nothing;    /* not inflated: its inflates return nothing to the host (learned,
+                              * or VFIO/locked/hugepage memory in its XML) */
     BmGuestPressure pressure;
     char reason[256];
 } BmDecision;
@@ -66,6 +78,15 @@ typedef struct {
 typedef struct {
     BmHostMode mode;
     uint64_t need_bytes;     /* RECLAIM: what the host asked for; else 0 */
+    uint64_t guard_bytes;    /* RECLAIM: given to guests short of memory or under pressure;
+                              * taken from the other guests on top of need_bytes */
+    uint64_t expected_return_bytes; /* RECLAIM: what the planned inflates should give the host
+                                     * (each times its domain's yield) */
+    uint64_t qemu_overhead_bytes; /* QEMU's own resident memory per domain, estimated (yield.h);
+                                   * subtracted from each domain's backed free memory */
+    uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
+                              * the coming passes, max_step aside) without going short
+                              * themselves; reported, never squeezed out of them */
     uint64_t budget_bytes;   /* HOLD/RELEASE: what may be given to guests in need */
     uint64_t planned_inflate_bytes;
     uint64_t planned_deflate_bytes;
@@ -86,12 +107,22 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGues
 /* Decides every domain. prev may be NULL (first pass). Returns 0 and *ret (free with
  * bm_plan_clear()), or -EINVAL when the host reading lacks MemTotal/MemAvailable.
  * Guarantees: no target below the floor (max of policy floor and <min_guarantee>) or above
- * the maximum; no inflate of a guest with stale or missing stats or under pressure; the
- * inflates of one pass add up to at most what the host needs, each at most max_step. */
+ * the maximum; no inflate of a guest with stale or missing stats, under pressure or short of
+ * memory, of one whose inflates return nothing, or beyond the free memory the host backs
+ * (QEMU RSS - used); a guest short of memory or under pressure is deflated in every mode; the
+ * expected returns of one pass's inflates add up to at most what the host needs plus what
+ * short guests were given, each inflate at most max_step; what cannot be met is unmet_bytes. */
 int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
                    const BmPolicy *policy, uint64_t now_s, BmPlan *ret);
 
 void bm_plan_clear(BmPlan *p);
+
+/* Whether a guest balloonmgr manages and has ballooned (balloon below its maximum) is short of
+ * memory (usable below keep_free) or under pressure (protect_* rates since prev, may be NULL),
+ * with fresh statistics: the agent checks this between passes and starts a pass at once, so a
+ * growing guest gets memory back within seconds. Pure. */
+bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, const BmPolicy *p,
+                             uint64_t now_s);
 
 /* Whether a host reading is past the policy's reclaim thresholds (MemAvailable below
  * reclaim_below, or PSI some avg10 above psi_reclaim_above): the agent checks this between

@@ -121,6 +121,16 @@ static json_object *counters_json(const BmCounters *c)
         json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
         json_object_object_add(x, "unresponsive_actual", json_object_new_uint64(r->unresponsive_actual));
         json_object_object_add(x, "unresponsive_until", json_object_new_uint64(r->unresponsive_until_s));
+        if (r->yield.inflated_bytes > 0) {
+            json_object *y = json_object_new_object();
+            json_object_object_add(y, "inflated_bytes", json_object_new_uint64(r->yield.inflated_bytes));
+            json_object_object_add(y, "returned_bytes", json_object_new_uint64(r->yield.returned_bytes));
+            json_object_object_add(y, "last_inflated_bytes", json_object_new_uint64(r->yield.last_inflated_bytes));
+            json_object_object_add(y, "last_returned_bytes", json_object_new_uint64(r->yield.last_returned_bytes));
+            json_object_object_add(y, "returns_nothing", json_object_new_boolean(r->yield.nothing));
+            json_object_object_add(y, "returns_nothing_rss_bytes", json_object_new_uint64(r->yield.nothing_rss_bytes));
+            json_object_object_add(x, "yield", y);
+        }
         json_object_array_add(doms, x);
     }
     json_object_object_add(o, "domains", doms);
@@ -248,6 +258,16 @@ static int counters_parse(json_object *o, BmCounters *c)
             r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
             COUNT(x, "unresponsive_actual", r->unresponsive_actual);
             COUNT(x, "unresponsive_until", r->unresponsive_until_s);
+            json_object *y;
+            if (json_object_object_get_ex(x, "yield", &y) && json_object_is_type(y, json_type_object)) {
+                COUNT(y, "inflated_bytes", r->yield.inflated_bytes);
+                COUNT(y, "returned_bytes", r->yield.returned_bytes);
+                COUNT(y, "last_inflated_bytes", r->yield.last_inflated_bytes);
+                COUNT(y, "last_returned_bytes", r->yield.last_returned_bytes);
+                r->yield.nothing = json_object_object_get_ex(y, "returns_nothing", &b) &&
+                                   json_object_get_boolean(b);
+                COUNT(y, "returns_nothing_rss_bytes", r->yield.nothing_rss_bytes);
+            }
         }
     return 0;
 }

@@ -194,6 +194,15 @@ jq -e '(.decisions | length) == 7 and all(.decisions[]; (.reason | length) > 0 a
 jq -e '.host.mode == "reclaim" and .dry_run and ([.decisions[] | select(.action == "inflate")] | length) == 3 and all(.decisions[]; .applied == null)' "$out" >/dev/null; ok $? "  reclaim, three inflates planned, nothing applied"
 jq -e '.decisions[] | select(.name == "db1") | .floor_bytes == 12884901888' "$out" >/dev/null; ok $? "  [domain \"db*\"] floor 75% of 16 GiB"
 [ ! -e "$tmpd/s.json" ]; ok $? "  dry run writes no state"
+# domains where ballooning returns nothing to the host (VFIO, locked, hugepages): skipped
+NORET="test://$ROOT/tests/data/host/no-return.xml"
+expect 0 "" -- -c "$NORET" run --once --dry-run --json --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/nr.json"
+jq -e '[.decisions[] | select(.action == "skip") | .name] == ["gpu1","huge1","rt1"] and ([.decisions[] | select(.name == "usb1") | .action] == ["inflate"])' "$out" >/dev/null; ok $? "run: VFIO, locked and hugepage domains skipped, USB passthrough inflated"
+jq -e '(.decisions[] | select(.name == "gpu1") | .reason) == "ballooning returns nothing to the host: VFIO passthrough (<hostdev>) pins its memory" and .host.unmet_bytes > 0' "$out" >/dev/null; ok $? "  with the reason, and the need they cannot meet is unmet"
+expect 0 "" -- -c "$NORET" status
+grep -qx "rt1: never inflated: ballooning returns nothing to the host: its memory is locked (<memoryBacking><locked/>)" "$out"; ok $? "status says which domains ballooning returns nothing for"
+expect 0 "" -- -c "$NORET" status --json
+jq -e '[.domains[] | .returns_nothing != null] == [true, true, true, false]' "$out" >/dev/null; ok $? "status --json: returns_nothing per domain"
 expect 0 "" -- -c "$DEMO" run --once --json --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
 jq -e '[.decisions[] | select(.action == "inflate") | .applied] == [true, true, true]' "$out" >/dev/null; ok $? "run --once applies the inflates"
 jq -e '.version == 1 and .host_mode == "reclaim" and (.domains | length) == 5' "$tmpd/s.json" >/dev/null; ok $? "  and writes the state file"

@@ -1,11 +1,55 @@
 /* Reading the balloon config out of domain XML, including the odd and the broken. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "domxml.h"
 #include "error.h"
 #include "tap.h"
 #include "util.h"
+
+/* tests/data/domxml/NAME parsed; returns the parse result. */
+static int parse_fixture(const char *name, BmBalloonConfig *c)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tests/data/domxml/%s", SOURCE_ROOT, name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        ok(0, "cannot open %s", path);
+        return -ENOENT;
+    }
+    static char buf[16384];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return bm_domxml_parse_balloon(buf, c);
+}
+
+/* Domains whose inflates give the host nothing back: VFIO passthrough, locked memory,
+ * hugepages. USB passthrough and shared memfd memory are not among them. */
+static void test_no_return_settings(void)
+{
+    BmBalloonConfig c;
+    ok(parse_fixture("no-return-vfio.xml", &c) == 0 && c.vfio_hostdev && !c.memory_locked &&
+           !c.hugepages,
+       "PCI <hostdev>: VFIO");
+    is_str(bm_domxml_no_return_reason(&c), "VFIO passthrough (<hostdev>) pins its memory", "reason");
+    ok(parse_fixture("no-return-vf-interface.xml", &c) == 0 && c.vfio_hostdev,
+       "<interface type='hostdev'> (SR-IOV VF): VFIO");
+    ok(parse_fixture("no-return-locked.xml", &c) == 0 && c.memory_locked && !c.vfio_hostdev,
+       "<memoryBacking><locked/>: locked");
+    is_str(bm_domxml_no_return_reason(&c), "its memory is locked (<memoryBacking><locked/>)",
+           "reason");
+    ok(parse_fixture("no-return-hugepages.xml", &c) == 0 && c.hugepages && !c.memory_locked,
+       "<memoryBacking><hugepages>: hugepages");
+    is_str(bm_domxml_no_return_reason(&c),
+           "hugepage-backed memory (<memoryBacking><hugepages>) goes back to the hugepage pool",
+           "reason");
+    ok(parse_fixture("returns-usb-hostdev.xml", &c) == 0 && !c.vfio_hostdev && !c.memory_locked &&
+           !c.hugepages && bm_domxml_no_return_reason(&c) == NULL,
+       "USB <hostdev> and shared memfd memory: ballooning returns memory");
+}
 
 /* the memballoon's settings, min_guarantee, and what is absent */
 static void test_balloon_settings(void)
@@ -77,6 +121,7 @@ static void test_bad_xml_refused(void)
 int main(void)
 {
     test_balloon_settings();
+    test_no_return_settings();
     test_which_memballoon();
     test_bad_xml_refused();
     return tap_done();

@@ -114,16 +114,17 @@ static void test_manual_floor(void)
     is_u64(bm_manual_floor(UINT64_MAX, BM_ABSENT, BM_ABSENT, NULL), UINT64_MAX / 20, "no overflow");
 }
 
-/* comfortable host, idle guests: nothing happens (no blind growing to maximum) */
-static void test_comfortable_host_grows_nothing(void)
+/* comfortable host: a ballooned idle guest gets its memory back at the release pace */
+static void test_comfortable_host_gives_back(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
     BmHost h = host(MEM_TOTAL, 40 * GiB);
     BmDomain d[] = {guest("idle", 8 * GiB, 4 * GiB, 3 * GiB)};
     BmPlan p = eval(&h, d, 1, NULL, pol);
     ok(p.mode == BM_HOST_RELEASE, "40 of 64 GiB available: release mode");
-    ok(dec(&p, "idle")->action == BM_ACT_NONE, "idle guest at half its maximum is not grown");
-    is_str(dec(&p, "idle")->reason, "host not under pressure; 1.8 GiB idle above keep_free 1.2 GiB", "reason");
+    ok(dec(&p, "idle")->action == BM_ACT_DEFLATE && dec(&p, "idle")->target_bytes == 6 * GiB,
+       "idle guest at half its maximum gets max_step (2 GiB) back");
+    is_str(dec(&p, "idle")->reason, "host comfortable: give back 2 GiB toward its maximum 8 GiB (max_step)", "reason");
     bm_plan_clear(&p);
 }
 
@@ -212,7 +213,8 @@ static void test_pressured_guest_is_deflated(void)
 
     BmHost hp = host(MEM_TOTAL, 2 * GiB);
     p = eval(&hp, d, 1, &prev, pol);
-    ok(dec(&p, "busy")->action == BM_ACT_NONE, "host reclaiming too: held, not inflated");
+    ok(dec(&p, "busy")->action == BM_ACT_DEFLATE && dec(&p, "busy")->target_bytes == 6 * GiB,
+       "host reclaiming too: still deflated by max_step, never inflated");
     invariants(&p, "pressured guest");
     bm_plan_clear(&p);
 
@@ -379,10 +381,292 @@ static void test_multi_pass_reclaim_converges(void)
     ok(safe, "no guest went below keep_free or its floor on the way");
 }
 
+static const BmPolicy *P; /* the built-in defaults, for the named tests below */
+static const uint64_t HOST_T = 64 * GiB;
+
+/* A previous reading of d that carries what its inflates returned. */
+static BmPrevDomain prev_with_yield(const BmDomain *d, BmYield y)
+{
+    BmPrevDomain pd = {.major_faults = d->major_faults, .swap_in_bytes = d->swap_in_bytes,
+                       .last_update_s = d->last_update_s - 1, .taken_s = NOW - 1, .yield = y};
+    snprintf(pd.uuid, sizeof(pd.uuid), "%s", d->uuid);
+    return pd;
+}
+
+/* A guest that touched only used_bytes: its QEMU RSS is that plus QEMU's own 128 MiB. */
+static void untouched(BmDomain *d, uint64_t used)
+{
+    d->available_bytes = d->actual_bytes;
+    d->usable_bytes = d->actual_bytes - used;
+    d->rss_bytes = used + 128 * MiB;
+}
+
+/* What an inflate gives back is learned from the QEMU RSS: a drop below a quarter of the
+ * balloon growth marks "returns nothing" (the numbers are a real 1 GiB TCG guest's). */
+static void test_yield_learn(void)
+{
+    BmYield y = {0};
+    ok(bm_yield_permille(&y) == 1000 && !bm_yield_returns_nothing(&y, 200 * MiB),
+       "nothing learned: full yield, no mark");
+    ok(!bm_yield_learn(&y, 1 * GiB, 1 * GiB + 300 * MiB, 900 * MiB, 800 * MiB), "deflates teach nothing");
+    ok(!bm_yield_learn(&y, 1 * GiB, 1 * GiB - 8 * MiB, 900 * MiB, 900 * MiB), "an 8 MiB inflate teaches nothing");
+    ok(!bm_yield_learn(&y, 1 * GiB, 724 * MiB, BM_ABSENT, 800 * MiB), "unknown RSS teaches nothing");
+    ok(bm_yield_learn(&y, 1 * GiB, 724 * MiB, 235368 * 1024ull, 212868 * 1024ull),
+       "never-touched guest: 300 MiB inflated, RSS 21 MiB lower");
+    ok(y.nothing && bm_yield_returns_nothing(&y, 212868 * 1024ull), "marked: returns nothing");
+    is_u64(bm_yield_permille(&y), 73, "yield 7.3%%");
+    ok(bm_yield_returns_nothing(&y, 212868 * 1024ull + 100 * MiB), "the mark holds while the RSS grows < 128 MiB");
+    ok(!bm_yield_returns_nothing(&y, 212868 * 1024ull + 128 * MiB), "lifted once the RSS grew 128 MiB");
+    ok(bm_yield_returns_nothing(&y, BM_ABSENT), "holds when the RSS is unknown");
+
+    BmYield t = {0};
+    ok(bm_yield_learn(&t, 1 * GiB, 724 * MiB, 944316 * 1024ull, 639196 * 1024ull),
+       "touched-then-freed guest: 300 MiB inflated, RSS 298 MiB lower");
+    ok(!t.nothing, "not marked");
+    is_u64(bm_yield_permille(&t), 993, "yield 99.3%%");
+    ok(bm_yield_learn(&y, 724 * MiB, 500 * MiB, 900 * MiB, 700 * MiB) && !y.nothing,
+       "a later inflate that returns memory lifts the mark");
+    ok(!bm_present(bm_yield_backed_free(100 * MiB, 100 * MiB)),
+       "RSS not above used (host swap, KSM, test driver): backed memory unknown");
+    is_u64(bm_yield_backed_free(300 * MiB, 100 * MiB), 200 * MiB, "backed free = RSS - used");
+}
+
+/* A guest whose free memory was never touched gives the host nothing: it is first inflated by
+ * a probe of one deadband, not by max_step, and not inflated again when the probe returned
+ * nothing; the need it cannot meet is reported as unmet. */
+static void test_never_touched_guest_is_probed_then_left(void)
+{
+    BmHost h = host(HOST_T, 4 * GiB); /* needs 5.6 GiB */
+    BmDomain d[] = {guest("fresh", 8 * GiB, 8 * GiB, 0)};
+    untouched(&d[0], 512 * MiB);
+    BmPlan p = eval(&h, d, 1, NULL, P);
+    const BmDecision *x = dec(&p, "fresh");
+    ok(x->action == BM_ACT_INFLATE && x->current_bytes - x->target_bytes == 32 * MiB,
+       "first inflate of a guest the host backs little of: a 32 MiB probe");
+    is_str(x->reason, "host needs 5.6 GiB; take 32 MiB of 6 GiB idle (capped by a first, probing inflate)", "reason");
+    is_u64(p.unmet_bytes, p.need_bytes - 128 * MiB, "unmet: all but the 128 MiB the host may back");
+    bm_plan_clear(&p);
+
+    BmYield y = {0};
+    bm_yield_learn(&y, 8 * GiB, 8 * GiB - 32 * MiB, d[0].rss_bytes, d[0].rss_bytes - 1 * MiB);
+    BmPrevDomain pd = prev_with_yield(&d[0], y);
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    d[0].actual_bytes -= 32 * MiB;
+    d[0].available_bytes -= 32 * MiB;
+    d[0].usable_bytes -= 32 * MiB;
+    d[0].rss_bytes -= 1 * MiB;
+    p = eval(&h, d, 1, &prev, P);
+    x = dec(&p, "fresh");
+    ok(x->action == BM_ACT_NONE && x->returns_nothing, "the probe returned 1 MiB: not inflated again");
+    is_str(x->reason, "not inflated: its last inflate of 32 MiB gave the host back 1 MiB (QEMU RSS); again once its RSS grows by 128 MiB", "reason");
+    is_u64(p.unmet_bytes, p.need_bytes, "all of the need is unmet");
+    ok(strstr(p.reason, "unmet: the guests can give back no more without going short") != NULL,
+       "the host's reason says so: %s", p.reason);
+    bm_plan_clear(&p);
+}
+
+/* Reclaim counts only on free guest memory the host backs: QEMU RSS minus what the guest uses. */
+static void test_reclaim_capped_by_backed_memory(void)
+{
+    BmHost h = host(HOST_T, 4 * GiB);
+    BmDomain d[] = {guest("half", 8 * GiB, 8 * GiB, 0)};
+    d[0].usable_bytes = 6 * GiB;          /* uses 2 GiB */
+    d[0].rss_bytes = 2 * GiB + 900 * MiB; /* backs 900 MiB of its 6 GiB free */
+    BmYield y = {.inflated_bytes = 512 * MiB, .returned_bytes = 512 * MiB,
+                 .last_inflated_bytes = 512 * MiB, .last_returned_bytes = 512 * MiB};
+    BmPrevDomain pd = prev_with_yield(&d[0], y);
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    BmPlan p = eval(&h, d, 1, &prev, P);
+    const BmDecision *x = dec(&p, "half");
+    ok(x->action == BM_ACT_INFLATE && x->current_bytes - x->target_bytes == 900 * MiB,
+       "takes the 900 MiB the host backs, not max_step 2 GiB");
+    is_u64(x->backed_free_bytes, 900 * MiB, "backed_free_bytes");
+    ok(strstr(x->reason, "(capped by backed memory)") != NULL, "reason: %s", x->reason);
+    bm_plan_clear(&p);
+}
+
+/* A guest whose inflates returned half counts for half: more is asked of it, and the expected
+ * returns, not the balloon growth, add up to the need. */
+static void test_partial_yield_counts_half(void)
+{
+    BmHost h = host(HOST_T, 9 * GiB); /* needs 0.6 GiB */
+    BmDomain d[] = {guest("halfback", 16 * GiB, 16 * GiB, 12 * GiB)};
+    BmYield y = {.inflated_bytes = 1 * GiB, .returned_bytes = 512 * MiB,
+                 .last_inflated_bytes = 1 * GiB, .last_returned_bytes = 512 * MiB};
+    BmPrevDomain pd = prev_with_yield(&d[0], y);
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    BmPlan p = eval(&h, d, 1, &prev, P);
+    const BmDecision *x = dec(&p, "halfback");
+    uint64_t take = x->current_bytes - x->target_bytes;
+    is_u64(x->yield_permille, 500, "yield 50%%");
+    ok(take >= 2 * p.need_bytes - 2 * MiB && take <= 2 * p.need_bytes,
+       "inflates twice the need (%" PRIu64 " MiB for %" PRIu64 " MiB)", take / MiB, p.need_bytes / MiB);
+    ok(p.expected_return_bytes <= p.need_bytes && p.unmet_bytes < 2 * MiB, "expected returns meet the need");
+    bm_plan_clear(&p);
+}
+
+/* A guest short of memory (usable below keep_free) is deflated also while the host reclaims,
+ * and what it gets is taken from the others on top of the host's need. */
+static void test_short_guest_deflated_while_reclaiming(void)
+{
+    BmHost h = host(HOST_T, 5 * GiB); /* needs 4.6 GiB */
+    BmDomain d[] = {guest("grower", 8 * GiB, 4 * GiB, 512 * MiB), /* keep_free 1.2 GiB */
+                    guest("idle", 32 * GiB, 32 * GiB, 28 * GiB)};
+    BmPlan p = eval(&h, d, 2, NULL, P);
+    const BmDecision *g = dec(&p, "grower"), *i = dec(&p, "idle");
+    ok(p.mode == BM_HOST_RECLAIM, "reclaim");
+    ok(g->action == BM_ACT_DEFLATE, "short guest deflated although the host reclaims");
+    uint64_t keep_free = 8 * GiB * 150 / 1000;
+    is_u64(g->target_bytes - g->current_bytes, (keep_free - 512 * MiB + 32 * MiB) / MiB * MiB,
+           "by keep_free - usable + deadband");
+    ok(strstr(g->reason, "guest short of memory (usable 512 MiB < keep_free 1.2 GiB): give ") == g->reason &&
+           strstr(g->reason, "although the host is reclaiming (taken from the others)") != NULL,
+       "reason: %s", g->reason);
+    is_u64(p.guard_bytes, g->target_bytes - g->current_bytes, "guard_bytes");
+    ok(i->action == BM_ACT_INFLATE && i->current_bytes - i->target_bytes == (p.need_bytes + p.guard_bytes) / MiB * MiB,
+       "the idle guest gives need + guard");
+    bm_plan_clear(&p);
+}
+
+/* Reclaim never squeezes guests that are short themselves or at their floors: the need that
+ * cannot be met is unmet_bytes. */
+static void test_unmet_need_reported_not_squeezed(void)
+{
+    BmHost h = host(HOST_T, 2 * GiB);
+    BmDomain d[] = {guest("tight", 8 * GiB, 8 * GiB, 1 * GiB), guest("low", 8 * GiB, 2 * GiB, 1 * GiB)};
+    BmPlan p = eval(&h, d, 2, NULL, P);
+    ok(dec(&p, "tight")->action != BM_ACT_INFLATE && dec(&p, "low")->action != BM_ACT_INFLATE,
+       "no inflate of short or floored guests");
+    ok(p.unmet_bytes >= p.need_bytes, "unmet %" PRIu64 " MiB >= need %" PRIu64 " MiB", p.unmet_bytes / MiB, p.need_bytes / MiB);
+    bm_plan_clear(&p);
+}
+
+/* A comfortable host gives every ballooned guest memory back toward its maximum, max_step a
+ * pass, out of the memory above release_above; holding, it does not. */
+static void test_release_gives_back_to_every_ballooned_guest(void)
+{
+    BmDomain d[] = {guest("a", 4 * GiB, 1 * GiB, 300 * MiB), guest("b", 4 * GiB, 3 * GiB, 2 * GiB),
+                    guest("near", 4 * GiB, 4 * GiB - 16 * MiB, 3 * GiB), guest("full", 4 * GiB, 4 * GiB, 3 * GiB)};
+    BmHost h = host(HOST_T, 40 * GiB);
+    BmPlan p = eval(&h, d, 4, NULL, P);
+    ok(p.mode == BM_HOST_RELEASE, "release");
+    const uint64_t a_gets = (4 * GiB * 150 / 1000 - 300 * MiB + 32 * MiB) & ~(MiB - 1);
+    is_u64(dec(&p, "a")->target_bytes, 1 * GiB + a_gets, "short guest a: keep_free - usable + deadband");
+    is_u64(dec(&p, "b")->target_bytes, 4 * GiB, "fine guest b: back to its maximum (1 GiB <= max_step)");
+    ok(dec(&p, "near")->action == BM_ACT_NONE, "16 MiB below its maximum: within the deadband");
+    ok(dec(&p, "full")->action == BM_ACT_NONE, "at its maximum: nothing");
+    bm_plan_clear(&p);
+
+    /* only the memory above release_above (16 GiB) is given to fine guests */
+    h = host(HOST_T, 16 * GiB + 512 * MiB);
+    p = eval(&h, d, 4, NULL, P);
+    is_u64(dec(&p, "a")->target_bytes, 1 * GiB + a_gets, "short guest first");
+    is_u64(dec(&p, "b")->target_bytes, 3 * GiB + 512 * MiB, "b gets the 512 MiB above release_above");
+    ok(strstr(dec(&p, "b")->reason, "(memory above release_above)") != NULL, "reason: %s", dec(&p, "b")->reason);
+    bm_plan_clear(&p);
+
+    h = host(HOST_T, 12 * GiB); /* between target 9.6 and release 16 GiB: hold */
+    p = eval(&h, d, 4, NULL, P);
+    ok(p.mode == BM_HOST_HOLD && dec(&p, "b")->action == BM_ACT_NONE, "holding: no give-back to fine guests");
+    bm_plan_clear(&p);
+}
+
+/* Domains where ballooning returns nothing to the host (VFIO, locked, hugepages) are skipped at
+ * their maximum, never inflated below it, and still given memory back. */
+static void test_no_return_domains_skipped(void)
+{
+    BmDomain d[] = {guest("gpu", 8 * GiB, 8 * GiB, 6 * GiB), guest("huge", 8 * GiB, 6 * GiB, 4 * GiB),
+                    guest("locked", 8 * GiB, 8 * GiB, 6 * GiB)};
+    d[0].balloon.vfio_hostdev = true;
+    d[1].balloon.hugepages = true;
+    d[2].balloon.memory_locked = true;
+    BmHost h = host(HOST_T, 2 * GiB);
+    BmPlan p = eval(&h, d, 3, NULL, P);
+    ok(dec(&p, "gpu")->action == BM_ACT_SKIP, "VFIO at its maximum: skipped");
+    is_str(dec(&p, "gpu")->reason, "ballooning returns nothing to the host: VFIO passthrough (<hostdev>) pins its memory", "reason");
+    ok(dec(&p, "locked")->action == BM_ACT_SKIP, "locked at its maximum: skipped");
+    ok(dec(&p, "huge")->action == BM_ACT_NONE, "hugepages below its maximum: not inflated");
+    is_str(dec(&p, "huge")->reason, "not inflated: ballooning returns nothing to the host: hugepage-backed memory (<memoryBacking><hugepages>) goes back to the hugepage pool", "reason");
+    bm_plan_clear(&p);
+    h = host(HOST_T, 40 * GiB);
+    p = eval(&h, d, 3, NULL, P);
+    ok(dec(&p, "huge")->action == BM_ACT_DEFLATE && dec(&p, "huge")->target_bytes == 8 * GiB,
+       "hugepages: given back in release");
+    bm_plan_clear(&p);
+}
+
+/* Between passes the agent asks whether a ballooned guest grew short of memory or under
+ * pressure, to give it memory back at once. */
+static void test_guest_in_need_between_passes(void)
+{
+    BmDomain d[] = {guest("ballooned", 8 * GiB, 4 * GiB, 3 * GiB), guest("full", 8 * GiB, 8 * GiB, 100 * MiB)};
+    BmSnapshot s = {.domains = d, .n_domains = 2};
+    ok(!bm_policy_guest_in_need(&s, NULL, P, NOW), "ballooned guest with room, short guest at its maximum: no");
+    d[0].usable_bytes = 1 * GiB; /* keep_free 1.2 GiB */
+    ok(bm_policy_guest_in_need(&s, NULL, P, NOW), "ballooned guest below keep_free: yes");
+    d[0].last_update_s = NOW - 100;
+    ok(!bm_policy_guest_in_need(&s, NULL, P, NOW), "stale statistics: no");
+    d[0].last_update_s = NOW - 2;
+    d[0].usable_bytes = 3 * GiB;
+    BmPrevDomain pd = prev_with_yield(&d[0], (BmYield){0});
+    pd.last_update_s = NOW - 12;
+    d[0].major_faults = pd.major_faults + 10 * 500;
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    ok(bm_policy_guest_in_need(&s, &prev, P, NOW), "500 major faults/s: yes");
+    pd.busy = true;
+    ok(!bm_policy_guest_in_need(&s, &prev, P, NOW), "a change in flight: no");
+}
+
+/* QEMU's own memory is in its RSS: the smallest RSS minus used among the domains estimates it
+ * (a guest that never touched its free memory is mostly QEMU), and is taken off every
+ * domain's backed free memory. The numbers are those of four real 1 GiB TCG guests. */
+static void test_qemu_overhead_taken_off_backed_memory(void)
+{
+    BmYieldOverhead o = {0};
+    /* guest available 983744 KiB; usable and QEMU RSS as read */
+    const uint64_t avail = 983744 * 1024ull;
+    const uint64_t usable[3] = {853512192, 899473408, 452964352}, rss[3] = {1073614848, 239271936, 693481472};
+    bm_yield_overhead_add(&o, rss[0], avail - usable[0]);
+    is_u64(bm_yield_overhead(&o), 0, "one domain: no estimate (it could be guest memory)");
+    bm_yield_overhead_add(&o, rss[1], avail - usable[1]);
+    bm_yield_overhead_add(&o, rss[2], avail - usable[2]);
+    bm_yield_overhead_add(&o, 100 * MiB, BM_ABSENT);
+    is_u64(bm_yield_overhead(&o), rss[1] - (avail - usable[1]), "the smallest RSS - used (125 MiB)");
+    BmYieldOverhead big = {0};
+    bm_yield_overhead_add(&big, 4 * GiB, 1 * GiB);
+    bm_yield_overhead_add(&big, 5 * GiB, 1 * GiB);
+    is_u64(bm_yield_overhead(&big), 128 * MiB, "capped at 128 MiB");
+
+    BmHost h = host(HOST_T, 4 * GiB);
+    BmDomain d[] = {guest("idle", 1 * GiB, 1 * GiB, 0), guest("fresh", 1 * GiB, 1 * GiB, 0),
+                    guest("steady", 1 * GiB, 1 * GiB, 0)};
+    for (int i = 0; i < 3; i++) {
+        d[i].available_bytes = avail;
+        d[i].usable_bytes = usable[i];
+        d[i].rss_bytes = rss[i];
+    }
+    BmYield learned = {.inflated_bytes = 32 * MiB, .returned_bytes = 32 * MiB,
+                       .last_inflated_bytes = 32 * MiB, .last_returned_bytes = 32 * MiB};
+    BmPrevDomain pd[3];
+    for (int i = 0; i < 3; i++)
+        pd[i] = prev_with_yield(&d[i], learned);
+    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = pd, .n_domains = 3};
+    BmPlan p = eval(&h, d, 3, &prev, P);
+    is_u64(p.qemu_overhead_bytes, rss[1] - (avail - usable[1]), "plan: QEMU overhead estimate");
+    ok(dec(&p, "idle")->action == BM_ACT_INFLATE, "idle (touched and freed): inflated");
+    ok(dec(&p, "steady")->action == BM_ACT_NONE && dec(&p, "fresh")->action == BM_ACT_NONE,
+       "steady and fresh: the free memory the host backs for them is QEMU's own: not inflated");
+    ok(strstr(dec(&p, "steady")->reason, "but the host backs none of it") != NULL, "reason: %s",
+       dec(&p, "steady")->reason);
+    bm_plan_clear(&p);
+}
+
 int main(void)
 {
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    P = pol;
     test_manual_floor();
-    test_comfortable_host_grows_nothing();
+    test_comfortable_host_gives_back();
     test_pressure_reclaims_from_idle();
     test_shares_weigh_the_reclaim();
     test_stale_or_missing_stats_never_inflate();
@@ -394,5 +678,15 @@ int main(void)
     test_psi_pressure_alone();
     test_bad_host_reading();
     test_multi_pass_reclaim_converges();
+    test_yield_learn();
+    test_never_touched_guest_is_probed_then_left();
+    test_reclaim_capped_by_backed_memory();
+    test_partial_yield_counts_half();
+    test_short_guest_deflated_while_reclaiming();
+    test_unmet_need_reported_not_squeezed();
+    test_release_gives_back_to_every_ballooned_guest();
+    test_no_return_domains_skipped();
+    test_guest_in_need_between_passes();
+    test_qemu_overhead_taken_off_backed_memory();
     return tap_done();
 }

@@ -194,7 +194,8 @@ static void random_domain(Case *c, size_t i)
     d->last_update_s = chance(5) ? BM_ABSENT : chance(3) ? 0 : NOW - below(chance(70) ? 40 : 4000);
     if (chance(2))
         d->last_update_s = NOW + below(100); /* guest clock ahead */
-    d->rss_bytes = actual;
+    /* QEMU RSS: what the guest uses and some free memory the host backs, or less (swapped) */
+    d->rss_bytes = chance(10) ? BM_ABSENT : chance(50) ? actual : below(actual + maxb / 4 + 1);
     d->major_faults = chance(5) ? BM_ABSENT : below(1ull << 40);
     d->swap_in_bytes = chance(5) ? BM_ABSENT : below(1ull << 44);
     d->swap_out_bytes = 0;
@@ -204,6 +205,10 @@ static void random_domain(Case *c, size_t i)
     d->balloon.min_guarantee_bytes = chance(60)   ? BM_ABSENT
                                      : chance(10) ? maxb + below(maxb + 1)
                                                   : below(maxb + 1);
+    /* domains whose inflates return nothing to the host (VFIO, locked, hugepages) */
+    d->balloon.vfio_hostdev = chance(3);
+    d->balloon.memory_locked = chance(3);
+    d->balloon.hugepages = chance(3);
 
     /* the previous reading: rates from its counters */
     if (c->has_prev && chance(80)) {
@@ -235,6 +240,14 @@ static void random_domain(Case *c, size_t i)
         }
         p->busy = chance(3);
         p->unresponsive = chance(3);
+        if (chance(30)) { /* what its inflates returned so far */
+            p->yield.inflated_bytes = 1 + below(maxb);
+            p->yield.returned_bytes = below(p->yield.inflated_bytes + 1);
+            p->yield.last_inflated_bytes = p->yield.inflated_bytes;
+            p->yield.last_returned_bytes = p->yield.returned_bytes;
+            p->yield.nothing = chance(40);
+            p->yield.nothing_rss_bytes = below(maxb + 1);
+        }
     }
 }
 
@@ -292,6 +305,9 @@ typedef struct {
     bool no_stats;       /* neither usable nor unused reported */
     bool stale;          /* no stats, or older than max_stats_age */
     bool under_pressure; /* a protect_* rate exceeded */
+    bool short_of_memory; /* fresh stats, headroom below keep_free */
+    bool no_return;      /* VFIO, locked or hugepage memory in the XML */
+    bool returns_nothing; /* no_return, or marked by its last inflate (RSS not grown since) */
     uint64_t floor;      /* max(floor, min_guarantee), at most the maximum */
     uint64_t step;       /* max_step in bytes */
     bool must_skip;      /* not running, paused, no balloon, busy, unresponsive, excluded, ... */
@@ -323,11 +339,28 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
                             (r->protect_swap_in > 0 && swap > (double)r->protect_swap_in);
     }
 
+    uint64_t headroom = bm_present(d->usable_bytes) ? d->usable_bytes
+                        : bm_present(d->unused_bytes)
+                            ? d->unused_bytes +
+                                  (bm_present(d->disk_caches_bytes) ? d->disk_caches_bytes : 0)
+                            : BM_ABSENT;
+    uint64_t maxb = bm_present(d->max_bytes) ? d->max_bytes : 0;
+    m->short_of_memory = !m->stale && bm_present(headroom) &&
+                         headroom < bm_amount_bytes(r->keep_free, maxb);
+    m->no_return = d->balloon_known &&
+                   (d->balloon.vfio_hostdev || d->balloon.memory_locked || d->balloon.hugepages);
+    m->returns_nothing =
+        m->no_return ||
+        (p && p->yield.nothing &&
+         (!bm_present(d->rss_bytes) ||
+          d->rss_bytes < p->yield.nothing_rss_bytes + BM_YIELD_RETRY_GROWTH_BYTES));
+
     m->must_skip = !d->active || d->state == VIR_DOMAIN_PAUSED ||
                    d->state == VIR_DOMAIN_PMSUSPENDED ||
                    (d->balloon_known && !d->balloon.present) ||
                    (p && (p->busy || p->unresponsive)) || r->exclude == 1 ||
-                   !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0;
+                   !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0 ||
+                   (m->no_return && d->actual_bytes >= d->max_bytes);
     if (!m->must_skip) {
         uint64_t floor = bm_amount_bytes(r->floor, d->max_bytes);
         if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes) &&
@@ -454,13 +487,16 @@ static const char *const prop_names[P_COUNT] = {
     [P_RANGE] = "inflate/deflate targets within floor_bytes..max_bytes",
     [P_FLOOR] = "floor_bytes = max(floor, min_guarantee), capped at the maximum",
     [P_UNCHANGED] = "none and skip keep target == current",
-    [P_SKIP] =
-        "not running, paused, no balloon, busy, unresponsive, excluded, size unknown: skipped",
-    [P_NO_INFLATE_UNSAFE] = "no inflate of a guest with stale or missing stats or under pressure",
-    [P_NEED] = "inflates of a pass add up to at most need_bytes",
+    [P_SKIP] = "not running, paused, no balloon, busy, unresponsive, excluded, size unknown, "
+               "returns nothing at its maximum: skipped",
+    [P_NO_INFLATE_UNSAFE] = "no inflate of a guest with stale or missing stats, under pressure, "
+                            "short of memory or whose inflates return nothing",
+    [P_NEED] = "expected returns of a pass's inflates add up to at most need + guard; unmet is "
+               "the rest",
     [P_STEP] = "each inflate at most the guest's max_step",
     [P_MODE] = "no inflate unless the host reclaims; reclaim exactly when the thresholds say",
-    [P_DEFLATE] = "deflates: floors in reclaim mode; else gives within budget and max_step",
+    [P_DEFLATE] = "deflates: floors, guests short or under pressure (any mode) within max_step; "
+                  "gives within budget; reclaim gives add up to guard_bytes",
     [P_TOTALS] = "planned_inflate/deflate_bytes are the sums of the decisions",
 };
 
@@ -510,7 +546,7 @@ static void check_case(Case *c, uint64_t seed, size_t index)
              bm_host_mode_name(plan.mode), bm_host_mode_name(want_mode));
     seen.reclaims += reclaim;
 
-    uint64_t inflated = 0, deflated = 0, given = 0;
+    uint64_t inflated = 0, deflated = 0, given = 0, guard = 0, expected = 0;
     for (size_t i = 0; i < c->n; i++) {
         const BmDomain *d = &c->domains[i];
         const BmDecision *x = &plan.decisions[i];
@@ -549,12 +585,18 @@ static void check_case(Case *c, uint64_t seed, size_t index)
             if (x->target_bytes >= x->current_bytes)
                 fail(P_RANGE, c, seed, index, &plan, "%s: inflate upwards", d->name);
             inflated += take;
-            if (m.stale || m.no_stats || m.under_pressure)
+            expected += take * (x->yield_permille < BM_YIELD_NOTHING_PERMILLE
+                                    ? BM_YIELD_NOTHING_PERMILLE
+                                    : x->yield_permille) / 1000;
+            if (m.stale || m.no_stats || m.under_pressure || m.short_of_memory ||
+                m.returns_nothing)
                 fail(P_NO_INFLATE_UNSAFE, c, seed, index, &plan, "%s: inflated by %s though %s",
                      d->name, szs(take),
-                     m.no_stats ? "without stats"
-                     : m.stale  ? "stale"
-                                : "under pressure");
+                     m.no_stats         ? "without stats"
+                     : m.stale          ? "stale"
+                     : m.under_pressure ? "under pressure"
+                     : m.short_of_memory ? "short of memory"
+                                        : "its inflates return nothing");
             if (take > m.step)
                 fail(P_STEP, c, seed, index, &plan, "%s: inflated by %s > max_step %s", d->name,
                      szs(take), szs(m.step));
@@ -575,18 +617,29 @@ static void check_case(Case *c, uint64_t seed, size_t index)
                      d->name, szs(x->target_bytes), szs(x->floor_bytes));
             if (!floor_raise) {
                 given += give;
-                if (reclaim)
-                    fail(P_DEFLATE, c, seed, index, &plan, "%s: given %s while reclaiming", d->name,
+                if (reclaim && !m.short_of_memory && !m.under_pressure)
+                    fail(P_DEFLATE, c, seed, index, &plan,
+                         "%s: given %s while reclaiming, not short nor under pressure", d->name,
                          szs(give));
+                if (reclaim)
+                    guard += give;
                 if (give > m.step)
                     fail(P_DEFLATE, c, seed, index, &plan, "%s: given %s > max_step %s", d->name,
                          szs(give), szs(m.step));
             }
         }
     }
-    if (inflated > plan.need_bytes)
-        fail(P_NEED, c, seed, index, &plan, "inflates %s > need %s", szs(inflated),
-             szs(plan.need_bytes));
+    if (expected > plan.need_bytes + plan.guard_bytes)
+        fail(P_NEED, c, seed, index, &plan, "inflates expected to return %s > need %s + guard %s",
+             szs(expected), szs(plan.need_bytes), szs(plan.guard_bytes));
+    if (reclaim && (guard != plan.guard_bytes ||
+                    plan.unmet_bytes + plan.expected_return_bytes >
+                        (plan.need_bytes + plan.guard_bytes > plan.expected_return_bytes
+                             ? plan.need_bytes + plan.guard_bytes
+                             : plan.expected_return_bytes)))
+        fail(P_DEFLATE, c, seed, index, &plan, "guard %s (given %s), unmet %s, expected %s",
+             szs(plan.guard_bytes), szs(guard), szs(plan.unmet_bytes),
+             szs(plan.expected_return_bytes));
     if (!reclaim && given > plan.budget_bytes)
         fail(P_DEFLATE, c, seed, index, &plan, "gives %s > budget %s", szs(given),
              szs(plan.budget_bytes));

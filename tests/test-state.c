@@ -102,6 +102,30 @@ static void test_round_trip(void)
     is_str(back.domains[1].uuid, "aaaaaaaa-2222-3333-4444-555555555555", "uuid");
     bm_previous_clear(&back);
 
+    /* what a domain's inflates returned to the host survives timer runs */
+    {
+        BmCounters c, c2;
+        bm_counters_init(&c);
+        BmDomainRecord *r = bm_counters_domain(&c, "11111111-2222-3333-4444-555555555555", "web1");
+        r->yield = (BmYield){.inflated_bytes = 300 << 20, .returned_bytes = 21 << 20,
+                             .last_inflated_bytes = 300 << 20, .last_returned_bytes = 21 << 20,
+                             .nothing = true, .nothing_rss_bytes = 212 << 20};
+        bm_counters_domain(&c, "aaaaaaaa-2222-3333-4444-555555555555", "web2");
+        _cleanup_free_ char *text = bm_state_format(&prev, &c, 1700000006);
+        BmPrevious p2;
+        ok(bm_state_parse(text, &p2, &c2) == 0, "state with a yield parses");
+        const BmDomainRecord *r2 = bm_counters_find(&c2, "11111111-2222-3333-4444-555555555555");
+        const BmDomainRecord *o2 = bm_counters_find(&c2, "aaaaaaaa-2222-3333-4444-555555555555");
+        ok(r2 && r2->yield.inflated_bytes == 300 << 20 && r2->yield.returned_bytes == 21 << 20 &&
+               r2->yield.last_inflated_bytes == 300 << 20 && r2->yield.last_returned_bytes == 21 << 20 &&
+               r2->yield.nothing && r2->yield.nothing_rss_bytes == 212 << 20,
+           "yield and its \"returns nothing\" mark round-trip");
+        ok(o2 && o2->yield.inflated_bytes == 0 && !o2->yield.nothing, "nothing learned stays nothing");
+        bm_previous_clear(&p2);
+        bm_counters_clear(&c2);
+        bm_counters_clear(&c);
+    }
+
     /* no temporary files left behind */
     _cleanup_free_ char *cmd = bm_asprintf("test $(ls -A %s/sub | wc -l) -eq 1", dir);
     ok(system(cmd) == 0, "only state.json in the directory");

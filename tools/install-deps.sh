@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages balloonmgr needs that are missing: to build (build), and also
 # to run the whole test suite (test: libvirtd, QEMU, busybox for the guests, ...).
-# Usage: tools/install-deps.sh [build|test]     Runs apt-get update once, only if needed.
+# Usage: tools/install-deps.sh [build|test|bench]     Runs apt-get update once, only if needed.
+# bench: everything of test, and gnuplot for the scenario's timeline (bench/scenario.sh plot).
 set -euo pipefail
 what=${1:-build}
 
-build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjson-c-dev
+build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2-dev libjson-c-dev
             libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
             jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace)
+# libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
 # strace: fault injection (ENOSPC at fsync, EDQUOT at close, slow fsync) in the state tests.
@@ -20,8 +22,15 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # (test-readonly runs the monitoring-only agent as nobody).
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
 
+bench_pkgs=(gnuplot-nox)
+
 pkgs=("${build_pkgs[@]}")
-[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+case "$what" in
+    build) ;;
+    test) pkgs+=("${test_pkgs[@]}") ;;
+    bench) pkgs+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group '$what' (build, test or bench)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -29,6 +29,9 @@
 #                    or linux-image-6.1.0-57-amd64-unsigned) instead of the one
 #                    behind linux-image-amd64
 #   BM_GUEST_FORCE=1 rebuild even if the stamp matches
+#   BM_GUEST_LOAD    the static bm-guest-load binary meson builds (the integration
+#                    tests' environment sets it); unset: built here from guest-load.c
+#                    with cc -static. The source's sha256 is part of the stamp.
 #   BM_GUEST_SG_MODULE=PATH|none
 #                    the SG lab's virtio_balloon_sg.ko (lab/guest/build.sh)
 #                    to put into the initramfs next to the stock modules; it
@@ -66,6 +69,9 @@
 #                    MIB/2 MiB of free memory in single pages), rmmod /
 #                    insmod (the balloon driver that was loaded, with its
 #                    parameters), meminfo (MemTotal/MemFree/MemAvailable)
+#   bm.load=SCHEDULE  run the workload program bm-guest-load (guest-load.c) with
+#                    SCHEDULE, e.g. 0:128,60:384@20,150:touch:600: demand that
+#                    changes over time; its console lines start with "bm-load:"
 #
 # Needs root (apt-get, mknod). Never installs a linux-image package: the .deb
 # is downloaded and extracted only.
@@ -178,13 +184,16 @@ case "$SG_MODULE" in
             *) die "BM_GUEST_SG_MODULE=$SG_MODULE is built for '$(ko_vermagic "$SG_MODULE")', not $KVER" ;;
         esac ;;
 esac
+LOAD_SRC=$(dirname "$SCRIPT_PATH")/guest-load.c
+[ -f "$LOAD_SRC" ] || die "no $LOAD_SRC (the guest workload's source)"
+LOAD_HASH=$(sha256sum <"$LOAD_SRC" | cut -d' ' -f1)
 SG_HASH=""
 [ -n "$SG_MODULE" ] && SG_HASH=$(sha256sum <"$SG_MODULE" | cut -d' ' -f1)
 
 if [ -n "$SG_HASH" ]; then
-    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "sg $SG_HASH"; } | sha256sum | cut -d' ' -f1)
+    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "load $LOAD_HASH"; echo "sg $SG_HASH"; } | sha256sum | cut -d' ' -f1)
 else
-    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; } | sha256sum | cut -d' ' -f1)
+    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "load $LOAD_HASH"; } | sha256sum | cut -d' ' -f1)
 fi
 if [ "${BM_GUEST_FORCE:-0}" != 1 ] &&
    [ -f "$OUTDIR/.build-stamp" ] && [ "$(cat "$OUTDIR/.build-stamp")" = "$STAMP" ] &&
@@ -246,6 +255,17 @@ STAGE=$(mktemp -d /tmp/bm-initramfs.XXXXXX)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE"/{bin,dev,proc,sys,mnt,tmp,etc,lib/modules/balloonmgr}
 cp /bin/busybox "$STAGE/bin/busybox"
+# The workload program: static, so that it needs nothing from the initramfs.
+if [ -n "${BM_GUEST_LOAD:-}" ]; then
+    [ -x "$BM_GUEST_LOAD" ] || die "BM_GUEST_LOAD=$BM_GUEST_LOAD: no such executable"
+    cp "$BM_GUEST_LOAD" "$STAGE/bin/bm-guest-load"
+    msg "workload bm-guest-load <- $BM_GUEST_LOAD"
+else
+    ensure_pkgs gcc libc6-dev
+    cc -static -O2 -Wall -o "$STAGE/bin/bm-guest-load" "$LOAD_SRC" ||
+        die "cc -static $LOAD_SRC failed"
+    msg "workload bm-guest-load built from $LOAD_SRC"
+fi
 # The kernel opens /dev/console for /init before devtmpfs is mounted.
 mknod -m 600 "$STAGE/dev/console" c 5 1
 mknod -m 666 "$STAGE/dev/null" c 1 3
@@ -303,6 +323,7 @@ sgparams=
 sgstats=0
 retouch_mib=0
 at=
+load=
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
@@ -313,6 +334,7 @@ for arg in $(cat /proc/cmdline); do
         bm.sgstats=*)   sgstats=${arg#bm.sgstats=} ;;
         bm.retouch=*)   retouch_mib=${arg#bm.retouch=} ;;
         bm.at=*)        at=${arg#bm.at=} ;;
+        bm.load=*)      load=${arg#bm.load=} ;;
     esac
 done
 echo "bm: guest kernel $(uname -r) up; cmdline: $(cat /proc/cmdline)"
@@ -484,6 +506,11 @@ if [ -n "$at" ]; then
         done
         echo "bm: at: all done"
     ) &
+fi
+
+if [ -n "$load" ]; then
+    # its lines go to the console; it never exits (its supervisor restarts a killed worker)
+    /bin/bm-guest-load "$load" &
 fi
 
 echo "BALLOONMGR-GUEST-READY"

@@ -292,6 +292,8 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #   Defines (persistent) and starts a TCG guest with direct kernel boot.
 #   Options:
 #     touch=MIB            guest touches then frees MIB MiB (bm.touch=MIB)
+#     load=SCHEDULE        the guest runs bm-guest-load SCHEDULE (bm.load=, see
+#                          build-guest.sh and guest-load.c): demand over time
 #     noballoon=1          guest does not load virtio_balloon
 #     current=MIB          <currentMemory> (default MEM_MIB)
 #     vcpus=N              default 1

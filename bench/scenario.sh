@@ -1,0 +1,477 @@
+#!/usr/bin/env bash
+# bench/scenario.sh -- the closed loop under real memory pressure (issue #14).
+#
+# Four 1 GiB TCG guests with different memory demand (bm-guest-load in the test guest):
+#   idle     touches 800 MiB at boot and frees it: resident in QEMU, free in the guest,
+#            so an inflate gives it back to the host
+#   fresh    never touches its free memory: an inflate gives the host nothing
+#   steady   holds 384 MiB, touched every second
+#   grower   holds 96 MiB, later grows to 700 MiB at 25 MiB/s while the host is still short
+# and a host process (bm-mem-hog) that takes the host's real MemAvailable down to 8% of
+# MemTotal (below default.policy's reclaim_below, 10%), never below a 1.5 GiB safety floor.
+# Phases: steady (nothing should change) -> host pressure begins -> the grower's demand
+# steps up while the host is still short -> the hog ends (release).
+#
+# Usage:
+#   bench/scenario.sh run MODE OUT.json [--short]
+#       one run; MODE: agent (balloonmgr agent, stats period 1 s), timer (run --once each
+#       minute with --state, as the systemd timer), control (no balloonmgr: one `virsh
+#       setmem` per guest when the pressure begins, balloons left there)
+#   bench/scenario.sh bench [RUNS=3] [MODES=agent,control,timer]
+#       RUNS runs of each mode into bench/scenario/MODE-N.json, then the table (median)
+#   bench/scenario.sh table [DIR=bench/scenario]   the table of the JSON files in DIR
+#   bench/scenario.sh plot RUN.json OUT.png          the timeline picture (gnuplot)
+# --short: the integration test's timing (pressure 80 s instead of 120 s, ...).
+#
+# Environment: BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
+# the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
+# image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G).
+# Needs root. Only one scenario runs at a time on a machine (flock on
+# /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BM=${BALLOONMGR:-$ROOT/build/src/balloonmgr}
+HOG=${BM_MEM_HOG:-$ROOT/build/tests/integration/bm-mem-hog}
+export BM_GUEST_LOAD=${BM_GUEST_LOAD:-$ROOT/build/tests/integration/bm-guest-load}
+POLICY_SRC=${BM_SCENARIO_POLICY:-$ROOT/policies/default.policy}
+HOG_TARGET=${BM_HOG_TARGET:-8%}
+HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
+GUESTS=(idle fresh steady grower)
+MIB=1048576
+
+die() { echo "scenario: $*" >&2; exit 2; }
+now() { echo "$EPOCHREALTIME"; }
+
+# ---------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------
+run_one() {
+    local mode=$1 out=$2 short=${3:-}
+    case "$mode" in agent|timer|control) ;; *) die "mode '$mode': expected agent, timer or control" ;; esac
+    [ -x "$BM" ] || die "no balloonmgr at $BM (meson setup build && ninja -C build, or BALLOONMGR=)"
+    [ -x "$HOG" ] || die "no bm-mem-hog at $HOG (BM_MEM_HOG=)"
+    # phase lengths (s): steady, pressure before the demand step, pressure after it, release
+    # (the hog needs 30-90 s to take a loaded two-core host down to its target: the lead
+    # leaves time for that and for the reclaim before the grower's demand steps up)
+    local steady=60 lead=120 after=90 release=90
+    if [ "$short" = --short ]; then steady=30 lead=90 after=50 release=45; fi
+    # the grower's schedule counts from its own start, about when it is ready (polled every
+    # 0.5 s): the steady phase starts then, its demand step comes `lead` s into the pressure
+    local step_at=$((steady + lead))
+
+    BM_PREFIX=${BM_PREFIX:-bmscen-$$-}
+    . "$ROOT/tests/integration/lib/lib.sh"
+    exec 9>/run/lock/balloonmgr-scenario.lock
+    if ! flock -n 9; then
+        bm_log "another scenario runs on this machine; waiting for it"
+        flock 9
+    fi
+    bm_setup
+    W=$BM_WORKDIR; mkdir -p "$W"
+    SAMPLES=$W/samples.jsonl EVENTS=$W/events.tsv
+    : >"$SAMPLES"; : >"$EVENTS"
+
+    # --- the policy: default.policy, with the keys this host needs changed (printed)
+    local pol=$W/scenario.policy
+    sed -e 's/^interval = 10s$/interval = 2s/' -e 's/^exclude = no$/exclude = yes/' \
+        "$POLICY_SRC" >"$pol"
+    printf '\n[domain "%s*"]\nexclude = no\n' "$BM_PREFIX" >>"$pol"
+    "$BM" policy check "$pol" >/dev/null || die "policy $pol does not check"
+    bm_log "policy: $POLICY_SRC with these keys changed:"
+    { diff "$POLICY_SRC" "$pol" || true; } | sed -n 's/^> \(.\)/    \1/p'
+    bm_log "  interval 2s: with guest stats every 1 s, a pass every 10 s could not give a growing"
+    bm_log "    guest room within the 5 s give-back target"
+    bm_log "  exclude: the machine is shared; only this run's ${BM_PREFIX}* domains are managed"
+    local total_b pct
+    total_b=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo | jq '. * 1024')
+    pct=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "reclaim_below" { v = $3; sub(/%$/, "", v); print v }' "$pol")
+    RECLAIM_BELOW=$(jq -n --argjson p "$pct" --argjson t "$total_b" '$p * $t / 100 | floor') ||
+        die "reclaim_below in $pol is not a percentage"
+
+    # --- guests
+    local t_boot; t_boot=$(now)
+    bm_define_guest idle 1024 load=0:touch:800
+    bm_define_guest fresh 1024
+    bm_define_guest steady 1024 load=0:384
+    local g t_anchor
+    for g in idle fresh steady; do bm_wait_guest_ready "$g" 300; done
+    # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
+    bm_define_guest grower 1024 "load=0:96,$step_at:700@25"
+    bm_wait_guest_ready grower 300
+    t_anchor=$(now)
+    local t_steady t_hog t_hog_end t_end
+    t_steady=$(now)
+    t_hog=$(awk -v a="$t_anchor" -v s="$step_at" -v l="$lead" 'BEGIN { printf "%.3f", a + s - l }')
+    awk -v a="$t_steady" -v h="$t_hog" -v s="$steady" 'BEGIN { exit !(h - a >= s / 2) }' ||
+        bm_fail "the guests took too long to boot: steady phase shorter than $((steady / 2)) s"
+    bm_log "all guests ready after $(bm_elapsed "$t_boot") s; steady phase of" \
+        "$(awk -v a="$t_steady" -v h="$t_hog" 'BEGIN { printf "%.0f", h - a }') s"
+
+    # --- the sampler: host, guests, balloonmgr's metrics, console lines, every second
+    local port="" agent="" sampler timer=""
+    [ "$mode" = agent ] && port=$(bm_free_port)
+    sample_loop() {
+        local offs=() i dom c size off st met hog_rss t psi avail
+        for i in "${!GUESTS[@]}"; do offs[i]=0; done
+        while :; do
+            # the host's figures first, with the time they belong to
+            t=$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')
+            avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+            hog_rss=0   # KiB
+            [ -s "$W/hog.pid" ] && hog_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat "$W/hog.pid")/status" 2>/dev/null || echo 0)
+            psi=$(awk '{ split($2, a, "="); printf "%s%s", (NR > 1 ? "," : ""), a[2] }' /proc/pressure/memory 2>/dev/null || echo "0,0")
+            st=$("$BM" -c "$BM_URI" status --json "${DOMS[@]}" 2>/dev/null) || st='{"domains":[]}'
+            met='{}'
+            if [ -n "$port" ]; then
+                met=$(curl -sf "127.0.0.1:$port/metrics" 2>/dev/null | awk '
+                    /^balloonmgr_passes_total / { p = $2 }
+                    /^balloonmgr_host_mode\{/ && $2 == 1 { match($0, /mode="[a-z_]*"/); m = substr($0, RSTART + 6, RLENGTH - 7) }
+                    /^balloonmgr_[a-z_]*unmet[a-z_]* / { u = $2 }
+                    END { printf "{\"passes\":%s,\"mode\":\"%s\",\"unmet\":%s}", p == "" ? "null" : p, m, u == "" ? "null" : u }') || met='{}'
+            fi
+            jq -nc --argjson st "$st" --argjson met "$met" --arg t "$t" --arg psi "$psi" \
+                --argjson hog "${hog_rss:-0}" \
+                --argjson avail "$avail" '
+                { t: ($t | tonumber), avail: ($avail * 1024), hog: ($hog * 1024),
+                  psi_some: ($psi | split(",")[0] | tonumber), psi_full: ($psi | split(",")[1] | tonumber),
+                  passes: $met.passes, mode: $met.mode, unmet: $met.unmet,
+                  doms: [$st.domains[] | { name, state, cur: .current_bytes, max: .maximum_bytes,
+                          usable: .usable_bytes, avail: .available_bytes, rss: .rss_bytes,
+                          majflt: .major_faults, swapin: .swap_in_bytes, age: .stats_age_s }] }' \
+                >>"$SAMPLES" 2>/dev/null || true
+            for i in "${!GUESTS[@]}"; do
+                c=$(bm_console_log "${GUESTS[i]}")
+                size=$(stat -c %s "$c" 2>/dev/null || echo 0)
+                off=${offs[i]}
+                if [ "$size" -gt "$off" ]; then
+                    # whole lines only: up to the last newline
+                    tail -c +$((off + 1)) "$c" | head -c $((size - off)) >"$W/chunk"
+                    local keep; keep=$(wc -c <"$W/chunk")
+                    # a partial last line waits for the next round
+                    [ "$(tail -c 1 "$W/chunk" | od -An -tx1 | tr -d ' ')" = 0a ] ||
+                        keep=$((keep - $(tail -n 1 "$W/chunk" | wc -c)))
+                    head -c "$keep" "$W/chunk" | tr -d '\r' |
+                        awk -v t="$t" -v d="${GUESTS[i]}" 'NF { printf "%s\t%s\t%s\n", t, d, $0 }' >>"$EVENTS"
+                    offs[i]=$((off + keep))
+                fi
+            done
+            sleep 0.9
+        done
+    }
+    DOMS=(); for g in "${GUESTS[@]}"; do DOMS+=("$(bm_dom "$g")"); done
+    HOG_PID=""
+    sample_loop &
+    sampler=$!
+    bm_add_cleanup "kill $sampler 2>/dev/null || true"
+    event() { printf '%s\t-\t%s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')" "$*" >>"$EVENTS"; bm_log "$*"; }
+
+    case "$mode" in
+        agent)
+            "$BM" -c "$BM_URI" agent --policy "$pol" --listen "127.0.0.1:$port" --state "$W/agent-state.json" \
+                >"$W/agent.log" 2>&1 &
+            agent=$!
+            bm_add_cleanup "kill $agent 2>/dev/null || true"
+            event "agent started (pid $agent)" ;;
+        timer)
+            # as balloonmgr-policy.timer: a run every minute (OnUnitActiveSec=1min)
+            ( next=$(now)
+              while :; do
+                  printf '=== %s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')"
+                  "$BM" -c "$BM_URI" run --once --policy "$pol" --state "$W/timer-state.json" 2>&1 || true
+                  next=$(awk -v n="$next" 'BEGIN { printf "%.3f", n + 60 }')
+                  sleep_until "$next"
+              done ) >"$W/timer.log" 2>&1 &
+            timer=$!
+            bm_add_cleanup "kill $timer 2>/dev/null || true"
+            event "timer started: run --once every 60 s" ;;
+        control) event "control: no balloonmgr" ;;
+    esac
+
+    # --- steady, then the hog
+    sleep_until "$t_hog"
+    "$HOG" --target-available "$HOG_TARGET" --floor "$HOG_FLOOR" --rate 4096 >"$W/hog.log" 2>&1 &
+    HOG_PID=$!
+    echo "$HOG_PID" >"$W/hog.pid"
+    bm_add_cleanup "kill $HOG_PID 2>/dev/null || true"
+    event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, floor $HOG_FLOOR)"
+    if [ "$mode" = control ]; then
+        sleep 10
+        # what an administrator would set once: idle guests to the floor, the others to
+        # their use plus some headroom (the grower to 400 MiB, as in the report of issue #14)
+        bm_virsh setmem "$(bm_dom idle)" 256M --live >/dev/null || true
+        bm_virsh setmem "$(bm_dom fresh)" 256M --live >/dev/null || true
+        bm_virsh setmem "$(bm_dom steady)" 512M --live >/dev/null || true
+        bm_virsh setmem "$(bm_dom grower)" 400M --live >/dev/null || true
+        event "control: one-off virsh setmem idle 256M fresh 256M steady 512M grower 400M"
+    fi
+    t_hog_end=$(awk -v h="$t_hog" -v l="$lead" -v a="$after" 'BEGIN { printf "%.3f", h + l + a }')
+    sleep_until "$t_hog_end"
+    kill "$HOG_PID" 2>/dev/null || true
+    wait "$HOG_PID" 2>/dev/null || true
+    rm -f "$W/hog.pid"
+    event "release: bm-mem-hog ended"
+    t_end=$(awk -v h="$t_hog_end" -v r="$release" 'BEGIN { printf "%.3f", h + r }')
+    sleep_until "$t_end"
+    [ -n "$agent" ] && { kill "$agent" 2>/dev/null || true; wait "$agent" 2>/dev/null || true; }
+    [ -n "$timer" ] && { kill "$timer" 2>/dev/null || true; }
+    sleep 1.5
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    for g in "${GUESTS[@]}"; do
+        printf '%s\t%s\tstate %s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')" \
+            "$g" "$(bm_virsh domstate "$(bm_dom "$g")" 2>/dev/null || echo gone)" >>"$EVENTS"
+    done
+
+    local timer_passes='[]'
+    [ "$mode" = timer ] && timer_passes=$(sed -n 's/^=== //p' "$W/timer.log" | jq -sc '.')
+    analyse "$mode" "$out" \
+        "$(awk -v s="$t_steady" -v h="$t_hog" 'BEGIN { printf "%.1f", h - s }')" \
+        "$(awk -v s="$t_steady" -v h="$t_hog_end" 'BEGIN { printf "%.1f", h - s }')" \
+        "$(awk -v s="$t_steady" -v h="$t_end" 'BEGIN { printf "%.1f", h - s }')" \
+        "$timer_passes" "$total_b" "$short"
+    # keep the raw material beside the JSON
+    mkdir -p "${out%.json}.d"
+    cp "$pol" "$EVENTS" "$SAMPLES" "${out%.json}.d/" 2>/dev/null || true
+    cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
+    for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
+    bm_log "run written to $out"
+}
+
+sleep_until() {
+    local d
+    d=$(awk -v t="$1" -v n="$(now)" 'BEGIN { d = t - n; printf "%.3f", (d > 0 ? d : 0) }')
+    sleep "$d"
+}
+
+bm_free_port() {
+    local p
+    for p in $(shuf -i 20000-40000 -n 50); do
+        ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && { echo "$p"; return; }
+    done
+    die "no free port"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The measurements (issue #14, section 4) from the samples and the console events
+# ---------------------------------------------------------------------------------------------
+# analyse MODE OUT T_HOG T_HOG_END T_END TIMER_PASSES_JSON MEMTOTAL SHORT
+analyse() {
+    local mode=$1 out=$2 t_hog=$3 t_hog_end=$4 t_end=$5 timer_passes=$6 total=$7 short=$8
+    jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" \
+        --argjson t_hog "$t_hog" --argjson t_hog_end "$t_hog_end" --argjson t_end "$t_end" \
+        --argjson timer "$timer_passes" --argjson total "$total" --argjson reclaim_below "$RECLAIM_BELOW" \
+        --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
+        --arg host "$(uname -n)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
+        --argjson ncpu "$(nproc)" --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg short "$short" \
+        --arg names "${GUESTS[*]}" --arg prefix "$BM_PREFIX" '
+    def short_name: ltrimstr($prefix);
+    # seconds for which COND held, in an array of samples (each lasts until the next one)
+    def secs(cond): . as $a | [range(0; ($a | length) - 1) | select($a[.] | cond) | $a[. + 1].t - $a[.].t] | add // 0 | . * 10 | round / 10;
+    def median: sort | if length == 0 then null else .[(length - 1) / 2 | floor] end;
+    ($s) as $S |
+    ($ev | split("\n") | map(select(length > 0) | split("\t") | { t: (.[0] | tonumber), dom: .[1], line: (.[2:] | join("\t")) })) as $E |
+    ($names | split(" ")) as $G |
+    # per-guest series
+    def series($g): [$S[] | . as $x | ($x.doms[] | select(.name | short_name == $g)) + { t: $x.t }];
+    def at($g; $t): (series($g) | map(select(.t <= $t)) | last) // (series($g) | first);
+    # host relief: first sample below reclaim_below after the hog started, then the first one
+    # back at or above it
+    ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end + 5)]) as $P |
+    (($P | map(select(.avail < $reclaim_below)) | first) // null) as $below |
+    (if $below == null then null else ($S | map(select(.t > $below.t and .avail >= $reclaim_below)) | first) end) as $back |
+    # passes in a window (agent: the passes counter; timer: its runs)
+    def passes($a; $b):
+        if $mode == "agent" then
+            (([$S[] | select(.t >= $a and .t <= $b and .passes != null) | .passes]) as $p |
+             if ($p | length) == 0 then null else ($p | max) - ($p | min) end)
+        elif $mode == "timer" then [$timer[] | select(. >= $a and . <= $b)] | length
+        else 0 end;
+    # the grower demand step: its "phase 2" line
+    (($E | map(select(.dom == "grower" and (.line | test("bm-load: t=[0-9.]+ phase 2:")))) | first) // null) as $step |
+    ($step.t // null) as $t_step |
+    (if $t_step == null then null else at("grower"; $t_step) end) as $gs |
+    (if $gs == null then null
+     else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
+           | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
+    {
+      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"),
+      machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
+      phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
+                release: [$t_hog_end, $t_end] },
+      reclaim_below_bytes: $reclaim_below,
+      host: {
+        min_available_bytes: ([$S[] | .avail] | min),
+        seconds_below_reclaim_below: ($S | secs(.avail < $reclaim_below)),
+        seconds_below_reclaim_below_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $reclaim_below)),
+        relief: (if $below == null then { below: false }
+                 else { below: true, from: $below.t, to: ($back.t // null),
+                        seconds: (if $back then $back.t - $below.t else null end),
+                        passes: (if $back then passes($below.t; $back.t) else passes($below.t; $t_hog_end) end) } end),
+        balloon_reclaimed_bytes: ([$G[] | . as $g | (at($g; $t_hog).cur // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .cur] | min // 0)] | add),
+        rss_dropped_bytes: ([$G[] | . as $g | ((at($g; $t_hog).rss // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .rss] | min // 0))] | add),
+        hog_max_bytes: ([$S[] | .hog] | max),
+        psi_some_avg10_max: ([$S[] | .psi_some] | max), psi_full_avg10_max: ([$S[] | .psi_full] | max),
+        passes_total: passes(0; $t_end), unmet_bytes_max: ([$S[] | .unmet // empty] | max)
+      },
+      guests: ([$G[] | . as $g | {
+        key: $g, value: {
+          oom_kills: ([$E[] | select(.dom == $g and (.line | test("bm-load: t=[0-9.]+ OOM:")))] | length),
+          kernel_oom_lines: ([$E[] | select(.dom == $g and (.line | test("Out of memory")))] | length),
+          allocation_failures: ([$E[] | select(.dom == $g and (.line | test("allocation FAILED")))] | length),
+          panic: ([$E[] | select(.dom == $g and (.line | test("Kernel panic")))] | length > 0),
+          final_state: (([$E[] | select(.dom == $g and (.line | startswith("state ")))] | last | .line | ltrimstr("state ")) // null),
+          major_faults: ((series($g) | map(.majflt // 0) | max) - (series($g) | map(.majflt // 0) | min)),
+          swap_in_bytes: ((series($g) | map(.swapin // 0) | max) - (series($g) | map(.swapin // 0) | min)),
+          min_current_bytes: (series($g) | map(.cur) | min),
+          end_current_bytes: (series($g) | last | .cur),
+          max_bytes: (series($g) | first | .max),
+          seconds_usable_below_keep_free: (series($g) | secs(.usable != null and .usable < $keep_free)),
+          steady_changes_per_min: (([series($g)[] | select(.t <= $t_hog) | .cur]) as $c |
+              ([range(1; $c | length) | select($c[.] != $c[. - 1] and (($c[.] - $c[. - 1]) | fabs) >= 1048576)] | length) * 60 / ([$t_hog, 1] | max)),
+          release_end_reclaimed_bytes: ((series($g) | last) as $l | $l.max - $l.cur)
+        } }] | from_entries),
+      give_back: {
+        grower_current_at_step_bytes: ($gs.cur // null),
+        grower_ballooned_at_step: (if $gs == null then null else $gs.cur < $gs.max end),
+        latency_s: (if $gs == null or $gs.cur >= $gs.max then null
+                    elif $room == null then null else ($room.t - $t_step) end)
+      },
+      timeline: [$S[] | . as $x | [.t, .avail, .hog, .passes, .psi_some] +
+                  [$G[] as $g | (($x.doms[] | select(.name | short_name == $g)) // {}) | .cur, .usable, .rss]],
+      timer_passes: $timer,
+      timeline_columns: (["t", "avail", "hog", "passes", "psi_some"] +
+                         [$G[] | "\(.)_cur", "\(.)_usable", "\(.)_rss"]),
+      events: [$E[] | select(.dom == "-" or (.line | test("bm-load: t=[0-9.]+ (phase|OOM|holding|touched)|allocation FAILED|Out of memory|Kernel panic")))]
+    }' >"$out.tmp"
+    mv "$out.tmp" "$out"
+    jq -r '"\(.mode): host relief \(.host.relief.seconds // "never") s in \(.host.relief.passes // "-") passes;" +
+           " balloons \(.host.balloon_reclaimed_bytes / 1048576 | floor) MiB, QEMU RSS \(.host.rss_dropped_bytes / 1048576 | floor) MiB;" +
+           " OOM kills \([.guests[] | .oom_kills] | add); give-back \(.give_back.latency_s // "none") s"' "$out"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The table: median of the runs of each mode
+# ---------------------------------------------------------------------------------------------
+table() {
+    local dir=$1 files
+    files=$(ls "$dir"/*.json 2>/dev/null) || die "no run JSON in $dir"
+    # shellcheck disable=SC2086
+    jq -rs '
+    def median: map(select(. != null)) | sort | if length == 0 then null else .[(length - 1) / 2 | floor] end;
+    def mib: if . == null then "-" else (. / 1048576 | round | tostring) end;
+    def num: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
+    group_by(.mode) | map(. as $runs | {
+        mode: .[0].mode, runs: length,
+        relief: [$runs[] | .host.relief.seconds] | median,
+        relieved: ([$runs[] | select(.host.relief.to != null)] | length),
+        passes: [$runs[] | .host.relief.passes] | median,
+        below: [$runs[] | .host.seconds_below_reclaim_below_in_pressure] | median,
+        balloon: [$runs[] | .host.balloon_reclaimed_bytes] | median,
+        rss: [$runs[] | .host.rss_dropped_bytes] | median,
+        oom: [$runs[] | [.guests[] | .oom_kills] | add] | median,
+        allocfail: [$runs[] | [.guests[] | .allocation_failures] | add] | median,
+        dead: ([$runs[] | [.guests[] | select(.panic or (.final_state != null and .final_state != "running"))] | length] | add),
+        majflt: [$runs[] | [.guests[] | .major_faults] | add] | median,
+        swapin: [$runs[] | [.guests[] | .swap_in_bytes] | add] | median,
+        giveback: [$runs[] | .give_back.latency_s] | median,
+        ballooned: ([$runs[] | select(.give_back.grower_ballooned_at_step == true)] | length),
+        steady: [$runs[] | [.guests[] | .steady_changes_per_min] | max] | median,
+        starved: [$runs[] | .guests.grower.seconds_usable_below_keep_free] | median,
+        left: [$runs[] | [.guests[] | .release_end_reclaimed_bytes] | add] | median,
+        minavail: [$runs[] | .host.min_available_bytes] | median,
+        psi: [$runs[] | .host.psi_some_avg10_max] | median
+      }) |
+    ("| mode | runs | host relief s (relieved runs) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) |")
+    ' $files
+}
+
+# ---------------------------------------------------------------------------------------------
+# The timeline picture
+# ---------------------------------------------------------------------------------------------
+plot() {
+    local run=$1 png=$2 tmp
+    command -v gnuplot >/dev/null || die "gnuplot is missing (tools/install-deps.sh bench)"
+    tmp=$(mktemp -d)
+    # shellcheck disable=SC2064
+    trap "rm -rf '$tmp'" RETURN
+    jq -r '.timeline[] | map(if . == null then "NaN" else tostring end) | join("\t")' "$run" >"$tmp/t.tsv"
+    jq -r '.events[] | select(.line | test("OOM:|Out of memory|Kernel panic")) | "\(.t)\t\(.dom)"' "$run" >"$tmp/oom.tsv"
+    jq -r '.events[] | select(.line | test("OOM:")) | "\(.t)"' "$run" >"$tmp/oomk.tsv"
+    local title cols t_hog t_end t_step rb
+    title=$(jq -r '"balloonmgr scenario (issue #14), mode \(.mode), \(.machine.cpus) CPUs, \(.machine.mem_total_bytes / 1073741824 | floor) GiB, \(.date)"' "$run")
+    t_hog=$(jq '.phases.pressure[0]' "$run"); t_end=$(jq '.phases.pressure[1]' "$run")
+    t_step=$(jq '.phases.demand_step // "NaN"' "$run"); rb=$(jq '.reclaim_below_bytes / 1073741824' "$run")
+    cols=$(jq -r '.timeline_columns | join(" ")' "$run")
+    [ -s "$tmp/oomk.tsv" ] || echo "NaN" >"$tmp/oomk.tsv"
+    # passes: the agent's counter, or a mark per timer run, or none (control)
+    local passes_plot='"" using 1:4 axes x1y2 with steps lc rgb "black" title "passes (agent)"'
+    if [ "$(jq '[.timeline[][3] | select(. != null)] | length' "$run")" -eq 0 ]; then
+        jq -r '(.timer_passes // [])[] | "\(.)\t1"' "$run" >"$tmp/timer.tsv"
+        if [ -s "$tmp/timer.tsv" ]; then
+            passes_plot="\"$tmp/timer.tsv\" using 1:2 axes x1y2 with impulses lw 2 lc rgb \"black\" title \"run --once (timer)\""
+        else
+            passes_plot='NaN notitle'
+        fi
+    fi
+    gnuplot <<EOF
+set terminal pngcairo size 1200,1000 font ",10" noenhanced
+set output "$png"
+set multiplot layout 3,1 title "$title"
+set grid
+set xrange [0:*]
+set lmargin at screen 0.07
+set rmargin at screen 0.83
+set xlabel "seconds since the steady phase began"
+set style line 1 lc rgb "#1f77b4" lw 2
+set arrow from $t_hog, graph 0 to $t_hog, graph 1 nohead dt 2 lc rgb "red"
+set arrow from $t_end, graph 0 to $t_end, graph 1 nohead dt 2 lc rgb "dark-green"
+set arrow from $t_step, graph 0 to $t_step, graph 1 nohead dt 2 lc rgb "orange"
+set key outside right
+set ylabel "GiB"
+set title "host: MemAvailable, the hog (red: pressure begins, orange: grower demand step, green: hog ends)"
+plot "$tmp/t.tsv" using 1:(\$2/1073741824) with lines ls 1 title "MemAvailable", \
+     "" using 1:(\$3/1073741824) with lines lc rgb "gray" title "hog RSS", \
+     $rb with lines dt 3 lc rgb "red" title "reclaim_below"
+set title "balloon current (solid) and guest usable memory (dashed), MiB; x: OOM kill of the workload"
+set ylabel "MiB"
+plot for [i=0:3] "$tmp/t.tsv" using 1:(column(6 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 6 + 3*i), \
+     for [i=0:3] "" using 1:(column(7 + 3*i)/1048576) with lines dt 2 lc i+1 title word("$cols", 7 + 3*i), \
+     "$tmp/oomk.tsv" using 1:(50) with points pt 2 ps 3 lc rgb "black" title "OOM kill"
+set title "QEMU RSS per guest (MiB) and policy passes"
+set y2label "passes"
+set y2tics
+plot for [i=0:3] "$tmp/t.tsv" using 1:(column(8 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 8 + 3*i), \
+     $passes_plot
+unset multiplot
+EOF
+    echo "scenario: wrote $png"
+}
+
+bench() {
+    local runs=${1:-3} modes=${2:-agent,control,timer} m i dir=$ROOT/bench/scenario
+    mkdir -p "$dir"
+    for ((i = 1; i <= runs; i++)); do
+        for m in ${modes//,/ }; do
+            ( run_one "$m" "$dir/$m-$i.json" ) || echo "scenario: run $m-$i failed" >&2
+        done
+    done
+    table "$dir"
+}
+
+main() {
+case "${1:-}" in
+    run) [ $# -ge 3 ] || die "usage: scenario.sh run MODE OUT.json [--short]"
+         run_one "$2" "$3" "${4:-}" ;;
+    bench) bench "${2:-3}" "${3:-agent,control,timer}" ;;
+    table) table "${2:-$ROOT/bench/scenario}" ;;
+    plot) [ $# -eq 3 ] || die "usage: scenario.sh plot RUN.json OUT.png"
+          plot "$2" "$3" ;;
+    *) die "usage: scenario.sh run MODE OUT.json [--short] | bench [RUNS] [MODES] | table [DIR] | plot RUN.json OUT.png" ;;
+esac
+}
+
+# one line: bash has read all of it before running it, so editing this file during a run is safe
+main "$@"; exit
