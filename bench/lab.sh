@@ -1,102 +1,286 @@
 #!/usr/bin/env bash
-# The SG lab benchmark (issue 6): the same guest (512 MiB, 400 MiB touched then freed, a fresh
-# boot per run so every run starts from the same resident memory), inflating 75% (512 ->
-# 128 MiB) with SG negotiated and without (same driver, sg off), RUNS runs each. Measured by
-# balloonmgr set --wait and by the agent's histogram (scraped by a real Prometheus), with the
-# QEMU RSS reclaimed per second; and a perf profile of the QEMU process during one inflate of
-# each kind. Usage: bench/lab.sh [RUNS]   (root; builds the lab if needed)
+# The SG lab benchmark at the seeds' shape (issue 17; issue 6 measured 384 of 512 MiB):
+#
+# 1. Inflate 7/8 of a MEM MiB guest (MEM -> MEM/8) after the guest touched most of its memory
+#    (7/8 less 64 MiB, written then freed, so it is resident in QEMU), with SG negotiated and
+#    with PFN arrays (same driver, sg off), with init_on_alloc=0 (the 2017 series' kernel did
+#    not zero pages on allocation; under TCG the zeroing dominates) and with the Debian default
+#    (init_on_alloc=1); RUNS runs each, a fresh boot per run; then the deflate back (MEM/8 ->
+#    MEM) in the same boot. Timed by balloonmgr set --wait; QEMU's RSS drop per second; and
+#    the CPU time (user + system, all threads) QEMU spent meanwhile, which a loaded host does
+#    not stretch as it stretches the wall time.
+# 2. Where the time goes: one more boot per case with the device's timing on (lab property
+#    x-lab-timing, patch 0003: a clock read per page on the PFN path, so these runs are not in
+#    the medians): the guest driver's counters (allocating, building the lists, sending = add +
+#    kick + wait) and the device's (mapping the elements, translating PFNs/ranges, discarding),
+#    as shares of the driver's inflate time, beside the seed's breakdown of a 7 GB inflate.
+# 3. ioeventfd on and off while the vCPU is contended (its cgroup quota set to QUOTA us per
+#    100 ms with virsh schedinfo, as test-faults does; the device's work then runs either on
+#    the throttled vCPU thread or in QEMU's main loop), init_on_alloc=0, PATHS (pfn and sg),
+#    RUNS runs each; and what the agent's histogram shows for each case (balloonmgr agent
+#    counting the set --wait changes; its /metrics scraped before and after each case).
+#
+# Usage: bench/lab.sh [RUNS [MEM_MIB]]   (root; builds the lab if needed)
+#   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_QEMU_DIR [/var/lib/libvirt/images/
+#   balloonmgr-lab], BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
+#   BM_LAB_CASES ["sg-0 pfn-0 sg-deb pfn-deb"] (parts 1 and 2), BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there),
+#   BM_LAB_REPORT=FILE (run nothing: print the tables of PARTS from raw results kept earlier;
+#   the histogram column of part 3 needs the agent of a real run and shows "-").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 RUNS=${1:-5}
+MEM=${2:-2048}
+QUOTA=${BM_LAB_QUOTA:-25000}
+IOEV_PATHS=${BM_LAB_IOEVENTFD_PATHS:-pfn sg}
+PARTS=${BM_LAB_PARTS:-1 2 3}
+TOUCH=$((MEM * 7 / 8 - 64))
+TARGET=$((MEM / 8))
 . tests/integration/lib/lib.sh
-. tests/integration/lib/prom.sh
+work=$(mktemp -d)
+REPORT=${BM_LAB_REPORT:-}
+start=$(bm_now)
+if [ -n "$REPORT" ]; then
+    RESULTS=$REPORT
+    trap 'rm -rf "$work"' EXIT
+else
 [ -x build/src/balloonmgr ] || { meson setup build >/dev/null; ninja -C build >/dev/null; }
 BM=$ROOT/build/src/balloonmgr
 export BALLOONMGR=$BM
 bm_setup >/dev/null
-bm_prom_ensure >/dev/null
-command -v perf >/dev/null || apt-get install -y -q --no-install-recommends linux-perf >/dev/null 2>&1 || true
-lab/build-qemu.sh >/dev/null
+LAB_QEMU_DIR=${BM_LAB_QEMU_DIR:-/var/lib/libvirt/images/balloonmgr-lab}
+lab/build-qemu.sh "$LAB_QEMU_DIR" >/dev/null
 lab/guest/build.sh >/dev/null
 bm_guest_image >/dev/null
-EMU=/var/lib/libvirt/images/balloonmgr-lab/qemu-system-x86_64
-work=$(mktemp -d)
+EMU=$LAB_QEMU_DIR/qemu-system-x86_64
 bm_add_cleanup "rm -rf '$work'"
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$work/run/changes"
+RESULTS=${BM_LAB_RESULTS:-$work/results}
+: >"$RESULTS"
 
-# an agent that manages nothing but counts the set --wait changes, scraped by Prometheus
-printf '[host]\ninterval = 5s\n[guest]\nexclude = yes\n' >"$work/agent.policy"
-port=$(bm_prom_free_port)
+# an agent that manages nothing but counts the set --wait changes
+printf '[host]\ninterval = 2s\n[guest]\nexclude = yes\n' >"$work/agent.policy"
+port=$(( (RANDOM % 20000) + 30000 ))
 "$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
     2>"$work/agent.log" &
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
-bm_prom_start "127.0.0.1:$port" >/dev/null
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.2; done
+scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_inflate_duration_seconds' >"$1" || true; }
+fi
 
-override() { echo "<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='$1'/></qemu:frontend></qemu:device></qemu:override>"; }
+override() { # override SG IOEVENTFD
+    echo "<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='$1'/><qemu:property name='ioeventfd' type='bool' value='$2'/></qemu:frontend></qemu:device></qemu:override>"
+}
+DEV=/machine/peripheral/balloon0/virtio-backend
+qom() { # qom DOM get|set PROPERTY [VALUE]
+    local args="\"path\":\"$DEV\",\"property\":\"$3\""
+    [ "$2" = set ] && args="$args,\"value\":$4"
+    bm_virsh qemu-monitor-command "$1" "{\"execute\":\"qom-$2\",\"arguments\":{$args}}" | jq -r '.return'
+}
+DEVKEYS="elems pages pop-ns translate-ns discard-ns handle-ns"
+devcounters() { local k; for k in $DEVKEYS; do printf '%s ' "$(qom "$1" get "x-lab-inflate-$k")"; done; }
+HZ=$(getconf CLK_TCK)
+cpu_s() { sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$HZ" '{ printf "%.2f", ($12 + $13) / hz }'; } # utime + stime of the QEMU process
+field() { echo "$1" | awk -v k="$2" -v n="$3" '$1 == k { for (i = 2; i < NF; i++) if ($i == n) { print $(i + 1); exit } }'; }
 
-declare -A dur rss_rate
-i=0
-for mode in sg nosg; do
-    v=true; [ "$mode" = nosg ] && v=false
-    for run in $(seq "$RUNS"); do
-        i=$((i + 1))
-        name="b$i"
-        bm_define_guest "$name" 512 emulator="$EMU" sgdriver=1 sgstats=1 touch=400 "extra=$(override $v)" >/dev/null
-        bm_wait_guest_ready "$name" >/dev/null
-        dom=$(bm_dom "$name")
-        for _ in $(seq 40); do "$BM" -c "$BM_URI" verify --json "$dom" | jq -e '.domains[0].driver_ok' >/dev/null && break; sleep 0.5; done
-        sleep 1
-        pid=$(bm_qemu_pid "$name")
-        want=negotiated; [ "$mode" = nosg ] && want=not-offered
-        "$BM" -c "$BM_URI" verify --json "$dom" | jq -e --arg w "$want" '.domains[0].features.sg.state == $w' >/dev/null ||
-            bm_fail "$mode: sg is not $want"
-        rss0=$(bm_rss_kib "$pid")
-        prof=""
-        if [ "$run" = 1 ] && command -v perf >/dev/null; then
-            perf record -q -p "$pid" -o "$work/perf-$mode.data" -- sleep 4 >/dev/null 2>&1 &
-            prof=$!
-            sleep 0.5
-        fi
-        r=$("$BM" -c "$BM_URI" set "$dom" 25% --wait --json)
-        [ -n "$prof" ] && wait "$prof" || true
-        rss1=$(bm_rss_kib "$pid")
-        sleep 1.5 # the guest prints its driver counters once a second
-        d=$(echo "$r" | jq '.duration_s')
-        dur[$mode]+="$d "
-        rss_rate[$mode]+="$(awk -v a="$rss0" -v b="$rss1" -v d="$d" 'BEGIN { printf "%.0f", (a - b) / 1024 / d }') "
-        grep 'bm: sg_stats: inflate' "$(bm_console_log "$name")" | tail -1 >"$work/sgstats-$mode" || true
-        bm_virsh destroy "$dom" >/dev/null; bm_virsh undefine "$dom" >/dev/null
+# wait_ready NAME SECS: the guest's ready line on its console (unlike bm_wait_guest_ready, a
+# libvirtd restarted meanwhile by someone else is no failure: the guest runs on)
+wait_ready() {
+    local console; console=$(bm_console_log "$1")
+    for _ in $(seq $(($2 * 2))); do
+        grep -aq BALLOONMGR-GUEST-READY "$console" 2>/dev/null && return 0
+        sleep 0.5
+    done
+    bm_fail "$1 not ready within $2 s"
+}
+# run_one CASE SG IOEVENTFD INIT QUOTA TIMED: one fresh boot, inflate 7/8 and deflate back;
+# appends "CASE TIMED inflate_s deflate_s rss_MiB/s guest... device..." to $work/results
+n=0
+run_one() {
+    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 name=b$n dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3
+    [ "$init" = 0 ] && cmd=(cmdline=init_on_alloc=0)
+    bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" \
+        "extra=$(override "$sg" "$ioev")" >/dev/null
+    wait_ready "$name" 900 # touching 7/8 of the guest under TCG on a loaded host takes minutes
+    grep -aq "bm: touched $TOUCH MiB" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not touch $TOUCH MiB"
+    dom=$(bm_dom "$name")
+    want=negotiated; [ "$sg" = false ] && want=not-offered
+    for _ in $(seq 60); do
+        "$BM" -c "$BM_URI" verify --json "$dom" | jq -e --arg w "$want" '.domains[0].driver_ok and .domains[0].features.sg.state == $w' >/dev/null && break
+        sleep 0.5
+    done
+    "$BM" -c "$BM_URI" verify --json "$dom" | jq -e --arg w "$want" '.domains[0].features.sg.state == $w' >/dev/null ||
+        bm_fail "$case: sg is not $want"
+    [ "$(bm_virsh qemu-monitor-command "$dom" '{"execute":"qom-get","arguments":{"path":"/machine/peripheral/balloon0","property":"ioeventfd"}}' | jq -r .return)" = "$ioev" ] ||
+        bm_fail "$case: ioeventfd is not $ioev"
+    sleep 2
+    if [ "$quota" != 0 ]; then
+        bm_virsh schedinfo "$dom" --live vcpu_quota="$quota" vcpu_period=100000 >/dev/null || bm_fail "cannot set the vCPU quota"
+    fi
+    [ "$timed" = 1 ] && qom "$dom" set x-lab-timing 1 >/dev/null
+    pid=$(bm_qemu_pid "$name")
+    d0=$(devcounters "$dom")
+    rss0=$(bm_rss_kib "$pid")
+    c0=$(cpu_s "$pid")
+    r1=$("$BM" -c "$BM_URI" set "$dom" "${TARGET}M" --wait=900 --stall=120 --json) || bm_fail "$case: inflate: $r1"
+    c1=$(cpu_s "$pid")
+    rss1=$(bm_rss_kib "$pid")
+    d1=$(devcounters "$dom")
+    sleep 2.5 # the guest prints its driver counters once a second
+    st=$(grep -a 'bm: sg_stats: ' "$(bm_console_log "$name")" | tr -d '\r' | sed 's/.*bm: sg_stats: //' | tac | awk '!seen[$1]++')
+    c2=$(cpu_s "$pid")
+    r2=$("$BM" -c "$BM_URI" set "$dom" 100% --wait=900 --stall=120 --json) || bm_fail "$case: deflate: $r2"
+    c3=$(cpu_s "$pid")
+    echo "$case $timed $(echo "$r1" | jq .duration_s) $(echo "$r2" | jq .duration_s)" \
+        "$(awk -v a="$rss0" -v b="$rss1" -v d="$(echo "$r1" | jq .duration_s)" 'BEGIN { printf "%.0f", (a - b) / 1024 / d }')" \
+        "$(for k in pages ranges elems kicks alloc_ns build_ns send_ns; do printf '%s ' "$(field "$st" inflate: $k)"; done)" \
+        "$(awk -v a="$d1" -v b="$d0" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%.0f ", x[i] - y[i] }')" \
+        "$(awk -v a="$c0" -v b="$c1" -v c="$c2" -v d="$c3" 'BEGIN { printf "%.2f %.2f", b - a, d - c }')" >>"$RESULTS"
+    bm_virsh destroy "$dom" >/dev/null; bm_virsh undefine "$dom" >/dev/null
+}
+# run CASE ...: run_one in a subshell; a run that fails (e.g. libvirtd restarted under it) is
+# reported, its guest removed, and left out of the results
+run() {
+    n=$((n + 1))
+    ( run_one "$@" ) && return 0
+    bm_warn "$1: run b$n failed, left out"
+    bm_virsh destroy "$(bm_dom "b$n")" >/dev/null 2>&1 || true
+    bm_virsh undefine "$(bm_dom "b$n")" >/dev/null 2>&1 || true
+    echo "$1 failed" >>"$RESULTS"
+}
+# results columns: 1 case 2 timed 3 inflate_s 4 deflate_s 5 rss_MiB/s, guest inflate counters
+# 6 pages 7 ranges 8 elems 9 kicks 10 alloc_ns 11 build_ns 12 send_ns, device (timed runs)
+# 13 elems 14 pages 15 pop_ns 16 translate_ns 17 discard_ns 18 handle_ns, and the CPU time
+# (user + system, all threads) of the QEMU process during 19 the inflate 20 the deflate
+col() { awk -v c="$1" -v k="$2" -v t="$3" '$1 == c && $2 == t { print $k }' "$RESULTS"; }
+med() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { printf "-"; exit } printf "%.2f (%.2f-%.2f)", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2, v[1], v[n] }'; }
+medv() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { print "nan"; exit } printf "%.4f", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2 }'; }
+ratio() { awk -v a="$(medv "$1")" -v b="$(medv "$2")" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.1fx", a / b }'; }
+hist_delta() { # hist_delta BEFORE AFTER SG: "mean s (count) [buckets]" of the inflates between two scrapes
+    [ -s "$1" ] && [ -s "$2" ] || { printf -- "-"; return 0; }
+    awk -v sg="$3" '
+        FNR == 1 { f++ }
+        index($0, "direction=\"inflate\"") && index($0, "sg=\"" sg "\"") {
+            key = $1; v = $2 + 0
+            if (f == 1) before[key] = v; else after[key] = v - before[key]
+        }
+        END {
+            for (k in after) {
+                if (k ~ /_sum\{/) s = after[k]; else if (k ~ /_count\{/) c = after[k]
+                else if (k ~ /_bucket\{/) { le = k; sub(/.*le="/, "", le); sub(/".*/, "", le); b[le] = after[k] }
+            }
+            if (!c) { printf "- (0)"; exit }
+            printf "%.2f (%d); le:", s / c, c
+            # the smallest bucket holding all, the largest holding none
+            lo = "0"; hi = "+Inf"
+            for (le in b) { if (le != "+Inf" && b[le] == c && (hi == "+Inf" || le + 0 < hi + 0)) hi = le
+                            if (le != "+Inf" && b[le] == 0 && le + 0 > lo + 0) lo = le }
+            printf " all in (%s, %s]", lo, hi
+        }' "$1" "$2"
+}
+
+[ -n "$REPORT" ] || bm_log "bench/lab.sh: RUNS=$RUNS MEM=$MEM MiB (touch $TOUCH MiB, inflate to $TARGET MiB), parts $PARTS, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+CASES1=()
+for init in 0 deb; do
+    for mode in sg pfn; do
+        [[ " ${BM_LAB_CASES:-sg-0 pfn-0 sg-deb pfn-deb} " == *" $mode-$init "* ]] && CASES1+=("$mode-$init")
     done
 done
+sgval() { [ "${1%%-*}" = sg ] && echo true || echo false; }
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 1 "* ]]; then
+    for run in $(seq "$RUNS"); do # interleaved: each case's runs see the same load
+        for c in "${CASES1[@]}"; do run "$c" "$(sgval "$c")" true "${c#*-}" 0 0; done
+    done
+fi
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 2 "* ]]; then
+    for c in "${CASES1[@]}"; do run "$c" "$(sgval "$c")" true "${c#*-}" 0 1; done
+fi
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 3 "* ]]; then
+    for p in $IOEV_PATHS; do
+        for ioev in true false; do
+            c="ioev-$p-$ioev"
+            scrape "$work/h0-$c"
+            for run in $(seq "$RUNS"); do run "$c" "$([ "$p" = sg ] && echo true || echo false)" "$ioev" 0 "$QUOTA" 0; done
+            scrape "$work/h1-$c"
+        done
+    done
+fi
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
-med() { printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f (%.3f-%.3f)", (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2, v[1], v[NR] }'; }
-medi() { printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2, v[1], v[NR] }'; }
-sleep 3
-hist() { bm_prom_value "sum(balloonmgr_inflate_duration_seconds_sum{direction=\"inflate\",sg=\"$1\"}) / sum(balloonmgr_inflate_duration_seconds_count{direction=\"inflate\",sg=\"$1\"})" 2>/dev/null | awk '{ printf "%.3f", $1 }'; }
-cnt() { bm_prom_value "sum(balloonmgr_inflate_duration_seconds_count{direction=\"inflate\",sg=\"$1\"})" 2>/dev/null; }
-
-echo "## SG lab benchmark — $(date -u +%Y-%m-%d), $(nproc) cores, TCG, QEMU 7.2 + lab patches, guest $(cat /var/lib/libvirt/images/balloonmgr-test/kernel-version)"
+echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU 7.2 + lab patches, guest $(cat "$BM_GUEST_DIR/kernel-version")"
 echo
-echo "Inflate 512 -> 128 MiB (75%) of a 512 MiB guest that touched 400 MiB; $RUNS runs each, fresh boot per run."
+[ -n "$REPORT" ] && echo "(Tables printed with BM_LAB_REPORT from the raw results of earlier runs; how many runs each case has is in the raw results below.)" && echo
+echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. Host load average at start / end: see the log line; at end $load_end. Took $(bm_elapsed "$start") s."
 echo
-echo "| mode | set --wait duration s, median (min-max) | QEMU RSS reclaimed MiB/s | Prometheus: histogram mean s (count) |"
-echo "| --- | --- | --- | --- |"
-echo "| SG negotiated | $(med "${dur[sg]}") | $(medi "${rss_rate[sg]}") | $(hist negotiated) ($(cnt negotiated)) |"
-echo "| no SG (PFN arrays) | $(med "${dur[nosg]}") | $(medi "${rss_rate[nosg]}") | $(hist not_negotiated) ($(cnt not_negotiated)) |"
-echo
-echo "Guest driver's counters (cumulative since boot, so: this one inflate) of the last run of each mode:"
-echo
-for mode in sg nosg; do echo "- $mode: $(sed 's/.*sg_stats: //' "$work/sgstats-$mode" 2>/dev/null)"; done
-echo
-for mode in sg nosg; do
-    [ -e "$work/perf-$mode.data" ] || continue
-    echo "QEMU process profile during one $mode inflate (perf, self time, top 12):"
+if [[ " $PARTS " == *" 1 "* ]]; then
+    echo "### 1. SG vs PFN arrays"
     echo
-    echo '```'
-    perf report -q -i "$work/perf-$mode.data" --sort dso,symbol --percent-limit 1.5 2>/dev/null | grep "%" | head -12
-    echo '```'
+    echo "| guest kernel | path | inflate s | inflate, QEMU CPU s | deflate s | deflate, QEMU CPU s | QEMU RSS freed MiB/s | driver: pages / ranges / elements / kicks (last run) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    for c in "${CASES1[@]}"; do
+        k="init_on_alloc=0"; [ "${c#*-}" = deb ] && k="Debian default (init_on_alloc=1)"
+        echo "| $k | ${c%%-*} | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 20 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$RESULTS") |"
+    done
     echo
-done
+    echo "| guest kernel | SG/PFN inflate (ratio of medians) | inflate, QEMU CPU | SG/PFN deflate | deflate, QEMU CPU |"
+    echo "| --- | --- | --- | --- | --- |"
+    for init in 0 deb; do
+        k="init_on_alloc=0"; [ "$init" = deb ] && k="Debian default"
+        echo "| $k | $(ratio "$(col "pfn-$init" 3 0)" "$(col "sg-$init" 3 0)") | $(ratio "$(col "pfn-$init" 19 0)" "$(col "sg-$init" 19 0)") | $(ratio "$(col "pfn-$init" 4 0)" "$(col "sg-$init" 4 0)") | $(ratio "$(col "pfn-$init" 20 0)" "$(col "sg-$init" 20 0)") |"
+    done
+    echo
+    echo "Seeds: 2017 series, 7 GB of an 8 GB guest (KVM): 4126 ms -> ~541-597 ms (6.9-7.6x); 2016 RFC, 3 GB of 4 GB: 1577 -> 175 ms (9x)."
+    echo
+fi
+if [[ " $PARTS " == *" 2 "* ]]; then
+    echo "### 2. Where the inflate's time goes (one timed run per case; shares of the driver's time allocating + building + sending)"
+    echo
+    echo "| | seed (PFN, 7 GB, KVM) | $(for c in "${CASES1[@]}"; do printf '%s | ' "$c"; done | sed 's/ | $//') |"
+    echo "| --- | --- | $(for c in "${CASES1[@]}"; do printf -- '--- | '; done | sed 's/ | $//') |"
+    row() { # row LABEL SEED AWK-EXPR (of the timed run's columns, as a share of T)
+        printf '| %s | %s |' "$1" "$2"
+        for c in "${CASES1[@]}"; do
+            printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { T = $10 + $11 + $12; if (T > 0) printf "%.1f%%", 100 * ('"$3"') / T; else printf "-" }' "$RESULTS")"
+        done
+        echo
+    }
+    row "guest: allocating pages" "6.5%" '$10'
+    row "guest: building PFN arrays / sorted runs, balloon list" "(in sending)" '$11'
+    row "guest: sending, less the device's handler (kick, exits, wake-ups)" "68.3% (all of sending)" '$12 - $18'
+    row "device: mapping elements (virtqueue_pop)" "(in sending)" '$15'
+    row "device: translating PFNs / ranges" "6.1%" '$16'
+    row "device: discarding (madvise)" "19%" '$17'
+    row "device: rest of the handler (push, notify)" "-" '$18 - $15 - $16 - $17'
+    printf '| driver time, ms (set --wait s) | 4126 ms |'
+    for c in "${CASES1[@]}"; do
+        printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { printf "%.0f (%.2f)", ($10 + $11 + $12) / 1e6, $3 }' "$RESULTS")"
+    done
+    echo
+    printf '| device: elements / 4 KiB pages |  |'
+    for c in "${CASES1[@]}"; do printf ' %s |' "$(awk -v c="$c" '$1 == c && $2 == 1 { print $13 " / " $14 }' "$RESULTS")"; done
+    echo
+    echo
+fi
+if [[ " $PARTS " == *" 3 "* ]]; then
+    echo "### 3. ioeventfd with the vCPU throttled to $((QUOTA / 1000)) ms per 100 ms (init_on_alloc=0)"
+    echo
+    echo "| path | ioeventfd | inflate s | inflate, QEMU CPU s | deflate s | agent histogram: inflate mean s (count); buckets |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    for p in $IOEV_PATHS; do
+        for ioev in true false; do
+            c="ioev-$p-$ioev"; sgl=not_negotiated; [ "$p" = sg ] && sgl=negotiated
+            echo "| $p | $([ "$ioev" = true ] && echo on || echo off) | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(hist_delta "$work/h0-$c" "$work/h1-$c" "$sgl") |"
+        done
+        echo "| $p | off/on | $(ratio "$(col "ioev-$p-false" 3 0)" "$(col "ioev-$p-true" 3 0)") | $(ratio "$(col "ioev-$p-false" 19 0)" "$(col "ioev-$p-true" 19 0)") | $(ratio "$(col "ioev-$p-false" 4 0)" "$(col "ioev-$p-true" 4 0)") | |"
+    done
+    echo
+    echo "Seed: ioeventfd for the balloon, reclaiming 4 GB under CPU overcommit (SEV): 1400 s -> 263 s (5.3x)."
+    echo
+fi
+echo "Raw results (case timed inflate_s deflate_s rss_MiB/s | driver pages ranges elems kicks alloc_ns build_ns send_ns | device elems pages pop_ns translate_ns discard_ns handle_ns | QEMU CPU s inflate deflate):"
+echo
+echo '```'
+cat "$RESULTS"
+echo '```'

@@ -13,7 +13,8 @@
  *   is a list of device-writable descriptors (virtqueue_add_inbuf), each one
  *   describing one physically contiguous guest range (address = guest
  *   physical address of the first page, length = multiple of 4096).  The
- *   device handles each range whole and returns the element (used len 0).
+ *   device handles each range whole and returns the element (used len 0;
+ *   any other used length: the device did not handle it).
  *
  * With SG the driver inflates by allocating higher-order blocks while memory
  * allows (order sg_max_order down to 0), splits them into single pages that
@@ -24,9 +25,12 @@
  * descriptors when offered), as many elements as there are free ring slots,
  * one kick, then the driver waits until the device has returned EVERY
  * element of the batch.  Used buffers left from an earlier batch are reaped
- * before anything new is added.  Any add error ends the batch: the ranges
- * that were not handed to the device are not reported, and their pages go
- * back to the page allocator (inflate) or stay in the balloon (deflate).
+ * before anything new is added.  Any add error, any element the device
+ * returns as not handled, and any element not returned within sg_timeout_ms
+ * ends the call: ranges from the first such element on are not reported,
+ * and their pages go back to the page allocator (inflate) or stay in the
+ * balloon (deflate) - except the ranges of an element the device never
+ * returned, which it may still own: on inflate they stay in the balloon.
  *
  * Left out to keep the module small: free page hinting
  * (VIRTIO_BALLOON_F_FREE_PAGE_HINT), page poisoning (F_PAGE_POISON) and free
@@ -88,6 +92,16 @@ module_param(sg_max_order, uint, 0444);
 MODULE_PARM_DESC(sg_max_order,
 		 "Highest allocation order tried when inflating with SG (default 9, capped at MAX_ORDER-1)");
 
+static unsigned int sg_timeout_ms = 30000;
+module_param(sg_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(sg_timeout_ms,
+		 "With SG, how long to wait for the device to return a batch before abandoning the elements still out (default 30000; 0 = forever)");
+
+static bool sg_count_held;
+module_param(sg_count_held, bool, 0644);
+MODULE_PARM_DESC(sg_count_held,
+		 "sg_stats counts the pages on the balloon's list (a walk under its lock; default 0)");
+
 static unsigned int sg_elem_max;
 module_param(sg_elem_max, uint, 0444);
 MODULE_PARM_DESC(sg_elem_max,
@@ -115,6 +129,12 @@ struct sg_counters {
 	u64 errors;		/* add failures (batch ended early) */
 	u64 unreported;		/* pages given back / kept after an error */
 	u64 max_range;		/* largest range, pages */
+	u64 failed;		/* elements returned as not handled */
+	u64 abandoned;		/* elements not returned in sg_timeout_ms */
+	u64 stale;		/* used buffers of earlier calls reaped */
+	u64 alloc_ns;		/* allocating the pages (inflate) */
+	u64 build_ns;		/* PFN arrays / sorted runs, balloon list */
+	u64 send_ns;		/* adding, kicking, waiting for the device */
 };
 
 struct virtio_balloon {
@@ -158,6 +178,10 @@ struct virtio_balloon {
 	struct sg_range *fill_ranges;	/* SG_RANGES_MAX; size work only */
 	struct sg_range *leak_ranges;	/* SG_RANGES_MAX; balloon_lock */
 	struct sg_counters inflate_stats, deflate_stats;
+	unsigned int sg_gen;		/* sg_tell_host() call, in the tokens */
+	/* First range of each element in flight / abandoned this call. */
+	DECLARE_BITMAP(sg_out, SG_RANGES_MAX);
+	DECLARE_BITMAP(sg_lost, SG_RANGES_MAX);
 	u64 order_allocs[MAX_ORDER];	/* successful inflate allocations */
 	u64 order_fails[MAX_ORDER];	/* failed ones (order > 0: fall back) */
 };
@@ -217,10 +241,12 @@ static void set_page_pfns(struct virtio_balloon *vb,
 
 static unsigned int fill_balloon_pfn(struct virtio_balloon *vb, size_t num)
 {
+	struct sg_counters *st = &vb->inflate_stats;
 	unsigned int num_allocated_pages;
 	unsigned int num_pfns;
 	struct page *page;
 	LIST_HEAD(pages);
+	u64 t0 = ktime_get_ns(), t1, t2;
 
 	/* We can only do one array worth at a time. */
 	num = min(num, ARRAY_SIZE(vb->pfns));
@@ -238,6 +264,8 @@ static unsigned int fill_balloon_pfn(struct virtio_balloon *vb, size_t num)
 		}
 		balloon_page_push(&pages, page);
 	}
+	t1 = ktime_get_ns();
+	st->alloc_ns += t1 - t0;
 
 	mutex_lock(&vb->balloon_lock);
 
@@ -254,9 +282,17 @@ static unsigned int fill_balloon_pfn(struct virtio_balloon *vb, size_t num)
 	}
 
 	num_allocated_pages = vb->num_pfns;
+	t2 = ktime_get_ns();
+	st->build_ns += t2 - t1;
 	/* Did we get any? */
-	if (vb->num_pfns != 0)
+	if (vb->num_pfns != 0) {
 		tell_host(vb, vb->inflate_vq);
+		st->send_ns += ktime_get_ns() - t2;
+		st->calls++;
+		st->elems++;
+		st->kicks++;
+		st->pages += vb->num_pfns / VIRTIO_BALLOON_PAGES_PER_PAGE;
+	}
 	mutex_unlock(&vb->balloon_lock);
 
 	return num_allocated_pages;
@@ -278,15 +314,18 @@ static void release_pages_balloon(struct virtio_balloon *vb,
 
 static unsigned int leak_balloon_pfn(struct virtio_balloon *vb, size_t num)
 {
+	struct sg_counters *st = &vb->deflate_stats;
 	unsigned int num_freed_pages;
 	struct page *page;
 	struct balloon_dev_info *vb_dev_info = &vb->vb_dev_info;
 	LIST_HEAD(pages);
+	u64 t0, t1;
 
 	/* We can only do one array worth at a time. */
 	num = min(num, ARRAY_SIZE(vb->pfns));
 
 	mutex_lock(&vb->balloon_lock);
+	t0 = ktime_get_ns();
 	/* We can't release more pages than taken */
 	num = min(num, (size_t)vb->num_pages);
 	for (vb->num_pfns = 0; vb->num_pfns < num;
@@ -300,12 +339,20 @@ static unsigned int leak_balloon_pfn(struct virtio_balloon *vb, size_t num)
 	}
 
 	num_freed_pages = vb->num_pfns;
+	t1 = ktime_get_ns();
+	st->build_ns += t1 - t0;
 	/*
 	 * Note that if VIRTIO_BALLOON_F_MUST_TELL_HOST is negotiated we
 	 * *have* to tell the host before releasing the pages.
 	 */
-	if (vb->num_pfns != 0)
+	if (vb->num_pfns != 0) {
 		tell_host(vb, vb->deflate_vq);
+		st->send_ns += ktime_get_ns() - t1;
+		st->calls++;
+		st->elems++;
+		st->kicks++;
+		st->pages += vb->num_pfns / VIRTIO_BALLOON_PAGES_PER_PAGE;
+	}
 	release_pages_balloon(vb, &pages);
 	mutex_unlock(&vb->balloon_lock);
 	return num_freed_pages;
@@ -315,32 +362,86 @@ static unsigned int leak_balloon_pfn(struct virtio_balloon *vb, size_t num)
  * SG path (VIRTIO_BALLOON_F_SG negotiated)
  * ------------------------------------------------------------------------ */
 
-/* Detach used buffers; true once none of ours is in flight any more. */
-static bool sg_reap(struct virtqueue *vq, unsigned int *inflight)
-{
-	unsigned int len;
+/*
+ * An element's token: the call's generation and the index of its first
+ * range, so that a used buffer is matched to its element and a late one
+ * (from a call that abandoned it) is recognised.
+ */
+#define SG_TOKEN_BITS	16
+static_assert(SG_RANGES_MAX < (1U << SG_TOKEN_BITS));
 
-	while (*inflight && virtqueue_get_buf(vq, &len))
-		(*inflight)--;
-	/* A broken queue returns nothing; do not wait for it forever. */
-	return !*inflight || virtqueue_is_broken(vq);
+static void *sg_token(unsigned int gen, unsigned int first)
+{
+	return (void *)((((unsigned long)gen << SG_TOKEN_BITS | first) << 1) | 1);
 }
 
-/* Kick once, then wait until the device has returned every element. */
-static void sg_flush(struct virtio_balloon *vb, struct virtqueue *vq,
-		     unsigned int *inflight, struct sg_counters *st)
+/* One sg_tell_host() call. */
+struct sg_call {
+	unsigned int gen;
+	unsigned int inflight;	/* elements added, not yet returned */
+	unsigned int first_bad;	/* first range of the first bad element */
+	struct sg_counters *st;
+};
+
+/* Detach used buffers; true once none of ours is in flight any more. */
+static bool sg_reap(struct virtio_balloon *vb, struct virtqueue *vq,
+		    struct sg_call *c)
 {
-	if (!*inflight)
+	unsigned int len, first;
+	unsigned long v;
+	void *data;
+
+	while (c->inflight && (data = virtqueue_get_buf(vq, &len))) {
+		v = (unsigned long)data >> 1;
+		first = v & ((1U << SG_TOKEN_BITS) - 1);
+		if ((unsigned int)(v >> SG_TOKEN_BITS) != c->gen ||
+		    !test_and_clear_bit(first, vb->sg_out)) {
+			c->st->stale++;
+			continue;
+		}
+		c->inflight--;
+		if (len) {
+			/* The device did not handle this element. */
+			c->st->failed++;
+			c->first_bad = min(c->first_bad, first);
+		}
+	}
+	/* A broken queue returns nothing; do not wait for it forever. */
+	return !c->inflight || virtqueue_is_broken(vq);
+}
+
+/*
+ * Kick once, then wait until the device has returned every element, at
+ * most sg_timeout_ms: elements still out then are abandoned (their ring
+ * slots stay the device's; their first ranges go to sg_lost).
+ */
+static void sg_flush(struct virtio_balloon *vb, struct virtqueue *vq,
+		     struct sg_call *c)
+{
+	unsigned int first;
+
+	if (!c->inflight)
 		return;
 	virtqueue_kick(vq);
-	st->kicks++;
-	wait_event(vb->acked, sg_reap(vq, inflight));
-	if (*inflight) {
-		dev_warn_ratelimited(&vb->vdev->dev,
-				     "%s queue broken with %u element(s) in flight\n",
-				     vq->name, *inflight);
-		*inflight = 0;
-	}
+	c->st->kicks++;
+	if (sg_timeout_ms)
+		wait_event_timeout(vb->acked, sg_reap(vb, vq, c),
+				   msecs_to_jiffies(sg_timeout_ms));
+	else
+		wait_event(vb->acked, sg_reap(vb, vq, c));
+	if (!c->inflight)
+		return;
+	first = find_first_bit(vb->sg_out, SG_RANGES_MAX);
+	dev_warn_ratelimited(&vb->vdev->dev,
+			     "%s: %u element(s) not returned by the device%s, abandoned\n",
+			     vq->name, c->inflight,
+			     virtqueue_is_broken(vq) ? " (queue broken)" :
+			     " within sg_timeout_ms");
+	c->st->abandoned += c->inflight;
+	c->first_bad = min(c->first_bad, first);
+	bitmap_or(vb->sg_lost, vb->sg_lost, vb->sg_out, SG_RANGES_MAX);
+	bitmap_zero(vb->sg_out, SG_RANGES_MAX);
+	c->inflight = 0;
 }
 
 /*
@@ -355,8 +456,10 @@ static void sg_flush(struct virtio_balloon *vb, struct virtqueue *vq,
 /*
  * Report @nr ranges (sorted, each at most SG_RANGE_MAX_PAGES) on @vq.
  * Called with balloon_lock held.  Returns how many ranges, from the first
- * one, were handed to the device; when that is less than @nr an add failed
- * and the rest were not reported.  Nothing is left in flight on return.
+ * one, the device took; when that is less than @nr an add failed, or an
+ * element came back as not handled or did not come back (its first range
+ * is then set in sg_lost), and the rest count as not reported.  Nothing of
+ * this call is waited for any more on return.
  */
 static unsigned int sg_tell_host(struct virtio_balloon *vb,
 				 struct virtqueue *vq,
@@ -365,14 +468,16 @@ static unsigned int sg_tell_host(struct virtio_balloon *vb,
 {
 	bool indirect = virtio_has_feature(vb->vdev,
 					   VIRTIO_RING_F_INDIRECT_DESC);
-	unsigned int done = 0, inflight = 0, len, n, k;
+	unsigned int done = 0, len, n, k;
+	struct sg_call c = { .gen = ++vb->sg_gen, .first_bad = nr, .st = st };
 	int err;
 
 	lockdep_assert_held(&vb->balloon_lock);
 
 	/* Used buffers left behind by anything earlier: detach them first. */
 	while (virtqueue_get_buf(vq, &len))
-		;
+		st->stale++;
+	bitmap_zero(vb->sg_lost, SG_RANGES_MAX);
 
 	while (done < nr) {
 		n = min(nr - done, vb->elem_max);
@@ -383,7 +488,10 @@ static unsigned int sg_tell_host(struct virtio_balloon *vb,
 		 * Ring full: send what is queued and wait for all of it.
 		 */
 		if (vq->num_free < (indirect && n > 1 ? 1 : n))
-			sg_flush(vb, vq, &inflight, st);
+			sg_flush(vb, vq, &c);
+		/* The device failed or kept an element: bail out. */
+		if (c.first_bad < nr)
+			break;
 
 		sg_init_table(vb->sgl, n);
 		for (k = 0; k < n; k++) {
@@ -394,15 +502,19 @@ static unsigned int sg_tell_host(struct virtio_balloon *vb,
 			st->max_range = max_t(u64, st->max_range, r->npages);
 		}
 		/* Device-writable: the device gets the memory. */
-		err = virtqueue_add_inbuf(vq, vb->sgl, n, vb, gfp);
-		if (err == -ENOSPC && inflight) {
+		err = virtqueue_add_inbuf(vq, vb->sgl, n,
+					  sg_token(c.gen, done), gfp);
+		if (err == -ENOSPC && c.inflight) {
 			/*
 			 * No memory for the indirect table and not enough
 			 * free slots for direct descriptors: empty the ring
 			 * (an element always fits an empty one) and retry.
 			 */
-			sg_flush(vb, vq, &inflight, st);
-			err = virtqueue_add_inbuf(vq, vb->sgl, n, vb, gfp);
+			sg_flush(vb, vq, &c);
+			if (c.first_bad < nr)
+				break;
+			err = virtqueue_add_inbuf(vq, vb->sgl, n,
+						  sg_token(c.gen, done), gfp);
 		}
 		if (err) {
 			st->errors++;
@@ -411,14 +523,21 @@ static unsigned int sg_tell_host(struct virtio_balloon *vb,
 					     vq->name, n, err, done, nr);
 			break;
 		}
-		inflight++;
+		set_bit(done, vb->sg_out);
+		c.inflight++;
 		st->elems++;
 		st->ranges += n;
 		done += n;
 	}
 
-	sg_flush(vb, vq, &inflight, st);
-	return done;
+	sg_flush(vb, vq, &c);
+	return min(done, c.first_bad);
+}
+
+/* Whether range @i belongs to an element the device never returned. */
+static bool sg_range_lost(struct virtio_balloon *vb, unsigned int i)
+{
+	return test_bit(i - i % vb->elem_max, vb->sg_lost);
 }
 
 static int sg_range_cmp(const void *a, const void *b)
@@ -479,6 +598,7 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 	unsigned long want, got = 0, told_pages = 0, i, pfn;
 	unsigned int order = vb->max_order, nr = 0, told;
 	struct page *page;
+	u64 t0 = ktime_get_ns(), t1, t2;
 
 	want = min_t(size_t, num / VIRTIO_BALLOON_PAGES_PER_PAGE,
 		     SG_BATCH_PAGES);
@@ -512,6 +632,8 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 		got += 1UL << order;
 		cond_resched();
 	}
+	t1 = ktime_get_ns();
+	st->alloc_ns += t1 - t0;
 	if (!nr)
 		return 0;
 
@@ -519,10 +641,19 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 
 	mutex_lock(&vb->balloon_lock);
 	st->calls++;
+	t2 = ktime_get_ns();
+	st->build_ns += t2 - t1;
 	told = sg_tell_host(vb, vb->inflate_vq, r, nr, SG_ADD_GFP, st);
+	t1 = ktime_get_ns();
+	st->send_ns += t1 - t2;
 
-	/* Reported ranges: into the balloon, page by page. */
-	for (i = 0; i < told; i++) {
+	/*
+	 * Reported ranges, and those of elements the device never returned
+	 * (it may still discard them): into the balloon, page by page.
+	 */
+	for (i = 0; i < nr; i++) {
+		if (i >= told && !sg_range_lost(vb, i))
+			continue;
 		for (pfn = r[i].pfn; pfn < r[i].pfn + r[i].npages; pfn++) {
 			page = pfn_to_page(pfn);
 			balloon_page_enqueue(&vb->vb_dev_info, page);
@@ -535,10 +666,13 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 		cond_resched();
 	}
 	st->pages += told_pages;
+	st->build_ns += ktime_get_ns() - t1;
 	mutex_unlock(&vb->balloon_lock);
 
-	/* Not reported (add failed): back to the page allocator. */
+	/* Not reported (add failed, not handled): back to the allocator. */
 	for (i = told; i < nr; i++) {
+		if (sg_range_lost(vb, i))
+			continue;
 		for (pfn = r[i].pfn; pfn < r[i].pfn + r[i].npages; pfn++)
 			__free_page(pfn_to_page(pfn));
 		st->unreported += r[i].npages;
@@ -575,8 +709,10 @@ static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
 	struct page *page, *next;
 	LIST_HEAD(pages);
 	LIST_HEAD(told_list);
+	u64 t0, t1;
 
 	mutex_lock(&vb->balloon_lock);
+	t0 = ktime_get_ns();
 	/* We can't release more pages than taken */
 	num = min(num, (size_t)vb->num_pages);
 	want = min_t(size_t, num / VIRTIO_BALLOON_PAGES_PER_PAGE,
@@ -613,7 +749,11 @@ static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
 		nr++;
 	}
 
+	t1 = ktime_get_ns();
+	st->build_ns += t1 - t0;
 	told = sg_tell_host(vb, vb->deflate_vq, r, nr, gfp, st);
+	st->send_ns += ktime_get_ns() - t1;
+	/* Deflate: whatever the device did not take stays in the balloon. */
 	for (i = 0; i < (force ? nr : told); i++)
 		told_pages += r[i].npages;
 
@@ -965,9 +1105,26 @@ static void sg_print_counters(char *buf, int *len, const char *name,
 			      const struct sg_counters *c)
 {
 	*len += sysfs_emit_at(buf, *len,
-			      "%s: calls %llu pages %llu ranges %llu elems %llu kicks %llu errors %llu unreported %llu max_range %llu\n",
+			      "%s: calls %llu pages %llu ranges %llu elems %llu kicks %llu errors %llu unreported %llu max_range %llu failed %llu abandoned %llu stale %llu alloc_ns %llu build_ns %llu send_ns %llu\n",
 			      name, c->calls, c->pages, c->ranges, c->elems,
-			      c->kicks, c->errors, c->unreported, c->max_range);
+			      c->kicks, c->errors, c->unreported, c->max_range,
+			      c->failed, c->abandoned, c->stale, c->alloc_ns,
+			      c->build_ns, c->send_ns);
+}
+
+/* Pages on the balloon's list (and isolated for migration): held now. */
+static unsigned long sg_pages_held(struct virtio_balloon *vb)
+{
+	struct balloon_dev_info *b = &vb->vb_dev_info;
+	unsigned long flags, n = 0;
+	struct list_head *p;
+
+	spin_lock_irqsave(&b->pages_lock, flags);
+	list_for_each(p, &b->pages)
+		n++;
+	n += b->isolated_pages;
+	spin_unlock_irqrestore(&b->pages_lock, flags);
+	return n;
 }
 
 static ssize_t sg_stats_show(struct device *dev, struct device_attribute *attr,
@@ -985,6 +1142,21 @@ static ssize_t sg_stats_show(struct device *dev, struct device_attribute *attr,
 			     vb->elem_max, vb->max_order, vb->num_pages);
 	sg_print_counters(buf, &len, "inflate", &vb->inflate_stats);
 	sg_print_counters(buf, &len, "deflate", &vb->deflate_stats);
+	/*
+	 * At rest every element is back: inflight 0, free == size (less the
+	 * slots of abandoned elements, which stay the device's).
+	 */
+	len += sysfs_emit_at(buf, len,
+			     "queues: inflate_free %u inflate_size %u deflate_free %u deflate_size %u inflight %u",
+			     vb->inflate_vq->num_free,
+			     virtqueue_get_vring_size(vb->inflate_vq),
+			     vb->deflate_vq->num_free,
+			     virtqueue_get_vring_size(vb->deflate_vq),
+			     bitmap_weight(vb->sg_out, SG_RANGES_MAX));
+	if (sg_count_held)
+		len += sysfs_emit_at(buf, len, " held %lu\n", sg_pages_held(vb));
+	else
+		len += sysfs_emit_at(buf, len, " held -\n");
 	len += sysfs_emit_at(buf, len, "order_allocs:");
 	for (o = 0; o <= vb->max_order; o++)
 		len += sysfs_emit_at(buf, len, " %u:%llu", o,

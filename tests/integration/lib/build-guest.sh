@@ -51,7 +51,8 @@
 #   bm.sgdriver=1    load virtio_balloon_sg (SG lab driver) instead of
 #                    virtio_balloon, at the same place in the load order
 #   bm.sgparams=K=V[,K=V...]  module parameters for virtio_balloon_sg
-#                    (sg=0, sg_max_order=N, sg_elem_max=N)
+#                    (sg=0, sg_max_order=N, sg_elem_max=N, sg_timeout_ms=N,
+#                    sg_count_held=1)
 #   bm.sgstats=SECS  with bm.sgdriver=1: print the driver's sg_stats on the
 #                    console ("bm: sg_stats: ...") whenever they changed,
 #                    checked every SECS seconds
