@@ -6,7 +6,8 @@
 #            so an inflate gives it back to the host
 #   fresh    never touches its free memory: an inflate gives the host nothing
 #   steady   holds 384 MiB, touched every second
-#   grower   holds 96 MiB, later grows to 700 MiB at 25 MiB/s while the host is still short
+#   grower   touches and frees 600 MiB (memory the host backs, so it is ballooned under
+#            pressure), holds 96 MiB, later grows to 700 MiB at 25 MiB/s while the host is still short
 # and a host process (bm-mem-hog) that takes the host's real MemAvailable down to 8% of
 # MemTotal (below default.policy's reclaim_below, 10%), never below a 1.5 GiB safety floor.
 # Phases: steady (nothing should change) -> host pressure begins -> the grower's demand
@@ -97,7 +98,7 @@ run_one() {
     local g t_anchor
     for g in idle fresh steady; do bm_wait_guest_ready "$g" 300; done
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
-    bm_define_guest grower 1024 "load=0:96,$step_at:700@25"
+    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25"
     bm_wait_guest_ready grower 300
     t_anchor=$(now)
     local t_steady t_hog t_hog_end t_end
@@ -287,8 +288,8 @@ analyse() {
              if ($p | length) == 0 then null else ($p | max) - ($p | min) end)
         elif $mode == "timer" then [$timer[] | select(. >= $a and . <= $b)] | length
         else 0 end;
-    # the grower demand step: its "phase 2" line
-    (($E | map(select(.dom == "grower" and (.line | test("bm-load: t=[0-9.]+ phase 2:")))) | first) // null) as $step |
+    # the grower demand step: its "phase 3" line (1: touch and free, 2: hold 96 MiB)
+    (($E | map(select(.dom == "grower" and (.line | test("bm-load: t=[0-9.]+ phase 3:")))) | first) // null) as $step |
     ($step.t // null) as $t_step |
     (if $t_step == null then null else at("grower"; $t_step) end) as $gs |
     (if $gs == null then null
