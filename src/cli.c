@@ -96,8 +96,7 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
     return false;
 }
 
-int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevious *prev,
-                      BmCounters *counters)
+int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l)
 {
     if (!dry_run) {
         int n = bm_state_cleanup(path);
@@ -105,9 +104,10 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevio
             bm_report(verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
                       "writes", path, n);
     }
-    int r = bm_state_load(path, prev, counters);
+    int r = bm_state_load(path, l);
     if (r >= 0 || r == -ENOENT || r == -ENOTDIR) /* none yet: the first save creates it */
         return 0;
+    bm_ledger_count_error(l, BM_ERR_STATE);
     char why[1024];
     snprintf(why, sizeof(why), "%s", bm_error_detail(r));
     if (r != -EINVAL && r != -EFBIG) /* unreadable, not corrupt: the next save replaces it */
@@ -127,10 +127,10 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevio
     return r;
 }
 
-bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
-                       const BmPrevious *prev, BmCounters *counters, uint64_t now_s)
+bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
+                       uint64_t now_s)
 {
-    switch (bm_state_save_tracked(w, path, prev, counters, now_s)) {
+    switch (bm_state_save_tracked(w, path, l, now_s)) {
     case BM_SAVE_OK:
         return true;
     case BM_SAVE_RECOVERED:
@@ -138,12 +138,12 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
                   w->failed_before);
         return true;
     case BM_SAVE_FAILED:
-        counters->errors[BM_ERR_STATE]++;
+        bm_ledger_count_error(l, BM_ERR_STATE);
         bm_report(verb, NULL, "state '%s': %s; retrying every pass, reported again when it "
                   "works (counted in balloonmgr_errors_total{kind=\"state\"})", path, w->reported);
         return false;
     case BM_SAVE_FAILED_QUIET:
-        counters->errors[BM_ERR_STATE]++;
+        bm_ledger_count_error(l, BM_ERR_STATE);
         return false;
     }
     return false;

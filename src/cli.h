@@ -57,15 +57,14 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
 int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);
 
 /* The state file at the start of run or agent: removes temporary files of interrupted writes
- * (unless dry_run), then loads path into prev and counters. A missing file is a fresh start;
- * an unreadable or corrupt one is reported as a warning naming the file and the reason, and a
- * corrupt one is moved to PATH.corrupt (unless dry_run). Returns 0, or the load's -errno when
- * starting fresh (prev and counters empty). */
-int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevious *prev,
-                      BmCounters *counters);
+ * (unless dry_run), then loads path into the ledger l (initialised). A missing file is a fresh
+ * start; an unreadable or corrupt one is reported as a warning naming the file and the reason,
+ * a corrupt one is moved to PATH.corrupt (unless dry_run), and counted in l's state errors.
+ * Returns 0, or the load's -errno when starting fresh (l empty). */
+int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l);
 
-/* One save of a loop (agent, run without --once), with w: the first failure and a failure for
- * another reason are reported, later ones only counted (errors[BM_ERR_STATE] of counters, as
- * every failure), and the first success after failures is reported. Returns whether it saved. */
-bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
-                       const BmPrevious *prev, BmCounters *counters, uint64_t now_s);
+/* One save of the agent, with w: the first failure and a failure for another reason are
+ * reported, later ones only counted (l's state errors, as every failure), and the first
+ * success after failures is reported. Returns whether it saved. */
+bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
+                       uint64_t now_s);

@@ -46,7 +46,7 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t no
     json_object *o = json_object_new_object();
     json_object_object_add(o, "name", json_object_new_string(d->name));
     json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
-    json_object_object_add(o, "state", json_object_new_string(bm_state_name(d->state)));
+    json_object_object_add(o, "state", json_object_new_string(bm_snapshot_run_state_name(d->state)));
     json_object_object_add(o, "active", json_object_new_boolean(d->active));
     json_object_object_add(o, "maximum_bytes", json_u64(d->max_bytes));
     json_object_object_add(o, "current_bytes", json_u64(d->actual_bytes));
@@ -118,7 +118,7 @@ static void print_table(const BmSnapshot *s, const SgCell *sg)
         const BmDomain *d = &s->domains[i];
         char name[256];
         bm_table_cell(t, "%s", bm_printable(d->name, name, sizeof(name)));
-        bm_table_cell(t, "%s", bm_state_name(d->state));
+        bm_table_cell(t, "%s", bm_snapshot_run_state_name(d->state));
         bm_table_cell(t, "%s", size_cell(d->max_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->actual_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(bm_domain_reclaimed_bytes(d), b, sizeof(b)));

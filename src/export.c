@@ -4,187 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "policy-eval.h"
 #include "util.h"
 
 #ifndef BM_VERSION
 #define BM_VERSION "unknown"
 #endif
-
-const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
-const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
-const char *const bm_outcome_names[BM_OUT_COUNT] = {"reached", "timeout", "stalled", "failed"};
-const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
-                                                       "policy",  "push",   "web_config"};
-
-void bm_counters_init(BmCounters *c)
-{
-    *c = (BmCounters){.last_pass_duration_s = -1};
-    for (int d = 0; d < BM_DIR_COUNT; d++)
-        for (int s = 0; s < BM_SGL_COUNT; s++)
-            bm_histogram_init(&c->latency[d][s], bm_latency_buckets, bm_latency_n_buckets);
-}
-
-void bm_counters_clear(BmCounters *c)
-{
-    free(c->domains);
-    free(c->slots);
-    c->domains = NULL;
-    c->slots = NULL;
-    c->n_domains = c->n_slots = 0;
-}
-
-static size_t hash_str(const char *s)
-{
-    size_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-/* Slot of uuid: the one holding it, or the empty one where it would go. */
-static size_t *slot_of(const BmCounters *c, const char *uuid)
-{
-    size_t mask = c->n_slots - 1;
-    for (size_t i = hash_str(uuid) & mask;; i = (i + 1) & mask)
-        if (!c->slots[i] || strcmp(c->domains[c->slots[i] - 1].uuid, uuid) == 0)
-            return &c->slots[i];
-}
-
-static void reindex(BmCounters *c)
-{
-    size_t want = 16;
-    while (want < c->n_domains * 2 + 2)
-        want *= 2;
-    free(c->slots);
-    c->slots = bm_malloc0(want * sizeof(size_t));
-    c->n_slots = want;
-    for (size_t i = 0; i < c->n_domains; i++)
-        *slot_of(c, c->domains[i].uuid) = i + 1;
-}
-
-const BmDomainRecord *bm_counters_find(const BmCounters *c, const char *uuid)
-{
-    if (!c->n_slots)
-        return NULL;
-    size_t *s = slot_of(c, uuid);
-    return *s ? &c->domains[*s - 1] : NULL;
-}
-
-BmDomainRecord *bm_counters_domain(BmCounters *c, const char *uuid, const char *name)
-{
-    BmDomainRecord *found = (BmDomainRecord *)bm_counters_find(c, uuid);
-    if (found) {
-        if (name && strcmp(found->name, name) != 0)
-            snprintf(found->name, sizeof(found->name), "%s", name);
-        return found;
-    }
-    c->domains = bm_reallocarray(c->domains, c->n_domains + 1, sizeof(BmDomainRecord));
-    BmDomainRecord *d = &c->domains[c->n_domains++];
-    *d = (BmDomainRecord){.last_target_bytes = BM_ABSENT,
-                          .last_duration_s = -1,
-                          .last_direction = -1,
-                          .last_rss_drop_bytes = BM_ABSENT,
-                          .sg = BM_FEAT_UNKNOWN,
-                          .ioeventfd = BM_SWITCH_UNKNOWN,
-                          .seen = true};
-    snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
-    snprintf(d->name, sizeof(d->name), "%s", name ? name : "");
-    if (c->n_domains * 2 + 2 > c->n_slots)
-        reindex(c);
-    else
-        *slot_of(c, d->uuid) = c->n_domains;
-    return d;
-}
-
-void bm_counters_record_target(BmCounters *c, const char *uuid, const char *name,
-                               uint64_t from_bytes, uint64_t target_bytes)
-{
-    BmDomainRecord *d = bm_counters_domain(c, uuid, name);
-    d->last_target_bytes = target_bytes;
-    if (target_bytes != from_bytes)
-        c->target_changes[target_bytes < from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE]++;
-}
-
-const char *bm_sg_label(BmFeatureState s, bool known)
-{
-    if (!known || s == BM_FEAT_UNKNOWN)
-        return bm_sg_label_names[BM_SGL_UNKNOWN];
-    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
-}
-
-static int sg_index(const char *label)
-{
-    for (int s = 0; s < BM_SGL_COUNT; s++)
-        if (strcmp(bm_sg_label_names[s], label) == 0)
-            return s;
-    return BM_SGL_UNKNOWN;
-}
-
-void bm_counters_record_change(BmCounters *c, const BmTracked *t, uint64_t now_s)
-{
-    const BmChange *ch = &t->change;
-    int dir = ch->target_bytes < ch->from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE;
-    int out = ch->outcome == BM_CHANGE_REACHED   ? BM_OUT_REACHED
-              : ch->outcome == BM_CHANGE_TIMEOUT ? BM_OUT_TIMEOUT
-              : ch->outcome == BM_CHANGE_STALLED ? BM_OUT_STALLED
-                                                 : BM_OUT_FAILED;
-    double secs = ch->duration_ns / 1e9;
-    c->changes[dir][out]++;
-    if (out == BM_OUT_REACHED)
-        bm_histogram_observe(&c->latency[dir][sg_index(t->sg)], secs);
-
-    BmDomainRecord *d = bm_counters_domain(c, t->uuid, t->name);
-    d->last_duration_s = secs;
-    d->last_direction = dir;
-    if (dir == BM_DIR_INFLATE && bm_present(t->rss_before_bytes) && bm_present(t->rss_after_bytes)) {
-        uint64_t drop = t->rss_before_bytes > t->rss_after_bytes
-                            ? t->rss_before_bytes - t->rss_after_bytes
-                            : 0;
-        d->last_rss_drop_bytes = drop;
-        c->rss_dropped_bytes += drop;
-    }
-    if (out == BM_OUT_STALLED || out == BM_OUT_TIMEOUT) {
-        d->unresponsive = true;
-        d->unresponsive_actual = ch->reached_bytes;
-        d->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
-    } else {
-        d->unresponsive = false;
-    }
-}
-
-static int cmp_domain_uuid(const void *a, const void *b)
-{
-    return strcmp((*(const BmDomain *const *)a)->uuid, (*(const BmDomain *const *)b)->uuid);
-}
-
-void bm_counters_sync(BmCounters *c, const BmSnapshot *snap, uint64_t now_s)
-{
-    /* the snapshot by UUID, for O(n log n) instead of O(n^2) */
-    _cleanup_free_ const BmDomain **by_uuid = bm_malloc0((snap->n_domains + 1) * sizeof(BmDomain *));
-    for (size_t k = 0; k < snap->n_domains; k++)
-        by_uuid[k] = &snap->domains[k];
-    qsort(by_uuid, snap->n_domains, sizeof(BmDomain *), cmp_domain_uuid);
-    size_t keep = 0;
-    for (size_t i = 0; i < c->n_domains; i++) {
-        BmDomainRecord *d = &c->domains[i];
-        BmDomain key;
-        memcpy(key.uuid, d->uuid, sizeof(key.uuid));
-        const BmDomain *kp = &key, **hit = bsearch(&kp, by_uuid, snap->n_domains, sizeof(BmDomain *),
-                                                   cmp_domain_uuid);
-        const BmDomain *sd = hit ? *hit : NULL;
-        if (!sd)
-            continue; /* gone: its series go with it */
-        snprintf(d->name, sizeof(d->name), "%s", sd->name);
-        if (d->unresponsive &&
-            (now_s >= d->unresponsive_until_s ||
-             (bm_present(sd->actual_bytes) && sd->actual_bytes != d->unresponsive_actual)))
-            d->unresponsive = false;
-        d->seen = true;
-        c->domains[keep++] = *d;
-    }
-    c->n_domains = keep;
-    reindex(c);
-}
 
 /* ---- the registry ---- */
 
@@ -244,8 +69,9 @@ static const struct {
             r_ok |= bm_registry_add(r, name, labels, (double)(v));                                 \
     } while (0)
 
-int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
+int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
 {
+    const BmCounters *c = &l->counters;
     int r_ok = 0;
     for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
         r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
@@ -257,7 +83,7 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
                                               &c->latency[d][s]);
         }
     for (int d = 0; d < BM_DIR_COUNT; d++)
-        for (int o = 0; o < BM_OUT_COUNT; o++) {
+        for (int o = 0; o < BM_CHANGE_ENDED_COUNT; o++) {
             const char *l[] = {"direction", bm_dir_names[d], "outcome", bm_outcome_names[o], NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
@@ -267,14 +93,14 @@ int bm_export_build(BmRegistry *r, const BmCounters *c, const BmView *v)
     const BmSnapshot *snap = v ? v->snap : NULL;
     for (size_t i = 0; snap && i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
-        const BmDomainRecord *rec = bm_counters_find(c, d->uuid);
+        const BmLedgerEntry *rec = bm_ledger_find(l, d->uuid);
         const char *dl[] = {"domain", d->name, NULL};
         const char *sg = "unknown", *io = "unknown";
         if (rec && rec->features_known) {
             sg = bm_feature_state_name(rec->sg);
             io = bm_switch_state_name(rec->ioeventfd);
         }
-        const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", bm_state_name(d->state),
+        const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", bm_snapshot_run_state_name(d->state),
                               "sg", sg, "ioeventfd", io, NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_domain_info", info, 1);
         if (rec && rec->last_duration_s >= 0 && rec->last_direction >= 0) {

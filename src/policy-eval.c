@@ -74,7 +74,7 @@ static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
     return (double)(cur - prev) / (double)dt_s;
 }
 
-void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGuestRules *rules,
+void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret)
 {
     *ret = (BmGuestPressure){.used_bytes = BM_ABSENT,
@@ -114,22 +114,6 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGues
     ret->under_pressure =
         (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||
         (rules->protect_swap_in > 0 && ret->swap_in_rate > (double)rules->protect_swap_in);
-}
-
-static int cmp_prev_uuid(const void *a, const void *b)
-{
-    return strcmp((*(const BmPrevDomain *const *)a)->uuid, (*(const BmPrevDomain *const *)b)->uuid);
-}
-
-/* The previous reading of d, by UUID, from prev sorted by UUID (O(log n)). */
-static const BmPrevDomain *find_prev(const BmPrevDomain **sorted, size_t n, const BmDomain *d)
-{
-    if (!sorted || !d->uuid[0])
-        return NULL;
-    BmPrevDomain key;
-    snprintf(key.uuid, sizeof(key.uuid), "%s", d->uuid);
-    const BmPrevDomain *kp = &key, **hit = bsearch(&kp, sorted, n, sizeof(*sorted), cmp_prev_uuid);
-    return hit ? *hit : NULL;
 }
 
 /* Per-domain working state of one evaluation. */
@@ -186,7 +170,7 @@ static int cmp_order(const void *a, const void *b)
 }
 
 /* Water-filling: splits need among takers in proportion to weight, none above its cap. */
-static uint64_t distribute_take(Work *w, const BmDecision *dec, size_t n, uint64_t need)
+static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
 {
     _cleanup_free_ Order *ord = bm_malloc0((n + 1) * sizeof(Order));
     size_t m = 0;
@@ -210,24 +194,37 @@ static uint64_t distribute_take(Work *w, const BmDecision *dec, size_t n, uint64
         taken += take;
         total_w -= x->weight;
     }
-    (void)dec;
     return taken;
 }
 
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
-                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret)
+/* Gives budget to guests under pressure first, then to those short of memory. */
+static void distribute_give(Work *w, size_t n, uint64_t budget)
 {
-    *ret = (BmPlan){0};
-    if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
-        return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned role = pass == 0 ? ROLE_GIVE_PROTECTED : ROLE_GIVE_NEEDY;
+        for (size_t i = 0; i < n; i++) {
+            if ((unsigned)w[i].role != role)
+                continue;
+            uint64_t give = min_u64(w[i].want, budget);
+            give &= ~(MiB - 1);
+            if (give < w[i].deadband && role == ROLE_GIVE_NEEDY)
+                give = 0;
+            w[i].amount = give;
+            budget -= give;
+        }
+    }
+}
 
+/* The host's mode and what it needs (reclaim) or may give (hold/release). */
+static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode prev_mode, BmPlan *ret)
+{
     uint64_t total = host->mem_total_bytes, avail = host->mem_available_bytes;
     uint64_t below = bm_amount_bytes(policy->reclaim_below, total);
     uint64_t target = bm_amount_bytes(policy->target_available, total);
     uint64_t above = bm_amount_bytes(policy->release_above, total);
     bool psi_pressure;
-    ret->mode = decide_mode(host, policy, prev ? prev->mode : BM_HOST_HOLD, below, target, above,
-                            &psi_pressure, ret->reason, sizeof(ret->reason));
+    ret->mode = decide_mode(host, policy, prev_mode, below, target, above, &psi_pressure,
+                            ret->reason, sizeof(ret->reason));
     if (ret->mode == BM_HOST_RECLAIM) {
         ret->need_bytes = avail < target ? target - avail : 0;
         if (psi_pressure)
@@ -235,13 +232,205 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
     } else {
         ret->budget_bytes = avail > target ? avail - target : 0;
     }
+}
+
+/* Why a domain is not managed this pass (reason set, true), or false. */
+static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRules *rules, BmDecision *x)
+{
+    if (!d->active)
+        say(x->reason, sizeof(x->reason), "not running");
+    else if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED)
+        say(x->reason, sizeof(x->reason), "%s: its guest cannot move the balloon",
+            bm_snapshot_run_state_name(d->state));
+    else if (d->balloon_known && !d->balloon.present)
+        say(x->reason, sizeof(x->reason), "no balloon device");
+    else if (e && e->in_flight)
+        say(x->reason, sizeof(x->reason), "a change is still in flight");
+    else if (e && e->unresponsive)
+        say(x->reason, sizeof(x->reason),
+            "unresponsive: its last change stalled; not re-targeted until its balloon moves");
+    else if (rules->exclude == 1)
+        say(x->reason, sizeof(x->reason), "excluded by policy");
+    else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0)
+        say(x->reason, sizeof(x->reason), "balloon size unknown");
+    else
+        return false;
+    return true;
+}
+
+/* The limits of a managed domain: floor, keep_free, max_step, deadband, idle memory. */
+static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
+{
+    uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
+    uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
+    if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
+        floor = max_u64(floor, d->balloon.min_guarantee_bytes);
+    x->floor_bytes = floor = min_u64(floor, maxb);
+    k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
+    k->step = bm_amount_bytes(k->rules.max_step, maxb);
+    k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
+
+    const BmGuestPressure *gp = &x->pressure;
+    if (!gp->stale && gp->headroom_bytes > k->keep_free) {
+        uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
+        uint64_t by_floor = cur > floor ? cur - floor : 0;
+        x->idle_bytes = min_u64(by_headroom, by_floor);
+        k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
+    }
+}
+
+/* What a managed domain could do: be raised to its floor, get memory, give memory, or none. */
+static void set_role(BmDecision *x, Work *k)
+{
+    uint64_t maxb = x->max_bytes, cur = x->current_bytes;
+    const BmGuestPressure *gp = &x->pressure;
+    if (cur < x->floor_bytes) {
+        k->role = ROLE_FLOOR;
+        k->want = x->floor_bytes - cur;
+    } else if (cur > maxb) {
+        k->role = ROLE_NONE;
+    } else if (gp->stale) {
+        x->action = BM_ACT_SKIP;
+        if (!bm_present(gp->headroom_bytes))
+            say(x->reason, sizeof(x->reason), "no guest memory stats: never inflated");
+        else
+            say(x->reason, sizeof(x->reason),
+                "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
+                gp->stats_age_s, k->rules.max_stats_age_s);
+    } else if (gp->under_pressure) {
+        k->role = ROLE_GIVE_PROTECTED;
+        k->want = min_u64(k->step, maxb - cur);
+    } else if (gp->headroom_bytes < k->keep_free) {
+        k->role = ROLE_GIVE_NEEDY;
+        k->want = min_u64(min_u64(k->step, maxb - cur), k->keep_free - gp->headroom_bytes + k->deadband);
+    } else {
+        k->role = ROLE_TAKE;
+        k->want = min_u64(x->idle_bytes, k->step);
+        unsigned shares = k->rules.shares ? k->rules.shares : 100;
+        k->weight = (double)x->idle_bytes * 100.0 / shares;
+        if (k->want < k->deadband || k->weight <= 0)
+            k->role = ROLE_NONE;
+    }
+}
+
+/* Step 1 for one domain: its pressure, whether it is managed, its limits and role. */
+static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *policy,
+                     uint64_t now_s, BmDecision *x, Work *k)
+{
+    snprintf(x->uuid, sizeof(x->uuid), "%s", d->uuid);
+    x->name = bm_strdup(d->name);
+    x->current_bytes = x->target_bytes = d->actual_bytes;
+    x->max_bytes = d->max_bytes;
+    x->floor_bytes = BM_ABSENT;
+    x->action = BM_ACT_SKIP;
+    bm_policy_rules_for(policy, d->name, &k->rules);
+    bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
+    if (skipped(d, e, &k->rules, x))
+        return;
+    x->action = BM_ACT_NONE;
+    set_limits(d, x, k);
+    set_role(x, k);
+}
+
+static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    const BmGuestPressure *gp = &x->pressure;
+    const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure" : "guest short of memory";
+    char detail[96];
+    if (k->role == ROLE_GIVE_PROTECTED)
+        say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
+            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
+            sz(gp->swap_in_rate < 0       ? 0
+               : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
+                                           : BM_ABSENT - 1)); /* guest-reported */
+    else
+        say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes), sz(k->keep_free));
+    if (plan->mode == BM_HOST_RECLAIM) {
+        say(x->reason, sizeof(x->reason), "%s (%s), but the host is reclaiming: holding", why, detail);
+    } else if (k->want == 0) {
+        say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
+    } else if (k->amount == 0) {
+        say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give", why, detail);
+    } else {
+        x->target_bytes = x->current_bytes + k->amount;
+        x->action = BM_ACT_DEFLATE;
+        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, sz(k->amount),
+            k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
+    }
+}
+
+static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    if (plan->mode != BM_HOST_RECLAIM) {
+        say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
+            sz(x->idle_bytes), sz(k->keep_free));
+    } else if (k->amount == 0) {
+        say(x->reason, sizeof(x->reason),
+            "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
+            sz(plan->need_bytes), sz(x->idle_bytes), k->rules.shares);
+    } else {
+        x->target_bytes = x->current_bytes - k->amount;
+        x->action = BM_ACT_INFLATE;
+        char cap[48] = "";
+        if (k->amount + MiB > k->want)
+            say(cap, sizeof(cap), " (capped by %s)", k->cap);
+        say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
+            sz(plan->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
+    }
+}
+
+static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    if (x->current_bytes > x->max_bytes)
+        say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
+    else if (plan->mode == BM_HOST_RECLAIM)
+        say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
+            sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
+    else
+        say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
+            sz(x->pressure.headroom_bytes), sz(k->keep_free));
+}
+
+/* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
+static void finish(BmPlan *plan, BmDecision *x, const Work *k)
+{
+    if (x->action == BM_ACT_SKIP)
+        return;
+    uint64_t cur = x->current_bytes;
+    switch (k->role) {
+    case ROLE_FLOOR:
+        x->target_bytes = x->floor_bytes;
+        x->action = BM_ACT_DEFLATE;
+        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
+        break;
+    case ROLE_GIVE_PROTECTED:
+    case ROLE_GIVE_NEEDY: reason_give(plan, x, k); break;
+    case ROLE_TAKE: reason_take(plan, x, k); break;
+    case ROLE_NONE: reason_none(plan, x, k); break;
+    }
+    /* safety net: a target set is never below the floor, never above the maximum (one left
+     * alone stays where it is, even above the maximum) */
+    if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
+        x->target_bytes = x->floor_bytes;
+    if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
+        x->target_bytes = x->max_bytes;
+    if (x->target_bytes == cur)
+        x->action = BM_ACT_NONE;
+    if (x->action == BM_ACT_INFLATE)
+        plan->planned_inflate_bytes += cur - x->target_bytes;
+    else if (x->action == BM_ACT_DEFLATE)
+        plan->planned_deflate_bytes += x->target_bytes - cur;
+}
+
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
+                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret)
+{
+    *ret = (BmPlan){0};
+    if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
+        return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
+    decide_host(host, policy, ledger ? ledger->mode : BM_HOST_HOLD, ret);
 
     size_t n = snap->n_domains;
-    size_t n_prev = prev ? prev->n_domains : 0;
-    _cleanup_free_ const BmPrevDomain **sorted = bm_malloc0((n_prev + 1) * sizeof(BmPrevDomain *));
-    for (size_t i = 0; i < n_prev; i++)
-        sorted[i] = &prev->domains[i];
-    qsort(sorted, n_prev, sizeof(*sorted), cmp_prev_uuid);
     ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
@@ -249,207 +438,20 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
     /* 1. classify every domain */
     for (size_t i = 0; i < n; i++) {
         const BmDomain *d = &snap->domains[i];
-        BmDecision *x = &ret->decisions[i];
-        Work *k = &w[i];
-        x->name = d->name;
-        x->current_bytes = x->target_bytes = d->actual_bytes;
-        x->max_bytes = d->max_bytes;
-        x->floor_bytes = BM_ABSENT;
-        x->action = BM_ACT_SKIP;
-        bm_policy_rules_for(policy, d->name, &k->rules);
-        const BmPrevDomain *pd = find_prev(sorted, n_prev, d);
-        bm_guest_pressure(d, pd, &k->rules, now_s, &x->pressure);
-
-        if (!d->active) {
-            say(x->reason, sizeof(x->reason), "not running");
-            continue;
-        }
-        if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED) {
-            say(x->reason, sizeof(x->reason), "%s: its guest cannot move the balloon",
-                bm_state_name(d->state));
-            continue;
-        }
-        if (d->balloon_known && !d->balloon.present) {
-            say(x->reason, sizeof(x->reason), "no balloon device");
-            continue;
-        }
-        if (pd && pd->busy) {
-            say(x->reason, sizeof(x->reason), "a change is still in flight");
-            continue;
-        }
-        if (pd && pd->unresponsive) {
-            say(x->reason, sizeof(x->reason),
-                "unresponsive: its last change stalled; not re-targeted until its balloon moves");
-            continue;
-        }
-        if (k->rules.exclude == 1) {
-            say(x->reason, sizeof(x->reason), "excluded by policy");
-            continue;
-        }
-        if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0) {
-            say(x->reason, sizeof(x->reason), "balloon size unknown");
-            continue;
-        }
-
-        uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
-        uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
-        if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
-            floor = max_u64(floor, d->balloon.min_guarantee_bytes);
-        x->floor_bytes = floor = min_u64(floor, maxb);
-        k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
-        k->step = bm_amount_bytes(k->rules.max_step, maxb);
-        k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
-        x->action = BM_ACT_NONE;
-
-        const BmGuestPressure *gp = &x->pressure;
-        if (!gp->stale && gp->headroom_bytes > k->keep_free) {
-            uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
-            uint64_t by_floor = cur > floor ? cur - floor : 0;
-            x->idle_bytes = min_u64(by_headroom, by_floor);
-            k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
-        }
-
-        if (cur < floor) {
-            k->role = ROLE_FLOOR;
-            k->want = floor - cur;
-        } else if (cur > maxb) {
-            k->role = ROLE_NONE;
-        } else if (gp->stale) {
-            x->action = BM_ACT_SKIP;
-            if (!bm_present(gp->headroom_bytes))
-                say(x->reason, sizeof(x->reason), "no guest memory stats: never inflated");
-            else
-                say(x->reason, sizeof(x->reason),
-                    "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
-                    gp->stats_age_s, k->rules.max_stats_age_s);
-        } else if (gp->under_pressure) {
-            k->role = ROLE_GIVE_PROTECTED;
-            k->want = min_u64(k->step, maxb - cur);
-        } else if (gp->headroom_bytes < k->keep_free) {
-            k->role = ROLE_GIVE_NEEDY;
-            k->want = min_u64(min_u64(k->step, maxb - cur),
-                              k->keep_free - gp->headroom_bytes + k->deadband);
-        } else {
-            k->role = ROLE_TAKE;
-            k->want = min_u64(x->idle_bytes, k->step);
-            unsigned shares = k->rules.shares ? k->rules.shares : 100;
-            k->weight = (double)x->idle_bytes * 100.0 / shares;
-            if (k->want < k->deadband || k->weight <= 0)
-                k->role = ROLE_NONE;
-        }
+        classify(d, bm_ledger_find(ledger, d->uuid), policy, now_s, &ret->decisions[i], &w[i]);
     }
-
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_FLOOR)
             w[i].amount = w[i].want;
-
     /* 3. take (reclaim) or give (hold/release) */
-    if (ret->mode == BM_HOST_RECLAIM) {
-        distribute_take(w, ret->decisions, n, ret->need_bytes);
-    } else {
-        uint64_t budget = ret->budget_bytes;
-        for (int pass = 0; pass < 2; pass++) {
-            unsigned role = pass == 0 ? ROLE_GIVE_PROTECTED : ROLE_GIVE_NEEDY;
-            for (size_t i = 0; i < n; i++) {
-                if ((unsigned)w[i].role != role)
-                    continue;
-                uint64_t give = min_u64(w[i].want, budget);
-                give &= ~(MiB - 1);
-                if (give < w[i].deadband && role == ROLE_GIVE_NEEDY)
-                    give = 0;
-                w[i].amount = give;
-                budget -= give;
-            }
-        }
-    }
-
+    if (ret->mode == BM_HOST_RECLAIM)
+        distribute_take(w, n, ret->need_bytes);
+    else
+        distribute_give(w, n, ret->budget_bytes);
     /* 4. targets and reasons */
-    for (size_t i = 0; i < n; i++) {
-        BmDecision *x = &ret->decisions[i];
-        Work *k = &w[i];
-        if (x->action == BM_ACT_SKIP)
-            continue;
-        uint64_t cur = x->current_bytes;
-        const BmGuestPressure *gp = &x->pressure;
-        switch (k->role) {
-        case ROLE_FLOOR:
-            x->target_bytes = x->floor_bytes;
-            x->action = BM_ACT_DEFLATE;
-            say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
-            break;
-        case ROLE_GIVE_PROTECTED:
-        case ROLE_GIVE_NEEDY: {
-            const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure" : "guest short of memory";
-            char detail[96];
-            if (k->role == ROLE_GIVE_PROTECTED)
-                say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
-                    gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
-                    sz(gp->swap_in_rate < 0       ? 0
-                       : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
-                                                   : BM_ABSENT - 1)); /* guest-reported */
-            else
-                say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes),
-                    sz(k->keep_free));
-            if (ret->mode == BM_HOST_RECLAIM) {
-                say(x->reason, sizeof(x->reason), "%s (%s), but the host is reclaiming: holding",
-                    why, detail);
-            } else if (k->want == 0) {
-                say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
-            } else if (k->amount == 0) {
-                say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give",
-                    why, detail);
-            } else {
-                x->target_bytes = cur + k->amount;
-                x->action = BM_ACT_DEFLATE;
-                say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail,
-                    sz(k->amount),
-                    k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
-            }
-            break;
-        }
-        case ROLE_TAKE:
-            if (ret->mode != BM_HOST_RECLAIM) {
-                say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
-                    sz(x->idle_bytes), sz(k->keep_free));
-            } else if (k->amount == 0) {
-                say(x->reason, sizeof(x->reason),
-                    "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
-                    sz(ret->need_bytes), sz(x->idle_bytes), k->rules.shares);
-            } else {
-                x->target_bytes = cur - k->amount;
-                x->action = BM_ACT_INFLATE;
-                char cap[48] = "";
-                if (k->amount + MiB > k->want)
-                    say(cap, sizeof(cap), " (capped by %s)", k->cap);
-                say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
-                    sz(ret->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
-            }
-            break;
-        case ROLE_NONE:
-            if (cur > x->max_bytes)
-                say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
-            else if (ret->mode == BM_HOST_RECLAIM)
-                say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
-                    sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
-            else
-                say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
-                    sz(gp->headroom_bytes), sz(k->keep_free));
-            break;
-        }
-        /* safety net: a target set is never below the floor, never above the maximum (one
-         * left alone stays where it is, even above the maximum) */
-        if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
-            x->target_bytes = x->floor_bytes;
-        if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
-            x->target_bytes = x->max_bytes;
-        if (x->target_bytes == cur)
-            x->action = BM_ACT_NONE;
-        if (x->action == BM_ACT_INFLATE)
-            ret->planned_inflate_bytes += cur - x->target_bytes;
-        else if (x->action == BM_ACT_DEFLATE)
-            ret->planned_deflate_bytes += x->target_bytes - cur;
-    }
+    for (size_t i = 0; i < n; i++)
+        finish(ret, &ret->decisions[i], &w[i]);
     return 0;
 }
 
@@ -457,6 +459,8 @@ void bm_plan_clear(BmPlan *p)
 {
     if (!p)
         return;
+    for (size_t i = 0; i < p->n_decisions; i++)
+        free(p->decisions[i].name);
     free(p->decisions);
     *p = (BmPlan){0};
 }

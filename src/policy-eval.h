@@ -1,5 +1,6 @@
-/* The policy decision: a pure function of (host, domains, previous reading, policy) to one
- * decision per domain with its reason. No I/O; every unit test of the policy lives here. */
+/* The policy decision: a pure function of (host, this pass's snapshot, the ledger, policy) to
+ * one decision per domain with its reason. Reads the ledger (previous readings, changes in
+ * flight, unresponsive marks, the last host mode), writes nothing but the plan. No I/O. */
 #pragma once
 
 #include <stdbool.h>
@@ -7,31 +8,9 @@
 #include <stdint.h>
 
 #include "hostmem.h"
+#include "ledger.h"
 #include "policy.h"
 #include "snapshot.h"
-
-typedef enum {
-    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
-    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
-    BM_HOST_RELEASE, /* comfortable: give memory back to guests that need it */
-} BmHostMode;
-
-/* What the previous pass saw of a domain: counters for rates. */
-typedef struct {
-    char uuid[40];
-    uint64_t major_faults;  /* BM_ABSENT if unknown */
-    uint64_t swap_in_bytes;
-    uint64_t last_update_s; /* guest stats timestamp */
-    uint64_t taken_s;       /* when the previous reading was taken */
-    bool unresponsive;      /* its last change stalled or timed out: leave it alone */
-    bool busy;              /* a change is still in flight */
-} BmPrevDomain;
-
-typedef struct {
-    BmHostMode mode;        /* the previous pass's host mode (for hysteresis) */
-    BmPrevDomain *domains;
-    size_t n_domains;
-} BmPrevious;
 
 typedef enum {
     BM_ACT_NONE,    /* leave as is */
@@ -52,7 +31,8 @@ typedef struct {
 } BmGuestPressure;
 
 typedef struct {
-    const char *name;        /* points into the snapshot */
+    char uuid[40];           /* the domain's, copied */
+    char *name;              /* owned by the plan */
     BmAction action;
     uint64_t current_bytes;
     uint64_t target_bytes;   /* == current_bytes unless inflate/deflate */
@@ -80,15 +60,15 @@ const char *bm_action_name(BmAction a);
 
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
  * readings, staleness). prev may be NULL. now_s is wall-clock seconds. */
-void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGuestRules *rules,
+void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret);
 
-/* Decides every domain. prev may be NULL (first pass). Returns 0 and *ret (free with
+/* Decides every domain. ledger may be NULL (first pass, nothing known). Returns 0 and *ret (free with
  * bm_plan_clear()), or -EINVAL when the host reading lacks MemTotal/MemAvailable.
  * Guarantees: no target below the floor (max of policy floor and <min_guarantee>) or above
  * the maximum; no inflate of a guest with stale or missing stats or under pressure; the
  * inflates of one pass add up to at most what the host needs, each at most max_step. */
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
                    const BmPolicy *policy, uint64_t now_s, BmPlan *ret);
 
 void bm_plan_clear(BmPlan *p);

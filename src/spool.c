@@ -78,7 +78,7 @@ static uint64_t u64_of(json_object *o, const char *key)
     return json_object_get_uint64(v);
 }
 
-size_t bm_spool_ingest(BmCounters *c, uint64_t now_s)
+size_t bm_spool_ingest(BmLedger *l, uint64_t now_s)
 {
     _cleanup_free_ char *dir = bm_spool_dir();
     DIR *d = opendir(dir);
@@ -118,7 +118,7 @@ size_t bm_spool_ingest(BmCounters *c, uint64_t now_s)
             continue;
         }
         json_object *sgj;
-        const BmDomainRecord *rec = bm_counters_domain(c, t.uuid, t.name);
+        const BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
         const char *label = bm_sg_label(rec->sg, rec->features_known);
         if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string) &&
             (strcmp(json_object_get_string(sgj), "negotiated") == 0 ||
@@ -126,7 +126,7 @@ size_t bm_spool_ingest(BmCounters *c, uint64_t now_s)
             label = json_object_get_string(sgj);
         snprintf(t.sg, sizeof(t.sg), "%s", label);
         json_object_put(o);
-        bm_counters_record_change(c, &t, now_s);
+        bm_ledger_record_change(l, &t, now_s);
         n++;
     }
     closedir(d);

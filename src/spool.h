@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "balloon.h"
-#include "export.h"
+#include "ledger.h"
 
 /* The spool directory (caller frees). */
 char *bm_spool_dir(void);
@@ -19,6 +19,6 @@ int bm_spool_create(void);
  * there is no spool, -errno on failure. */
 int bm_spool_write(const BmTracked *t);
 
-/* Counts every spooled change into c (the SG label from c's record of the domain) and removes
+/* Counts every spooled change into l (the SG label from l's entry of the domain) and removes
  * the files. Malformed files are removed and skipped. Returns the number counted. */
-size_t bm_spool_ingest(BmCounters *c, uint64_t now_s);
+size_t bm_spool_ingest(BmLedger *l, uint64_t now_s);

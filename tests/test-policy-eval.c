@@ -44,7 +44,7 @@ static BmHost host(uint64_t total, uint64_t avail)
     return (BmHost){.mem_total_bytes = total, .mem_available_bytes = avail};
 }
 
-static BmPlan eval(const BmHost *h, BmDomain *doms, size_t n, const BmPrevious *prev,
+static BmPlan eval(const BmHost *h, BmDomain *doms, size_t n, const BmLedger *prev,
                    const BmPolicy *p)
 {
     BmSnapshot s = {.domains = doms, .n_domains = n};
@@ -171,10 +171,13 @@ int main(void)
     /* 5. a guest under pressure (major faults from the previous reading) is deflated, never inflated */
     {
         BmDomain d[] = {guest("busy", 8 * GiB, 4 * GiB, 3 * GiB)};
-        BmPrevDomain pd = {.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12, .taken_s = NOW - 10};
-        snprintf(pd.uuid, sizeof(pd.uuid), "%s", d[0].uuid);
+        BmLedger prev;
+        bm_ledger_init(&prev);
+        BmLedgerEntry *pd = bm_ledger_entry(&prev, d[0].uuid, "busy");
+        pd->have_prev = true;
+        pd->prev = (BmPrevReading){.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12,
+                                   .taken_s = NOW - 10};
         d[0].major_faults = 1000 + 10 * 500; /* 500/s over 10 s */
-        BmPrevious prev = {.mode = BM_HOST_HOLD, .domains = &pd, .n_domains = 1};
         BmHost h = host(T, 40 * GiB);
         BmPlan p = eval(&h, d, 1, &prev, pol);
         const BmDecision *x = dec(&p, "busy");
@@ -203,6 +206,7 @@ int main(void)
         ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
            "counter reset: rate unknown, not pressure");
         bm_plan_clear(&p);
+        bm_ledger_clear(&prev);
     }
 
     /* 6. guest short of memory gets some back when the host can spare it */
@@ -227,7 +231,9 @@ int main(void)
     {
         BmHost h = host(T, T * 150 / 1000 - 20 * MiB); /* reclaim only if already reclaiming */
         BmDomain d[] = {guest("g", 16 * GiB, 16 * GiB, 12 * GiB)};
-        BmPrevious prev = {.mode = BM_HOST_RECLAIM};
+        BmLedger prev;
+        bm_ledger_init(&prev);
+        prev.mode = BM_HOST_RECLAIM;
         BmPlan p = eval(&h, d, 1, &prev, pol);
         ok(p.mode == BM_HOST_RECLAIM && p.need_bytes == 20 * MiB, "hysteresis: still reclaiming below target");
         ok(dec(&p, "g")->action == BM_ACT_NONE, "20 MiB < deadband 32 MiB: no change");
@@ -310,7 +316,8 @@ int main(void)
             d[i] = guest(names[i], 16 * GiB, 16 * GiB, (uint64_t)(4 + i) * GiB);
         }
         uint64_t avail = 3 * GiB;
-        BmPrevious prev = {.mode = BM_HOST_HOLD};
+        BmLedger prev;
+        bm_ledger_init(&prev);
         int passes = 0;
         bool safe = true;
         uint64_t total_taken = 0;

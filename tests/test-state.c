@@ -27,23 +27,33 @@ int main(void)
     ok(mkdtemp(dir) != NULL, "temporary directory");
     _cleanup_free_ char *path = bm_asprintf("%s/sub/state.json", dir);
 
-    BmPrevDomain doms[2] = {
-        {.uuid = "11111111-2222-3333-4444-555555555555", .major_faults = 42, .swap_in_bytes = BM_ABSENT,
-         .last_update_s = 1700000000, .taken_s = 1700000005},
-        {.uuid = "aaaaaaaa-2222-3333-4444-555555555555", .major_faults = BM_ABSENT, .swap_in_bytes = 7,
-         .last_update_s = BM_ABSENT, .taken_s = 1700000005},
-    };
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = doms, .n_domains = 2};
-    ok(bm_state_save(path, &prev, NULL, 1700000006) == 0, "save creates the directory and the file");
+    BmLedger prev;
+    bm_ledger_init(&prev);
+    prev.mode = BM_HOST_RECLAIM;
+    BmLedgerEntry *e = bm_ledger_entry(&prev, "11111111-2222-3333-4444-555555555555", "one");
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
+                              .last_update_s = 1700000000, .taken_s = 1700000005};
+    e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
+                              .last_update_s = BM_ABSENT, .taken_s = 1700000005};
+    bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off"); /* shut off: no reading */
+    ok(bm_state_save(path, &prev, 1700000006) == 0, "save creates the directory and the file");
 
-    BmPrevious back;
-    ok(bm_state_load(path, &back, NULL) == 0, "load");
-    ok(back.mode == BM_HOST_RECLAIM && back.n_domains == 2, "mode and domains round-trip");
-    ok(back.domains[0].major_faults == 42 && !bm_present(back.domains[0].swap_in_bytes) &&
-           back.domains[0].last_update_s == 1700000000 && back.domains[0].taken_s == 1700000005,
+    BmLedger back;
+    ok(bm_state_load(path, &back) == 0, "load");
+    ok(back.mode == BM_HOST_RECLAIM && back.n_entries == 3, "mode and domains round-trip");
+    const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
+    ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
+           b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005,
        "counters round-trip, absent stays absent");
-    is_str(back.domains[1].uuid, "aaaaaaaa-2222-3333-4444-555555555555", "uuid");
-    bm_previous_clear(&back);
+    const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
+    ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0,
+       "second domain by uuid, with its name");
+    const BmLedgerEntry *b2 = bm_ledger_find(&back, "bbbbbbbb-2222-3333-4444-555555555555");
+    ok(b2 && !b2->have_prev, "a domain without a reading comes back without one");
+    bm_ledger_clear(&back);
 
     /* no temporary files left behind */
     _cleanup_free_ char *cmd = bm_asprintf("test $(ls -A %s/sub | wc -l) -eq 1", dir);
@@ -51,7 +61,7 @@ int main(void)
 
     /* missing, corrupt */
     _cleanup_free_ char *missing = bm_asprintf("%s/none.json", dir);
-    ok(bm_state_load(missing, &back, NULL) == -ENOENT, "missing file: -ENOENT");
+    ok(bm_state_load(missing, &back) == -ENOENT, "missing file: -ENOENT");
     static const struct {
         const char *text, *reason;
     } bad[] = {
@@ -68,10 +78,10 @@ int main(void)
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
         write_file(corrupt, bad[i].text);
         bm_error_clear();
-        int r = bm_state_load(corrupt, &back, NULL);
+        int r = bm_state_load(corrupt, &back);
         ok(r == -EINVAL, "corrupt state %zu refused", i);
         is_str(bm_error_detail(r), bad[i].reason, "reason %zu", i);
-        ok(back.domains == NULL, "nothing half-read");
+        ok(back.n_entries == 0, "nothing half-read");
     }
 
     /* a read-only directory: clear error, previous file untouched */
@@ -80,11 +90,11 @@ int main(void)
         chmod(sub, 0555);
         prev.mode = BM_HOST_HOLD;
         bm_error_clear();
-        int r = bm_state_save(path, &prev, NULL, 1700000100);
+        int r = bm_state_save(path, &prev, 1700000100);
         ok(r == -EACCES, "read-only directory: -EACCES");
         is_str(bm_error_detail(r), "cannot write: Permission denied (previous state kept)", "says so");
-        ok(bm_state_load(path, &back, NULL) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
-        bm_previous_clear(&back);
+        ok(bm_state_load(path, &back) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
+        bm_ledger_clear(&back);
         chmod(sub, 0755);
     } else {
         printf("ok %d - # SKIP read-only directory (root ignores permissions; see integration)\n", ++tap_n);
@@ -95,7 +105,7 @@ int main(void)
     _cleanup_free_ char *file = bm_asprintf("%s/file", dir);
     write_file(file, "x");
     bm_error_clear();
-    int r = bm_state_save(nodir, &prev, NULL, 1);
+    int r = bm_state_save(nodir, &prev, 1);
     ok(r == -ENOTDIR, "directory is a file: -ENOTDIR");
     is_str(bm_error_detail(r), "cannot write: Not a directory", "no 'previous state kept'");
 
@@ -144,19 +154,20 @@ int main(void)
     BmStateWriter w = {0};
     _cleanup_free_ char *blocker = bm_asprintf("%s/blocker", dir), *blocked = bm_asprintf("%s/x", blocker);
     write_file(blocker, "not a directory");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 1) == BM_SAVE_FAILED, "first failure: report");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 1) == BM_SAVE_FAILED, "first failure: report");
     is_str(w.reported, "cannot write: Not a directory", "the reason");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 2) == BM_SAVE_FAILED_QUIET, "again: quiet");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 3) == BM_SAVE_FAILED_QUIET, "again: quiet");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 2) == BM_SAVE_FAILED_QUIET, "again: quiet");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 3) == BM_SAVE_FAILED_QUIET, "again: quiet");
     _cleanup_free_ char *deep = bm_asprintf("%s/missing/deeper/x", dir);
-    ok(bm_state_save_tracked(&w, deep, &prev, NULL, 4) == BM_SAVE_FAILED, "another reason: report");
+    ok(bm_state_save_tracked(&w, deep, &prev, 4) == BM_SAVE_FAILED, "another reason: report");
     ok(strstr(w.reported, "cannot create directory") != NULL, "that reason");
     unlink(blocker);
     ok(mkdir(blocker, 0755) == 0, "fixed");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 5) == BM_SAVE_RECOVERED && w.failed_before == 4,
+    ok(bm_state_save_tracked(&w, blocked, &prev, 5) == BM_SAVE_RECOVERED && w.failed_before == 4,
        "recovered after 4 failures");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 6) == BM_SAVE_OK, "then plain ok");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 6) == BM_SAVE_OK, "then plain ok");
 
+    bm_ledger_clear(&prev);
     _cleanup_free_ char *rm = bm_asprintf("rm -rf %s", dir);
     ok(system(rm) == 0, "cleanup");
     return tap_done();
