@@ -6,6 +6,7 @@
  * the signals (a signalfd). libmicrohttpd's threads serve the last rendering. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@
 #define REFRESH_MIN_MS 1000
 /* how often the host's memory is read between passes, to react to pressure at once */
 #define HOST_WATCH_MS 250
+/* SG/ioeventfd of new domains are asked after the pass, this many per turn of the loop */
+#define PROBE_BATCH 20
 
 static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
@@ -66,7 +69,7 @@ typedef struct {
     uint64_t last_refresh_ns;
     bool stop;
     /* the jobs on the event loop */
-    int t_pass, t_poll, t_watch, t_refresh, t_spool, t_save, t_connect, h_signal;
+    int t_pass, t_poll, t_watch, t_refresh, t_spool, t_save, t_connect, t_probe, h_signal;
     int signal_fd;
 } Agent;
 
@@ -129,6 +132,16 @@ static void publish(Agent *a)
     char *text = bm_engine_render(a->e, a->conn != NULL);
     bm_http_set_metrics(a->http, text);
     free(text);
+    malloc_trim(0); /* the registry's many small blocks are free again: give their pages back */
+}
+
+/* A long-running process with two threads: one malloc arena (no per-thread arenas holding
+ * freed memory), and large blocks (the exposition, snapshots) always mapped and unmapped on
+ * their own rather than left in the heap (glibc raises the threshold dynamically otherwise). */
+static void tune_malloc(void)
+{
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
 /* Arms timer to fire once after ms (0: at the next turn of the loop). */
@@ -286,6 +299,19 @@ static void job_pass(int timer, void *opaque)
     if (bm_engine_in_flight(a->e))
         arm(a->t_poll, BM_WAIT_DEFAULT_POLL_MS);
     arm(a->t_save, 0);
+    if (bm_engine_probe(a->e, 0))
+        arm(a->t_probe, 0);
+}
+
+/* Job: ask the QEMU monitor of new domains for SG/ioeventfd, a batch per turn, so that a
+ * pass (the first one above all) does not wait for a thousand monitors. */
+static void job_probe(int timer, void *opaque)
+{
+    Agent *a = opaque;
+    if (!a->conn || bm_engine_probe(a->e, PROBE_BATCH) == 0) {
+        disarm(timer);
+        publish(a);
+    }
 }
 
 /* Job: the state file, then the metrics (a failed save shows in errors_total at once). */
@@ -334,6 +360,8 @@ static void job_refresh(int timer, void *opaque)
     a->last_refresh_ns = bm_now_mono_ns();
     if (bm_engine_refresh(a->e) == -ECONNRESET)
         on_close(a->conn, 0, a);
+    if (bm_engine_probe(a->e, 0))
+        arm(a->t_probe, 0);
     publish(a);
 }
 
@@ -473,6 +501,7 @@ static void start_engine(Agent *a, const AgentOptions *o)
     BmEngineOptions eo = {.proc_dir = a->proc_dir,
                           .dry_run = o->dry_run || a->monitor_only,
                           .probe_features = !a->monitor_only,
+                          .probe_later = true,
                           .cache_xml = true};
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
@@ -489,6 +518,7 @@ static void add_jobs(Agent *a)
     a->t_watch = virEventAddTimeout(HOST_WATCH_MS, job_watch, a, NULL);
     a->t_refresh = virEventAddTimeout(-1, job_refresh, a, NULL);
     a->t_save = virEventAddTimeout(-1, job_save, a, NULL);
+    a->t_probe = virEventAddTimeout(-1, job_probe, a, NULL);
     a->t_spool = a->monitor_only ? -1 : virEventAddTimeout(REFRESH_MIN_MS, job_spool, a, NULL);
     a->h_signal = a->signal_fd < 0 ? -1
                                    : virEventAddHandle(a->signal_fd, VIR_EVENT_HANDLE_READABLE,
@@ -497,7 +527,8 @@ static void add_jobs(Agent *a)
 
 static void remove_jobs(Agent *a)
 {
-    int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_refresh, a->t_save, a->t_spool};
+    int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_refresh, a->t_save,
+                    a->t_spool, a->t_probe};
     for (size_t i = 0; i < BM_ARRAY_SIZE(timers); i++)
         if (timers[i] >= 0)
             virEventRemoveTimeout(timers[i]);
@@ -522,6 +553,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
                .backoff_s = 1, .signal_fd = -1, .monitor_only = g->readonly};
     AgentOptions o = {.listen = BM_HTTP_DEFAULT_LISTEN, .state_path = BM_STATE_DEFAULT_PATH};
     int ret = parse_options(argc, argv, &a, &o);
+    tune_malloc();
     if (ret < 0)
         ret = start_serving(&a, &o);
     if (ret < 0) {

@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,16 +116,21 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     free(err);
 }
 
-static void probe(BmEngine *e)
+size_t bm_engine_probe(BmEngine *e, size_t max)
 {
-    if (!e->opts.probe_features)
-        return;
-    for (size_t i = 0; i < e->snap.n_domains; i++) {
+    size_t left = 0;
+    for (size_t i = 0; e->opts.probe_features && e->conn && e->have_snap && i < e->snap.n_domains; i++) {
         const BmDomain *d = &e->snap.domains[i];
         BmLedgerEntry *rec = bm_ledger_entry(&e->ledger, d->uuid, d->name);
-        if (d->active && !rec->features_known)
+        if (!d->active || rec->features_known)
+            continue;
+        if (max) {
             probe_one(e->conn, rec);
+            max--;
+        }
+        left += !rec->features_known;
     }
+    return left;
 }
 
 /* Step 1, read: the host, then the domains (XML from the ledger's cache where it can). */
@@ -154,7 +160,8 @@ static int read_view(BmEngine *e)
     e->snap = snap;
     e->have_snap = true;
     bm_ledger_sync(&e->ledger, &e->snap, snap.taken_real_ns / 1000000000ull);
-    probe(e);
+    if (!e->opts.probe_later)
+        bm_engine_probe(e, SIZE_MAX);
     return 0;
 }
 
@@ -178,6 +185,9 @@ static bool apply_one(BmEngine *e, const BmDecision *d, BmApplied *a)
         return true;
     }
     a->attempted = true;
+    BmLedgerEntry *rec = bm_ledger_entry(&e->ledger, d->uuid, d->name);
+    if (dom && e->opts.probe_features && !rec->features_known)
+        probe_one(e->conn, rec); /* the histogram's label of this change */
     const BmDomain *sd = bm_snapshot_find_uuid(&e->snap, d->uuid);
     int r = dom ? bm_ledger_start_change(&e->ledger, dom, d->uuid, d->current_bytes, d->target_bytes,
                                          sd ? sd->rss_bytes : BM_ABSENT)

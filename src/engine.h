@@ -32,6 +32,8 @@ typedef struct {
     const char *proc_dir;        /* NULL: /proc */
     bool dry_run;                /* decide, never change a balloon */
     bool probe_features;         /* ask the QEMU monitor for SG/ioeventfd of new domains */
+    bool probe_later;            /* ... not in the reading: by bm_engine_probe() (and before a
+                                  * domain's change, for its histogram label) */
     bool cache_xml;              /* keep balloon configs between passes (long-running agent) */
 } BmEngineOptions;
 
@@ -64,6 +66,10 @@ void bm_engine_forget_xml(BmEngine *e);
  * pass. Returns 0, or -errno when the host or the domains could not be read at all
  * (-ECONNRESET: the connection is lost). */
 int bm_engine_pass(BmEngine *e);
+
+/* Probes up to max running domains whose SG/ioeventfd verdict is not known yet (probe_later).
+ * Returns how many are left to probe. */
+size_t bm_engine_probe(BmEngine *e, size_t max);
 
 /* Reads the domains again (after events) without deciding: keeps the view current. */
 int bm_engine_refresh(BmEngine *e);

@@ -69,13 +69,10 @@ static const struct {
             r_ok |= bm_registry_add(r, name, labels, (double)(v));                                 \
     } while (0)
 
-int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
+/* The histograms and counters of balloon changes. */
+static int add_changes(BmRegistry *r, const BmCounters *c)
 {
-    const BmCounters *c = &l->counters;
     int r_ok = 0;
-    for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
-        r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
-
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
             const char *l[] = {"direction", bm_dir_names[d], "sg", bm_sg_label_names[s], NULL};
@@ -88,57 +85,80 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
     r_ok |= bm_registry_add(r, "balloonmgr_rss_dropped_bytes_total", NULL, (double)c->rss_dropped_bytes);
+    return r_ok;
+}
 
-    uint64_t reclaimed_total = 0;
-    const BmSnapshot *snap = v ? v->snap : NULL;
-    for (size_t i = 0; snap && i < snap->n_domains; i++) {
+/* What balloonmgr knows of one domain from the ledger (rec may be NULL). */
+static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEntry *rec)
+{
+    int r_ok = 0;
+    const char *dl[] = {"domain", d->name, NULL};
+    const char *sg = "unknown", *io = "unknown";
+    if (rec && rec->features_known) {
+        sg = bm_feature_state_name(rec->sg);
+        io = bm_switch_state_name(rec->ioeventfd);
+    }
+    const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", bm_snapshot_run_state_name(d->state),
+                          "sg", sg, "ioeventfd", io, NULL};
+    r_ok |= bm_registry_add(r, "balloonmgr_domain_info", info, 1);
+    if (rec && rec->last_duration_s >= 0 && rec->last_direction >= 0) {
+        const char *l[] = {"domain", d->name, "direction", bm_dir_names[rec->last_direction], NULL};
+        r_ok |= bm_registry_add(r, "balloonmgr_domain_last_change_duration_seconds", l, rec->last_duration_s);
+    }
+    if (rec)
+        ADD("balloonmgr_domain_last_change_rss_drop_bytes", dl, rec->last_rss_drop_bytes);
+    r_ok |= bm_registry_add(r, "balloonmgr_domain_unresponsive", dl, rec && rec->unresponsive ? 1 : 0);
+    uint64_t target = rec && bm_present(rec->last_target_bytes) ? rec->last_target_bytes : d->actual_bytes;
+    ADD("balloonmgr_domain_balloon_target_bytes", dl, target);
+    if (rec && rec->features_known) {
+        r_ok |= bm_registry_add(r, "balloonmgr_domain_sg_negotiated", dl, rec->sg == BM_FEAT_NEGOTIATED);
+        r_ok |= bm_registry_add(r, "balloonmgr_domain_ioeventfd_enabled", dl, rec->ioeventfd == BM_SWITCH_ON);
+    }
+    return r_ok;
+}
+
+/* One domain's memory as this pass read it. */
+static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
+{
+    int r_ok = 0;
+    const char *dl[] = {"domain", d->name, NULL};
+    ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
+    ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
+    ADD("balloonmgr_domain_reclaimed_bytes", dl, bm_domain_reclaimed_bytes(d));
+    ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
+    ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
+    ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
+    ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
+    ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
+    ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
+    ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
+    ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
+    if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
+        ADD("balloonmgr_domain_stats_age_seconds", dl, now_s - d->last_update_s);
+    return r_ok;
+}
+
+/* Every domain of the snapshot, and the sum of what was reclaimed. */
+static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap)
+{
+    int r_ok = 0;
+    uint64_t reclaimed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
+    for (size_t i = 0; i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
-        const BmLedgerEntry *rec = bm_ledger_find(l, d->uuid);
-        const char *dl[] = {"domain", d->name, NULL};
-        const char *sg = "unknown", *io = "unknown";
-        if (rec && rec->features_known) {
-            sg = bm_feature_state_name(rec->sg);
-            io = bm_switch_state_name(rec->ioeventfd);
-        }
-        const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", bm_snapshot_run_state_name(d->state),
-                              "sg", sg, "ioeventfd", io, NULL};
-        r_ok |= bm_registry_add(r, "balloonmgr_domain_info", info, 1);
-        if (rec && rec->last_duration_s >= 0 && rec->last_direction >= 0) {
-            const char *l[] = {"domain", d->name, "direction", bm_dir_names[rec->last_direction], NULL};
-            r_ok |= bm_registry_add(r, "balloonmgr_domain_last_change_duration_seconds", l,
-                                    rec->last_duration_s);
-        }
-        if (rec)
-            ADD("balloonmgr_domain_last_change_rss_drop_bytes", dl, rec->last_rss_drop_bytes);
-        r_ok |= bm_registry_add(r, "balloonmgr_domain_unresponsive", dl, rec && rec->unresponsive ? 1 : 0);
-        ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
-        ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
-        uint64_t target = rec && bm_present(rec->last_target_bytes) ? rec->last_target_bytes : d->actual_bytes;
-        ADD("balloonmgr_domain_balloon_target_bytes", dl, target);
+        r_ok |= add_domain_record(r, d, bm_ledger_find(l, d->uuid));
+        r_ok |= add_domain_reading(r, d, now_s);
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
-        ADD("balloonmgr_domain_reclaimed_bytes", dl, reclaimed);
         if (bm_present(reclaimed))
             reclaimed_total += reclaimed;
-        ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
-        ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
-        ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
-        ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
-        ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
-        ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
-        ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
-        ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
-        uint64_t now_s = snap->taken_real_ns / 1000000000ull;
-        if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
-            ADD("balloonmgr_domain_stats_age_seconds", dl, now_s - d->last_update_s);
-        if (rec && rec->features_known) {
-            r_ok |= bm_registry_add(r, "balloonmgr_domain_sg_negotiated", dl, rec->sg == BM_FEAT_NEGOTIATED);
-            r_ok |= bm_registry_add(r, "balloonmgr_domain_ioeventfd_enabled", dl, rec->ioeventfd == BM_SWITCH_ON);
-        }
     }
-    if (snap)
-        r_ok |= bm_registry_add(r, "balloonmgr_reclaimed_bytes", NULL, (double)reclaimed_total);
+    r_ok |= bm_registry_add(r, "balloonmgr_reclaimed_bytes", NULL, (double)reclaimed_total);
+    return r_ok;
+}
 
-    const BmHost *h = v ? v->host : NULL;
+static int add_host(BmRegistry *r, const BmView *v)
+{
+    int r_ok = 0;
+    const BmHost *h = v->host;
     if (h) {
         ADD("balloonmgr_host_memory_total_bytes", NULL, h->mem_total_bytes);
         ADD("balloonmgr_host_memory_available_bytes", NULL, h->mem_available_bytes);
@@ -147,12 +167,18 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
             r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_full_ratio", NULL, h->psi_full_avg10 / 100);
         }
     }
-    if (v && v->have_mode)
+    if (v->have_mode)
         for (int m = BM_HOST_HOLD; m <= BM_HOST_RELEASE; m++) {
             const char *l[] = {"mode", bm_host_mode_name((BmHostMode)m), NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_host_mode", l, m == (int)v->mode);
         }
+    return r_ok;
+}
 
+/* The agent's own health: passes, errors, the connection, the version. */
+static int add_health(BmRegistry *r, const BmCounters *c, bool libvirt_up)
+{
+    int r_ok = 0;
     r_ok |= bm_registry_add(r, "balloonmgr_passes_total", NULL, (double)c->passes);
     if (c->last_pass_duration_s >= 0)
         r_ok |= bm_registry_add(r, "balloonmgr_pass_duration_seconds", NULL, c->last_pass_duration_s);
@@ -164,11 +190,27 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
         const char *l[] = {"kind", bm_error_kind_names[e], NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_errors_total", l, (double)c->errors[e]);
     }
-    r_ok |= bm_registry_add(r, "balloonmgr_libvirt_up", NULL, v && v->libvirt_up ? 1 : 0);
+    r_ok |= bm_registry_add(r, "balloonmgr_libvirt_up", NULL, libvirt_up ? 1 : 0);
     if (c->last_success_s)
         r_ok |= bm_registry_add(r, "balloonmgr_last_successful_pass_timestamp_seconds", NULL,
                                 (double)c->last_success_s);
     const char *bl[] = {"version", BM_VERSION, NULL};
     r_ok |= bm_registry_add(r, "balloonmgr_build_info", bl, 1);
+    return r_ok;
+}
+
+int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
+{
+    static const BmView none = {0};
+    if (!v)
+        v = &none;
+    int r_ok = 0;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
+        r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
+    r_ok |= add_changes(r, &l->counters);
+    if (v->snap)
+        r_ok |= add_domains(r, l, v->snap);
+    r_ok |= add_host(r, v);
+    r_ok |= add_health(r, &l->counters, v->libvirt_up);
     return r_ok < 0 ? -EINVAL : 0;
 }
