@@ -543,8 +543,6 @@ static void stop(Agent *a)
     bm_http_stop(a->http);
     disconnect(a);
     remove_jobs(a);
-    /* the removals take effect at the loop's next turn */
-    virEventRunDefaultImpl();
 }
 
 static int run(const BmGlobal *g, int argc, char **argv)
