@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "conn.h"
 #include "state.h"
 #include "util.h"
 
@@ -147,4 +148,12 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmL
         return false;
     }
     return false;
+}
+
+int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)
+{
+    int r = bm_conn_open(g->uri, readonly, ret);
+    if (r < 0)
+        bm_report(verb, NULL, "%s", bm_error_detail(r));
+    return r;
 }

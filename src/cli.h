@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <libvirt/libvirt.h>
+
 #include "state.h"
 
 enum {
@@ -68,3 +70,7 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger
  * success after failures is reported. Returns whether it saved. */
 bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
                        uint64_t now_s);
+
+/* Opens the connection of the global options (read-only when asked); when it fails, reports
+ * "VERB: REASON" and returns its -errno. */
+int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret);

@@ -129,9 +129,7 @@ static void reload_web_config(Agent *a, const char *path)
 
 static void publish(Agent *a)
 {
-    char *text = bm_engine_render(a->e, a->conn != NULL);
-    bm_http_set_metrics(a->http, text);
-    free(text);
+    bm_http_give_metrics(a->http, bm_engine_render(a->e, a->conn != NULL));
     malloc_trim(0); /* the registry's many small blocks are free again: give their pages back */
 }
 

@@ -168,11 +168,9 @@ static int parse_options(int argc, char **argv, Configure *o)
  * status. */
 static int open_domain(const BmGlobal *g, Configure *o)
 {
-    int r = bm_conn_open(g->uri, false, &o->conn);
-    if (r < 0) {
-        bm_report("configure", NULL, "%s", bm_error_detail(r));
+    int r;
+    if (bm_cli_connect(g, "configure", false, &o->conn) < 0)
         return BM_EXIT_FAILURE;
-    }
     if ((r = bm_conn_lookup(o->conn, o->name, &o->dom)) < 0 ||
         (r = bm_conn_domain_state(o->dom, &o->active, &o->persistent)) < 0) {
         bm_report("configure", o->name, "%s", bm_error_detail(r));

@@ -348,11 +348,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e));
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    int r = bm_conn_open(g->uri, o.dry_run, &conn);
-    if (r < 0) {
-        bm_report("run", NULL, "%s", bm_error_detail(r));
+    if (bm_cli_connect(g, "run", o.dry_run, &conn) < 0)
         return BM_EXIT_FAILURE;
-    }
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
     if (!o.dry_run) {

@@ -219,12 +219,9 @@ static int set_balloon(const BmGlobal *g, const SetOptions *o)
         return BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
-    int r = bm_conn_open(g->uri, false, &conn);
-    if (r < 0) {
-        bm_report("set", NULL, "%s", bm_error_detail(r));
+    if (bm_cli_connect(g, "set", false, &conn) < 0)
         return BM_EXIT_FAILURE;
-    }
-    r = bm_conn_lookup(conn, o->name, &dom);
+    int r = bm_conn_lookup(conn, o->name, &dom);
     if (r < 0) {
         bm_report("set", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);

@@ -272,11 +272,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     if (!bm_cli_writable(g, "verify", "asking the QEMU monitor", "'status' works read-only"))
         return BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    int r = bm_conn_open(g->uri, false, &conn);
-    if (r < 0) {
-        bm_report("verify", NULL, "%s", bm_error_detail(r));
+    if (bm_cli_connect(g, "verify", false, &conn) < 0)
         return BM_EXIT_FAILURE;
-    }
     _cleanup_(bm_strv_freep) char **names = NULL;
     virDomainPtr *doms = NULL;
     ret = lookup_all(conn, argv + optind, (size_t)(argc - optind), &names, &doms);
