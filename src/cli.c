@@ -2,12 +2,16 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "conn.h"
+#include "file.h"
+#include "hostmem.h"
 #include "state.h"
 #include "util.h"
 
@@ -94,6 +98,52 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
         return true;
     bm_report(verb, NULL, "%s needs a read-write connection (-r/--readonly given)%s%s", what,
               hint ? "; " : "", hint ? hint : "");
+    return false;
+}
+
+bool bm_cli_state_check(const char *verb, const char *path, bool writes)
+{
+    if (!*path) {
+        bm_report(verb, NULL, "--state '': empty file name");
+        return false;
+    }
+    /* read: what the path leads to; written: the path itself (a link would be replaced) */
+    int r = writes ? bm_file_check_replaceable(path) : 0;
+    if (r >= 0) {
+        int fd = bm_file_open(AT_FDCWD, path, false, NULL);
+        r = fd >= 0 ? close(fd), 0 : fd;
+    }
+    if (!bm_file_not_regular(r))
+        return true; /* missing or unreadable: load reports it and starts fresh */
+    bm_report(verb, NULL, "state '%s': %s%s", path, bm_error_detail(r),
+              r == -ELOOP ? " (it would be replaced: give the path of the file itself)" : "");
+    return false;
+}
+
+bool bm_cli_proc_check(const char *verb, const char *proc_dir)
+{
+    if (!proc_dir)
+        return true;
+    int r = *proc_dir ? bm_file_check_dir(proc_dir) : bm_error(-ENOENT, "empty directory name");
+    if (r >= 0) {
+        /* the files must be there and regular; what they say is the passes' business */
+        _cleanup_free_ char *meminfo = bm_asprintf("%s/meminfo", proc_dir);
+        _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", proc_dir);
+        _cleanup_free_ char *text = NULL;
+        r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &text, NULL);
+        if (r < 0)
+            r = bm_error_prefix(r, "%s", meminfo);
+        else {
+            int fd = bm_file_open(AT_FDCWD, psi, false, NULL);
+            if (fd >= 0)
+                close(fd);
+            else if (bm_file_not_regular(fd))
+                r = bm_error_prefix(fd, "%s", psi);
+        }
+    }
+    if (r >= 0)
+        return true;
+    bm_report(verb, NULL, "--proc '%s': %s", proc_dir, bm_error_detail(r));
     return false;
 }
 

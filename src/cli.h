@@ -58,6 +58,19 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
 /* Parses a whole number of seconds (0 .. max_s) from an option. Returns 0 or -EINVAL. */
 int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);
 
+/* Checks --state before anything is done: refused, with one line naming it and what it is,
+ * when it is empty or not a regular file (a directory, FIFO, device or socket, or, when it
+ * will be written, a symbolic link: it would be replaced). A missing or unreadable file is
+ * left to bm_cli_state_load(). Returns false after the report (the caller exits
+ * BM_EXIT_USAGE). */
+bool bm_cli_state_check(const char *verb, const char *path, bool writes);
+
+/* Checks --proc DIR (NULL: nothing to check) before anything is done: a directory with a
+ * readable regular meminfo of at most BM_HOSTMEM_FILE_MAX_BYTES, and a pressure/memory that is
+ * missing or a regular file (what they say is checked by every pass). Returns false after reporting "--proc 'DIR': REASON"
+ * (the caller exits BM_EXIT_USAGE). */
+bool bm_cli_proc_check(const char *verb, const char *proc_dir);
+
 /* The state file at the start of run or agent: removes temporary files of interrupted writes
  * (unless dry_run), then loads path into the ledger l (initialised). A missing file is a fresh
  * start; an unreadable or corrupt one is reported as a warning naming the file and the reason,

@@ -65,6 +65,8 @@ typedef struct {
     bool conn_lost;
     BmEngine *e;
     BmHttp *http;
+    char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
+    char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
     uint64_t last_refresh_ns;
     bool stop;
@@ -215,6 +217,8 @@ static bool try_connect(Agent *a)
         return false;
     }
     a->conn = c;
+    free(a->uri);
+    a->uri = bm_conn_uri(c);
     a->conn_lost = false;
     bm_engine_set_conn(a->e, c);
     virConnectRegisterCloseCallback(c, on_close, a, NULL);
@@ -363,12 +367,28 @@ static void job_refresh(int timer, void *opaque)
     publish(a);
 }
 
+/* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
+ * reported when it is new (not every pass). Returns how many were counted. */
+static int ingest_spool(Agent *a)
+{
+    if (!a->uri)
+        return 0; /* never connected: whose changes would these be */
+    _cleanup_free_ char *skipped = NULL;
+    int r = bm_spool_ingest(bm_engine_ledger(a->e), a->uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    const char *problem = r < 0 ? bm_error_detail(r) : skipped;
+    if (problem && (!a->spool_reported || strcmp(problem, a->spool_reported) != 0))
+        bm_report("agent", NULL, "warning: %s", problem);
+    free(a->spool_reported);
+    a->spool_reported = problem ? bm_strdup(problem) : NULL;
+    return r;
+}
+
 /* Job: count the changes `set --wait` measured. */
 static void job_spool(int timer, void *opaque)
 {
     (void)timer;
     Agent *a = opaque;
-    if (bm_spool_ingest(bm_engine_ledger(a->e), bm_now_real_ns() / 1000000000ull) > 0) {
+    if (ingest_spool(a) > 0) {
         schedule_refresh(a, true);
         publish(a);
     }
@@ -473,7 +493,11 @@ static int start_serving(Agent *a, const AgentOptions *o)
     }
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
-    a->state_path = !o->dry_run && !a->monitor_only ? o->state_path : NULL;
+    bool writes = !o->dry_run && !a->monitor_only, reads = !a->monitor_only || o->state_explicit;
+    if ((reads && !bm_cli_state_check("agent", o->state_path, writes)) ||
+        !bm_cli_proc_check("agent", a->proc_dir))
+        return BM_EXIT_USAGE;
+    a->state_path = writes ? o->state_path : NULL;
     a->signal_fd = block_signals();
     int r = bm_http_start(o->listen, wc, &a->http);
     if (r < 0) {
@@ -565,6 +589,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
     bm_engine_free(a.e);
     bm_policy_free(a.policy);
+    free(a.uri);
+    free(a.spool_reported);
     if (a.signal_fd >= 0)
         close(a.signal_fd);
     return ret;

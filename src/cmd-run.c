@@ -165,6 +165,20 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     bm_table_print(t, stdout);
 }
 
+/* Counts the changes 'set --wait' spooled for this connection, reporting a spool problem. */
+static void ingest_spool(BmEngine *e, virConnectPtr conn)
+{
+    _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
+    int r = bm_spool_create();
+    if (r >= 0)
+        r = bm_spool_ingest(bm_engine_ledger(e), uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    if (r < 0)
+        bm_report("run", NULL, "warning: %s; changes made by 'set --wait' are not counted",
+                  bm_error_detail(r));
+    if (skipped)
+        bm_report("run", NULL, "warning: %s", skipped);
+}
+
 /* One pass, reported. Returns an exit status. */
 static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
 {
@@ -327,8 +341,15 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
     }
     if (o->push_url && bm_push_check_url(o->push_url) < 0) {
         char quoted[512];
-        bm_report("run", NULL, "--push '%s': %s", bm_printable(o->push_url, quoted, sizeof(quoted)),
+        _cleanup_free_ char *shown = bm_push_redact_url(o->push_url);
+        bm_report("run", NULL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
                   bm_error_detail(-EINVAL));
+        return BM_EXIT_USAGE;
+    }
+    if (o->textfile_dir && bm_push_check_textfile(o->textfile_dir) < 0) {
+        char quoted[512];
+        bm_report("run", NULL, "--textfile '%s': %s",
+                  bm_printable(o->textfile_dir, quoted, sizeof(quoted)), bm_error_detail(-EINVAL));
         return BM_EXIT_USAGE;
     }
     return -1;
@@ -343,6 +364,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
     if (load_policy(&o, &pol) < 0)
         return BM_EXIT_USAGE;
+    if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
+        return BM_EXIT_USAGE;
 
     BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
@@ -352,10 +375,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_FAILURE;
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
-    if (!o.dry_run) {
-        bm_spool_create();
-        bm_spool_ingest(bm_engine_ledger(e), bm_now_real_ns() / 1000000000ull);
-    }
+    if (!o.dry_run)
+        ingest_spool(e, conn);
     ret = pass(e, &o, pol);
     ret = finish_once(e, &o, pol, ret);
     bm_engine_set_conn(e, NULL); /* the changes' domain references, before the connection */

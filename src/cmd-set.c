@@ -155,7 +155,7 @@ static void keep_ended(void *ctx, const BmTracked *t)
 
 /* Hands a measured change to a running agent / the next timer run, with the domain's SG
  * verdict now as the histogram label and its QEMU RSS now. */
-static void spool_change(virDomainPtr dom, const char *name, BmTracked *t)
+static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name, BmTracked *t)
 {
     BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
     BmFeatureReport rep;
@@ -164,13 +164,15 @@ static void spool_change(virDomainPtr dom, const char *name, BmTracked *t)
     snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
-    if (bm_spool_write(t) < 0)
+    _cleanup_free_ char *uri = bm_conn_uri(conn);
+    if (bm_spool_write(t, uri) < 0)
         bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
 }
 
 /* Sets the target and, with --wait, waits for it: a tracker with one change. Returns 0 and
  * *ret, or -errno when the target could not be set. */
-static int change(virDomainPtr dom, const SetOptions *o, uint64_t from, uint64_t target, BmChange *ret)
+static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uint64_t from,
+                  uint64_t target, BmChange *ret)
 {
     if (!o->wait)
         return bm_balloon_change(dom, from, target, ret);
@@ -188,7 +190,7 @@ static int change(virDomainPtr dom, const SetOptions *o, uint64_t from, uint64_t
     *ret = ended.change;
     ended.rss_after_bytes = BM_ABSENT;
     if (ret->target_bytes != ret->from_bytes)
-        spool_change(dom, o->name, &ended);
+        spool_change(conn, dom, o->name, &ended);
     return 0;
 }
 
@@ -231,7 +233,7 @@ static int set_balloon(const BmGlobal *g, const SetOptions *o)
     if (ret >= 0)
         return ret;
     BmChange ch;
-    r = change(dom, o, actual_bytes, target_bytes, &ch);
+    r = change(conn, dom, o, actual_bytes, target_bytes, &ch);
     if (r < 0) {
         bm_report("set", o->name, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;

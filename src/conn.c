@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "util.h"
 
 unsigned long bm_libvirt_calls;
 
@@ -87,6 +88,13 @@ int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn)
     }
     *ret_conn = c;
     return 0;
+}
+
+char *bm_conn_uri(virConnectPtr conn)
+{
+    char *uri = virConnectGetURI(conn);
+    virResetLastError();
+    return uri ? uri : bm_strdup("");
 }
 
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom)

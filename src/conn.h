@@ -33,6 +33,10 @@ int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn);
  * -ECONNRESET: connection lost; -EIO: anything else. */
 int bm_conn_error(const char *what);
 
+/* The URI libvirt says conn is connected to (the default resolved: "qemu:///system"); "" when
+ * it cannot say. Caller frees. */
+char *bm_conn_uri(virConnectPtr conn);
+
 /* Looks a domain up by name. Returns 0 and *ret_dom (caller frees), -ENOENT if there is none. */
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "file.h"
 #include "util.h"
 
 /* Value in kB of "Key:   12345 kB" in meminfo text, or BM_ABSENT; -1 via *bad if malformed. */
@@ -87,36 +88,28 @@ int bm_hostmem_parse_psi(const char *text, BmHost *ret)
     return 0;
 }
 
-/* Reads a small /proc file into buf. Returns 0 or -errno. */
-static int read_small(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t got = fread(buf, 1, n - 1, f);
-    int err = ferror(f) ? -EIO : 0;
-    fclose(f);
-    buf[got] = '\0';
-    return err;
-}
 
 int bm_hostmem_read(const char *proc_dir, BmHost *ret)
 {
     *ret = (BmHost){.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT};
     const char *dir = proc_dir ? proc_dir : "/proc";
-    char path[4096], buf[16384];
+    _cleanup_free_ char *meminfo = bm_asprintf("%s/meminfo", dir);
+    _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", dir);
+    _cleanup_free_ char *buf = NULL;
 
-    snprintf(path, sizeof(path), "%s/meminfo", dir);
-    int r = read_small(path, buf, sizeof(buf));
+    int r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &buf, NULL);
     if (r < 0)
-        return bm_error(r, "%s: %s", path, strerror(-r));
+        return bm_error_prefix(r, "%s", meminfo);
     r = bm_hostmem_parse_meminfo(buf, ret);
-    if (r < 0) {
-        return bm_error_prefix(r, "%s", path);
-    }
+    if (r < 0)
+        return bm_error_prefix(r, "%s", meminfo);
 
-    snprintf(path, sizeof(path), "%s/pressure/memory", dir);
-    if (read_small(path, buf, sizeof(buf)) == 0 && bm_hostmem_parse_psi(buf, ret) < 0)
-        ret->psi_present = false; /* unreadable PSI is treated as absent */
+    free(buf);
+    buf = NULL;
+    r = bm_file_read(psi, BM_HOSTMEM_FILE_MAX_BYTES, &buf, NULL);
+    if (bm_file_not_regular(r) || r == -EFBIG)
+        return bm_error_prefix(r, "%s", psi);
+    if (r < 0 || bm_hostmem_parse_psi(buf, ret) < 0)
+        ret->psi_present = false; /* missing (PSI off) or unreadable PSI is treated as absent */
     return 0;
 }

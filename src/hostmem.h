@@ -23,7 +23,11 @@ int bm_hostmem_parse_meminfo(const char *text, BmHost *ret);
  * psi_present. Returns 0, or -EINVAL when malformed. */
 int bm_hostmem_parse_psi(const char *text, BmHost *ret);
 
+/* The most read of a /proc file (meminfo is about 1.5 KiB, pressure/memory under 200 bytes). */
+#define BM_HOSTMEM_FILE_MAX_BYTES (64u * 1024)
+
 /* Reads proc_dir/meminfo and proc_dir/pressure/memory (proc_dir NULL: "/proc"). A missing or
- * unreadable PSI file is not an error (psi_present false: old kernel, psi=0). Returns 0 or
- * -errno with the reason naming the file. */
+ * unreadable PSI file is not an error (psi_present false: old kernel, psi=0); one that is not a
+ * regular file or larger than 64 KiB is, as for meminfo (file.h: never blocks on a FIFO).
+ * Returns 0 or -errno with the reason naming the file. */
 int bm_hostmem_read(const char *proc_dir, BmHost *ret);

@@ -1,6 +1,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -70,7 +71,8 @@ int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
     }
     char *end = NULL;
     long port = strtol(port_s, &end, 10);
-    if (!*port_s || *end || port < 1 || port > 65535)
+    /* digits only: strtol() would take "+19727", " 19727" */
+    if (!isdigit((unsigned char)port_s[0]) || *end || port < 1 || port > 65535)
         return bm_error(-EINVAL, "port '%s' is not a number from 1 to 65535", port_s);
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;

@@ -63,6 +63,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return BM_EXIT_USAGE;
     }
+    if (uri && !*uri) {
+        bm_report(NULL, NULL, "-c '': empty URI (leave -c out for libvirt's default)");
+        return BM_EXIT_USAGE;
+    }
     const char *name = argv[optind];
     const BmVerb *verb = NULL;
     for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)

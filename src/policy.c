@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "policy.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -928,13 +930,15 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
             *ret_errors = bm_strdup("'': empty file name\n");
         return bm_error(-ENOENT, "'': empty file name");
     }
-    int r = bm_read_file(path, POLICY_MAX_BYTES, &text);
+    int r = bm_file_read(path, POLICY_MAX_BYTES, &text, NULL);
     if (r < 0) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", bm_error_detail(r));
         if (ret)
             *ret = NULL;
         if (ret_errors)
-            *ret_errors = bm_asprintf("%s: cannot read: %s\n", path, strerror(-r));
-        return bm_error(r, "%s: cannot read: %s", path, strerror(-r));
+            *ret_errors = bm_asprintf("%s: %s\n", path, why);
+        return bm_error(r, "%s: %s", path, why);
     }
     return bm_policy_parse(text, path, ret, ret_errors);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "util.h"
 
 int bm_push_textfile(const char *dir, const char *text)
@@ -19,9 +20,37 @@ int bm_push_textfile(const char *dir, const char *text)
     /* the collector reads only *.prom: the temporary name must not end in .prom */
     _cleanup_free_ char *tmp = bm_asprintf("%s/.balloonmgr.prom.XXXXXX", dir);
     int r = bm_write_atomic(path, tmp, text);
+    if (r < 0 && bm_file_not_regular(r))
+        return bm_error_prefix(r, "%s", path);
     if (r < 0)
         return bm_error(r, "%s: cannot write: %s", path, strerror(-r));
     return 0;
+}
+
+int bm_push_check_textfile(const char *dir)
+{
+    if (!*dir)
+        return bm_error(-EINVAL, "empty directory name");
+    int r = bm_file_check_dir(dir);
+    if (r < 0)
+        return -EINVAL; /* with bm_file_check_dir()'s detail */
+    _cleanup_free_ char *path = bm_asprintf("%s/balloonmgr.prom", dir);
+    r = bm_file_check_replaceable(path);
+    if (r < 0)
+        return bm_error_prefix(-EINVAL, "%s", path);
+    return 0;
+}
+
+char *bm_push_redact_url(const char *url)
+{
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memrchr(auth, '@', alen);
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (!colon)
+        return bm_strdup(url);
+    return bm_asprintf("%.*s:***%s", (int)(colon - url), url, at);
 }
 
 int bm_push_check_url(const char *url)
@@ -36,10 +65,24 @@ int bm_push_check_url(const char *url)
     if (uc == CURLUE_OK)
         uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
     int r = 0;
-    if (uc != CURLUE_OK)
+    char *query = NULL, *fragment = NULL;
+    if (uc == CURLUE_OK) {
+        curl_url_get(u, CURLUPART_QUERY, &query, 0);
+        curl_url_get(u, CURLUPART_FRAGMENT, &fragment, 0);
+    }
+    if (!*url)
+        r = bm_error(-EINVAL, "empty URL");
+    else if (uc != CURLUE_OK)
         r = bm_error(-EINVAL, "not a URL: %s", curl_url_strerror(uc));
     else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
-        r = bm_error(-EINVAL, "expected an http:// or https:// URL");
+        r = bm_error(-EINVAL, "scheme '%s' is not supported: expected an http:// or https:// URL",
+                     scheme);
+    else if (query || fragment)
+        r = bm_error(-EINVAL, "has a %s ('%c...'): the job path is appended to the URL, give "
+                     "the Pushgateway's address only", query ? "query" : "fragment",
+                     query ? '?' : '#');
+    curl_free(query);
+    curl_free(fragment);
     curl_free(scheme);
     curl_free(host);
     curl_url_cleanup(u);
@@ -98,14 +141,16 @@ int bm_push_gateway(const char *url, const char *instance, const char *text, uns
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(c);
+    /* messages show the URL without its password */
+    _cleanup_free_ char *shown = bm_push_redact_url(full);
     if (cr != CURLE_OK)
-        return bm_error(cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO, "push to %s: %s", full,
+        return bm_error(cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO, "push to %s: %s", shown,
                         errbuf[0] ? errbuf : curl_easy_strerror(cr));
     if (status < 200 || status >= 300) {
         for (char *p = body.buf; *p; p++)
             if (*p == '\n')
                 *p = ' ';
-        return bm_error(-EIO, "push to %s: HTTP %ld %s", full, status, body.buf);
+        return bm_error(-EIO, "push to %s: HTTP %ld %s", shown, status, body.buf);
     }
     return 0;
 }

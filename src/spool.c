@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "spool.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "util.h"
 
 #define SPOOL_MAX_FILES 10000
@@ -22,6 +24,36 @@ char *bm_spool_dir(void)
     return bm_asprintf("%s/changes", base && *base ? base : "/run/balloonmgr");
 }
 
+/* Opens the spool directory: a directory (not a link to one) of this user (root for the
+ * system's) that nobody else can write to. Returns the descriptor, or -errno with the detail
+ * naming dir (-ENOENT when there is none). */
+static int open_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        struct stat st;
+        if ((err == ENOTDIR || err == ELOOP) && lstat(dir, &st) == 0)
+            return bm_error(-ENOTDIR, "%s: is %s, not a directory", dir, bm_file_kind(st.st_mode));
+        return bm_error(-err, "%s: %s", dir, strerror(err));
+    }
+    struct stat st;
+    int r = 0;
+    if (fstat(fd, &st) < 0)
+        r = bm_error(-errno, "%s: %s", dir, strerror(errno));
+    else if (st.st_uid != geteuid())
+        r = bm_error(-EPERM, "%s: owned by uid %u, not by this user (uid %u): not used", dir,
+                     (unsigned)st.st_uid, (unsigned)geteuid());
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        r = bm_error(-EPERM, "%s: writable by others (mode %04o): not used", dir,
+                     (unsigned)(st.st_mode & 07777));
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
 int bm_spool_create(void)
 {
     _cleanup_free_ char *dir = bm_spool_dir();
@@ -29,16 +61,24 @@ int bm_spool_create(void)
     *strrchr(parent, '/') = '\0';
     if ((mkdir(parent, 0755) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST))
         return bm_error(-errno, "%s: %s", dir, strerror(errno));
+    int fd = open_dir(dir);
+    if (fd < 0)
+        return fd;
+    close(fd);
     return 0;
 }
 
-int bm_spool_write(const BmTracked *t)
+int bm_spool_write(const BmTracked *t, const char *uri)
 {
     _cleanup_free_ char *dir = bm_spool_dir();
-    struct stat st;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+    int dfd = open_dir(dir);
+    if (dfd == -ENOENT)
         return 0;
+    if (dfd < 0)
+        return bm_error_prefix(dfd, "cannot record the change");
+    close(dfd);
     json_object *o = json_object_new_object();
+    json_object_object_add(o, "uri", json_object_new_string(uri));
     json_object_object_add(o, "uuid", json_object_new_string(t->uuid));
     json_object_object_add(o, "name", json_object_new_string(t->name));
     json_object_object_add(o, "sg", json_object_new_string(t->sg));
@@ -56,7 +96,7 @@ int bm_spool_write(const BmTracked *t)
         r = -errno;
     else {
         size_t len = strlen(text);
-        if (write(fd, text, len) != (ssize_t)len)
+        if (len > BM_SPOOL_ENTRY_MAX_BYTES || write(fd, text, len) != (ssize_t)len)
             r = -EIO;
         close(fd);
         _cleanup_free_ char *final = bm_asprintf("%s/%s.json", dir, strrchr(tmp, '.') + 1);
@@ -78,23 +118,82 @@ static uint64_t u64_of(json_object *o, const char *key)
     return json_object_get_uint64(v);
 }
 
-size_t bm_spool_ingest(BmLedger *l, uint64_t now_s)
+/* Whether name is one bm_spool_write() gives: six letters or digits, ".json". */
+static bool entry_name(const char *name)
 {
+    if (strlen(name) != 11 || strcmp(name + 6, ".json") != 0)
+        return false;
+    for (size_t i = 0; i < 6; i++)
+        if (!isascii((unsigned char)name[i]) || !isalnum((unsigned char)name[i]))
+            return false;
+    return true;
+}
+
+/* Notes a skipped entry in *problems ("'NAME' is a FIFO; ..."), at most a few of them. */
+static void note(char **problems, size_t *n_skipped, const char *name, const char *why)
+{
+    char shown[64];
+    if ((*n_skipped)++ >= 3)
+        return;
+    char *s = bm_asprintf("%s%s'%s' %s", *problems ? *problems : "", *problems ? "; " : "",
+                          bm_printable(name, shown, sizeof(shown)), why);
+    free(*problems);
+    *problems = s;
+}
+
+int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_skipped)
+{
+    *ret_skipped = NULL;
     _cleanup_free_ char *dir = bm_spool_dir();
-    DIR *d = opendir(dir);
-    if (!d)
+    int dfd = open_dir(dir);
+    if (dfd == -ENOENT)
         return 0;
-    size_t n = 0, seen = 0;
+    if (dfd < 0)
+        return dfd;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return bm_error(-errno, "%s: %s", dir, strerror(errno));
+    }
+    _cleanup_free_ char *problems = NULL;
+    size_t n = 0, seen = 0, n_skipped = 0;
     struct dirent *de;
     while ((de = readdir(d)) && seen++ < SPOOL_MAX_FILES) {
-        size_t len = strlen(de->d_name);
-        if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+        const char *name = de->d_name;
+        if (name[0] == '.')
+            continue; /* ".", "..", a writer's temporary file */
+        if (!entry_name(name)) {
+            note(&problems, &n_skipped, name, "is not a change file (left alone)");
             continue;
-        _cleanup_free_ char *path = bm_asprintf("%s/%s", dir, de->d_name);
-        json_object *o = json_object_from_file(path);
-        unlink(path);
-        json_object *u, *nm, *out;
-        if (!o || !json_object_object_get_ex(o, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
+        }
+        /* never follows a link, never blocks on a FIFO, reads at most the cap */
+        struct stat st;
+        _cleanup_free_ char *text = NULL;
+        int fd = bm_file_open(dirfd(d), name, true, &st);
+        int r = fd < 0 ? fd : bm_file_read_fd(fd, BM_SPOOL_ENTRY_MAX_BYTES, &text, NULL);
+        if (fd >= 0)
+            close(fd);
+        if (r < 0) {
+            if (r != -ENOENT) { /* ENOENT: another reader took it */
+                char why[256];
+                snprintf(why, sizeof(why), "%s (left alone)", bm_error_detail(r));
+                note(&problems, &n_skipped, name, why);
+            }
+            continue;
+        }
+        json_object *o = json_tokener_parse(text), *u, *nm, *out, *uj;
+        /* another connection's change: its agent or timer counts it; left for them until stale */
+        if (o && json_object_object_get_ex(o, "uri", &uj) && json_object_is_type(uj, json_type_string) &&
+            strcmp(json_object_get_string(uj), uri) != 0) {
+            json_object_put(o);
+            if (now_s > (uint64_t)st.st_mtime + BM_SPOOL_STALE_S)
+                unlinkat(dirfd(d), name, 0);
+            continue;
+        }
+        unlinkat(dirfd(d), name, 0); /* ours: counted now, or malformed */
+        if (!o || !json_object_object_get_ex(o, "uri", &uj) ||
+            !json_object_is_type(uj, json_type_string) ||
+            !json_object_object_get_ex(o, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
             json_object_get_string_len(u) >= VIR_UUID_STRING_BUFLEN ||
             !json_object_object_get_ex(o, "outcome", &out) ||
             json_object_get_int(out) < 0 || json_object_get_int(out) > BM_CHANGE_PENDING) {
@@ -130,5 +229,9 @@ size_t bm_spool_ingest(BmLedger *l, uint64_t now_s)
         n++;
     }
     closedir(d);
-    return n;
+    if (n_skipped)
+        *ret_skipped = bm_asprintf("%s: skipped %zu entr%s: %s%s", dir, n_skipped,
+                                   n_skipped == 1 ? "y" : "ies", problems,
+                                   n_skipped > 3 ? "; ..." : "");
+    return (int)n;
 }

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "state.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -291,18 +293,10 @@ int bm_state_parse(const char *text, BmLedger *ret)
 int bm_state_load(const char *path, BmLedger *ret)
 {
     bm_ledger_init(ret);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return bm_error(-errno, "cannot read: %s", strerror(errno));
-    _cleanup_free_ char *buf = bm_malloc0(STATE_MAX_BYTES + 1);
-    size_t got = fread(buf, 1, STATE_MAX_BYTES, f);
-    bool err = ferror(f), more = !feof(f);
-    fclose(f);
-    if (err)
-        return bm_error(-EIO, "cannot read: %s", strerror(EIO));
-    if (more)
-        return bm_error(-EFBIG, "larger than %u MiB", STATE_MAX_BYTES >> 20);
-    buf[got] = '\0';
+    _cleanup_free_ char *buf = NULL;
+    int r = bm_file_read(path, STATE_MAX_BYTES, &buf, NULL);
+    if (r < 0)
+        return r;
     return bm_state_parse(buf, ret);
 }
 
@@ -313,9 +307,13 @@ int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s)
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return bm_error(-errno, "cannot create directory '%s': %s", dir, strerror(errno));
 
+    /* never replace what the program did not write as a regular file (--state /dev/null) */
+    int r = bm_file_check_replaceable(path);
+    if (r < 0)
+        return r;
     _cleanup_free_ char *text = bm_state_format(l, now_s);
     _cleanup_free_ char *tmp = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
-    int r = bm_write_atomic(path, tmp, text);
+    r = bm_write_atomic(path, tmp, text);
     if (r < 0)
         return bm_error(r, "cannot write: %s%s", strerror(-r),
                         access(path, F_OK) == 0 ? " (previous state kept)" : "");
@@ -325,6 +323,9 @@ int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s)
 int bm_state_set_aside(const char *path, char **ret_path)
 {
     _cleanup_free_ char *aside = bm_asprintf("%s.corrupt", path);
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return bm_error(-ENODEV, "not renamed: %s is %s", path, bm_file_kind(st.st_mode));
     if (rename(path, aside) < 0)
         return bm_error(-errno, "cannot rename to '%s': %s", aside, strerror(errno));
     *ret_path = TAKE_PTR(aside);

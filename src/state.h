@@ -16,9 +16,10 @@ int bm_state_parse(const char *text, BmLedger *ret);
 /* The text of a state file for l, written at now_s. Caller frees. Pure. */
 char *bm_state_format(const BmLedger *l, uint64_t now_s);
 
-/* The temporary files of bm_state_save(): PATH.tmp.XXXXXX (a name an operator's copy such as
- * state.json.backup never has, so that bm_state_cleanup() can only remove ours). */
-#define BM_STATE_TMP_SUFFIX ".tmp.XXXXXX"
+/* The temporary files of bm_state_save(): PATH.tmp.balloonmgr-XXXXXX (a name an operator's
+ * copy such as state.json.backup or state.json.tmp.backup never has, so that
+ * bm_state_cleanup() can only remove ours). */
+#define BM_STATE_TMP_SUFFIX ".tmp.balloonmgr-XXXXXX"
 /* bm_state_cleanup() leaves temporary files changed in the last seconds alone. */
 #define BM_STATE_TMP_MIN_AGE_S 2
 

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ctype.h>
@@ -95,6 +97,10 @@ const char *bm_printable(const char *s, char *buf, size_t n)
 
 int bm_write_atomic(const char *path, const char *tmp_template, const char *text)
 {
+    /* what it would replace must be a regular file (or nothing): never a device or a link */
+    int rc = bm_file_check_replaceable(path);
+    if (rc < 0)
+        return rc;
     char *tmp = bm_strdup(tmp_template);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
@@ -168,35 +174,7 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b)
 
 int bm_read_file(const char *path, size_t max_bytes, char **ret)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t cap = 4096, n = 0;
-    char *buf = bm_malloc0(cap);
-    for (;;) {
-        if (cap - n < 2) {
-            if (cap >= max_bytes) {
-                free(buf);
-                fclose(f);
-                return -EFBIG;
-            }
-            cap *= 2;
-            buf = bm_reallocarray(buf, cap, 1);
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        return -err;
-    }
-    buf[n] = '\0';
-    *ret = buf;
-    return 0;
+    return bm_file_read(path, max_bytes, ret, NULL);
 }
 
 int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s)

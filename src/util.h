@@ -76,15 +76,17 @@ const char *bm_printable(const char *s, char *buf, size_t n);
  * the directory. A reader sees the old or the new file, never a torn one. Returns 0 or -errno
  * (a failed write, short write, fsync or close included: ENOSPC, EDQUOT, EIO, EROFS, EACCES);
  * on failure path is untouched and the temporary file removed. Only a writer killed before
- * the rename leaves its temporary file behind: see bm_atomic_cleanup(). */
+ * the rename leaves its temporary file behind: see bm_atomic_cleanup(). When path exists and
+ * is not a regular file (a symbolic link, device, FIFO, directory: bm_file_check_replaceable())
+ * nothing is written: -ELOOP, -ENODEV, -EISDIR with the detail "is a ...". */
 int bm_write_atomic(const char *path, const char *tmp_template, const char *text);
 
 /* Optimal string alignment distance between a (na bytes) and b, for "did you mean" hints;
  * SIZE_MAX when it surely exceeds 2 or a string is 32 bytes or longer. */
 size_t bm_edit_distance(const char *a, size_t na, const char *b);
 
-/* Reads a whole file as a NUL-terminated string (caller frees; an embedded NUL ends it early
- * for string functions). Returns 0, -EFBIG when it is larger than about max_bytes, or -errno. */
+/* bm_file_read() without the length: a whole regular file as a NUL-terminated string (caller
+ * frees). Returns 0, or -errno with the detail (file.h). */
 int bm_read_file(const char *path, size_t max_bytes, char **ret);
 
 /* Removes what writers killed inside bm_write_atomic(tmp_template) left: regular files named

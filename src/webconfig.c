@@ -1,5 +1,7 @@
 #include "webconfig.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
@@ -570,10 +572,9 @@ static void check_tls_pair(Parser *ps, const BmWebConfig *c)
 static void read_tls_file(Parser *ps, const char *what, const char *path, unsigned line,
                           unsigned col, char **ret)
 {
-    int r = bm_read_file(path, PEM_MAX_BYTES, ret);
+    int r = bm_file_read(path, PEM_MAX_BYTES, ret, NULL);
     if (r < 0)
-        add_error(ps, line, col, "%s '%s': cannot read: %s", what, path,
-                  r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+        add_error(ps, line, col, "%s '%s': %s", what, path, bm_error_detail(r));
 }
 
 int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
@@ -583,12 +584,14 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
     if (ret_errors)
         *ret_errors = NULL;
     _cleanup_free_ char *text = NULL;
-    int r = bm_read_file(path, WEBCONFIG_MAX_BYTES, &text);
+    int r = bm_file_read(path, WEBCONFIG_MAX_BYTES, &text, NULL);
     if (r < 0) {
-        const char *why = r == -EFBIG ? "larger than 1 MiB" : strerror(-r);
+        char why[512];
+        snprintf(why, sizeof(why), "%s", bm_error_detail(r));
+        const char *shown = *path ? path : "''";
         if (ret_errors)
-            *ret_errors = bm_asprintf("%s: cannot read: %s\n", path, why);
-        return bm_error(r == -EFBIG ? -EINVAL : r, "%s: cannot read: %s", path, why);
+            *ret_errors = bm_asprintf("%s: %s\n", shown, why);
+        return bm_error(r == -EFBIG ? -EINVAL : r, "%s: %s", shown, why);
     }
     _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
     r = bm_webconfig_parse(text, path, &c, ret_errors);

@@ -15,6 +15,66 @@ mkdir -p "$T/run" "$T/dir"
 : >"$T/empty.policy"
 printf '\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n[host]\x00\n' >"$T/binary.policy"
 printf 'a\0b = 1\n' >"$T/nul.policy"
+
+# the "files" group: @T@/f/KIND for every kind of path that is not a readable regular file of
+# a sane size (see the table's header)
+F=$T/f
+mkdir -p "$F/dir" "$F/notdir"
+mkfifo "$F/fifo"
+ln -s /dev/zero "$F/zero-link"
+ln -s /dev/null "$F/null-link"
+ln -s "$F/fifo" "$F/fifo-link"
+: >"$F/empty"
+echo x >"$F/unreadable"
+chmod 000 "$F/unreadable"
+# over the caps, sparse: policy 16 MiB, state 64 MiB, web config and PEM files 1 MiB
+truncate -s $((16 * 1024 * 1024 + 1)) "$F/over-16M"
+truncate -s $((64 * 1024 * 1024 + 1)) "$F/over-64M"
+truncate -s $((1024 * 1024 + 1)) "$F/over-1M"
+# the state file of a test, for the rows that write it
+cp "$F/over-64M" "$F/state-over-64M"
+# --proc directories whose meminfo (or pressure/memory) is each kind
+for k in dir fifo zero-link empty unreadable over; do
+    mkdir -p "$F/proc-$k/pressure"
+    cp "$ROOT/demo/proc/pressure/memory" "$F/proc-$k/pressure/memory"
+done
+mkdir "$F/proc-dir/meminfo"
+mkfifo "$F/proc-fifo/meminfo"
+ln -s /dev/zero "$F/proc-zero-link/meminfo"
+: >"$F/proc-empty/meminfo"
+cp "$ROOT/demo/proc/meminfo" "$F/proc-unreadable/meminfo"
+chmod 000 "$F/proc-unreadable/meminfo"
+truncate -s $((64 * 1024 + 1)) "$F/proc-over/meminfo"
+mkdir -p "$F/proc-psi-fifo/pressure"
+cp "$ROOT/demo/proc/meminfo" "$F/proc-psi-fifo/meminfo"
+mkfifo "$F/proc-psi-fifo/pressure/memory"
+# web configs whose cert_file is each kind (the key is good)
+for k in missing dir fifo zero-link empty unreadable over-1M; do
+    printf 'tls_server_config:\n  cert_file: %s\n  key_file: %s\n' "$F/$k" \
+        "$ROOT/tests/data/webconfig/load/key.pem" >"$F/wc-cert-$k.yml"
+done
+# --textfile directories where balloonmgr.prom is each kind
+for k in dir fifo null-link; do mkdir -p "$F/tf-$k"; done
+mkdir "$F/tf-dir/balloonmgr.prom"
+mkfifo "$F/tf-fifo/balloonmgr.prom"
+ln -s /dev/null "$F/tf-null-link/balloonmgr.prom"
+# spools (BALLOONMGR_RUNTIME_DIR=@T@/f/spool-*): entries of every kind, and directories that
+# are not safe to use
+mkdir -p "$F/spool-bad/changes" "$F/spool-open/changes" "$F/spool-fifo"
+chmod 700 "$F/spool-bad/changes"
+mkfifo "$F/spool-bad/changes/fifo00.json"
+ln -s /dev/zero "$F/spool-bad/changes/zero00.json"
+mkdir "$F/spool-bad/changes/dir000.json"
+truncate -s 5000 "$F/spool-bad/changes/big000.json"
+chmod 777 "$F/spool-open/changes"
+mkfifo "$F/spool-fifo/changes"
+# a change measured on test:///default, left for a reader of that connection
+printf '{"uri": "test:///default", "uuid": "6695eb01-f6a4-8304-79aa-97f2502e193f", "name": "test", "sg": "unknown", "from_bytes": 2147483648, "target_bytes": 1073741824, "reached_bytes": 1073741824, "outcome": 0, "duration_ns": 3139}' \
+    >"$F/spool-bad/changes/other0.json"
+# the commands that run as a user that permissions apply to (root reads anything)
+as_user=()
+[ "$(id -u)" -eq 0 ] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+chmod 755 "$T"
 out=$T/out err=$T/err
 apid=""
 cleanup() {
@@ -39,6 +99,7 @@ subst() {
     s=${s//@LONG_CUT@/$LONG_CUT}
     s=${s//@LONG@/$LONG}
     s=${s//@HUGE@/$HUGE}
+    s=${s//@KEY@/$ROOT/tests/data/webconfig/load/key.pem}
     printf '%s' "$s"
 }
 
@@ -80,9 +141,19 @@ sane() {
 # --- rows that run balloonmgr
 run_cli_row() {
     local class=$1 input=$2 want=$3 msg=$4
-    local -a args
+    local -a args envs=() user=()
     eval "args=($(subst "$input"))"
-    "$BM" "${args[@]}" </dev/null >"$out" 2>"$err"
+    # leading NAME=VALUE words: the command's environment; @USER@: run as a user (not root)
+    while [ "${#args[@]}" -gt 0 ]; do
+        case ${args[0]} in
+        @USER@) user=("${as_user[@]}") ;;
+        [A-Z_]*=*) envs+=("${args[0]}") ;;
+        *) break ;;
+        esac
+        args=("${args[@]:1}")
+    done
+    # a hang fails the row (124) instead of blocking the suite
+    env "${envs[@]}" "${user[@]}" timeout 20 "$BM" "${args[@]}" </dev/null >"$out" 2>"$err"
     local got=$?
     local good=1
     [ "$got" -eq "$want" ] && message_ok "$msg" "$err" && sane "$got" "$err" && good=0
@@ -169,6 +240,22 @@ while IFS=$'\t' read -r class input want msg; do
     *) run_cli_row "$class" "$input" "$want" "$msg" ;;
     esac
 done <"$TABLE"
+
+# the files group replaced, renamed or removed nothing that is not the program's
+if [ -d "$F" ]; then
+    [ -c /dev/null ] && [ -c /dev/zero ] && [ -p "$F/fifo" ] && [ -L "$F/null-link" ] &&
+        [ -L "$F/zero-link" ] && [ -d "$F/dir" ] && [ ! -e "$F/fifo.corrupt" ] &&
+        [ ! -e "$F/null-link.corrupt" ] && [ ! -e "$F/dir.corrupt" ] && [ ! -e /dev/null.corrupt ]
+    report $? "files: nothing replaced: /dev/null and /dev/zero are devices, the FIFO, links and directory are as they were"
+    [ -p "$F/tf-fifo/balloonmgr.prom" ] && [ -L "$F/tf-null-link/balloonmgr.prom" ] &&
+        [ -d "$F/tf-dir/balloonmgr.prom" ]
+    report $? "files: --textfile replaced no FIFO, link or directory"
+    [ -p "$F/spool-bad/changes/fifo00.json" ] && [ -L "$F/spool-bad/changes/zero00.json" ] &&
+        [ -d "$F/spool-bad/changes/dir000.json" ] && [ -f "$F/spool-bad/changes/big000.json" ] &&
+        [ -f "$F/spool-bad/changes/other0.json" ] && [ -p "$F/spool-fifo/changes" ]
+    report $? "files: the spool's FIFO, link, directory, oversized file and another connection's change are left alone" \
+        "$(ls -la "$F/spool-bad/changes")"
+fi
 
 # after every bad request the agent still serves, and stops cleanly
 if [ -n "$apid" ]; then

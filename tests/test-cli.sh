@@ -123,7 +123,7 @@ expect 2 "configure: --stats-period '-1': expected seconds" -- -c "$DEMO" config
 expect 2 "configure 'web1': nothing to change" -- -c "$DEMO" configure web1
 expect 2 "configure 'nope': no such domain" -- -c "$DEMO" configure nope --autodeflate on
 expect 1 "configure 'batch1': --live: domain is not running" -- -c "$DEMO" configure batch1 --stats-period 2 --live
-expect 1 "configure 'web1': domain XML names no <emulator>" -- -c "$DEMO" configure web1 --sg on
+expect 3 "configure 'web1': --sg is a QEMU device property and this domain has no QEMU (libvirt driver 'TEST': domain XML names no <emulator>); nothing changed" -- -c "$DEMO" configure web1 --sg on
 [ ! -s "$out" ]; ok $? "  and changes nothing"
 
 # --- policy check, run
@@ -157,11 +157,12 @@ jq -e '.version == 1 and .counters.errors.state == 1' "$tmpd/s.json" >/dev/null;
 [ "$(cat "$tmpd/s.json.corrupt")" = '{"version": 1, "domains": [' ]; ok $? "  and keeps the corrupt one aside"
 echo x >"$tmpd/file"
 expect 1 "run: state '$tmpd/file/s.json': cannot write: Not a directory" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/file/s.json"
-cp "$tmpd/s.json" "$tmpd/s.json.tmp.AAAAAA"
-touch -d '-1 min' "$tmpd/s.json.tmp.AAAAAA"
+cp "$tmpd/s.json" "$tmpd/s.json.tmp.balloonmgr-AAAAAA"
+cp "$tmpd/s.json" "$tmpd/s.json.tmp.backup"
+touch -d '-1 min' "$tmpd/s.json.tmp.balloonmgr-AAAAAA" "$tmpd/s.json.tmp.backup"
 expect 0 "run: state '$tmpd/s.json': removed 1 temporary file(s) left by interrupted writes" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
-[ ! -e "$tmpd/s.json.tmp.AAAAAA" ] && [ -e "$tmpd/s.json.corrupt" ]; ok $? "  only the temporary file"
-expect 1 "run: host memory: $tmpd/nope/meminfo: No such file or directory" -- -c "$DEMO" run --once --proc "$tmpd/nope" --state "$tmpd/s.json"
+[ ! -e "$tmpd/s.json.tmp.balloonmgr-AAAAAA" ] && [ -e "$tmpd/s.json.corrupt" ] && [ -e "$tmpd/s.json.tmp.backup" ]; ok $? "  only the temporary file (a user's s.json.tmp.backup stays)"
+expect 2 "run: --proc '$tmpd/nope': No such file or directory" -- -c "$DEMO" run --once --proc "$tmpd/nope" --state "$tmpd/s.json"
 rm -rf "$tmpd"
 
 # --- agent: bad options, then a real one on the demo host

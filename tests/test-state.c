@@ -123,14 +123,16 @@ int main(void)
         const char *suffix;
         bool removed;
     } tmps[] = {
-        {".tmp.Ab12Z9", true}, {".tmp.locked", false}, {".tmp.AB12Z", false},
-        {".tmp.AB12Z99", false}, {".tmp.AB-2Z9", false}, {".backup", false}, {".corrupt", false},
+        {".tmp.balloonmgr-Ab12Z9", true}, {".tmp.balloonmgr-locked", false},
+        {".tmp.balloonmgr-AB12Z", false}, {".tmp.balloonmgr-AB12Z99", false},
+        {".tmp.balloonmgr-AB-2Z9", false}, {".tmp.Ab12Z9", false}, {".tmp.backup", false},
+        {".backup", false}, {".corrupt", false},
     };
     int locked = -1;
     for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++) {
         _cleanup_free_ char *t = bm_asprintf("%s%s", path, tmps[i].suffix);
         write_file(t, "{\"version\": 1, \"dom");
-        if (strcmp(tmps[i].suffix, ".tmp.locked") == 0) {
+        if (strcmp(tmps[i].suffix, ".tmp.balloonmgr-locked") == 0) {
             locked = open(t, O_RDONLY | O_CLOEXEC);
             ok(flock(locked, LOCK_EX) == 0, "lock %s", t);
         }

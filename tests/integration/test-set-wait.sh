@@ -91,3 +91,53 @@ echo "$out"
 echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
     bm_fail "set -128M output"
 bm_pass "relative inflate with text output"
+
+# --- the spool: a set --wait is counted by the agent of its own connection only. An agent on
+# the real host and a set --wait on libvirt's test driver share one spool directory: the
+# agent counts the real guest's change and leaves the test driver's entry alone.
+work=$(mktemp -d)
+bm_add_cleanup "rm -rf '$work'"
+export BALLOONMGR_RUNTIME_DIR=$work/run
+mkdir -p "$BALLOONMGR_RUNTIME_DIR"
+printf '[guest]\nexclude = yes\n' >"$work/none.policy"
+port=$((30000 + RANDOM % 20000))
+"$BM" -c "$BM_URI" agent --dry-run --policy "$work/none.policy" --state "$work/agent-state.json" \
+    --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+agent=$!
+bm_add_cleanup "kill $agent 2>/dev/null || true"
+for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && [ -d "$BALLOONMGR_RUNTIME_DIR/changes" ] && break; sleep 0.1; done
+curl -sf "127.0.0.1:$port/metrics" >/dev/null || bm_fail "the agent does not serve: $(cat "$work/agent.log")"
+changes() { # changes DIRECTION: the agent's count of reached changes in that direction
+    curl -sf "127.0.0.1:$port/metrics" |
+        awk -v d="$1" '$1 == "balloonmgr_balloon_changes_total{direction=\"" d "\",outcome=\"reached\"}" { print $2; f = 1 } END { if (!f) print 0 }'
+}
+[ "$(changes inflate)" = 0 ] || bm_fail "a dry-run agent counted an inflate before any change"
+
+"$BM" -c test:///default set test 1G --wait >/dev/null || bm_fail "set --wait on test:///default failed"
+other=$(grep -l '"uri": "test:\\/\\/\\/default"' "$BALLOONMGR_RUNTIME_DIR"/changes/*.json) ||
+    bm_fail "set --wait on test:///default left no entry naming its URI: $(ls -la "$BALLOONMGR_RUNTIME_DIR/changes")"
+"$BM" -c "$BM_URI" set "$dom" 50% --wait >/dev/null || bm_fail "set 50% --wait failed"
+for _ in $(seq 50); do [ "$(changes inflate)" = 1 ] && break; sleep 0.2; done
+[ "$(changes inflate)" = 1 ] || bm_fail "the agent did not count the real guest's inflate (count $(changes inflate))"
+sleep 2 # a few more ingests
+[ "$(changes inflate)" = 1 ] && [ -f "$other" ] ||
+    bm_fail "the agent on $BM_URI counted the test driver's change (count $(changes inflate), entry $(ls "$BALLOONMGR_RUNTIME_DIR/changes"))"
+grep -q "warning" "$work/agent.log" && bm_fail "the agent warned: $(cat "$work/agent.log")"
+bm_pass "spool: the agent on $BM_URI counted its guest's set --wait (1 inflate) and left the test:///default one alone"
+
+# anything but an entry file in the spool is skipped, reported once and left alone; the agent
+# keeps ingesting (the FIFO and the link to /dev/zero do not stop it)
+mkfifo "$BALLOONMGR_RUNTIME_DIR/changes/fifo00.json"
+ln -s /dev/zero "$BALLOONMGR_RUNTIME_DIR/changes/zero00.json"
+"$BM" -c "$BM_URI" set "$dom" 100% --wait >/dev/null || bm_fail "set 100% --wait failed"
+for _ in $(seq 50); do [ "$(changes deflate)" = 1 ] && break; sleep 0.2; done
+[ "$(changes deflate)" = 1 ] || bm_fail "a FIFO and a link to /dev/zero in the spool stopped the agent's ingest"
+[ -p "$BALLOONMGR_RUNTIME_DIR/changes/fifo00.json" ] && [ -L "$BALLOONMGR_RUNTIME_DIR/changes/zero00.json" ] ||
+    bm_fail "the FIFO or the link was removed"
+[ "$(grep -c "skipped 2 entries" "$work/agent.log")" = 1 ] ||
+    bm_fail "expected one warning about the 2 skipped entries: $(cat "$work/agent.log")"
+agent_rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$agent/status")
+[ "$agent_rss" -lt $((200 * 1024)) ] || bm_fail "the agent grew to $agent_rss KiB"
+bm_pass "spool: a FIFO and a link to /dev/zero skipped with one warning, left alone; the deflate counted; agent RSS $agent_rss KiB"
+kill -TERM "$agent"
+wait "$agent" || bm_fail "the agent did not exit 0 on SIGTERM"
