@@ -135,12 +135,13 @@ static void publish(Agent *a)
     malloc_trim(0); /* the registry's many small blocks are free again: give their pages back */
 }
 
-/* A long-running process with two threads: one malloc arena (no per-thread arenas holding
- * freed memory), and large blocks (the exposition, snapshots) always mapped and unmapped on
- * their own rather than left in the heap (glibc raises the threshold dynamically otherwise). */
+/* A long-running process: two malloc arenas at most (the main thread's, and one the server's
+ * threads share) rather than one per thread, each holding on to freed memory; and large blocks
+ * (the exposition, snapshots) always mapped and unmapped on their own rather than left in the
+ * heap (glibc raises the threshold dynamically otherwise). */
 static void tune_malloc(void)
 {
-    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_ARENA_MAX, 2);
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
