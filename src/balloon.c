@@ -63,61 +63,16 @@ static uint64_t distance(uint64_t a, uint64_t b)
     return a > b ? a - b : b - a;
 }
 
-int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
-                      const BmWaitOptions *opts, BmChange *ret)
+int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes, BmChange *ret)
 {
     *ret = (BmChange){.outcome = BM_CHANGE_PENDING,
                       .from_bytes = from_bytes,
                       .target_bytes = target_bytes,
                       .reached_bytes = from_bytes};
-
-    uint64_t t0 = bm_now_mono_ns();
     ret->started_real_ns = bm_now_real_ns();
     if (BM_LV(virDomainSetMemoryFlags)(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_LIVE) < 0)
         return bm_conn_error("cannot set the balloon target");
-    if (!opts)
-        return 0;
-
-    uint64_t last = from_bytes;
-    uint64_t last_progress = t0;
-    const uint64_t ms = 1000000ull;
-    for (;;) {
-        uint64_t before = bm_now_mono_ns();
-        uint64_t before_real = bm_now_real_ns();
-        uint64_t actual;
-        int r = bm_balloon_read_actual(dom, &actual);
-        uint64_t after = bm_now_mono_ns();
-        /* the value was read somewhere inside the call: take its middle */
-        uint64_t at = before + (after - before) / 2;
-        ret->polls++;
-        ret->duration_ns = at - t0;
-        ret->finished_real_ns = before_real + (after - before) / 2;
-        if (r < 0) {
-            ret->outcome = BM_CHANGE_FAILED;
-            return 0;
-        }
-        ret->reached_bytes = actual;
-        if (distance(actual, target_bytes) <= opts->tolerance_bytes) {
-            ret->outcome = BM_CHANGE_REACHED;
-            return 0;
-        }
-        if (distance(actual, target_bytes) < distance(last, target_bytes))
-            last_progress = at;
-        last = actual;
-        if (opts->progress)
-            opts->progress(opts->progress_ctx, from_bytes, target_bytes, actual, ret->duration_ns);
-        if (after - t0 >= (uint64_t)opts->timeout_ms * ms) {
-            ret->outcome = BM_CHANGE_TIMEOUT;
-            return 0;
-        }
-        if (after - last_progress >= (uint64_t)opts->stall_ms * ms) {
-            ret->outcome = BM_CHANGE_STALLED;
-            return 0;
-        }
-        uint64_t spent_ms = (after - before) / ms;
-        if (spent_ms < opts->poll_ms)
-            bm_sleep_ms(opts->poll_ms - (unsigned)spent_ms);
-    }
+    return 0;
 }
 
 int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes)
@@ -173,11 +128,20 @@ int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool 
 
 /* ---- tracker ---- */
 
+BmWaitOptions bm_wait_options_default(void)
+{
+    return (BmWaitOptions){.timeout_ms = BM_WAIT_DEFAULT_TIMEOUT_S * 1000,
+                           .stall_ms = BM_WAIT_DEFAULT_STALL_S * 1000,
+                           .poll_ms = BM_WAIT_DEFAULT_POLL_MS,
+                           .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
+}
+
 int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
                      uint64_t rss_bytes, const char *sg_label)
 {
     BmTracked x = {0};
-    int r = bm_balloon_change(dom, from_bytes, target_bytes, NULL, &x.change);
+    uint64_t t0 = bm_now_mono_ns();
+    int r = bm_balloon_change(dom, from_bytes, target_bytes, &x.change);
     if (r < 0)
         return r;
     bm_copy_name(x.name, sizeof(x.name), virDomainGetName(dom));
@@ -186,33 +150,25 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
     snprintf(x.sg, sizeof(x.sg), "%s", sg_label ? sg_label : "unknown");
     x.rss_before_bytes = rss_bytes;
     x.rss_after_bytes = BM_ABSENT;
-    x.started_mono_ns = x.last_progress_mono_ns = bm_now_mono_ns();
+    virDomainRef(dom);
+    x.dom = dom;
+    x.started_mono_ns = x.last_progress_mono_ns = t0;
     x.last_actual_bytes = from_bytes;
     t->items = bm_reallocarray(t->items, t->n_items + 1, sizeof(BmTracked));
     t->items[t->n_items++] = x;
     return 0;
 }
 
-bool bm_tracker_busy(const BmTracker *t, const char *uuid)
-{
-    for (size_t i = 0; i < t->n_items; i++)
-        if (strcmp(t->items[i].uuid, uuid) == 0)
-            return true;
-    return false;
-}
-
 /* One reading of one tracked change: true when it ended (outcome set). */
-static bool poll_one(BmTracked *x, virConnectPtr conn, const BmWaitOptions *o)
+static bool poll_one(BmTracked *x, const BmWaitOptions *o)
 {
     const uint64_t ms = 1000000ull;
     BmChange *ch = &x->change;
-    virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(conn, x->uuid);
     uint64_t before = bm_now_mono_ns(), before_real = bm_now_real_ns();
     uint64_t actual = 0, rss = BM_ABSENT;
-    int r = dom ? bm_balloon_read_live(dom, &actual, &rss) : bm_conn_error("domain gone");
+    int r = bm_balloon_read_live(x->dom, &actual, &rss);
     uint64_t after = bm_now_mono_ns();
-    if (dom)
-        virDomainFree(dom);
+    /* the value was read somewhere inside the call: take its middle */
     uint64_t at = before + (after - before) / 2;
     ch->polls++;
     ch->duration_ns = at - x->started_mono_ns;
@@ -230,6 +186,8 @@ static bool poll_one(BmTracked *x, virConnectPtr conn, const BmWaitOptions *o)
     if (distance(actual, ch->target_bytes) < distance(x->last_actual_bytes, ch->target_bytes))
         x->last_progress_mono_ns = at;
     x->last_actual_bytes = actual;
+    if (o->progress)
+        o->progress(o->progress_ctx, x);
     if (after - x->started_mono_ns >= (uint64_t)o->timeout_ms * ms) {
         ch->outcome = BM_CHANGE_TIMEOUT;
         return true;
@@ -241,26 +199,48 @@ static bool poll_one(BmTracked *x, virConnectPtr conn, const BmWaitOptions *o)
     return false;
 }
 
-size_t bm_tracker_poll(BmTracker *t, virConnectPtr conn, BmTracked **ret_done, size_t *ret_n_done)
+static void drop_dom(BmTracked *x)
 {
-    BmTracked *done = NULL;
-    size_t n_done = 0, keep = 0;
+    if (x->dom)
+        virDomainFree(x->dom);
+    x->dom = NULL;
+}
+
+size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
+{
+    size_t keep = 0;
     for (size_t i = 0; i < t->n_items; i++) {
-        if (poll_one(&t->items[i], conn, &t->opts)) {
-            done = bm_reallocarray(done, n_done + 1, sizeof(BmTracked));
-            done[n_done++] = t->items[i];
+        BmTracked *x = &t->items[i];
+        if (poll_one(x, &t->opts)) {
+            drop_dom(x);
+            if (ended)
+                ended(ctx, x);
         } else {
-            t->items[keep++] = t->items[i];
+            t->items[keep++] = *x;
         }
     }
     t->n_items = keep;
-    *ret_done = done;
-    *ret_n_done = n_done;
     return keep;
+}
+
+size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void *ctx)
+{
+    const uint64_t ms = 1000000ull;
+    uint64_t deadline = bm_now_mono_ns() + (uint64_t)max_ms * ms;
+    while (t->n_items && bm_now_mono_ns() < deadline) {
+        uint64_t before = bm_now_mono_ns();
+        bm_tracker_poll(t, ended, ctx);
+        uint64_t spent_ms = (bm_now_mono_ns() - before) / ms;
+        if (t->n_items && spent_ms < t->opts.poll_ms)
+            bm_sleep_ms(t->opts.poll_ms - (unsigned)spent_ms);
+    }
+    return t->n_items;
 }
 
 void bm_tracker_clear(BmTracker *t)
 {
+    for (size_t i = 0; i < t->n_items; i++)
+        drop_dom(&t->items[i]);
     free(t->items);
     t->items = NULL;
     t->n_items = 0;

@@ -13,15 +13,20 @@ typedef enum {
     BM_CHANGE_PENDING,  /* not waited for */
 } BmChangeOutcome;
 
+/* The outcomes that end a change (REACHED .. FAILED): the counters and the metrics' label. */
+#define BM_CHANGE_ENDED_COUNT BM_CHANGE_PENDING
+
+struct BmTracked;
+
 typedef struct {
     unsigned timeout_ms;      /* give up after this long */
     unsigned stall_ms;        /* give up when the balloon did not move for this long */
     unsigned poll_ms;         /* interval between reads of the balloon */
     uint64_t tolerance_bytes; /* reached when |actual - target| <= this */
-    /* optional: called after every read that did not end the wait, with the balloon now and
-     * the time since the target was set */
-    void (*progress)(void *ctx, uint64_t from_bytes, uint64_t target_bytes, uint64_t actual_bytes,
-                     uint64_t elapsed_ns);
+    /* optional: called after every read of a change that did not end it, with the change
+     * (its last_actual_bytes: the balloon now; change.duration_ns: the time since the target
+     * was set) */
+    void (*progress)(void *ctx, const struct BmTracked *t);
     void *progress_ctx;
 } BmWaitOptions;
 
@@ -52,41 +57,41 @@ const char *bm_change_direction(uint64_t from_bytes, uint64_t target_bytes);
 int bm_balloon_read_actual(virDomainPtr dom, uint64_t *ret_bytes);
 
 /* Sets the balloon target of a running domain (virDomainSetMemoryFlags AFFECT_LIVE; rounded
- * down to KiB). When opts is not NULL, then polls the balloon until it is within the
- * tolerance of the target, stalls, or the deadline passes. from_bytes is the balloon before
- * the call (the caller has just read it). Returns 0 with *ret filled (outcome says how the wait
- * ended), or -errno with the reason if the target could not be set. */
-int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
-                      const BmWaitOptions *opts, BmChange *ret);
+ * down to KiB) without waiting: *ret has outcome BM_CHANGE_PENDING. from_bytes is the balloon
+ * before the call (the caller has just read it). Returns 0, or -errno with the reason if the
+ * target could not be set. To wait, start the change with bm_tracker_start(). */
+int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes, BmChange *ret);
 
 /* What a change needs to know about a domain before it starts: whether it runs, its maximum
  * memory, and its balloon now (read live). Returns 0, -ESRCH if it is not running, or
  * another -errno. */
 int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes);
 
-/* Sets how often the guest reports memory statistics (0 disables), live and/or in the
- * persistent definition. Returns 0 or -errno. */
 /* Whether a long libvirt job (dump, save, migration, snapshot, backup, ...) runs on dom: while
  * one does, libvirt makes a balloon change wait up to 30 s for the job lock and then fails.
  * Returns 1 and the job's operation in *ret_what (static string), 0 when none runs or the
  * driver cannot tell, or -errno (connection lost). */
 int bm_balloon_job_running(virDomainPtr dom, const char **ret_what);
 
+/* Sets how often the guest reports memory statistics (0 disables), live and/or in the
+ * persistent definition. Returns 0 or -errno. */
 int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool config);
 
-/* ---- Tracking changes in flight (agent and timer runs) ----
- * A change is started with bm_tracker_start() and polled with bm_tracker_poll() until it
- * reached its target, stalled, timed out or failed: the same live reading as set --wait, for
- * many domains at once. */
+/* ---- Changes in flight: the one wait loop ----
+ * A change is started with bm_tracker_start() and read with bm_tracker_poll() until it reached
+ * its target, stalled, timed out or failed. `set --wait` is a tracker with one item waited for
+ * with bm_tracker_wait(); the agent polls its tracker from a timer; `run --once` waits for the
+ * changes of its pass with bm_tracker_wait() too. */
 
-typedef struct {
+typedef struct BmTracked {
     char name[256];
     char uuid[VIR_UUID_STRING_BUFLEN];
     char sg[16];               /* "negotiated", "not_negotiated" or "unknown": histogram label */
     BmChange change;           /* outcome, from/target/reached, times */
     uint64_t rss_before_bytes; /* QEMU RSS when the change started (BM_ABSENT if unknown) */
-    uint64_t rss_after_bytes;  /* ... when it ended */
+    uint64_t rss_after_bytes;  /* ... at the last reading */
     /* internal */
+    virDomainPtr dom;          /* a reference, NULL once the change ended */
     uint64_t started_mono_ns;
     uint64_t last_progress_mono_ns;
     uint64_t last_actual_bytes;
@@ -98,19 +103,30 @@ typedef struct {
     size_t n_items;
 } BmTracker;
 
-/* Sets dom's balloon target and starts tracking it. from_bytes and rss_bytes (BM_ABSENT if
- * unknown) are the values just read. Returns 0, or -errno with the reason when the target
- * could not be set (nothing is tracked then). */
+/* Called for every change that ended (t->change.outcome says how); t is only valid during
+ * the call. */
+typedef void (*BmChangeEnded)(void *ctx, const BmTracked *t);
+
+/* The default options: BM_WAIT_DEFAULT_* */
+BmWaitOptions bm_wait_options_default(void);
+
+/* Sets dom's balloon target and starts tracking it (keeping a reference to dom). from_bytes
+ * and rss_bytes (BM_ABSENT if unknown) are the values just read. Returns 0, or -errno with
+ * the reason when the target could not be set (nothing is tracked then). */
 int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
                      uint64_t rss_bytes, const char *sg_label);
 
-/* Reads every tracked domain once (looked up by UUID on conn) and moves those that ended into
- * *ret_done (caller frees the array; *ret_n_done entries). Returns the number still in flight. */
-size_t bm_tracker_poll(BmTracker *t, virConnectPtr conn, BmTracked **ret_done, size_t *ret_n_done);
+/* Reads every change in flight once; those that ended go to ended(ctx, item) and leave the
+ * tracker. Returns the number still in flight. */
+size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx);
 
-/* Whether a domain (by UUID) has a change in flight. */
-bool bm_tracker_busy(const BmTracker *t, const char *uuid);
+/* The wait loop: bm_tracker_poll() every opts.poll_ms until no change is in flight or max_ms
+ * passed (BM_WAIT_FOREVER: until each change ended by its own timeout or stall). Returns the
+ * number still in flight. */
+#define BM_WAIT_FOREVER UINT32_MAX
+size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void *ctx);
 
+/* Forgets every change in flight (connection lost), dropping the domain references. */
 void bm_tracker_clear(BmTracker *t);
 
 /* The balloon and the QEMU RSS, read live in one virDomainMemoryStats call. rss is BM_ABSENT

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "conn.h"
 #include "file.h"
 #include "hostmem.h"
 #include "log.h"
@@ -159,8 +160,7 @@ bool bm_cli_proc_check(const char *verb, const char *proc_dir)
     return false;
 }
 
-int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevious *prev,
-                      BmCounters *counters)
+int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l)
 {
     if (!dry_run) {
         int n = bm_state_cleanup(path);
@@ -168,9 +168,10 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevio
             bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
                       "writes", path, n);
     }
-    int r = bm_state_load(path, prev, counters);
+    int r = bm_state_load(path, l);
     if (r >= 0 || r == -ENOENT || r == -ENOTDIR) /* none yet: the first save creates it */
         return 0;
+    bm_ledger_count_error(l, BM_ERR_STATE);
     char why[1024];
     snprintf(why, sizeof(why), "%s", bm_error_detail(r));
     if (r != -EINVAL && r != -EFBIG) /* unreadable, not corrupt: the next save replaces it */
@@ -190,10 +191,10 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevio
     return r;
 }
 
-bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
-                       const BmPrevious *prev, BmCounters *counters, uint64_t now_s)
+bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
+                       uint64_t now_s)
 {
-    switch (bm_state_save_tracked(w, path, prev, counters, now_s)) {
+    switch (bm_state_save_tracked(w, path, l, now_s)) {
     case BM_SAVE_OK:
         return true;
     case BM_SAVE_RECOVERED:
@@ -201,13 +202,21 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
                   w->failed_before);
         return true;
     case BM_SAVE_FAILED:
-        counters->errors[BM_ERR_STATE]++;
+        bm_ledger_count_error(l, BM_ERR_STATE);
         bm_report(verb, NULL, "state '%s': %s; retrying every pass, reported again when it "
                   "works (counted in balloonmgr_errors_total{kind=\"state\"})", path, w->reported);
         return false;
     case BM_SAVE_FAILED_QUIET:
-        counters->errors[BM_ERR_STATE]++;
+        bm_ledger_count_error(l, BM_ERR_STATE);
         return false;
     }
     return false;
+}
+
+int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)
+{
+    int r = bm_conn_open(g->uri, readonly, ret);
+    if (r < 0)
+        bm_report(verb, NULL, "%s", bm_error_detail(r));
+    return r;
 }

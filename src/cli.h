@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <libvirt/libvirt.h>
+
 #include "state.h"
 
 enum {
@@ -76,15 +78,18 @@ bool bm_cli_state_check(const char *verb, const char *path, bool writes);
 bool bm_cli_proc_check(const char *verb, const char *proc_dir);
 
 /* The state file at the start of run or agent: removes temporary files of interrupted writes
- * (unless dry_run), then loads path into prev and counters. A missing file is a fresh start;
- * an unreadable or corrupt one is reported as a warning naming the file and the reason, and a
- * corrupt one is moved to PATH.corrupt (unless dry_run). Returns 0, or the load's -errno when
- * starting fresh (prev and counters empty). */
-int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmPrevious *prev,
-                      BmCounters *counters);
+ * (unless dry_run), then loads path into the ledger l (initialised). A missing file is a fresh
+ * start; an unreadable or corrupt one is reported as a warning naming the file and the reason,
+ * a corrupt one is moved to PATH.corrupt (unless dry_run), and counted in l's state errors.
+ * Returns 0, or the load's -errno when starting fresh (l empty). */
+int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l);
 
-/* One save of a loop (agent, run without --once), with w: the first failure and a failure for
- * another reason are reported, later ones only counted (errors[BM_ERR_STATE] of counters, as
- * every failure), and the first success after failures is reported. Returns whether it saved. */
-bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path,
-                       const BmPrevious *prev, BmCounters *counters, uint64_t now_s);
+/* One save of the agent, with w: the first failure and a failure for another reason are
+ * reported, later ones only counted (l's state errors, as every failure), and the first
+ * success after failures is reported. Returns whether it saved. */
+bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
+                       uint64_t now_s);
+
+/* Opens the connection of the global options (read-only when asked); when it fails, reports
+ * "VERB: REASON" and returns its -errno. */
+int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret);

@@ -1,21 +1,24 @@
 /* balloonmgr agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]
- * [--proc DIR]: the policy loop of `run` plus /metrics (TLS and basic auth from the web config),
- * keeping the timer's state file. Threads: main (passes, tracking, rendering, state saves),
- * libvirt's event loop (events only set flags), libmicrohttpd's server (serves the last
- * rendering). */
+ * [--proc DIR]: policy passes every interval plus /metrics (TLS and basic auth from the web
+ * config), keeping the timer's state file. Every job is a timer or a handle on libvirt's event
+ * loop, run by the main thread (docs/design.md): the pass, polling the changes in flight, the
+ * host watch, the guest watch, refreshing the view after events, the spool, the state save, reconnecting, and
+ * the signals (a signalfd). libmicrohttpd's threads serve the last rendering. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "conn.h"
 #include "engine.h"
+#include "ledger.h"
 #include "error.h"
 #include "http.h"
 #include "log.h"
@@ -29,9 +32,11 @@
 #define REFRESH_MIN_MS 1000
 /* how often the host's memory is read between passes, to react to pressure at once */
 #define HOST_WATCH_MS 250
-/* How often the agent reads the domains between passes while a balloon is inflated, to give a
- * guest that grew short of memory its memory back without waiting for the interval. */
+/* how often the domains are read between passes while a balloon is inflated, to give a guest
+ * that grew short of memory its memory back without waiting for the interval */
 #define GUEST_WATCH_MS 1000
+/* SG/ioeventfd of new domains are asked after the pass, this many per turn of the loop */
+#define PROBE_BATCH 20
 
 static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
@@ -49,67 +54,30 @@ static const char options_help[] =
     "\nSignals: SIGHUP reloads the policy and the web config (a bad one is reported, the last\n"
     "good one kept); SIGTERM and SIGINT stop the agent.\n";
 
-static atomic_int stop_requested, reload_requested;
-static atomic_int view_dirty, conn_lost, event_loop_stop, xml_dirty;
-
-static void on_signal(int sig)
-{
-    if (sig == SIGHUP)
-        atomic_store(&reload_requested, 1);
-    else
-        atomic_store(&stop_requested, 1);
-}
-
-/* ---- libvirt events: they only raise flags for the main thread ---- */
-
-static int on_lifecycle(virConnectPtr c, virDomainPtr d, int event, int detail, void *opaque)
-{
-    (void)c, (void)d, (void)event, (void)detail, (void)opaque;
-    atomic_store(&xml_dirty, 1); /* started, defined, ...: its definition may have changed */
-    atomic_store(&view_dirty, 1);
-    return 0;
-}
-
-static void on_balloon(virConnectPtr c, virDomainPtr d, unsigned long long actual, void *opaque)
-{
-    (void)c, (void)d, (void)actual, (void)opaque;
-    atomic_store(&view_dirty, 1);
-}
-
-static void on_close(virConnectPtr c, int reason, void *opaque)
-{
-    (void)c, (void)reason, (void)opaque;
-    atomic_store(&conn_lost, 1);
-}
-
-static void tick(int timer, void *opaque)
-{
-    (void)timer, (void)opaque;
-}
-
-static void *event_loop(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&event_loop_stop))
-        if (virEventRunDefaultImpl() < 0)
-            bm_sleep_ms(100);
-    return NULL;
-}
-
 typedef struct {
     const BmGlobal *g;
     const char *policy_path;
     bool policy_explicit;
+    const char *web_config;      /* NULL: none */
+    const char *state_path;      /* NULL: --dry-run or monitoring only, never written */
+    const char *proc_dir;
+    bool monitor_only;
+    BmPolicy *policy;
     virConnectPtr conn;
     int cb_lifecycle, cb_balloon;
     unsigned backoff_s;
-    uint64_t next_connect_ns;
-    BmEngine e;
+    bool conn_lost;
+    BmEngine *e;
     BmHttp *http;
-    const char *state_path;      /* NULL: --dry-run, never written */
     char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
     char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
+    uint64_t last_refresh_ns;
+    bool stop;
+    bool guest_in_need;          /* what the last guest watch saw */
+    /* the jobs on the event loop */
+    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe, h_signal;
+    int signal_fd;
 } Agent;
 
 static int load_policy(const Agent *a, BmPolicy **ret)
@@ -147,14 +115,14 @@ static void reload_web_config(Agent *a, const char *path)
     BmWebConfig *wc = NULL;
     char what[96];
     if (load_web_config(path, &wc) < 0) {
-        a->e.counters.errors[BM_ERR_WEB_CONFIG]++;
+        bm_engine_count_error(a->e, BM_ERR_WEB_CONFIG);
         bm_report("agent", NULL, "web config %s not reloaded: keeping the last good one", path);
         return;
     }
     bool restarted = false;
     int r = bm_http_reconfigure(a->http, wc, &restarted);
     if (r < 0) {
-        a->e.counters.errors[BM_ERR_WEB_CONFIG]++;
+        bm_engine_count_error(a->e, BM_ERR_WEB_CONFIG);
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {
@@ -166,10 +134,72 @@ static void reload_web_config(Agent *a, const char *path)
     bm_webconfig_free(wc);
 }
 
+static void publish(Agent *a)
+{
+    bm_http_give_metrics(a->http, bm_engine_render(a->e, a->conn != NULL));
+    malloc_trim(0); /* the registry's many small blocks are free again: give their pages back */
+}
+
+/* A long-running process: two malloc arenas at most (the main thread's, and one the server's
+ * threads share) rather than one per thread, each holding on to freed memory; and large blocks
+ * (the exposition, snapshots) always mapped and unmapped on their own rather than left in the
+ * heap (glibc raises the threshold dynamically otherwise). */
+static void tune_malloc(void)
+{
+    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
+/* Arms timer to fire once after ms (0: at the next turn of the loop). */
+static void arm(int timer, uint64_t ms)
+{
+    virEventUpdateTimeout(timer, (int)(ms > 3600000 ? 3600000 : ms));
+}
+
+static void disarm(int timer)
+{
+    virEventUpdateTimeout(timer, -1);
+}
+
+/* The view is read again soon (at once, or REFRESH_MIN_MS after the last reading). */
+static void schedule_refresh(Agent *a, bool at_once)
+{
+    uint64_t since_ms = (bm_now_mono_ns() - a->last_refresh_ns) / 1000000ull;
+    arm(a->t_refresh, at_once || since_ms >= REFRESH_MIN_MS ? 0 : REFRESH_MIN_MS - since_ms);
+}
+
+/* ---- libvirt events (on the loop's thread) ---- */
+
+static int on_lifecycle(virConnectPtr c, virDomainPtr d, int event, int detail, void *opaque)
+{
+    (void)c, (void)d, (void)event, (void)detail;
+    Agent *a = opaque;
+    bm_engine_forget_xml(a->e); /* started, defined, ...: its definition may have changed */
+    schedule_refresh(a, false);
+    return 0;
+}
+
+static void on_balloon(virConnectPtr c, virDomainPtr d, unsigned long long actual, void *opaque)
+{
+    (void)c, (void)d, (void)actual;
+    schedule_refresh(opaque, false);
+}
+
+static void on_close(virConnectPtr c, int reason, void *opaque)
+{
+    (void)c, (void)reason;
+    Agent *a = opaque;
+    a->conn_lost = true;
+    arm(a->t_connect, 0);
+}
+
+/* ---- the connection ---- */
+
 static void disconnect(Agent *a)
 {
     if (!a->conn)
         return;
+    bm_engine_set_conn(a->e, NULL); /* drops the changes in flight and their domains */
     if (a->cb_lifecycle >= 0)
         virConnectDomainEventDeregisterAny(a->conn, a->cb_lifecycle);
     if (a->cb_balloon >= 0)
@@ -177,8 +207,8 @@ static void disconnect(Agent *a)
     virConnectUnregisterCloseCallback(a->conn, on_close);
     virConnectClose(a->conn);
     a->conn = NULL;
-    a->e.conn = NULL;
     a->cb_lifecycle = a->cb_balloon = -1;
+    disarm(a->t_poll);
 }
 
 static bool try_connect(Agent *a)
@@ -187,36 +217,182 @@ static bool try_connect(Agent *a)
     int r = bm_conn_open(a->g->uri, a->g->readonly, &c);
     if (r < 0) {
         bm_report("agent", NULL, "%s; retrying in %u s", bm_error_detail(r), a->backoff_s);
-        a->e.counters.errors[BM_ERR_LIBVIRT]++;
-        a->next_connect_ns = bm_now_mono_ns() + (uint64_t)a->backoff_s * 1000000000ull;
+        bm_engine_count_error(a->e, BM_ERR_LIBVIRT);
+        arm(a->t_connect, (uint64_t)a->backoff_s * 1000);
         a->backoff_s = a->backoff_s * 2 > RECONNECT_MAX_S ? RECONNECT_MAX_S : a->backoff_s * 2;
         return false;
     }
     a->conn = c;
-    a->e.conn = c;
     free(a->uri);
     a->uri = bm_conn_uri(c);
-    atomic_store(&conn_lost, 0);
-    virConnectRegisterCloseCallback(c, on_close, NULL, NULL);
+    a->conn_lost = false;
+    bm_engine_set_conn(a->e, c);
+    virConnectRegisterCloseCallback(c, on_close, a, NULL);
     virConnectSetKeepAlive(c, 5, 3);
     a->cb_lifecycle = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-                                                       VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), NULL, NULL);
+                                                       VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), a, NULL);
     a->cb_balloon = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
-                                                     VIR_DOMAIN_EVENT_CALLBACK(on_balloon), NULL, NULL);
+                                                     VIR_DOMAIN_EVENT_CALLBACK(on_balloon), a, NULL);
     virResetLastError();
     a->backoff_s = 1;
     bm_reportp(LOG_INFO, "agent", NULL, "connected to %s", a->g->uri ? a->g->uri : "libvirt");
     return true;
 }
 
-/* Whether a running domain's balloon is below its maximum (the guest watch has work). */
-static bool any_ballooned(const BmSnapshot *s)
+/* Job: connect (at start, after a loss, with a growing back-off after failures). */
+static void job_connect(int timer, void *opaque)
 {
-    for (size_t i = 0; i < s->n_domains; i++)
-        if (s->domains[i].active && bm_present(s->domains[i].actual_bytes) &&
-            bm_present(s->domains[i].max_bytes) && s->domains[i].actual_bytes < s->domains[i].max_bytes)
-            return true;
-    return false;
+    Agent *a = opaque;
+    disarm(timer);
+    if (a->conn && a->conn_lost) {
+        bm_reportp(LOG_WARNING, "agent", NULL, "lost the libvirt connection; reconnecting");
+        bm_engine_count_error(a->e, BM_ERR_LIBVIRT);
+        disconnect(a);
+        arm(timer, 1000);
+        publish(a);
+        return;
+    }
+    if (a->conn)
+        return;
+    if (try_connect(a)) {
+        bm_engine_forget_xml(a->e); /* definitions may have changed while away */
+        arm(a->t_pass, 0);
+    }
+    publish(a);
+}
+
+/* ---- the policy ---- */
+
+/* Saves the state file (not in --dry-run); a failure is reported once and counted. */
+static void save_state(Agent *a)
+{
+    if (!a->state_path)
+        return;
+    uint64_t now_s = bm_engine_pass_time_s(a->e);
+    if (!now_s)
+        now_s = bm_now_real_ns() / 1000000000ull;
+    bm_cli_state_save("agent", &a->state_writer, a->state_path, bm_engine_ledger(a->e), now_s);
+}
+
+/* Reports the domains a pass left alone (busy) or failed to change. */
+static void report_applied(const BmEngine *e)
+{
+    const BmPlan *plan = bm_engine_plan(e);
+    const BmApplied *ap = bm_engine_applied(e);
+    for (size_t i = 0; plan && i < plan->n_decisions; i++) {
+        if (ap[i].busy)
+            bm_reportp(LOG_WARNING, "agent", plan->decisions[i].name, "%s", ap[i].error);
+        if (ap[i].attempted && !ap[i].applied)
+            bm_report("agent", plan->decisions[i].name, "%s, skipping domain", ap[i].error);
+    }
+}
+
+/* Job: a policy pass, every interval (sooner when the host watch sees pressure). */
+static void job_pass(int timer, void *opaque)
+{
+    Agent *a = opaque;
+    arm(timer, (uint64_t)a->policy->interval_s * 1000);
+    if (!a->conn)
+        return;
+    int r = bm_engine_pass(a->e);
+    if (r < 0) {
+        bm_report("agent", NULL, "pass: %s", bm_error_detail(r));
+        if (r == -ECONNRESET)
+            on_close(a->conn, 0, a);
+    } else {
+        report_applied(a->e);
+    }
+    a->last_refresh_ns = bm_now_mono_ns();
+    disarm(a->t_refresh);
+    if (bm_engine_in_flight(a->e))
+        arm(a->t_poll, BM_WAIT_DEFAULT_POLL_MS);
+    arm(a->t_save, 0);
+    if (bm_engine_probe(a->e, 0))
+        arm(a->t_probe, 0);
+}
+
+/* Job: ask the QEMU monitor of new domains for SG/ioeventfd, a batch per turn, so that a
+ * pass (the first one above all) does not wait for a thousand monitors. */
+static void job_probe(int timer, void *opaque)
+{
+    Agent *a = opaque;
+    if (!a->conn || bm_engine_probe(a->e, PROBE_BATCH) == 0) {
+        disarm(timer);
+        publish(a);
+    }
+}
+
+/* Job: the state file, then the metrics (a failed save shows in errors_total at once). */
+static void job_save(int timer, void *opaque)
+{
+    Agent *a = opaque;
+    disarm(timer);
+    save_state(a);
+    publish(a);
+}
+
+/* Job: read the changes in flight; when one ended, read the domains again (drivers without
+ * balloon events). Runs only while changes are in flight. */
+static void job_poll(int timer, void *opaque)
+{
+    Agent *a = opaque;
+    size_t before = bm_engine_in_flight(a->e);
+    size_t left = bm_engine_poll(a->e);
+    if (!left)
+        disarm(timer);
+    if (left != before) {
+        schedule_refresh(a, true);
+        publish(a);
+    }
+}
+
+/* Job: read the host's memory between passes and start a pass at once when it crossed into
+ * pressure. */
+static void job_watch(int timer, void *opaque)
+{
+    (void)timer;
+    Agent *a = opaque;
+    BmHost h;
+    if (a->conn && !bm_engine_reclaiming(a->e) && bm_hostmem_read(a->proc_dir, &h) == 0 &&
+        bm_host_under_pressure(&h, a->policy))
+        arm(a->t_pass, 0);
+}
+
+/* Job: while a balloon is inflated, read the domains between passes and start a pass at once
+ * when a ballooned guest grew short of memory or came under pressure (once per episode: a
+ * guest the host cannot help now waits for the interval, not a pass every second). */
+static void job_guest_watch(int timer, void *opaque)
+{
+    (void)timer;
+    Agent *a = opaque;
+    if (!a->conn || a->monitor_only || !bm_engine_any_ballooned(a->e))
+        return;
+    a->last_refresh_ns = bm_now_mono_ns();
+    int r = bm_engine_refresh(a->e);
+    if (r == -ECONNRESET) {
+        on_close(a->conn, 0, a);
+        return;
+    }
+    bool need = r == 0 && bm_engine_guest_in_need(a->e);
+    if (need && !a->guest_in_need)
+        arm(a->t_pass, 0);
+    a->guest_in_need = need;
+    publish(a);
+}
+
+/* Job: read the domains again after events, without deciding. */
+static void job_refresh(int timer, void *opaque)
+{
+    Agent *a = opaque;
+    disarm(timer);
+    if (!a->conn)
+        return;
+    a->last_refresh_ns = bm_now_mono_ns();
+    if (bm_engine_refresh(a->e) == -ECONNRESET)
+        on_close(a->conn, 0, a);
+    if (bm_engine_probe(a->e, 0))
+        arm(a->t_probe, 0);
+    publish(a);
 }
 
 /* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
@@ -226,7 +402,7 @@ static int ingest_spool(Agent *a)
     if (!a->uri)
         return 0; /* never connected: whose changes would these be */
     _cleanup_free_ char *skipped = NULL;
-    int r = bm_spool_ingest(&a->e.counters, a->uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    int r = bm_spool_ingest(bm_engine_ledger(a->e), a->uri, bm_now_real_ns() / 1000000000ull, &skipped);
     const char *problem = r < 0 ? bm_error_detail(r) : skipped;
     if (problem && (!a->spool_reported || strcmp(problem, a->spool_reported) != 0))
         bm_report("agent", NULL, "warning: %s", problem);
@@ -235,22 +411,56 @@ static int ingest_spool(Agent *a)
     return r;
 }
 
-static void publish(Agent *a)
+/* Job: count the changes `set --wait` measured. */
+static void job_spool(int timer, void *opaque)
 {
-    _cleanup_free_ char *text = bm_engine_render(&a->e, a->conn != NULL);
-    bm_http_set_metrics(a->http, text);
+    (void)timer;
+    Agent *a = opaque;
+    if (ingest_spool(a) > 0) {
+        schedule_refresh(a, true);
+        publish(a);
+    }
 }
 
-/* Saves the state file (not in --dry-run); a failure is reported once and counted. */
-static void save_state(Agent *a)
+/* SIGHUP: the policy and the web config again, or the last good ones kept (reported). */
+static void reload(Agent *a)
 {
-    if (!a->state_path)
-        return;
-    uint64_t now_s = a->e.pass_now_s ? a->e.pass_now_s : bm_now_real_ns() / 1000000000ull;
-    bm_cli_state_save("agent", &a->state_writer, a->state_path, &a->e.prev, &a->e.counters, now_s);
+    BmPolicy *fresh = NULL;
+    if (load_policy(a, &fresh) == 0) {
+        bm_policy_free(a->policy);
+        a->policy = fresh;
+        bm_engine_set_policy(a->e, fresh);
+        bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", fresh->path);
+    } else {
+        bm_engine_count_error(a->e, BM_ERR_POLICY);
+        bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one", a->policy_path);
+    }
+    if (a->web_config)
+        reload_web_config(a, a->web_config);
+    publish(a);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+/* Handle: the signals, read from the signalfd. */
+static void on_signalfd(int watch, int fd, int events, void *opaque)
+{
+    (void)watch, (void)events;
+    Agent *a = opaque;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGHUP)
+            reload(a);
+        else
+            a->stop = true;
+    }
+}
+
+typedef struct {
+    const char *listen, *state_path;
+    bool state_explicit, dry_run;
+} AgentOptions;
+
+/* The options. Returns -1 to go on, or the exit status. */
+static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
 {
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
@@ -263,20 +473,15 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1};
-    const char *listen = BM_HTTP_DEFAULT_LISTEN, *proc_dir = NULL, *web_config = NULL;
-    const char *state_path = BM_STATE_DEFAULT_PATH;
-    bool state_explicit = false;
-    bool dry_run = false;
     int c;
     while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': a.policy_path = optarg; a.policy_explicit = true; break;
-        case 'l': listen = optarg; break;
-        case 'W': web_config = optarg; break;
-        case 's': state_path = optarg; state_explicit = true; break;
-        case 'P': proc_dir = optarg; break;
-        case 'n': dry_run = true; break;
+        case 'p': a->policy_path = optarg; a->policy_explicit = true; break;
+        case 'l': o->listen = optarg; break;
+        case 'W': a->web_config = optarg; break;
+        case 's': o->state_path = optarg; o->state_explicit = true; break;
+        case 'P': a->proc_dir = optarg; break;
+        case 'n': o->dry_run = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_agent, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -285,182 +490,139 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("agent", NULL, "unexpected argument '%s'", argv[optind]);
         return BM_EXIT_USAGE;
     }
-    BmPolicy *pol = NULL;
-    if (load_policy(&a, &pol) < 0) {
-        bm_report("agent", NULL, "policy '%s' has errors", a.policy_path);
+    return -1;
+}
+
+/* The signals go to a signalfd: blocked in every thread (before any is started). */
+static int block_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* The policy, the web config and the /metrics server. Returns -1 to go on, or the exit
+ * status. */
+static int start_serving(Agent *a, const AgentOptions *o)
+{
+    if (load_policy(a, &a->policy) < 0) {
+        bm_report("agent", NULL, "policy '%s' has errors", a->policy_path);
         return BM_EXIT_USAGE;
     }
     _cleanup_(bm_webconfig_freep) BmWebConfig *wc = NULL;
-    if (web_config && load_web_config(web_config, &wc) < 0) {
-        bm_report("agent", NULL, "web config '%s' has errors", web_config);
-        bm_policy_free(pol);
+    if (a->web_config && load_web_config(a->web_config, &wc) < 0) {
+        bm_report("agent", NULL, "web config '%s' has errors", a->web_config);
         return BM_EXIT_USAGE;
     }
-    bool writes = !dry_run && !g->readonly, reads = !g->readonly || state_explicit;
-    if ((reads && !bm_cli_state_check("agent", state_path, writes)) ||
-        !bm_cli_proc_check("agent", proc_dir)) {
-        bm_policy_free(pol);
-        return BM_EXIT_USAGE;
-    }
-    int r = bm_http_start(listen, wc, &a.http);
-    if (r < 0) {
-        bm_report("agent", NULL, "%s", bm_error_detail(r));
-        bm_policy_free(pol);
-        return bm_exit_for(r);
-    }
-
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    virEventRegisterDefaultImpl();
-    int timer = virEventAddTimeout(200, tick, NULL, NULL);
-    pthread_t ev;
-    pthread_create(&ev, NULL, event_loop, NULL);
-
-    /* monitoring only (-r): read-only libvirt socket, no monitor, no spool, nothing written */
-    bool monitor_only = g->readonly;
-    if (!monitor_only && bm_spool_create() < 0)
-        bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
-                  bm_error_detail(-EIO));
-    bm_engine_init(&a.e);
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
-    if (reads && bm_cli_state_load("agent", state_path, !writes, &a.e.prev, &a.e.counters) < 0)
-        a.e.counters.errors[BM_ERR_STATE]++;
-    a.state_path = writes ? state_path : NULL;
-    a.e.policy = pol;
-    a.e.proc_dir = proc_dir;
-    a.e.dry_run = dry_run || monitor_only;
-    a.e.probe_features = !monitor_only;
-    a.e.cache_xml = true;
+    bool writes = !o->dry_run && !a->monitor_only, reads = !a->monitor_only || o->state_explicit;
+    if ((reads && !bm_cli_state_check("agent", o->state_path, writes)) ||
+        !bm_cli_proc_check("agent", a->proc_dir))
+        return BM_EXIT_USAGE;
+    a->state_path = writes ? o->state_path : NULL;
+    a->signal_fd = block_signals();
+    int r = bm_http_start(o->listen, wc, &a->http);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
     char web[96];
     bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
-            listen, describe_web(wc, web, sizeof(web)), pol->path, pol->interval_s,
-            a.state_path ? a.state_path : "not written",
-            monitor_only ? ", monitoring only (read-only connection, no changes)"
-            : a.e.dry_run ? ", dry run (no changes)" : "");
-    publish(&a);
+            o->listen, describe_web(wc, web, sizeof(web)), a->policy->path, a->policy->interval_s,
+            a->state_path ? a->state_path : "not written",
+            a->monitor_only ? ", monitoring only (read-only connection, no changes)"
+            : o->dry_run    ? ", dry run (no changes)" : "");
+    return -1;
+}
 
-    uint64_t next_pass = 0, last_refresh = 0, last_spool = 0, last_watch = 0, last_guest_watch = 0;
-    bool guest_in_need = false; /* what the last guest watch saw */
-    const uint64_t ms = 1000000ull;
-    while (!atomic_load(&stop_requested)) {
-        if (atomic_exchange(&reload_requested, 0)) {
-            BmPolicy *fresh = NULL;
-            if (load_policy(&a, &fresh) == 0) {
-                bm_policy_free(pol);
-                pol = fresh;
-                a.e.policy = pol;
-                bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", pol->path);
-            } else {
-                a.e.counters.errors[BM_ERR_POLICY]++;
-                bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
-                          a.policy_path);
-            }
-            if (web_config)
-                reload_web_config(&a, web_config);
-            publish(&a);
-        }
-        if (a.conn && atomic_load(&conn_lost)) {
-            bm_reportp(LOG_WARNING, "agent", NULL, "lost the libvirt connection; reconnecting");
-            a.e.counters.errors[BM_ERR_LIBVIRT]++;
-            disconnect(&a);
-            bm_tracker_clear(&a.e.tracker);
-            a.next_connect_ns = bm_now_mono_ns() + 1000 * ms;
-            publish(&a);
-        }
-        if (atomic_exchange(&xml_dirty, 0))
-            a.e.xml_stale = true;
-        uint64_t now = bm_now_mono_ns();
-        if (!a.conn && now >= a.next_connect_ns) {
-            if (try_connect(&a)) {
-                next_pass = now;
-                a.e.xml_stale = true; /* definitions may have changed while away */
-            }
-            publish(&a);
-        }
-        if (a.conn && now - last_watch >= HOST_WATCH_MS * ms) {
-            last_watch = now;
-            BmHost h;
-            bool reclaiming = a.e.have_plan && a.e.plan.mode == BM_HOST_RECLAIM;
-            if (!reclaiming && bm_hostmem_read(proc_dir, &h) == 0 && bm_host_under_pressure(&h, pol))
-                next_pass = now; /* crossed into pressure: do not wait for the interval */
-        }
-        if (a.conn && !monitor_only && next_pass > now && now - last_guest_watch >= GUEST_WATCH_MS * ms &&
-            a.e.have_snap && any_ballooned(&a.e.snap)) {
-            last_guest_watch = now;
-            bool need = bm_engine_refresh(&a.e) == 0 &&
-                        bm_policy_guest_in_need(&a.e.snap, &a.e.prev, pol,
-                                                a.e.snap.taken_real_ns / 1000000000ull);
-            /* a ballooned guest grew short: give it memory back now (once per episode: a guest
-             * the host cannot help now waits for the interval, not a pass every second) */
-            if (need && !guest_in_need)
-                next_pass = now;
-            guest_in_need = need;
-            publish(&a);
-        }
-        if (a.conn && now >= next_pass) {
-            r = bm_engine_pass(&a.e);
-            if (r < 0) {
-                bm_report("agent", NULL, "pass: %s", bm_error_detail(r));
-                if (r == -ECONNRESET)
-                    atomic_store(&conn_lost, 1);
-            } else {
-                for (size_t i = 0; i < a.e.plan.n_decisions; i++) {
-                    if (a.e.applied[i].busy)
-                        bm_reportp(LOG_WARNING, "agent", a.e.plan.decisions[i].name, "%s", a.e.applied[i].error);
-                    if (a.e.applied[i].attempted && !a.e.applied[i].applied)
-                        bm_report("agent", a.e.plan.decisions[i].name, "%s, skipping domain",
-                                  a.e.applied[i].error);
-                }
-            }
-            atomic_store(&view_dirty, 0);
-            last_refresh = now;
-            next_pass = now + (uint64_t)pol->interval_s * 1000 * ms;
-            save_state(&a); /* before publishing: a failure shows in errors_total at once */
-            publish(&a);
-        } else if (a.conn && atomic_load(&view_dirty) && now - last_refresh >= REFRESH_MIN_MS * ms) {
-            atomic_store(&view_dirty, 0);
-            last_refresh = now;
-            if (bm_engine_refresh(&a.e) == -ECONNRESET)
-                atomic_store(&conn_lost, 1);
-            publish(&a);
-        }
-        if (!monitor_only && now - last_spool >= REFRESH_MIN_MS * ms) {
-            last_spool = now;
-            if (ingest_spool(&a) > 0) {
-                atomic_store(&view_dirty, 1);
-                last_refresh = 0;
-                publish(&a);
-            }
-        }
-        if (a.conn && a.e.tracker.n_items) {
-            size_t before = a.e.tracker.n_items;
-            if (bm_engine_poll(&a.e) != before) {
-                /* a change ended: read the domains again (drivers without balloon events) */
-                atomic_store(&view_dirty, 1);
-                last_refresh = 0;
-                publish(&a);
-            }
-        }
-        bm_sleep_ms(a.e.tracker.n_items ? BM_WAIT_DEFAULT_POLL_MS : 50);
-    }
+/* The engine, with the state file's ledger. */
+static void start_engine(Agent *a, const AgentOptions *o)
+{
+    /* monitoring only (-r): read-only libvirt socket, no monitor, no spool, nothing written */
+    if (!a->monitor_only && bm_spool_create() < 0)
+        bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
+                  bm_error_detail(-EIO));
+    BmEngineOptions eo = {.proc_dir = a->proc_dir,
+                          .dry_run = o->dry_run || a->monitor_only,
+                          .probe_features = !a->monitor_only,
+                          .probe_later = true,
+                          .cache_xml = true};
+    a->e = bm_engine_new(&eo);
+    bm_engine_set_policy(a->e, a->policy);
+    if (!a->monitor_only || o->state_explicit)
+        bm_cli_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e));
+}
 
+/* Every job on the event loop; the connection first, at once. */
+static void add_jobs(Agent *a)
+{
+    a->t_connect = virEventAddTimeout(0, job_connect, a, NULL);
+    a->t_pass = virEventAddTimeout(-1, job_pass, a, NULL);
+    a->t_poll = virEventAddTimeout(-1, job_poll, a, NULL);
+    a->t_watch = virEventAddTimeout(HOST_WATCH_MS, job_watch, a, NULL);
+    a->t_guest_watch = virEventAddTimeout(GUEST_WATCH_MS, job_guest_watch, a, NULL);
+    a->t_refresh = virEventAddTimeout(-1, job_refresh, a, NULL);
+    a->t_save = virEventAddTimeout(-1, job_save, a, NULL);
+    a->t_probe = virEventAddTimeout(-1, job_probe, a, NULL);
+    a->t_spool = a->monitor_only ? -1 : virEventAddTimeout(REFRESH_MIN_MS, job_spool, a, NULL);
+    a->h_signal = a->signal_fd < 0 ? -1
+                                   : virEventAddHandle(a->signal_fd, VIR_EVENT_HANDLE_READABLE,
+                                                       on_signalfd, a, NULL);
+}
+
+static void remove_jobs(Agent *a)
+{
+    int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_guest_watch, a->t_refresh, a->t_save,
+                    a->t_spool, a->t_probe};
+    for (size_t i = 0; i < BM_ARRAY_SIZE(timers); i++)
+        if (timers[i] >= 0)
+            virEventRemoveTimeout(timers[i]);
+    if (a->h_signal >= 0)
+        virEventRemoveHandle(a->h_signal);
+}
+
+static void stop(Agent *a)
+{
     bm_reportp(LOG_INFO, "agent", NULL, "stopping");
-    save_state(&a); /* what came since the last pass: changes that ended, spooled ones, errors */
-    bm_http_stop(a.http);
-    disconnect(&a);
-    atomic_store(&event_loop_stop, 1);
-    pthread_join(ev, NULL);
-    virEventRemoveTimeout(timer);
-    bm_engine_clear(&a.e);
-    bm_policy_free(pol);
+    save_state(a); /* what came since the last pass: changes that ended, spooled ones, errors */
+    bm_http_stop(a->http);
+    disconnect(a);
+    remove_jobs(a);
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1,
+               .backoff_s = 1, .signal_fd = -1, .monitor_only = g->readonly};
+    AgentOptions o = {.listen = BM_HTTP_DEFAULT_LISTEN, .state_path = BM_STATE_DEFAULT_PATH};
+    int ret = parse_options(argc, argv, &a, &o);
+    tune_malloc();
+    if (ret < 0)
+        ret = start_serving(&a, &o);
+    if (ret < 0) {
+        virEventRegisterDefaultImpl();
+        start_engine(&a, &o);
+        add_jobs(&a);
+        publish(&a);
+        while (!a.stop)
+            if (virEventRunDefaultImpl() < 0)
+                break;
+        stop(&a);
+        ret = BM_EXIT_OK;
+    }
+    bm_engine_free(a.e);
+    bm_policy_free(a.policy);
     free(a.uri);
     free(a.spool_reported);
-    return BM_EXIT_OK;
+    if (a.signal_fd >= 0)
+        close(a.signal_fd);
+    return ret;
 }
 
 const BmVerb bm_verb_agent = {

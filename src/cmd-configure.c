@@ -95,7 +95,20 @@ static int check_property(virConnectPtr conn, virDomainPtr self, bool self_activ
                     "it (start one and retry); nothing changed", emulator, type, prop);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+typedef struct {
+    BmBalloonEdit edit;
+    int period;                  /* -1: unchanged */
+    bool live, config;
+    bool device;                 /* a device setting is changed */
+    const char *name;
+    /* set once the domain is known */
+    virConnectPtr conn;
+    virDomainPtr dom;
+    bool active, persistent, period_live, period_config;
+} Configure;
+
+/* The options, checked. Returns -1 to go on, or the exit status. */
+static int parse_options(int argc, char **argv, Configure *o)
 {
     static const struct option opts[] = {
         {"sg", required_argument, NULL, 's'},
@@ -108,29 +121,24 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    BmBalloonEdit edit = {BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET};
-    int period = -1;
-    bool live = false, config = false;
+    BmBalloonEdit *edit = &o->edit;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         int r = 0;
+        unsigned v;
         switch (c) {
-        case 's': r = parse_onoff("sg", optarg, &edit.sg); break;
-        case 'i': r = parse_onoff("ioeventfd", optarg, &edit.ioeventfd); break;
-        case 'a': r = parse_onoff("autodeflate", optarg, &edit.autodeflate); break;
-        case 'f': r = parse_onoff("free-page-reporting", optarg, &edit.free_page_reporting); break;
-        case 'p': {
-            unsigned v;
-            if (bm_cli_parse_seconds(optarg, 86400, &v) < 0) {
+        case 's': r = parse_onoff("sg", optarg, &edit->sg); break;
+        case 'i': r = parse_onoff("ioeventfd", optarg, &edit->ioeventfd); break;
+        case 'a': r = parse_onoff("autodeflate", optarg, &edit->autodeflate); break;
+        case 'f': r = parse_onoff("free-page-reporting", optarg, &edit->free_page_reporting); break;
+        case 'p':
+            if ((r = bm_cli_parse_seconds(optarg, 86400, &v)) < 0)
                 bm_report("configure", NULL, "--stats-period '%s': expected seconds from 0 to 86400",
                           optarg);
-                return BM_EXIT_USAGE;
-            }
-            period = (int)v;
+            o->period = (int)v;
             break;
-        }
-        case 'L': live = true; break;
-        case 'C': config = true; break;
+        case 'L': o->live = true; break;
+        case 'C': o->config = true; break;
         case 'h': bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_configure, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -141,119 +149,157 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("configure", NULL, "expected one DOMAIN (see 'balloonmgr configure --help')");
         return BM_EXIT_USAGE;
     }
-    const char *name = argv[optind];
-    bool device = edit.sg != BM_TRI_UNSET || edit.ioeventfd != BM_TRI_UNSET ||
-                  edit.autodeflate != BM_TRI_UNSET || edit.free_page_reporting != BM_TRI_UNSET;
-    if (!device && period < 0) {
-        bm_report("configure", name, "nothing to change: give at least one setting");
+    o->name = argv[optind];
+    o->device = edit->sg != BM_TRI_UNSET || edit->ioeventfd != BM_TRI_UNSET ||
+                edit->autodeflate != BM_TRI_UNSET || edit->free_page_reporting != BM_TRI_UNSET;
+    if (!o->device && o->period < 0) {
+        bm_report("configure", o->name, "nothing to change: give at least one setting");
         return BM_EXIT_USAGE;
     }
-    if (device && live && !config) {
-        bm_report("configure", name, "device settings cannot change live: they apply on the next "
+    if (o->device && o->live && !o->config) {
+        bm_report("configure", o->name, "device settings cannot change live: they apply on the next "
                   "start (use --config or neither)");
         return BM_EXIT_USAGE;
     }
+    return -1;
+}
 
-    if (!bm_cli_writable(g, "configure", "changing a domain", NULL))
-        return BM_EXIT_USAGE;
-    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
-    int r = bm_conn_open(g->uri, false, &conn);
-    if (r < 0) {
-        bm_report("configure", NULL, "%s", bm_error_detail(r));
+/* The domain, and which of its sides the settings change. Returns -1 to go on, or the exit
+ * status. */
+static int open_domain(const BmGlobal *g, Configure *o)
+{
+    int r;
+    if (bm_cli_connect(g, "configure", false, &o->conn) < 0)
         return BM_EXIT_FAILURE;
-    }
-    bool active, persistent;
-    if ((r = bm_conn_lookup(conn, name, &dom)) < 0 ||
-        (r = bm_conn_domain_state(dom, &active, &persistent)) < 0) {
-        bm_report("configure", name, "%s", bm_error_detail(r));
+    if ((r = bm_conn_lookup(o->conn, o->name, &o->dom)) < 0 ||
+        (r = bm_conn_domain_state(o->dom, &o->active, &o->persistent)) < 0) {
+        bm_report("configure", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
-    bool period_live = period >= 0 && (live || (!config && active));
-    bool period_config = period >= 0 && (config || (!live && persistent));
-    if (period_live && !active) {
-        bm_report("configure", name, "--live: domain is not running");
+    o->period_live = o->period >= 0 && (o->live || (!o->config && o->active));
+    o->period_config = o->period >= 0 && (o->config || (!o->live && o->persistent));
+    if (o->period_live && !o->active) {
+        bm_report("configure", o->name, "--live: domain is not running");
         return BM_EXIT_FAILURE;
     }
-    if ((device || period_config) && !persistent) {
-        bm_report("configure", name, "domain is transient: it has no persistent definition to change");
+    if ((o->device || o->period_config) && !o->persistent) {
+        bm_report("configure", o->name, "domain is transient: it has no persistent definition to change");
         return BM_EXIT_FAILURE;
     }
-
     /* the stats period needs a balloon (libvirt says so only after the device changes) */
-    if (period >= 0) {
+    if (o->period >= 0) {
         _cleanup_free_ char *cur_xml = NULL;
         BmBalloonConfig cur;
-        if (bm_conn_domain_xml(dom, !period_live, &cur_xml) >= 0 &&
+        if (bm_conn_domain_xml(o->dom, !o->period_live, &cur_xml) >= 0 &&
             bm_domxml_parse_balloon(cur_xml, &cur) >= 0 && strcmp(cur.model, "none") == 0) {
-            bm_report("configure", name, "--stats-period: memballoon model is 'none': the domain "
+            bm_report("configure", o->name, "--stats-period: memballoon model is 'none': the domain "
                       "has no balloon");
             return BM_EXIT_USAGE;
         }
     }
+    return -1;
+}
 
-    /* 1. compute the new definition and check what it needs: nothing is changed yet */
-    _cleanup_free_ char *xml = NULL, *new_xml = NULL, *changes = NULL;
-    if (device) {
-        BmBalloonConfig cfg;
-        if ((r = bm_conn_domain_xml(dom, true, &xml)) < 0 ||
-            (r = bm_domxml_parse_balloon(xml, &cfg)) < 0 ||
-            (r = bm_domxml_edit_balloon(xml, &edit, &new_xml, &changes)) < 0) {
-            bm_report("configure", name, "%s", bm_error_detail(r));
-            return r == -EINVAL ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+/* Step 1: the new definition, and what it needs checked: nothing is changed yet. Returns -1 to
+ * go on, or the exit status. */
+static int prepare_device(const Configure *o, char **ret_new_xml, char **ret_changes)
+{
+    _cleanup_free_ char *xml = NULL;
+    BmBalloonConfig cfg;
+    int r;
+    if ((r = bm_conn_domain_xml(o->dom, true, &xml)) < 0 || (r = bm_domxml_parse_balloon(xml, &cfg)) < 0 ||
+        (r = bm_domxml_edit_balloon(xml, &o->edit, ret_new_xml, ret_changes)) < 0) {
+        bm_report("configure", o->name, "%s", bm_error_detail(r));
+        return r == -EINVAL ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+    }
+    const char *props[] = {o->edit.sg != BM_TRI_UNSET ? "sg" : NULL,
+                           o->edit.ioeventfd != BM_TRI_UNSET ? "ioeventfd" : NULL};
+    _cleanup_free_ char *emulator = NULL;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(props); i++) {
+        if (!props[i])
+            continue;
+        if (!emulator && (r = bm_domxml_emulator(xml, &emulator)) < 0) {
+            /* a driver without QEMU (the test driver): there is no device property to set */
+            const char *type = virConnectGetType(o->conn);
+            bm_report("configure", o->name, "--%s is a QEMU device property and this domain "
+                      "has no QEMU (libvirt driver '%s': %s); nothing changed", props[i],
+                      type ? type : "unknown", bm_error_detail(r));
+            return BM_EXIT_UNMET;
         }
-        const char *props[] = {edit.sg != BM_TRI_UNSET ? "sg" : NULL,
-                               edit.ioeventfd != BM_TRI_UNSET ? "ioeventfd" : NULL};
-        _cleanup_free_ char *emulator = NULL;
-        for (size_t i = 0; i < BM_ARRAY_SIZE(props); i++) {
-            if (!props[i])
-                continue;
-            if (!emulator && (r = bm_domxml_emulator(xml, &emulator)) < 0) {
-                /* a driver without QEMU (the test driver): there is no device property to set */
-                const char *type = virConnectGetType(conn);
-                bm_report("configure", name, "--%s is a QEMU device property and this domain "
-                          "has no QEMU (libvirt driver '%s': %s); nothing changed", props[i],
-                          type ? type : "unknown", bm_error_detail(r));
-                return BM_EXIT_UNMET;
-            }
-            r = check_property(conn, dom, active, emulator, qemu_type(cfg.model), props[i]);
-            if (r < 0) {
-                bm_report("configure", name, "--%s: %s", props[i], bm_error_detail(r));
-                return r == -ENOTSUP ? BM_EXIT_UNMET : BM_EXIT_FAILURE;
-            }
+        r = check_property(o->conn, o->dom, o->active, emulator, qemu_type(cfg.model), props[i]);
+        if (r < 0) {
+            bm_report("configure", o->name, "--%s: %s", props[i], bm_error_detail(r));
+            return r == -ENOTSUP ? BM_EXIT_UNMET : BM_EXIT_FAILURE;
         }
     }
+    return -1;
+}
 
-    /* 2. the persistent definition, in one call */
-    if (changes && *changes) {
-        if ((r = bm_conn_define(conn, new_xml)) < 0) {
-            bm_report("configure", name, "%s; nothing changed", bm_error_detail(r));
-            return BM_EXIT_FAILURE;
-        }
-        for (char *save = NULL, *l = strtok_r(changes, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-            printf("%s: %s (persistent; applies on the next start)\n", name, l);
-    } else if (device) {
-        printf("%s: device settings already as requested\n", name);
+/* Step 2: the persistent definition, in one call. Returns -1 to go on, or the exit status. */
+static int define(const Configure *o, const char *new_xml, char *changes)
+{
+    if (!changes || !*changes) {
+        if (o->device)
+            printf("%s: device settings already as requested\n", o->name);
+        return -1;
     }
+    int r = bm_conn_define(o->conn, new_xml);
+    if (r < 0) {
+        bm_report("configure", o->name, "%s; nothing changed", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    for (char *save = NULL, *l = strtok_r(changes, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        printf("%s: %s (persistent; applies on the next start)\n", o->name, l);
+    return -1;
+}
 
-    /* 3. the stats period */
-    if (period >= 0) {
-        _cleanup_free_ char *cur_xml = NULL;
-        BmBalloonConfig cur = {.stats_period_s = -1};
-        if (bm_conn_domain_xml(dom, !period_live, &cur_xml) >= 0)
-            bm_domxml_parse_balloon(cur_xml, &cur);
-        if ((r = bm_balloon_set_stats_period(dom, period, period_live, period_config)) < 0) {
-            bm_report("configure", name, "%s%s", bm_error_detail(r),
-                      changes && *changes ? " (the device settings above were changed)" : "");
-            return BM_EXIT_FAILURE;
-        }
-        char old[32] = "unknown";
-        if (cur.stats_period_s >= 0)
-            snprintf(old, sizeof(old), "%d s", cur.stats_period_s);
-        printf("%s: stats period: %s -> %d s (%s)\n", name, old, period,
-               period_live && period_config ? "live and persistent" : period_live ? "live" : "persistent");
+/* Step 3: the stats period. Returns the exit status. */
+static int set_period(const Configure *o, bool device_changed)
+{
+    _cleanup_free_ char *cur_xml = NULL;
+    BmBalloonConfig cur = {.stats_period_s = -1};
+    if (bm_conn_domain_xml(o->dom, !o->period_live, &cur_xml) >= 0)
+        bm_domxml_parse_balloon(cur_xml, &cur);
+    int r = bm_balloon_set_stats_period(o->dom, o->period, o->period_live, o->period_config);
+    if (r < 0) {
+        bm_report("configure", o->name, "%s%s", bm_error_detail(r),
+                  device_changed ? " (the device settings above were changed)" : "");
+        return BM_EXIT_FAILURE;
     }
+    char old[32] = "unknown";
+    if (cur.stats_period_s >= 0)
+        snprintf(old, sizeof(old), "%d s", cur.stats_period_s);
+    printf("%s: stats period: %s -> %d s (%s)\n", o->name, old, o->period,
+           o->period_live && o->period_config ? "live and persistent" : o->period_live ? "live" : "persistent");
     return BM_EXIT_OK;
+}
+
+static int configure(const BmGlobal *g, Configure *o)
+{
+    if (!bm_cli_writable(g, "configure", "changing a domain", NULL))
+        return BM_EXIT_USAGE;
+    int ret = open_domain(g, o);
+    if (ret >= 0)
+        return ret;
+    _cleanup_free_ char *new_xml = NULL, *changes = NULL;
+    if (o->device && (ret = prepare_device(o, &new_xml, &changes)) >= 0)
+        return ret;
+    if ((ret = define(o, new_xml, changes)) >= 0)
+        return ret;
+    return o->period >= 0 ? set_period(o, changes && *changes) : BM_EXIT_OK;
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    Configure o = {.edit = {BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET}, .period = -1};
+    int ret = parse_options(argc, argv, &o);
+    if (ret < 0)
+        ret = configure(g, &o);
+    if (o.dom)
+        virDomainFree(o.dom);
+    if (o.conn)
+        virConnectClose(o.conn);
+    return ret;
 }
 
 const BmVerb bm_verb_configure = {

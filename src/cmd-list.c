@@ -31,13 +31,10 @@ static int run(const BmGlobal *g, int argc, char **argv)
     }
 
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    int r = bm_conn_open(g->uri, true, &conn);
-    if (r < 0) {
-        bm_report("list", NULL, "%s", bm_error_detail(r));
+    if (bm_cli_connect(g, "list", true, &conn) < 0)
         return BM_EXIT_FAILURE;
-    }
     _cleanup_(bm_strv_freep) char **names = NULL;
-    r = bm_conn_list_names(conn, all, &names);
+    int r = bm_conn_list_names(conn, all, &names);
     if (r < 0) {
         bm_report("list", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;

@@ -20,7 +20,7 @@
 #include "size.h"
 #include "spool.h"
 #include "qmp.h"
-#include "export.h"
+#include "ledger.h"
 #include "progress.h"
 
 #define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
@@ -88,22 +88,16 @@ static void print_text(const char *name, const BmChange *ch, bool waited)
                ch->polls, ch->polls == 1 ? "" : "s");
 }
 
-/* --wait on a terminal: the balloon's size, rate and ETA on stderr while it moves */
 typedef struct {
-    BmProgress p;
-    const char *name;
-} SetProgress;
+    bool json, wait, force, policy_explicit;
+    const char *policy_path;
+    unsigned timeout_s, stall_s;
+    const char *name, *size;
+    BmPolicy *policy;            /* the floor's policy, NULL: none (or --force) */
+} SetOptions;
 
-static void on_progress(void *ctx, uint64_t from_bytes, uint64_t target_bytes,
-                        uint64_t actual_bytes, uint64_t elapsed_ns)
-{
-    SetProgress *sp = ctx;
-    char line[256];
-    bm_progress_show(&sp->p, bm_progress_format(sp->name, from_bytes, target_bytes, actual_bytes,
-                                                elapsed_ns, line, sizeof(line)), false);
-}
-
-static int run(const BmGlobal *g, int argc, char **argv)
+/* The options, checked. Returns -1 to go on, or the exit status. */
+static int parse_options(int argc, char **args, SetOptions *o)
 {
     static const struct option opts[] = {
         {"wait", optional_argument, NULL, 'w'},
@@ -114,187 +108,246 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    bool json = false, wait = false, force = false, policy_explicit = false;
-    const char *policy_path = SET_POLICY;
-    unsigned timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, stall_s = BM_WAIT_DEFAULT_STALL_S;
-    char **args = bm_cli_protect_negative(argc, argv);
-    int c, r, ret = BM_EXIT_USAGE;
-    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
-    _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-
+    int c;
     while ((c = getopt_long(argc, args, "wjp:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
-            wait = true;
-            if (optarg && (bm_cli_parse_seconds(optarg, 86400, &timeout_s) < 0 || timeout_s == 0)) {
+            o->wait = true;
+            if (optarg && (bm_cli_parse_seconds(optarg, 86400, &o->timeout_s) < 0 || o->timeout_s == 0)) {
                 bm_report("set", NULL, "--wait '%s': expected a number of seconds from 1 to 86400",
                           optarg);
-                goto out;
+                return BM_EXIT_USAGE;
             }
             break;
         case 's':
-            if (bm_cli_parse_seconds(optarg, 86400, &stall_s) < 0 || stall_s == 0) {
+            if (bm_cli_parse_seconds(optarg, 86400, &o->stall_s) < 0 || o->stall_s == 0) {
                 bm_report("set", NULL, "--stall '%s': expected a number of seconds from 1 to 86400",
                           optarg);
-                goto out;
+                return BM_EXIT_USAGE;
             }
             break;
-        case 'j': json = true; break;
-        case 'p': policy_path = optarg; policy_explicit = true; break;
-        case 'f': force = true; break;
-        case 'h':
-            bm_verb_usage(&bm_verb_set, options_help, stdout);
-            ret = BM_EXIT_OK;
-            goto out;
-        default: bm_verb_usage(&bm_verb_set, options_help, stderr); goto out;
+        case 'j': o->json = true; break;
+        case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
+        case 'f': o->force = true; break;
+        case 'h': bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
+        default: bm_verb_usage(&bm_verb_set, options_help, stderr); return BM_EXIT_USAGE;
         }
     }
     if (argc - optind != 2) {
         bm_report("set", NULL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
-        goto out;
+        return BM_EXIT_USAGE;
     }
-    const char *name = bm_cli_unprotect(args[optind]);
-    const char *size = bm_cli_unprotect(args[optind + 1]);
-    if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
-        goto out;
-    /* the policy's floor: from the file given, or the host's policy file when there is one
-     * (the built-in defaults are for the automatic passes, not for manual targets) */
-    if (!force && (policy_explicit || access(policy_path, F_OK) == 0)) {
-        _cleanup_free_ char *errors = NULL;
-        if (bm_policy_load(policy_path, &pol, &errors) < 0) {
-            fputs(errors ? errors : "", stderr);
-            bm_report("set", NULL, "policy '%s' has errors", policy_path);
-            goto out;
-        }
-    }
+    o->name = bm_cli_unprotect(args[optind]);
+    o->size = bm_cli_unprotect(args[optind + 1]);
+    return -1;
+}
 
-    r = bm_conn_open(g->uri, false, &conn);
-    if (r < 0) {
-        bm_report("set", NULL, "%s", bm_error_detail(r));
-        ret = BM_EXIT_FAILURE;
-        goto out;
+/* The policy's floor: from the file given, or the host's policy file when there is one (the
+ * built-in defaults are for the automatic passes, not for manual targets). Returns -1 to go
+ * on, or the exit status. */
+static int load_floor_policy(SetOptions *o)
+{
+    if (o->force || (!o->policy_explicit && access(o->policy_path, F_OK) != 0))
+        return -1;
+    _cleanup_free_ char *errors = NULL;
+    if (bm_policy_load(o->policy_path, &o->policy, &errors) < 0) {
+        fputs(errors ? errors : "", stderr);
+        bm_report("set", NULL, "policy '%s' has errors", o->policy_path);
+        return BM_EXIT_USAGE;
     }
-    uint64_t max_bytes, actual_bytes, target_bytes;
-    r = bm_conn_lookup(conn, name, &dom);
-    if (r >= 0)
-        r = bm_balloon_read_limits(dom, &max_bytes, &actual_bytes);
-    if (r < 0) {
-        bm_report("set", name, "%s", bm_error_detail(r));
-        ret = bm_exit_for(r);
-        goto out;
-    }
+    return -1;
+}
 
-    BmSizeContext ctx = {.max_bytes = max_bytes, .current_bytes = actual_bytes};
-    r = bm_size_parse(size, &ctx, &target_bytes);
+/* A manual target below the floor starves the guest: only on purpose (--force). Only an
+ * inflate takes memory away: a deflate that stays below the floor still gives some back (and
+ * needs no domain XML read before it: set --wait's timing starts sooner). Returns -1 to go on,
+ * or the exit status. */
+static int check_floor(virDomainPtr dom, const SetOptions *o, uint64_t max_bytes, uint64_t actual,
+                       uint64_t target)
+{
+    if (o->force || target >= actual)
+        return -1;
+    BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
+    _cleanup_free_ char *xml = NULL;
+    if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
+        cfg.min_guarantee_bytes = BM_ABSENT;
+    uint64_t policy_floor = BM_ABSENT;
+    if (o->policy) {
+        BmGuestRules rules;
+        bm_policy_rules_for(o->policy, o->name, &rules);
+        policy_floor = bm_amount_bytes(rules.floor, max_bytes);
+    }
+    const char *why = NULL;
+    uint64_t floor = bm_manual_floor(max_bytes, cfg.min_guarantee_bytes, policy_floor, &why);
+    if (target >= floor)
+        return -1;
+    char quoted[256], t[32], f[32];
+    bm_size_format(target, t, sizeof(t));
+    bm_size_format(floor, f, sizeof(f));
+    bool by_policy = o->policy && !strcmp(why, "the policy's floor");
+    bm_report("set", o->name,
+              "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it anyway",
+              bm_printable(o->size, quoted, sizeof(quoted)), t, f, why, by_policy ? " in " : "",
+              by_policy ? o->policy->path : "");
+    return BM_EXIT_USAGE;
+}
+
+/* The target SIZE means for dom, read live. Returns -1 to go on, or the exit status. */
+static int resolve_target(virDomainPtr dom, const SetOptions *o, uint64_t *ret_actual,
+                          uint64_t *ret_target)
+{
+    uint64_t max_bytes;
+    int r = bm_balloon_read_limits(dom, &max_bytes, ret_actual);
+    if (r < 0) {
+        bm_report("set", o->name, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
+    BmSizeContext ctx = {.max_bytes = max_bytes, .current_bytes = *ret_actual};
+    r = bm_size_parse(o->size, &ctx, ret_target);
     if (r < 0) {
         char quoted[256];
-        bm_report("set", name, "size '%s': %s", bm_printable(size, quoted, sizeof(quoted)),
+        bm_report("set", o->name, "size '%s': %s", bm_printable(o->size, quoted, sizeof(quoted)),
                   bm_error_detail(r));
-        ret = BM_EXIT_USAGE;
-        goto out;
+        return BM_EXIT_USAGE;
     }
-
-    /* a manual target below the floor starves the guest: only on purpose (--force). Only an
-     * inflate takes memory away: a deflate that stays below the floor still gives some back
-     * (and needs no domain XML read before it: set --wait's timing starts sooner) */
-    if (!force && target_bytes < actual_bytes) {
-        BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
-        _cleanup_free_ char *xml = NULL;
-        if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
-            cfg.min_guarantee_bytes = BM_ABSENT;
-        uint64_t policy_floor = BM_ABSENT;
-        if (pol) {
-            BmGuestRules rules;
-            bm_policy_rules_for(pol, name, &rules);
-            policy_floor = bm_amount_bytes(rules.floor, max_bytes);
-        }
-        const char *why = NULL;
-        uint64_t floor = bm_manual_floor(max_bytes, cfg.min_guarantee_bytes, policy_floor, &why);
-        if (target_bytes < floor) {
-            char quoted[256], t[32], f[32];
-            bm_size_format(target_bytes, t, sizeof(t));
-            bm_size_format(floor, f, sizeof(f));
-            bm_report("set", name,
-                      "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it "
-                      "anyway",
-                      bm_printable(size, quoted, sizeof(quoted)), t, f, why,
-                      pol && !strcmp(why, "the policy's floor") ? " in " : "",
-                      pol && !strcmp(why, "the policy's floor") ? pol->path : "");
-            ret = BM_EXIT_USAGE;
-            goto out;
-        }
-    }
-
+    int ret = check_floor(dom, o, max_bytes, *ret_actual, *ret_target);
+    if (ret >= 0)
+        return ret;
     /* libvirt would hold the change up to 30 s for the job lock, then fail */
     const char *job = NULL;
     if (bm_balloon_job_running(dom, &job) > 0) {
-        bm_report("set", name, "busy with %s: libvirt lets no balloon change in until it ends; "
+        bm_report("set", o->name, "busy with %s: libvirt lets no balloon change in until it ends; "
                   "try again then", job);
-        ret = BM_EXIT_FAILURE;
-        goto out;
+        return BM_EXIT_FAILURE;
     }
+    return -1;
+}
 
-    BmWaitOptions wo = {.timeout_ms = timeout_s * 1000u,
-                        .stall_ms = stall_s * 1000u,
-                        .poll_ms = BM_WAIT_DEFAULT_POLL_MS,
-                        .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
-    BmChange ch;
+/* --wait on a terminal: the balloon's size, rate and ETA on stderr while it moves */
+static void on_progress(void *ctx, const BmTracked *t)
+{
+    char line[256];
+    bm_progress_show(ctx, bm_progress_format(t->name, t->change.from_bytes, t->change.target_bytes,
+                                             t->last_actual_bytes, t->change.duration_ns, line,
+                                             sizeof(line)), false);
+}
+
+static void keep_ended(void *ctx, const BmTracked *t)
+{
+    *(BmTracked *)ctx = *t;
+}
+
+/* Hands a measured change to a running agent / the next timer run, with the domain's SG
+ * verdict now as the histogram label and its QEMU RSS now. */
+static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name, BmTracked *t)
+{
+    BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
+    BmFeatureReport rep;
+    _cleanup_free_ char *path = NULL, *qerr = NULL;
+    bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
+    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+    uint64_t unused;
+    bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
+    _cleanup_free_ char *uri = bm_conn_uri(conn);
+    if (bm_spool_write(t, uri) < 0)
+        bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
+}
+
+/* Sets the target and, with --wait, waits for it: a tracker with one change. Returns 0 and
+ * *ret, or -errno when the target could not be set. */
+static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uint64_t from,
+                  uint64_t target, BmChange *ret)
+{
+    if (!o->wait)
+        return bm_balloon_change(dom, from, target, ret);
+    BmTracker t = {.opts = bm_wait_options_default()};
+    t.opts.timeout_ms = o->timeout_s * 1000u;
+    t.opts.stall_ms = o->stall_s * 1000u;
     uint64_t rss_before = BM_ABSENT, unused;
     bm_balloon_read_live(dom, &unused, &rss_before);
-    SetProgress sp = {.name = name};
-    bm_progress_init(&sp.p, stderr);
-    if (sp.p.f) {
-        wo.progress = on_progress;
-        wo.progress_ctx = &sp;
+    int r = bm_tracker_start(&t, dom, from, target, rss_before, NULL);
+    if (r < 0)
+        return r;
+    BmProgress p;
+    bm_progress_init(&p, stderr);
+    if (p.f) {
+        t.opts.progress = on_progress;
+        t.opts.progress_ctx = &p;
     }
-    r = bm_balloon_change(dom, actual_bytes, target_bytes, wait ? &wo : NULL, &ch);
-    bm_progress_clear(&sp.p);
-    if (r < 0) {
-        bm_report("set", name, "%s", bm_error_detail(r));
-        ret = BM_EXIT_FAILURE;
-        goto out;
-    }
-    if (wait && ch.target_bytes != ch.from_bytes) {
-        /* hand the measurement to a running agent / the next timer run */
-        BmTracked t = {.change = ch, .rss_before_bytes = rss_before, .rss_after_bytes = BM_ABSENT};
-        bm_copy_name(t.name, sizeof(t.name), name);
-        virDomainGetUUIDString(dom, t.uuid);
-        /* the histogram's sg label: this domain's SG verdict now */
-        BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
-        BmFeatureReport rep;
-        _cleanup_free_ char *path = NULL, *qerr = NULL;
-        bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
-        snprintf(t.sg, sizeof(t.sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
-        bm_balloon_read_live(dom, &unused, &t.rss_after_bytes);
-        _cleanup_free_ char *uri = bm_conn_uri(conn);
-        if (bm_spool_write(&t, uri) < 0)
-            bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
-    }
-    if (json)
-        print_json(name, &ch, wait);
-    else
-        print_text(name, &ch, wait);
+    BmTracked ended = {0};
+    bm_tracker_wait(&t, BM_WAIT_FOREVER, keep_ended, &ended);
+    bm_progress_clear(&p);
+    bm_tracker_clear(&t);
+    *ret = ended.change;
+    ended.rss_after_bytes = BM_ABSENT;
+    if (ret->target_bytes != ret->from_bytes)
+        spool_change(conn, dom, o->name, &ended);
+    return 0;
+}
 
-    switch (ch.outcome) {
+/* The exit status of how the change ended, reported. */
+static int report_outcome(const SetOptions *o, const BmChange *ch)
+{
+    switch (ch->outcome) {
     case BM_CHANGE_REACHED:
-    case BM_CHANGE_PENDING: ret = BM_EXIT_OK; break;
+    case BM_CHANGE_PENDING: return BM_EXIT_OK;
     case BM_CHANGE_TIMEOUT:
-        bm_report("set", name, "timed out after %u s, balloon at %" PRIu64 " KiB", timeout_s,
-                  ch.reached_bytes / 1024);
-        ret = BM_EXIT_UNMET;
-        break;
+        bm_report("set", o->name, "timed out after %u s, balloon at %" PRIu64 " KiB", o->timeout_s,
+                  ch->reached_bytes / 1024);
+        return BM_EXIT_UNMET;
     case BM_CHANGE_STALLED:
-        bm_report("set", name, "stalled: the balloon did not move for %u s (is the guest's "
-                  "balloon driver loaded?)", stall_s);
-        ret = BM_EXIT_UNMET;
-        break;
+        bm_report("set", o->name, "stalled: the balloon did not move for %u s (is the guest's "
+                  "balloon driver loaded?)", o->stall_s);
+        return BM_EXIT_UNMET;
     case BM_CHANGE_FAILED:
-        bm_report("set", name, "lost the domain while waiting: %s", bm_error_detail(-EIO));
-        ret = BM_EXIT_FAILURE;
-        break;
+        bm_report("set", o->name, "lost the domain while waiting: %s", bm_error_detail(-EIO));
+        return BM_EXIT_FAILURE;
     }
-out:
+    return BM_EXIT_FAILURE;
+}
+
+static int set_balloon(const BmGlobal *g, SetOptions *o)
+{
+    if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
+        return BM_EXIT_USAGE;
+    int ret = load_floor_policy(o);
+    if (ret >= 0)
+        return ret;
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+    if (bm_cli_connect(g, "set", false, &conn) < 0)
+        return BM_EXIT_FAILURE;
+    int r = bm_conn_lookup(conn, o->name, &dom);
+    if (r < 0) {
+        bm_report("set", o->name, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
+    uint64_t actual_bytes, target_bytes;
+    ret = resolve_target(dom, o, &actual_bytes, &target_bytes);
+    if (ret >= 0)
+        return ret;
+    BmChange ch;
+    r = change(conn, dom, o, actual_bytes, target_bytes, &ch);
+    if (r < 0) {
+        bm_report("set", o->name, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    if (o->json)
+        print_json(o->name, &ch, o->wait);
+    else
+        print_text(o->name, &ch, o->wait);
+    return report_outcome(o, &ch);
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    SetOptions o = {.timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, .stall_s = BM_WAIT_DEFAULT_STALL_S,
+                    .policy_path = SET_POLICY};
+    char **args = bm_cli_protect_negative(argc, argv);
+    int ret = parse_options(argc, args, &o);
+    if (ret < 0)
+        ret = set_balloon(g, &o);
+    bm_policy_free(o.policy);
     bm_cli_free_protected(args);
     return ret;
 }

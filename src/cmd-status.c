@@ -73,7 +73,7 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t no
     json_object *o = json_object_new_object();
     json_object_object_add(o, "name", bm_json_name(d->name));
     json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
-    json_object_object_add(o, "state", json_object_new_string(bm_state_name(d->state)));
+    json_object_object_add(o, "state", json_object_new_string(bm_snapshot_run_state_name(d->state)));
     json_object_object_add(o, "active", json_object_new_boolean(d->active));
     json_object_object_add(o, "maximum_bytes", json_u64(d->max_bytes));
     json_object_object_add(o, "current_bytes", json_u64(d->actual_bytes));
@@ -148,7 +148,7 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const char *colum
         const BmDomain *d = &s->domains[i];
         char name[256];
         bm_table_cell(t, "%s", bm_printable(d->name, name, sizeof(name)));
-        bm_table_cell(t, "%s", bm_state_name(d->state));
+        bm_table_cell(t, "%s", bm_snapshot_run_state_name(d->state));
         bm_table_cell(t, "%s", size_cell(d->max_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->actual_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(bm_domain_reclaimed_bytes(d), b, sizeof(b)));
@@ -232,27 +232,24 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
         bm_report("status", NULL, "policy '%s' has errors", policy_path);
         return BM_EXIT_USAGE;
     }
-    BmPrevious prev = {.mode = BM_HOST_HOLD};
-    BmCounters counters;
-    bm_counters_init(&counters);
-    r = bm_state_load(state_path, &prev, &counters);
+    BmLedger ledger;
+    r = bm_state_load(state_path, &ledger);
     if (r < 0 && state_explicit) {
         bm_report("status", NULL, "state '%s': %s", state_path, bm_error_detail(r));
-        bm_counters_clear(&counters);
+        bm_ledger_clear(&ledger);
         return r == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
     }
     if (ret->have_host) {
         BmSnapshot none = {0};
         BmPlan plan;
-        if (bm_policy_eval(&ret->host, &none, &prev, pol, bm_now_real_ns() / 1000000000ull, &plan) == 0) {
+        if (bm_policy_eval(&ret->host, &none, &ledger, pol, bm_now_real_ns() / 1000000000ull, &plan) == 0) {
             ret->have_mode = true;
             ret->mode = plan.mode;
             snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan.reason);
             bm_plan_clear(&plan);
         }
     }
-    bm_previous_clear(&prev);
-    bm_counters_clear(&counters);
+    bm_ledger_clear(&ledger);
     return 0;
 }
 

@@ -150,7 +150,15 @@ static bool meets(const Result *r, Requirement req)
     return false;
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+typedef struct {
+    bool json;
+    Requirement *reqs;
+    size_t n_reqs;
+    BmFeatureOptions fopts;
+} VerifyOptions;
+
+/* The options. Returns -1 to go on, or the exit status. */
+static int parse_options(int argc, char **argv, VerifyOptions *o)
 {
     static const struct option opts[] = {
         {"require", required_argument, NULL, 'r'},
@@ -159,15 +167,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    bool json = false;
-    _cleanup_free_ Requirement *reqs = NULL;
-    size_t n_reqs = 0;
-    BmFeatureOptions fopts = {.sg_bit = BM_SG_DEFAULT_BIT};
     int c;
     while ((c = getopt_long(argc, argv, "r:jh", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            if (parse_require(optarg, &reqs, &n_reqs) < 0)
+            if (parse_require(optarg, &o->reqs, &o->n_reqs) < 0)
                 return BM_EXIT_USAGE;
             break;
         case 'b': {
@@ -178,76 +182,105 @@ static int run(const BmGlobal *g, int argc, char **argv)
                           optarg);
                 return BM_EXIT_USAGE;
             }
-            fopts.sg_bit = (int)v;
+            o->fopts.sg_bit = (int)v;
             break;
         }
-        case 'j': json = true; break;
+        case 'j': o->json = true; break;
         case 'h': bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_verify, options_help, stderr); return BM_EXIT_USAGE;
         }
     }
+    return -1;
+}
 
+/* The domains named (or all), every one looked up first: an unknown one is bad input and
+ * nothing is printed. Returns -1 to go on, or the exit status. */
+static int lookup_all(virConnectPtr conn, char **args, size_t n_args, char ***ret_names,
+                      virDomainPtr **ret_doms)
+{
+    int r;
+    if (n_args) {
+        *ret_names = bm_malloc0((n_args + 1) * sizeof(char *));
+        for (size_t i = 0; i < n_args; i++)
+            (*ret_names)[i] = bm_strdup(args[i]);
+    } else if ((r = bm_conn_list_names(conn, false, ret_names)) < 0) {
+        bm_report("verify", NULL, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    char **names = *ret_names;
+    size_t n = 0;
+    while (names[n])
+        n++;
+    *ret_doms = bm_malloc0((n + 1) * sizeof(virDomainPtr));
+    for (size_t i = 0; i < n; i++) {
+        r = bm_conn_lookup(conn, names[i], &(*ret_doms)[i]);
+        if (r < 0) {
+            bm_report("verify", names[i], "%s", bm_error_detail(r));
+            return bm_exit_for(r);
+        }
+    }
+    return -1;
+}
+
+/* Probes every domain, prints the verdicts, checks the requirements. Returns the exit status. */
+static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
+{
+    size_t n = 0;
+    while (names[n])
+        n++;
+    _cleanup_free_ Result *res = bm_malloc0((n + 1) * sizeof(Result));
+    for (size_t i = 0; i < n; i++) {
+        res[i].name = names[i];
+        bm_qmp_probe_balloon(doms[i], &o->fopts, &res[i].rep, &res[i].path, &res[i].error);
+    }
+    if (o->json) {
+        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(arr, result_json(&res[i]));
+        json_object_object_add(root, "domains", arr);
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+    } else {
+        print_table(res, n);
+    }
+    int ret = BM_EXIT_OK;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < o->n_reqs; k++)
+            if (!meets(&res[i], o->reqs[k]))
+                ret = BM_EXIT_UNMET;
+    for (size_t i = 0; i < n; i++) {
+        free(res[i].path);
+        free(res[i].error);
+    }
+    return ret;
+}
+
+static void free_domains(virDomainPtr *doms)
+{
+    for (size_t i = 0; doms && doms[i]; i++)
+        virDomainFree(doms[i]);
+    free(doms);
+}
+
+static int run(const BmGlobal *g, int argc, char **argv)
+{
+    VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}};
+    int ret = parse_options(argc, argv, &o);
+    _cleanup_free_ Requirement *reqs = o.reqs;
+    if (ret >= 0)
+        return ret;
     /* libvirt lets only read-write connections use the QEMU monitor */
     if (!bm_cli_writable(g, "verify", "asking the QEMU monitor", "'status' works read-only"))
         return BM_EXIT_USAGE;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    int r = bm_conn_open(g->uri, false, &conn);
-    if (r < 0) {
-        bm_report("verify", NULL, "%s", bm_error_detail(r));
+    if (bm_cli_connect(g, "verify", false, &conn) < 0)
         return BM_EXIT_FAILURE;
-    }
     _cleanup_(bm_strv_freep) char **names = NULL;
-    if (optind < argc) {
-        names = bm_malloc0((size_t)(argc - optind + 1) * sizeof(char *));
-        for (int i = optind; i < argc; i++)
-            names[i - optind] = bm_strdup(argv[i]);
-    } else if ((r = bm_conn_list_names(conn, false, &names)) < 0) {
-        bm_report("verify", NULL, "%s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
-    }
-
-    size_t n = 0;
-    while (names[n])
-        n++;
-    /* look every name up first: an unknown one is bad input and nothing is printed */
-    _cleanup_free_ virDomainPtr *doms = bm_malloc0((n + 1) * sizeof(virDomainPtr));
-    int ret = BM_EXIT_OK;
-    for (size_t i = 0; i < n && ret == BM_EXIT_OK; i++) {
-        r = bm_conn_lookup(conn, names[i], &doms[i]);
-        if (r < 0) {
-            bm_report("verify", names[i], "%s", bm_error_detail(r));
-            ret = bm_exit_for(r);
-        }
-    }
-
-    _cleanup_free_ Result *res = bm_malloc0((n + 1) * sizeof(Result));
-    if (ret == BM_EXIT_OK) {
-        for (size_t i = 0; i < n; i++) {
-            res[i].name = names[i];
-            bm_qmp_probe_balloon(doms[i], &fopts, &res[i].rep, &res[i].path, &res[i].error);
-        }
-        if (json) {
-            _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-            json_object *arr = json_object_new_array();
-            for (size_t i = 0; i < n; i++)
-                json_object_array_add(arr, result_json(&res[i]));
-            json_object_object_add(root, "domains", arr);
-            puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
-        } else {
-            print_table(res, n);
-        }
-        for (size_t i = 0; i < n; i++)
-            for (size_t k = 0; k < n_reqs; k++)
-                if (!meets(&res[i], reqs[k]))
-                    ret = BM_EXIT_UNMET;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (doms[i])
-            virDomainFree(doms[i]);
-        free(res[i].path);
-        free(res[i].error);
-    }
+    virDomainPtr *doms = NULL;
+    ret = lookup_all(conn, argv + optind, (size_t)(argc - optind), &names, &doms);
+    if (ret < 0)
+        ret = verify(&o, names, doms);
+    free_domains(doms);
     return ret;
 }
 

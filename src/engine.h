@@ -1,16 +1,16 @@
-/* The pipeline of one policy pass (DESIGN.md), shared by `run` (timer) and `agent`:
- * snapshot -> decide -> apply -> observe -> count, and the registry of what it saw.
- * The engine owns its view (last snapshot, host reading, plan), the changes in flight and the
- * cumulative counters; the caller owns the connection and the policy. */
+/* One policy pass (docs/design.md), shared by `run --once` (timer) and `agent`:
+ * read (host, snapshot) -> evaluate (plan) -> apply (start changes) -> observe (poll them) ->
+ * export. The engine owns this pass's view (snapshot, host reading, plan, what applying did)
+ * and the ledger; the caller owns the connection and the policy. Opaque: the verbs use the
+ * functions below. */
 #pragma once
 
 #include <libvirt/libvirt.h>
 #include <stdbool.h>
 
-#include "balloon.h"
-#include "export.h"
 #include "hostmem.h"
 #include "ksm.h"
+#include "ledger.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "snapshot.h"
@@ -22,59 +22,93 @@ typedef struct {
     char error[256];
 } BmApplied;
 
+/* Where the last pass's time went (benchmarks): seconds of reading, deciding, applying, the
+ * whole pass; CPU seconds of the pass; libvirt calls it made. */
 typedef struct {
-    /* set by the caller */
-    virConnectPtr conn;          /* may change between calls (reconnects) */
-    const BmPolicy *policy;
+    double read_s, eval_s, apply_s, pass_s, cpu_s;
+    unsigned long libvirt_calls;
+} BmPassTiming;
+
+typedef struct {
     const char *proc_dir;        /* NULL: /proc */
-    bool dry_run;
+    bool dry_run;                /* decide, never change a balloon */
     bool probe_features;         /* ask the QEMU monitor for SG/ioeventfd of new domains */
+    bool probe_later;            /* ... not in the reading: by bm_engine_probe() (and before a
+                                  * domain's change, for its histogram label) */
     bool cache_xml;              /* keep balloon configs between passes (long-running agent) */
-    bool xml_stale;              /* set on lifecycle/define events: read every XML again */
+} BmEngineOptions;
 
-    /* the view, after bm_engine_pass() / bm_engine_refresh() */
-    BmSnapshot snap;
-    bool have_snap;
-    BmHost host;
-    bool have_host;
-    BmKsm ksm;                   /* read with the host; exported as balloonmgr_ksm_* */
-    bool have_ksm;
-    BmPlan plan;
-    bool have_plan;
-    BmApplied *applied;          /* per decision of plan */
-    uint64_t pass_now_s;
-    /* the last pass, for benchmarks: seconds of reading, deciding, applying; CPU seconds of
-     * the whole pass; libvirt calls it made */
-    double t_read_s, t_eval_s, t_apply_s, t_cpu_s;
-    unsigned long pass_calls;
+typedef struct BmEngine BmEngine;
 
-    /* across passes */
-    BmPrevious prev;
-    BmCounters counters;
-    BmTracker tracker;
-} BmEngine;
+BmEngine *bm_engine_new(const BmEngineOptions *o);
+void bm_engine_free(BmEngine *e);
+static inline void bm_engine_freep(BmEngine **e)
+{
+    bm_engine_free(*e);
+}
 
-/* Initialises e (counters zero, tracker with the default wait options). */
-void bm_engine_init(BmEngine *e);
-void bm_engine_clear(BmEngine *e);
+/* The connection (NULL while there is none; the changes in flight are dropped when it
+ * changes) and the policy; the caller keeps both alive. */
+void bm_engine_set_conn(BmEngine *e, virConnectPtr conn);
+void bm_engine_set_policy(BmEngine *e, const BmPolicy *policy);
+
+/* The ledger: loaded from / saved to the state file by the caller, spooled changes counted
+ * into it. */
+BmLedger *bm_engine_ledger(BmEngine *e);
+
+/* Counts an error the caller met (reconnects, reloads, state saves ...). */
+void bm_engine_count_error(BmEngine *e, BmErrorKind kind);
+
+/* Every domain's XML is read again at the next reading (lifecycle/define events). */
+void bm_engine_forget_xml(BmEngine *e);
 
 /* One pass: reads host and domains, decides, starts the changes (unless dry_run), counts.
- * Per-domain failures are counted and reported in e->applied and do not stop the pass.
- * Returns 0, or -errno when the host or the domains could not be read at all (-ECONNRESET:
- * the connection is lost). Logs the host's mode when it differs from the previous pass's
- * (bm_log_mode()). */
+ * Per-domain failures are counted and reported in bm_engine_applied() and do not stop the
+ * pass. Returns 0, or -errno when the host or the domains could not be read at all
+ * (-ECONNRESET: the connection is lost). Logs the host's mode when it differs from the
+ * previous pass's (bm_log_mode()). */
 int bm_engine_pass(BmEngine *e);
+
+/* Probes up to max running domains whose SG/ioeventfd verdict is not known yet (probe_later).
+ * Returns how many are left to probe. */
+size_t bm_engine_probe(BmEngine *e, size_t max);
 
 /* Reads the domains again (after events) without deciding: keeps the view current. */
 int bm_engine_refresh(BmEngine *e);
 
-/* Reads every change in flight once and counts those that ended, logging one record for each
+/* Reads every change in flight once and records those that ended, logging one record for each
  * (bm_log_change()). Returns how many are still in flight. */
 size_t bm_engine_poll(BmEngine *e);
 
-/* Polls until no change is in flight or timeout_s passed (0: do not wait). Returns how many are
- * still in flight. */
+/* Shows the changes in flight while bm_engine_wait() waits: progress(ctx, change) after every
+ * reading of one that did not end it (NULL: nothing shown). */
+void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx);
+
+/* How many changes are in flight. */
+size_t bm_engine_in_flight(const BmEngine *e);
+
+/* Polls until no change is in flight or timeout_s passed. Returns how many are still in
+ * flight. */
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s);
+
+/* The last pass's plan and what applying each decision did (same order), its host reading,
+ * timing and wall-clock time (0: no pass yet). NULL before the first pass. */
+const BmPlan *bm_engine_plan(const BmEngine *e);
+const BmApplied *bm_engine_applied(const BmEngine *e);
+const BmHost *bm_engine_host(const BmEngine *e);
+const BmPassTiming *bm_engine_timing(const BmEngine *e);
+uint64_t bm_engine_pass_time_s(const BmEngine *e);
+
+/* Whether the last pass found the host reclaiming. */
+bool bm_engine_reclaiming(const BmEngine *e);
+
+/* Whether a running domain's balloon is below its maximum in the last reading (the agent's
+ * guest watch has work). */
+bool bm_engine_any_ballooned(const BmEngine *e);
+
+/* Whether a ballooned guest balloonmgr manages is short of memory or under pressure in the last
+ * reading (bm_policy_guest_in_need() on it and the ledger). */
+bool bm_engine_guest_in_need(const BmEngine *e);
 
 /* The exposition of everything (docs/metrics.md). Caller frees. */
 char *bm_engine_render(const BmEngine *e, bool libvirt_up);

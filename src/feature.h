@@ -1,6 +1,6 @@
 /* (Named feature.h, not features.h: that name would shadow glibc's <features.h>.) */
 /* Which balloon features a domain really uses, decided from parsed QMP data. Pure: no I/O.
- * See "SG verification" in DESIGN.md: bit 3 was VIRTIO_BALLOON_F_SG in the 2017 series and is
+ * See "SG verification" in docs/design.md: bit 3 was VIRTIO_BALLOON_F_SG in the 2017 series and is
  * VIRTIO_BALLOON_F_FREE_PAGE_HINT upstream, so SG is recognised by name, or by a configured bit
  * only while QEMU leaves that bit undecoded. */
 #pragma once

@@ -593,15 +593,20 @@ bool bm_http_tls(const BmHttp *h)
     return h->tls.tls;
 }
 
-void bm_http_set_metrics(BmHttp *h, const char *text)
+void bm_http_give_metrics(BmHttp *h, char *text)
 {
-    char *copy = bm_strdup(text);
+    size_t len = strlen(text);
     pthread_mutex_lock(&h->lock);
     char *old = h->metrics;
-    h->metrics = copy;
-    h->metrics_len = strlen(copy);
+    h->metrics = text;
+    h->metrics_len = len;
     pthread_mutex_unlock(&h->lock);
     free(old);
+}
+
+void bm_http_set_metrics(BmHttp *h, const char *text)
+{
+    bm_http_give_metrics(h, bm_strdup(text));
 }
 
 void bm_http_stop(BmHttp *h)

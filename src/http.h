@@ -47,5 +47,9 @@ bool bm_http_tls(const BmHttp *h);
 /* Replaces what /metrics serves (copied). Thread-safe. */
 void bm_http_set_metrics(BmHttp *h, const char *text);
 
+/* The same, taking text (malloc'd) over instead of copying it: one copy of the exposition is
+ * kept. Thread-safe. */
+void bm_http_give_metrics(BmHttp *h, char *text);
+
 /* Stops serving and frees. NULL-safe. */
 void bm_http_stop(BmHttp *h);

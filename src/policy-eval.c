@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "domxml.h"
 #include "error.h"
 #include "size.h"
 #include "util.h"
@@ -75,7 +74,7 @@ static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
     return (double)(cur - prev) / (double)dt_s;
 }
 
-void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGuestRules *rules,
+void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret)
 {
     *ret = (BmGuestPressure){.used_bytes = BM_ABSENT,
@@ -117,38 +116,23 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGues
         (rules->protect_swap_in > 0 && ret->swap_in_rate > (double)rules->protect_swap_in);
 }
 
-static int cmp_prev_uuid(const void *a, const void *b)
-{
-    return strcmp((*(const BmPrevDomain *const *)a)->uuid, (*(const BmPrevDomain *const *)b)->uuid);
-}
-
-/* The previous reading of d, by UUID, from prev sorted by UUID (O(log n)). */
-static const BmPrevDomain *find_prev(const BmPrevDomain **sorted, size_t n, const BmDomain *d)
-{
-    if (!sorted || !d->uuid[0])
-        return NULL;
-    BmPrevDomain key;
-    snprintf(key.uuid, sizeof(key.uuid), "%s", d->uuid);
-    const BmPrevDomain *kp = &key, **hit = bsearch(&kp, sorted, n, sizeof(*sorted), cmp_prev_uuid);
-    return hit ? *hit : NULL;
-}
-
 /* Per-domain working state of one evaluation. */
 typedef struct {
     BmGuestRules rules;
     uint64_t keep_free, step, deadband;
     enum { ROLE_NONE, ROLE_TAKE, ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_FLOOR, ROLE_REST } role;
-    uint64_t want;   /* give: bytes wanted; take: cap */
+    uint64_t want;      /* give: bytes wanted; take: cap */
+    double weight;      /* take: idle * 100 / shares */
     uint64_t potential; /* take: host bytes it could give back in all, max_step aside */
-    double weight;   /* take: idle * 100 / shares */
-    uint64_t amount; /* decided */
-    const char *cap; /* take: what limits want: "max_step", "floor", "keep_free", "backed memory" */
-    unsigned yield;  /* take: permille of an inflate the host is expected to get back */
+    uint64_t amount;    /* decided */
+    const char *cap;    /* take: what limits want: "max_step", "floor", "keep_free", "backed memory" */
+    unsigned yield;     /* take: permille of an inflate the host is expected to get back */
+    BmYield learned;    /* what the ledger learned of its inflates (zeroed: nothing) */
     const char *no_return; /* why inflating it returns nothing to the host, or NULL */
-    const BmPrevDomain *prev;
+    uint64_t rss_bytes; /* its QEMU RSS in this reading (BM_ABSENT if unknown) */
 } Work;
 
-/* ---- Reclaim what the host gets back (pure parts of bm_policy_eval) ---- */
+/* ---- Reclaim what the host gets back (yield.h) ---- */
 
 /* Why inflating d gives the host nothing, from its XML (VFIO, locked, hugepages), or NULL. */
 static const char *no_return_reason(const BmDomain *d)
@@ -188,6 +172,24 @@ static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step, uint64_t d
     if (cur >= maxb || maxb - cur < deadband)
         return 0;
     return min_u64(step, maxb - cur);
+}
+
+/* Step 0: QEMU's own memory per domain, to tell it from guest memory the host backs. */
+static uint64_t qemu_overhead(const BmSnapshot *snap, const BmPolicy *policy, uint64_t now_s)
+{
+    BmYieldOverhead ovh = {0};
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING)
+            continue;
+        BmGuestRules rules;
+        BmGuestPressure gp;
+        bm_policy_rules_for(policy, d->name, &rules);
+        bm_guest_pressure(d, NULL, &rules, now_s, &gp);
+        if (!gp.stale)
+            bm_yield_overhead_add(&ovh, d->rss_bytes, gp.used_bytes);
+    }
+    return bm_yield_overhead(&ovh);
 }
 
 static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode prev, uint64_t below,
@@ -264,20 +266,83 @@ static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
     return expected;
 }
 
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
-                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret)
+/* Reclaim: guests short of memory or under pressure are deflated also now (their safety
+ * first), what they get is taken from the others on top of the host's need; what the guests
+ * cannot give back at all is the plan's unmet_bytes. */
+static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
 {
-    *ret = (BmPlan){0};
-    if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
-        return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
+    for (size_t i = 0; i < n; i++)
+        if (w[i].role == ROLE_GIVE_PROTECTED || w[i].role == ROLE_GIVE_NEEDY) {
+            w[i].amount = w[i].want & ~(MiB - 1);
+            ret->guard_bytes += w[i].amount;
+        }
+    uint64_t asked = ret->need_bytes + ret->guard_bytes;
+    ret->expected_return_bytes = distribute_take(w, n, asked);
+    /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
+    uint64_t potential = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w[i].role == ROLE_TAKE)
+            potential += w[i].potential;
+    ret->unmet_bytes = asked > potential ? asked - potential : 0;
+    if (ret->unmet_bytes >= MiB) {
+        size_t len = strlen(ret->reason);
+        say(ret->reason + len, sizeof(ret->reason) - len,
+            "; %s unmet: the guests can give back no more without going short", sz(ret->unmet_bytes));
+    }
+}
 
+/* Gives budget to guests under pressure first, then to those short of memory. Returns what is
+ * left of it. */
+static uint64_t distribute_give(Work *w, size_t n, uint64_t budget)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned role = pass == 0 ? ROLE_GIVE_PROTECTED : ROLE_GIVE_NEEDY;
+        for (size_t i = 0; i < n; i++) {
+            if ((unsigned)w[i].role != role)
+                continue;
+            uint64_t give = min_u64(w[i].want, budget);
+            give &= ~(MiB - 1);
+            if (give < w[i].deadband && role == ROLE_GIVE_NEEDY)
+                give = 0;
+            w[i].amount = give;
+            budget -= give;
+        }
+    }
+    return budget;
+}
+
+/* Release: a comfortable host gives every other ballooned guest its memory back, toward its
+ * maximum at max_step a pass, out of budget (at most the memory above release_above). */
+static void distribute_rest(const BmPlan *plan, Work *w, size_t n, uint64_t budget)
+{
+    for (size_t i = 0; i < n; i++) {
+        const BmDecision *x = &plan->decisions[i];
+        if ((w[i].role != ROLE_TAKE && w[i].role != ROLE_NONE) || x->action == BM_ACT_SKIP ||
+            x->current_bytes > x->max_bytes)
+            continue;
+        uint64_t want = rest_want(x->current_bytes, x->max_bytes, w[i].step, w[i].deadband);
+        if (want == 0)
+            continue;
+        w[i].role = ROLE_REST;
+        w[i].want = want;
+        w[i].amount = min_u64(want, budget) & ~(MiB - 1);
+        budget -= w[i].amount;
+    }
+}
+
+/* The host's mode and what it needs (reclaim) or may give (hold/release); *surplus: the
+ * memory above release_above. */
+static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode prev_mode, BmPlan *ret,
+                        uint64_t *surplus)
+{
     uint64_t total = host->mem_total_bytes, avail = host->mem_available_bytes;
     uint64_t below = bm_amount_bytes(policy->reclaim_below, total);
     uint64_t target = bm_amount_bytes(policy->target_available, total);
     uint64_t above = bm_amount_bytes(policy->release_above, total);
     bool psi_pressure;
-    ret->mode = decide_mode(host, policy, prev ? prev->mode : BM_HOST_HOLD, below, target, above,
-                            &psi_pressure, ret->reason, sizeof(ret->reason));
+    ret->mode = decide_mode(host, policy, prev_mode, below, target, above, &psi_pressure,
+                            ret->reason, sizeof(ret->reason));
+    *surplus = avail > above ? avail - above : 0;
     if (ret->mode == BM_HOST_RECLAIM) {
         ret->need_bytes = avail < target ? target - avail : 0;
         if (psi_pressure)
@@ -285,338 +350,315 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious 
     } else {
         ret->budget_bytes = avail > target ? avail - target : 0;
     }
+}
+
+/* Why a domain is not managed this pass (reason set, true), or false. */
+static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRules *rules, BmDecision *x)
+{
+    if (!d->active)
+        say(x->reason, sizeof(x->reason), "not running");
+    else if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED)
+        say(x->reason, sizeof(x->reason), "%s: its guest cannot move the balloon",
+            bm_snapshot_run_state_name(d->state));
+    else if (d->balloon_known && !d->balloon.present)
+        say(x->reason, sizeof(x->reason), "no balloon device");
+    else if (e && e->in_flight)
+        say(x->reason, sizeof(x->reason), "a change is still in flight");
+    else if (e && e->unresponsive)
+        say(x->reason, sizeof(x->reason),
+            "unresponsive: its last change stalled; not re-targeted until its balloon moves");
+    else if (rules->exclude == 1)
+        say(x->reason, sizeof(x->reason), "excluded by policy");
+    else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0)
+        say(x->reason, sizeof(x->reason), "balloon size unknown");
+    else
+        return false;
+    return true;
+}
+
+/* The limits of a managed domain: floor, keep_free, max_step, deadband, idle memory. */
+static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
+{
+    uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
+    uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
+    if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
+        floor = max_u64(floor, d->balloon.min_guarantee_bytes);
+    x->floor_bytes = floor = min_u64(floor, maxb);
+    k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
+    k->step = bm_amount_bytes(k->rules.max_step, maxb);
+    k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
+
+    const BmGuestPressure *gp = &x->pressure;
+    if (!gp->stale && gp->headroom_bytes > k->keep_free) {
+        uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
+        uint64_t by_floor = cur > floor ? cur - floor : 0;
+        x->idle_bytes = min_u64(by_headroom, by_floor);
+        k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
+    }
+}
+
+/* What the host gets back of inflating a managed domain: its learned yield, the free memory
+ * the host backs (QEMU RSS - used - QEMU's own), whether it returns nothing. */
+static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhead, BmDecision *x,
+                      Work *k)
+{
+    k->learned = e ? e->yield : (BmYield){0};
+    k->rss_bytes = d->rss_bytes;
+    x->yield_permille = bm_yield_permille(&k->learned);
+    k->yield = counted_yield(&k->learned);
+    x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, x->pressure.used_bytes);
+    if (bm_present(x->backed_free_bytes))
+        x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead);
+    x->returns_nothing = k->no_return || bm_yield_returns_nothing(&k->learned, d->rss_bytes);
+}
+
+/* A domain with idle memory: how much may be taken (only free memory the host backs; a probe
+ * first where that is unsure) and its weight; none when ballooning it returns nothing. */
+static void set_take(BmDecision *x, Work *k)
+{
+    k->role = ROLE_TAKE;
+    k->want = min_u64(x->idle_bytes, k->step);
+    /* count only on free memory the host backs: inflating pages the guest never touched gives
+     * the host nothing */
+    if (bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->want) {
+        k->want = x->backed_free_bytes;
+        k->cap = "backed memory";
+    }
+    uint64_t probe = probe_cap(&k->learned, x->idle_bytes, x->backed_free_bytes, k->deadband);
+    if (probe < k->want) {
+        k->want = probe;
+        k->cap = "a first, probing inflate";
+    }
+    unsigned shares = k->rules.shares ? k->rules.shares : 100;
+    uint64_t basis = bm_present(x->backed_free_bytes) ? min_u64(x->idle_bytes, x->backed_free_bytes)
+                                                      : x->idle_bytes;
+    k->weight = (double)basis * 100.0 / shares;
+    if (x->returns_nothing || k->want < k->deadband || k->weight <= 0)
+        k->role = ROLE_NONE;
+    else
+        k->potential = expected_return(basis, k->yield);
+}
+
+/* What a managed domain could do: be raised to its floor, get memory, give memory, or none. */
+static void set_role(BmDecision *x, Work *k)
+{
+    uint64_t maxb = x->max_bytes, cur = x->current_bytes;
+    const BmGuestPressure *gp = &x->pressure;
+    if (cur < x->floor_bytes) {
+        k->role = ROLE_FLOOR;
+        k->want = x->floor_bytes - cur;
+    } else if (cur > maxb) {
+        k->role = ROLE_NONE;
+    } else if (gp->stale) {
+        x->action = BM_ACT_SKIP;
+        if (!bm_present(gp->headroom_bytes))
+            say(x->reason, sizeof(x->reason), "no guest memory stats: never inflated");
+        else
+            say(x->reason, sizeof(x->reason),
+                "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
+                gp->stats_age_s, k->rules.max_stats_age_s);
+    } else if (gp->under_pressure) {
+        k->role = ROLE_GIVE_PROTECTED;
+        k->want = min_u64(k->step, maxb - cur);
+    } else if (gp->headroom_bytes < k->keep_free) {
+        k->role = ROLE_GIVE_NEEDY;
+        k->want = min_u64(min_u64(k->step, maxb - cur), k->keep_free - gp->headroom_bytes + k->deadband);
+    } else {
+        set_take(x, k);
+    }
+}
+
+/* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
+ * overhead: QEMU's own memory per domain (step 0). */
+static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *policy,
+                     uint64_t now_s, uint64_t overhead, BmDecision *x, Work *k)
+{
+    snprintf(x->uuid, sizeof(x->uuid), "%s", d->uuid);
+    x->name = bm_strdup(d->name);
+    x->current_bytes = x->target_bytes = d->actual_bytes;
+    x->max_bytes = d->max_bytes;
+    x->floor_bytes = BM_ABSENT;
+    x->action = BM_ACT_SKIP;
+    bm_policy_rules_for(policy, d->name, &k->rules);
+    bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
+    if (skipped(d, e, &k->rules, x))
+        return;
+    set_limits(d, x, k);
+    k->no_return = no_return_reason(d);
+    if (k->no_return && d->actual_bytes >= d->max_bytes) {
+        say(x->reason, sizeof(x->reason), "ballooning returns nothing to the host: %s", k->no_return);
+        x->returns_nothing = true;
+        return;
+    }
+    x->action = BM_ACT_NONE;
+    set_yield(d, e, overhead, x, k);
+    set_role(x, k);
+}
+
+static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    const BmGuestPressure *gp = &x->pressure;
+    const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure" : "guest short of memory";
+    char detail[96];
+    if (k->role == ROLE_GIVE_PROTECTED)
+        say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
+            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
+            sz(gp->swap_in_rate < 0       ? 0
+               : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
+                                           : BM_ABSENT - 1)); /* guest-reported */
+    else
+        say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes), sz(k->keep_free));
+    if (k->want == 0) {
+        say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
+    } else if (k->amount == 0) {
+        say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give", why, detail);
+    } else if (plan->mode == BM_HOST_RECLAIM) {
+        x->target_bytes = x->current_bytes + k->amount;
+        x->action = BM_ACT_DEFLATE;
+        say(x->reason, sizeof(x->reason),
+            "%s (%s): give %s%s although the host is reclaiming (taken from the others)", why,
+            detail, sz(k->amount), k->amount == k->step ? " (max_step)" : "");
+    } else {
+        x->target_bytes = x->current_bytes + k->amount;
+        x->action = BM_ACT_DEFLATE;
+        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, sz(k->amount),
+            k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
+    }
+}
+
+static void reason_rest(BmDecision *x, const Work *k)
+{
+    if (k->amount < k->deadband) {
+        say(x->reason, sizeof(x->reason),
+            "host comfortable; %s below its maximum, but no memory above release_above to give",
+            sz(x->max_bytes - x->current_bytes));
+        return;
+    }
+    x->target_bytes = x->current_bytes + k->amount;
+    x->action = BM_ACT_DEFLATE;
+    say(x->reason, sizeof(x->reason), "host comfortable: give back %s toward its maximum %s%s",
+        sz(k->amount), sz(x->max_bytes),
+        k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
+}
+
+static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    if (plan->mode != BM_HOST_RECLAIM) {
+        say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
+            sz(x->idle_bytes), sz(k->keep_free));
+    } else if (k->amount == 0) {
+        say(x->reason, sizeof(x->reason),
+            "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
+            sz(plan->need_bytes), sz(x->idle_bytes), k->rules.shares);
+    } else {
+        x->target_bytes = x->current_bytes - k->amount;
+        x->action = BM_ACT_INFLATE;
+        char cap[48] = "";
+        if (k->amount + MiB > k->want)
+            say(cap, sizeof(cap), " (capped by %s)", k->cap);
+        say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
+            sz(plan->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
+    }
+}
+
+static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    bool reclaim = plan->mode == BM_HOST_RECLAIM;
+    if (x->current_bytes > x->max_bytes)
+        say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
+    else if (reclaim && x->returns_nothing && k->no_return)
+        say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
+            k->no_return);
+    else if (reclaim && x->returns_nothing)
+        say(x->reason, sizeof(x->reason),
+            "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
+            "again once its RSS grows by %s",
+            sz(k->learned.last_inflated_bytes), sz(k->learned.last_returned_bytes),
+            sz(BM_YIELD_RETRY_GROWTH_BYTES));
+    else if (reclaim && x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
+             x->backed_free_bytes < k->deadband)
+        say(x->reason, sizeof(x->reason),
+            "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
+            "%s, QEMU's own about %s)",
+            sz(x->idle_bytes), sz(k->rss_bytes), sz(x->pressure.used_bytes),
+            sz(plan->qemu_overhead_bytes));
+    else if (reclaim)
+        say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
+            sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
+    else
+        say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
+            sz(x->pressure.headroom_bytes), sz(k->keep_free));
+}
+
+/* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
+static void finish(BmPlan *plan, BmDecision *x, const Work *k)
+{
+    if (x->action == BM_ACT_SKIP)
+        return;
+    uint64_t cur = x->current_bytes;
+    switch (k->role) {
+    case ROLE_FLOOR:
+        x->target_bytes = x->floor_bytes;
+        x->action = BM_ACT_DEFLATE;
+        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
+        break;
+    case ROLE_GIVE_PROTECTED:
+    case ROLE_GIVE_NEEDY: reason_give(plan, x, k); break;
+    case ROLE_REST: reason_rest(x, k); break;
+    case ROLE_TAKE: reason_take(plan, x, k); break;
+    case ROLE_NONE: reason_none(plan, x, k); break;
+    }
+    /* safety net: a target set is never below the floor, never above the maximum (one left
+     * alone stays where it is, even above the maximum) */
+    if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
+        x->target_bytes = x->floor_bytes;
+    if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
+        x->target_bytes = x->max_bytes;
+    if (x->target_bytes == cur)
+        x->action = BM_ACT_NONE;
+    if (x->action == BM_ACT_INFLATE)
+        plan->planned_inflate_bytes += cur - x->target_bytes;
+    else if (x->action == BM_ACT_DEFLATE)
+        plan->planned_deflate_bytes += x->target_bytes - cur;
+}
+
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
+                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret)
+{
+    *ret = (BmPlan){0};
+    if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
+        return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
+    uint64_t surplus;
+    decide_host(host, policy, ledger ? ledger->mode : BM_HOST_HOLD, ret, &surplus);
 
     size_t n = snap->n_domains;
-    size_t n_prev = prev ? prev->n_domains : 0;
-    _cleanup_free_ const BmPrevDomain **sorted = bm_malloc0((n_prev + 1) * sizeof(BmPrevDomain *));
-    for (size_t i = 0; i < n_prev; i++)
-        sorted[i] = &prev->domains[i];
-    qsort(sorted, n_prev, sizeof(*sorted), cmp_prev_uuid);
     ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
 
     /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
-    BmYieldOverhead ovh = {0};
-    for (size_t i = 0; i < n; i++) {
-        const BmDomain *d = &snap->domains[i];
-        if (!d->active || d->state != VIR_DOMAIN_RUNNING)
-            continue;
-        BmGuestRules rules;
-        BmGuestPressure gp;
-        bm_policy_rules_for(policy, d->name, &rules);
-        bm_guest_pressure(d, NULL, &rules, now_s, &gp);
-        if (!gp.stale)
-            bm_yield_overhead_add(&ovh, d->rss_bytes, gp.used_bytes);
-    }
-    ret->qemu_overhead_bytes = bm_yield_overhead(&ovh);
-
+    ret->qemu_overhead_bytes = qemu_overhead(snap, policy, now_s);
     /* 1. classify every domain */
     for (size_t i = 0; i < n; i++) {
         const BmDomain *d = &snap->domains[i];
-        BmDecision *x = &ret->decisions[i];
-        Work *k = &w[i];
-        x->name = d->name;
-        x->current_bytes = x->target_bytes = d->actual_bytes;
-        x->max_bytes = d->max_bytes;
-        x->floor_bytes = BM_ABSENT;
-        x->action = BM_ACT_SKIP;
-        bm_policy_rules_for(policy, d->name, &k->rules);
-        const BmPrevDomain *pd = find_prev(sorted, n_prev, d);
-        bm_guest_pressure(d, pd, &k->rules, now_s, &x->pressure);
-
-        if (!d->active) {
-            say(x->reason, sizeof(x->reason), "not running");
-            continue;
-        }
-        if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED) {
-            say(x->reason, sizeof(x->reason), "%s: its guest cannot move the balloon",
-                bm_state_name(d->state));
-            continue;
-        }
-        if (d->balloon_known && !d->balloon.present) {
-            say(x->reason, sizeof(x->reason), "no balloon device");
-            continue;
-        }
-        if (pd && pd->busy) {
-            say(x->reason, sizeof(x->reason), "a change is still in flight");
-            continue;
-        }
-        if (pd && pd->unresponsive) {
-            say(x->reason, sizeof(x->reason),
-                "unresponsive: its last change stalled; not re-targeted until its balloon moves");
-            continue;
-        }
-        if (k->rules.exclude == 1) {
-            say(x->reason, sizeof(x->reason), "excluded by policy");
-            continue;
-        }
-        if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0) {
-            say(x->reason, sizeof(x->reason), "balloon size unknown");
-            continue;
-        }
-
-        uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
-        uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
-        if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
-            floor = max_u64(floor, d->balloon.min_guarantee_bytes);
-        x->floor_bytes = floor = min_u64(floor, maxb);
-        k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
-        k->step = bm_amount_bytes(k->rules.max_step, maxb);
-        k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
-        k->prev = pd;
-        k->no_return = no_return_reason(d);
-        if (k->no_return && cur >= maxb) {
-            say(x->reason, sizeof(x->reason), "ballooning returns nothing to the host: %s",
-                k->no_return);
-            x->returns_nothing = true;
-            continue;
-        }
-        x->action = BM_ACT_NONE;
-
-        const BmGuestPressure *gp = &x->pressure;
-        BmYield yield = pd ? pd->yield : (BmYield){0};
-        x->yield_permille = bm_yield_permille(&yield);
-        k->yield = counted_yield(&yield);
-        x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, gp->used_bytes);
-        if (bm_present(x->backed_free_bytes))
-            x->backed_free_bytes -= min_u64(x->backed_free_bytes, ret->qemu_overhead_bytes);
-        x->returns_nothing = k->no_return || bm_yield_returns_nothing(&yield, d->rss_bytes);
-        if (!gp->stale && gp->headroom_bytes > k->keep_free) {
-            uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
-            uint64_t by_floor = cur > floor ? cur - floor : 0;
-            x->idle_bytes = min_u64(by_headroom, by_floor);
-            k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
-        }
-
-        if (cur < floor) {
-            k->role = ROLE_FLOOR;
-            k->want = floor - cur;
-        } else if (cur > maxb) {
-            k->role = ROLE_NONE;
-        } else if (gp->stale) {
-            x->action = BM_ACT_SKIP;
-            if (!bm_present(gp->headroom_bytes))
-                say(x->reason, sizeof(x->reason), "no guest memory stats: never inflated");
-            else
-                say(x->reason, sizeof(x->reason),
-                    "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
-                    gp->stats_age_s, k->rules.max_stats_age_s);
-        } else if (gp->under_pressure) {
-            k->role = ROLE_GIVE_PROTECTED;
-            k->want = min_u64(k->step, maxb - cur);
-        } else if (gp->headroom_bytes < k->keep_free) {
-            k->role = ROLE_GIVE_NEEDY;
-            k->want = min_u64(min_u64(k->step, maxb - cur),
-                              k->keep_free - gp->headroom_bytes + k->deadband);
-        } else {
-            k->role = ROLE_TAKE;
-            k->want = min_u64(x->idle_bytes, k->step);
-            /* count only on free memory the host backs: inflating pages the guest never
-             * touched gives the host nothing */
-            if (bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->want) {
-                k->want = x->backed_free_bytes;
-                k->cap = "backed memory";
-            }
-            uint64_t probe = probe_cap(&yield, x->idle_bytes, x->backed_free_bytes, k->deadband);
-            if (probe < k->want) {
-                k->want = probe;
-                k->cap = "a first, probing inflate";
-            }
-            unsigned shares = k->rules.shares ? k->rules.shares : 100;
-            uint64_t basis = bm_present(x->backed_free_bytes)
-                                 ? min_u64(x->idle_bytes, x->backed_free_bytes)
-                                 : x->idle_bytes;
-            k->weight = (double)basis * 100.0 / shares;
-            if (x->returns_nothing || k->want < k->deadband || k->weight <= 0)
-                k->role = ROLE_NONE;
-            else
-                k->potential = expected_return(basis, k->yield);
-        }
+        classify(d, bm_ledger_find(ledger, d->uuid), policy, now_s, ret->qemu_overhead_bytes,
+                 &ret->decisions[i], &w[i]);
     }
-
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_FLOOR)
             w[i].amount = w[i].want;
-
-    /* 3. take (reclaim) or give (hold/release) */
+    /* 3. take (reclaim) or give (hold/release: to guests in need, then the rest) */
     if (ret->mode == BM_HOST_RECLAIM) {
-        /* guests short of memory or under pressure are deflated also now: their safety first,
-         * and what they get is taken from the others on top of the host's need */
-        for (size_t i = 0; i < n; i++)
-            if (w[i].role == ROLE_GIVE_PROTECTED || w[i].role == ROLE_GIVE_NEEDY) {
-                w[i].amount = w[i].want & ~(MiB - 1);
-                ret->guard_bytes += w[i].amount;
-            }
-        uint64_t asked = ret->need_bytes + ret->guard_bytes;
-        ret->expected_return_bytes = distribute_take(w, n, asked);
-        /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
-        uint64_t potential = 0;
-        for (size_t i = 0; i < n; i++)
-            if (w[i].role == ROLE_TAKE)
-                potential += w[i].potential;
-        ret->unmet_bytes = asked > potential ? asked - potential : 0;
-        if (ret->unmet_bytes >= MiB) {
-            size_t len = strlen(ret->reason);
-            say(ret->reason + len, sizeof(ret->reason) - len,
-                "; %s unmet: the guests can give back no more without going short",
-                sz(ret->unmet_bytes));
-        }
+        plan_reclaim(ret, w, n);
     } else {
-        uint64_t budget = ret->budget_bytes;
-        for (int pass = 0; pass < 2; pass++) {
-            unsigned role = pass == 0 ? ROLE_GIVE_PROTECTED : ROLE_GIVE_NEEDY;
-            for (size_t i = 0; i < n; i++) {
-                if ((unsigned)w[i].role != role)
-                    continue;
-                uint64_t give = min_u64(w[i].want, budget);
-                give &= ~(MiB - 1);
-                if (give < w[i].deadband && role == ROLE_GIVE_NEEDY)
-                    give = 0;
-                w[i].amount = give;
-                budget -= give;
-            }
-        }
-        /* a comfortable host gives every other ballooned guest its memory back, toward its
-         * maximum at max_step a pass, out of the memory above release_above */
-        if (ret->mode == BM_HOST_RELEASE) {
-            uint64_t surplus = avail > above ? avail - above : 0;
-            budget = min_u64(budget, surplus);
-            for (size_t i = 0; i < n; i++) {
-                const BmDecision *x = &ret->decisions[i];
-                if ((w[i].role != ROLE_TAKE && w[i].role != ROLE_NONE) || x->action == BM_ACT_SKIP ||
-                    x->current_bytes > x->max_bytes)
-                    continue;
-                uint64_t want = rest_want(x->current_bytes, x->max_bytes, w[i].step, w[i].deadband);
-                if (want == 0)
-                    continue;
-                w[i].role = ROLE_REST;
-                w[i].want = want;
-                w[i].amount = min_u64(want, budget) & ~(MiB - 1);
-                budget -= w[i].amount;
-            }
-        }
+        uint64_t left = distribute_give(w, n, ret->budget_bytes);
+        if (ret->mode == BM_HOST_RELEASE)
+            distribute_rest(ret, w, n, min_u64(left, surplus));
     }
-
     /* 4. targets and reasons */
-    for (size_t i = 0; i < n; i++) {
-        BmDecision *x = &ret->decisions[i];
-        Work *k = &w[i];
-        if (x->action == BM_ACT_SKIP)
-            continue;
-        uint64_t cur = x->current_bytes;
-        const BmGuestPressure *gp = &x->pressure;
-        switch (k->role) {
-        case ROLE_FLOOR:
-            x->target_bytes = x->floor_bytes;
-            x->action = BM_ACT_DEFLATE;
-            say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
-            break;
-        case ROLE_GIVE_PROTECTED:
-        case ROLE_GIVE_NEEDY: {
-            const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure" : "guest short of memory";
-            char detail[96];
-            if (k->role == ROLE_GIVE_PROTECTED)
-                say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
-                    gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
-                    sz(gp->swap_in_rate < 0       ? 0
-                       : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
-                                                   : BM_ABSENT - 1)); /* guest-reported */
-            else
-                say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes),
-                    sz(k->keep_free));
-            if (k->want == 0) {
-                say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
-            } else if (k->amount == 0) {
-                say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give",
-                    why, detail);
-            } else if (ret->mode == BM_HOST_RECLAIM) {
-                x->target_bytes = cur + k->amount;
-                x->action = BM_ACT_DEFLATE;
-                say(x->reason, sizeof(x->reason),
-                    "%s (%s): give %s%s although the host is reclaiming (taken from the others)",
-                    why, detail, sz(k->amount), k->amount == k->step ? " (max_step)" : "");
-            } else {
-                x->target_bytes = cur + k->amount;
-                x->action = BM_ACT_DEFLATE;
-                say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail,
-                    sz(k->amount),
-                    k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
-            }
-            break;
-        }
-        case ROLE_REST:
-            if (k->amount < k->deadband) {
-                say(x->reason, sizeof(x->reason),
-                    "host comfortable; %s below its maximum, but no memory above release_above to give",
-                    sz(x->max_bytes - cur));
-            } else {
-                x->target_bytes = cur + k->amount;
-                x->action = BM_ACT_DEFLATE;
-                say(x->reason, sizeof(x->reason), "host comfortable: give back %s toward its maximum %s%s",
-                    sz(k->amount), sz(x->max_bytes),
-                    k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
-            }
-            break;
-        case ROLE_TAKE:
-            if (ret->mode != BM_HOST_RECLAIM) {
-                say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
-                    sz(x->idle_bytes), sz(k->keep_free));
-            } else if (k->amount == 0) {
-                say(x->reason, sizeof(x->reason),
-                    "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
-                    sz(ret->need_bytes), sz(x->idle_bytes), k->rules.shares);
-            } else {
-                x->target_bytes = cur - k->amount;
-                x->action = BM_ACT_INFLATE;
-                char cap[48] = "";
-                if (k->amount + MiB > k->want)
-                    say(cap, sizeof(cap), " (capped by %s)", k->cap);
-                say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
-                    sz(ret->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
-            }
-            break;
-        case ROLE_NONE:
-            if (cur > x->max_bytes)
-                say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
-            else if (ret->mode == BM_HOST_RECLAIM && x->returns_nothing && k->no_return)
-                say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
-                    k->no_return);
-            else if (ret->mode == BM_HOST_RECLAIM && x->returns_nothing)
-                say(x->reason, sizeof(x->reason),
-                    "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
-                    "again once its RSS grows by %s",
-                    sz(k->prev->yield.last_inflated_bytes), sz(k->prev->yield.last_returned_bytes),
-                    sz(BM_YIELD_RETRY_GROWTH_BYTES));
-            else if (ret->mode == BM_HOST_RECLAIM && x->idle_bytes >= k->deadband &&
-                     bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->deadband)
-                say(x->reason, sizeof(x->reason),
-                    "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
-                    "%s, QEMU's own about %s)",
-                    sz(x->idle_bytes), sz(snap->domains[i].rss_bytes), sz(gp->used_bytes),
-                    sz(ret->qemu_overhead_bytes));
-            else if (ret->mode == BM_HOST_RECLAIM)
-                say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
-                    sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
-            else
-                say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
-                    sz(gp->headroom_bytes), sz(k->keep_free));
-            break;
-        }
-        /* safety net: a target set is never below the floor, never above the maximum (one
-         * left alone stays where it is, even above the maximum) */
-        if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
-            x->target_bytes = x->floor_bytes;
-        if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
-            x->target_bytes = x->max_bytes;
-        if (x->target_bytes == cur)
-            x->action = BM_ACT_NONE;
-        if (x->action == BM_ACT_INFLATE)
-            ret->planned_inflate_bytes += cur - x->target_bytes;
-        else if (x->action == BM_ACT_DEFLATE)
-            ret->planned_deflate_bytes += x->target_bytes - cur;
-    }
+    for (size_t i = 0; i < n; i++)
+        finish(ret, &ret->decisions[i], &w[i]);
     return 0;
 }
 
@@ -624,6 +666,8 @@ void bm_plan_clear(BmPlan *p)
 {
     if (!p)
         return;
+    for (size_t i = 0; i < p->n_decisions; i++)
+        free(p->decisions[i].name);
     free(p->decisions);
     *p = (BmPlan){0};
 }
@@ -637,7 +681,7 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
     return p->psi_reclaim_above >= 0 && h->psi_present && h->psi_some_avg10 > p->psi_reclaim_above;
 }
 
-bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, const BmPolicy *p,
+bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
                              uint64_t now_s)
 {
     for (size_t i = 0; i < snap->n_domains; i++) {
@@ -649,14 +693,11 @@ bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, con
         bm_policy_rules_for(p, d->name, &rules);
         if (rules.exclude == 1)
             continue;
-        const BmPrevDomain *pd = NULL;
-        for (size_t k = 0; prev && k < prev->n_domains && !pd; k++)
-            if (strcmp(prev->domains[k].uuid, d->uuid) == 0)
-                pd = &prev->domains[k];
-        if (pd && (pd->busy || pd->unresponsive))
+        const BmLedgerEntry *e = bm_ledger_find(ledger, d->uuid);
+        if (e && (e->in_flight || e->unresponsive))
             continue;
         BmGuestPressure gp;
-        bm_guest_pressure(d, pd, &rules, now_s, &gp);
+        bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &rules, now_s, &gp);
         if (!gp.stale && (gp.under_pressure ||
                           gp.headroom_bytes < bm_amount_bytes(rules.keep_free, d->max_bytes)))
             return true;

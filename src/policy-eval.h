@@ -1,5 +1,6 @@
-/* The policy decision: a pure function of (host, domains, previous reading, policy) to one
- * decision per domain with its reason. No I/O; every unit test of the policy lives here. */
+/* The policy decision: a pure function of (host, this pass's snapshot, the ledger, policy) to
+ * one decision per domain with its reason. Reads the ledger (previous readings, changes in
+ * flight, unresponsive marks, the last host mode), writes nothing but the plan. No I/O. */
 #pragma once
 
 #include <stdbool.h>
@@ -7,37 +8,9 @@
 #include <stdint.h>
 
 #include "hostmem.h"
+#include "ledger.h"
 #include "policy.h"
 #include "snapshot.h"
-#include "yield.h"
-
-typedef enum {
-    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
-    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
-    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
-                      * ballooned guest toward its maximum at max_step per pass */
-} BmHostMode;
-
-/* What the previous pass saw of a domain: counters for rates. */
-typedef struct {
-    char uuid[40];
-    uint64_t major_faults;  /* BM_ABSENT if unknown */
-    uint64_t swap_in_bytes;
-    uint64_t last_update_s; /* guest stats timestamp */
-    uint64_t taken_s;       /* when the previous reading was taken */
-    bool unresponsive;      /* its last change stalled or timed out: leave it alone */
-    bool busy;              /* a change is still in flight */
-    /* What its inflates gave the host back (yield.h): learned from the QEMU RSS when each
-     * inflate ended, kept across passes by UUID (the engine copies it from the domain's record
-     * before a pass, like busy/unresponsive). Zeroed when nothing was learned. */
-    BmYield yield;
-} BmPrevDomain;
-
-typedef struct {
-    BmHostMode mode;        /* the previous pass's host mode (for hysteresis) */
-    BmPrevDomain *domains;
-    size_t n_domains;
-} BmPrevious;
 
 typedef enum {
     BM_ACT_NONE,    /* leave as is */
@@ -58,26 +31,30 @@ typedef struct {
 } BmGuestPressure;
 
 typedef struct {
-    const char *name;        /* points into the snapshot */
+    char uuid[40];           /* the domain's, copied */
+    char *name;              /* owned by the plan */
     BmAction action;
     uint64_t current_bytes;
     uint64_t target_bytes;   /* == current_bytes unless inflate/deflate */
     uint64_t max_bytes;
     uint64_t floor_bytes;    /* max(floor, min_guarantee) */
     uint64_t idle_bytes;     /* could be taken without breaking headroom/floor (before caps) */
+    BmGuestPressure pressure;
     uint64_t backed_free_bytes; /* free guest memory the host backs, at most (QEMU RSS - used -
                                  * qemu_overhead_bytes); BM_ABSENT when the RSS is unknown */
     unsigned yield_permille; /* share of inflated memory its inflates gave back so far (1000
                               * before any was learned) */
     bool returns_nothing;    /* not inflated: its inflates return nothing to the host (learned,
                               * or VFIO/locked/hugepage memory in its XML) */
-    BmGuestPressure pressure;
     char reason[256];
 } BmDecision;
 
 typedef struct {
     BmHostMode mode;
     uint64_t need_bytes;     /* RECLAIM: what the host asked for; else 0 */
+    uint64_t budget_bytes;   /* HOLD/RELEASE: what may be given to guests in need */
+    uint64_t planned_inflate_bytes;
+    uint64_t planned_deflate_bytes;
     uint64_t guard_bytes;    /* RECLAIM: given to guests short of memory or under pressure;
                               * taken from the other guests on top of need_bytes */
     uint64_t expected_return_bytes; /* RECLAIM: what the planned inflates should give the host
@@ -87,9 +64,6 @@ typedef struct {
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */
-    uint64_t budget_bytes;   /* HOLD/RELEASE: what may be given to guests in need */
-    uint64_t planned_inflate_bytes;
-    uint64_t planned_deflate_bytes;
     char reason[256];
     BmDecision *decisions;   /* one per domain of the snapshot, same order */
     size_t n_decisions;
@@ -101,27 +75,29 @@ const char *bm_action_name(BmAction a);
 
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
  * readings, staleness). prev may be NULL. now_s is wall-clock seconds. */
-void bm_guest_pressure(const BmDomain *d, const BmPrevDomain *prev, const BmGuestRules *rules,
+void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret);
 
-/* Decides every domain. prev may be NULL (first pass). Returns 0 and *ret (free with
+/* Decides every domain. ledger may be NULL (first pass, nothing known). Returns 0 and *ret (free with
  * bm_plan_clear()), or -EINVAL when the host reading lacks MemTotal/MemAvailable.
  * Guarantees: no target below the floor (max of policy floor and <min_guarantee>) or above
  * the maximum; no inflate of a guest with stale or missing stats, under pressure or short of
- * memory, of one whose inflates return nothing, or beyond the free memory the host backs
- * (QEMU RSS - used); a guest short of memory or under pressure is deflated in every mode; the
- * expected returns of one pass's inflates add up to at most what the host needs plus what
- * short guests were given, each inflate at most max_step; what cannot be met is unmet_bytes. */
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmPrevious *prev,
+ * memory, of one whose inflates return nothing (ledger yield, or its XML), or beyond the free
+ * memory the host backs (QEMU RSS - used); a guest short of memory or under pressure is
+ * deflated in every mode; the expected returns of one pass's inflates add up to at most what
+ * the host needs plus what short guests were given, each inflate at most max_step; what cannot
+ * be met is unmet_bytes. */
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
                    const BmPolicy *policy, uint64_t now_s, BmPlan *ret);
 
 void bm_plan_clear(BmPlan *p);
 
 /* Whether a guest balloonmgr manages and has ballooned (balloon below its maximum) is short of
- * memory (usable below keep_free) or under pressure (protect_* rates since prev, may be NULL),
- * with fresh statistics: the agent checks this between passes and starts a pass at once, so a
- * growing guest gets memory back within seconds. Pure. */
-bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmPrevious *prev, const BmPolicy *p,
+ * memory (usable below keep_free) or under pressure (protect_* rates since the ledger's
+ * previous reading; ledger may be NULL), with fresh statistics: the agent's guest watch checks
+ * this between passes and starts a pass at once, so a growing guest gets memory back within
+ * seconds. Pure. */
+bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
                              uint64_t now_s);
 
 /* Whether a host reading is past the policy's reclaim thresholds (MemAvailable below

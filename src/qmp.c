@@ -85,6 +85,18 @@ static int parse(const char *reply, json_object **ret_obj, json_object **ret_ret
     return 0;
 }
 
+/* parse(), then checks that "return" has type t ("WHAT: \"return\" is not DESCRIBED"). */
+static int parse_typed(const char *reply, json_type t, const char *what, json_object **ret_obj,
+                       json_object **ret_return)
+{
+    int r = parse(reply, ret_obj, ret_return);
+    if (r < 0)
+        return r;
+    if (!json_object_is_type(*ret_return, t))
+        return bm_error(-EINVAL, "%s", what);
+    return 0;
+}
+
 int bm_qmp_check_reply(const char *reply)
 {
     json_object *o, *ret;
@@ -99,11 +111,9 @@ int bm_qmp_parse_virtio_list(const char *reply, const char *name, char **ret_pat
 {
     _cleanup_(json_object_putp) json_object *o = NULL;
     json_object *ret;
-    int r = parse(reply, &o, &ret);
+    int r = parse_typed(reply, json_type_array, "x-query-virtio: \"return\" is not an array", &o, &ret);
     if (r < 0)
         return r;
-    if (!json_object_is_type(ret, json_type_array))
-        return bm_error(-EINVAL, "x-query-virtio: \"return\" is not an array");
     size_t n = json_object_array_length(ret);
     for (size_t i = 0; i < n; i++) {
         json_object *dev = json_object_array_get_idx(ret, i), *nm, *path;
@@ -181,11 +191,10 @@ int bm_qmp_parse_virtio_status(const char *reply, BmVirtioStatus *ret)
     *ret = (BmVirtioStatus){0};
     _cleanup_(json_object_putp) json_object *o = NULL;
     json_object *st;
-    int r = parse(reply, &o, &st);
+    int r = parse_typed(reply, json_type_object, "x-query-virtio-status: \"return\" is not an object",
+                        &o, &st);
     if (r < 0)
         return r;
-    if (!json_object_is_type(st, json_type_object))
-        return bm_error(-EINVAL, "x-query-virtio-status: \"return\" is not an object");
 
     json_object *name, *status, *statuses, *broken;
     if (json_object_object_get_ex(st, "name", &name) && json_object_is_type(name, json_type_string))
@@ -229,11 +238,9 @@ int bm_qmp_parse_name_list(const char *reply, char ***ret_names)
 {
     _cleanup_(json_object_putp) json_object *o = NULL;
     json_object *ret;
-    int r = parse(reply, &o, &ret);
+    int r = parse_typed(reply, json_type_array, "property list: \"return\" is not an array", &o, &ret);
     if (r < 0)
         return r;
-    if (!json_object_is_type(ret, json_type_array))
-        return bm_error(-EINVAL, "property list: \"return\" is not an array");
     size_t n = json_object_array_length(ret);
     char **v = bm_malloc0((n + 1) * sizeof(char *));
     for (size_t i = 0; i < n; i++) {
@@ -252,11 +259,9 @@ int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret)
 {
     _cleanup_(json_object_putp) json_object *o = NULL;
     json_object *v;
-    int r = parse(reply, &o, &v);
+    int r = parse_typed(reply, json_type_boolean, "qom-get: the value is not a bool", &o, &v);
     if (r < 0)
         return r;
-    if (!json_object_is_type(v, json_type_boolean))
-        return bm_error(-EINVAL, "qom-get: the value is not a bool");
     *ret = json_object_get_boolean(v);
     return 0;
 }

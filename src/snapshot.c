@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conn.h"
@@ -187,6 +188,19 @@ static int cmp_domain(const void *a, const void *b)
     return strcmp(((const BmDomain *)a)->name, ((const BmDomain *)b)->name);
 }
 
+static int cmp_domain_uuid(const void *a, const void *b)
+{
+    return strcmp((*(const BmDomain *const *)a)->uuid, (*(const BmDomain *const *)b)->uuid);
+}
+
+static void index_by_uuid(BmSnapshot *s)
+{
+    s->by_uuid = bm_malloc0((s->n_domains + 1) * sizeof(BmDomain *));
+    for (size_t i = 0; i < s->n_domains; i++)
+        s->by_uuid[i] = &s->domains[i];
+    qsort(s->by_uuid, s->n_domains, sizeof(BmDomain *), cmp_domain_uuid);
+}
+
 /* The bulk call, retried without NOWAIT for drivers that do not know that flag. Returns the
  * number of records or -1 (libvirt error left set). */
 static int bulk_stats(BmSnapshot *s, virConnectPtr conn, virDomainPtr *doms, unsigned list_flags,
@@ -274,6 +288,7 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
     }
 
     qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_domain);
+    index_by_uuid(ret);
     return 0;
 }
 
@@ -286,6 +301,7 @@ void bm_snapshot_clear(BmSnapshot *s)
         free(s->domains[i].error);
     }
     free(s->domains);
+    free(s->by_uuid);
     *s = (BmSnapshot){0};
 }
 
@@ -297,7 +313,22 @@ const BmDomain *bm_snapshot_find(const BmSnapshot *s, const char *name)
     return NULL;
 }
 
-const char *bm_state_name(int state)
+const BmDomain *bm_snapshot_find_uuid(const BmSnapshot *s, const char *uuid)
+{
+    if (!s->by_uuid) {
+        for (size_t i = 0; i < s->n_domains; i++)
+            if (strcmp(s->domains[i].uuid, uuid) == 0)
+                return &s->domains[i];
+        return NULL;
+    }
+    BmDomain key;
+    snprintf(key.uuid, sizeof(key.uuid), "%s", uuid);
+    const BmDomain *kp = &key, **hit = bsearch(&kp, s->by_uuid, s->n_domains, sizeof(BmDomain *),
+                                               cmp_domain_uuid);
+    return hit ? *hit : NULL;
+}
+
+const char *bm_snapshot_run_state_name(int state)
 {
     switch (state) {
     case VIR_DOMAIN_RUNNING: return "running";

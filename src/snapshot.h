@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
     BmDomain *domains;          /* sorted by name */
     size_t n_domains;
+    const BmDomain **by_uuid;   /* the same, sorted by UUID (NULL in a hand-made snapshot) */
     uint64_t taken_real_ns;     /* wall clock when the reading was taken */
     bool bulk;                  /* the bulk stats call worked (per-domain calls may add to it) */
     unsigned libvirt_calls;     /* calls made, for benchmarks */
@@ -74,8 +75,11 @@ void bm_snapshot_clear(BmSnapshot *s);
 /* The domain called name in s, or NULL. */
 const BmDomain *bm_snapshot_find(const BmSnapshot *s, const char *name);
 
-/* "running", "shut off", ... as virsh says them. */
-const char *bm_state_name(int state);
+/* The domain with that UUID in s, or NULL. O(log n) in a snapshot taken by bm_snapshot_take(). */
+const BmDomain *bm_snapshot_find_uuid(const BmSnapshot *s, const char *uuid);
+
+/* A domain's run state: "running", "shut off", ... as virsh says them. */
+const char *bm_snapshot_run_state_name(int state);
 
 /* Bytes the balloon holds back from the guest: max - actual; BM_ABSENT if either is unknown,
  * 0 if the balloon is above the maximum. */

@@ -142,7 +142,7 @@ static void note(char **problems, size_t *n_skipped, const char *name, const cha
     *problems = s;
 }
 
-int bm_spool_ingest(BmCounters *c, const char *uri, uint64_t now_s, char **ret_skipped)
+int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_skipped)
 {
     *ret_skipped = NULL;
     _cleanup_free_ char *dir = bm_spool_dir();
@@ -218,7 +218,7 @@ int bm_spool_ingest(BmCounters *c, const char *uri, uint64_t now_s, char **ret_s
             continue;
         }
         json_object *sgj;
-        const BmDomainRecord *rec = bm_counters_domain(c, t.uuid, t.name);
+        const BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
         const char *label = bm_sg_label(rec->sg, rec->features_known);
         if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string) &&
             (strcmp(json_object_get_string(sgj), "negotiated") == 0 ||
@@ -226,7 +226,7 @@ int bm_spool_ingest(BmCounters *c, const char *uri, uint64_t now_s, char **ret_s
             label = json_object_get_string(sgj);
         snprintf(t.sg, sizeof(t.sg), "%s", label);
         json_object_put(o);
-        bm_counters_record_change(c, &t, now_s);
+        bm_ledger_record_change(l, &t, now_s);
         n++;
     }
     closedir(d);

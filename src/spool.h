@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "balloon.h"
-#include "export.h"
+#include "ledger.h"
 
 /* The spool directory (caller frees). */
 char *bm_spool_dir(void);
@@ -28,7 +28,7 @@ int bm_spool_create(void);
  * writable by others or owned by another user included) with the reason. */
 int bm_spool_write(const BmTracked *t, const char *uri);
 
-/* Counts every spooled change made on the connection uri into c (the SG label from c's record
+/* Counts every spooled change made on the connection uri into l (the SG label from l's entry
  * of the domain) and removes those files; malformed ones (or of an older version, without a
  * URI) are removed too. Entries of other connections are left for their reader, removed after
  * BM_SPOOL_STALE_S. Anything that is not an entry file (another name, a link, a FIFO, a device,
@@ -36,4 +36,4 @@ int bm_spool_write(const BmTracked *t, const char *uri);
  * says which (caller frees; NULL when none), for the caller to report when it changes.
  * Returns the number counted, or -errno with the reason when the directory is not usable
  * (0 when there is none). */
-int bm_spool_ingest(BmCounters *c, const char *uri, uint64_t now_s, char **ret_skipped);
+int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_skipped);

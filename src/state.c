@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "json-name.h"
+#include "policy-eval.h"
 #include "util.h"
 
 #define STATE_VERSION 1
@@ -31,19 +32,21 @@ static json_object *u64_or_null(uint64_t v)
     return bm_present(v) ? json_object_new_uint64(v) : NULL;
 }
 
-static json_object *counters_json(const BmCounters *c);
+static json_object *counters_json(const BmLedger *l);
 
-char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64_t now_s)
+char *bm_state_format(const BmLedger *l, uint64_t now_s)
 {
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     json_object_object_add(root, "version", json_object_new_int(STATE_VERSION));
     json_object_object_add(root, "written_at", json_object_new_uint64(now_s));
-    json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(prev->mode)));
+    json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(l->mode)));
     json_object *arr = json_object_new_array();
-    for (size_t i = 0; i < prev->n_domains; i++) {
-        const BmPrevDomain *d = &prev->domains[i];
+    for (size_t i = 0; i < l->n_entries; i++) {
+        if (!l->entries[i].have_prev)
+            continue;
+        const BmPrevReading *d = &l->entries[i].prev;
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
+        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i].uuid));
         json_object_object_add(o, "major_faults", u64_or_null(d->major_faults));
         json_object_object_add(o, "swap_in_bytes", u64_or_null(d->swap_in_bytes));
         json_object_object_add(o, "last_update", u64_or_null(d->last_update_s));
@@ -51,8 +54,7 @@ char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64
         json_object_array_add(arr, o);
     }
     json_object_object_add(root, "domains", arr);
-    if (counters)
-        json_object_object_add(root, "counters", counters_json(counters));
+    json_object_object_add(root, "counters", counters_json(l));
     return bm_strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
 }
 
@@ -73,8 +75,9 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
 }
 
 
-static json_object *counters_json(const BmCounters *c)
+static json_object *counters_json(const BmLedger *l)
 {
+    const BmCounters *c = &l->counters;
     json_object *o = json_object_new_object();
     json_object *lat = json_object_new_array();
     for (int d = 0; d < BM_DIR_COUNT; d++)
@@ -94,7 +97,7 @@ static json_object *counters_json(const BmCounters *c)
     json_object *ch = json_object_new_object(), *tc = json_object_new_object(), *er = json_object_new_object();
     for (int d = 0; d < BM_DIR_COUNT; d++) {
         json_object *x = json_object_new_object();
-        for (int k = 0; k < BM_OUT_COUNT; k++)
+        for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
             json_object_object_add(x, bm_outcome_names[k], json_object_new_uint64(c->changes[d][k]));
         json_object_object_add(ch, bm_dir_names[d], x);
         json_object_object_add(tc, bm_dir_names[d], json_object_new_uint64(c->target_changes[d]));
@@ -109,8 +112,8 @@ static json_object *counters_json(const BmCounters *c)
     json_object_object_add(o, "last_success", json_object_new_uint64(c->last_success_s));
     json_object_object_add(o, "last_pass_duration_s", json_object_new_double(c->last_pass_duration_s));
     json_object *doms = json_object_new_array();
-    for (size_t i = 0; i < c->n_domains; i++) {
-        const BmDomainRecord *r = &c->domains[i];
+    for (size_t i = 0; i < l->n_entries; i++) {
+        const BmLedgerEntry *r = &l->entries[i];
         json_object *x = json_object_new_object();
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
         json_object_object_add(x, "name", bm_json_name(r->name));
@@ -185,8 +188,9 @@ static int index_of(const char *const *keys, int n, const char *s)
 
 /* Counters are best effort: a malformed part is left at zero; but a count out of range is an
  * error (-EINVAL, naming it). */
-static int counters_parse(json_object *o, BmCounters *c)
+static int counters_parse(json_object *o, BmLedger *l)
 {
+    BmCounters *c = &l->counters;
     json_object *lat, *ch, *tc, *er, *doms;
     if (json_object_object_get_ex(o, "latency", &lat) && json_object_is_type(lat, json_type_array))
         for (size_t i = 0; i < json_object_array_length(lat); i++) {
@@ -217,7 +221,7 @@ static int counters_parse(json_object *o, BmCounters *c)
         for (int d = 0; d < BM_DIR_COUNT; d++) {
             json_object *x;
             if (json_object_object_get_ex(ch, bm_dir_names[d], &x))
-                for (int k = 0; k < BM_OUT_COUNT; k++)
+                for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
                     COUNT(x, bm_outcome_names[k], c->changes[d][k]);
         }
     if (json_object_object_get_ex(o, "target_changes", &tc))
@@ -242,7 +246,7 @@ static int counters_parse(json_object *o, BmCounters *c)
             /* as written back: valid UTF-8 (a name is only shown, records match by UUID) */
             _cleanup_free_ char *name = bm_utf8_sanitize(
                 json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "");
-            BmDomainRecord *r = bm_counters_domain(c, uuid, name);
+            BmLedgerEntry *r = bm_ledger_entry(l, uuid, name);
             uint64_t v;
             if (get_u64(x, "last_target_bytes", &v) == 0)
                 r->last_target_bytes = v;
@@ -272,25 +276,36 @@ static int counters_parse(json_object *o, BmCounters *c)
     return 0;
 }
 
-int bm_state_parse(const char *text, BmPrevious *ret, BmCounters *counters)
+/* The "domains" array: each one's previous reading. */
+static int readings_parse(json_object *arr, BmLedger *l)
 {
-    *ret = (BmPrevious){.mode = BM_HOST_HOLD};
-    if (counters)
-        bm_counters_init(counters);
-    json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return bm_error(-ENOMEM, "out of memory");
-    size_t len = strlen(text);
-    _cleanup_(json_object_putp) json_object *root =
-        json_tokener_parse_ex(tok, text, (int)(len > INT_MAX ? INT_MAX : len));
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    if (!root || jerr != json_tokener_success)
-        return bm_error(-EINVAL, "not JSON (%s)",
-                        jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(arr, i), *uuid;
+        BmPrevReading reading, *d = &reading;
+        int r;
+        if (!json_object_is_type(o, json_type_object) ||
+            !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
+            json_object_get_string_len(uuid) >= (int)sizeof(l->entries->uuid))
+            return bm_error(-EINVAL, "domain %zu: no uuid", i);
+        uint64_t taken;
+        if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
+            (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
+            (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
+            (r = get_u64(o, "taken_at", &taken)) < 0)
+            return r;
+        d->taken_s = bm_present(taken) ? taken : 0;
+        BmLedgerEntry *e = bm_ledger_entry(l, json_object_get_string(uuid), NULL);
+        e->have_prev = true;
+        e->prev = reading;
+    }
+    return 0;
+}
+
+static int parse_root(json_object *root, BmLedger *ret)
+{
     if (!json_object_is_type(root, json_type_object))
         return bm_error(-EINVAL, "not a JSON object");
-
     json_object *v;
     if (!json_object_object_get_ex(root, "version", &v) || json_object_get_int(v) != STATE_VERSION)
         return bm_error(-EINVAL, "unknown version");
@@ -303,58 +318,48 @@ int bm_state_parse(const char *text, BmPrevious *ret, BmCounters *counters)
     json_object *arr;
     if (!json_object_object_get_ex(root, "domains", &arr) || !json_object_is_type(arr, json_type_array))
         return bm_error(-EINVAL, "\"domains\" is not an array");
-    size_t n = json_object_array_length(arr);
-    ret->domains = bm_malloc0((n + 1) * sizeof(BmPrevDomain));
-    for (size_t i = 0; i < n; i++) {
-        json_object *o = json_object_array_get_idx(arr, i), *uuid;
-        BmPrevDomain *d = &ret->domains[ret->n_domains];
-        int r;
-        if (!json_object_is_type(o, json_type_object) ||
-            !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
-            json_object_get_string_len(uuid) >= (int)sizeof(d->uuid)) {
-            bm_previous_clear(ret);
-            return bm_error(-EINVAL, "domain %zu: no uuid", i);
-        }
-        snprintf(d->uuid, sizeof(d->uuid), "%s", json_object_get_string(uuid));
-        uint64_t taken;
-        if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
-            (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
-            (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
-            (r = get_u64(o, "taken_at", &taken)) < 0) {
-            bm_previous_clear(ret);
-            return r;
-        }
-        d->taken_s = bm_present(taken) ? taken : 0;
-        ret->n_domains++;
-    }
+    int r = readings_parse(arr, ret);
+    if (r < 0)
+        return r;
     json_object *c;
-    if (counters && json_object_object_get_ex(root, "counters", &c) &&
-        json_object_is_type(c, json_type_object)) {
-        int r = counters_parse(c, counters);
-        if (r < 0) {
-            bm_previous_clear(ret);
-            bm_counters_clear(counters);
-            bm_counters_init(counters);
-            return r;
-        }
-    }
+    if (json_object_object_get_ex(root, "counters", &c) && json_object_is_type(c, json_type_object))
+        return counters_parse(c, ret);
     return 0;
 }
 
-int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters)
+int bm_state_parse(const char *text, BmLedger *ret)
 {
-    *ret = (BmPrevious){.mode = BM_HOST_HOLD};
-    if (counters)
-        bm_counters_init(counters);
+    bm_ledger_init(ret);
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return bm_error(-ENOMEM, "out of memory");
+    size_t len = strlen(text);
+    _cleanup_(json_object_putp) json_object *root =
+        json_tokener_parse_ex(tok, text, (int)(len > INT_MAX ? INT_MAX : len));
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success)
+        return bm_error(-EINVAL, "not JSON (%s)",
+                        jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));
+    int r = parse_root(root, ret);
+    if (r < 0) {
+        bm_ledger_clear(ret);
+        bm_ledger_init(ret);
+    }
+    return r;
+}
+
+int bm_state_load(const char *path, BmLedger *ret)
+{
+    bm_ledger_init(ret);
     _cleanup_free_ char *buf = NULL;
     int r = bm_file_read(path, STATE_MAX_BYTES, &buf, NULL);
     if (r < 0)
         return r;
-    return bm_state_parse(buf, ret, counters);
+    return bm_state_parse(buf, ret);
 }
 
-int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *counters,
-                  uint64_t now_s)
+int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s)
 {
     _cleanup_free_ char *dircopy = bm_strdup(path);
     const char *dir = dirname(dircopy);
@@ -365,7 +370,7 @@ int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *co
     int r = bm_file_check_replaceable(path);
     if (r < 0)
         return r;
-    _cleanup_free_ char *text = bm_state_format(prev, counters, now_s);
+    _cleanup_free_ char *text = bm_state_format(l, now_s);
     _cleanup_free_ char *tmp = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
     r = bm_write_atomic(path, tmp, text);
     if (r < 0)
@@ -397,10 +402,10 @@ int bm_state_cleanup(const char *path)
     return r;
 }
 
-BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const BmPrevious *prev,
-                                    const BmCounters *counters, uint64_t now_s)
+BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const BmLedger *l,
+                                    uint64_t now_s)
 {
-    int r = bm_state_save(path, prev, counters, now_s);
+    int r = bm_state_save(path, l, now_s);
     if (r == 0) {
         BmSaveOutcome o = w->failures ? BM_SAVE_RECOVERED : BM_SAVE_OK;
         w->reported[0] = '\0';
@@ -414,29 +419,4 @@ BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const Bm
         return BM_SAVE_FAILED_QUIET;
     snprintf(w->reported, sizeof(w->reported), "%s", why);
     return BM_SAVE_FAILED;
-}
-
-void bm_previous_from(const BmSnapshot *snap, BmHostMode mode, uint64_t now_s, BmPrevious *ret)
-{
-    *ret = (BmPrevious){.mode = mode};
-    ret->domains = bm_malloc0((snap->n_domains + 1) * sizeof(BmPrevDomain));
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        if (!d->active || !d->uuid[0])
-            continue;
-        BmPrevDomain *p = &ret->domains[ret->n_domains++];
-        snprintf(p->uuid, sizeof(p->uuid), "%s", d->uuid);
-        p->major_faults = d->major_faults;
-        p->swap_in_bytes = d->swap_in_bytes;
-        p->last_update_s = d->last_update_s;
-        p->taken_s = now_s;
-    }
-}
-
-void bm_previous_clear(BmPrevious *p)
-{
-    if (!p)
-        return;
-    free(p->domains);
-    *p = (BmPrevious){0};
 }

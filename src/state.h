@@ -1,21 +1,20 @@
-/* The state file of timer runs and the agent (json-c): what the previous pass saw, for rates
- * and hysteresis, and the cumulative counters. Written atomically (temporary file, fsync,
+/* The state file of timer runs and the agent (json-c): the persistent part of the ledger (the
+ * previous pass's readings for rates, its host mode for hysteresis, the per-domain records and
+ * the cumulative counters). Written atomically (temporary file, fsync,
  * rename), so a crash leaves the old or the new file, never a torn one. */
 #pragma once
 
-#include "export.h"
-#include "policy-eval.h"
+#include "ledger.h"
 
 #include "config.h" /* BM_STATE_DEFAULT_PATH: LOCALSTATEDIR/lib/balloonmgr/state.json */
 
-/* Parses state text into *ret and, when counters is not NULL, the cumulative counters of timer
- * runs (initialised first; a state without counters leaves them at zero). Returns 0 (free with
- * bm_previous_clear() / bm_counters_clear()), or -EINVAL with the reason. Pure. */
-int bm_state_parse(const char *text, BmPrevious *ret, BmCounters *counters);
+/* Parses state text into the ledger *ret (initialised first; a state without counters leaves
+ * them at zero). Returns 0 (free with bm_ledger_clear()), or -EINVAL with the reason (*ret
+ * empty). Pure. */
+int bm_state_parse(const char *text, BmLedger *ret);
 
-/* The text of a state file for prev (and counters, may be NULL), written at now_s. Caller
- * frees. Pure. */
-char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64_t now_s);
+/* The text of a state file for l, written at now_s. Caller frees. Pure. */
+char *bm_state_format(const BmLedger *l, uint64_t now_s);
 
 /* The temporary files of bm_state_save(): PATH.tmp.balloonmgr-XXXXXX (a name an operator's
  * copy such as state.json.backup or state.json.tmp.backup never has, so that
@@ -27,14 +26,13 @@ char *bm_state_format(const BmPrevious *prev, const BmCounters *counters, uint64
 /* Reads path. Returns 0 and *ret, -ENOENT when there is none, -EINVAL (not a state file: the
  * reason) or -EFBIG (larger than 64 MiB) when it is corrupt, or -errno when it cannot be read.
  * The detail does not name path: the caller does ("state 'PATH': REASON") and starts fresh. */
-int bm_state_load(const char *path, BmPrevious *ret, BmCounters *counters);
+int bm_state_load(const char *path, BmLedger *ret);
 
 /* Writes path atomically (bm_write_atomic()), creating its directory if needed. Returns 0 or
  * -errno with the reason ("cannot write: No space left on device (previous state kept)"; the
  * detail does not name path); on failure the previous file is untouched and no temporary
  * file is left. */
-int bm_state_save(const char *path, const BmPrevious *prev, const BmCounters *counters,
-                  uint64_t now_s);
+int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s);
 
 /* Renames a corrupt state file to PATH.corrupt (replacing an older one), so that it is kept
  * for a post-mortem and not read again. Returns 0 and the new name in *ret_path (caller
@@ -46,7 +44,7 @@ int bm_state_set_aside(const char *path, char **ret_path);
  * directory does not exist, or -errno with the reason. */
 int bm_state_cleanup(const char *path);
 
-/* The saves of a loop (agent, run without --once): a failure is reported once, not every pass. */
+/* The saves of the agent: a failure is reported once, not every pass. */
 typedef struct {
     unsigned failures;      /* consecutive failed saves */
     unsigned failed_before; /* after BM_SAVE_RECOVERED: how many failed before it */
@@ -62,11 +60,5 @@ typedef enum {
 
 /* bm_state_save() and what the caller should report (the detail holds the reason on failure).
  * w starts zeroed. */
-BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const BmPrevious *prev,
-                                    const BmCounters *counters, uint64_t now_s);
-
-/* What to remember of this pass: counters of every running domain and the host mode.
- * Caller frees with bm_previous_clear(). */
-void bm_previous_from(const BmSnapshot *snap, BmHostMode mode, uint64_t now_s, BmPrevious *ret);
-
-void bm_previous_clear(BmPrevious *p);
+BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const BmLedger *l,
+                                    uint64_t now_s);

@@ -48,7 +48,7 @@ static BmHost host(uint64_t total, uint64_t avail)
     return (BmHost){.mem_total_bytes = total, .mem_available_bytes = avail};
 }
 
-static BmPlan eval(const BmHost *h, BmDomain *doms, size_t n, const BmPrevious *prev,
+static BmPlan eval(const BmHost *h, BmDomain *doms, size_t n, const BmLedger *prev,
                    const BmPolicy *p)
 {
     BmSnapshot s = {.domains = doms, .n_domains = n};
@@ -199,10 +199,13 @@ static void test_pressured_guest_is_deflated(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
     BmDomain d[] = {guest("busy", 8 * GiB, 4 * GiB, 3 * GiB)};
-    BmPrevDomain pd = {.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12, .taken_s = NOW - 10};
-    snprintf(pd.uuid, sizeof(pd.uuid), "%s", d[0].uuid);
+    BmLedger prev;
+    bm_ledger_init(&prev);
+    BmLedgerEntry *pd = bm_ledger_entry(&prev, d[0].uuid, "busy");
+    pd->have_prev = true;
+    pd->prev = (BmPrevReading){.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12,
+                               .taken_s = NOW - 10};
     d[0].major_faults = 1000 + 10 * 500; /* 500/s over 10 s */
-    BmPrevious prev = {.mode = BM_HOST_HOLD, .domains = &pd, .n_domains = 1};
     BmHost h = host(MEM_TOTAL, 40 * GiB);
     BmPlan p = eval(&h, d, 1, &prev, pol);
     const BmDecision *x = dec(&p, "busy");
@@ -232,6 +235,7 @@ static void test_pressured_guest_is_deflated(void)
     ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
        "counter reset: rate unknown, not pressure");
     bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
 }
 
 /* guest short of memory gets some back when the host can spare it */
@@ -260,7 +264,9 @@ static void test_deadband_and_hysteresis(void)
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
     BmHost h = host(MEM_TOTAL, MEM_TOTAL * 150 / 1000 - 20 * MiB); /* reclaim only if already reclaiming */
     BmDomain d[] = {guest("g", 16 * GiB, 16 * GiB, 12 * GiB)};
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM};
+    BmLedger prev;
+    bm_ledger_init(&prev);
+    prev.mode = BM_HOST_RECLAIM;
     BmPlan p = eval(&h, d, 1, &prev, pol);
     ok(p.mode == BM_HOST_RECLAIM && p.need_bytes == 20 * MiB, "hysteresis: still reclaiming below target");
     ok(dec(&p, "g")->action == BM_ACT_NONE, "20 MiB < deadband 32 MiB: no change");
@@ -348,7 +354,8 @@ static void test_multi_pass_reclaim_converges(void)
         d[i] = guest(names[i], 16 * GiB, 16 * GiB, (uint64_t)(4 + i) * GiB);
     }
     uint64_t avail = 3 * GiB;
-    BmPrevious prev = {.mode = BM_HOST_HOLD};
+    BmLedger prev;
+    bm_ledger_init(&prev);
     int passes = 0;
     bool safe = true;
     uint64_t total_taken = 0;
@@ -384,13 +391,19 @@ static void test_multi_pass_reclaim_converges(void)
 static const BmPolicy *P; /* the built-in defaults, for the named tests below */
 static const uint64_t HOST_T = 64 * GiB;
 
-/* A previous reading of d that carries what its inflates returned. */
-static BmPrevDomain prev_with_yield(const BmDomain *d, BmYield y)
+/* A ledger after a reclaim pass: previous readings of d[0..n) whose inflates returned y.
+ * Clear with bm_ledger_clear(). */
+static void ledger_with_yield(BmLedger *l, const BmDomain *d, size_t n, BmYield y)
 {
-    BmPrevDomain pd = {.major_faults = d->major_faults, .swap_in_bytes = d->swap_in_bytes,
-                       .last_update_s = d->last_update_s - 1, .taken_s = NOW - 1, .yield = y};
-    snprintf(pd.uuid, sizeof(pd.uuid), "%s", d->uuid);
-    return pd;
+    bm_ledger_init(l);
+    l->mode = BM_HOST_RECLAIM;
+    for (size_t i = 0; i < n; i++) {
+        BmLedgerEntry *e = bm_ledger_entry(l, d[i].uuid, d[i].name);
+        e->have_prev = true;
+        e->prev = (BmPrevReading){.major_faults = d[i].major_faults, .swap_in_bytes = d[i].swap_in_bytes,
+                                  .last_update_s = d[i].last_update_s - 1, .taken_s = NOW - 1};
+        e->yield = y;
+    }
 }
 
 /* A guest that touched only used_bytes: its QEMU RSS is that plus QEMU's own 128 MiB. */
@@ -449,8 +462,8 @@ static void test_never_touched_guest_is_probed_then_left(void)
 
     BmYield y = {0};
     bm_yield_learn(&y, 8 * GiB, 8 * GiB - 32 * MiB, d[0].rss_bytes, d[0].rss_bytes - 1 * MiB);
-    BmPrevDomain pd = prev_with_yield(&d[0], y);
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 1, y);
     d[0].actual_bytes -= 32 * MiB;
     d[0].available_bytes -= 32 * MiB;
     d[0].usable_bytes -= 32 * MiB;
@@ -463,6 +476,7 @@ static void test_never_touched_guest_is_probed_then_left(void)
     ok(strstr(p.reason, "unmet: the guests can give back no more without going short") != NULL,
        "the host's reason says so: %s", p.reason);
     bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
 }
 
 /* Reclaim counts only on free guest memory the host backs: QEMU RSS minus what the guest uses. */
@@ -474,8 +488,8 @@ static void test_reclaim_capped_by_backed_memory(void)
     d[0].rss_bytes = 2 * GiB + 900 * MiB; /* backs 900 MiB of its 6 GiB free */
     BmYield y = {.inflated_bytes = 512 * MiB, .returned_bytes = 512 * MiB,
                  .last_inflated_bytes = 512 * MiB, .last_returned_bytes = 512 * MiB};
-    BmPrevDomain pd = prev_with_yield(&d[0], y);
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 1, y);
     BmPlan p = eval(&h, d, 1, &prev, P);
     const BmDecision *x = dec(&p, "half");
     ok(x->action == BM_ACT_INFLATE && x->current_bytes - x->target_bytes == 900 * MiB,
@@ -483,6 +497,7 @@ static void test_reclaim_capped_by_backed_memory(void)
     is_u64(x->backed_free_bytes, 900 * MiB, "backed_free_bytes");
     ok(strstr(x->reason, "(capped by backed memory)") != NULL, "reason: %s", x->reason);
     bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
 }
 
 /* A guest whose inflates returned half counts for half: more is asked of it, and the expected
@@ -493,8 +508,8 @@ static void test_partial_yield_counts_half(void)
     BmDomain d[] = {guest("halfback", 16 * GiB, 16 * GiB, 12 * GiB)};
     BmYield y = {.inflated_bytes = 1 * GiB, .returned_bytes = 512 * MiB,
                  .last_inflated_bytes = 1 * GiB, .last_returned_bytes = 512 * MiB};
-    BmPrevDomain pd = prev_with_yield(&d[0], y);
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 1, y);
     BmPlan p = eval(&h, d, 1, &prev, P);
     const BmDecision *x = dec(&p, "halfback");
     uint64_t take = x->current_bytes - x->target_bytes;
@@ -503,6 +518,7 @@ static void test_partial_yield_counts_half(void)
        "inflates twice the need (%" PRIu64 " MiB for %" PRIu64 " MiB)", take / MiB, p.need_bytes / MiB);
     ok(p.expected_return_bytes <= p.need_bytes && p.unmet_bytes < 2 * MiB, "expected returns meet the need");
     bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
 }
 
 /* A guest short of memory (usable below keep_free) is deflated also while the host reclaims,
@@ -608,13 +624,15 @@ static void test_guest_in_need_between_passes(void)
     ok(!bm_policy_guest_in_need(&s, NULL, P, NOW), "stale statistics: no");
     d[0].last_update_s = NOW - 2;
     d[0].usable_bytes = 3 * GiB;
-    BmPrevDomain pd = prev_with_yield(&d[0], (BmYield){0});
-    pd.last_update_s = NOW - 12;
-    d[0].major_faults = pd.major_faults + 10 * 500;
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = &pd, .n_domains = 1};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 1, (BmYield){0});
+    BmLedgerEntry *pd = bm_ledger_entry(&prev, d[0].uuid, NULL);
+    pd->prev.last_update_s = NOW - 12;
+    d[0].major_faults = pd->prev.major_faults + 10 * 500;
     ok(bm_policy_guest_in_need(&s, &prev, P, NOW), "500 major faults/s: yes");
-    pd.busy = true;
+    pd->in_flight = true;
     ok(!bm_policy_guest_in_need(&s, &prev, P, NOW), "a change in flight: no");
+    bm_ledger_clear(&prev);
 }
 
 /* QEMU's own memory is in its RSS: the smallest RSS minus used among the domains estimates it
@@ -647,10 +665,8 @@ static void test_qemu_overhead_taken_off_backed_memory(void)
     }
     BmYield learned = {.inflated_bytes = 32 * MiB, .returned_bytes = 32 * MiB,
                        .last_inflated_bytes = 32 * MiB, .last_returned_bytes = 32 * MiB};
-    BmPrevDomain pd[3];
-    for (int i = 0; i < 3; i++)
-        pd[i] = prev_with_yield(&d[i], learned);
-    BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = pd, .n_domains = 3};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 3, learned);
     BmPlan p = eval(&h, d, 3, &prev, P);
     is_u64(p.qemu_overhead_bytes, rss[1] - (avail - usable[1]), "plan: QEMU overhead estimate");
     ok(dec(&p, "idle")->action == BM_ACT_INFLATE, "idle (touched and freed): inflated");
@@ -659,6 +675,7 @@ static void test_qemu_overhead_taken_off_backed_memory(void)
     ok(strstr(dec(&p, "steady")->reason, "but the host backs none of it") != NULL, "reason: %s",
        dec(&p, "steady")->reason);
     bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
 }
 
 int main(void)

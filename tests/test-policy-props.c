@@ -75,6 +75,20 @@ static BmAmount random_amount(bool nonzero)
 
 /* --- random cases */
 
+/* What the case says the ledger knows of a domain: its previous reading and marks. */
+typedef struct {
+    char uuid[40];
+    uint64_t major_faults, swap_in_bytes, last_update_s, taken_s;
+    bool unresponsive, busy;
+    BmYield yield;
+} PrevDomain;
+
+typedef struct {
+    BmHostMode mode;
+    PrevDomain *domains;
+    size_t n_domains;
+} Previous;
+
 typedef struct {
     uint64_t seed;
     BmHost host;
@@ -82,8 +96,8 @@ typedef struct {
     BmDomain domains[MAX_DOMAINS];
     char names[MAX_DOMAINS][32];
     size_t n;
-    BmPrevDomain prev_domains[MAX_DOMAINS];
-    BmPrevious prev;
+    PrevDomain prev_domains[MAX_DOMAINS];
+    Previous prev;
     bool has_prev;
 } Case;
 
@@ -212,8 +226,8 @@ static void random_domain(Case *c, size_t i)
 
     /* the previous reading: rates from its counters */
     if (c->has_prev && chance(80)) {
-        BmPrevDomain *p = &c->prev_domains[c->prev.n_domains++];
-        *p = (BmPrevDomain){0};
+        PrevDomain *p = &c->prev_domains[c->prev.n_domains++];
+        *p = (PrevDomain){0};
         snprintf(p->uuid, sizeof(p->uuid), "%s", d->uuid);
         uint64_t dt = 1 + below(chance(80) ? 30 : 3600);
         p->taken_s = chance(3) ? NOW + 5 : NOW - dt;
@@ -269,7 +283,7 @@ static void random_case(Case *c, uint64_t seed)
     }
 
     c->has_prev = chance(70);
-    c->prev = (BmPrevious){.mode = (BmHostMode)below(3), .domains = c->prev_domains};
+    c->prev = (Previous){.mode = (BmHostMode)below(3), .domains = c->prev_domains};
     c->n = 1 + below(MAX_DOMAINS);
     for (size_t i = 0; i < c->n; i++)
         random_domain(c, i);
@@ -283,7 +297,7 @@ static void case_clear(Case *c)
 
 /* --- the model: what the header promises, computed independently */
 
-static const BmPrevDomain *find_prev(const Case *c, const BmDomain *d)
+static const PrevDomain *find_prev(const Case *c, const BmDomain *d)
 {
     if (!c->has_prev)
         return NULL;
@@ -325,7 +339,7 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
     m->stale =
         m->no_stats || (r->max_stats_age_s > 0 && (!bm_present(age) || age > r->max_stats_age_s));
 
-    const BmPrevDomain *p = find_prev(c, d);
+    const PrevDomain *p = find_prev(c, d);
     if (p) {
         uint64_t dt = 0;
         if (bm_present(d->last_update_s) && bm_present(p->last_update_s) &&
@@ -447,7 +461,7 @@ static void dump_case(const Case *c, uint64_t seed, size_t index, const BmPlan *
     for (size_t i = 0; i < c->n; i++) {
         const BmDomain *d = &c->domains[i];
         const BmDecision *x = &plan->decisions[i];
-        const BmPrevDomain *pd = find_prev(c, d);
+        const PrevDomain *pd = find_prev(c, d);
         diag("  %s: %s state %d max %s actual %s avail %s usable %s unused %s caches %s "
              "last_update %s faults %s swap_in %s balloon %s%s mg %s",
              d->name, d->active ? "active" : "inactive", d->state, szs(d->max_bytes),
@@ -527,11 +541,31 @@ static struct {
     uint64_t decisions, inflates, deflates, skips, reclaims;
 } seen;
 
+/* The ledger the case describes. */
+static void case_ledger(const Case *c, BmLedger *l)
+{
+    bm_ledger_init(l);
+    l->mode = c->prev.mode;
+    for (size_t i = 0; i < c->prev.n_domains; i++) {
+        const PrevDomain *p = &c->prev_domains[i];
+        BmLedgerEntry *e = bm_ledger_entry(l, p->uuid, NULL);
+        e->have_prev = true;
+        e->prev = (BmPrevReading){.major_faults = p->major_faults, .swap_in_bytes = p->swap_in_bytes,
+                                  .last_update_s = p->last_update_s, .taken_s = p->taken_s};
+        e->in_flight = p->busy;
+        e->unresponsive = p->unresponsive;
+        e->yield = p->yield;
+    }
+}
+
 static void check_case(Case *c, uint64_t seed, size_t index)
 {
     BmSnapshot snap = {.domains = c->domains, .n_domains = c->n};
     BmPlan plan;
-    int r = bm_policy_eval(&c->host, &snap, c->has_prev ? &c->prev : NULL, c->policy, NOW, &plan);
+    BmLedger ledger;
+    case_ledger(c, &ledger);
+    int r = bm_policy_eval(&c->host, &snap, c->has_prev ? &ledger : NULL, c->policy, NOW, &plan);
+    bm_ledger_clear(&ledger);
     if (r < 0 || plan.n_decisions != c->n) {
         BmPlan empty = {0};
         fail(P_EVAL, c, seed, index, &empty, "returned %d with %zu decisions", r, plan.n_decisions);

@@ -39,13 +39,11 @@ static void test_bounds(void)
          "\"major_faults\": 9223372036854775808 is out of range"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        BmPrevious p;
-        BmCounters c;
-        int r = bm_state_parse(bad[i].text, &p, &c);
+        BmLedger l;
+        int r = bm_state_parse(bad[i].text, &l);
         ok(r == -EINVAL && strstr(bm_error_detail(r), bad[i].why), "overflow %zu refused: %s", i,
            r < 0 ? bm_error_detail(r) : "accepted");
-        bm_previous_clear(&p);
-        bm_counters_clear(&c);
+        bm_ledger_clear(&l);
     }
 
     /* unresponsive_until years ahead: at most BM_UNRESPONSIVE_HOLDOFF_S from now */
@@ -53,23 +51,21 @@ static void test_bounds(void)
                        "\"11111111-2222-3333-4444-555555555555\",\"name\":\"web1\","
                        "\"unresponsive\":true,\"unresponsive_actual\":1024,"
                        "\"unresponsive_until\":4102444800}]}}";
-    BmPrevious p;
-    BmCounters c;
-    ok(bm_state_parse(text, &p, &c) == 0 && c.n_domains == 1 && c.domains[0].unresponsive,
+    BmLedger c;
+    ok(bm_state_parse(text, &c) == 0 && c.n_entries == 1 && c.entries[0].unresponsive,
        "a hold-off until 2100 is read");
     BmDomain d = {.uuid = "11111111-2222-3333-4444-555555555555", .name = "web1",
                   .actual_bytes = 1024};
     BmSnapshot snap = {.domains = &d, .n_domains = 1};
     uint64_t now = 1800000000;
-    bm_counters_sync(&c, &snap, now);
-    ok(c.n_domains == 1 && c.domains[0].unresponsive &&
-           c.domains[0].unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
+    bm_ledger_sync(&c, &snap, now);
+    ok(c.n_entries == 1 && c.entries[0].unresponsive &&
+           c.entries[0].unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
        "  cut to now + %d s at the next pass (got %llu)", BM_UNRESPONSIVE_HOLDOFF_S,
-       (unsigned long long)(c.n_domains ? c.domains[0].unresponsive_until_s : 0));
-    bm_counters_sync(&c, &snap, now + BM_UNRESPONSIVE_HOLDOFF_S);
-    ok(c.n_domains == 1 && !c.domains[0].unresponsive, "  and over once that passed");
-    bm_previous_clear(&p);
-    bm_counters_clear(&c);
+       (unsigned long long)(c.n_entries ? c.entries[0].unresponsive_until_s : 0));
+    bm_ledger_sync(&c, &snap, now + BM_UNRESPONSIVE_HOLDOFF_S);
+    ok(c.n_entries == 1 && !c.entries[0].unresponsive, "  and over once that passed");
+    bm_ledger_clear(&c);
 }
 
 static char dir[] = "/tmp/bm-test-state.XXXXXX";
@@ -80,50 +76,63 @@ static char *in_dir(const char *rel)
     return bm_asprintf("%s/%s", dir, rel);
 }
 
-static BmPrevDomain doms[2] = {
-    {.uuid = "11111111-2222-3333-4444-555555555555", .major_faults = 42, .swap_in_bytes = BM_ABSENT,
-     .last_update_s = 1700000000, .taken_s = 1700000005},
-    {.uuid = "aaaaaaaa-2222-3333-4444-555555555555", .major_faults = BM_ABSENT, .swap_in_bytes = 7,
-     .last_update_s = BM_ABSENT, .taken_s = 1700000005},
-};
-static BmPrevious prev = {.mode = BM_HOST_RECLAIM, .domains = doms, .n_domains = 2};
+/* The ledger saved: two running domains with a reading, one shut off without, mode reclaim. */
+static BmLedger prev;
+
+static void make_ledger(void)
+{
+    bm_ledger_init(&prev);
+    prev.mode = BM_HOST_RECLAIM;
+    BmLedgerEntry *e = bm_ledger_entry(&prev, "11111111-2222-3333-4444-555555555555", "one");
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
+                              .last_update_s = 1700000000, .taken_s = 1700000005};
+    e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
+                              .last_update_s = BM_ABSENT, .taken_s = 1700000005};
+    bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off");
+}
 
 static void test_round_trip(void)
 {
     _cleanup_free_ char *path = in_dir("sub/state.json");
-    ok(bm_state_save(path, &prev, NULL, 1700000006) == 0, "save creates the directory and the file");
+    ok(bm_state_save(path, &prev, 1700000006) == 0, "save creates the directory and the file");
 
-    BmPrevious back;
-    ok(bm_state_load(path, &back, NULL) == 0, "load");
-    ok(back.mode == BM_HOST_RECLAIM && back.n_domains == 2, "mode and domains round-trip");
-    ok(back.domains[0].major_faults == 42 && !bm_present(back.domains[0].swap_in_bytes) &&
-           back.domains[0].last_update_s == 1700000000 && back.domains[0].taken_s == 1700000005,
+    BmLedger back;
+    ok(bm_state_load(path, &back) == 0, "load");
+    ok(back.mode == BM_HOST_RECLAIM && back.n_entries == 3, "mode and domains round-trip");
+    const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
+    ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
+           b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005,
        "counters round-trip, absent stays absent");
-    is_str(back.domains[1].uuid, "aaaaaaaa-2222-3333-4444-555555555555", "uuid");
-    bm_previous_clear(&back);
+    const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
+    ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0,
+       "second domain by uuid, with its name");
+    const BmLedgerEntry *b2 = bm_ledger_find(&back, "bbbbbbbb-2222-3333-4444-555555555555");
+    ok(b2 && !b2->have_prev, "a domain without a reading comes back without one");
+    bm_ledger_clear(&back);
 
     /* what a domain's inflates returned to the host survives timer runs */
     {
-        BmCounters c, c2;
-        bm_counters_init(&c);
-        BmDomainRecord *r = bm_counters_domain(&c, "11111111-2222-3333-4444-555555555555", "web1");
+        BmLedger c, c2;
+        bm_ledger_init(&c);
+        BmLedgerEntry *r = bm_ledger_entry(&c, "11111111-2222-3333-4444-555555555555", "web1");
         r->yield = (BmYield){.inflated_bytes = 300 << 20, .returned_bytes = 21 << 20,
                              .last_inflated_bytes = 300 << 20, .last_returned_bytes = 21 << 20,
                              .nothing = true, .nothing_rss_bytes = 212 << 20};
-        bm_counters_domain(&c, "aaaaaaaa-2222-3333-4444-555555555555", "web2");
-        _cleanup_free_ char *text = bm_state_format(&prev, &c, 1700000006);
-        BmPrevious p2;
-        ok(bm_state_parse(text, &p2, &c2) == 0, "state with a yield parses");
-        const BmDomainRecord *r2 = bm_counters_find(&c2, "11111111-2222-3333-4444-555555555555");
-        const BmDomainRecord *o2 = bm_counters_find(&c2, "aaaaaaaa-2222-3333-4444-555555555555");
+        bm_ledger_entry(&c, "aaaaaaaa-2222-3333-4444-555555555555", "web2");
+        _cleanup_free_ char *text = bm_state_format(&c, 1700000006);
+        ok(bm_state_parse(text, &c2) == 0, "state with a yield parses");
+        const BmLedgerEntry *r2 = bm_ledger_find(&c2, "11111111-2222-3333-4444-555555555555");
+        const BmLedgerEntry *o2 = bm_ledger_find(&c2, "aaaaaaaa-2222-3333-4444-555555555555");
         ok(r2 && r2->yield.inflated_bytes == 300 << 20 && r2->yield.returned_bytes == 21 << 20 &&
                r2->yield.last_inflated_bytes == 300 << 20 && r2->yield.last_returned_bytes == 21 << 20 &&
                r2->yield.nothing && r2->yield.nothing_rss_bytes == 212 << 20,
            "yield and its \"returns nothing\" mark round-trip");
         ok(o2 && o2->yield.inflated_bytes == 0 && !o2->yield.nothing, "nothing learned stays nothing");
-        bm_previous_clear(&p2);
-        bm_counters_clear(&c2);
-        bm_counters_clear(&c);
+        bm_ledger_clear(&c2);
+        bm_ledger_clear(&c);
     }
 
     /* no temporary files left behind */
@@ -133,9 +142,9 @@ static void test_round_trip(void)
 
 static void test_missing_and_corrupt(void)
 {
-    BmPrevious back;
+    BmLedger back;
     _cleanup_free_ char *missing = in_dir("none.json");
-    ok(bm_state_load(missing, &back, NULL) == -ENOENT, "missing file: -ENOENT");
+    ok(bm_state_load(missing, &back) == -ENOENT, "missing file: -ENOENT");
     static const struct {
         const char *text, *reason;
     } bad[] = {
@@ -152,10 +161,10 @@ static void test_missing_and_corrupt(void)
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
         write_file(corrupt, bad[i].text);
         bm_error_clear();
-        int r = bm_state_load(corrupt, &back, NULL);
+        int r = bm_state_load(corrupt, &back);
         ok(r == -EINVAL, "corrupt state %zu refused", i);
         is_str(bm_error_detail(r), bad[i].reason, "reason %zu", i);
-        ok(back.domains == NULL, "nothing half-read");
+        ok(back.n_entries == 0, "nothing half-read");
     }
 }
 
@@ -167,15 +176,16 @@ static void test_read_only_directory(void)
         return;
     }
     _cleanup_free_ char *path = in_dir("sub/state.json"), *sub = in_dir("sub");
-    BmPrevious hold = prev, back;
-    hold.mode = BM_HOST_HOLD;
+    BmLedger back;
+    prev.mode = BM_HOST_HOLD;
     chmod(sub, 0555);
     bm_error_clear();
-    int r = bm_state_save(path, &hold, NULL, 1700000100);
+    int r = bm_state_save(path, &prev, 1700000100);
+    prev.mode = BM_HOST_RECLAIM;
     ok(r == -EACCES, "read-only directory: -EACCES");
     is_str(bm_error_detail(r), "cannot write: Permission denied (previous state kept)", "says so");
-    ok(bm_state_load(path, &back, NULL) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
-    bm_previous_clear(&back);
+    ok(bm_state_load(path, &back) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
+    bm_ledger_clear(&back);
     chmod(sub, 0755);
 }
 
@@ -185,7 +195,7 @@ static void test_no_previous_file(void)
     _cleanup_free_ char *nodir = in_dir("file/state.json"), *file = in_dir("file");
     write_file(file, "x");
     bm_error_clear();
-    int r = bm_state_save(nodir, &prev, NULL, 1);
+    int r = bm_state_save(nodir, &prev, 1);
     ok(r == -ENOTDIR, "directory is a file: -ENOTDIR");
     is_str(bm_error_detail(r), "cannot write: Not a directory", "no 'previous state kept'");
 }
@@ -247,24 +257,25 @@ static void test_failing_saves_reported_once(void)
     BmStateWriter w = {0};
     _cleanup_free_ char *blocker = in_dir("blocker"), *blocked = bm_asprintf("%s/x", blocker);
     write_file(blocker, "not a directory");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 1) == BM_SAVE_FAILED, "first failure: report");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 1) == BM_SAVE_FAILED, "first failure: report");
     is_str(w.reported, "cannot write: Not a directory", "the reason");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 2) == BM_SAVE_FAILED_QUIET, "again: quiet");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 3) == BM_SAVE_FAILED_QUIET, "again: quiet");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 2) == BM_SAVE_FAILED_QUIET, "again: quiet");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 3) == BM_SAVE_FAILED_QUIET, "again: quiet");
     _cleanup_free_ char *deep = in_dir("missing/deeper/x");
-    ok(bm_state_save_tracked(&w, deep, &prev, NULL, 4) == BM_SAVE_FAILED, "another reason: report");
+    ok(bm_state_save_tracked(&w, deep, &prev, 4) == BM_SAVE_FAILED, "another reason: report");
     ok(strstr(w.reported, "cannot create directory") != NULL, "that reason");
     unlink(blocker);
     ok(mkdir(blocker, 0755) == 0, "fixed");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 5) == BM_SAVE_RECOVERED && w.failed_before == 4,
+    ok(bm_state_save_tracked(&w, blocked, &prev, 5) == BM_SAVE_RECOVERED && w.failed_before == 4,
        "recovered after 4 failures");
-    ok(bm_state_save_tracked(&w, blocked, &prev, NULL, 6) == BM_SAVE_OK, "then plain ok");
+    ok(bm_state_save_tracked(&w, blocked, &prev, 6) == BM_SAVE_OK, "then plain ok");
 }
 
 int main(void)
 {
     test_bounds();
     ok(mkdtemp(dir) != NULL, "temporary directory");
+    make_ledger();
     test_round_trip();
     test_missing_and_corrupt();
     test_read_only_directory();
@@ -272,6 +283,7 @@ int main(void)
     test_set_aside();
     test_temporary_files_of_killed_writers();
     test_failing_saves_reported_once();
+    bm_ledger_clear(&prev);
     _cleanup_free_ char *rm = bm_asprintf("rm -rf %s", dir);
     ok(system(rm) == 0, "cleanup");
     return tap_done();

@@ -1,0 +1,273 @@
+#include "ledger.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
+const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
+const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed"};
+const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
+                                                       "policy",  "push",   "web_config"};
+
+void bm_ledger_init(BmLedger *l)
+{
+    *l = (BmLedger){.mode = BM_HOST_HOLD};
+    l->counters.last_pass_duration_s = -1;
+    for (int d = 0; d < BM_DIR_COUNT; d++)
+        for (int s = 0; s < BM_SGL_COUNT; s++)
+            bm_histogram_init(&l->counters.latency[d][s], bm_latency_buckets, bm_latency_n_buckets);
+    l->changes.opts = bm_wait_options_default();
+}
+
+void bm_ledger_clear(BmLedger *l)
+{
+    bm_tracker_clear(&l->changes);
+    free(l->entries);
+    free(l->slots);
+    l->entries = NULL;
+    l->slots = NULL;
+    l->n_entries = l->n_slots = 0;
+}
+
+static size_t hash_str(const char *s)
+{
+    size_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Slot of uuid: the one holding it, or the empty one where it would go. */
+static size_t *slot_of(const BmLedger *l, const char *uuid)
+{
+    size_t mask = l->n_slots - 1;
+    for (size_t i = hash_str(uuid) & mask;; i = (i + 1) & mask)
+        if (!l->slots[i] || strcmp(l->entries[l->slots[i] - 1].uuid, uuid) == 0)
+            return &l->slots[i];
+}
+
+static void reindex(BmLedger *l)
+{
+    size_t want = 16;
+    while (want < l->n_entries * 2 + 2)
+        want *= 2;
+    free(l->slots);
+    l->slots = bm_malloc0(want * sizeof(size_t));
+    l->n_slots = want;
+    for (size_t i = 0; i < l->n_entries; i++)
+        *slot_of(l, l->entries[i].uuid) = i + 1;
+}
+
+const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid)
+{
+    if (!l || !l->n_slots)
+        return NULL;
+    size_t *s = slot_of(l, uuid);
+    return *s ? &l->entries[*s - 1] : NULL;
+}
+
+BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
+{
+    BmLedgerEntry *found = (BmLedgerEntry *)bm_ledger_find(l, uuid);
+    if (found) {
+        if (name && strcmp(found->name, name) != 0)
+            bm_copy_name(found->name, sizeof(found->name), name);
+        return found;
+    }
+    l->entries = bm_reallocarray(l->entries, l->n_entries + 1, sizeof(BmLedgerEntry));
+    BmLedgerEntry *e = &l->entries[l->n_entries++];
+    *e = (BmLedgerEntry){.last_target_bytes = BM_ABSENT,
+                         .last_duration_s = -1,
+                         .last_direction = -1,
+                         .last_rss_drop_bytes = BM_ABSENT,
+                         .sg = BM_FEAT_UNKNOWN,
+                         .ioeventfd = BM_SWITCH_UNKNOWN,
+                         .seen = l->generation};
+    snprintf(e->uuid, sizeof(e->uuid), "%s", uuid);
+    bm_copy_name(e->name, sizeof(e->name), name);
+    if (l->n_entries * 2 + 2 > l->n_slots)
+        reindex(l);
+    else
+        *slot_of(l, e->uuid) = l->n_entries;
+    return e;
+}
+
+void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
+{
+    unsigned gen = ++l->generation;
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
+        e->seen = gen;
+        if (!d->active)
+            e->features_known = false; /* probed again when it starts */
+        /* a hold-off from the future (a clock set back, a hand-edited state file, one from
+         * another host) would keep the domain unmanaged for ever: at most the documented
+         * hold-off from now, and saved so */
+        if (e->unresponsive && e->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
+            e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
+        if (e->unresponsive &&
+            (now_s >= e->unresponsive_until_s ||
+             (bm_present(d->actual_bytes) && d->actual_bytes != e->unresponsive_actual)))
+            e->unresponsive = false;
+    }
+    size_t keep = 0;
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (l->entries[i].seen == gen || l->entries[i].in_flight) /* gone: its series go too */
+            l->entries[keep++] = l->entries[i];
+    if (keep != l->n_entries) {
+        l->n_entries = keep;
+        reindex(l);
+    }
+}
+
+void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s)
+{
+    l->mode = mode;
+    for (size_t i = 0; i < l->n_entries; i++)
+        l->entries[i].have_prev = false;
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        if (!d->active || !d->uuid[0])
+            continue;
+        BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
+        e->have_prev = true;
+        e->prev = (BmPrevReading){.major_faults = d->major_faults,
+                                  .swap_in_bytes = d->swap_in_bytes,
+                                  .last_update_s = d->last_update_s,
+                                  .taken_s = now_s};
+    }
+}
+
+const char *bm_sg_label(BmFeatureState s, bool known)
+{
+    if (!known || s == BM_FEAT_UNKNOWN)
+        return bm_sg_label_names[BM_SGL_UNKNOWN];
+    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
+}
+
+static int sg_index(const char *label)
+{
+    for (int s = 0; s < BM_SGL_COUNT; s++)
+        if (strcmp(bm_sg_label_names[s], label) == 0)
+            return s;
+    return BM_SGL_UNKNOWN;
+}
+
+int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint64_t from_bytes,
+                           uint64_t target_bytes, uint64_t rss_bytes)
+{
+    BmLedgerEntry *e = bm_ledger_entry(l, uuid, NULL);
+    int r = bm_tracker_start(&l->changes, dom, from_bytes, target_bytes, rss_bytes,
+                             bm_sg_label(e->sg, e->features_known));
+    if (r < 0)
+        return r;
+    e->in_flight = true;
+    e->last_target_bytes = target_bytes;
+    if (target_bytes != from_bytes)
+        l->counters.target_changes[target_bytes < from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE]++;
+    return 0;
+}
+
+void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
+{
+    const BmChange *ch = &t->change;
+    BmCounters *c = &l->counters;
+    int dir = ch->target_bytes < ch->from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE;
+    BmChangeOutcome out = ch->outcome < BM_CHANGE_ENDED_COUNT ? ch->outcome : BM_CHANGE_FAILED;
+    double secs = ch->duration_ns / 1e9;
+    c->changes[dir][out]++;
+    if (out == BM_CHANGE_REACHED)
+        bm_histogram_observe(&c->latency[dir][sg_index(t->sg)], secs);
+
+    BmLedgerEntry *e = bm_ledger_entry(l, t->uuid, t->name);
+    e->last_duration_s = secs;
+    e->last_direction = dir;
+    if (dir == BM_DIR_INFLATE && bm_present(t->rss_before_bytes) && bm_present(t->rss_after_bytes)) {
+        uint64_t drop = t->rss_before_bytes > t->rss_after_bytes
+                            ? t->rss_before_bytes - t->rss_after_bytes
+                            : 0;
+        e->last_rss_drop_bytes = drop;
+        c->rss_dropped_bytes += drop;
+    }
+    bm_yield_learn(&e->yield, ch->from_bytes, ch->reached_bytes, t->rss_before_bytes,
+                   t->rss_after_bytes);
+    e->unresponsive = out == BM_CHANGE_STALLED || out == BM_CHANGE_TIMEOUT;
+    if (e->unresponsive) {
+        e->unresponsive_actual = ch->reached_bytes;
+        e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
+    }
+}
+
+typedef struct {
+    BmLedger *l;
+    BmChangeEnded also;
+    void *also_ctx;
+} Ended;
+
+/* A change of ours ended: the caller sees it, it is recorded, the domain is free again. */
+static void on_ended(void *ctx, const BmTracked *t)
+{
+    Ended *x = ctx;
+    if (x->also)
+        x->also(x->also_ctx, t);
+    bm_ledger_record_change(x->l, t, bm_now_real_ns() / 1000000000ull);
+    bm_ledger_entry(x->l, t->uuid, NULL)->in_flight = false;
+}
+
+size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx)
+{
+    Ended x = {l, ended, ctx};
+    return bm_tracker_poll(&l->changes, on_ended, &x);
+}
+
+size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx)
+{
+    Ended x = {l, ended, ctx};
+    return bm_tracker_wait(&l->changes, max_ms, on_ended, &x);
+}
+
+void bm_ledger_drop_changes(BmLedger *l)
+{
+    for (size_t i = 0; i < l->changes.n_items; i++) {
+        BmLedgerEntry *e = (BmLedgerEntry *)bm_ledger_find(l, l->changes.items[i].uuid);
+        if (e)
+            e->in_flight = false;
+    }
+    bm_tracker_clear(&l->changes);
+}
+
+void bm_ledger_forget_xml(BmLedger *l)
+{
+    for (size_t i = 0; i < l->n_entries; i++)
+        l->entries[i].balloon_cached = false;
+}
+
+static bool cache_lookup(void *ctx, const char *uuid, BmBalloonConfig *ret)
+{
+    const BmLedgerEntry *e = bm_ledger_find(ctx, uuid);
+    if (!e || !e->balloon_cached)
+        return false;
+    *ret = e->balloon;
+    return true;
+}
+
+static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
+{
+    BmLedgerEntry *e = bm_ledger_entry(ctx, uuid, NULL);
+    e->balloon = *cfg;
+    e->balloon_cached = true;
+}
+
+BmXmlCache bm_ledger_xml_cache(BmLedger *l)
+{
+    return (BmXmlCache){.ctx = l, .lookup = cache_lookup, .store = cache_store};
+}
+
+void bm_ledger_count_error(BmLedger *l, BmErrorKind kind)
+{
+    l->counters.errors[kind]++;
+}

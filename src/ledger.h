@@ -1,0 +1,168 @@
+/* The ledger: what balloonmgr knows of each domain across passes, keyed by UUID, and the
+ * cumulative counters (docs/design.md). One entry per domain of the latest reading: its
+ * previous reading (for rates), whether a change of ours is in flight, the unresponsive mark
+ * and its hold-off, the SG/ioeventfd verdict and the balloon config read from its XML (both
+ * cached until the domain restarts or is redefined), and how its last change went.
+ * A snapshot is only one pass's reading; policy evaluation reads snapshot + ledger; applying
+ * and observing changes write the ledger; the exporter renders it; the state file is its
+ * persistent part (state.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "balloon.h"
+#include "domxml.h"
+#include "feature.h"
+#include "metrics.h"
+#include "snapshot.h"
+#include "yield.h"
+
+typedef enum {
+    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
+    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
+    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
+                      * ballooned guest toward its maximum at max_step per pass */
+} BmHostMode;
+
+enum { BM_DIR_INFLATE, BM_DIR_DEFLATE, BM_DIR_COUNT };
+enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
+typedef enum {
+    BM_ERR_LIBVIRT,
+    BM_ERR_APPLY,
+    BM_ERR_HOST,
+    BM_ERR_STATE,
+    BM_ERR_POLICY,
+    BM_ERR_PUSH,
+    BM_ERR_WEB_CONFIG, /* a web config that could not be (re)loaded or applied */
+    BM_ERR_COUNT
+} BmErrorKind;
+
+/* The label values of the enums above (and of BmChangeOutcome's ended outcomes) in the
+ * metrics, also the keys of the state file. */
+extern const char *const bm_dir_names[BM_DIR_COUNT];
+extern const char *const bm_sg_label_names[BM_SGL_COUNT];
+extern const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT];
+extern const char *const bm_error_kind_names[BM_ERR_COUNT];
+
+/* A domain's counters as one pass read them: the base of the next pass's rates. */
+typedef struct {
+    uint64_t major_faults;  /* BM_ABSENT if unknown */
+    uint64_t swap_in_bytes;
+    uint64_t last_update_s; /* guest stats timestamp */
+    uint64_t taken_s;       /* when the reading was taken */
+} BmPrevReading;
+
+/* How long an unresponsive domain is left alone unless its balloon moves. */
+#define BM_UNRESPONSIVE_HOLDOFF_S 600
+
+typedef struct {
+    char uuid[40];
+    char name[256];
+    /* the previous pass's reading (running domains only) */
+    bool have_prev;
+    BmPrevReading prev;
+    /* a change balloonmgr started is in flight (in BmLedger.changes) */
+    bool in_flight;
+    /* the last change stalled or timed out: not re-targeted until the balloon moves away
+     * from unresponsive_actual or unresponsive_until_s passed */
+    bool unresponsive;
+    uint64_t unresponsive_actual;
+    uint64_t unresponsive_until_s;
+    /* the QEMU monitor's verdict, probed once per start */
+    bool features_known;
+    BmFeatureState sg;
+    BmSwitchState ioeventfd;
+    /* the balloon config of the XML (agent cache, dropped on lifecycle/define events) */
+    bool balloon_cached;
+    BmBalloonConfig balloon;
+    /* how the last change went */
+    uint64_t last_target_bytes;    /* BM_ABSENT until balloonmgr set one */
+    double last_duration_s;        /* < 0: none yet */
+    int last_direction;            /* BM_DIR_*, -1 none */
+    uint64_t last_rss_drop_bytes;  /* BM_ABSENT: none yet */
+    /* what its inflates gave the host back (yield.h), learned from the QEMU RSS when each of
+     * them ended (bm_ledger_record_change()); reclaim counts on it; zeroed: nothing learned */
+    BmYield yield;
+    unsigned seen;                 /* internal: generation of the last sync that saw it */
+} BmLedgerEntry;
+
+/* What is counted across passes and processes. */
+typedef struct {
+    BmHistogram latency[BM_DIR_COUNT][BM_SGL_COUNT];
+    uint64_t changes[BM_DIR_COUNT][BM_CHANGE_ENDED_COUNT];
+    uint64_t target_changes[BM_DIR_COUNT];
+    uint64_t passes;
+    uint64_t errors[BM_ERR_COUNT];
+    uint64_t rss_dropped_bytes;
+    double last_pass_duration_s;   /* < 0: none yet */
+    uint64_t last_success_s;       /* 0: never */
+} BmCounters;
+
+typedef struct {
+    BmHostMode mode;               /* the last pass's host mode (hysteresis) */
+    BmCounters counters;
+    BmTracker changes;             /* the changes in flight */
+    BmLedgerEntry *entries;        /* in the order they were added */
+    size_t n_entries;
+    /* index of entries by UUID: open addressing, slot = index + 1 (0 empty) */
+    size_t *slots;
+    size_t n_slots;
+    unsigned generation;
+} BmLedger;
+
+/* An empty ledger: mode hold, counters zero, the default wait options. */
+void bm_ledger_init(BmLedger *l);
+
+/* Frees what l holds (dropping the changes in flight) and leaves it empty (re-init to use). */
+void bm_ledger_clear(BmLedger *l);
+
+/* The entry of a domain, added if new; name (may be NULL) replaces the one kept. O(1). */
+BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name);
+
+/* The entry of a domain, or NULL. O(1). */
+const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid);
+
+/* Brings the entries in line with a new reading at now_s: adds its domains, drops those not in
+ * it (unless a change is in flight), forgets the SG verdict of domains not running (probed
+ * again when they start), and clears unresponsive marks whose balloon moved or whose hold-off
+ * passed. O(n). */
+void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s);
+
+/* Keeps this pass's reading as the base of the next one's rates, and its host mode. */
+void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s);
+
+/* Sets the balloon target of dom (the domain uuid of a snapshot just read: from_bytes and
+ * rss_bytes are its values) and tracks the change; counts the target. Returns 0 or -errno
+ * with the reason (nothing tracked then). */
+int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint64_t from_bytes,
+                           uint64_t target_bytes, uint64_t rss_bytes);
+
+/* Counts a change that ended (ours or another process's): histogram (reached only), outcome
+ * counter, last duration, RSS drop of inflates and what the domain's inflates yield
+ * (bm_yield_learn()), unresponsive marking (stalled/timeout) at now_s. */
+void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s);
+
+/* Reads every change in flight once and records those that ended; ended(ctx, change) (may be
+ * NULL) sees each one first. Returns how many are still in flight. */
+size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx);
+
+/* Polls until no change is in flight or max_ms passed. Returns how many are still in
+ * flight. */
+size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx);
+
+/* Forgets the changes in flight (the connection they were made on is gone). */
+void bm_ledger_drop_changes(BmLedger *l);
+
+/* Drops the cached balloon configs: every XML is read again (lifecycle/define events). */
+void bm_ledger_forget_xml(BmLedger *l);
+
+/* The XML cache of bm_snapshot_take_cached() kept in l's entries. */
+BmXmlCache bm_ledger_xml_cache(BmLedger *l);
+
+/* Counts an error of that kind. */
+void bm_ledger_count_error(BmLedger *l, BmErrorKind kind);
+
+/* "negotiated", "not_negotiated", "unknown": the histogram label of a verdict. */
+const char *bm_sg_label(BmFeatureState s, bool known);
