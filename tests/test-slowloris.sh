@@ -20,6 +20,20 @@ agent=""
 trap '[ -n "$agent" ] && kill "$agent" 2>/dev/null; rm -rf "$work" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 . "$ROOT/tests/tap.sh"
 
+# scrapes N PAUSE [CURL_ARGS...]: N scrapes of /metrics, PAUSE s apart; sets good (how many
+# got 200) and worst (the slowest, in seconds)
+scrapes() {
+    local n=$1 pause=$2 t
+    shift 2
+    worst=0 good=0
+    for _ in $(seq "$n"); do
+        t=$(curl -s -o /dev/null -m 5 "$@" -w '%{http_code} %{time_total}' "http://127.0.0.1:$port/metrics")
+        [ "${t%% *}" = 200 ] && good=$((good + 1))
+        worst=$(awk -v a="$worst" -v b="${t##* }" 'BEGIN { print (b > a ? b : a) }')
+        sleep "$pause"
+    done
+}
+
 port=""
 for _ in $(seq 20); do
     p=$((30000 + RANDOM % 20000))
@@ -38,13 +52,7 @@ trickle=$!
 "$SLOW" 127.0.0.3 127.0.0.1 "$port" 10 0 14 >"$work/silent" &
 silent=$!
 sleep 1
-worst=0 good=0
-for _ in $(seq 10); do
-    t=$(curl -s -o /dev/null -m 5 --interface 127.0.0.1 -w '%{http_code} %{time_total}' "http://127.0.0.1:$port/metrics")
-    [ "${t%% *}" = 200 ] && good=$((good + 1))
-    worst=$(awk -v a="$worst" -v b="${t##* }" 'BEGIN { print (b > a ? b : a) }')
-    sleep 1
-done
+scrapes 10 1 --interface 127.0.0.1
 [ "$good" -eq 10 ]; ok $? "10 scrapes during the attack: $good got 200"
 awk -v w="$worst" 'BEGIN { exit !(w < 1) }'; ok $? "slowest scrape during the attack: $worst s"
 wait "$trickle" "$silent"
@@ -66,13 +74,7 @@ for a in 2 3 4 5 6; do
     pids+=($!)
 done
 sleep 1.5
-worst=0 good=0
-for _ in $(seq 10); do
-    t=$(curl -s -o /dev/null -m 5 --interface 127.0.0.1 -w '%{http_code} %{time_total}' "http://127.0.0.1:$port/metrics")
-    [ "${t%% *}" = 200 ] && good=$((good + 1))
-    worst=$(awk -v a="$worst" -v b="${t##* }" 'BEGIN { print (b > a ? b : a) }')
-    sleep 0.8
-done
+scrapes 10 0.8 --interface 127.0.0.1
 [ "$good" -eq 10 ]; ok $? "5 addresses x 16 trickling connections: 10 scrapes from 127.0.0.1, $good got 200"
 awk -v w="$worst" 'BEGIN { exit !(w < 1) }'; ok $? "  slowest scrape: $worst s"
 wait "${pids[@]}"
@@ -115,13 +117,7 @@ for i in $(seq 8); do
     flood+=($!)
 done
 sleep 1
-worst=0 good=0
-for _ in $(seq 5); do
-    t=$(curl -s -o /dev/null -m 5 -u alice:secret -w '%{http_code} %{time_total}' "http://127.0.0.1:$port/metrics")
-    [ "${t%% *}" = 200 ] && good=$((good + 1))
-    worst=$(awk -v a="$worst" -v b="${t##* }" 'BEGIN { print (b > a ? b : a) }')
-    sleep 0.3
-done
+scrapes 5 0.3 -u alice:secret
 kill "${flood[@]}" 2>/dev/null; wait "${flood[@]}" 2>/dev/null
 [ "$good" -eq 5 ]; ok $? "5 scrapes during a wrong-password flood (8 clients): $good got 200"
 awk -v w="$worst" 'BEGIN { exit !(w < 0.2) }'; ok $? "slowest scrape during the flood: $worst s (< 0.2 s)"
