@@ -18,7 +18,7 @@ export BALLOONMGR_RUNTIME_DIR=$work/run
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-(. tests/integration/lib.sh && bm_start_daemons >/dev/null)
+(. tests/integration/lib/lib.sh && bm_start_daemons >/dev/null)
 
 bench/gen-node.sh "$N" >"$work/node.xml"
 mkdir -p "$work/proc/pressure"
