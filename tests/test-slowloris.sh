@@ -34,6 +34,18 @@ scrapes() {
     done
 }
 
+# sigterm_ok DESC: SIGTERM to $agent and wait for it; ok if it exited 0 within a second
+sigterm_ok() {
+    local t0 t1 rc took
+    t0=$(date +%s.%N)
+    kill -TERM "$agent"; wait "$agent"; rc=$?
+    t1=$(date +%s.%N)
+    agent=""
+    took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+    [ "$rc" -eq 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 1) }'
+    ok $? "$1: exit $rc in $took s (< 1 s)"
+}
+
 port=""
 for _ in $(seq 20); do
     p=$((30000 + RANDOM % 20000))
@@ -92,13 +104,7 @@ kill -0 "$agent"; ok $? "agent still running"
 "$SLOW" 127.0.0.2 127.0.0.1 "$port" 16 1000 5 >/dev/null &
 slowpid=$!
 sleep 1
-t0=$(date +%s.%N)
-kill -TERM "$agent"; wait "$agent"; rc=$?
-t1=$(date +%s.%N)
-agent=""
-took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-[ "$rc" -eq 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 1) }'
-ok $? "SIGTERM with 16 trickling connections open: exit $rc in $took s (< 1 s)"
+sigterm_ok "SIGTERM with 16 trickling connections open"
 wait "$slowpid"
 
 # --- wrong-password flood against basic auth
@@ -133,14 +139,8 @@ for i in $(seq 16); do
     flood+=($!)
 done
 sleep 1.5
-t0=$(date +%s.%N)
-kill -TERM "$agent"; wait "$agent"; rc=$?
-t1=$(date +%s.%N)
-agent=""
-took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+sigterm_ok "SIGTERM during 16 clients' bcrypt checks at cost 12"
 kill "${flood[@]}" 2>/dev/null; wait "${flood[@]}" 2>/dev/null
-[ "$rc" -eq 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 1) }'
-ok $? "SIGTERM during 16 clients' bcrypt checks at cost 12: exit $rc in $took s (< 1 s)"
 
 # --- SIGTERM during a pass: right when the agent connected (its first pass runs then)
 for i in 1 2 3; do
@@ -148,12 +148,6 @@ for i in 1 2 3; do
         --dry-run --state "$work/state.json" --listen "127.0.0.1:$port" >"$work/agent3.log" 2>&1 &
     agent=$!
     for _ in $(seq 200); do grep -q "connected to" "$work/agent3.log" && break; sleep 0.01; done
-    t0=$(date +%s.%N)
-    kill -TERM "$agent"; wait "$agent"; rc=$?
-    t1=$(date +%s.%N)
-    agent=""
-    took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-    [ "$rc" -eq 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 1) }'
-    ok $? "SIGTERM at the first pass ($i): exit $rc in $took s (< 1 s)"
+    sigterm_ok "SIGTERM at the first pass ($i)"
 done
 tap_done
