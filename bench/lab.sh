@@ -65,7 +65,8 @@ port=$(( (RANDOM % 20000) + 30000 ))
 "$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
     2>"$work/agent.log" &
 agent=$!
-bm_add_cleanup "kill $agent 2>/dev/null || true"
+# waited for: on SIGTERM it saves its state into $work, which is removed next
+bm_add_cleanup "kill $agent 2>/dev/null; wait $agent 2>/dev/null || true"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.2; done
 scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_inflate_duration_seconds' >"$1" || true; }
 fi
@@ -181,7 +182,8 @@ hist_delta() { # hist_delta BEFORE AFTER SG: "mean s (count) [buckets]" of the i
         }' "$1" "$2"
 }
 
-[ -n "$REPORT" ] || bm_log "bench/lab.sh: RUNS=$RUNS MEM=$MEM MiB (touch $TOUCH MiB, inflate to $TARGET MiB), parts $PARTS, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+[ -n "$REPORT" ] || bm_log "bench/lab.sh: RUNS=$RUNS MEM=$MEM MiB (touch $TOUCH MiB, inflate to $TARGET MiB), parts $PARTS, load $load_start" >&2
 CASES1=()
 for init in 0 deb; do
     for mode in sg pfn; do
@@ -212,7 +214,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU 7.2 + lab patches, guest $(cat "$BM_GUEST_DIR/kernel-version")"
 echo
 [ -n "$REPORT" ] && echo "(Tables printed with BM_LAB_REPORT from the raw results of earlier runs; how many runs each case has is in the raw results below.)" && echo
-echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. Host load average at start / end: see the log line; at end $load_end. Took $(bm_elapsed "$start") s."
+echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. $(if [ -n "$REPORT" ]; then echo "(Load and duration are not in the raw results.)"; else echo "Host load average (1, 5, 15 min) at start $load_start, at end $load_end. Took $(bm_elapsed "$start") s."; fi)"
 echo
 if [[ " $PARTS " == *" 1 "* ]]; then
     echo "### 1. SG vs PFN arrays"
