@@ -163,15 +163,12 @@ static void keep_ended(void *ctx, const BmTracked *t)
     *(BmTracked *)ctx = *t;
 }
 
-/* Hands a measured change to a running agent / the next timer run, with the domain's SG
- * verdict now as the histogram label and its QEMU RSS now. */
+/* Hands a measured change to a running agent / the next timer run with its QEMU RSS now. The
+ * SG label is left unknown: asking the QEMU monitor would taint the domain; the agent or the
+ * run that counts the change labels it with the verdict it has of the domain. */
 static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name, BmTracked *t)
 {
-    BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
-    BmFeatureReport rep;
-    _cleanup_free_ char *path = NULL, *qerr = NULL;
-    bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
-    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label_names[BM_SGL_UNKNOWN]);
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
     _cleanup_free_ char *uri = bm_conn_uri(conn);

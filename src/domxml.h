@@ -18,6 +18,7 @@ typedef struct {
     uint64_t min_guarantee_bytes; /* <memtune><min_guarantee>, BM_ABSENT if not set */
     uint64_t memory_bytes;        /* <memory>: maximum, BM_ABSENT if unreadable */
     uint64_t current_memory_bytes; /* <currentMemory>, BM_ABSENT if unreadable */
+    bool features_overridden; /* a <qemu:override> of the balloon sets property sg or ioeventfd */
 } BmBalloonConfig;
 
 /* Silences libxml2's default stderr printer (also used by libvirt's in-process test driver),

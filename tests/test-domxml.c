@@ -55,6 +55,32 @@ int main(void)
                                &c) == 0 && c.free_page_reporting == BM_TRI_ON,
        "memballoon in another namespace is not libvirt's");
 
+    /* verify_features = auto probes only domains whose XML sets the balloon's sg/ioeventfd */
+    ok(bm_domxml_parse_balloon("<domain><devices><memballoon model='virtio'/></devices></domain>",
+                               &c) == 0 && !c.features_overridden,
+       "stock balloon: no sg/ioeventfd override");
+    ok(bm_domxml_parse_balloon("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+                               "<devices><memballoon model='virtio'><alias name='balloon0'/></memballoon>"
+                               "</devices><qemu:override><qemu:device alias='balloon0'><qemu:frontend>"
+                               "<qemu:property name='sg' type='bool' value='true'/></qemu:frontend>"
+                               "</qemu:device></qemu:override></domain>", &c) == 0 &&
+           c.features_overridden,
+       "qemu:override of the balloon's sg: overridden");
+    ok(bm_domxml_parse_balloon("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+                               "<devices><memballoon model='virtio'/></devices><qemu:override>"
+                               "<qemu:device alias='balloon0'><qemu:frontend><qemu:property "
+                               "name='ioeventfd' type='bool' value='false'/></qemu:frontend>"
+                               "</qemu:device></qemu:override></domain>", &c) == 0 &&
+           c.features_overridden,
+       "ioeventfd on libvirt's default alias balloon0 (inactive XML): overridden");
+    ok(bm_domxml_parse_balloon("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+                               "<devices><memballoon model='virtio'/></devices><qemu:override>"
+                               "<qemu:device alias='net0'><qemu:frontend><qemu:property "
+                               "name='sg' type='bool' value='true'/></qemu:frontend>"
+                               "</qemu:device></qemu:override></domain>", &c) == 0 &&
+           !c.features_overridden,
+       "an override of another device is not the balloon's");
+
     bm_error_clear();
     ok(bm_domxml_parse_balloon("<domain><devices>", &c) == -EINVAL, "truncated XML refused");
     is_str(bm_error_detail(-EINVAL), "domain XML is not well-formed", "with a reason");
