@@ -121,14 +121,20 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
 
 /* Whether the policy's verify_features has the QEMU monitor asked about running domain d (a
  * monitor command taints the domain in libvirt): auto only for domains whose XML sets the
- * balloon's sg/ioeventfd. */
+ * balloon's sg/ioeventfd; never a domain the policy excludes. */
 static bool wants_probe(const BmEngine *e, const BmDomain *d)
 {
     if (!e->opts.probe_features || !d || !d->active)
         return false;
     BmVerifyFeatures v = e->policy ? e->policy->verify_features : BM_VERIFY_AUTO;
-    return v == BM_VERIFY_ALWAYS ||
-           (v == BM_VERIFY_AUTO && d->balloon_known && d->balloon.features_overridden);
+    if (!(v == BM_VERIFY_ALWAYS ||
+          (v == BM_VERIFY_AUTO && d->balloon_known && d->balloon.features_overridden)))
+        return false;
+    if (!e->policy)
+        return true;
+    BmGuestRules rules; /* an excluded domain is not touched at all */
+    bm_policy_rules_for(e->policy, d->name, &rules);
+    return rules.exclude != 1;
 }
 
 size_t bm_engine_probe(BmEngine *e, size_t max)
