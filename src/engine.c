@@ -333,6 +333,11 @@ const BmHost *bm_engine_host(const BmEngine *e)
     return e->have_host ? &e->host : NULL;
 }
 
+const BmSnapshot *bm_engine_snapshot(const BmEngine *e)
+{
+    return e->have_snap ? &e->snap : NULL;
+}
+
 const BmPassTiming *bm_engine_timing(const BmEngine *e)
 {
     return &e->timing;
