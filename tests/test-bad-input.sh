@@ -7,6 +7,7 @@ BM=$1
 ROOT=$2
 TEST_QMP=$3
 TABLE=$ROOT/tests/data/bad-input.tsv
+. "$ROOT/tests/tap.sh"
 
 T=$(mktemp -d)
 # keep set away from the system's /run/balloonmgr
@@ -15,6 +16,25 @@ mkdir -p "$T/run" "$T/dir"
 : >"$T/empty.policy"
 printf '\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n[host]\x00\n' >"$T/binary.policy"
 printf 'a\0b = 1\n' >"$T/nul.policy"
+# fail closed, bounded: web configs and policies not read in full or with thousands of errors
+HASH='$2y$06$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK' # secret
+printf 'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n\0\nbasic_auth_users:\n  alice: %s\n' "$HASH" >"$T/web-nul.yml"
+printf 'basic_auth_users:\n  alice: $2y$31$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK\n' >"$T/web-cost.yml"
+printf 'basic_auth_users:\n  alice: %s\n' "$HASH" >"$T/web-auth.yml"
+for i in $(seq 5000); do echo "k$i: 1"; done >"$T/web-many.yml"
+{ echo '[host]'; for i in $(seq 5000); do echo "bogus$i = 1"; done; } >"$T/many.policy"
+printf '[host]\n# caf\xff\n' >"$T/utf8.policy"
+printf '[host]\nreclaim_below = 2G\n' >"$T/mixed.policy"
+# /proc trees with what a kernel never writes
+for d in nan inf hex unit over nokey; do mkdir -p "$T/proc-$d/pressure"; cp "$ROOT/demo/proc/meminfo" "$T/proc-$d/"; done
+printf 'some avg10=nan avg60=0.00 avg300=0.00 total=0\n' >"$T/proc-nan/pressure/memory"
+printf 'some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=inf avg60=0.00 avg300=0.00 total=0\n' >"$T/proc-inf/pressure/memory"
+printf 'MemTotal:       0x1000000 kB\nMemAvailable:   100 kB\n' >"$T/proc-hex/meminfo"
+printf 'MemTotal:       16 GB\nMemAvailable:   100 kB\n' >"$T/proc-unit/meminfo"
+printf 'MemTotal:       1000 kB\nMemAvailable:   2000 kB\n' >"$T/proc-over/meminfo"
+printf 'MemFree:        1000 kB\n' >"$T/proc-nokey/meminfo"
+# a state file whose count overflowed
+printf '{"version":1,"domains":[],"counters":{"passes":18446744073709551616}}\n' >"$T/overflow.json"
 
 # the "files" group: @T@/f/KIND for every kind of path that is not a readable regular file of
 # a sane size (see the table's header)
@@ -77,8 +97,10 @@ as_user=()
 chmod 755 "$T"
 out=$T/out err=$T/err
 apid=""
+aapid="" aport=""
 cleanup() {
     [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+    [ -n "$aapid" ] && kill -TERM "$aapid" 2>/dev/null && wait "$aapid" 2>/dev/null
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -87,7 +109,6 @@ LONG=$(printf '%05000d' 0 | tr 0 a)
 LONG_CUT="$(printf '%0508d' 0 | tr 0 a)..."
 HUGE=$(printf '%0100000d' 0 | tr 0 a)
 port=""
-n=0 failed=0
 
 # subst TEXT: the placeholders replaced (@VAR@ -> value)
 subst() {
@@ -101,22 +122,6 @@ subst() {
     s=${s//@HUGE@/$HUGE}
     s=${s//@KEY@/$ROOT/tests/data/webconfig/load/key.pem}
     printf '%s' "$s"
-}
-
-# report OK DESCRIPTION [DIAGNOSTIC...]: one TAP line; the description made printable and
-# shortened (TAP lines are single lines; '#' would start a directive)
-report() {
-    local good=$1 desc=$2
-    shift 2
-    desc=$(printf '%s' "$desc" | LC_ALL=C tr -c '[:print:]' '?' | tr '#' '?' | cut -c1-200)
-    n=$((n + 1))
-    if [ "$good" -eq 0 ]; then
-        echo "ok $n - $desc"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $desc"
-        for d in "$@"; do printf '%s\n' "$d" | head -c 2000 | sed 's/^/#   /'; echo; done
-    fi
 }
 
 # message_ok SPEC FILE: does FILE (stderr, or an HTTP answer) match the message column?
@@ -159,19 +164,21 @@ run_cli_row() {
     # the records a pass logs of its balloon and mode changes are not messages about the input
     grep -v '^balloonmgr: \(change\|mode\) ' "$err" >"$err.msgs"
     [ "$got" -eq "$want" ] && message_ok "$msg" "$err.msgs" && sane "$got" "$err" && good=0
-    report $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
+    ok $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
         "stderr:" "$(cat "$err")"
 }
 
 # --- rows that talk HTTP to the agent
+# start_agent [ARGS...]: on a free port, with ARGS (e.g. --web-config FILE); sets port, apid.
+# With a web config, its user is alice/secret.
 start_agent() {
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 20000))
         "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --state "$T/agent-state.json" --listen "127.0.0.1:$port" 2>"$T/agent.err" &
+            --proc "$ROOT/demo/proc" --state "$T/agent-state.json" --listen "127.0.0.1:$port" "$@" 2>"${AGENT_LOG:-$T/agent.err}" &
         apid=$!
         for _ in $(seq 100); do
-            curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
+            curl -sf -u alice:secret "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
             kill -0 "$apid" 2>/dev/null || break
             sleep 0.1
         done
@@ -209,7 +216,7 @@ run_http_row() {
     local good=1
     [ "$got" = "$want" ] && { [ "$msg" = - ] || grep -qF -- "$msg" "$out"; } &&
         kill -0 "$apid" 2>/dev/null && good=0
-    report $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
+    ok $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
         "answer:" "$(head -c 600 "$out")" "agent stderr:" "$(tail -5 "$T/agent.err")"
 }
 
@@ -220,12 +227,12 @@ run_qmp_row() {
     local got=$?
     local good=1
     [ "$got" -eq "$want" ] && sane "$got" "$err" && good=0
-    report $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
+    ok $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
     local list=$ROOT/tests/data/${msg#<}
     while IFS=$'\t' read -r file errno reason; do
         case $file in '#'* | '') continue ;; esac
         grep -q "^ok [0-9]* - $file refused with $errno " "$out" && grep -q "^ok [0-9]* - $file reason$" "$out"
-        report $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
+        ok $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
     done <"$list"
 }
 
@@ -235,9 +242,20 @@ while IFS=$'\t' read -r class input want msg; do
     http)
         if [ -z "$apid" ]; then
             start_agent
-            report $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
+            ok $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
         fi
         run_http_row "$input" "$want" "$msg" ;;
+    http-auth)
+        # an agent with basic_auth_users (alice/secret), beside the plain one
+        plain_port=$port plain_apid=$apid
+        if [ -z "$aapid" ]; then
+            AGENT_LOG=$T/agent-auth.err start_agent --web-config "$T/web-auth.yml"
+            ok $? "http-auth: agent with basic auth serves /metrics" "$(cat "$T/agent-auth.err")"
+            aport=$port aapid=$apid
+        fi
+        port=$aport apid=$aapid
+        run_http_row "$input" "$want" "$msg"
+        port=$plain_port apid=$plain_apid ;;
     qmp) run_qmp_row "$want" "$msg" ;;
     *) run_cli_row "$class" "$input" "$want" "$msg" ;;
     esac
@@ -248,28 +266,36 @@ if [ -d "$F" ]; then
     [ -c /dev/null ] && [ -c /dev/zero ] && [ -p "$F/fifo" ] && [ -L "$F/null-link" ] &&
         [ -L "$F/zero-link" ] && [ -d "$F/dir" ] && [ ! -e "$F/fifo.corrupt" ] &&
         [ ! -e "$F/null-link.corrupt" ] && [ ! -e "$F/dir.corrupt" ] && [ ! -e /dev/null.corrupt ]
-    report $? "files: nothing replaced: /dev/null and /dev/zero are devices, the FIFO, links and directory are as they were"
+    ok $? "files: nothing replaced: /dev/null and /dev/zero are devices, the FIFO, links and directory are as they were"
     [ -p "$F/tf-fifo/balloonmgr.prom" ] && [ -L "$F/tf-null-link/balloonmgr.prom" ] &&
         [ -d "$F/tf-dir/balloonmgr.prom" ]
-    report $? "files: --textfile replaced no FIFO, link or directory"
+    ok $? "files: --textfile replaced no FIFO, link or directory"
     [ -p "$F/spool-bad/changes/fifo00.json" ] && [ -L "$F/spool-bad/changes/zero00.json" ] &&
         [ -d "$F/spool-bad/changes/dir000.json" ] && [ -f "$F/spool-bad/changes/big000.json" ] &&
         [ -f "$F/spool-bad/changes/other0.json" ] && [ -p "$F/spool-fifo/changes" ]
-    report $? "files: the spool's FIFO, link, directory, oversized file and another connection's change are left alone" \
+    ok $? "files: the spool's FIFO, link, directory, oversized file and another connection's change are left alone" \
         "$(ls -la "$F/spool-bad/changes")"
 fi
 
 # after every bad request the agent still serves, and stops cleanly
 if [ -n "$apid" ]; then
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")" = 200 ]
-    report $? "http: the agent still serves /metrics after the bad requests"
+    ok $? "http: the agent still serves /metrics after the bad requests"
     kill -TERM "$apid"
     wait "$apid"
     st=$?
     apid=""
     [ "$st" -eq 0 ] && sane "$st" "$T/agent.err"
-    report $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
+    ok $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
 fi
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+if [ -n "$aapid" ]; then
+    kill -TERM "$aapid"
+    wait "$aapid"
+    st=$?
+    aapid=""
+    [ "$st" -eq 0 ] && sane "$st" "$T/agent-auth.err"
+    ok $? "http-auth: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent-auth.err")"
+fi
+
+tap_done
