@@ -60,7 +60,7 @@ agent() {
 
 listen "$tmp/notify" "$tmp/path.out"; ok $? "a datagram socket to listen on"
 agent "$tmp/notify" "$tmp/path.out" WATCHDOG_USEC=400000; ok $? "agent with NOTIFY_SOCKET and WATCHDOG_USEC runs and stops with 0"
-sed 's/^/# /' "$tmp/path.out" | sort | uniq -c | head -8
+sort "$tmp/path.out" | uniq -c | sed 's/^ */# /' | head -8
 # the demo host: 7 domains, 5 running, 13 GiB reclaimed before the first pass
 head -1 "$tmp/path.out" | grep -qx 'READY=1|STATUS=mode reclaim, reclaimed 13 GiB, 7 domains (5 running)'
 ok $? "the first message: READY=1 with the first pass's STATUS= ($(head -1 "$tmp/path.out"))"
