@@ -24,6 +24,8 @@
 #include "log.h"
 #include "policy.h"
 #include "spool.h"
+#include "notify.h"
+#include "size.h"
 #include "state.h"
 #include "webconfig.h"
 
@@ -75,8 +77,10 @@ typedef struct {
     uint64_t last_refresh_ns;
     bool stop;
     bool guest_in_need;          /* what the last guest watch saw */
+    bool ready_sent;             /* READY=1 went to the service manager */
     /* the jobs on the event loop */
-    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe, h_signal;
+    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe,
+        t_watchdog, h_signal;
     int signal_fd;
 } Agent;
 
@@ -239,6 +243,51 @@ static bool try_connect(Agent *a)
     return true;
 }
 
+/* Tells the service manager (Type=notify, $NOTIFY_SOCKET) how the agent is: READY=1 with the
+ * first pass (or the first failed connection: the agent serves /metrics without libvirt too),
+ * and a STATUS= line of the last pass. A failure is reported once. */
+static void notify_status(Agent *a, const char *status)
+{
+    char text[320];
+    snprintf(text, sizeof(text), "%sSTATUS=%s", a->ready_sent ? "" : "READY=1\n", status);
+    int r = bm_notify(text);
+    static bool reported;
+    if (r < 0 && !reported) {
+        bm_report("agent", NULL, "warning: %s", bm_error_detail(r));
+        reported = true;
+    }
+    a->ready_sent |= r > 0;
+}
+
+/* STATUS= after a pass: "mode reclaim, reclaimed 6.5 GiB, 12 domains (9 running)". */
+static void notify_pass(Agent *a)
+{
+    const BmPlan *plan = bm_engine_plan(a->e);
+    const BmSnapshot *snap = bm_engine_snapshot(a->e);
+    uint64_t reclaimed = 0;
+    size_t running = 0;
+    for (size_t i = 0; snap && i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        uint64_t r = bm_domain_reclaimed_bytes(d);
+        running += d->active;
+        if (d->active && bm_present(r))
+            reclaimed += r;
+    }
+    char size[32], status[256];
+    snprintf(status, sizeof(status), "mode %s, reclaimed %s, %zu domains (%zu running)%s",
+             plan ? bm_host_mode_name(plan->mode) : "unknown",
+             bm_size_format(reclaimed, size, sizeof(size)), snap ? snap->n_domains : 0, running,
+             a->monitor_only ? ", monitoring only" : "");
+    notify_status(a, status);
+}
+
+/* Job: WATCHDOG=1 to the service manager, at half the interval it asked for. */
+static void job_watchdog(int timer, void *opaque)
+{
+    (void)timer, (void)opaque;
+    bm_notify("WATCHDOG=1");
+}
+
 /* Job: connect (at start, after a loss, with a growing back-off after failures). */
 static void job_connect(int timer, void *opaque)
 {
@@ -257,6 +306,8 @@ static void job_connect(int timer, void *opaque)
     if (try_connect(a)) {
         bm_engine_forget_xml(a->e); /* definitions may have changed while away */
         arm(a->t_pass, 0);
+    } else {
+        notify_status(a, "waiting for libvirt");
     }
     publish(a);
 }
@@ -302,6 +353,7 @@ static void job_pass(int timer, void *opaque)
     } else {
         report_applied(a->e);
     }
+    notify_pass(a);
     a->last_refresh_ns = bm_now_mono_ns();
     disarm(a->t_refresh);
     if (bm_engine_in_flight(a->e))
@@ -570,6 +622,9 @@ static void add_jobs(Agent *a)
     a->t_refresh = virEventAddTimeout(-1, job_refresh, a, NULL);
     a->t_save = virEventAddTimeout(-1, job_save, a, NULL);
     a->t_probe = virEventAddTimeout(-1, job_probe, a, NULL);
+    uint64_t wd_usec = bm_notify_watchdog_usec();
+    uint64_t wd_ms = wd_usec / 2000 ? wd_usec / 2000 : 1;
+    a->t_watchdog = wd_usec ? virEventAddTimeout(wd_ms > INT32_MAX ? INT32_MAX : (int)wd_ms, job_watchdog, a, NULL) : -1;
     a->t_spool = a->monitor_only ? -1 : virEventAddTimeout(REFRESH_MIN_MS, job_spool, a, NULL);
     a->h_signal = a->signal_fd < 0 ? -1
                                    : virEventAddHandle(a->signal_fd, VIR_EVENT_HANDLE_READABLE,
@@ -579,7 +634,7 @@ static void add_jobs(Agent *a)
 static void remove_jobs(Agent *a)
 {
     int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_guest_watch, a->t_refresh, a->t_save,
-                    a->t_spool, a->t_probe};
+                    a->t_spool, a->t_probe, a->t_watchdog};
     for (size_t i = 0; i < BM_ARRAY_SIZE(timers); i++)
         if (timers[i] >= 0)
             virEventRemoveTimeout(timers[i]);
@@ -590,6 +645,7 @@ static void remove_jobs(Agent *a)
 static void stop(Agent *a)
 {
     bm_reportp(LOG_INFO, "agent", NULL, "stopping");
+    bm_notify("STOPPING=1");
     save_state(a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a->http);
     disconnect(a);

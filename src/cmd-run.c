@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,25 @@ static void on_progress(void *ctx, const BmTracked *x)
     bm_progress_show(&rp->p, line, false);
 }
 
+/* SIGTERM (systemd stopping the timer's service at TimeoutStartSec=) or SIGINT: the wait for
+ * the changes ends, and the pass saves its state and textfile as usual before exiting. A
+ * second signal kills (SA_RESETHAND). */
+static volatile sig_atomic_t terminated;
+
+static void on_terminate(int sig)
+{
+    terminated = sig;
+}
+
+static void catch_terminate(BmEngine *e)
+{
+    struct sigaction sa = {.sa_handler = on_terminate, .sa_flags = SA_RESETHAND | SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    bm_engine_ledger(e)->changes.opts.stop = &terminated;
+}
+
 /* bm_engine_wait(), showing its progress on a terminal. */
 static size_t wait_changes(BmEngine *e, unsigned timeout_s)
 {
@@ -272,7 +292,10 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     if (!n_applied)
         return;
     size_t left = wait_changes(e, pol->apply_timeout_s);
-    if (left)
+    if (left && terminated)
+        bm_reportp(LOG_WARNING, "run", NULL, "%s while %zu change(s) were in flight: not waiting "
+                   "longer, saving what is known", terminated == SIGTERM ? "SIGTERM" : "SIGINT", left);
+    else if (left)
         bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; "
                    "not waiting longer", left, pol->apply_timeout_s);
     if (bm_engine_refresh(e) < 0)
@@ -425,6 +448,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_FAILURE;
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
+    catch_terminate(e);
     if (!o.dry_run)
         ingest_spool(e, conn);
     ret = pass(e, &o, pol);

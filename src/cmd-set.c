@@ -237,15 +237,24 @@ static void keep_ended(void *ctx, const BmTracked *t)
     *(BmTracked *)ctx = *t;
 }
 
-/* Hands a measured change to a running agent / the next timer run, with the domain's SG
- * verdict now as the histogram label and its QEMU RSS now. */
+/* Hands a measured change to a running agent / the next timer run with its QEMU RSS now and
+ * the domain's SG verdict as the histogram label. The QEMU monitor (a command taints the
+ * domain) is asked as verify_features = auto would: only for a domain whose XML sets the
+ * balloon's sg/ioeventfd; for others the label is unknown, and the agent or the run that
+ * counts the change labels it with the verdict it has of the domain. */
 static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name, BmTracked *t)
 {
-    BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
-    BmFeatureReport rep;
-    _cleanup_free_ char *path = NULL, *qerr = NULL;
-    bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
-    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label_names[BM_SGL_UNKNOWN]);
+    _cleanup_free_ char *xml = NULL;
+    BmBalloonConfig cfg;
+    if (bm_conn_domain_xml(dom, false, &xml) == 0 && bm_domxml_parse_balloon(xml, &cfg) == 0 &&
+        cfg.features_overridden) {
+        BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
+        BmFeatureReport rep;
+        _cleanup_free_ char *path = NULL, *qerr = NULL;
+        bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
+        snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+    }
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
     _cleanup_free_ char *uri = bm_conn_uri(conn);

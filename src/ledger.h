@@ -70,8 +70,10 @@ typedef struct {
     bool unresponsive;
     uint64_t unresponsive_actual;
     uint64_t unresponsive_until_s;
-    /* the QEMU monitor's verdict, probed once per start */
+    /* the QEMU monitor's verdict, probed once per start (boot: the start it belongs to, host
+     * boot id and libvirt domain id; kept in the state file for the next timer run) */
     bool features_known;
+    char boot[48];
     BmFeatureState sg;
     BmSwitchState ioeventfd;
     /* the balloon config of the XML (agent cache, dropped on lifecycle/define events) */
@@ -129,6 +131,9 @@ const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid);
  * again when they start), and clears unresponsive marks whose balloon moved or whose hold-off
  * passed. O(n). */
 void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s);
+
+/* The start of a running domain d: "HOSTBOOTID/ID" into buf. */
+void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n);
 
 /* Keeps this pass's reading as the base of the next one's rates, and its host mode. */
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s);

@@ -29,6 +29,7 @@ typedef enum {
     K_PSI_RECLAIM_ABOVE,
     K_PSI_RELEASE_BELOW,
     K_APPLY_TIMEOUT,
+    K_VERIFY_FEATURES,
     K_FLOOR,
     K_KEEP_FREE,
     K_MAX_STEP,
@@ -54,6 +55,7 @@ static const struct {
     [K_PSI_RECLAIM_ABOVE] = {"psi_reclaim_above", true, 0, 0, false},
     [K_PSI_RELEASE_BELOW] = {"psi_release_below", true, 0, 0, false},
     [K_APPLY_TIMEOUT] = {"apply_timeout", true, 0, 3600, false},
+    [K_VERIFY_FEATURES] = {"verify_features", true, 0, 0, false},
     [K_FLOOR] = {"floor", false, 0, 0, false},
     [K_KEEP_FREE] = {"keep_free", false, 0, 0, false},
     [K_MAX_STEP] = {"max_step", false, 0, 0, false},
@@ -89,6 +91,11 @@ static BmGuestRules guest_defaults(void)
         .max_stats_age_s = 30,
         .exclude = 0,
     };
+}
+
+const char *bm_verify_features_name(BmVerifyFeatures v)
+{
+    return v == BM_VERIFY_ALWAYS ? "always" : v == BM_VERIFY_NEVER ? "never" : "auto";
 }
 
 BmPolicy *bm_policy_new_default(void)
@@ -413,6 +420,13 @@ static int set_value(Parser *ps, Key k, const char *v)
         return parse_duration(v, k, &p->interval_s);
     case K_APPLY_TIMEOUT:
         return parse_duration(v, k, &p->apply_timeout_s);
+    case K_VERIFY_FEATURES:
+        for (int i = BM_VERIFY_AUTO; i <= BM_VERIFY_NEVER; i++)
+            if (strcmp(v, bm_verify_features_name(i)) == 0) {
+                p->verify_features = i;
+                return 0;
+            }
+        return bm_error(-EINVAL, "not auto, always or never");
     case K_PSI_RECLAIM_ABOVE:
         return parse_psi(v, &p->psi_reclaim_above);
     case K_PSI_RELEASE_BELOW:

@@ -16,6 +16,7 @@ typedef struct {
     char *name;
     char uuid[VIR_UUID_STRING_BUFLEN];
     int state;                  /* virDomainState */
+    int id;                     /* libvirt's domain id, new at each start; -1 when not running */
     bool active;
     uint64_t max_bytes;         /* maximum memory */
     uint64_t actual_bytes;      /* balloon current: memory the guest has now */

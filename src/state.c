@@ -134,10 +134,41 @@ static json_object *counters_json(const BmLedger *l)
             json_object_object_add(y, "returns_nothing_rss_bytes", json_object_new_uint64(r->yield.nothing_rss_bytes));
             json_object_object_add(x, "yield", y);
         }
+        if (r->features_known && r->boot[0]) { /* the verdict of this start, for the next run */
+            json_object *f = json_object_new_object();
+            json_object_object_add(f, "boot", json_object_new_string(r->boot));
+            json_object_object_add(f, "sg", json_object_new_string(bm_feature_state_name(r->sg)));
+            json_object_object_add(f, "ioeventfd", json_object_new_string(bm_switch_state_name(r->ioeventfd)));
+            json_object_object_add(x, "features", f);
+        }
         json_object_array_add(doms, x);
     }
     json_object_object_add(o, "domains", doms);
     return o;
+}
+
+/* A record's "features": the SG/ioeventfd verdict of the start "boot"; ignored when unreadable
+ * (probed again). */
+static void features_parse(json_object *x, BmLedgerEntry *r)
+{
+    json_object *f, *b, *sg, *io;
+    if (!json_object_object_get_ex(x, "features", &f) || !json_object_object_get_ex(f, "boot", &b) ||
+        !json_object_is_type(b, json_type_string) || json_object_get_string_len(b) >= (int)sizeof(r->boot) ||
+        !json_object_object_get_ex(f, "sg", &sg) || !json_object_object_get_ex(f, "ioeventfd", &io))
+        return;
+    int s = -1, i = -1;
+    for (int k = BM_FEAT_NEGOTIATED; k <= BM_FEAT_UNKNOWN; k++)
+        if (strcmp(bm_feature_state_name(k), json_object_get_string(sg) ?: "") == 0)
+            s = k;
+    for (int k = BM_SWITCH_ON; k <= BM_SWITCH_UNKNOWN; k++)
+        if (strcmp(bm_switch_state_name(k), json_object_get_string(io) ?: "") == 0)
+            i = k;
+    if (s < 0 || i < 0)
+        return;
+    r->features_known = true;
+    snprintf(r->boot, sizeof(r->boot), "%s", json_object_get_string(b));
+    r->sg = s;
+    r->ioeventfd = i;
 }
 
 /* A counter: 0 when missing or not a number (best effort), but a number that is negative,
@@ -272,6 +303,7 @@ static int counters_parse(json_object *o, BmLedger *l)
                                    json_object_get_boolean(b);
                 COUNT(y, "returns_nothing_rss_bytes", r->yield.nothing_rss_bytes);
             }
+            features_parse(x, r);
         }
     return 0;
 }

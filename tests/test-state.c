@@ -91,6 +91,10 @@ static void make_ledger(void)
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
                               .last_update_s = BM_ABSENT, .taken_s = 1700000005};
+    e->features_known = true; /* the SG verdict of this start, for the next timer run */
+    snprintf(e->boot, sizeof(e->boot), "0b5e1d-boot/7");
+    e->sg = BM_FEAT_NEGOTIATED;
+    e->ioeventfd = BM_SWITCH_OFF;
     bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off");
 }
 
@@ -109,6 +113,10 @@ static void test_round_trip(void)
     const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
     ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0,
        "second domain by uuid, with its name");
+    ok(b1 && b1->features_known && strcmp(b1->boot, "0b5e1d-boot/7") == 0 &&
+           b1->sg == BM_FEAT_NEGOTIATED && b1->ioeventfd == BM_SWITCH_OFF,
+       "the SG/ioeventfd verdict and the start it belongs to round-trip");
+    ok(b0 && !b0->features_known, "a domain never probed comes back not probed");
     const BmLedgerEntry *b2 = bm_ledger_find(&back, "bbbbbbbb-2222-3333-4444-555555555555");
     ok(b2 && !b2->have_prev, "a domain without a reading comes back without one");
     bm_ledger_clear(&back);
