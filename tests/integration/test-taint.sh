@@ -2,9 +2,10 @@
 # No tainted domains: on a real guest with a stock balloon (no <qemu:override> of sg/ioeventfd),
 # the default `status`, `run --once` and the agent send no QEMU monitor command, so libvirt
 # does not mark the domain "tainted: custom monitor control commands issued" (virsh dominfo);
-# `verify` still works (and taints it, as expected). With verify_features = always a timer run
-# asks once per domain start and keeps the verdict in the state file, where `status` finds it
-# without asking.
+# `verify` still works (and taints it, as expected). `configure --sg/--ioeventfd` asks the QEMU
+# binary, not the monitor (only `configure --probe` asks a running domain's monitor). With
+# verify_features = always a timer run asks once per domain start and keeps the verdict in the
+# state file, where `status` finds it without asking.
 # Other processes on a shared host may send monitor commands to every domain (an older
 # balloonmgr, virsh qemu-monitor-command): the LD_PRELOAD shim qmp-log.so logs the commands
 # balloonmgr itself sends, and a domain tainted before a step is started again first (a new
@@ -99,6 +100,37 @@ kill -TERM "$agent"; wait "$agent" || true
 untainted "the agent ($passes passes)"
 bm_pass "agent ($passes passes, verify_features = auto): $dom not tainted"
 
+# --- configure --sg / --ioeventfd on the running stock guest: checked by running its QEMU
+# binary (-device virtio-balloon-pci,help), no monitor command; refused (stock QEMU lacks both)
+fresh
+xml_before=$(bm_virsh dumpxml --inactive "$dom" | sha256sum)
+for opt in sg ioeventfd; do
+    set +e; bm configure "$dom" --$opt on >"$work/cf.out" 2>"$work/cf.err"; rc=$?; set -e
+    cat "$work/cf.err"
+    [ "$rc" -eq 3 ] || bm_fail "configure --$opt on exited $rc, want 3 (stock QEMU has no '$opt')"
+    grep -q "configure '$dom': --$opt: QEMU .* has no virtio-balloon-pci property '$opt'" "$work/cf.err" ||
+        bm_fail "configure --$opt on: message"
+done
+[ "$(bm_virsh dumpxml --inactive "$dom" | sha256sum)" = "$xml_before" ] || bm_fail "a refused configure changed the XML"
+untainted "configure --sg on / --ioeventfd on"
+bm_pass "configure --sg on / --ioeventfd on on a running stock guest: refused (exit 3) by asking the QEMU binary, $dom not tainted"
+
+# the lab QEMU (test-lab builds it) has both: accepted with no domain of it running
+lab_emu=${BM_LAB_QEMU_DIR:-/var/lib/libvirt/images/balloonmgr-lab}/qemu-system-x86_64
+if [ -x "$lab_emu" ]; then
+    labdom=${dom}-lab
+    bm_virsh dumpxml --inactive "$dom" | sed -e "s|<name>$dom</name>|<name>$labdom</name>|" -e '/<uuid>/d' \
+        -e '/<mac address=/d' -e "s|<emulator>.*</emulator>|<emulator>$lab_emu</emulator>|" >"$work/lab.xml"
+    bm_virsh define "$work/lab.xml" >/dev/null || bm_fail "cannot define $labdom"
+    bm_add_cleanup "virsh -c '$BM_URI' undefine '$labdom' >/dev/null 2>&1 || true"
+    bm configure "$labdom" --sg on --ioeventfd on || bm_fail "configure --sg on --ioeventfd on refused with the lab QEMU"
+    bm_virsh dumpxml --inactive "$labdom" | grep -q "<qemu:property name='sg' type='bool' value='true'/>" ||
+        bm_fail "no sg override in $labdom's definition"
+    bm_pass "configure --sg on --ioeventfd on with the lab QEMU accepted while no domain of it runs"
+else
+    bm_log "SKIP: no lab QEMU at $lab_emu (test-lab builds it): only the refusal was checked"
+fi
+
 # --- verify works, and taints (expected)
 # (the guest may have been started again just now: wait for its balloon driver)
 for _ in $(seq 120); do
@@ -112,6 +144,15 @@ sg=$(jq -r '.domains[0].features.sg.state' "$work/verify.json")
 tainted || bm_fail "verify did not taint $dom"
 [ "$(sent)" -gt 0 ] || bm_fail "verify sent no QEMU monitor command (is the shim working?)"
 bm_pass "verify works on $dom (sg $sg) and taints it, as expected"
+
+# --- configure --probe asks the QEMU monitor of a running domain of the binary (and taints)
+: >"$BM_QMP_LOG"
+set +e; bm configure "$dom" --sg on --probe 2>"$work/cf.err"; rc=$?; set -e
+cat "$work/cf.err"
+[ "$rc" -eq 3 ] || bm_fail "configure --sg on --probe exited $rc, want 3"
+grep -q "^$dom .*device-list-properties" "$BM_QMP_LOG" ||
+    { cat "$BM_QMP_LOG" >&2; bm_fail "configure --probe sent no device-list-properties to $dom"; }
+bm_pass "configure --sg on --probe: asked $dom's QEMU monitor (device-list-properties), refused (exit 3)"
 
 # --- verify_features = always: a timer run asks once, keeps it; status shows it unasked
 bm run --once --policy "$work/always.policy" --state "$work/always-state.json" >/dev/null ||
