@@ -30,7 +30,11 @@ dom=$(bm_dom tn1)
 bm_wait_fresh_stats tn1
 
 export BM_QMP_LOG=$work/qmp.log
-bm() { LD_PRELOAD=$SHIM "$BM" -c "$BM_URI" "$@"; }
+# an ASan build's runtime must come first in LD_PRELOAD, before the shim
+preload=$SHIM
+asan=$(ldd "$BM" | awk '/libasan\.so/ { print $3; exit }')
+[ -z "$asan" ] || preload="$asan $SHIM"
+bm() { LD_PRELOAD=$preload "$BM" -c "$BM_URI" "$@"; }
 tainted() { bm_virsh dominfo "$dom" | grep -q "tainted: custom monitor control commands issued"; }
 sent() { grep -c "^$dom " "$BM_QMP_LOG" 2>/dev/null || true; }
 fresh() { # fresh: an untainted start of the domain (another process may have tainted it)
@@ -84,7 +88,7 @@ bm_pass "run --once with verify_features = auto: $dom not tainted, nothing probe
 # --- the agent: several passes, then stopped
 fresh
 port=$(bm_prom_free_port)
-LD_PRELOAD=$SHIM "$BM" -c "$BM_URI" agent --policy "$work/auto.policy" --listen "127.0.0.1:$port" \
+LD_PRELOAD=$preload "$BM" -c "$BM_URI" agent --policy "$work/auto.policy" --listen "127.0.0.1:$port" \
     --state "$work/agent-state.json" >"$work/agent.log" 2>&1 &
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
