@@ -14,8 +14,6 @@
 #include "error.h"
 #include "util.h"
 
-extern char **environ;
-
 #define HELP_TIMEOUT_MS 10000
 #define HELP_MAX_BYTES (256 * 1024)
 
@@ -93,13 +91,15 @@ int bm_emulator_device_has_property(const char *emulator, const char *type, cons
         return bm_error(-errno, "pipe: %s", strerror(errno));
     _cleanup_free_ char *arg = bm_asprintf("%s,help", type);
     char *argv[] = {(char *)emulator, "-device", arg, NULL};
+    /* as libvirt starts QEMU: a clean environment (no LD_PRELOAD of this process, C locale) */
+    char *envp[] = {"LC_ALL=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
     pid_t pid;
-    int r = posix_spawn(&pid, emulator, &fa, NULL, argv, environ);
+    int r = posix_spawn(&pid, emulator, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     if (r != 0) {
