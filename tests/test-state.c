@@ -87,7 +87,8 @@ static void make_ledger(void)
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
                               .last_update_s = 1700000000, .taken_s = 1700000005,
-                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT};
+                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT,
+                              .used_peak_bytes = 340ull << 20, .used_peak_s = 1699999990};
     e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
@@ -107,7 +108,8 @@ static void test_round_trip(void)
     const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
     ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
            b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005 &&
-           b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes),
+           b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes) &&
+           b0->prev.used_peak_bytes == 340ull << 20 && b0->prev.used_peak_s == 1699999990,
        "counters round-trip, absent stays absent");
     const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
     ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0 &&
