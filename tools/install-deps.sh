@@ -10,7 +10,8 @@ build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjs
             jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
-           prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace)
+           prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace
+           debhelper dpkg-dev build-essential lintian)
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
 # strace: fault injection (ENOSPC at fsync, EDQUOT at close, slow fsync) in the state tests.
@@ -18,6 +19,8 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # tests/integration/prom.sh, which also starts the Pushgateway and queries with curl.
 # dbus, polkitd: libvirt asks polkit whether a non-root client may use its read-only socket
 # (test-readonly runs the monitoring-only agent as nobody).
+# debhelper, dpkg-dev, build-essential, lintian: tests/integration/test-deb.sh builds the
+# Debian package (debian/) with dpkg-buildpackage, checks it with lintian and installs it.
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
 
 pkgs=("${build_pkgs[@]}")
