@@ -75,8 +75,8 @@ done
 med() { printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f (%.3f-%.3f)", (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2, v[1], v[NR] }'; }
 medi() { printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2, v[1], v[NR] }'; }
 sleep 3
-hist() { bm_prom_value "sum(balloonmgr_inflate_duration_seconds_sum{direction=\"inflate\",sg=\"$1\"}) / sum(balloonmgr_inflate_duration_seconds_count{direction=\"inflate\",sg=\"$1\"})" 2>/dev/null | awk '{ printf "%.3f", $1 }'; }
-cnt() { bm_prom_value "sum(balloonmgr_inflate_duration_seconds_count{direction=\"inflate\",sg=\"$1\"})" 2>/dev/null; }
+hist() { bm_prom_value "sum(balloonmgr_balloon_change_duration_seconds_sum{direction=\"inflate\",sg=\"$1\"}) / sum(balloonmgr_balloon_change_duration_seconds_count{direction=\"inflate\",sg=\"$1\"})" 2>/dev/null | awk '{ printf "%.3f", $1 }'; }
+cnt() { bm_prom_value "sum(balloonmgr_balloon_change_duration_seconds_count{direction=\"inflate\",sg=\"$1\"})" 2>/dev/null; }
 
 echo "## SG lab benchmark — $(date -u +%Y-%m-%d), $(nproc) cores, TCG, QEMU 7.2 + lab patches, guest $(cat /var/lib/libvirt/images/balloonmgr-test/kernel-version)"
 echo

@@ -75,8 +75,9 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
     json_object_object_add(host, "reason", json_object_new_string(plan->reason));
     json_object_object_add(host, "mem_total_bytes", u64j(h->mem_total_bytes));
     json_object_object_add(host, "mem_available_bytes", u64j(h->mem_available_bytes));
-    json_object_object_add(host, "psi_some_avg10",
-                           h->psi_present ? json_object_new_double(h->psi_some_avg10) : NULL);
+    /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
+    json_object_object_add(host, "psi_some_avg10_ratio",
+                           h->psi_present ? json_object_new_double(h->psi_some_avg10 / 100) : NULL);
     json_object_object_add(host, "need_bytes", json_object_new_uint64(plan->need_bytes));
     json_object_object_add(host, "budget_bytes", json_object_new_uint64(plan->budget_bytes));
     return host;
@@ -93,8 +94,8 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "floor_bytes", u64j(d->floor_bytes));
     json_object_object_add(x, "idle_bytes", json_object_new_uint64(d->idle_bytes));
     json_object_object_add(x, "reason", json_object_new_string(d->reason));
-    json_object_object_add(x, "major_fault_rate", ratej(d->pressure.major_fault_rate));
-    json_object_object_add(x, "swap_in_rate_bytes", ratej(d->pressure.swap_in_rate));
+    json_object_object_add(x, "major_faults_per_second", ratej(d->pressure.major_fault_rate));
+    json_object_object_add(x, "swap_in_bytes_per_second", ratej(d->pressure.swap_in_rate));
     json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));

@@ -18,8 +18,8 @@ static const struct {
     BmMetricType type;
     const char *help;
 } families[] = {
-    {"balloonmgr_inflate_duration_seconds", BM_METRIC_HISTOGRAM,
-     "Time from setting a balloon target to reaching it (within 1 MiB), by direction and SG."},
+    {"balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
+     "Time from setting a balloon target to reaching it (within 1 MiB), inflate or deflate, by SG."},
     {"balloonmgr_balloon_changes_total", BM_METRIC_COUNTER, "Balloon target changes by how they ended."},
     {"balloonmgr_domain_last_change_duration_seconds", BM_METRIC_GAUGE,
      "Duration of the domain's last balloon change, until it ended."},
@@ -42,7 +42,8 @@ static const struct {
     {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER, "Guest major page faults."},
     {"balloonmgr_domain_guest_swap_in_bytes_total", BM_METRIC_COUNTER, "Guest swap-in."},
     {"balloonmgr_domain_guest_swap_out_bytes_total", BM_METRIC_COUNTER, "Guest swap-out."},
-    {"balloonmgr_domain_stats_age_seconds", BM_METRIC_GAUGE, "Age of the guest's last statistics update."},
+    {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
+     "When the guest last updated its memory statistics, Unix time."},
     {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, "1 when VIRTIO_BALLOON_F_SG is negotiated."},
     {"balloonmgr_domain_ioeventfd_enabled", BM_METRIC_GAUGE, "1 when the balloon's ioeventfd is on."},
     {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, "Memory reclaimed from all domains."},
@@ -76,7 +77,7 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
             const char *l[] = {"direction", bm_dir_names[d], "sg", bm_sg_label_names[s], NULL};
-            r_ok |= bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", l,
+            r_ok |= bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", l,
                                               &c->latency[d][s]);
         }
     for (int d = 0; d < BM_DIR_COUNT; d++)
@@ -134,7 +135,7 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
     ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
     ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
     if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
-        ADD("balloonmgr_domain_stats_age_seconds", dl, now_s - d->last_update_s);
+        ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
     return r_ok;
 }
 
