@@ -42,6 +42,9 @@ static const char options_help[] =
     "                      (node_exporter's textfile collector), atomically\n"
     "      --push URL      with --once: PUT the metrics to the Pushgateway at URL\n"
     "                      (URL/metrics/job/balloonmgr/instance/HOSTNAME)\n"
+    "      --no-libvirt-duplicates\n"
+    "                      with --textfile/--push: leave out the per-domain series\n"
+    "                      libvirt exporters export too\n"
     "  -h, --help          show this help\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
@@ -54,6 +57,7 @@ typedef struct {
     const char *proc_dir;
     const char *textfile_dir;
     const char *push_url;
+    bool no_libvirt_duplicates;
 } RunOptions;
 
 #define PUSH_TIMEOUT_S 10
@@ -308,6 +312,7 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
         {"proc", required_argument, NULL, 'P'},
         {"textfile", required_argument, NULL, 't'},
         {"push", required_argument, NULL, 'u'},
+        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -322,6 +327,7 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
         case 'P': o->proc_dir = optarg; break;
         case 't': o->textfile_dir = optarg; break;
         case 'u': o->push_url = optarg; break;
+        case 'D': o->no_libvirt_duplicates = true; break;
         case 'h': bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_run, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -368,7 +374,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
 
-    BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run};
+    BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
+                          .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e));
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
@@ -388,7 +395,7 @@ const BmVerb bm_verb_run = {
     .name = "run",
     .run = run,
     .synopsis = "run --once [--policy FILE] [--dry-run] [--json] [--state FILE] [--proc DIR]\n"
-                "             [--textfile DIR] [--push URL]",
+                "             [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
     .summary = "Run one policy pass: read the host's and every domain's memory, decide by the policy,\n"
                "and move balloon targets; print each decision and its reason (the timer's job;\n"
                "the long-running loop is 'agent').",

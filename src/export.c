@@ -118,36 +118,41 @@ static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEnt
     return r_ok;
 }
 
-/* One domain's memory as this pass read it. */
-static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
+/* One domain's memory as this pass read it; with no_dups only what libvirt exporters do not
+ * export (reclaimed, the statistics' timestamp). */
+static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, bool no_dups)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
-    ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
-    ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
+    if (!no_dups) {
+        ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
+        ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
+    }
     ADD("balloonmgr_domain_reclaimed_bytes", dl, bm_domain_reclaimed_bytes(d));
-    ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
-    ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
-    ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
-    ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
-    ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
-    ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
-    ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
-    ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
+    if (!no_dups) {
+        ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
+        ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
+        ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
+        ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
+        ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
+        ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
+        ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
+        ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
+    }
     if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
         ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
     return r_ok;
 }
 
 /* Every domain of the snapshot, and the sum of what was reclaimed. */
-static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap)
+static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap, bool no_dups)
 {
     int r_ok = 0;
     uint64_t reclaimed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
     for (size_t i = 0; i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
         r_ok |= add_domain_record(r, d, bm_ledger_find(l, d->uuid));
-        r_ok |= add_domain_reading(r, d, now_s);
+        r_ok |= add_domain_reading(r, d, now_s, no_dups);
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
         if (bm_present(reclaimed))
             reclaimed_total += reclaimed;
@@ -210,7 +215,7 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
         r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
     r_ok |= add_changes(r, &l->counters);
     if (v->snap)
-        r_ok |= add_domains(r, l, v->snap);
+        r_ok |= add_domains(r, l, v->snap, v->no_libvirt_duplicates);
     r_ok |= add_host(r, v);
     r_ok |= add_health(r, &l->counters, v->libvirt_up);
     return r_ok < 0 ? -EINVAL : 0;

@@ -18,6 +18,9 @@ typedef struct {
     bool have_mode;
     BmHostMode mode;
     bool libvirt_up;
+    /* leave out the per-domain series that libvirt exporters export too: maximum, balloon
+     * current, the guest's memory statistics, RSS, major faults, swap in/out */
+    bool no_libvirt_duplicates;
 } BmView;
 
 /* Fills r with every metric of docs/metrics.md. Returns 0 or -EINVAL (a bug: bad name). */

@@ -6,7 +6,7 @@ set -euo pipefail
 what=${1:-build}
 
 build_pkgs=(meson ninja-build pkg-config gcc scdoc libvirt-dev libxml2-dev libjson-c-dev
-            libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
+            libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev zlib1g-dev
             jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps

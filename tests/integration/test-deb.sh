@@ -24,7 +24,9 @@ done
 if dpkg-query -W -f='${Status}' balloonmgr 2>/dev/null | grep -q "ok installed"; then
     fail "the balloonmgr package is already installed here: not touching it"
 fi
-[ ! -e /usr/bin/balloonmgr ] || fail "/usr/bin/balloonmgr exists but is no package's: not touching it"
+for f in /usr/bin/balloonmgr /etc/balloonmgr /var/lib/balloonmgr; do
+    [ ! -e "$f" ] || fail "$f exists but is no package's: not touching it (purge would remove it)"
+done
 
 work=$(mktemp -d /var/tmp/balloonmgr-deb.XXXXXX)
 installed=0
