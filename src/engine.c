@@ -319,7 +319,8 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .have_mode = e->have_plan,
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
                 .libvirt_up = libvirt_up,
-                .no_libvirt_duplicates = e->opts.no_libvirt_duplicates};
+                .no_libvirt_duplicates = e->opts.no_libvirt_duplicates,
+                .plan = e->have_plan ? &e->plan : NULL};
     bm_export_build(r, &e->ledger, &v);
     return bm_registry_render(r);
 }

@@ -52,6 +52,12 @@ static const struct {
     {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE, "Host PSI memory some avg10, 0..1."},
     {"balloonmgr_host_memory_pressure_full_ratio", BM_METRIC_GAUGE, "Host PSI memory full avg10, 0..1."},
     {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the host's current policy mode."},
+    {"balloonmgr_host_need_bytes", BM_METRIC_GAUGE,
+     "Memory the host asked the guests for in the last pass (reclaim mode; else 0)."},
+    {"balloonmgr_host_planned_bytes", BM_METRIC_GAUGE,
+     "Balloon growth (inflate) or shrinkage (deflate) the last pass planned, by direction."},
+    {"balloonmgr_domain_under_pressure", BM_METRIC_GAUGE,
+     "1 when the guest was short of memory in the last pass (a protect_* threshold exceeded)."},
     {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
     {"balloonmgr_pass_duration_seconds", BM_METRIC_GAUGE, "Duration of the last policy pass."},
     {"balloonmgr_target_changes_total", BM_METRIC_COUNTER, "Balloon targets set by policy passes."},
@@ -144,8 +150,23 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
     return r_ok;
 }
 
+/* The plan's decision for the domain uuid at index i of the snapshot, or NULL: decisions
+ * follow the snapshot's order when the plan was made from it, else searched. */
+static const BmDecision *decision_for(const BmPlan *p, size_t i, const char *uuid)
+{
+    if (!p)
+        return NULL;
+    if (i < p->n_decisions && strcmp(p->decisions[i].uuid, uuid) == 0)
+        return &p->decisions[i];
+    for (size_t k = 0; k < p->n_decisions; k++)
+        if (strcmp(p->decisions[k].uuid, uuid) == 0)
+            return &p->decisions[k];
+    return NULL;
+}
+
 /* Every domain of the snapshot, and the sum of what was reclaimed. */
-static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap, bool no_dups)
+static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap, bool no_dups,
+                       const BmPlan *plan)
 {
     int r_ok = 0;
     uint64_t reclaimed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
@@ -153,6 +174,11 @@ static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap,
         const BmDomain *d = &snap->domains[i];
         r_ok |= add_domain_record(r, d, bm_ledger_find(l, d->uuid));
         r_ok |= add_domain_reading(r, d, now_s, no_dups);
+        const BmDecision *dec = decision_for(plan, i, d->uuid);
+        if (dec) {
+            const char *dl[] = {"domain", d->name, NULL};
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_under_pressure", dl, dec->pressure.under_pressure);
+        }
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
         if (bm_present(reclaimed))
             reclaimed_total += reclaimed;
@@ -178,6 +204,12 @@ static int add_host(BmRegistry *r, const BmView *v)
             const char *l[] = {"mode", bm_host_mode_name((BmHostMode)m), NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_host_mode", l, m == (int)v->mode);
         }
+    if (v->plan) {
+        const char *in[] = {"direction", "inflate", NULL}, *de[] = {"direction", "deflate", NULL};
+        r_ok |= bm_registry_add(r, "balloonmgr_host_need_bytes", NULL, (double)v->plan->need_bytes);
+        r_ok |= bm_registry_add(r, "balloonmgr_host_planned_bytes", in, (double)v->plan->planned_inflate_bytes);
+        r_ok |= bm_registry_add(r, "balloonmgr_host_planned_bytes", de, (double)v->plan->planned_deflate_bytes);
+    }
     return r_ok;
 }
 
@@ -215,7 +247,7 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
         r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
     r_ok |= add_changes(r, &l->counters);
     if (v->snap)
-        r_ok |= add_domains(r, l, v->snap, v->no_libvirt_duplicates);
+        r_ok |= add_domains(r, l, v->snap, v->no_libvirt_duplicates, v->plan);
     r_ok |= add_host(r, v);
     r_ok |= add_health(r, &l->counters, v->libvirt_up);
     return r_ok < 0 ? -EINVAL : 0;

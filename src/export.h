@@ -9,6 +9,7 @@
 #include "hostmem.h"
 #include "ledger.h"
 #include "metrics.h"
+#include "policy-eval.h"
 #include "snapshot.h"
 
 /* The current view for the registry. Any pointer may be NULL (not known yet). */
@@ -21,6 +22,9 @@ typedef struct {
     /* leave out the per-domain series that libvirt exporters export too: maximum, balloon
      * current, the guest's memory statistics, RSS, major faults, swap in/out */
     bool no_libvirt_duplicates;
+    /* the last pass's plan: what the host needs, what is planned, which guests are short of
+     * memory (NULL before the first pass) */
+    const BmPlan *plan;
 } BmView;
 
 /* Fills r with every metric of docs/metrics.md. Returns 0 or -EINVAL (a bug: bad name). */
