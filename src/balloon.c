@@ -186,6 +186,8 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o)
     if (distance(actual, ch->target_bytes) < distance(x->last_actual_bytes, ch->target_bytes))
         x->last_progress_mono_ns = at;
     x->last_actual_bytes = actual;
+    if (o->progress)
+        o->progress(o->progress_ctx, x);
     if (after - x->started_mono_ns >= (uint64_t)o->timeout_ms * ms) {
         ch->outcome = BM_CHANGE_TIMEOUT;
         return true;

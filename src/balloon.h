@@ -16,11 +16,18 @@ typedef enum {
 /* The outcomes that end a change (REACHED .. FAILED): the counters and the metrics' label. */
 #define BM_CHANGE_ENDED_COUNT BM_CHANGE_PENDING
 
+struct BmTracked;
+
 typedef struct {
     unsigned timeout_ms;      /* give up after this long */
     unsigned stall_ms;        /* give up when the balloon did not move for this long */
     unsigned poll_ms;         /* interval between reads of the balloon */
     uint64_t tolerance_bytes; /* reached when |actual - target| <= this */
+    /* optional: called after every read of a change that did not end it, with the change
+     * (its last_actual_bytes: the balloon now; change.duration_ns: the time since the target
+     * was set) */
+    void (*progress)(void *ctx, const struct BmTracked *t);
+    void *progress_ctx;
 } BmWaitOptions;
 
 #define BM_WAIT_DEFAULT_TIMEOUT_S 120
@@ -76,7 +83,7 @@ int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool 
  * with bm_tracker_wait(); the agent polls its tracker from a timer; `run --once` waits for the
  * changes of its pass with bm_tracker_wait() too. */
 
-typedef struct {
+typedef struct BmTracked {
     char name[256];
     char uuid[VIR_UUID_STRING_BUFLEN];
     char sg[16];               /* "negotiated", "not_negotiated" or "unknown": histogram label */

@@ -12,16 +12,14 @@
 #include "conn.h"
 #include "file.h"
 #include "hostmem.h"
+#include "log.h"
 #include "state.h"
 #include "util.h"
 
-void bm_report(const char *verb, const char *object, const char *fmt, ...)
+static void vreport(int prio, const char *verb, const char *object, const char *fmt, va_list ap)
 {
     char name[512], raw[2048], msg[4 * sizeof(raw)];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(raw, sizeof(raw), fmt, ap);
-    va_end(ap);
     /* one line, whatever the user strings in it hold: control characters as \xNN */
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
@@ -32,12 +30,27 @@ void bm_report(const char *verb, const char *object, const char *fmt, ...)
     }
     msg[o] = '\0';
     if (verb && object)
-        fprintf(stderr, "balloonmgr: %s '%s': %s\n", verb,
-                bm_printable(object, name, sizeof(name)), msg);
+        bm_log(prio, "balloonmgr: %s '%s': %s", verb, bm_printable(object, name, sizeof(name)), msg);
     else if (verb)
-        fprintf(stderr, "balloonmgr: %s: %s\n", verb, msg);
+        bm_log(prio, "balloonmgr: %s: %s", verb, msg);
     else
-        fprintf(stderr, "balloonmgr: %s\n", msg);
+        bm_log(prio, "balloonmgr: %s", msg);
+}
+
+void bm_report(const char *verb, const char *object, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(strncmp(fmt, "warning: ", 9) == 0 ? LOG_WARNING : LOG_ERR, verb, object, fmt, ap);
+    va_end(ap);
+}
+
+void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(prio, verb, object, fmt, ap);
+    va_end(ap);
 }
 
 int bm_exit_for(int r)
@@ -152,7 +165,7 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger
     if (!dry_run) {
         int n = bm_state_cleanup(path);
         if (n > 0)
-            bm_report(verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
+            bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
                       "writes", path, n);
     }
     int r = bm_state_load(path, l);
@@ -185,7 +198,7 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmL
     case BM_SAVE_OK:
         return true;
     case BM_SAVE_RECOVERED:
-        bm_report(verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
+        bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
                   w->failed_before);
         return true;
     case BM_SAVE_FAILED:

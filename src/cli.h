@@ -33,9 +33,15 @@ extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
     bm_verb_configure, bm_verb_run, bm_verb_policy, bm_verb_agent;
 
 /* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line:
- * the object is quoted and made printable, control characters in MESSAGE become \xNN. */
+ * the object is quoted and made printable, control characters in MESSAGE become \xNN. Its
+ * priority (log.h: "<N>" when stderr is the journal) is LOG_WARNING when fmt starts with
+ * "warning: ", else LOG_ERR. */
 void bm_report(const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* bm_report() with an explicit priority (LOG_ERR ... LOG_DEBUG of <syslog.h>). */
+void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Exit status for a failure of a library call: 2 for -ENOENT (no such domain) and -EINVAL
  * raised by parsing user input, 1 otherwise. */

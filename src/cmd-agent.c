@@ -21,12 +21,13 @@
 #include "ledger.h"
 #include "error.h"
 #include "http.h"
+#include "log.h"
 #include "policy.h"
 #include "spool.h"
 #include "state.h"
 #include "webconfig.h"
 
-#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 #define RECONNECT_MAX_S 30
 #define REFRESH_MIN_MS 1000
 /* how often the host's memory is read between passes, to react to pressure at once */
@@ -86,7 +87,7 @@ static int load_policy(const Agent *a, BmPolicy **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(a->policy_path, a->policy_explicit, ret, &errors);
     if (r < 0)
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
     return r;
 }
 
@@ -96,7 +97,7 @@ static int load_web_config(const char *path, BmWebConfig **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_webconfig_load(path, ret, &errors);
     if (r < 0)
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
     return r;
 }
 
@@ -127,7 +128,7 @@ static void reload_web_config(Agent *a, const char *path)
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {
-        fprintf(stderr, "balloonmgr: agent: web config %s reloaded: %s%s\n", path,
+        bm_reportp(LOG_NOTICE, "agent", NULL, "web config %s reloaded: %s%s", path,
                 describe_web(wc, what, sizeof(what)),
                 restarted ? "; TLS settings changed: the server was restarted on the same socket"
                           : "");
@@ -141,12 +142,13 @@ static void publish(Agent *a)
     malloc_trim(0); /* the registry's many small blocks are free again: give their pages back */
 }
 
-/* A long-running process with two threads: one malloc arena (no per-thread arenas holding
- * freed memory), and large blocks (the exposition, snapshots) always mapped and unmapped on
- * their own rather than left in the heap (glibc raises the threshold dynamically otherwise). */
+/* A long-running process: two malloc arenas at most (the main thread's, and one the server's
+ * threads share) rather than one per thread, each holding on to freed memory; and large blocks
+ * (the exposition, snapshots) always mapped and unmapped on their own rather than left in the
+ * heap (glibc raises the threshold dynamically otherwise). */
 static void tune_malloc(void)
 {
-    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_ARENA_MAX, 2);
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
@@ -235,7 +237,7 @@ static bool try_connect(Agent *a)
                                                      VIR_DOMAIN_EVENT_CALLBACK(on_balloon), a, NULL);
     virResetLastError();
     a->backoff_s = 1;
-    fprintf(stderr, "balloonmgr: agent: connected to %s\n", a->g->uri ? a->g->uri : "libvirt");
+    bm_reportp(LOG_INFO, "agent", NULL, "connected to %s", a->g->uri ? a->g->uri : "libvirt");
     return true;
 }
 
@@ -245,7 +247,7 @@ static void job_connect(int timer, void *opaque)
     Agent *a = opaque;
     disarm(timer);
     if (a->conn && a->conn_lost) {
-        bm_report("agent", NULL, "lost the libvirt connection; reconnecting");
+        bm_reportp(LOG_WARNING, "agent", NULL, "lost the libvirt connection; reconnecting");
         bm_engine_count_error(a->e, BM_ERR_LIBVIRT);
         disconnect(a);
         arm(timer, 1000);
@@ -281,7 +283,7 @@ static void report_applied(const BmEngine *e)
     const BmApplied *ap = bm_engine_applied(e);
     for (size_t i = 0; plan && i < plan->n_decisions; i++) {
         if (ap[i].busy)
-            bm_report("agent", plan->decisions[i].name, "%s", ap[i].error);
+            bm_reportp(LOG_WARNING, "agent", plan->decisions[i].name, "%s", ap[i].error);
         if (ap[i].attempted && !ap[i].applied)
             bm_report("agent", plan->decisions[i].name, "%s, skipping domain", ap[i].error);
     }
@@ -408,7 +410,7 @@ static void reload(Agent *a)
         bm_policy_free(a->policy);
         a->policy = fresh;
         bm_engine_set_policy(a->e, fresh);
-        fprintf(stderr, "balloonmgr: agent: policy %s reloaded\n", fresh->path);
+        bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", fresh->path);
     } else {
         bm_engine_count_error(a->e, BM_ERR_POLICY);
         bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one", a->policy_path);
@@ -514,7 +516,7 @@ static int start_serving(Agent *a, const AgentOptions *o)
         return bm_exit_for(r);
     }
     char web[96];
-    fprintf(stderr, "balloonmgr: agent: serving /metrics on %s (%s), policy %s, every %u s, state %s%s\n",
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
             o->listen, describe_web(wc, web, sizeof(web)), a->policy->path, a->policy->interval_s,
             a->state_path ? a->state_path : "not written",
             a->monitor_only ? ", monitoring only (read-only connection, no changes)"
@@ -570,7 +572,7 @@ static void remove_jobs(Agent *a)
 
 static void stop(Agent *a)
 {
-    fprintf(stderr, "balloonmgr: agent: stopping\n");
+    bm_reportp(LOG_INFO, "agent", NULL, "stopping");
     save_state(a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a->http);
     disconnect(a);

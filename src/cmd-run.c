@@ -19,6 +19,8 @@
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
+#include "log.h"
+#include "progress.h"
 #include "policy-eval.h"
 #include "policy.h"
 #include "size.h"
@@ -26,7 +28,7 @@
 #include "state.h"
 #include "table.h"
 
-#define DEFAULT_POLICY "/etc/balloonmgr/balloonmgr.policy"
+#define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const char options_help[] =
     "      --once          one pass, then exit (what the systemd timer runs; required:\n"
@@ -197,7 +199,7 @@ static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     const BmApplied *ap = bm_engine_applied(e);
     for (size_t i = 0; i < plan->n_decisions; i++) {
         if (ap[i].busy)
-            bm_report("run", plan->decisions[i].name, "%s", ap[i].error);
+            bm_reportp(LOG_WARNING, "run", plan->decisions[i].name, "%s", ap[i].error);
         if (ap[i].attempted && !ap[i].applied) {
             bm_report("run", plan->decisions[i].name, "%s, skipping domain", ap[i].error);
             ret = BM_EXIT_FAILURE;
@@ -209,6 +211,39 @@ static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
         print_text(o, e, pol);
     fflush(stdout);
     return ret;
+}
+
+/* The changes in flight on stderr when it is a terminal: one change's size, rate and ETA, and
+ * how many others there are. */
+typedef struct {
+    BmProgress p;
+    const BmEngine *e;
+} RunProgress;
+
+static void on_progress(void *ctx, const BmTracked *x)
+{
+    RunProgress *rp = ctx;
+    char line[320], more[48] = "";
+    size_t n = bm_engine_in_flight(rp->e);
+    if (n > 1)
+        snprintf(more, sizeof(more), " (and %zu more in flight)", n - 1);
+    bm_progress_format(x->name, x->change.from_bytes, x->change.target_bytes, x->last_actual_bytes,
+                       x->change.duration_ns, line, sizeof(line) - sizeof(more));
+    strcat(line, more);
+    bm_progress_show(&rp->p, line, false);
+}
+
+/* bm_engine_wait(), showing its progress on a terminal. */
+static size_t wait_changes(BmEngine *e, unsigned timeout_s)
+{
+    RunProgress rp = {.e = e};
+    bm_progress_init(&rp.p, stderr);
+    if (rp.p.f)
+        bm_engine_set_progress(e, on_progress, &rp);
+    size_t left = bm_engine_wait(e, timeout_s);
+    bm_engine_set_progress(e, NULL, NULL);
+    bm_progress_clear(&rp.p);
+    return left;
 }
 
 /* Waits for the changes of the pass (policy apply_timeout) so that their latency is observed,
@@ -227,12 +262,13 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
             memcpy(applied[n_applied++], plan->decisions[k].uuid, VIR_UUID_STRING_BUFLEN);
     if (!n_applied)
         return;
-    size_t left = bm_engine_wait(e, pol->apply_timeout_s);
+    size_t left = wait_changes(e, pol->apply_timeout_s);
     if (left)
-        bm_report("run", NULL, "%zu change(s) still in flight after apply_timeout %u s; not "
-                  "waiting longer", left, pol->apply_timeout_s);
+        bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; "
+                   "not waiting longer", left, pol->apply_timeout_s);
     if (bm_engine_refresh(e) < 0)
-        bm_report("run", NULL, "cannot read the domains after the changes: %s", bm_error_detail(-EIO));
+        bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
+                   bm_error_detail(-EIO));
     for (size_t i = 0; !o->json && i < n_applied; i++) {
         const BmLedgerEntry *d = bm_ledger_find(bm_engine_ledger(e), applied[i]);
         if (d && d->last_duration_s >= 0)
@@ -294,7 +330,7 @@ static int load_policy(const RunOptions *o, BmPolicy **ret)
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(o->policy_path, o->policy_explicit, ret, &errors);
     if (r < 0) {
-        fputs(errors ? errors : "", stderr);
+        bm_log_text(LOG_ERR, errors);
         bm_report("run", NULL, "policy '%s' has errors: nothing changed", o->policy_path);
     }
     return r;

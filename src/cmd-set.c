@@ -14,6 +14,7 @@
 #include "spool.h"
 #include "qmp.h"
 #include "ledger.h"
+#include "progress.h"
 
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
@@ -148,6 +149,15 @@ static int resolve_target(virDomainPtr dom, const SetOptions *o, uint64_t *ret_a
     return -1;
 }
 
+/* --wait on a terminal: the balloon's size, rate and ETA on stderr while it moves */
+static void on_progress(void *ctx, const BmTracked *t)
+{
+    char line[256];
+    bm_progress_show(ctx, bm_progress_format(t->name, t->change.from_bytes, t->change.target_bytes,
+                                             t->last_actual_bytes, t->change.duration_ns, line,
+                                             sizeof(line)), false);
+}
+
 static void keep_ended(void *ctx, const BmTracked *t)
 {
     *(BmTracked *)ctx = *t;
@@ -184,8 +194,15 @@ static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uin
     int r = bm_tracker_start(&t, dom, from, target, rss_before, NULL);
     if (r < 0)
         return r;
+    BmProgress p;
+    bm_progress_init(&p, stderr);
+    if (p.f) {
+        t.opts.progress = on_progress;
+        t.opts.progress_ctx = &p;
+    }
     BmTracked ended = {0};
     bm_tracker_wait(&t, BM_WAIT_FOREVER, keep_ended, &ended);
+    bm_progress_clear(&p);
     bm_tracker_clear(&t);
     *ret = ended.change;
     ended.rss_after_bytes = BM_ABSENT;

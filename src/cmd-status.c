@@ -1,4 +1,5 @@
-/* balloonmgr status [DOMAIN...] [--json]: the memory of every domain. */
+/* balloonmgr status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings]: a line for the host,
+ * then the memory of every domain. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -10,14 +11,28 @@
 #include "conn.h"
 #include "error.h"
 #include "feature.h"
+#include "hostmem.h"
+#include "ksm.h"
+#include "policy.h"
 #include "qmp.h"
 #include "size.h"
 #include "snapshot.h"
+#include "state.h"
+#include "summary.h"
 #include "table.h"
 
 static const char options_help[] =
-    "  -j, --json   print JSON (sizes in bytes, absent statistics as null)\n"
-    "  -h, --help   show this help\n";
+    "  -j, --json             print JSON (sizes in bytes, absent statistics as null)\n"
+    "  -o, --output COLUMNS   the table's columns, comma-separated, in that order (NAME,STATE,\n"
+    "                         MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
+    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG)\n"
+    "      --no-headings      neither the host line nor the header row\n"
+    "  -p, --policy FILE      the policy deciding the host's mode (default\n"
+    "                         " BM_POLICY_DEFAULT_PATH ")\n"
+    "      --state FILE       the previous pass's mode, for hysteresis (default\n"
+    "                         " BM_STATE_DEFAULT_PATH ", if readable)\n"
+    "      --proc DIR         read host memory from DIR instead of /proc (tests)\n"
+    "  -h, --help             show this help\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -26,12 +41,22 @@ static json_object *json_u64(uint64_t v)
     return bm_present(v) ? json_object_new_uint64(v) : NULL;
 }
 
-/* Seconds since the guest's last stats update, or BM_ABSENT. */
+/* When the host booted, wall-clock seconds. */
+static uint64_t boot_real_s(void)
+{
+    struct timespec up;
+    clock_gettime(CLOCK_BOOTTIME, &up);
+    return bm_now_real_ns() / 1000000000ull - (uint64_t)up.tv_sec;
+}
+
+/* Seconds since the guest's last stats update, or BM_ABSENT. A timestamp from before the host
+ * booted was never set by a guest of this host (libvirt's test driver reports one from 1989):
+ * absent too. */
 static uint64_t stats_age_s(const BmDomain *d, uint64_t now_real_ns)
 {
     uint64_t now_s = now_real_ns / 1000000000ull;
     if (!d->active || !bm_present(d->last_update_s) || d->last_update_s == 0 ||
-        d->last_update_s > now_s)
+        d->last_update_s > now_s || d->last_update_s + 1 < boot_real_s())
         return BM_ABSENT;
     return now_s - d->last_update_s;
 }
@@ -106,7 +131,8 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
     return buf;
 }
 
-static void print_table(const BmSnapshot *s, const SgCell *sg)
+/* Prints the table (every column, or cols[0..n_cols) when cols), with headings or not. */
+static void print_table(const BmSnapshot *s, const SgCell *sg, const char *columns, bool headings)
 {
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
@@ -139,7 +165,80 @@ static void print_table(const BmSnapshot *s, const SgCell *sg)
         bm_table_cell(t, "%s", age_cell(stats_age_s(d, s->taken_real_ns), b, sizeof(b)));
         bm_table_cell(t, "%s", bm_feature_state_name(sg[i].sg.state));
     }
-    bm_table_print(t, stdout);
+    _cleanup_free_ size_t *cols = NULL;
+    size_t n_cols = 0;
+    if (!columns || bm_table_parse_columns(t, columns, &cols, &n_cols) < 0) {
+        free(cols);
+        cols = bm_malloc0(BM_ARRAY_SIZE(headers) * sizeof(size_t));
+        for (n_cols = 0; n_cols < BM_ARRAY_SIZE(headers); n_cols++)
+            cols[n_cols] = n_cols;
+    }
+    bm_table_print_columns(t, stdout, cols, n_cols, headings);
+}
+
+/* The column names of the table, to check -o before connecting. */
+static int check_columns(const char *columns)
+{
+    static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
+                                    "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
+                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG"};
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "");
+    _cleanup_free_ size_t *cols = NULL;
+    size_t n = 0;
+    return bm_table_parse_columns(t, columns, &cols, &n);
+}
+
+/* The host line: host memory, the policy's mode (policy_path, with the previous mode of the
+ * state file for hysteresis), the running domains of all (every domain of the host) and KSM.
+ * Returns 0, or an exit status when an explicit policy or state file is bad (reported). */
+static int host_summary(const char *proc_dir, const char *policy_path, bool policy_explicit,
+                        const char *state_path, bool state_explicit, const BmSnapshot *all,
+                        BmHostSummary *ret)
+{
+    *ret = (BmHostSummary){0};
+    int r = bm_hostmem_read(proc_dir, &ret->host);
+    if (r < 0)
+        bm_report("status", NULL, "warning: host memory: %s", bm_error_detail(r));
+    ret->have_host = r == 0;
+    r = bm_ksm_read(NULL, &ret->ksm);
+    if (r < 0)
+        bm_report("status", NULL, "warning: KSM: %s", bm_error_detail(r));
+    ret->have_ksm = r == 0;
+    bm_summary_add_domains(ret, all);
+
+    _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
+    _cleanup_free_ char *errors = NULL;
+    r = bm_policy_load_or_default(policy_path, policy_explicit, &pol, &errors);
+    if (r < 0 && !policy_explicit) {
+        /* the system's policy is broken: say so, show everything but the mode */
+        bm_report("status", NULL, "warning: policy '%s' has errors ('balloonmgr policy check' "
+                  "lists them): the host's mode is not shown", policy_path);
+        return 0;
+    }
+    if (r < 0) {
+        fputs(errors ? errors : "", stderr);
+        bm_report("status", NULL, "policy '%s' has errors", policy_path);
+        return BM_EXIT_USAGE;
+    }
+    BmLedger ledger;
+    r = bm_state_load(state_path, &ledger);
+    if (r < 0 && state_explicit) {
+        bm_report("status", NULL, "state '%s': %s", state_path, bm_error_detail(r));
+        bm_ledger_clear(&ledger);
+        return r == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+    }
+    if (ret->have_host) {
+        BmSnapshot none = {0};
+        BmPlan plan;
+        if (bm_policy_eval(&ret->host, &none, &ledger, pol, bm_now_real_ns() / 1000000000ull, &plan) == 0) {
+            ret->have_mode = true;
+            ret->mode = plan.mode;
+            snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan.reason);
+            bm_plan_clear(&plan);
+        }
+    }
+    bm_ledger_clear(&ledger);
+    return 0;
 }
 
 /* SG verdict per domain of the snapshot (running ones through the QEMU monitor). */
@@ -173,21 +272,44 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly)
 
 static int run(const BmGlobal *g, int argc, char **argv)
 {
+    enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC };
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
+        {"output", required_argument, NULL, 'o'},
+        {"no-headings", no_argument, NULL, OPT_NO_HEADINGS},
+        {"policy", required_argument, NULL, 'p'},
+        {"state", required_argument, NULL, OPT_STATE},
+        {"proc", required_argument, NULL, OPT_PROC},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    bool json = false;
+    bool json = false, headings = true, policy_explicit = false, state_explicit = false;
+    const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
+    const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "jo:p:h", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = true; break;
+        case 'o': columns = optarg; break;
+        case OPT_NO_HEADINGS: headings = false; break;
+        case 'p': policy_path = optarg; policy_explicit = true; break;
+        case OPT_STATE: state_path = optarg; state_explicit = true; break;
+        case OPT_PROC: proc_dir = optarg; break;
         case 'h': bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_status, options_help, stderr); return BM_EXIT_USAGE;
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
+    if (columns && check_columns(columns) < 0) {
+        char shown[256];
+        bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
+                  bm_error_detail(-EINVAL));
+        return BM_EXIT_USAGE;
+    }
+    if (columns && json) {
+        bm_report("status", NULL, "--output is for the table, not --json");
+        return BM_EXIT_USAGE;
+    }
 
     /* SG needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
@@ -213,8 +335,22 @@ static int run(const BmGlobal *g, int argc, char **argv)
             bm_report("status", snap.domains[i].name, "%s", snap.domains[i].error);
     _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly);
 
+    /* the host line counts every running domain, also when only some are shown */
+    BmSnapshot all_snap = {0};
+    bool have_all = !names || bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY, &all_snap) == 0;
+    BmHostSummary summary;
+    int rc = host_summary(proc_dir, policy_path, policy_explicit, state_path, state_explicit,
+                          !names ? &snap : have_all ? &all_snap : NULL, &summary);
+    if (names)
+        bm_snapshot_clear(&all_snap);
+    if (rc != 0) {
+        bm_snapshot_clear(&snap);
+        return rc;
+    }
+
     if (json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+        json_object_object_add(root, "host", bm_summary_json(&summary));
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < snap.n_domains; i++)
             json_object_array_add(arr, domain_json(&snap.domains[i], &sg[i], snap.taken_real_ns));
@@ -222,7 +358,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
     } else {
-        print_table(&snap, sg);
+        if (headings) {
+            char line[512];
+            puts(bm_summary_format(&summary, line, sizeof(line)));
+        }
+        print_table(&snap, sg, columns, headings);
     }
     bm_snapshot_clear(&snap);
     return BM_EXIT_OK;
@@ -231,6 +371,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_status = {
     .name = "status",
     .run = run,
-    .synopsis = "status [DOMAIN...] [--json]",
-    .summary = "Show each domain's memory: maximum, balloon, what the guest reports, host RSS.",
+    .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--policy FILE]\n"
+                "             [--state FILE] [--proc DIR]",
+    .summary = "Show the host (memory, PSI, the policy's mode, reclaimed, overcommit, KSM) and each\n"
+               "domain's memory: maximum, balloon, what the guest reports, host RSS.",
 };

@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "error.h"
 #include "export.h"
+#include "log.h"
 #include "qmp.h"
 #include "util.h"
 
@@ -25,6 +26,8 @@ struct BmEngine {
     bool have_snap;
     BmHost host;
     bool have_host;
+    BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
+    bool have_ksm;
     BmPlan plan;
     bool have_plan;
     BmApplied *applied; /* per decision of plan */
@@ -144,6 +147,7 @@ static int read_view(BmEngine *e)
     }
     e->host = host;
     e->have_host = true;
+    e->have_ksm = bm_ksm_read(NULL, &e->ksm) == 0; /* unreadable KSM: not exported */
 
     if (e->xml_stale) {
         bm_ledger_forget_xml(&e->ledger);
@@ -243,6 +247,8 @@ int bm_engine_pass(BmEngine *e)
         return r;
     }
     e->have_plan = true;
+    if (e->plan.mode != e->ledger.mode)
+        bm_log_mode(e->ledger.mode, e->plan.mode, e->plan.reason);
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
     uint64_t t2 = bm_now_mono_ns();
     e->timing.eval_s = (t2 - t1) / 1e9;
@@ -262,11 +268,24 @@ int bm_engine_pass(BmEngine *e)
     return 0;
 }
 
+/* A change of ours ended: its record in the log. */
+static void log_ended(void *ctx, const BmTracked *t)
+{
+    (void)ctx;
+    bm_log_change(t->name, &t->change);
+}
+
 size_t bm_engine_poll(BmEngine *e)
 {
     if (!e->conn)
         return e->ledger.changes.n_items;
-    return bm_ledger_poll(&e->ledger);
+    return bm_ledger_poll(&e->ledger, log_ended, e);
+}
+
+void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx)
+{
+    e->ledger.changes.opts.progress = progress;
+    e->ledger.changes.opts.progress_ctx = ctx;
 }
 
 size_t bm_engine_in_flight(const BmEngine *e)
@@ -278,7 +297,7 @@ size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
     if (!e->conn)
         return e->ledger.changes.n_items;
-    return bm_ledger_wait(&e->ledger, timeout_s * 1000u);
+    return bm_ledger_wait(&e->ledger, timeout_s * 1000u, log_ended, e);
 }
 
 const BmPlan *bm_engine_plan(const BmEngine *e)
@@ -322,5 +341,7 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .no_libvirt_duplicates = e->opts.no_libvirt_duplicates,
                 .plan = e->have_plan ? &e->plan : NULL};
     bm_export_build(r, &e->ledger, &v);
+    if (e->have_ksm)
+        bm_ksm_export(r, &e->ksm);
     return bm_registry_render(r);
 }

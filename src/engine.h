@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "hostmem.h"
+#include "ksm.h"
 #include "ledger.h"
 #include "policy-eval.h"
 #include "policy.h"
@@ -66,7 +67,8 @@ void bm_engine_forget_xml(BmEngine *e);
 /* One pass: reads host and domains, decides, starts the changes (unless dry_run), counts.
  * Per-domain failures are counted and reported in bm_engine_applied() and do not stop the
  * pass. Returns 0, or -errno when the host or the domains could not be read at all
- * (-ECONNRESET: the connection is lost). */
+ * (-ECONNRESET: the connection is lost). Logs the host's mode when it differs from the
+ * previous pass's (bm_log_mode()). */
 int bm_engine_pass(BmEngine *e);
 
 /* Probes up to max running domains whose SG/ioeventfd verdict is not known yet (probe_later).
@@ -76,9 +78,13 @@ size_t bm_engine_probe(BmEngine *e, size_t max);
 /* Reads the domains again (after events) without deciding: keeps the view current. */
 int bm_engine_refresh(BmEngine *e);
 
-/* Reads every change in flight once and records those that ended. Returns how many are still
- * in flight. */
+/* Reads every change in flight once and records those that ended, logging one record for each
+ * (bm_log_change()). Returns how many are still in flight. */
 size_t bm_engine_poll(BmEngine *e);
+
+/* Shows the changes in flight while bm_engine_wait() waits: progress(ctx, change) after every
+ * reading of one that did not end it (NULL: nothing shown). */
+void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx);
 
 /* How many changes are in flight. */
 size_t bm_engine_in_flight(const BmEngine *e);

@@ -18,6 +18,7 @@
 
 #include "basic-auth.h"
 #include "error.h"
+#include "log.h"
 #include "process.h"
 #include "util.h"
 
@@ -305,12 +306,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     }
     bm_printable(msg, shown, sizeof(shown));
     if (h->log_dropped)
-        fprintf(stderr,
-                "balloonmgr: agent: libmicrohttpd: %s (%lu more of its messages dropped since "
-                "the last one)\n",
-                shown, h->log_dropped);
+        bm_log(LOG_WARNING,
+               "balloonmgr: agent: libmicrohttpd: %s (%lu more of its messages dropped since "
+               "the last one)",
+               shown, h->log_dropped);
     else
-        fprintf(stderr, "balloonmgr: agent: libmicrohttpd: %s\n", shown);
+        bm_log(LOG_WARNING, "balloonmgr: agent: libmicrohttpd: %s", shown);
     h->log_last_ns = now;
     h->log_dropped = 0;
     pthread_mutex_unlock(&h->log_lock);

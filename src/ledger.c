@@ -195,22 +195,32 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
     }
 }
 
-/* A change of ours ended: record it, the domain is free again. */
+typedef struct {
+    BmLedger *l;
+    BmChangeEnded also;
+    void *also_ctx;
+} Ended;
+
+/* A change of ours ended: the caller sees it, it is recorded, the domain is free again. */
 static void on_ended(void *ctx, const BmTracked *t)
 {
-    BmLedger *l = ctx;
-    bm_ledger_record_change(l, t, bm_now_real_ns() / 1000000000ull);
-    bm_ledger_entry(l, t->uuid, NULL)->in_flight = false;
+    Ended *x = ctx;
+    if (x->also)
+        x->also(x->also_ctx, t);
+    bm_ledger_record_change(x->l, t, bm_now_real_ns() / 1000000000ull);
+    bm_ledger_entry(x->l, t->uuid, NULL)->in_flight = false;
 }
 
-size_t bm_ledger_poll(BmLedger *l)
+size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx)
 {
-    return bm_tracker_poll(&l->changes, on_ended, l);
+    Ended x = {l, ended, ctx};
+    return bm_tracker_poll(&l->changes, on_ended, &x);
 }
 
-size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms)
+size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx)
 {
-    return bm_tracker_wait(&l->changes, max_ms, on_ended, l);
+    Ended x = {l, ended, ctx};
+    return bm_tracker_wait(&l->changes, max_ms, on_ended, &x);
 }
 
 void bm_ledger_drop_changes(BmLedger *l)

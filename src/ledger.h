@@ -139,13 +139,13 @@ int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint
  * now_s. */
 void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s);
 
-/* Reads every change in flight once and records those that ended. Returns how many are still
- * in flight. */
-size_t bm_ledger_poll(BmLedger *l);
+/* Reads every change in flight once and records those that ended; ended(ctx, change) (may be
+ * NULL) sees each one first. Returns how many are still in flight. */
+size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx);
 
 /* Polls until no change is in flight or max_ms passed. Returns how many are still in
  * flight. */
-size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms);
+size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx);
 
 /* Forgets the changes in flight (the connection they were made on is gone). */
 void bm_ledger_drop_changes(BmLedger *l);

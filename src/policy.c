@@ -564,18 +564,23 @@ static void set_label(Parser *ps, const char *name, const char *glob, size_t glo
     }
 }
 
-/* "[host]", "[guest]", "[domain \"GLOB\"]", s[i] being '['. */
-static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned line)
+/* Where the parts of a section header are in its line. */
+typedef struct {
+    size_t name, name_end; /* the section name */
+    bool has_glob;
+    size_t glob, glob_end; /* inside the quotes */
+} Header;
+
+/* The syntax of "[NAME]" / "[NAME \"GLOB\"]" with s[i] == '['. Returns false when it is broken
+ * (reported). */
+static bool scan_header(Parser *ps, const char *s, size_t n, size_t i, unsigned line, Header *h)
 {
     char q[BM_QUOTE_SIZE];
-    ps->section = IN_SKIP; /* keys under a header that failed are not checked */
-
-    size_t name = skip_ws(s, n, i + 1), name_end = name;
-    while (name_end < n && is_name_char(s[name_end]))
-        name_end++;
-    size_t j = skip_ws(s, n, name_end);
-    size_t glob = 0, glob_end = 0;
-    bool has_glob = false;
+    *h = (Header){.name = skip_ws(s, n, i + 1)};
+    h->name_end = h->name;
+    while (h->name_end < n && is_name_char(s[h->name_end]))
+        h->name_end++;
+    size_t j = skip_ws(s, n, h->name_end);
     if (j < n && s[j] == '"') {
         /* The glob ends at the first quote that ']' follows, so that a quote or a trailing
          * backslash inside it is reported as what it is; failing that, at the last quote. */
@@ -590,81 +595,61 @@ static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned
         }
         if (!close) {
             add_error(ps, line, j + 1, "unterminated quote in section header");
-            return;
+            return false;
         }
-        has_glob = true;
-        glob = j + 1;
-        glob_end = close;
+        h->has_glob = true;
+        h->glob = j + 1;
+        h->glob_end = close;
         j = skip_ws(s, n, close + 1);
     }
     if (j >= n) {
         add_error(ps, line, j + 1, "missing ']' at the end of the section header");
-        return;
+        return false;
     }
     if (s[j] != ']') {
         size_t c = 1; /* the whole UTF-8 character */
         while (c < 4 && j + c < n && ((unsigned char)s[j + c] & 0xc0) == 0x80)
             c++;
         add_error(ps, line, j + 1, "unexpected '%s' in section header", quote(s + j, c, q));
-        return;
+        return false;
     }
     size_t after = skip_ws(s, n, j + 1);
     if (after < n && s[after] != '#') {
         add_error(ps, line, after + 1, "unexpected text after section header");
-        return;
+        return false;
     }
-    if (name == name_end) {
-        add_error(ps, line, name + 1, "missing section name: [host], [guest] or [domain \"GLOB\"]");
-        return;
+    if (h->name == h->name_end) {
+        add_error(ps, line, h->name + 1, "missing section name: [host], [guest] or [domain \"GLOB\"]");
+        return false;
     }
+    return true;
+}
 
-    size_t len = name_end - name;
-    const char *nm = s + name;
-    bool is_host = len == 4 && memcmp(nm, "host", 4) == 0;
-    bool is_guest = len == 5 && memcmp(nm, "guest", 5) == 0;
-    bool is_domain = len == 6 && memcmp(nm, "domain", 6) == 0;
-    if (!is_host && !is_guest && !is_domain) {
-        static const char *sections[] = {"host", "guest", "domain"};
-        const char *best = NULL;
-        size_t best_d = 3;
-        for (size_t k = 0; k < BM_ARRAY_SIZE(sections); k++) {
-            size_t d = bm_edit_distance(nm, len, sections[k]);
-            if (d < best_d) {
-                best_d = d;
-                best = sections[k];
-            }
+/* An unknown section name, with the nearest known one as a hint. */
+static void unknown_section(Parser *ps, const char *nm, size_t len, size_t col, unsigned line)
+{
+    static const char *sections[] = {"host", "guest", "domain"};
+    char q[BM_QUOTE_SIZE];
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t k = 0; k < BM_ARRAY_SIZE(sections); k++) {
+        size_t d = bm_edit_distance(nm, len, sections[k]);
+        if (d < best_d) {
+            best_d = d;
+            best = sections[k];
         }
-        char hint[64] = "";
-        if (best)
-            snprintf(hint, sizeof(hint), " (did you mean [%s]?)", best);
-        add_error(ps, line, name + 1, "unknown section '[%s]'%s", quote(nm, len, q), hint);
-        return;
     }
-    if (!is_domain && has_glob) {
-        add_error(ps, line, glob, "[%s] takes no glob", is_host ? "host" : "guest");
-        return;
-    }
-    if (is_host) {
-        ps->section = IN_HOST;
-        ps->rules = NULL;
-        ps->seen = ps->host_seen;
-        set_label(ps, "host", NULL, 0);
-        return;
-    }
-    if (is_guest) {
-        ps->section = IN_GUEST;
-        ps->rules = &ps->p->guest;
-        if (!ps->p->guest.line)
-            ps->p->guest.line = line;
-        ps->seen = ps->guest_seen;
-        set_label(ps, "guest", NULL, 0);
-        return;
-    }
-    if (!has_glob) {
-        add_error(ps, line, name + 1, "[domain] needs a glob in double quotes: [domain \"GLOB\"]");
-        return;
-    }
+    char hint[64] = "";
+    if (best)
+        snprintf(hint, sizeof(hint), " (did you mean [%s]?)", best);
+    add_error(ps, line, col, "unknown section '[%s]'%s", quote(nm, len, q), hint);
+}
 
+/* [domain "GLOB"]: its rules, or scratch rules when the glob is bad (reported). */
+static void enter_domain(Parser *ps, const char *s, const Header *h, unsigned line)
+{
+    char q[BM_QUOTE_SIZE];
+    size_t glob = h->glob, glob_end = h->glob_end;
     ps->section = IN_DOMAIN;
     ps->seen = ps->domain_seen;
     memset(ps->domain_seen, 0, sizeof(ps->domain_seen));
@@ -679,7 +664,6 @@ static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned
         ps->rules = &ps->scratch;
         return;
     }
-
     BmPolicy *p = ps->p;
     if (p->n_domains == ps->cap_domains) {
         ps->cap_domains = ps->cap_domains ? ps->cap_domains * 2 : 4;
@@ -690,6 +674,140 @@ static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned
     d->glob = bm_malloc0(glob_end - glob + 1);
     memcpy(d->glob, s + glob, glob_end - glob);
     ps->rules = d;
+}
+
+/* "[host]", "[guest]", "[domain \"GLOB\"]", s[i] being '['. */
+static void parse_header(Parser *ps, const char *s, size_t n, size_t i, unsigned line)
+{
+    ps->section = IN_SKIP; /* keys under a header that failed are not checked */
+    Header h;
+    if (!scan_header(ps, s, n, i, line, &h))
+        return;
+    size_t len = h.name_end - h.name;
+    const char *nm = s + h.name;
+    bool is_host = len == 4 && memcmp(nm, "host", 4) == 0;
+    bool is_guest = len == 5 && memcmp(nm, "guest", 5) == 0;
+    bool is_domain = len == 6 && memcmp(nm, "domain", 6) == 0;
+    if (!is_host && !is_guest && !is_domain) {
+        unknown_section(ps, nm, len, h.name + 1, line);
+    } else if (!is_domain && h.has_glob) {
+        add_error(ps, line, h.glob, "[%s] takes no glob", is_host ? "host" : "guest");
+    } else if (is_host) {
+        ps->section = IN_HOST;
+        ps->rules = NULL;
+        ps->seen = ps->host_seen;
+        set_label(ps, "host", NULL, 0);
+    } else if (is_guest) {
+        ps->section = IN_GUEST;
+        ps->rules = &ps->p->guest;
+        if (!ps->p->guest.line)
+            ps->p->guest.line = line;
+        ps->seen = ps->guest_seen;
+        set_label(ps, "guest", NULL, 0);
+    } else if (!h.has_glob) {
+        add_error(ps, line, h.name + 1, "[domain] needs a glob in double quotes: [domain \"GLOB\"]");
+    } else {
+        enter_domain(ps, s, &h, line);
+    }
+}
+
+/* A key no section knows, with the nearest one as a hint (of this section if close, else of
+ * the other one, named). */
+static void unknown_key(Parser *ps, const char *key, size_t key_len, size_t col, unsigned line)
+{
+    char q[BM_QUOTE_SIZE];
+    bool in_host = ps->section == IN_HOST;
+    int best = -1;
+    size_t best_d = 3;
+    for (int pass = 0; pass < 2 && best < 0; pass++)
+        for (int c = 0; c < N_KEYS; c++) {
+            if ((keys[c].host == in_host) != (pass == 0))
+                continue;
+            size_t d = bm_edit_distance(key, key_len, keys[c].name);
+            if (d < best_d) {
+                best_d = d;
+                best = c;
+            }
+        }
+    char hint[96] = "";
+    if (best >= 0 && keys[best].host == in_host)
+        snprintf(hint, sizeof(hint), " (did you mean '%s'?)", keys[best].name);
+    else if (best >= 0)
+        snprintf(hint, sizeof(hint), " (did you mean '%s' in %s?)", keys[best].name,
+                 keys[best].host ? "[host]" : "[guest]");
+    add_error(ps, line, col, "unknown key '%s' in %s%s", quote(key, key_len, q), ps->label, hint);
+}
+
+/* The value of key k (at s[v], v_len bytes) into the policy; an error is reported. */
+static void set_key(Parser *ps, Key k, const char *s, size_t v, size_t v_len, unsigned line)
+{
+    char q[BM_QUOTE_SIZE];
+    bool in_host = ps->section == IN_HOST;
+    ps->seen[k] = line;
+    if (in_host)
+        ps->host_col[k] = (unsigned)(v + 1 > UINT32_MAX ? UINT32_MAX : v + 1);
+    int r = 0;
+    if (v_len == 0) {
+        add_error(ps, line, v + 1, "%s: empty value", keys[k].name);
+        r = -EINVAL;
+    } else if (v_len > VALUE_MAX) {
+        add_error(ps, line, v + 1, "%s: '%s': too long", keys[k].name, quote(s + v, v_len, q));
+        r = -EINVAL;
+    } else {
+        char value[VALUE_MAX + 1];
+        memcpy(value, s + v, v_len);
+        value[v_len] = '\0';
+        for (size_t j = 0; j < v_len && r == 0; j++)
+            if ((unsigned char)value[j] < 0x20 || value[j] == 0x7f)
+                r = bm_error(-EINVAL, "contains a control character");
+        if (r == 0) {
+            bm_error_clear();
+            r = set_value(ps, k, value);
+        }
+        if (r < 0)
+            add_error(ps, line, v + 1, "%s: '%s': %s", keys[k].name, quote(value, v_len, q),
+                      bm_error_detail(r));
+    }
+    if (r < 0 && in_host)
+        ps->host_bad[k] = true;
+}
+
+/* Where the key is in the section: known, in this section, not seen before. Returns the key,
+ * or -1 when it is not (reported). */
+static int check_key(Parser *ps, const char *s, size_t key, size_t key_len, unsigned line)
+{
+    char q[BM_QUOTE_SIZE];
+    int k = -1;
+    for (int c = 0; c < N_KEYS; c++)
+        if (strlen(keys[c].name) == key_len && memcmp(keys[c].name, s + key, key_len) == 0)
+            k = c;
+    if (ps->section == IN_SKIP)
+        return -1;
+    if (ps->section == IN_NONE) {
+        if (k < 0)
+            add_error(ps, line, key + 1, "key '%s' before any section header",
+                      quote(s + key, key_len, q));
+        else
+            add_error(ps, line, key + 1, "key '%s' before any section header (it belongs in %s)",
+                      keys[k].name, keys[k].host ? "[host]" : "[guest] or [domain \"GLOB\"]");
+        return -1;
+    }
+    bool in_host = ps->section == IN_HOST;
+    if (k < 0) {
+        unknown_key(ps, s + key, key_len, key + 1, line);
+        return -1;
+    }
+    if (keys[k].host != in_host) {
+        add_error(ps, line, key + 1, "'%s' belongs in %s, not in %s", keys[k].name,
+                  keys[k].host ? "[host]" : "[guest] or [domain \"GLOB\"]", ps->label);
+        return -1;
+    }
+    if (ps->seen[k]) {
+        add_error(ps, line, key + 1, "duplicate key '%s' in %s (first set at line %u)",
+                  keys[k].name, ps->label, ps->seen[k]);
+        return -1;
+    }
+    return k;
 }
 
 static void parse_line(Parser *ps, const char *s, size_t n, unsigned line)
@@ -727,87 +845,9 @@ static void parse_line(Parser *ps, const char *s, size_t n, unsigned line)
         }
     while (v_end > v && is_ws(s[v_end - 1]))
         v_end--;
-
-    int k = -1;
-    for (int c = 0; c < N_KEYS; c++)
-        if (strlen(keys[c].name) == key_len && memcmp(keys[c].name, s + key, key_len) == 0)
-            k = c;
-
-    if (ps->section == IN_SKIP)
-        return;
-    if (ps->section == IN_NONE) {
-        if (k < 0)
-            add_error(ps, line, key + 1, "key '%s' before any section header",
-                      quote(s + key, key_len, q));
-        else
-            add_error(ps, line, key + 1, "key '%s' before any section header (it belongs in %s)",
-                      keys[k].name, keys[k].host ? "[host]" : "[guest] or [domain \"GLOB\"]");
-        return;
-    }
-    bool in_host = ps->section == IN_HOST;
-    if (k < 0) {
-        /* nearest key: of this section if close, else of the other one, named */
-        int best = -1;
-        size_t best_d = 3;
-        for (int pass = 0; pass < 2 && best < 0; pass++)
-            for (int c = 0; c < N_KEYS; c++) {
-                if ((keys[c].host == in_host) != (pass == 0))
-                    continue;
-                size_t d = bm_edit_distance(s + key, key_len, keys[c].name);
-                if (d < best_d) {
-                    best_d = d;
-                    best = c;
-                }
-            }
-        char hint[96] = "";
-        if (best >= 0 && keys[best].host == in_host)
-            snprintf(hint, sizeof(hint), " (did you mean '%s'?)", keys[best].name);
-        else if (best >= 0)
-            snprintf(hint, sizeof(hint), " (did you mean '%s' in %s?)", keys[best].name,
-                     keys[best].host ? "[host]" : "[guest]");
-        add_error(ps, line, key + 1, "unknown key '%s' in %s%s", quote(s + key, key_len, q),
-                  ps->label, hint);
-        return;
-    }
-    if (keys[k].host != in_host) {
-        add_error(ps, line, key + 1, "'%s' belongs in %s, not in %s", keys[k].name,
-                  keys[k].host ? "[host]" : "[guest] or [domain \"GLOB\"]", ps->label);
-        return;
-    }
-    if (ps->seen[k]) {
-        add_error(ps, line, key + 1, "duplicate key '%s' in %s (first set at line %u)",
-                  keys[k].name, ps->label, ps->seen[k]);
-        return;
-    }
-    ps->seen[k] = line;
-    if (in_host)
-        ps->host_col[k] = (unsigned)(v + 1 > UINT32_MAX ? UINT32_MAX : v + 1);
-
-    size_t v_len = v_end - v;
-    int r = 0;
-    if (v_len == 0) {
-        add_error(ps, line, v + 1, "%s: empty value", keys[k].name);
-        r = -EINVAL;
-    } else if (v_len > VALUE_MAX) {
-        add_error(ps, line, v + 1, "%s: '%s': too long", keys[k].name, quote(s + v, v_len, q));
-        r = -EINVAL;
-    } else {
-        char value[VALUE_MAX + 1];
-        memcpy(value, s + v, v_len);
-        value[v_len] = '\0';
-        for (size_t j = 0; j < v_len && r == 0; j++)
-            if ((unsigned char)value[j] < 0x20 || value[j] == 0x7f)
-                r = bm_error(-EINVAL, "contains a control character");
-        if (r == 0) {
-            bm_error_clear();
-            r = set_value(ps, (Key)k, value);
-        }
-        if (r < 0)
-            add_error(ps, line, v + 1, "%s: '%s': %s", keys[k].name, quote(value, v_len, q),
-                      bm_error_detail(r));
-    }
-    if (r < 0 && in_host)
-        ps->host_bad[k] = true;
+    int k = check_key(ps, s, key, key_len, line);
+    if (k >= 0)
+        set_key(ps, (Key)k, s, v, v_end - v, line);
 }
 
 /* --- whole-file checks */

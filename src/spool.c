@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "error.h"
 #include "file.h"
 #include "util.h"
@@ -21,7 +22,7 @@
 char *bm_spool_dir(void)
 {
     const char *base = getenv("BALLOONMGR_RUNTIME_DIR");
-    return bm_asprintf("%s/changes", base && *base ? base : "/run/balloonmgr");
+    return bm_asprintf("%s/changes", base && *base ? base : BM_RUNTIME_DEFAULT_DIR);
 }
 
 /* Opens the spool directory: a directory (not a link to one) of this user (root for the

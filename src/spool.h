@@ -1,6 +1,6 @@
 /* Changes measured by other balloonmgr processes (`set --wait`), handed to the agent and the
  * timer runs so their latency is counted too: one small JSON file per change in
- * $BALLOONMGR_RUNTIME_DIR/changes (default /run/balloonmgr/changes), written atomically, named
+ * $BALLOONMGR_RUNTIME_DIR/changes (default RUNDIR/balloonmgr/changes, config.h: /run/balloonmgr/changes), written atomically, named
  * XXXXXX.json (six letters or digits). The directory exists while an agent or timer uses it;
  * without it nothing is written. It must belong to the user (root for the system's) and be
  * writable by nobody else, or it is not used. Each entry records the libvirt URI the change

@@ -6,7 +6,7 @@
 
 #include "ledger.h"
 
-#define BM_STATE_DEFAULT_PATH "/var/lib/balloonmgr/state.json"
+#include "config.h" /* BM_STATE_DEFAULT_PATH: LOCALSTATEDIR/lib/balloonmgr/state.json */
 
 /* Parses state text into the ledger *ret (initialised first; a state without counters leaves
  * them at zero). Returns 0 (free with bm_ledger_clear()), or -EINVAL with the reason (*ret

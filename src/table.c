@@ -1,8 +1,12 @@
 #define _GNU_SOURCE
 #include "table.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
+
+#include "error.h"
 
 struct BmTable {
     size_t n_cols;
@@ -33,26 +37,65 @@ void bm_table_cell(BmTable *t, const char *fmt, ...)
     t->cells[t->n_cells++] = s ? s : bm_strdup("");
 }
 
+void bm_table_print_columns(const BmTable *t, FILE *f, const size_t *cols, size_t n, bool headings)
+{
+    _cleanup_free_ size_t *width = bm_malloc0((n + 1) * sizeof(size_t));
+    size_t n_rows = t->n_cells / t->n_cols;
+    for (size_t row = headings ? 0 : 1; row < n_rows; row++)
+        for (size_t k = 0; k < n; k++) {
+            size_t len = strlen(t->cells[row * t->n_cols + cols[k]]);
+            if (len > width[k])
+                width[k] = len;
+        }
+    for (size_t row = headings ? 0 : 1; row < n_rows; row++)
+        for (size_t k = 0; k < n; k++) {
+            size_t c = cols[k];
+            const char *cell = t->cells[row * t->n_cols + c];
+            bool last = k + 1 == n;
+            bool right = c < strlen(t->align) && t->align[c] == 'r';
+            if (right)
+                fprintf(f, "%*s", (int)width[k], cell);
+            else if (last)
+                fputs(cell, f);
+            else
+                fprintf(f, "%-*s", (int)width[k], cell);
+            fputs(last ? "\n" : "  ", f);
+        }
+}
+
 void bm_table_print(const BmTable *t, FILE *f)
 {
-    _cleanup_free_ size_t *width = bm_malloc0(t->n_cols * sizeof(size_t));
-    for (size_t i = 0; i < t->n_cells; i++) {
-        size_t len = strlen(t->cells[i]);
-        if (len > width[i % t->n_cols])
-            width[i % t->n_cols] = len;
+    _cleanup_free_ size_t *cols = bm_malloc0((t->n_cols + 1) * sizeof(size_t));
+    for (size_t c = 0; c < t->n_cols; c++)
+        cols[c] = c;
+    bm_table_print_columns(t, f, cols, t->n_cols, true);
+}
+
+int bm_table_parse_columns(const BmTable *t, const char *spec, size_t **ret_cols, size_t *ret_n)
+{
+    _cleanup_free_ char *copy = bm_strdup(spec);
+    _cleanup_free_ size_t *cols = bm_malloc0((strlen(spec) / 2 + 2) * sizeof(size_t));
+    size_t n = 0;
+    char *save = NULL;
+    if (!*spec || spec[0] == ',' || spec[strlen(spec) - 1] == ',' || strstr(spec, ",,"))
+        return bm_error(-EINVAL, "expected column names separated by commas");
+    for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        size_t c = 0;
+        while (c < t->n_cols && strcasecmp(t->cells[c], name) != 0)
+            c++;
+        if (c == t->n_cols) {
+            char shown[64], all[512] = "";
+            for (size_t k = 0; k < t->n_cols; k++)
+                snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", k ? "," : "",
+                         t->cells[k]);
+            return bm_error(-EINVAL, "unknown column '%s' (columns: %s)",
+                            bm_printable(name, shown, sizeof(shown)), all);
+        }
+        cols[n++] = c;
     }
-    for (size_t i = 0; i < t->n_cells; i++) {
-        size_t c = i % t->n_cols;
-        bool last = c + 1 == t->n_cols || i + 1 == t->n_cells;
-        bool right = c < strlen(t->align) && t->align[c] == 'r';
-        if (right)
-            fprintf(f, "%*s", (int)width[c], t->cells[i]);
-        else if (last)
-            fputs(t->cells[i], f);
-        else
-            fprintf(f, "%-*s", (int)width[c], t->cells[i]);
-        fputs(last ? "\n" : "  ", f);
-    }
+    *ret_cols = TAKE_PTR(cols);
+    *ret_n = n;
+    return 0;
 }
 
 void bm_table_free(BmTable *t)

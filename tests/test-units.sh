@@ -1,25 +1,98 @@
 #!/usr/bin/env bash
 # The systemd units as built, checked offline: each unit's exposure score of
-# `systemd-analyze security` must stay at or below 2.0. TAP; skipped without systemd-analyze.
-# Usage: test-units.sh BUILD_DIR
+# `systemd-analyze security` must stay at or below 2.0, also with the shipped --textfile and
+# --push drop-ins; `systemd-analyze verify` is clean for the units and with each drop-in (the
+# binary path pointed at the build's); the timer's TimeoutStartSec= leaves room for the default
+# policy's apply_timeout; the agent and the timer conflict. TAP; the systemd-analyze checks are
+# skipped without it.
+# Usage: test-units.sh BUILD_DIR SOURCE_ROOT
 set -u
-dir=$1/systemd
-if ! systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then
-    echo "1..0 # SKIP systemd-analyze security --offline is not available"
-    exit 0
-fi
-units=(balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service)
-echo "1..${#units[@]}"
+BUILD=$(realpath "$1")
+ROOT=$(realpath "$2")
+dir=$BUILD/systemd
 n=0 failed=0
-for u in "${units[@]}"; do
+ok() { # ok COND_EXIT_STATUS DESCRIPTION
     n=$((n + 1))
-    line=$(systemd-analyze security --offline=yes "$dir/$u" 2>&1 | tail -n 1)
-    score=$(sed -n 's/.*exposure level for .*: \([0-9.]*\) .*/\1/p' <<<"$line")
-    if [ -n "$score" ] && awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }'; then
-        echo "ok $n - $u exposure $score"
-    else
-        echo "not ok $n - $u: $line"
-        failed=1
-    fi
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# seconds of a systemd time span such as 90s, 2min, 1min 30s
+span_s() {
+    local total=0 v
+    for v in $1; do
+        case "$v" in
+        *min) total=$((total + ${v%min} * 60)) ;;
+        *s) total=$((total + ${v%s})) ;;
+        *) total=$((total + v)) ;;
+        esac
+    done
+    echo "$total"
+}
+timeout=$(span_s "$(sed -n 's/^TimeoutStartSec=//p' "$dir/balloonmgr-policy.service")")
+apply=$(span_s "$(sed -n 's/^apply_timeout *= *//p' "$ROOT/policies/default.policy")")
+[ "$timeout" -ge $((apply + 20)) ]
+ok $? "policy pass: TimeoutStartSec ${timeout}s leaves 20 s above apply_timeout ${apply}s for the pass"
+grep -q '^Conflicts=.*balloonmgr-policy.timer' "$dir/balloonmgr.service" &&
+    grep -q '^Conflicts=.*balloonmgr-policy.service' "$dir/balloonmgr.service" &&
+    grep -q '^Conflicts=balloonmgr.service' "$dir/balloonmgr-policy.service" &&
+    grep -q '^Conflicts=balloonmgr.service' "$ROOT/systemd/balloonmgr-policy.timer"
+ok $? "the agent conflicts with the timer and its service"
+
+units=(balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service)
+if ! systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then
+    skip "systemd-analyze security --offline is not available"
+    echo "1..$n"
+    [ "$failed" -eq 0 ]
+    exit
+fi
+
+# a unit directory of the built units, their ExecStart= pointed at the build's binary
+mkdir -p "$tmp/units"
+bindir=$(sed -n 's|^ExecStart=\(.*\)/balloonmgr .*|\1|p' "$dir/balloonmgr.service")
+for u in "${units[@]}"; do
+    sed "s|$bindir/balloonmgr |$BUILD/src/balloonmgr |" "$dir/$u" >"$tmp/units/$u"
 done
-exit $failed
+cp "$ROOT/systemd/balloonmgr-policy.timer" "$tmp/units/"
+
+# security: exposure of each unit, alone and with each drop-in
+exposure() { # exposure UNIT_NAME: the score line of the unit found in $tmp/units
+    SYSTEMD_UNIT_PATH=$tmp/units: systemd-analyze security --offline=yes "$1" 2>&1 | tail -n 1
+}
+check_exposure() { # check_exposure UNIT_NAME WHAT
+    local line score
+    line=$(exposure "$1")
+    score=$(sed -n 's/.*exposure level for .*: \([0-9.]*\) .*/\1/p' <<<"$line")
+    [ -n "$score" ] && awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }'
+    ok $? "$2 exposure ${score:-?} ($line)"
+}
+for u in "${units[@]}"; do
+    check_exposure "$u" "$u"
+done
+
+verify() { # verify UNIT...: systemd-analyze verify output, empty when clean
+    SYSTEMD_UNIT_PATH=$tmp/units: systemd-analyze verify --man=no "$@" 2>&1
+}
+out=$(verify "${units[@]}" balloonmgr-policy.timer)
+ok $([ -z "$out" ]; echo $?) "systemd-analyze verify: the units and the timer are clean${out:+: $(tr '\n' '|' <<<"$out")}"
+
+for d in textfile push; do
+    mkdir -p "$tmp/units/balloonmgr-policy.service.d"
+    sed "s|$bindir/balloonmgr |$BUILD/src/balloonmgr |" "$dir/$d.conf" >"$tmp/units/balloonmgr-policy.service.d/$d.conf"
+    out=$(verify balloonmgr-policy.service)
+    ok $([ -z "$out" ]; echo $?) "systemd-analyze verify with the $d drop-in is clean${out:+: $(tr '\n' '|' <<<"$out")}"
+    check_exposure balloonmgr-policy.service "balloonmgr-policy.service with the $d drop-in"
+    rm -r "$tmp/units/balloonmgr-policy.service.d"
+done
+# what the drop-ins open, and only that
+grep -q '^ReadWritePaths=-/var/lib/node_exporter/textfile$' "$dir/textfile.conf" &&
+    grep -q -- '--textfile /var/lib/node_exporter/textfile' "$dir/textfile.conf"
+ok $? "textfile drop-in: --textfile and the one directory it writes"
+grep -q '^IPAddressAllow=' "$dir/push.conf" && grep -q -- '--push http' "$dir/push.conf" &&
+    ! grep -q '^IPAddressDeny=$' "$dir/push.conf"
+ok $? "push drop-in: --push and an IPAddressAllow= for the Pushgateway, IPAddressDeny=any kept"
+
+echo "1..$n"
+[ "$failed" -eq 0 ]

@@ -52,8 +52,11 @@ bm_pass "run --once with a bad policy exits 2 and changes nothing"
 
 # --- the real pass (real /proc)
 rss_before=$(rss_total)
-"$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" >"$work/run.json" ||
-    bm_fail "run --once failed"
+# stderr as the journal's stream (systemd's JOURNAL_STREAM): lines carry their priority
+: >"$work/run.err"
+JOURNAL_STREAM=$(stat -c '%d:%i' "$work/run.err") \
+    "$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" >"$work/run.json" 2>>"$work/run.err" ||
+    { cat "$work/run.err" >&2; bm_fail "run --once failed"; }
 jq -c --arg p "$BM_PREFIX" '.decisions[] | select(.name | startswith($p)) | {name, action, current_bytes, target_bytes, floor_bytes, applied}' "$work/run.json"
 target_idle=$(jq --arg d "$idle" '.decisions[] | select(.name == $d) | .target_bytes' "$work/run.json")
 floor_bytes=$(jq --arg d "$floor" '.decisions[] | select(.name == $d) | .floor_bytes' "$work/run.json")
@@ -75,6 +78,16 @@ rss_after=$(rss_total)
 inflated=$(( (before_idle - $(actual "$idle")) / 1024 ))
 echo "RSS of both QEMUs: $((rss_before / 1024)) -> $((rss_after / 1024)) MiB; idle guest inflated $((inflated / 1024)) MiB"
 [ $((rss_before - rss_after)) -ge $((inflated * 7 / 10)) ] || bm_fail "QEMU RSS did not fall by most of the inflated memory"
+# one structured record per change, with the numbers of the change, and one of the mode
+cat "$work/run.err"
+n_applied=$(jq '[.decisions[] | select(.applied)] | length' "$work/run.json")
+n_records=$(grep -c "^<[45]>balloonmgr: change domain=" "$work/run.err" || true)
+[ "$n_records" -eq "$n_applied" ] || bm_fail "$n_records change records for $n_applied changes"
+grep -Eq "^<5>balloonmgr: change domain='$idle' direction=inflate from_bytes=$before_idle target_bytes=$target_idle reached_bytes=[0-9]+ outcome=reached duration_s=[0-9]+\.[0-9]{3}$" "$work/run.err" ||
+    bm_fail "no <5> change record of the idle guest's inflate from $before_idle to $target_idle"
+[ "$(grep -c '^<5>balloonmgr: mode from=hold to=reclaim ' "$work/run.err")" -eq 1 ] || bm_fail "no single <5> mode record hold -> reclaim"
+! grep -q '^<[0-4]>' "$work/run.err" || bm_fail "a pass without problems logged at warning or worse"
+bm_pass "run --once: $n_records <5> change record(s) for $n_applied change(s), one <5> mode record"
 bm_pass "run --once (real /proc): idle guest inflated $((inflated / 1024)) MiB, floor kept, QEMU RSS fell $(((rss_before - rss_after) / 1024)) MiB"
 
 # --- the same through a fake /proc: a 24 GiB host with 1 GiB available
@@ -90,8 +103,15 @@ exclude = no
 floor = 90%
 POL
 before_idle=$(actual "$idle")
-"$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/state.json" >"$work/fake.json" ||
-    bm_fail "run --once with fake /proc failed"
+# stderr on a terminal (a pty from script(1)), stdout to the file: progress while it waits
+script -qec "$(printf '%q ' "$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/state.json") >$(printf '%q' "$work/fake.json")" "$work/pty.out" >/dev/null ||
+    { cat -v "$work/pty.out"; bm_fail "run --once with fake /proc failed"; }
+cat -v "$work/pty.out"
+grep -aqE $'\r'"$idle: inflate [0-9.]+ MiB -> [0-9.]+ MiB: at [0-9.]+ [KM]iB(, [0-9.]+ [KMG]?i?B/s, ETA [0-9.]+ s)?"$'\e\\[K' "$work/pty.out" ||
+    bm_fail "run --once on a terminal: no progress line while waiting for the change"
+grep -aqE $'\r\e\\[K'"balloonmgr: change domain='$idle' " "$work/pty.out" ||
+    bm_fail "run --once on a terminal: the progress line was not erased before the change record"
+bm_pass "run --once on a terminal: progress while waiting, erased before the record"
 jq -c '.host' "$work/fake.json"
 jq -e --arg d "$idle" '.host.mode == "reclaim" and .host.mem_available_bytes == 1073741824 and
     (.decisions[] | select(.name == $d) | .action == "inflate" and .applied)' "$work/fake.json" >/dev/null ||

@@ -1,0 +1,37 @@
+/* Log lines on stderr with their priority, and the records of what the policy loop did.
+ * When stderr is the journal (systemd sets JOURNAL_STREAM to the "DEVICE:INODE" of the stream
+ * it connected to stdout/stderr; systemd.exec(5)), every line starts with "<N>", the syslog
+ * priority that journald reads (sd-daemon(3)), so `journalctl -p warning` shows only
+ * problems; elsewhere lines are printed as they are. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <syslog.h> /* LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG */
+
+#include "balloon.h"
+#include "policy-eval.h"
+
+/* Whether stderr is the journal's stream: $JOURNAL_STREAM is "DEV:INO" and matches fstat() of
+ * fd 2. Checked on every call (cheap), so a test can change the environment. */
+bool bm_log_to_journal(void);
+
+/* Prints one line (fmt without the newline) on stderr with priority prio (LOG_ERR ...
+ * LOG_DEBUG), in one write. Each embedded newline starts a new line with the same prefix. */
+void bm_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints text (lines ending in newlines, as the policy parser's error list) with priority
+ * prio on every line. */
+void bm_log_text(int prio, const char *text);
+
+/* Formats the record of one balloon change that ended into buf (size n) as key=value pairs
+ * ("change domain='web1' direction=inflate from_bytes=... target_bytes=... reached_bytes=...
+ * outcome=reached duration_s=0.412"); the domain name is made printable. Returns buf. */
+const char *bm_log_format_change(const char *domain, const BmChange *c, char *buf, size_t n);
+
+/* Logs that record: LOG_NOTICE when the target was reached, LOG_WARNING otherwise (stalled,
+ * timed out, failed). */
+void bm_log_change(const char *domain, const BmChange *c);
+
+/* Logs a change of the host's mode ("mode from=hold to=reclaim reason='...'") at LOG_NOTICE. */
+void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason);

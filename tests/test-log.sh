@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Log priorities and change records on libvirt's test driver (no daemon, no root). When stderr is
+# the journal's stream ($JOURNAL_STREAM names its device:inode, as systemd sets it), every line
+# starts with <N> (sd-daemon(3)): problems <4> or lower, change and mode records <5>, progress
+# of the agent <6>; otherwise lines are plain. One record per balloon change, one per change of
+# the host's mode.
+# Usage: test-log.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+set -u
+BM=$(realpath "$1")
+ROOT=$(realpath "$2")
+HOST="test:///$ROOT/demo/host.xml"
+tmp=$(mktemp -d)
+export BALLOONMGR_RUNTIME_DIR=$tmp/run
+apid=""
+trap '[ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null; rm -rf "$tmp"' EXIT
+n=0 failed=0
+ok() { # ok COND_EXIT_STATUS DESCRIPTION
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+# journal FILE CMD...: runs CMD with stderr appended to FILE and JOURNAL_STREAM naming FILE
+journal() {
+    local f=$1; shift
+    : >"$f"
+    JOURNAL_STREAM=$(stat -c '%d:%i' "$f") "$@" 2>>"$f"
+}
+
+# a timer pass under pressure (demo/proc): the demo host's three idle domains are inflated
+journal "$tmp/run.err" "$BM" -c "$HOST" run --once --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/state.json" >"$tmp/run.out"
+ok $? "run --once exits 0"
+sets=$(grep -c ' set ' "$tmp/run.out")
+ok $(( sets == 3 ? 0 : 1 )) "the pass set 3 balloon targets (got $sets)"
+ok $(grep -vc '^<[0-7]>' "$tmp/run.err" | grep -qx 0; echo $?) "every stderr line has a priority prefix"
+changes=$(grep -c "^<5>balloonmgr: change domain='[a-z0-9]*' direction=inflate from_bytes=[0-9]* target_bytes=[0-9]* reached_bytes=[0-9]* outcome=reached duration_s=[0-9.]*$" "$tmp/run.err")
+ok $(( changes == sets ? 0 : 1 )) "one <5> change record per target set ($changes of $sets)"
+for d in web1 web2 cache1; do
+    ok $(grep -c "^<5>balloonmgr: change domain='$d' " "$tmp/run.err" | grep -qx 1; echo $?) "exactly one record for $d"
+done
+ok $(grep -c "^<5>balloonmgr: mode from=hold to=reclaim reason='host MemAvailable 4 GiB < reclaim_below" "$tmp/run.err" | grep -qx 1; echo $?) \
+    "one <5> record of the host's mode change hold -> reclaim"
+# the next pass remembers the mode (state file): no second mode record
+journal "$tmp/run2.err" "$BM" -c "$HOST" run --once --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/state.json" >/dev/null
+ok $(grep -c 'mode from=' "$tmp/run2.err" | grep -qx 0; echo $?) "no mode record when the mode stays reclaim"
+
+# not the journal: plain lines, the same records
+"$BM" -c "$HOST" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
+    --state "$tmp/plain.json" >/dev/null 2>"$tmp/plain.err"
+ok $(grep -c '^<' "$tmp/plain.err" | grep -qx 0; echo $?) "without JOURNAL_STREAM: no prefixes"
+ok $(grep -c "^balloonmgr: change domain=" "$tmp/plain.err" | grep -qx 3; echo $?) "without JOURNAL_STREAM: 3 change records"
+other=$(mktemp -p "$tmp")
+JOURNAL_STREAM=$(stat -c '%d:%i' "$other") "$BM" -c "$HOST" run --once --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/other.json" >/dev/null 2>"$tmp/other.err"
+ok $(grep -c '^<' "$tmp/other.err" | grep -qx 0; echo $?) "JOURNAL_STREAM of another file: no prefixes"
+JOURNAL_STREAM=garbage "$BM" -c "$HOST" run --once --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/garbage.json" >/dev/null 2>"$tmp/garbage.err"
+ok $(grep -c '^<' "$tmp/garbage.err" | grep -qx 0; echo $?) "malformed JOURNAL_STREAM: no prefixes"
+
+# problems: errors <3>, warnings <4>
+printf '[host]\nreclaim_below = lots\n' >"$tmp/bad.policy"
+journal "$tmp/bad.err" "$BM" -c "$HOST" run --once --policy "$tmp/bad.policy" --proc "$ROOT/demo/proc" >/dev/null
+ok $(( $? == 2 ? 0 : 1 )) "a bad policy exits 2"
+ok $(grep -vc '^<3>' "$tmp/bad.err" | grep -qx 0; echo $?) "a bad policy: every line <3> ($(head -c 200 "$tmp/bad.err" | tr '\n' '|'))"
+ok $(grep -q "^<3>balloonmgr: run: policy '$tmp/bad.policy' has errors" "$tmp/bad.err"; echo $?) "the summary line is <3>"
+echo '{ corrupt' >"$tmp/corrupt.json"
+journal "$tmp/corrupt.err" "$BM" -c "$HOST" run --once --dry-run --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/corrupt.json" >/dev/null
+ok $(grep -q "^<4>balloonmgr: run: warning: state '$tmp/corrupt.json': .*starting fresh" "$tmp/corrupt.err"; echo $?) \
+    "a corrupt state file is a <4> warning"
+ok $(grep -c 'change domain=' "$tmp/corrupt.err" | grep -qx 0; echo $?) "a dry run records no change"
+
+# the agent: <6> for its own progress, <5> records, nothing below <6> about normal operation
+: >"$tmp/agent.err"
+for try in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    JOURNAL_STREAM=$(stat -c '%d:%i' "$tmp/agent.err") "$BM" -c "$HOST" agent \
+        --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmp/agent.json" \
+        --listen "127.0.0.1:$port" 2>>"$tmp/agent.err" &
+    apid=$!
+    for _ in $(seq 50); do
+        grep -q 'change domain=.cache1' "$tmp/agent.err" && break
+        kill -0 "$apid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$apid" 2>/dev/null && break
+    wait "$apid"; apid=""
+    grep -q "cannot listen" "$tmp/agent.err" || break
+done
+kill -TERM "$apid"; wait "$apid"; arc=$?; apid=""
+ok $arc "agent stops with 0 on SIGTERM"
+ok $(grep -q '^<6>balloonmgr: agent: serving /metrics on ' "$tmp/agent.err"; echo $?) "agent: 'serving' is <6>"
+ok $(grep -q '^<6>balloonmgr: agent: stopping$' "$tmp/agent.err"; echo $?) "agent: 'stopping' is <6>"
+ok $(grep -c '^<5>balloonmgr: change domain=' "$tmp/agent.err" | grep -qx 3; echo $?) "agent: 3 <5> change records"
+ok $(grep -c '^<5>balloonmgr: mode from=hold to=reclaim' "$tmp/agent.err" | grep -qx 1; echo $?) "agent: 1 <5> mode record"
+ok $(grep -c '^<[0-4]>' "$tmp/agent.err" | grep -qx 0; echo $?) "agent: no line at warning or worse ($(grep '^<[0-4]>' "$tmp/agent.err" | head -2 | tr '\n' '|'))"
+ok $(grep -vc '^<[0-7]>' "$tmp/agent.err" | grep -qx 0; echo $?) "agent: every line has a prefix"
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
