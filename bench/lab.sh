@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 RUNS=${1:-5}
-. tests/integration/lib.sh
-. tests/integration/prom.sh
+. tests/integration/lib/lib.sh
+. tests/integration/lib/prom.sh
 [ -x build/src/balloonmgr ] || { meson setup build >/dev/null; ninja -C build >/dev/null; }
 BM=$ROOT/build/src/balloonmgr
 export BALLOONMGR=$BM

@@ -49,8 +49,8 @@ now() { date +%s.%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) * 1000 }'; }
 
 if [ "$(id -u)" -eq 0 ]; then
-    (. tests/integration/lib.sh && bm_start_daemons >/dev/null)
-    trap '(. tests/integration/lib.sh && bm_stop_daemons >/dev/null); cleanup' EXIT
+    (. tests/integration/lib/lib.sh && bm_start_daemons >/dev/null)
+    trap '(. tests/integration/lib/lib.sh && bm_stop_daemons >/dev/null); cleanup' EXIT
     have_rpc=1
 else
     have_rpc=0
@@ -177,7 +177,7 @@ if [ "$have_rpc" = 1 ]; then
     echo "### 6. A real TCG guest: inflate 512 -> 256 MiB, set --wait vs independent clocks"
     echo
     (
-        . tests/integration/lib.sh
+        . tests/integration/lib/lib.sh
         export BALLOONMGR=$BM BALLOON_WATCH=$WATCH
         bm_setup >/dev/null
         bm_define_guest bench 512 touch=400 >/dev/null

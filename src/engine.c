@@ -340,8 +340,9 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .libvirt_up = libvirt_up,
                 .no_libvirt_duplicates = e->opts.no_libvirt_duplicates,
                 .plan = e->have_plan ? &e->plan : NULL};
-    bm_export_build(r, &e->ledger, &v);
+    /* KSM first: balloonmgr_build_info stays the last line, the mark of a whole textfile */
     if (e->have_ksm)
         bm_ksm_export(r, &e->ksm);
+    bm_export_build(r, &e->ledger, &v);
     return bm_registry_render(r);
 }

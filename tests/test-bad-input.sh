@@ -7,6 +7,7 @@ BM=$1
 ROOT=$2
 TEST_QMP=$3
 TABLE=$ROOT/tests/data/bad-input.tsv
+. "$ROOT/tests/tap.sh"
 
 T=$(mktemp -d)
 # keep set away from the system's /run/balloonmgr
@@ -87,7 +88,6 @@ LONG=$(printf '%05000d' 0 | tr 0 a)
 LONG_CUT="$(printf '%0508d' 0 | tr 0 a)..."
 HUGE=$(printf '%0100000d' 0 | tr 0 a)
 port=""
-n=0 failed=0
 
 # subst TEXT: the placeholders replaced (@VAR@ -> value)
 subst() {
@@ -101,22 +101,6 @@ subst() {
     s=${s//@HUGE@/$HUGE}
     s=${s//@KEY@/$ROOT/tests/data/webconfig/load/key.pem}
     printf '%s' "$s"
-}
-
-# report OK DESCRIPTION [DIAGNOSTIC...]: one TAP line; the description made printable and
-# shortened (TAP lines are single lines; '#' would start a directive)
-report() {
-    local good=$1 desc=$2
-    shift 2
-    desc=$(printf '%s' "$desc" | LC_ALL=C tr -c '[:print:]' '?' | tr '#' '?' | cut -c1-200)
-    n=$((n + 1))
-    if [ "$good" -eq 0 ]; then
-        echo "ok $n - $desc"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $desc"
-        for d in "$@"; do printf '%s\n' "$d" | head -c 2000 | sed 's/^/#   /'; echo; done
-    fi
 }
 
 # message_ok SPEC FILE: does FILE (stderr, or an HTTP answer) match the message column?
@@ -159,7 +143,7 @@ run_cli_row() {
     # the records a pass logs of its balloon and mode changes are not messages about the input
     grep -v '^balloonmgr: \(change\|mode\) ' "$err" >"$err.msgs"
     [ "$got" -eq "$want" ] && message_ok "$msg" "$err.msgs" && sane "$got" "$err" && good=0
-    report $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
+    ok $good "$class: balloonmgr $input -> exit $want (got $got), says: $msg" \
         "stderr:" "$(cat "$err")"
 }
 
@@ -209,7 +193,7 @@ run_http_row() {
     local good=1
     [ "$got" = "$want" ] && { [ "$msg" = - ] || grep -qF -- "$msg" "$out"; } &&
         kill -0 "$apid" 2>/dev/null && good=0
-    report $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
+    ok $good "http: ${input:0:120} -> $want (got $got)${msg:+, answer has: $msg}" \
         "answer:" "$(head -c 600 "$out")" "agent stderr:" "$(tail -5 "$T/agent.err")"
 }
 
@@ -220,12 +204,12 @@ run_qmp_row() {
     local got=$?
     local good=1
     [ "$got" -eq "$want" ] && sane "$got" "$err" && good=0
-    report $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
+    ok $good "qmp: test-qmp exits $want (got $got)" "$(grep -v '^ok' "$out")"
     local list=$ROOT/tests/data/${msg#<}
     while IFS=$'\t' read -r file errno reason; do
         case $file in '#'* | '') continue ;; esac
         grep -q "^ok [0-9]* - $file refused with $errno " "$out" && grep -q "^ok [0-9]* - $file reason$" "$out"
-        report $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
+        ok $? "qmp: $file ($list) refused with $errno: $reason" "$(grep -F "$file" "$out")"
     done <"$list"
 }
 
@@ -235,7 +219,7 @@ while IFS=$'\t' read -r class input want msg; do
     http)
         if [ -z "$apid" ]; then
             start_agent
-            report $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
+            ok $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
         fi
         run_http_row "$input" "$want" "$msg" ;;
     qmp) run_qmp_row "$want" "$msg" ;;
@@ -248,28 +232,27 @@ if [ -d "$F" ]; then
     [ -c /dev/null ] && [ -c /dev/zero ] && [ -p "$F/fifo" ] && [ -L "$F/null-link" ] &&
         [ -L "$F/zero-link" ] && [ -d "$F/dir" ] && [ ! -e "$F/fifo.corrupt" ] &&
         [ ! -e "$F/null-link.corrupt" ] && [ ! -e "$F/dir.corrupt" ] && [ ! -e /dev/null.corrupt ]
-    report $? "files: nothing replaced: /dev/null and /dev/zero are devices, the FIFO, links and directory are as they were"
+    ok $? "files: nothing replaced: /dev/null and /dev/zero are devices, the FIFO, links and directory are as they were"
     [ -p "$F/tf-fifo/balloonmgr.prom" ] && [ -L "$F/tf-null-link/balloonmgr.prom" ] &&
         [ -d "$F/tf-dir/balloonmgr.prom" ]
-    report $? "files: --textfile replaced no FIFO, link or directory"
+    ok $? "files: --textfile replaced no FIFO, link or directory"
     [ -p "$F/spool-bad/changes/fifo00.json" ] && [ -L "$F/spool-bad/changes/zero00.json" ] &&
         [ -d "$F/spool-bad/changes/dir000.json" ] && [ -f "$F/spool-bad/changes/big000.json" ] &&
         [ -f "$F/spool-bad/changes/other0.json" ] && [ -p "$F/spool-fifo/changes" ]
-    report $? "files: the spool's FIFO, link, directory, oversized file and another connection's change are left alone" \
+    ok $? "files: the spool's FIFO, link, directory, oversized file and another connection's change are left alone" \
         "$(ls -la "$F/spool-bad/changes")"
 fi
 
 # after every bad request the agent still serves, and stops cleanly
 if [ -n "$apid" ]; then
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")" = 200 ]
-    report $? "http: the agent still serves /metrics after the bad requests"
+    ok $? "http: the agent still serves /metrics after the bad requests"
     kill -TERM "$apid"
     wait "$apid"
     st=$?
     apid=""
     [ "$st" -eq 0 ] && sane "$st" "$T/agent.err"
-    report $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
+    ok $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
 fi
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

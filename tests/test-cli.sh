@@ -4,18 +4,13 @@
 set -u
 BM=$1
 ROOT=$2
+. "$ROOT/tests/tap.sh"
 DEMO="test://$ROOT/demo/host.xml"
 # keep run/set away from the system's /run/balloonmgr
 export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
-n=0 failed=0
 out=$(mktemp) err=$(mktemp)
 trap 'rm -rf "$out" "$err" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 
-ok() { # ok COND_EXIT_STATUS DESCRIPTION (one TAP line: a newline in it shows as \n)
-    n=$((n + 1))
-    local d=${2//$'\n'/\\n}
-    if [ "$1" -eq 0 ]; then echo "ok $n - $d"; else echo "not ok $n - $d"; failed=$((failed + 1)); fi
-}
 # expect STATUS STDERR_SUBSTRING -- ARGS...: runs balloonmgr, checks exit status and stderr
 expect() {
     local want=$1 msg=$2; shift 3
@@ -224,5 +219,4 @@ for v in list status set verify configure run policy agent; do
     grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
 done
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -3,16 +3,13 @@
 # Usage: test-completion.sh BALLOONMGR SOURCE_ROOT   (TAP output; skipped without bash-completion)
 set -u
 BM=$1 ROOT=$2
-if [ ! -r /usr/share/bash-completion/bash_completion ]; then
-    echo "1..0 # SKIP bash-completion is not installed"
-    exit 0
-fi
+. "$ROOT/tests/tap.sh"
+[ -r /usr/share/bash-completion/bash_completion ] || tap_skip_all "bash-completion is not installed"
 # shellcheck disable=SC1091
 . /usr/share/bash-completion/bash_completion
 . "$ROOT/bash-completion/balloonmgr"
 PATH="$(dirname "$BM"):$PATH"
 DEMO="test://$ROOT/demo/host.xml"
-n=0 failed=0
 
 # complete "WORDS..." EXPECTED: completes the last word (may be empty) and compares
 complete_is() {
@@ -26,9 +23,7 @@ complete_is() {
     _balloonmgr
     local got
     got=$(printf '%s\n' "${COMPREPLY[@]}" | sort | tr '\n' ' ')
-    n=$((n + 1))
-    if [ "$got" = "$want" ]; then echo "ok $n - '$line' -> $want"; else
-        echo "not ok $n - '$line' -> '$got', want '$want'"; failed=$((failed + 1)); fi
+    if [ "$got" = "$want" ]; then ok 0 "'$line' -> $want"; else ok 1 "'$line' -> '$got', want '$want'"; fi
 }
 
 complete_is "balloonmgr " "agent configure list policy run set status verify "
@@ -68,9 +63,7 @@ for v in list status set verify configure run policy agent; do
         grep -qF -- "*$o" "$ROOT/man/balloonmgr.8.scd" || missing+=" man:$o"
         grep -qF -- "$o" "$ROOT/bash-completion/balloonmgr" || missing+=" completion:$o"
     done
-    n=$((n + 1))
-    if [ -z "$missing" ]; then echo "ok $n - $v --help options are in the man page and the completion"; else
-        echo "not ok $n - $v --help options missing in:$missing"; failed=$((failed + 1)); fi
+    if [ -z "$missing" ]; then ok 0 "$v --help options are in the man page and the completion"; else
+        ok 1 "$v --help options missing in:$missing"; fi
 done
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

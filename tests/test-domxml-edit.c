@@ -181,16 +181,9 @@ static char *edit_inline(const char *xml, BmBalloonEdit edit, char **ret_changes
     return out;
 }
 
-int main(void)
+/* Exact serialization: compact input gets no whitespace, no XML declaration appears. */
+static void test_compact_stays_compact(void)
 {
-    bm_domxml_init();
-
-    for (size_t i = 0; i < BM_ARRAY_SIZE(edit_cases); i++)
-        check_edit(&edit_cases[i]);
-    for (size_t i = 0; i < BM_ARRAY_SIZE(refused_cases); i++)
-        check_refused(&refused_cases[i]);
-
-    /* Exact serialization: compact input gets no whitespace, no XML declaration appears. */
     _cleanup_free_ char *changes = NULL;
     _cleanup_free_ char *compact =
         edit_inline("<domain type='kvm'><devices><memballoon model='virtio'/></devices></domain>",
@@ -202,19 +195,25 @@ int main(void)
            "<qemu:property name=\"sg\" type=\"bool\" value=\"true\"/>"
            "</qemu:frontend></qemu:device></qemu:override></domain>\n",
            "compact XML stays compact");
+}
 
-    /* An XML declaration is kept; non-ASCII text stays UTF-8, not character references. */
-    free(changes);
+/* An XML declaration is kept; non-ASCII text stays UTF-8, not character references. */
+static void test_declaration_and_utf8_kept(void)
+{
+    _cleanup_free_ char *changes = NULL;
     _cleanup_free_ char *decl = edit_inline(
         "<?xml version='1.0' encoding='UTF-8'?>\n<domain><description>Grüße</description>"
         "<devices><memballoon model='virtio'/></devices></domain>\n",
         (BmBalloonEdit){U, OFF, U, U}, &changes);
     ok(decl && strncmp(decl, "<?xml", 5) == 0, "XML declaration kept");
     ok(decl && strstr(decl, "<description>Grüße</description>"), "UTF-8 text kept as is");
+}
 
-    /* The qemu namespace declared on the override only, and a 'qemu' prefix taken by
-     * another namespace. */
-    free(changes);
+/* The qemu namespace declared on the override only, and a 'qemu' prefix taken by another
+ * namespace. */
+static void test_qemu_namespace_prefixes(void)
+{
+    _cleanup_free_ char *changes = NULL;
     _cleanup_free_ char *local =
         edit_inline("<domain><devices><memballoon model='virtio'/></devices>"
                     "<o:override xmlns:o='http://libvirt.org/schemas/domain/qemu/1.0'/></domain>",
@@ -231,9 +230,12 @@ int main(void)
     ok(taken && strstr(taken, "xmlns:qemu1=\"http://libvirt.org/schemas/domain/qemu/1.0\"") &&
            strstr(taken, "<qemu1:override>"),
        "prefix 'qemu' bound elsewhere: another prefix");
+}
 
-    /* A memballoon attribute with an odd value is replaced and shown. */
-    free(changes);
+/* A memballoon attribute with an odd value is replaced and shown. */
+static void test_odd_values_replaced(void)
+{
+    _cleanup_free_ char *changes = NULL;
     _cleanup_free_ char *odd = edit_inline(
         "<domain><devices><memballoon model='virtio' autodeflate='yes'/></devices></domain>",
         (BmBalloonEdit){ON, U, U, U}, &changes);
@@ -249,11 +251,11 @@ int main(void)
            "non-bool property becomes bool");
     ok(str && strstr(str, "<qemu:property name=\"sg\" type=\"bool\" value=\"true\"/>"),
        "with type and value replaced");
+}
 
-    /* Bad input. */
-    char *xml = NULL;
-    free(changes);
-    changes = NULL;
+static void test_bad_input_refused(void)
+{
+    char *xml = NULL, *changes = NULL;
     BmBalloonEdit sg = {U, U, ON, U};
     bm_error_clear();
     ok(bm_domxml_edit_balloon("<network/>", &sg, &xml, &changes) == -EINVAL && !xml && !changes,
@@ -269,9 +271,14 @@ int main(void)
                               &changes) == -EINVAL,
        "memballoon without model refused");
     is_str(bm_error_detail(-EINVAL), "<memballoon> has no model", "with a reason");
+}
 
-    /* An undeclared qemu: prefix: declaring the namespace would give that element a meaning
-     * it did not have, so the edit is refused; the reader still accepts the document. */
+/* An undeclared qemu: prefix: declaring the namespace would give that element a meaning it did
+ * not have, so the edit is refused; the reader still accepts the document. */
+static void test_undeclared_prefix_refused(void)
+{
+    char *xml = NULL, *changes = NULL;
+    BmBalloonEdit sg = {U, U, ON, U};
     const char *unbound = "<domain><devices><memballoon model='virtio'/></devices>"
                           "<qemu:override/></domain>";
     bm_error_clear();
@@ -280,5 +287,20 @@ int main(void)
     is_str(bm_error_detail(-EINVAL), "domain XML is not namespace-well-formed", "with a reason");
     BmBalloonConfig c;
     ok(bm_domxml_parse_balloon(unbound, &c) == 0 && c.present, "parse_balloon unchanged there");
+}
+
+int main(void)
+{
+    bm_domxml_init();
+    for (size_t i = 0; i < BM_ARRAY_SIZE(edit_cases); i++)
+        check_edit(&edit_cases[i]);
+    for (size_t i = 0; i < BM_ARRAY_SIZE(refused_cases); i++)
+        check_refused(&refused_cases[i]);
+    test_compact_stays_compact();
+    test_declaration_and_utf8_kept();
+    test_qemu_namespace_prefixes();
+    test_odd_values_replaced();
+    test_bad_input_refused();
+    test_undeclared_prefix_refused();
     return tap_done();
 }

@@ -7,7 +7,8 @@
 #include "tap.h"
 #include "util.h"
 
-int main(void)
+/* the memballoon's settings, min_guarantee, and what is absent */
+static void test_balloon_settings(void)
 {
     BmBalloonConfig c;
     ok(bm_domxml_parse_balloon("<domain><devices><memballoon model='virtio' autodeflate='on' "
@@ -43,9 +44,13 @@ int main(void)
                                "</memballoon></devices></domain>", &c) == 0 &&
            c.stats_period_s == -1,
        "unreadable stats period is -1, not 0");
+}
 
-    /* the balloon the editor edits (first /domain/devices/memballoon): libvirt reads every
-     * <devices>, and elements in another namespace are not libvirt's */
+/* the balloon the editor edits (first /domain/devices/memballoon): libvirt reads every
+ * <devices>, and elements in another namespace are not libvirt's */
+static void test_which_memballoon(void)
+{
+    BmBalloonConfig c;
     ok(bm_domxml_parse_balloon("<domain><devices><disk/></devices><devices>"
                                "<memballoon model='virtio' autodeflate='on'/></devices></domain>",
                                &c) == 0 && c.present && c.autodeflate == BM_TRI_ON,
@@ -54,7 +59,11 @@ int main(void)
                                "<memballoon model='virtio' freePageReporting='on'/></devices></domain>",
                                &c) == 0 && c.free_page_reporting == BM_TRI_ON,
        "memballoon in another namespace is not libvirt's");
+}
 
+static void test_bad_xml_refused(void)
+{
+    BmBalloonConfig c;
     bm_error_clear();
     ok(bm_domxml_parse_balloon("<domain><devices>", &c) == -EINVAL, "truncated XML refused");
     is_str(bm_error_detail(-EINVAL), "domain XML is not well-formed", "with a reason");
@@ -63,5 +72,12 @@ int main(void)
     is_str(bm_error_detail(-EINVAL), "XML is not a domain definition", "with a reason");
     ok(bm_domxml_parse_balloon("", &c) == -EINVAL, "empty refused");
     ok(bm_domxml_parse_balloon(NULL, &c) == -EINVAL, "NULL refused");
+}
+
+int main(void)
+{
+    test_balloon_settings();
+    test_which_memballoon();
+    test_bad_xml_refused();
     return tap_done();
 }

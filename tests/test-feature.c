@@ -57,7 +57,8 @@ static void check_line(char *line)
     bm_virtio_status_clear(&st);
 }
 
-int main(void)
+/* every line of tests/data/qmp/verdicts.txt */
+static void test_verdicts(void)
 {
     _cleanup_free_ char *verdicts = fixture_read("qmp/verdicts.txt");
     ok(verdicts != NULL, "verdicts.txt read");
@@ -65,8 +66,11 @@ int main(void)
     for (char *line = strtok_r(verdicts, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
         if (line[0] != '#' && line[0])
             check_line(line);
+}
 
-    /* reasons: no DRIVER_OK */
+/* reasons: no DRIVER_OK */
+static void test_reason_no_driver(void)
+{
     _cleanup_free_ char *nodrv = fixture_read("qmp/nodriver-virtio-status.json");
     BmVirtioStatus st;
     BmFeatureReport rep;
@@ -78,7 +82,13 @@ int main(void)
     is_str(rep.feature[BM_FEATURE_SG].reason, "the device does not offer it",
            "no driver: SG still definitely not offered by stock QEMU");
     bm_virtio_status_clear(&st);
+}
 
+/* reasons when there is no status to read */
+static void test_reasons_without_status(void)
+{
+    BmFeatureReport rep;
+    BmFeatureOptions opts = {.sg_bit = BM_SG_DEFAULT_BIT};
     static const struct {
         BmVirtioAvailability a;
         BmFeatureState state;
@@ -98,7 +108,13 @@ int main(void)
         is_str(rep.feature[BM_FEATURE_SG].reason, unavailable[i].reason, "reason");
         ok(rep.ioeventfd == BM_SWITCH_UNKNOWN, "ioeventfd unknown too");
     }
+}
 
+/* ioeventfd from qom-get */
+static void test_ioeventfd(void)
+{
+    BmFeatureReport rep;
+    BmFeatureOptions opts = {.sg_bit = BM_SG_DEFAULT_BIT};
     bm_features_decide(NULL, BM_VIRTIO_TOO_OLD, &opts, &rep);
     bm_features_decide_ioeventfd(-ENOENT, false, &rep);
     ok(rep.ioeventfd == BM_SWITCH_UNSUPPORTED, "no ioeventfd property: unsupported");
@@ -108,10 +124,22 @@ int main(void)
     ok(rep.ioeventfd == BM_SWITCH_OFF, "ioeventfd off");
     bm_features_decide_ioeventfd(-EIO, false, &rep);
     ok(rep.ioeventfd == BM_SWITCH_UNKNOWN, "qom-get failure: unknown");
+}
 
+static void test_feature_keys(void)
+{
     ok(bm_feature_from_key("sg") == BM_FEATURE_SG, "key sg");
     ok(bm_feature_from_key("bogus") == -EINVAL, "unknown key refused");
     for (int f = 0; f < BM_FEATURE_COUNT; f++)
         ok(bm_feature_from_key(bm_feature_key(f)) == f, "key round trip %s", bm_feature_key(f));
+}
+
+int main(void)
+{
+    test_verdicts();
+    test_reason_no_driver();
+    test_reasons_without_status();
+    test_ioeventfd();
+    test_feature_keys();
     return tap_done();
 }

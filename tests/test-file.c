@@ -44,12 +44,12 @@ static void refused(const char *path, int want, const char *why, const char *wha
     free(buf);
 }
 
-int main(void)
+/* the files the tests use, in dir; returns the bound socket */
+static int make_files(void)
 {
-    ok(mkdtemp(dir) != NULL, "temporary directory");
     _cleanup_free_ char *fifo = at("fifo"), *sock = at("sock"), *sub = at("sub"),
                         *zero = at("zero-link"), *reg = at("regular"), *nul = at("nul"),
-                        *reglink = at("regular-link"), *missing = at("missing");
+                        *reglink = at("regular-link");
     mkfifo(fifo, 0600);
     mkdir(sub, 0700);
     symlink("/dev/zero", zero);
@@ -60,8 +60,14 @@ int main(void)
     write_bytes(reg, "0123456789", 10);
     write_bytes(nul, "a\0b\n", 4);
     symlink(reg, reglink);
+    return s;
+}
 
-    /* every kind that is not a regular file, without blocking (a FIFO with no writer) */
+/* every kind that is not a regular file, without blocking (a FIFO with no writer) */
+static void test_not_regular_refused(void)
+{
+    _cleanup_free_ char *fifo = at("fifo"), *sock = at("sock"), *sub = at("sub"),
+                        *zero = at("zero-link"), *missing = at("missing");
     alarm(10);
     refused(fifo, -ENODEV, "is a FIFO", "FIFO");
     refused(sub, -EISDIR, "is a directory", "directory");
@@ -71,8 +77,12 @@ int main(void)
     refused(missing, -ENOENT, "cannot read: No such file or directory", "missing");
     refused("", -ENOENT, "empty file name", "empty name");
     alarm(0);
+}
 
-    /* O_NOFOLLOW where asked: the link itself is named */
+/* O_NOFOLLOW where asked: the link itself is named */
+static void test_nofollow(void)
+{
+    _cleanup_free_ char *reglink = at("regular-link");
     bm_error_clear();
     int fd = bm_file_open(AT_FDCWD, reglink, true, NULL);
     ok(fd == -ELOOP, "nofollow: a link to a regular file is refused (%d)", fd);
@@ -81,8 +91,12 @@ int main(void)
     ok(fd >= 0, "followed otherwise");
     if (fd >= 0)
         close(fd);
+}
 
-    /* the cap: exactly the cap reads, one byte more is refused */
+/* the cap: exactly the cap reads, one byte more is refused */
+static void test_cap(void)
+{
+    _cleanup_free_ char *reg = at("regular");
     char *buf = NULL;
     size_t len = 0;
     ok(bm_file_read(reg, 10, &buf, &len) == 0 && len == 10 && strcmp(buf, "0123456789") == 0,
@@ -95,21 +109,32 @@ int main(void)
     is_str(bm_error_detail(r), "larger than 9 bytes", "  says so");
     r = bm_file_read(reg, 0, &buf, &len);
     ok(r == -EFBIG, "cap 0: anything is too large");
+}
 
-    /* the true length: a parser sees the NUL */
+/* the true length: a parser sees the NUL */
+static void test_nul_kept(void)
+{
+    _cleanup_free_ char *nul = at("nul"), *buf = NULL;
+    size_t len = 0;
     ok(bm_file_read(nul, 64, &buf, &len) == 0 && len == 4 && strlen(buf) == 1 && buf[4] == '\0',
        "NUL bytes kept: length 4, strlen 1, NUL-terminated");
-    free(buf);
-    buf = NULL;
+}
 
-    /* a file that says size 0 (as /proc files do) is read to its end */
+/* a file that says size 0 (as /proc files do) is read to its end */
+static void test_size_zero_read_to_end(void)
+{
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
     ok(bm_file_read("/proc/self/status", 64 * 1024, &buf, &len) == 0 && len > 0 &&
            strncmp(buf, "Name:", 5) == 0,
        "/proc/self/status (st_size 0) reads (%zu bytes)", len);
-    free(buf);
-    buf = NULL;
+}
 
-    /* short reads: a writer that hands the data over in pieces */
+/* short reads: a writer that hands the data over in pieces */
+static void test_short_reads(void)
+{
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
     int p[2];
     ok(pipe(p) == 0, "pipe");
     pid_t child = fork();
@@ -128,12 +153,15 @@ int main(void)
     ok(bm_file_read_fd(p[0], 5000, &buf, &len) == 0 && len == 5000 && buf[0] == 'a' &&
            buf[4999] == 'e' && buf[5000] == '\0',
        "five short reads make one whole read of 5000 bytes");
-    free(buf);
-    buf = NULL;
     close(p[0]);
     waitpid(child, NULL, 0);
+}
 
-    /* writers: missing or regular may be replaced; nothing else */
+/* writers: missing or regular may be replaced; nothing else */
+static void test_writers_replace_only_regular(void)
+{
+    _cleanup_free_ char *fifo = at("fifo"), *sub = at("sub"), *zero = at("zero-link"),
+                        *reg = at("regular"), *reglink = at("regular-link"), *missing = at("missing");
     ok(bm_file_check_replaceable(missing) == 0, "replaceable: missing");
     ok(bm_file_check_replaceable(reg) == 0, "replaceable: regular file");
     ok(bm_file_check_replaceable(reglink) == -ELOOP, "not replaceable: a link (to a regular file)");
@@ -150,6 +178,19 @@ int main(void)
     ok(bm_file_check_dir(sub) == 0 && bm_file_check_dir(fifo) == -ENOTDIR &&
            bm_file_check_dir(missing) == -ENOENT,
        "check_dir: directory, FIFO, missing");
+}
+
+int main(void)
+{
+    ok(mkdtemp(dir) != NULL, "temporary directory");
+    int s = make_files();
+    test_not_regular_refused();
+    test_nofollow();
+    test_cap();
+    test_nul_kept();
+    test_size_zero_read_to_end();
+    test_short_reads();
+    test_writers_replace_only_regular();
 
     close(s);
     const char *names[] = {"fifo", "sock", "zero-link", "regular", "nul", "regular-link"};
@@ -157,6 +198,7 @@ int main(void)
         _cleanup_free_ char *x = at(names[i]);
         unlink(x);
     }
+    _cleanup_free_ char *sub = at("sub");
     rmdir(sub);
     rmdir(dir);
     return tap_done();

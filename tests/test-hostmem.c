@@ -16,7 +16,8 @@ static int read_tree(const char *name, BmHost *h)
     return bm_hostmem_read(dir, h);
 }
 
-int main(void)
+/* fake /proc trees: PSI, no PSI, an old kernel without MemAvailable */
+static void test_fake_proc_trees(void)
 {
     BmHost h;
     ok(read_tree("pressure-high", &h) == 0, "pressure-high reads");
@@ -29,7 +30,11 @@ int main(void)
     ok(read_tree("no-psi", &h) == 0 && !h.psi_present, "no pressure/memory: PSI absent, not an error");
     ok(read_tree("old-kernel", &h) == 0, "no MemAvailable (old kernel) reads");
     is_u64(h.mem_available_bytes, (1000000 + 500000) * KiB, "MemAvailable estimated as MemFree + Cached");
+}
 
+static void test_bad_trees(void)
+{
+    BmHost h;
     bm_error_clear();
     int r = read_tree("bad-meminfo", &h);
     ok(r == -EINVAL, "no MemTotal: -EINVAL");
@@ -37,10 +42,18 @@ int main(void)
        bm_error_detail(r));
     r = read_tree("does-not-exist", &h);
     ok(r == -ENOENT, "missing directory: -ENOENT");
+}
 
+static void test_real_proc(void)
+{
+    BmHost h;
     ok(bm_hostmem_read(NULL, &h) == 0 && bm_present(h.mem_total_bytes) && h.mem_total_bytes > 0,
        "the real /proc reads");
+}
 
+/* the parsers on bad and odd lines */
+static void test_parsers(void)
+{
     BmHost p = {0};
     ok(bm_hostmem_parse_psi("some avg10=1.00 avg60=2.00 avg300=3.00 total=4\n", &p) == 0 &&
            p.psi_present && p.psi_full_avg10 == 0,
@@ -52,5 +65,13 @@ int main(void)
     ok(bm_hostmem_parse_meminfo("MemTotal: 99999999999999999999 kB\n", &p) == -EINVAL, "overflow refused");
     ok(bm_hostmem_parse_meminfo("MemTotalX: 5 kB\nMemTotal: 7 kB\n", &p) == 0 && p.mem_total_bytes == 7 * KiB,
        "a longer key is not taken for MemTotal");
+}
+
+int main(void)
+{
+    test_fake_proc_trees();
+    test_bad_trees();
+    test_real_proc();
+    test_parsers();
     return tap_done();
 }

@@ -9,16 +9,12 @@
 set -u
 BUILD=$(realpath "$1")
 ROOT=$(realpath "$2")
+. "$ROOT/tests/tap.sh"
 for tool in jq meson; do
-    if ! command -v $tool >/dev/null; then echo "1..0 # SKIP $tool is not installed"; exit 0; fi
+    command -v $tool >/dev/null || tap_skip_all "$tool is not installed"
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
 opt() { jq -r --arg n "$1" '.[] | select(.name == $n) | .value' "$tmp/options.json"; }
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$prefix/$1" ;; esac; }
 
@@ -118,5 +114,4 @@ DESTDIR= meson install -C "$BUILD" --destdir "$D" --no-rebuild >"$tmp/install2.l
 tail -n 1 "$D$sysconfdir/balloonmgr/balloonmgr.policy" | grep -qx '# edited'
 ok $? "a reinstall keeps the edited policy"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

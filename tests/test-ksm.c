@@ -42,7 +42,8 @@ static char *render(const BmKsm *k)
     return bm_registry_render(r);
 }
 
-int main(void)
+/* KSM running: its numbers, what it saves, their metrics */
+static void test_running(void)
 {
     BmKsm k;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -65,7 +66,12 @@ int main(void)
         snprintf(want, sizeof(want), "\nballoonmgr_ksm_saved_bytes %" PRIu64 "\n", 123456 * page);
         ok(strstr(text, want) != NULL, "exported saved bytes");
     }
+}
 
+/* an old kernel without general_profit */
+static void test_old_kernel(void)
+{
+    BmKsm k;
     ok(read_tree("old-kernel", &k) == 0, "old kernel (no general_profit): reads");
     ok(k.present && k.run == 0 && !k.has_general_profit, "no general_profit is not an error");
     is_str(bm_ksm_state_name(&k), "off", "run 0 is off");
@@ -73,7 +79,12 @@ int main(void)
         _cleanup_free_ char *text = render(&k);
         ok(strstr(text, "\nballoonmgr_ksm_general_profit_bytes ") == NULL, "no general_profit sample");
     }
+}
 
+/* no KSM at all */
+static void test_absent(void)
+{
+    BmKsm k;
     ok(read_tree("does-not-exist", &k) == 0 && !k.present, "no KSM directory: absent, not an error");
     is_str(bm_ksm_state_name(&k), "absent", "state name absent");
     ok(!bm_present(bm_ksm_saved_bytes(&k)), "absent: saved unknown");
@@ -82,7 +93,12 @@ int main(void)
         ok(strstr(text, "\nballoonmgr_ksm_present 0\n") != NULL && strstr(text, "\nballoonmgr_ksm_run ") == NULL,
            "absent: only balloonmgr_ksm_present 0");
     }
+}
 
+/* malformed trees and values */
+static void test_bad(void)
+{
+    BmKsm k;
     bm_error_clear();
     int r = read_tree("bad", &k);
     ok(r == -EINVAL, "a malformed value: -EINVAL");
@@ -98,8 +114,12 @@ int main(void)
     ok(bm_ksm_parse_value("", false, &v) == -EINVAL, "empty refused");
     ok(bm_ksm_parse_value("1 2", false, &v) == -EINVAL, "trailing text refused");
     ok(bm_ksm_parse_value("99999999999999999999", false, &v) == -EINVAL, "overflow refused");
+}
 
-    /* the real /sys/kernel/mm/ksm of this machine: the same numbers as reading the files */
+/* the real /sys/kernel/mm/ksm of this machine: the same numbers as reading the files */
+static void test_real(void)
+{
+    BmKsm k;
     if (access(BM_KSM_DEFAULT_DIR, F_OK) != 0) {
         ok(bm_ksm_read(NULL, &k) == 0 && !k.present, "this kernel has no KSM: absent");
     } else {
@@ -114,5 +134,14 @@ int main(void)
         ok(k.has_general_profit == (access(BM_KSM_DEFAULT_DIR "/general_profit", F_OK) == 0),
            "real general_profit present as the file is");
     }
+}
+
+int main(void)
+{
+    test_running();
+    test_old_kernel();
+    test_absent();
+    test_bad();
+    test_real();
     return tap_done();
 }

@@ -20,6 +20,7 @@ set -u
 BM=$1
 ROOT=$2
 SANITIZE=${3:-none}
+. "$ROOT/tests/tap.sh"
 
 DEMO="test://$ROOT/demo/host.xml"
 URI=${BM_LEAK_URI:-$DEMO}
@@ -37,8 +38,7 @@ if [ "$SANITIZE" = none ]; then
     mode=valgrind
     VALGRIND=${BM_LEAK_VALGRIND:-valgrind}
     if ! command -v "${VALGRIND%% *}" >/dev/null; then
-        echo "1..0 # SKIP valgrind is not installed (tools/install-deps.sh test)"
-        exit 0
+        tap_skip_all "valgrind is not installed (tools/install-deps.sh test)"
     fi
 else
     mode=lsan
@@ -60,17 +60,6 @@ else
     domain=${BM_LEAK_DOMAIN:-$("$BM" -c "$URI" list 2>/dev/null | head -1)}
 fi
 
-n=0 failed=0
-ok() { # ok STATUS DESCRIPTION [DIAGNOSTIC FILE]
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $2"
-        [ -n "${3:-}" ] && [ -s "$3" ] && tail -60 "$3" | sed 's/^/#   /'
-    fi
-}
 
 # launch LOG -- ARGS...: runs balloonmgr in the background (under valgrind, or natively) with its
 # stderr (and valgrind's report) in LOG; sets $pid
@@ -103,7 +92,7 @@ verdict() {
         summary=$(grep -oE 'SUMMARY: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer).*' "$log" | head -1)
         [ "$got" -eq "$want" ] && ! grep -qE 'Sanitizer|runtime error:' "$log" && good=0
     fi
-    ok $good "$mode: $what: exit $want (got $got), no leak, no memory error" "$log"
+    ok $good "$mode: $what: exit $want (got $got), no leak, no memory error" "$(tail -60 "$log" 2>/dev/null)"
     echo "#   ${summary:-no sanitizer report}"
 }
 
@@ -111,7 +100,7 @@ verdict() {
 check() {
     local want=$1 what=$2
     shift 3
-    local log=$T/log.$n
+    local log=$T/log.$tap_n
     launch "$log" -- "$@"
     wait "$pid"
     verdict "$log" $? "$want" "$what"
@@ -167,7 +156,7 @@ for attempt in 1 2 3 4 5; do
     wait "$apid" 2>/dev/null
     apid=""
 done
-ok $agent_ok "agent: first pass done, serving on 127.0.0.1:$port" "$log"
+ok $agent_ok "agent: first pass done, serving on 127.0.0.1:$port" "$(tail -60 "$log" 2>/dev/null)"
 if [ $agent_ok -eq 0 ]; then
     scrapes=0
     for _ in 1 2 3 4 5; do
@@ -183,13 +172,13 @@ if [ $agent_ok -eq 0 ]; then
     kill -HUP "$apid"
     for _ in $(seq 100); do grep -q 'reloaded' "$log" && break; sleep 0.1; done
     grep -q "policy $T/agent.policy reloaded" "$log"
-    ok $? "agent: SIGHUP with a good policy: reloaded" "$log"
+    ok $? "agent: SIGHUP with a good policy: reloaded" "$(tail -60 "$log" 2>/dev/null)"
 
     printf '[guest]\nflor = 5%%\n' >"$T/agent.policy"
     kill -HUP "$apid"
     for _ in $(seq 100); do grep -q 'not reloaded' "$log" && break; sleep 0.1; done
     grep -q "not reloaded: keeping the last good one" "$log"
-    ok $? "agent: SIGHUP with a broken policy: the last good one kept" "$log"
+    ok $? "agent: SIGHUP with a broken policy: the last good one kept" "$(tail -60 "$log" 2>/dev/null)"
 
     curl -sf -o /dev/null "http://127.0.0.1:$port/metrics"
     ok $? "agent: still serving after the reloads"
@@ -201,6 +190,5 @@ if [ $agent_ok -eq 0 ]; then
     verdict "$log" $st 0 "agent (scrapes, 2 reloads, SIGTERM)"
 fi
 
-echo "# $mode: $n checks in $(($(date +%s) - start)) s"
-echo "1..$n"
-[ "$failed" -eq 0 ]
+diag "$mode: $tap_n checks in $(($(date +%s) - start)) s"
+tap_done

@@ -13,11 +13,7 @@ tmp=$(mktemp -d)
 export BALLOONMGR_RUNTIME_DIR=$tmp/run
 apid=""
 trap '[ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null; rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
+. "$ROOT/tests/tap.sh"
 # journal FILE CMD...: runs CMD with stderr appended to FILE and JOURNAL_STREAM naming FILE
 journal() {
     local f=$1; shift
@@ -96,5 +92,4 @@ ok $(grep -c '^<5>balloonmgr: mode from=hold to=reclaim' "$tmp/agent.err" | grep
 ok $(grep -c '^<[0-4]>' "$tmp/agent.err" | grep -qx 0; echo $?) "agent: no line at warning or worse ($(grep '^<[0-4]>' "$tmp/agent.err" | head -2 | tr '\n' '|'))"
 ok $(grep -vc '^<[0-7]>' "$tmp/agent.err" | grep -qx 0; echo $?) "agent: every line has a prefix"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -12,6 +12,10 @@
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
 #define NOW 2000000000ull
+/* the host's MemTotal in most tests */
+#define MEM_TOTAL (64 * GiB)
+/* The tests use the default policy unless they say otherwise: reclaim_below 10%, target 15%,
+ * release 25%, floor 25%, keep_free 15%, max_step 25%, deadband 32M, shares 100. */
 
 static BmDomain guest(const char *name, uint64_t max, uint64_t actual, uint64_t usable)
 {
@@ -63,6 +67,17 @@ static const BmDecision *dec(const BmPlan *p, const char *name)
     return NULL;
 }
 
+/* the default policy with one [domain "GLOB"] section (exclude unset); caller frees */
+static BmPolicy *policy_with_domain(const char *glob)
+{
+    BmPolicy *p = bm_policy_new_default();
+    p->domains = bm_malloc0(sizeof(BmGuestRules));
+    p->n_domains = 1;
+    p->domains[0].glob = bm_strdup(glob);
+    p->domains[0].exclude = -1;
+    return p;
+}
+
 /* the safety invariants every plan must keep */
 static void invariants(const BmPlan *p, const char *what)
 {
@@ -83,271 +98,291 @@ static void invariants(const BmPlan *p, const char *what)
        what, inflated / MiB, p->need_bytes / MiB);
 }
 
-int main(void)
+/* comfortable host, idle guests: nothing happens (no blind growing to maximum) */
+static void test_comfortable_host_grows_nothing(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
-    /* defaults: reclaim_below 10%, target 15%, release 25%, floor 25%, keep_free 15%,
-     * max_step 25%, deadband 32M, shares 100 */
-    const uint64_t T = 64 * GiB;
+    BmHost h = host(MEM_TOTAL, 40 * GiB);
+    BmDomain d[] = {guest("idle", 8 * GiB, 4 * GiB, 3 * GiB)};
+    BmPlan p = eval(&h, d, 1, NULL, pol);
+    ok(p.mode == BM_HOST_RELEASE, "40 of 64 GiB available: release mode");
+    ok(dec(&p, "idle")->action == BM_ACT_NONE, "idle guest at half its maximum is not grown");
+    is_str(dec(&p, "idle")->reason, "host not under pressure; 1.8 GiB idle above keep_free 1.2 GiB", "reason");
+    bm_plan_clear(&p);
+}
 
-    /* 1. comfortable host, idle guests: nothing happens (no blind growing to maximum) */
-    {
-        BmHost h = host(T, 40 * GiB);
-        BmDomain d[] = {guest("idle", 8 * GiB, 4 * GiB, 3 * GiB)};
-        BmPlan p = eval(&h, d, 1, NULL, pol);
-        ok(p.mode == BM_HOST_RELEASE, "40 of 64 GiB available: release mode");
-        ok(dec(&p, "idle")->action == BM_ACT_NONE, "idle guest at half its maximum is not grown");
-        is_str(dec(&p, "idle")->reason, "host not under pressure; 1.8 GiB idle above keep_free 1.2 GiB", "reason");
-        bm_plan_clear(&p);
+/* host under pressure: reclaim from idle guests, split by idle, capped */
+static void test_pressure_reclaims_from_idle(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = host(MEM_TOTAL, 4 * GiB); /* < 10% = 6.4 GiB; target 15% = 9.6 GiB: needs 5.6 GiB */
+    BmDomain d[] = {guest("a", 16 * GiB, 16 * GiB, 12 * GiB), guest("b", 16 * GiB, 16 * GiB, 6 * GiB),
+                    guest("small", 2 * GiB, 2 * GiB, 1 * GiB)};
+    BmPlan p = eval(&h, d, 3, NULL, pol);
+    ok(p.mode == BM_HOST_RECLAIM, "4 of 64 GiB available: reclaim");
+    is_u64(p.need_bytes, MEM_TOTAL * 150 / 1000 - 4 * GiB, "need = target_available - MemAvailable");
+    const BmDecision *a = dec(&p, "a"), *b = dec(&p, "b");
+    ok(a->action == BM_ACT_INFLATE && b->action == BM_ACT_INFLATE, "both big guests inflate");
+    ok(a->current_bytes - a->target_bytes > b->current_bytes - b->target_bytes,
+       "the guest with more idle memory gives more");
+    ok(a->current_bytes - a->target_bytes <= 4 * GiB, "capped by max_step (25%% of 16 GiB)");
+    invariants(&p, "pressure");
+    bm_plan_clear(&p);
+}
+
+/* shares: same idle memory, double shares -> half as much taken */
+static void test_shares_weigh_the_reclaim(void)
+{
+    BmHost h = host(MEM_TOTAL, 5 * GiB);
+    BmDomain d[] = {guest("s100", 16 * GiB, 16 * GiB, 12 * GiB), guest("s200", 16 * GiB, 16 * GiB, 12 * GiB)};
+    _cleanup_(bm_policy_freep) BmPolicy *p2 = policy_with_domain("s200");
+    p2->domains[0].shares_set = true;
+    p2->domains[0].shares = 200;
+    BmPlan p = eval(&h, d, 2, NULL, p2);
+    uint64_t t100 = dec(&p, "s100")->current_bytes - dec(&p, "s100")->target_bytes;
+    uint64_t t200 = dec(&p, "s200")->current_bytes - dec(&p, "s200")->target_bytes;
+    ok(t200 > 0 && t100 > 0, "both give");
+    ok(t100 >= 2 * t200 - 2 * MiB && t100 <= 2 * t200 + 2 * MiB,
+       "shares 200 gives half of shares 100 (%" PRIu64 " vs %" PRIu64 " MiB)", t200 / MiB, t100 / MiB);
+    invariants(&p, "shares");
+    bm_plan_clear(&p);
+}
+
+/* stale or missing stats never inflate, even under pressure */
+static void test_stale_or_missing_stats_never_inflate(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain d[] = {guest("stale", 16 * GiB, 16 * GiB, 12 * GiB), guest("nostats", 16 * GiB, 16 * GiB, 12 * GiB),
+                    guest("ok", 16 * GiB, 16 * GiB, 12 * GiB)};
+    d[0].last_update_s = NOW - 600;
+    d[1].usable_bytes = d[1].unused_bytes = d[1].disk_caches_bytes = BM_ABSENT;
+    d[1].last_update_s = BM_ABSENT;
+    BmPlan p = eval(&h, d, 3, NULL, pol);
+    ok(dec(&p, "stale")->action == BM_ACT_SKIP && dec(&p, "stale")->pressure.stale, "stale: skipped");
+    is_str(dec(&p, "stale")->reason, "guest stats stale (600 s old > max_stats_age 30 s): never inflated", "stale reason");
+    ok(dec(&p, "nostats")->action == BM_ACT_SKIP, "no stats: skipped");
+    is_str(dec(&p, "nostats")->reason, "no guest memory stats: never inflated", "no-stats reason");
+    ok(dec(&p, "ok")->action == BM_ACT_INFLATE, "the fresh guest is inflated");
+    invariants(&p, "stale");
+    bm_plan_clear(&p);
+
+    /* max_stats_age 0 disables the age check (not the missing-stats check) */
+    _cleanup_(bm_policy_freep) BmPolicy *p3 = bm_policy_new_default();
+    p3->guest.max_stats_age_set = true;
+    p3->guest.max_stats_age_s = 0;
+    p = eval(&h, d, 3, NULL, p3);
+    ok(dec(&p, "stale")->action == BM_ACT_INFLATE, "max_stats_age 0: old stats accepted");
+    ok(dec(&p, "nostats")->action == BM_ACT_SKIP, "max_stats_age 0: missing stats still skipped");
+    bm_plan_clear(&p);
+}
+
+/* a guest under pressure (major faults from the previous reading) is deflated, never inflated */
+static void test_pressured_guest_is_deflated(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmDomain d[] = {guest("busy", 8 * GiB, 4 * GiB, 3 * GiB)};
+    BmLedger prev;
+    bm_ledger_init(&prev);
+    BmLedgerEntry *pd = bm_ledger_entry(&prev, d[0].uuid, "busy");
+    pd->have_prev = true;
+    pd->prev = (BmPrevReading){.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12,
+                               .taken_s = NOW - 10};
+    d[0].major_faults = 1000 + 10 * 500; /* 500/s over 10 s */
+    BmHost h = host(MEM_TOTAL, 40 * GiB);
+    BmPlan p = eval(&h, d, 1, &prev, pol);
+    const BmDecision *x = dec(&p, "busy");
+    ok(x->pressure.under_pressure && x->pressure.major_fault_rate > 499 && x->pressure.major_fault_rate < 501,
+       "500 major faults/s: under pressure");
+    ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 6 * GiB, "deflated by max_step (2 GiB)");
+    bm_plan_clear(&p);
+
+    BmHost hp = host(MEM_TOTAL, 2 * GiB);
+    p = eval(&hp, d, 1, &prev, pol);
+    ok(dec(&p, "busy")->action == BM_ACT_NONE, "host reclaiming too: held, not inflated");
+    invariants(&p, "pressured guest");
+    bm_plan_clear(&p);
+
+    /* swap-in above 1 MiB/s */
+    d[0].major_faults = 1000;
+    d[0].swap_in_bytes = 50 * MiB;
+    p = eval(&h, d, 1, &prev, pol);
+    ok(dec(&p, "busy")->pressure.under_pressure, "5 MiB/s swap-in: under pressure");
+    bm_plan_clear(&p);
+
+    /* counters that went backwards (guest rebooted): no rate */
+    d[0].swap_in_bytes = 0;
+    d[0].major_faults = 10;
+    p = eval(&h, d, 1, &prev, pol);
+    ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
+       "counter reset: rate unknown, not pressure");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+}
+
+/* guest short of memory gets some back when the host can spare it */
+static void test_short_guest_gets_memory_back(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = host(MEM_TOTAL, 40 * GiB);
+    BmDomain d[] = {guest("short", 8 * GiB, 2 * GiB, 512 * MiB)};
+    BmPlan p = eval(&h, d, 1, NULL, pol);
+    const BmDecision *x = dec(&p, "short");
+    ok(x->action == BM_ACT_DEFLATE, "usable 512 MiB < keep_free 1.2 GiB: deflate");
+    /* keep_free 15% of 8 GiB = 1228.8 MiB, need 716.8 + deadband 32 = 748.8 -> 748 MiB */
+    is_u64(x->target_bytes, 2 * GiB + 748 * MiB, "by the shortfall plus deadband, whole MiB");
+    bm_plan_clear(&p);
+
+    BmHost tight = host(MEM_TOTAL, MEM_TOTAL * 150 / 1000 + 100 * MiB); /* hold, only 100 MiB budget */
+    p = eval(&tight, d, 1, NULL, pol);
+    ok(p.mode == BM_HOST_HOLD, "between thresholds: hold");
+    is_u64(dec(&p, "short")->target_bytes, 2 * GiB + 100 * MiB, "limited by the host budget");
+    bm_plan_clear(&p);
+}
+
+/* deadband: tiny changes are not made */
+static void test_deadband_and_hysteresis(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = host(MEM_TOTAL, MEM_TOTAL * 150 / 1000 - 20 * MiB); /* reclaim only if already reclaiming */
+    BmDomain d[] = {guest("g", 16 * GiB, 16 * GiB, 12 * GiB)};
+    BmLedger prev;
+    bm_ledger_init(&prev);
+    prev.mode = BM_HOST_RECLAIM;
+    BmPlan p = eval(&h, d, 1, &prev, pol);
+    ok(p.mode == BM_HOST_RECLAIM && p.need_bytes == 20 * MiB, "hysteresis: still reclaiming below target");
+    ok(dec(&p, "g")->action == BM_ACT_NONE, "20 MiB < deadband 32 MiB: no change");
+    bm_plan_clear(&p);
+    p = eval(&h, d, 1, NULL, pol);
+    ok(p.mode == BM_HOST_HOLD, "same reading without previous reclaim: hold");
+    bm_plan_clear(&p);
+}
+
+/* floors: below floor is raised even without stats; min_guarantee raises the floor */
+static void test_floors_and_min_guarantee(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain d[] = {guest("low", 8 * GiB, 1 * GiB, BM_ABSENT), guest("mg", 16 * GiB, 16 * GiB, 15 * GiB)};
+    d[0].usable_bytes = d[0].unused_bytes = d[0].disk_caches_bytes = BM_ABSENT;
+    d[1].balloon.min_guarantee_bytes = 15 * GiB;
+    BmPlan p = eval(&h, d, 2, NULL, pol);
+    ok(dec(&p, "low")->action == BM_ACT_DEFLATE && dec(&p, "low")->target_bytes == 2 * GiB,
+       "1 GiB < floor 2 GiB (25%%): raised to the floor");
+    ok(dec(&p, "mg")->floor_bytes == 15 * GiB, "min_guarantee 15 GiB raises the floor");
+    ok(dec(&p, "mg")->target_bytes >= 15 * GiB, "never below min_guarantee");
+    invariants(&p, "floors");
+    bm_plan_clear(&p);
+}
+
+/* skips: not running, no balloon, excluded */
+static void test_skips(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain d[] = {guest("off", 8 * GiB, 8 * GiB, 4 * GiB), guest("nob", 8 * GiB, 8 * GiB, 4 * GiB),
+                    guest("ex-1", 8 * GiB, 8 * GiB, 4 * GiB)};
+    d[0].active = false;
+    d[0].state = VIR_DOMAIN_SHUTOFF;
+    d[1].balloon.present = false;
+    _cleanup_(bm_policy_freep) BmPolicy *p2 = policy_with_domain("ex-*");
+    p2->domains[0].exclude = 1;
+    BmPlan p = eval(&h, d, 3, NULL, p2);
+    is_str(dec(&p, "off")->reason, "not running", "shut off: skipped");
+    is_str(dec(&p, "nob")->reason, "no balloon device", "no balloon: skipped");
+    is_str(dec(&p, "ex-1")->reason, "excluded by policy", "excluded by glob: skipped");
+    ok(p.planned_inflate_bytes == 0, "nothing inflated");
+    bm_plan_clear(&p);
+}
+
+/* PSI pressure alone */
+static void test_psi_pressure_alone(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = host(MEM_TOTAL, 30 * GiB);
+    h.psi_present = true;
+    h.psi_some_avg10 = 25;
+    BmDomain d[] = {guest("g", 16 * GiB, 16 * GiB, 12 * GiB)};
+    BmPlan p = eval(&h, d, 1, NULL, pol);
+    ok(p.mode == BM_HOST_RECLAIM, "PSI some avg10 25%% > 10%%: reclaim");
+    is_u64(p.need_bytes, MEM_TOTAL / 1000 * 20, "PSI alone asks for 2%% of MemTotal");
+    ok(dec(&p, "g")->action == BM_ACT_INFLATE, "and takes it from the idle guest");
+    bm_plan_clear(&p);
+    h.psi_some_avg10 = 5;
+    p = eval(&h, d, 1, NULL, pol);
+    ok(p.mode == BM_HOST_RELEASE || p.mode == BM_HOST_HOLD, "PSI 5%%: no reclaim");
+    ok(p.mode == BM_HOST_HOLD, "PSI 5%% >= psi_release_below 1%%: not comfortable, hold");
+    bm_plan_clear(&p);
+}
+
+/* bad host reading */
+static void test_bad_host_reading(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    BmHost h = {.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT};
+    BmSnapshot s = {0};
+    BmPlan p;
+    ok(bm_policy_eval(&h, &s, NULL, pol, NOW, &p) == -EINVAL, "no MemTotal: refused");
+}
+
+/* multi-pass simulation: 8 guests of 16 GiB, host at 3 of 128 GiB */
+static void test_multi_pass_reclaim_converges(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
+    const uint64_t T2 = 128 * GiB;
+    BmDomain d[8];
+    char names[8][8];
+    for (int i = 0; i < 8; i++) {
+        snprintf(names[i], sizeof(names[i]), "vm%d", i);
+        d[i] = guest(names[i], 16 * GiB, 16 * GiB, (uint64_t)(4 + i) * GiB);
     }
-
-    /* 2. host under pressure: reclaim from idle guests, split by idle, capped */
-    {
-        BmHost h = host(T, 4 * GiB); /* < 10% = 6.4 GiB; target 15% = 9.6 GiB: needs 5.6 GiB */
-        BmDomain d[] = {guest("a", 16 * GiB, 16 * GiB, 12 * GiB), guest("b", 16 * GiB, 16 * GiB, 6 * GiB),
-                        guest("small", 2 * GiB, 2 * GiB, 1 * GiB)};
-        BmPlan p = eval(&h, d, 3, NULL, pol);
-        ok(p.mode == BM_HOST_RECLAIM, "4 of 64 GiB available: reclaim");
-        is_u64(p.need_bytes, T * 150 / 1000 - 4 * GiB, "need = target_available - MemAvailable");
-        const BmDecision *a = dec(&p, "a"), *b = dec(&p, "b");
-        ok(a->action == BM_ACT_INFLATE && b->action == BM_ACT_INFLATE, "both big guests inflate");
-        ok(a->current_bytes - a->target_bytes > b->current_bytes - b->target_bytes,
-           "the guest with more idle memory gives more");
-        ok(a->current_bytes - a->target_bytes <= 4 * GiB, "capped by max_step (25%% of 16 GiB)");
-        invariants(&p, "pressure");
-        bm_plan_clear(&p);
-    }
-
-    /* 3. shares: same idle memory, double shares -> half as much taken */
-    {
-        BmHost h = host(T, 5 * GiB);
-        BmDomain d[] = {guest("s100", 16 * GiB, 16 * GiB, 12 * GiB), guest("s200", 16 * GiB, 16 * GiB, 12 * GiB)};
-        BmPolicy *p2 = bm_policy_new_default();
-        p2->domains = bm_malloc0(sizeof(BmGuestRules));
-        p2->n_domains = 1;
-        p2->domains[0].glob = bm_strdup("s200");
-        p2->domains[0].exclude = -1;
-        p2->domains[0].shares_set = true;
-        p2->domains[0].shares = 200;
-        BmPlan p = eval(&h, d, 2, NULL, p2);
-        uint64_t t100 = dec(&p, "s100")->current_bytes - dec(&p, "s100")->target_bytes;
-        uint64_t t200 = dec(&p, "s200")->current_bytes - dec(&p, "s200")->target_bytes;
-        ok(t200 > 0 && t100 > 0, "both give");
-        ok(t100 >= 2 * t200 - 2 * MiB && t100 <= 2 * t200 + 2 * MiB,
-           "shares 200 gives half of shares 100 (%" PRIu64 " vs %" PRIu64 " MiB)", t200 / MiB, t100 / MiB);
-        invariants(&p, "shares");
-        bm_plan_clear(&p);
-        bm_policy_free(p2);
-    }
-
-    /* 4. stale or missing stats never inflate, even under pressure */
-    {
-        BmHost h = host(T, 2 * GiB);
-        BmDomain d[] = {guest("stale", 16 * GiB, 16 * GiB, 12 * GiB), guest("nostats", 16 * GiB, 16 * GiB, 12 * GiB),
-                        guest("ok", 16 * GiB, 16 * GiB, 12 * GiB)};
-        d[0].last_update_s = NOW - 600;
-        d[1].usable_bytes = d[1].unused_bytes = d[1].disk_caches_bytes = BM_ABSENT;
-        d[1].last_update_s = BM_ABSENT;
-        BmPlan p = eval(&h, d, 3, NULL, pol);
-        ok(dec(&p, "stale")->action == BM_ACT_SKIP && dec(&p, "stale")->pressure.stale, "stale: skipped");
-        is_str(dec(&p, "stale")->reason, "guest stats stale (600 s old > max_stats_age 30 s): never inflated", "stale reason");
-        ok(dec(&p, "nostats")->action == BM_ACT_SKIP, "no stats: skipped");
-        is_str(dec(&p, "nostats")->reason, "no guest memory stats: never inflated", "no-stats reason");
-        ok(dec(&p, "ok")->action == BM_ACT_INFLATE, "the fresh guest is inflated");
-        invariants(&p, "stale");
-        bm_plan_clear(&p);
-
-        /* max_stats_age 0 disables the age check (not the missing-stats check) */
-        BmPolicy *p3 = bm_policy_new_default();
-        p3->guest.max_stats_age_set = true;
-        p3->guest.max_stats_age_s = 0;
-        p = eval(&h, d, 3, NULL, p3);
-        ok(dec(&p, "stale")->action == BM_ACT_INFLATE, "max_stats_age 0: old stats accepted");
-        ok(dec(&p, "nostats")->action == BM_ACT_SKIP, "max_stats_age 0: missing stats still skipped");
-        bm_plan_clear(&p);
-        bm_policy_free(p3);
-    }
-
-    /* 5. a guest under pressure (major faults from the previous reading) is deflated, never inflated */
-    {
-        BmDomain d[] = {guest("busy", 8 * GiB, 4 * GiB, 3 * GiB)};
-        BmLedger prev;
-        bm_ledger_init(&prev);
-        BmLedgerEntry *pd = bm_ledger_entry(&prev, d[0].uuid, "busy");
-        pd->have_prev = true;
-        pd->prev = (BmPrevReading){.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12,
-                                   .taken_s = NOW - 10};
-        d[0].major_faults = 1000 + 10 * 500; /* 500/s over 10 s */
-        BmHost h = host(T, 40 * GiB);
-        BmPlan p = eval(&h, d, 1, &prev, pol);
-        const BmDecision *x = dec(&p, "busy");
-        ok(x->pressure.under_pressure && x->pressure.major_fault_rate > 499 && x->pressure.major_fault_rate < 501,
-           "500 major faults/s: under pressure");
-        ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 6 * GiB, "deflated by max_step (2 GiB)");
-        bm_plan_clear(&p);
-
-        BmHost hp = host(T, 2 * GiB);
-        p = eval(&hp, d, 1, &prev, pol);
-        ok(dec(&p, "busy")->action == BM_ACT_NONE, "host reclaiming too: held, not inflated");
-        invariants(&p, "pressured guest");
-        bm_plan_clear(&p);
-
-        /* swap-in above 1 MiB/s */
-        d[0].major_faults = 1000;
-        d[0].swap_in_bytes = 50 * MiB;
-        p = eval(&h, d, 1, &prev, pol);
-        ok(dec(&p, "busy")->pressure.under_pressure, "5 MiB/s swap-in: under pressure");
-        bm_plan_clear(&p);
-
-        /* counters that went backwards (guest rebooted): no rate */
-        d[0].swap_in_bytes = 0;
-        d[0].major_faults = 10;
-        p = eval(&h, d, 1, &prev, pol);
-        ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
-           "counter reset: rate unknown, not pressure");
-        bm_plan_clear(&p);
-        bm_ledger_clear(&prev);
-    }
-
-    /* 6. guest short of memory gets some back when the host can spare it */
-    {
-        BmHost h = host(T, 40 * GiB);
-        BmDomain d[] = {guest("short", 8 * GiB, 2 * GiB, 512 * MiB)};
-        BmPlan p = eval(&h, d, 1, NULL, pol);
-        const BmDecision *x = dec(&p, "short");
-        ok(x->action == BM_ACT_DEFLATE, "usable 512 MiB < keep_free 1.2 GiB: deflate");
-        /* keep_free 15% of 8 GiB = 1228.8 MiB, need 716.8 + deadband 32 = 748.8 -> 748 MiB */
-        is_u64(x->target_bytes, 2 * GiB + 748 * MiB, "by the shortfall plus deadband, whole MiB");
-        bm_plan_clear(&p);
-
-        BmHost tight = host(T, T * 150 / 1000 + 100 * MiB); /* hold, only 100 MiB budget */
-        p = eval(&tight, d, 1, NULL, pol);
-        ok(p.mode == BM_HOST_HOLD, "between thresholds: hold");
-        is_u64(dec(&p, "short")->target_bytes, 2 * GiB + 100 * MiB, "limited by the host budget");
-        bm_plan_clear(&p);
-    }
-
-    /* 7. deadband: tiny changes are not made */
-    {
-        BmHost h = host(T, T * 150 / 1000 - 20 * MiB); /* reclaim only if already reclaiming */
-        BmDomain d[] = {guest("g", 16 * GiB, 16 * GiB, 12 * GiB)};
-        BmLedger prev;
-        bm_ledger_init(&prev);
-        prev.mode = BM_HOST_RECLAIM;
-        BmPlan p = eval(&h, d, 1, &prev, pol);
-        ok(p.mode == BM_HOST_RECLAIM && p.need_bytes == 20 * MiB, "hysteresis: still reclaiming below target");
-        ok(dec(&p, "g")->action == BM_ACT_NONE, "20 MiB < deadband 32 MiB: no change");
-        bm_plan_clear(&p);
-        p = eval(&h, d, 1, NULL, pol);
-        ok(p.mode == BM_HOST_HOLD, "same reading without previous reclaim: hold");
-        bm_plan_clear(&p);
-    }
-
-    /* 8. floors: below floor is raised even without stats; min_guarantee raises the floor */
-    {
-        BmHost h = host(T, 2 * GiB);
-        BmDomain d[] = {guest("low", 8 * GiB, 1 * GiB, BM_ABSENT), guest("mg", 16 * GiB, 16 * GiB, 15 * GiB)};
-        d[0].usable_bytes = d[0].unused_bytes = d[0].disk_caches_bytes = BM_ABSENT;
-        d[1].balloon.min_guarantee_bytes = 15 * GiB;
-        BmPlan p = eval(&h, d, 2, NULL, pol);
-        ok(dec(&p, "low")->action == BM_ACT_DEFLATE && dec(&p, "low")->target_bytes == 2 * GiB,
-           "1 GiB < floor 2 GiB (25%%): raised to the floor");
-        ok(dec(&p, "mg")->floor_bytes == 15 * GiB, "min_guarantee 15 GiB raises the floor");
-        ok(dec(&p, "mg")->target_bytes >= 15 * GiB, "never below min_guarantee");
-        invariants(&p, "floors");
-        bm_plan_clear(&p);
-    }
-
-    /* 9. skips: not running, no balloon, excluded */
-    {
-        BmHost h = host(T, 2 * GiB);
-        BmDomain d[] = {guest("off", 8 * GiB, 8 * GiB, 4 * GiB), guest("nob", 8 * GiB, 8 * GiB, 4 * GiB),
-                        guest("ex-1", 8 * GiB, 8 * GiB, 4 * GiB)};
-        d[0].active = false;
-        d[0].state = VIR_DOMAIN_SHUTOFF;
-        d[1].balloon.present = false;
-        BmPolicy *p2 = bm_policy_new_default();
-        p2->domains = bm_malloc0(sizeof(BmGuestRules));
-        p2->n_domains = 1;
-        p2->domains[0].glob = bm_strdup("ex-*");
-        p2->domains[0].exclude = 1;
-        BmPlan p = eval(&h, d, 3, NULL, p2);
-        is_str(dec(&p, "off")->reason, "not running", "shut off: skipped");
-        is_str(dec(&p, "nob")->reason, "no balloon device", "no balloon: skipped");
-        is_str(dec(&p, "ex-1")->reason, "excluded by policy", "excluded by glob: skipped");
-        ok(p.planned_inflate_bytes == 0, "nothing inflated");
-        bm_plan_clear(&p);
-        bm_policy_free(p2);
-    }
-
-    /* 10. PSI pressure alone */
-    {
-        BmHost h = host(T, 30 * GiB);
-        h.psi_present = true;
-        h.psi_some_avg10 = 25;
-        BmDomain d[] = {guest("g", 16 * GiB, 16 * GiB, 12 * GiB)};
-        BmPlan p = eval(&h, d, 1, NULL, pol);
-        ok(p.mode == BM_HOST_RECLAIM, "PSI some avg10 25%% > 10%%: reclaim");
-        is_u64(p.need_bytes, T / 1000 * 20, "PSI alone asks for 2%% of MemTotal");
-        ok(dec(&p, "g")->action == BM_ACT_INFLATE, "and takes it from the idle guest");
-        bm_plan_clear(&p);
-        h.psi_some_avg10 = 5;
-        p = eval(&h, d, 1, NULL, pol);
-        ok(p.mode == BM_HOST_RELEASE || p.mode == BM_HOST_HOLD, "PSI 5%%: no reclaim");
-        ok(p.mode == BM_HOST_HOLD, "PSI 5%% >= psi_release_below 1%%: not comfortable, hold");
-        bm_plan_clear(&p);
-    }
-
-    /* 11. bad host reading */
-    {
-        BmHost h = {.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT};
-        BmSnapshot s = {0};
-        BmPlan p;
-        ok(bm_policy_eval(&h, &s, NULL, pol, NOW, &p) == -EINVAL, "no MemTotal: refused");
-    }
-
-    /* 12. multi-pass simulation: 8 guests of 16 GiB, host at 3 of 128 GiB */
-    {
-        const uint64_t T2 = 128 * GiB;
-        BmDomain d[8];
-        char names[8][8];
-        for (int i = 0; i < 8; i++) {
-            snprintf(names[i], sizeof(names[i]), "vm%d", i);
-            d[i] = guest(names[i], 16 * GiB, 16 * GiB, (uint64_t)(4 + i) * GiB);
-        }
-        uint64_t avail = 3 * GiB;
-        BmLedger prev;
-        bm_ledger_init(&prev);
-        int passes = 0;
-        bool safe = true;
-        uint64_t total_taken = 0;
-        for (; passes < 50; passes++) {
-            BmHost h = host(T2, avail);
-            BmPlan p = eval(&h, d, 8, &prev, pol);
-            prev.mode = p.mode;
-            if (p.mode != BM_HOST_RECLAIM || p.planned_inflate_bytes == 0) {
-                bm_plan_clear(&p);
-                break;
-            }
-            for (int i = 0; i < 8; i++) {
-                const BmDecision *x = &p.decisions[i];
-                if (x->action != BM_ACT_INFLATE)
-                    continue;
-                uint64_t take = x->current_bytes - x->target_bytes;
-                d[i].actual_bytes -= take;
-                d[i].available_bytes -= take;
-                d[i].usable_bytes -= take;
-                avail += take;
-                total_taken += take;
-                uint64_t keep_free = 16 * GiB * 150 / 1000;
-                safe &= d[i].usable_bytes >= keep_free && d[i].actual_bytes >= 4 * GiB;
-            }
+    uint64_t avail = 3 * GiB;
+    BmLedger prev;
+    bm_ledger_init(&prev);
+    int passes = 0;
+    bool safe = true;
+    uint64_t total_taken = 0;
+    for (; passes < 50; passes++) {
+        BmHost h = host(T2, avail);
+        BmPlan p = eval(&h, d, 8, &prev, pol);
+        prev.mode = p.mode;
+        if (p.mode != BM_HOST_RECLAIM || p.planned_inflate_bytes == 0) {
             bm_plan_clear(&p);
+            break;
         }
-        diag("reclaim of %" PRIu64 " MiB converged in %d passes", total_taken / MiB, passes);
-        ok(avail >= T2 * 150 / 1000 - 32 * MiB, "host reached target_available (%" PRIu64 " MiB)", avail / MiB);
-        ok(passes <= 3, "a %" PRIu64 " GiB reclaim takes %d passes (MOM's 5%% steps: ~14)", total_taken / GiB, passes);
-        ok(safe, "no guest went below keep_free or its floor on the way");
+        for (int i = 0; i < 8; i++) {
+            const BmDecision *x = &p.decisions[i];
+            if (x->action != BM_ACT_INFLATE)
+                continue;
+            uint64_t take = x->current_bytes - x->target_bytes;
+            d[i].actual_bytes -= take;
+            d[i].available_bytes -= take;
+            d[i].usable_bytes -= take;
+            avail += take;
+            total_taken += take;
+            uint64_t keep_free = 16 * GiB * 150 / 1000;
+            safe &= d[i].usable_bytes >= keep_free && d[i].actual_bytes >= 4 * GiB;
+        }
+        bm_plan_clear(&p);
     }
+    diag("reclaim of %" PRIu64 " MiB converged in %d passes", total_taken / MiB, passes);
+    ok(avail >= T2 * 150 / 1000 - 32 * MiB, "host reached target_available (%" PRIu64 " MiB)", avail / MiB);
+    ok(passes <= 3, "a %" PRIu64 " GiB reclaim takes %d passes (MOM's 5%% steps: ~14)", total_taken / GiB, passes);
+    ok(safe, "no guest went below keep_free or its floor on the way");
+}
+
+int main(void)
+{
+    test_comfortable_host_grows_nothing();
+    test_pressure_reclaims_from_idle();
+    test_shares_weigh_the_reclaim();
+    test_stale_or_missing_stats_never_inflate();
+    test_pressured_guest_is_deflated();
+    test_short_guest_gets_memory_back();
+    test_deadband_and_hysteresis();
+    test_floors_and_min_guarantee();
+    test_skips();
+    test_psi_pressure_alone();
+    test_bad_host_reading();
+    test_multi_pass_reclaim_converges();
     return tap_done();
 }

@@ -34,18 +34,7 @@ static bool is_bytes(BmAmount a, uint64_t bytes)
 }
 
 /* Parses fixture tests/data/policy/REL, named REL in messages. */
-static int parse_fixture(const char *rel, BmPolicy **ret, char **ret_errors)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "policy/%s", rel);
-    _cleanup_free_ char *text = fixture_read(path);
-    if (!text) {
-        *ret = NULL;
-        *ret_errors = bm_asprintf("%s: cannot read fixture\n", rel);
-        return -ENOENT;
-    }
-    return bm_policy_parse(text, rel, ret, ret_errors);
-}
+DEFINE_PARSE_FIXTURE("policy", BmPolicy, bm_policy_parse)
 
 /* The guest rules of domain `name` under policy p. */
 static BmGuestRules rules(const BmPolicy *p, const char *name)
@@ -270,31 +259,21 @@ static void test_good_values(void)
         ok(is_pct(p->guest.floor, 350) && p->interval_s == 20, "  the last line counts");
 }
 
+static void check_bad(const char *rel, const char *err_rel, const char *want)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *p = (BmPolicy *)1;
+    _cleanup_free_ char *errors = NULL;
+    int r = parse_fixture(rel, &p, &errors);
+    ok(r == -EINVAL && p == NULL, "%s is refused", rel);
+    ok(want != NULL, "  %s exists", err_rel);
+    is_str(errors, want ? want : "", "  %s: the expected messages", rel);
+}
+
 /* Every bad/NAME.policy fails with exactly bad/NAME.err. */
 static void test_bad(void)
 {
-    glob_t g;
-    size_t n = 0;
-    if (glob(SOURCE_ROOT "/tests/data/policy/bad/*.policy", 0, NULL, &g) != 0) {
-        ok(0, "bad fixtures found");
-        return;
-    }
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        char rel[512], err_rel[512];
-        const char *name = basename(g.gl_pathv[i]);
-        snprintf(rel, sizeof(rel), "bad/%s", name);
-        snprintf(err_rel, sizeof(err_rel), "policy/bad/%.*s.err", (int)(strlen(name) - 7), name);
-        _cleanup_free_ char *want = fixture_read(err_rel);
-        _cleanup_(bm_policy_freep) BmPolicy *p = (BmPolicy *)1;
-        _cleanup_free_ char *errors = NULL;
-        int r = parse_fixture(rel, &p, &errors);
-        ok(r == -EINVAL && p == NULL, "%s is refused", rel);
-        ok(want != NULL, "  %s exists", err_rel);
-        is_str(errors, want ? want : "", "  %s: the expected messages", rel);
-        n++;
-    }
-    globfree(&g);
-    ok(n >= 20, "at least 20 bad fixtures (found %zu)", n);
+    int n = fixture_each_bad("policy", ".policy", check_bad);
+    ok(n >= 20, "at least 20 bad fixtures (found %d)", n);
 }
 
 static void test_messages(void)

@@ -1,4 +1,4 @@
-/* QMP reply parsers on real QEMU 7.2 replies (tests/integration/record-qmp.sh) and on broken
+/* QMP reply parsers on real QEMU 7.2 replies (tests/integration/lib/record-qmp.sh) and on broken
  * ones: every refusal has its exact reason (tests/data/qmp/bad.txt). */
 #include <errno.h>
 #include <string.h>
@@ -14,7 +14,8 @@ static int errno_named(const char *s)
     return strcmp(s, "EINVAL") == 0 ? -EINVAL : strcmp(s, "ENOSYS") == 0 ? -ENOSYS : 0;
 }
 
-int main(void)
+/* x-query-virtio: the balloon found by name */
+static void test_virtio_list(void)
 {
     _cleanup_free_ char *list = fixture_read("qmp/x-query-virtio.json");
     _cleanup_free_ char *path = NULL;
@@ -28,7 +29,11 @@ int main(void)
        "device without string name refused");
     ok(bm_qmp_parse_virtio_list("{\"return\": {}}", "virtio-balloon", &none) == -EINVAL,
        "non-array return refused");
+}
 
+/* x-query-virtio-status: features by name, unknown bits, DRIVER_OK */
+static void test_virtio_status(void)
+{
     _cleanup_free_ char *stock = fixture_read("qmp/stock-virtio-status.json");
     BmVirtioStatus st;
     ok(bm_qmp_parse_virtio_status(stock, &st) == 0, "stock status parses");
@@ -47,8 +52,12 @@ int main(void)
     ok(!st.driver_ok && st.guest.n_names == 0 && st.guest.unknown_bits == 0,
        "no DRIVER_OK, nothing acked, unknown-dev-features absent");
     bm_virtio_status_clear(&st);
+}
 
-    /* every bad reply, with its reason */
+/* every bad reply, with its reason (tests/data/qmp/bad.txt) */
+static void test_bad_replies(void)
+{
+    BmVirtioStatus st;
     _cleanup_free_ char *bad = fixture_read("qmp/bad.txt");
     ok(bad != NULL, "bad.txt read");
     for (char *line = strtok(bad, "\n"); line; line = strtok(NULL, "\n")) {
@@ -70,8 +79,11 @@ int main(void)
         is_str(bm_error_detail(r), reason, "%s reason", file);
         bm_virtio_status_clear(&st);
     }
+}
 
-    /* property lists and qom-get */
+/* property lists */
+static void test_property_lists(void)
+{
     _cleanup_free_ char *props = fixture_read("qmp/device-list-properties-balloon-pci.json");
     _cleanup_(bm_strv_freep) char **names = NULL;
     int n = bm_qmp_parse_name_list(props, &names);
@@ -87,7 +99,11 @@ int main(void)
     _cleanup_free_ char *qom = fixture_read("qmp/qom-list-proxy.json");
     _cleanup_(bm_strv_freep) char **qnames = NULL;
     ok(bm_qmp_parse_name_list(qom, &qnames) > 10, "qom-list parses");
+}
 
+/* qom-get and QEMU errors */
+static void test_qom_get_and_errors(void)
+{
     _cleanup_free_ char *missing = fixture_read("qmp/qom-get-ioeventfd-missing.json");
     bool v;
     ok(bm_qmp_parse_qom_get_bool(missing, &v) == -ENOENT, "missing property: -ENOENT");
@@ -102,5 +118,14 @@ int main(void)
     ok(bm_qmp_check_reply("{\"error\": {\"class\": \"DeviceNotFound\", \"desc\": \"x\"}}") == -ENODEV,
        "DeviceNotFound maps to -ENODEV");
     ok(bm_qmp_check_reply("{\"error\": 5}") == -EIO, "odd error object still an error");
+}
+
+int main(void)
+{
+    test_virtio_list();
+    test_virtio_status();
+    test_bad_replies();
+    test_property_lists();
+    test_qom_get_and_errors();
     return tap_done();
 }

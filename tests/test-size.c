@@ -61,7 +61,7 @@ static const struct {
     {"5%G", -EINVAL, "unexpected 'G' after '%'"},
 };
 
-int main(void)
+static void test_good(void)
 {
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         uint64_t v = 0;
@@ -70,6 +70,10 @@ int main(void)
         ok(r == 0, "'%s' parses (%s)", good[i].in, r < 0 ? bm_error_detail(r) : "ok");
         is_u64(v, good[i].want, "'%s' is %" PRIu64 " bytes", good[i].in, good[i].want);
     }
+}
+
+static void test_bad(void)
+{
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 12345;
         bm_error_clear();
@@ -78,8 +82,11 @@ int main(void)
         is_str(bm_error_detail(r), bad[i].reason, "'%s' reason", bad[i].in);
         is_u64(v, 12345, "'%s' leaves the output alone", bad[i].in);
     }
+}
 
-    /* without a context: no %, no sign, no range */
+/* without a context: no %, no sign, no range */
+static void test_without_context(void)
+{
     uint64_t v;
     ok(bm_size_parse("50%", NULL, &v) == -EINVAL, "percent needs a domain");
     is_str(bm_error_detail(-EINVAL), "a percentage is not allowed here", "percent reason");
@@ -87,7 +94,10 @@ int main(void)
     ok(bm_size_parse("64T", NULL, &v) == 0 && v == 64ull << 40, "no upper bound without context");
     ok(bm_size_parse_plain("100", 1, &v) == 0 && v == 100, "plain size with byte scale");
     ok(bm_size_parse_plain("-1", 1, &v) == -EINVAL, "plain size refuses a sign");
+}
 
+static void test_format(void)
+{
     static const struct {
         uint64_t bytes;
         const char *want;
@@ -102,5 +112,13 @@ int main(void)
         is_str(bm_size_format(fmt[i].bytes, buf, sizeof(buf)), fmt[i].want, "format %" PRIu64,
                fmt[i].bytes);
     }
+}
+
+int main(void)
+{
+    test_good();
+    test_bad();
+    test_without_context();
+    test_format();
     return tap_done();
 }

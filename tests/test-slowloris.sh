@@ -14,8 +14,7 @@ export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 work=$(mktemp -d)
 agent=""
 trap '[ -n "$agent" ] && kill "$agent" 2>/dev/null; rm -rf "$work" "$BALLOONMGR_RUNTIME_DIR"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi; }
+. "$ROOT/tests/tap.sh"
 
 port=""
 for _ in $(seq 20); do
@@ -28,7 +27,7 @@ for _ in $(seq 20); do
     kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null; agent=""
 done
 [ -n "$port" ]; ok $? "agent serves on a free port ($port)"
-[ -n "$port" ] || { echo "1..$n"; exit 1; }
+[ -n "$port" ] || { tap_done; exit 1; }
 
 "$SLOW" 127.0.0.2 127.0.0.1 "$port" 40 1000 14 >"$work/trickle" &
 trickle=$!
@@ -78,5 +77,4 @@ done
 kill "${flood[@]}" 2>/dev/null; wait "${flood[@]}" 2>/dev/null
 [ "$good" -eq 5 ]; ok $? "5 scrapes during a wrong-password flood (8 clients): $good got 200"
 awk -v w="$worst" 'BEGIN { exit !(w < 0.2) }'; ok $? "slowest scrape during the flood: $worst s (< 0.2 s)"
-echo "1..$n"
-exit $((failed > 0))
+tap_done

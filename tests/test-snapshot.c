@@ -20,13 +20,9 @@ static virConnectPtr open_demo(void)
     return c;
 }
 
-int main(void)
+/* every domain of the demo host, with its XML */
+static void test_all_domains(virConnectPtr conn)
 {
-    ok(bm_conn_init() == 0, "libvirt initialised");
-    _cleanup_(virConnectClosep) virConnectPtr conn = open_demo();
-    if (!conn)
-        return tap_done();
-
     BmSnapshot s;
     int r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_XML, &s);
     ok(r == 0, "snapshot of all domains");
@@ -62,26 +58,50 @@ int main(void)
     ok(legacy1->balloon_known && !legacy1->balloon.present, "legacy1 has no balloon");
     ok(s.libvirt_calls >= 1 + 7, "fallback made per-domain calls (%u)", s.libvirt_calls);
     bm_snapshot_clear(&s);
+}
 
-    r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY, &s);
+static void test_active_only(virConnectPtr conn)
+{
+    BmSnapshot s;
+    int r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY, &s);
     ok(r == 0 && s.n_domains == 5, "active only: 5 domains (got %zu)", s.n_domains);
     ok(!s.domains[0].balloon_known, "XML not read without BM_SNAPSHOT_XML");
     bm_snapshot_clear(&s);
+}
 
+static void test_named_domains(virConnectPtr conn)
+{
+    BmSnapshot s;
     char *names[] = {"web2", "db1", NULL};
-    r = bm_snapshot_take(conn, names, 0, &s);
+    int r = bm_snapshot_take(conn, names, 0, &s);
     ok(r == 0 && s.n_domains == 2, "two named domains");
     ok(bm_snapshot_find(&s, "web2") && bm_snapshot_find(&s, "db1") && !bm_snapshot_find(&s, "web1"),
        "exactly the named ones");
     bm_snapshot_clear(&s);
+}
 
+static void test_unknown_name(virConnectPtr conn)
+{
+    BmSnapshot s;
     char *bad[] = {"web1", "no-such-vm", NULL};
     bm_error_clear();
-    r = bm_snapshot_take(conn, bad, 0, &s);
+    int r = bm_snapshot_take(conn, bad, 0, &s);
     ok(r == -ENOENT, "unknown name gives -ENOENT");
     is_str(bm_error_detail(r), "'no-such-vm': no such domain", "and names the domain");
     ok(s.domains == NULL && s.n_domains == 0, "and no half snapshot");
     bm_snapshot_clear(&s);
     bm_snapshot_clear(NULL);
+}
+
+int main(void)
+{
+    ok(bm_conn_init() == 0, "libvirt initialised");
+    _cleanup_(virConnectClosep) virConnectPtr conn = open_demo();
+    if (!conn)
+        return tap_done();
+    test_all_domains(conn);
+    test_active_only(conn);
+    test_named_domains(conn);
+    test_unknown_name(conn);
     return tap_done();
 }

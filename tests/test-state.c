@@ -21,13 +21,19 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
-int main(void)
-{
-    char dir[] = "/tmp/bm-test-state.XXXXXX";
-    ok(mkdtemp(dir) != NULL, "temporary directory");
-    _cleanup_free_ char *path = bm_asprintf("%s/sub/state.json", dir);
+static char dir[] = "/tmp/bm-test-state.XXXXXX";
 
-    BmLedger prev;
+/* DIR/REL (caller frees) */
+static char *in_dir(const char *rel)
+{
+    return bm_asprintf("%s/%s", dir, rel);
+}
+
+/* The ledger saved: two running domains with a reading, one shut off without, mode reclaim. */
+static BmLedger prev;
+
+static void make_ledger(void)
+{
     bm_ledger_init(&prev);
     prev.mode = BM_HOST_RECLAIM;
     BmLedgerEntry *e = bm_ledger_entry(&prev, "11111111-2222-3333-4444-555555555555", "one");
@@ -38,7 +44,12 @@ int main(void)
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
                               .last_update_s = BM_ABSENT, .taken_s = 1700000005};
-    bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off"); /* shut off: no reading */
+    bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off");
+}
+
+static void test_round_trip(void)
+{
+    _cleanup_free_ char *path = in_dir("sub/state.json");
     ok(bm_state_save(path, &prev, 1700000006) == 0, "save creates the directory and the file");
 
     BmLedger back;
@@ -58,9 +69,12 @@ int main(void)
     /* no temporary files left behind */
     _cleanup_free_ char *cmd = bm_asprintf("test $(ls -A %s/sub | wc -l) -eq 1", dir);
     ok(system(cmd) == 0, "only state.json in the directory");
+}
 
-    /* missing, corrupt */
-    _cleanup_free_ char *missing = bm_asprintf("%s/none.json", dir);
+static void test_missing_and_corrupt(void)
+{
+    BmLedger back;
+    _cleanup_free_ char *missing = in_dir("none.json");
     ok(bm_state_load(missing, &back) == -ENOENT, "missing file: -ENOENT");
     static const struct {
         const char *text, *reason;
@@ -74,7 +88,7 @@ int main(void)
          "\"major_faults\" is not a non-negative integer"},
         {"", "not JSON (truncated)"},
     };
-    _cleanup_free_ char *corrupt = bm_asprintf("%s/corrupt.json", dir);
+    _cleanup_free_ char *corrupt = in_dir("corrupt.json");
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
         write_file(corrupt, bad[i].text);
         bm_error_clear();
@@ -83,42 +97,57 @@ int main(void)
         is_str(bm_error_detail(r), bad[i].reason, "reason %zu", i);
         ok(back.n_entries == 0, "nothing half-read");
     }
+}
 
-    /* a read-only directory: clear error, previous file untouched */
-    if (geteuid() != 0) {
-        _cleanup_free_ char *sub = bm_asprintf("%s/sub", dir);
-        chmod(sub, 0555);
-        prev.mode = BM_HOST_HOLD;
-        bm_error_clear();
-        int r = bm_state_save(path, &prev, 1700000100);
-        ok(r == -EACCES, "read-only directory: -EACCES");
-        is_str(bm_error_detail(r), "cannot write: Permission denied (previous state kept)", "says so");
-        ok(bm_state_load(path, &back) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
-        bm_ledger_clear(&back);
-        chmod(sub, 0755);
-    } else {
+/* a read-only directory: clear error, previous file untouched */
+static void test_read_only_directory(void)
+{
+    if (geteuid() == 0) {
         printf("ok %d - # SKIP read-only directory (root ignores permissions; see integration)\n", ++tap_n);
+        return;
     }
+    _cleanup_free_ char *path = in_dir("sub/state.json"), *sub = in_dir("sub");
+    BmLedger back;
+    prev.mode = BM_HOST_HOLD;
+    chmod(sub, 0555);
+    bm_error_clear();
+    int r = bm_state_save(path, &prev, 1700000100);
+    prev.mode = BM_HOST_RECLAIM;
+    ok(r == -EACCES, "read-only directory: -EACCES");
+    is_str(bm_error_detail(r), "cannot write: Permission denied (previous state kept)", "says so");
+    ok(bm_state_load(path, &back) == 0 && back.mode == BM_HOST_RECLAIM, "previous file intact");
+    bm_ledger_clear(&back);
+    chmod(sub, 0755);
+}
 
-    /* a file that is not there yet: no claim that a previous one was kept */
-    _cleanup_free_ char *nodir = bm_asprintf("%s/file/state.json", dir);
-    _cleanup_free_ char *file = bm_asprintf("%s/file", dir);
+/* a file that is not there yet: no claim that a previous one was kept */
+static void test_no_previous_file(void)
+{
+    _cleanup_free_ char *nodir = in_dir("file/state.json"), *file = in_dir("file");
     write_file(file, "x");
     bm_error_clear();
     int r = bm_state_save(nodir, &prev, 1);
     ok(r == -ENOTDIR, "directory is a file: -ENOTDIR");
     is_str(bm_error_detail(r), "cannot write: Not a directory", "no 'previous state kept'");
+}
 
-    /* a corrupt file set aside */
+/* a corrupt file set aside */
+static void test_set_aside(void)
+{
+    _cleanup_free_ char *corrupt = in_dir("corrupt.json");
     write_file(corrupt, "{");
     _cleanup_free_ char *aside = NULL;
     ok(bm_state_set_aside(corrupt, &aside) == 0, "set aside");
     _cleanup_free_ char *want_aside = bm_asprintf("%s.corrupt", corrupt);
     is_str(aside, want_aside, "as FILE.corrupt");
     ok(access(corrupt, F_OK) < 0 && access(aside, F_OK) == 0, "renamed");
+}
 
-    /* temporary files of killed writers: removed unless locked (a writer at work), too young,
-     * or not ours by name */
+/* temporary files of killed writers: removed unless locked (a writer at work), too young,
+ * or not ours by name */
+static void test_temporary_files_of_killed_writers(void)
+{
+    _cleanup_free_ char *path = in_dir("sub/state.json"), *missing = in_dir("none.json");
     static const struct {
         const char *suffix;
         bool removed;
@@ -151,16 +180,19 @@ int main(void)
     ok(bm_atomic_cleanup(path, 0) == -EINVAL, "not a template: -EINVAL");
     ok(bm_state_cleanup(missing) == 0 && bm_state_cleanup("/nonexistent/state.json") == 0,
        "cleanup with nothing to clean");
+}
 
-    /* a loop's saves: the first failure reported, the same again quiet, recovery reported */
+/* a loop's saves: the first failure reported, the same again quiet, recovery reported */
+static void test_failing_saves_reported_once(void)
+{
     BmStateWriter w = {0};
-    _cleanup_free_ char *blocker = bm_asprintf("%s/blocker", dir), *blocked = bm_asprintf("%s/x", blocker);
+    _cleanup_free_ char *blocker = in_dir("blocker"), *blocked = bm_asprintf("%s/x", blocker);
     write_file(blocker, "not a directory");
     ok(bm_state_save_tracked(&w, blocked, &prev, 1) == BM_SAVE_FAILED, "first failure: report");
     is_str(w.reported, "cannot write: Not a directory", "the reason");
     ok(bm_state_save_tracked(&w, blocked, &prev, 2) == BM_SAVE_FAILED_QUIET, "again: quiet");
     ok(bm_state_save_tracked(&w, blocked, &prev, 3) == BM_SAVE_FAILED_QUIET, "again: quiet");
-    _cleanup_free_ char *deep = bm_asprintf("%s/missing/deeper/x", dir);
+    _cleanup_free_ char *deep = in_dir("missing/deeper/x");
     ok(bm_state_save_tracked(&w, deep, &prev, 4) == BM_SAVE_FAILED, "another reason: report");
     ok(strstr(w.reported, "cannot create directory") != NULL, "that reason");
     unlink(blocker);
@@ -168,7 +200,19 @@ int main(void)
     ok(bm_state_save_tracked(&w, blocked, &prev, 5) == BM_SAVE_RECOVERED && w.failed_before == 4,
        "recovered after 4 failures");
     ok(bm_state_save_tracked(&w, blocked, &prev, 6) == BM_SAVE_OK, "then plain ok");
+}
 
+int main(void)
+{
+    ok(mkdtemp(dir) != NULL, "temporary directory");
+    make_ledger();
+    test_round_trip();
+    test_missing_and_corrupt();
+    test_read_only_directory();
+    test_no_previous_file();
+    test_set_aside();
+    test_temporary_files_of_killed_writers();
+    test_failing_saves_reported_once();
     bm_ledger_clear(&prev);
     _cleanup_free_ char *rm = bm_asprintf("rm -rf %s", dir);
     ok(system(rm) == 0, "cleanup");

@@ -10,12 +10,7 @@ set -u
 BUILD=$(realpath "$1")
 ROOT=$(realpath "$2")
 dir=$BUILD/systemd
-n=0 failed=0
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+. "$ROOT/tests/tap.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -43,9 +38,8 @@ ok $? "the agent conflicts with the timer and its service"
 
 units=(balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service)
 if ! systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then
-    skip "systemd-analyze security --offline is not available"
-    echo "1..$n"
-    [ "$failed" -eq 0 ]
+    tap_skip "systemd-analyze security --offline is not available"
+    tap_done
     exit
 fi
 
@@ -94,5 +88,4 @@ grep -q '^IPAddressAllow=' "$dir/push.conf" && grep -q -- '--push http' "$dir/pu
     ! grep -q '^IPAddressDeny=$' "$dir/push.conf"
 ok $? "push drop-in: --push and an IPAddressAllow= for the Pushgateway, IPAddressDeny=any kept"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -7,11 +7,9 @@
 set -u
 BM=$(realpath "$1")
 ROOT=$2
+. "$ROOT/tests/tap.sh"
 for tool in curl openssl; do
-    if ! command -v $tool >/dev/null; then
-        echo "1..0 # SKIP $tool is not installed"
-        exit 0
-    fi
+    command -v $tool >/dev/null || tap_skip_all "$tool is not installed"
 done
 # bcrypt cost 6, made with crypt_gensalt/crypt (the same as htpasswd -nbB -C 6 alice secret)
 HASH_SECRET='$2y$06$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK'    # secret
@@ -30,11 +28,6 @@ stop_agent() {
     fi
 }
 trap 'stop_agent; rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
     -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
@@ -179,5 +172,4 @@ grep -qx "$tmp/bad.yml:2:14: cert_file '$tmp/nope.pem': cannot read: No such fil
 "$BM" -c test:///default agent --listen 127.0.0.1:1 --web-config "$tmp/none.yml" 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -qx "$tmp/none.yml: cannot read: No such file or directory" "$tmp/err"; ok $? "a missing web config: exit 2, named (got $rc)"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

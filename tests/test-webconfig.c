@@ -18,18 +18,7 @@
 #define H3 "$2a$06$1EgbiX4prZaOtMINIqS/SOQxvjH9K8NcUMzEQY1k24vvMbkteb.F."
 
 /* Parses fixture tests/data/webconfig/REL, named REL in messages. */
-static int parse_fixture(const char *rel, BmWebConfig **ret, char **ret_errors)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "webconfig/%s", rel);
-    _cleanup_free_ char *text = fixture_read(path);
-    if (!text) {
-        *ret = NULL;
-        *ret_errors = bm_asprintf("%s: cannot read fixture\n", rel);
-        return -ENOENT;
-    }
-    return bm_webconfig_parse(text, rel, ret, ret_errors);
-}
+DEFINE_PARSE_FIXTURE("webconfig", BmWebConfig, bm_webconfig_parse)
 
 static void test_good(void)
 {
@@ -93,37 +82,27 @@ static void test_good(void)
     }
 }
 
+static void check_bad(const char *rel, const char *err_rel, const char *want)
+{
+    BmWebConfig *c = (BmWebConfig *)1;
+    _cleanup_free_ char *errors = NULL;
+    int r = parse_fixture(rel, &c, &errors);
+    ok(r == -EINVAL && c == NULL, "%s is refused", rel);
+    ok(want != NULL, "  %s exists", err_rel);
+    is_str(errors, want ? want : "", "  %s: the expected messages", rel);
+    if (c != (BmWebConfig *)1)
+        bm_webconfig_free(c);
+    char text_rel[600];
+    snprintf(text_rel, sizeof(text_rel), "webconfig/%s", rel);
+    _cleanup_free_ char *text = fixture_read(text_rel);
+    ok(text && bm_webconfig_parse(text, rel, NULL, NULL) == -EINVAL, "  check only: refused");
+}
+
 /* Every bad/NAME.yml fails with exactly bad/NAME.err. */
 static void test_bad(void)
 {
-    glob_t g;
-    size_t n = 0;
-    if (glob(SOURCE_ROOT "/tests/data/webconfig/bad/*.yml", 0, NULL, &g) != 0) {
-        ok(0, "bad fixtures found");
-        return;
-    }
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        char rel[512], err_rel[512];
-        const char *name = basename(g.gl_pathv[i]);
-        snprintf(rel, sizeof(rel), "bad/%s", name);
-        snprintf(err_rel, sizeof(err_rel), "webconfig/bad/%.*s.err", (int)(strlen(name) - 4), name);
-        _cleanup_free_ char *want = fixture_read(err_rel);
-        BmWebConfig *c = (BmWebConfig *)1;
-        _cleanup_free_ char *errors = NULL;
-        int r = parse_fixture(rel, &c, &errors);
-        ok(r == -EINVAL && c == NULL, "%s is refused", rel);
-        ok(want != NULL, "  %s exists", err_rel);
-        is_str(errors, want ? want : "", "  %s: the expected messages", rel);
-        if (c != (BmWebConfig *)1)
-            bm_webconfig_free(c);
-        char text_rel[600];
-        snprintf(text_rel, sizeof(text_rel), "webconfig/%s", rel);
-        _cleanup_free_ char *text = fixture_read(text_rel);
-        ok(text && bm_webconfig_parse(text, rel, NULL, NULL) == -EINVAL, "  check only: refused");
-        n++;
-    }
-    globfree(&g);
-    ok(n >= 20, "at least 20 bad fixtures (found %zu)", n);
+    int n = fixture_each_bad("webconfig", ".yml", check_bad);
+    ok(n >= 20, "at least 20 bad fixtures (found %d)", n);
 }
 
 /* bm_webconfig_load() from tests/data/webconfig, so that messages have relative paths. */

@@ -16,7 +16,7 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # LeakSanitizer instead).
 # strace: fault injection (ENOSPC at fsync, EDQUOT at close, slow fsync) in the state tests.
 # prometheus: promtool (test-metrics checks the exposition) and the private Prometheus of
-# tests/integration/prom.sh, which also starts the Pushgateway and queries with curl.
+# tests/integration/lib/prom.sh, which also starts the Pushgateway and queries with curl.
 # dbus, polkitd: libvirt asks polkit whether a non-root client may use its read-only socket
 # (test-readonly runs the monitoring-only agent as nobody).
 # debhelper, dpkg-dev, build-essential, lintian: tests/integration/test-deb.sh builds the

@@ -19,8 +19,8 @@ meson test -C build-asan --suite unit --print-errorlogs --logbase unit || status
 # once for all of them (in a subshell, so lib.sh's settings stay out of this shell) and only
 # what was started is stopped.
 if [ "$(id -u)" -eq 0 ]; then
-    (. tests/integration/lib.sh && bm_start_daemons)
-    trap '(. tests/integration/lib.sh && bm_stop_daemons)' EXIT
+    (. tests/integration/lib/lib.sh && bm_start_daemons)
+    trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
 fi
 meson test -C build --suite integration --print-errorlogs --logbase integration || status=1
 

@@ -6,7 +6,7 @@
 # installing any kernel package on the host:
 #
 #   1. kernel version: -k, else $BM_GUEST_DIR/kernel-version (written by
-#      tests/integration/build-guest.sh), e.g. 6.1.0-57-amd64;
+#      tests/integration/lib/build-guest.sh), e.g. 6.1.0-57-amd64;
 #   2. apt-get download (never install) linux-headers-VERSION,
 #      linux-headers-VERSION-common (VERSION minus the flavour) and
 #      linux-kbuild-MAJOR.MINOR, pinned to the version of the linux-image
@@ -58,7 +58,7 @@ OUT=${OUT:-$GUEST_DIR/virtio_balloon_sg.ko}
 
 if [ -z "$KVER" ]; then
     [ -s "$GUEST_DIR/kernel-version" ] ||
-        die "no $GUEST_DIR/kernel-version: run tests/integration/build-guest.sh first, or pass -k VERSION"
+        die "no $GUEST_DIR/kernel-version: run tests/integration/lib/build-guest.sh first, or pass -k VERSION"
     KVER=$(cat "$GUEST_DIR/kernel-version")
 fi
 case "$KVER" in

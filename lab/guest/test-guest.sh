@@ -29,13 +29,13 @@
 #          back), loads it again (it inflates to the target by itself), then
 #          back to 512 MiB.
 # Every mode checks the console (loglevel=7) for WARNING/BUG/Oops/Call Trace.
-# Uses tests/integration/lib.sh; builds the module (lab/guest/build.sh) and
+# Uses tests/integration/lib/lib.sh; builds the module (lab/guest/build.sh) and
 # the guest image (which then includes it) first. Exit: 0 pass, 1 fail, 77 skip.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 MODE=${1:-stock}
-. "$ROOT/tests/integration/lib.sh"
+. "$ROOT/tests/integration/lib/lib.sh"
 bm_require_root
 
 LAB_QEMU=${BM_LAB_QEMU:-/var/lib/libvirt/images/balloonmgr-lab/qemu-system-x86_64}

@@ -8,16 +8,14 @@
 # - libvirtd killed and started again: the agent keeps serving, libvirt_up 0 then 1;
 # - every PromQL expression of the dashboard and the alert rules returns data.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup
 bm_prom_ensure
 
-work=$(mktemp -d)
-export BALLOONMGR_RUNTIME_DIR=$work/run
-bm_add_cleanup "rm -rf '$work'"
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 bm_define_guest ag1 512 touch=400
 bm_wait_guest_ready ag1
@@ -37,15 +35,16 @@ policy "$work/pressure.policy" "reclaim_below = 99%" "target_available = 99.5%" 
 cp "$work/calm.policy" "$work/agent.policy"
 
 port=$(bm_prom_free_port)
-"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
-    >"$work/agent.log" 2>&1 &
-agent=$!
-bm_add_cleanup "kill $agent 2>/dev/null || true"
-for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
+bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/agent.policy" \
+    --listen "127.0.0.1:$port" --state "$work/agent-state.json"
+agent=$BM_AGENT_PID
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
 # grep that reads all its input: `metrics | grep -q` under pipefail fails when grep exits at
 # the first match and curl then dies of SIGPIPE writing the rest (a false "not found")
 has() { grep "$@" >/dev/null; }
+# metrics_have REGEX: /metrics has a line matching REGEX
+metrics_have() { metrics | has "$1"; }
+bm_wait_until 5 "the agent to serve /metrics" curl -sf -o /dev/null "127.0.0.1:$port/metrics" || true
 metrics | promtool check metrics || bm_fail "promtool check metrics failed on /metrics"
 bm_pass "agent serves /metrics on 127.0.0.1:$port; promtool check metrics is clean"
 
@@ -57,7 +56,7 @@ bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not-offered\"}" 30 >/d
 
 # --- a CLI change: set --wait, handed to the agent through the spool
 "$BM" -c "$BM_URI" set "$dom" 50% --wait --json | jq -c .
-q='balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
+q='balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
 bm_prom_wait "$q" 30 >/dev/null || bm_fail "histogram count for inflate/not_negotiated never reached 1"
 reclaimed_status=$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].reclaimed_bytes')
 bm_prom_wait "balloonmgr_domain_reclaimed_bytes{domain=\"$dom\"} == $reclaimed_status" 30 >/dev/null ||
@@ -71,22 +70,26 @@ bm_prom_wait 'balloonmgr_target_changes_total{direction="inflate"} >= 1' 30 >/de
     bm_fail "the agent made no inflate under the pressure policy"
 bm_prom_wait 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"} >= 2' 30 >/dev/null ||
     bm_fail "the agent's inflate was not counted as reached"
-bm_prom_wait 'balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 2' 30 >/dev/null ||
+bm_prom_wait 'balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 2' 30 >/dev/null ||
     bm_fail "the agent's inflate is not in the histogram"
 bm_prom_wait "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"} > 0" 30 >/dev/null ||
     bm_fail "no RSS drop observed after the inflate"
 bm_pass "agent's own inflate: counted, in the histogram, RSS drop $(bm_prom_value "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"}") bytes"
+reloads() { grep -c "policy $work/agent.policy reloaded" "$work/agent.log"; }
+reloaded_since() { [ "$(reloads)" -gt "$1" ]; }
+n=$(reloads)
 cp "$work/calm.policy" "$work/agent.policy"
 kill -HUP "$agent"
-sleep 1
+bm_wait_until 10 "the calm policy reloaded" reloaded_since "$n" || true
 
 # --- SIGHUP with a broken policy: keeps running with the last good one
 printf '[guest]\nfloor = 12X\n' >"$work/agent.policy"
 kill -HUP "$agent"
-sleep 1
+bm_wait_until 10 "the broken policy refused" grep -q "not reloaded: keeping the last good one" "$work/agent.log" ||
+    bm_fail "no message about the broken policy"
 kill -0 "$agent" || bm_fail "agent died on a broken policy"
-grep -q "not reloaded: keeping the last good one" "$work/agent.log" || bm_fail "no message about the broken policy"
-metrics | has '^balloonmgr_errors_total{kind="policy"} 1$' || bm_fail "policy error not counted"
+bm_wait_until 10 "the policy error counted" metrics_have '^balloonmgr_errors_total{kind="policy"} 1$' ||
+    bm_fail "policy error not counted"
 bm_pass "SIGHUP with a broken policy: agent keeps running, error counted"
 cp "$work/calm.policy" "$work/agent.policy"
 kill -HUP "$agent"
@@ -107,11 +110,11 @@ set -e
 bm_pass "push to a dead Pushgateway: exit 1 with a clear error"
 
 mkdir -p "$work/textfile"
-# a whole file ends with the last family's sample (the KSM ones where KSM is readable)
+# a complete textfile ends with the last metric family: learn its name from a first run
 "$BM" -c "$BM_URI" run --once --policy "$work/calm.policy" --state "$work/timer-state.json" \
     --textfile "$work/textfile" >/dev/null || bm_fail "a textfile run failed"
-last=$(tail -1 "$work/textfile/balloonmgr.prom" | sed -E 's/[{ ].*//')
-( for _ in $(seq 14); do
+last=$(tail -1 "$work/textfile/balloonmgr.prom" | sed 's/[ {].*//')
+( for _ in $(seq 15); do
       "$BM" -c "$BM_URI" run --once --policy "$work/calm.policy" --state "$work/timer-state.json" \
           --textfile "$work/textfile" >/dev/null || exit 1
   done ) &
@@ -122,7 +125,7 @@ while kill -0 "$writer" 2>/dev/null; do
         # one open file, as a collector reads it (cp refuses a file renamed over meanwhile)
         cat "$work/textfile/balloonmgr.prom" >"$work/read.prom" 2>/dev/null || continue
         reads=$((reads + 1))
-        tail -1 "$work/read.prom" | grep -Eq "^$last[{ ].*[0-9]\$" || bad=$((bad + 1))
+        [ "$(tail -1 "$work/read.prom" | sed 's/[ {].*//')" = "$last" ] || bad=$((bad + 1))
     fi
 done
 wait "$writer" || bm_fail "a textfile run failed"
@@ -130,32 +133,29 @@ promtool check metrics <"$work/textfile/balloonmgr.prom" || bm_fail "textfile fa
 [ "$bad" -eq 0 ] && [ "$reads" -gt 10 ] || bm_fail "$bad of $reads concurrent reads saw an incomplete textfile"
 passes=$(grep '^balloonmgr_passes_total ' "$work/textfile/balloonmgr.prom" | cut -d' ' -f2)
 [ "$passes" -ge 16 ] || bm_fail "textfile passes_total $passes: counters not cumulative across runs"
-bm_pass "textfile: $reads concurrent reads all complete; passes_total $passes is cumulative across runs"
+bm_pass "textfile: $reads concurrent reads all complete (ending with $last); passes_total $passes is cumulative across runs"
 
 # --- every PromQL expression of the dashboard and the alert rules returns data
-"$ROOT/tests/integration/check-promql.sh" --require-data || bm_fail "dashboard/alert expressions without data"
+"$ROOT/tests/integration/lib/check-promql.sh" --require-data || bm_fail "dashboard/alert expressions without data"
 bm_pass "every dashboard and alert expression returns data"
 
 # --- libvirtd killed and started again
 old=$(_bm_daemon_pid libvirtd)
 kill -KILL "$old"
-for _ in $(seq 50); do metrics | has '^balloonmgr_libvirt_up 0$' && break; sleep 0.1; done
-metrics | has '^balloonmgr_libvirt_up 0$' || bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
+bm_wait_until 5 "libvirt_up 0" metrics_have '^balloonmgr_libvirt_up 0$' ||
+    bm_fail "libvirt_up did not drop to 0 with libvirtd killed"
 bm_pass "libvirtd killed: agent still serving, libvirt_up 0"
 libvirtd -d
-sleep 0.5
+bm_wait_until 10 "the new libvirtd's pid file" _bm_pidfile_live libvirtd || true
 # the new libvirtd belongs to whoever owned the old one
 for f in "$BM_IT_STATE"/daemons.*; do
     [ -e "$f" ] && sed -i "s/^libvirtd $old\$/libvirtd $(_bm_daemon_pid libvirtd)/" "$f"
 done
 passes_before=$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)
-for _ in $(seq 160); do metrics | has '^balloonmgr_libvirt_up 1$' && break; sleep 0.25; done
-metrics | has '^balloonmgr_libvirt_up 1$' || bm_fail "agent did not reconnect to the new libvirtd"
-for _ in $(seq 40); do
-    [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] && break
-    sleep 0.25
-done
-[ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ] || bm_fail "passes did not resume"
+BM_WAIT_INTERVAL=0.25 bm_wait_until 40 "libvirt_up 1" metrics_have '^balloonmgr_libvirt_up 1$' ||
+    bm_fail "agent did not reconnect to the new libvirtd"
+passes_resumed() { [ "$(metrics | grep '^balloonmgr_passes_total ' | cut -d' ' -f2)" -gt "$passes_before" ]; }
+BM_WAIT_INTERVAL=0.25 bm_wait_until 10 "a pass after the reconnect" passes_resumed || bm_fail "passes did not resume"
 bm_pass "libvirtd restarted: agent reconnected, libvirt_up 1, passes resumed"
 
 # --- a domain that disappears disappears from /metrics
@@ -167,10 +167,8 @@ bm_virsh destroy "$dom" >/dev/null
 bm_virsh undefine "$dom" >/dev/null
 t_gone=$(bm_now)
 # (a failed scrape is not "gone": read the page first, then look for the domain)
-for _ in $(seq 160); do
-    page=$(metrics) && ! grep -q "domain=\"$dom\"" <<<"$page" && break
-    sleep 0.25
-done
+series_gone() { local page; page=$(metrics) && ! grep -q "domain=\"$dom\"" <<<"$page"; }
+BM_WAIT_INTERVAL=0.25 bm_wait_until 40 "the series of $dom to go" series_gone || true
 echo "destroy+undefine took $(awk -v a="$t_destroy" -v b="$t_gone" 'BEGIN { printf "%.1f", b - a }') s;" \
     "series gone $(bm_elapsed "$t_gone") s after"
 # and they stay gone (three more scrapes over a second)
@@ -187,8 +185,6 @@ bm_pass "an undefined domain's series disappear from /metrics"
 
 # --- SIGTERM: clean exit within a second
 t0=$(bm_now)
-kill -TERM "$agent"
-for _ in $(seq 20); do kill -0 "$agent" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$agent" 2>/dev/null && bm_fail "agent still running 1 s after SIGTERM"
-wait "$agent" || bm_fail "agent exited non-zero on SIGTERM"
+bm_stop_agent TERM 1 || bm_fail "agent still running 1 s after SIGTERM"
+[ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "agent exited non-zero ($BM_AGENT_STATUS) on SIGTERM"
 bm_pass "SIGTERM: agent exited cleanly in $(bm_elapsed "$t0") s"

@@ -3,7 +3,7 @@
 # seconds; sg and ioeventfd are refused (stock QEMU has neither) and the persistent XML stays
 # byte-identical; autodeflate set with --config survives a restart and is negotiated after it.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
@@ -18,11 +18,11 @@ out=$("$BM" -c "$BM_URI" configure "$dom" --stats-period 2) || bm_fail "configur
 echo "$out"
 [ "$out" = "$dom: stats period: 1 s -> 2 s (live and persistent)" ] || bm_fail "configure output: $out"
 start=$(bm_now)
-for _ in $(seq 50); do
+new_period_stats() {
     "$BM" -c "$BM_URI" status --json "$dom" |
-        jq -e '.domains[0] | .stats_period_s == 2 and .usable_bytes != null and .stats_age_s <= 3' >/dev/null && break
-    sleep 0.2
-done
+        jq -e '.domains[0] | .stats_period_s == 2 and .usable_bytes != null and .stats_age_s <= 3' >/dev/null
+}
+BM_WAIT_INTERVAL=0.2 bm_wait_until 10 "statistics every 2 s from $dom" new_period_stats || true
 "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].stats_period_s == 2' >/dev/null ||
     bm_fail "status does not show the new stats period"
 "$BM" -c "$BM_URI" status "$dom" | grep -q "  2s " || bm_fail "status table does not show 2s"
@@ -62,9 +62,9 @@ bm_virsh destroy "$dom" >/dev/null
 bm_virsh start "$dom" >/dev/null
 bm_wait_guest_ready cf1
 bm_virsh dumpxml "$dom" | grep -q "autodeflate='on'" || bm_fail "autodeflate lost after restart"
-for _ in $(seq 20); do
-    "$BM" -c "$BM_URI" verify --json "$dom" | jq -e '.domains[0].features.deflate_on_oom.state == "negotiated"' >/dev/null && break
-    sleep 0.5
-done
+deflate_on_oom_negotiated() {
+    "$BM" -c "$BM_URI" verify --json "$dom" | jq -e '.domains[0].features.deflate_on_oom.state == "negotiated"' >/dev/null
+}
+BM_WAIT_INTERVAL=0.5 bm_wait_until 10 "deflate-on-oom negotiated in $dom" deflate_on_oom_negotiated || true
 "$BM" -c "$BM_URI" verify --require deflate-on-oom "$dom" >/dev/null || bm_fail "deflate-on-oom not negotiated after restart"
 bm_pass "configure --autodeflate on --config survives a restart; deflate-on-oom negotiated"

@@ -7,14 +7,12 @@
 #   inflate takes long enough to be caught in the middle): the agent counts that change as
 #   failed, the other guest's change reaches its target, the agent keeps serving and passing.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-work=$(mktemp -d)
-export BALLOONMGR_RUNTIME_DIR=$work/run
-bm_add_cleanup "rm -rf '$work'"
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 bm_define_guest busy 512 touch=100
 bm_define_guest free 512 touch=100
@@ -34,12 +32,11 @@ bm_add_cleanup "kill $reader 2>/dev/null || true"
 bm_virsh dump --live "$busy" "$work/dump.fifo" >"$work/dump.log" 2>&1 &
 dumper=$!
 bm_add_cleanup "kill $dumper 2>/dev/null || true"
-for _ in $(seq 300); do
-    bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Operation: *Dump" && break
-    kill -0 "$dumper" 2>/dev/null || break
-    sleep 0.1
-done
-bm_virsh domjobinfo "$busy" | grep -q "Operation: *Dump" ||
+# (grep reads all of virsh's output: with grep -q under pipefail virsh could die of SIGPIPE)
+dump_running() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep "Operation: *Dump" >/dev/null; }
+dump_started_or_ended() { dump_running || ! kill -0 "$dumper" 2>/dev/null; }
+bm_wait_until 30 "the dump job of $busy" dump_started_or_ended || true
+dump_running ||
     bm_fail "the dump job did not start: $(bm_virsh domjobinfo "$busy" 2>&1 | tr -s ' \n' ' '); virsh dump: $(cat "$work/dump.log")"
 bm_log "$busy is busy: $(bm_virsh domjobinfo "$busy" | grep -E 'Job type|Operation' | tr -s ' ' | tr '\n' ' ')"
 
@@ -76,10 +73,8 @@ bm_pass "pass with a domain in a dump job: skipped as busy, the other inflated, 
 
 kill "$reader"
 wait "$dumper" 2>/dev/null || true
-for _ in $(seq 100); do
-    bm_virsh domjobinfo "$busy" 2>/dev/null | grep -q "Job type: *None" && break
-    sleep 0.1
-done
+no_job() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep "Job type: *None" >/dev/null; }
+bm_wait_until 10 "the dump job of $busy to end" no_job || true
 "$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" \
     >"$work/run2.json" 2>"$work/run2.err" || bm_fail "run --once after the job failed: $(cat "$work/run2.err")"
 jq -e --arg d "$busy" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied and (.busy | not)' \
@@ -95,39 +90,34 @@ victim=$busy
 bm_virsh schedinfo "$victim" --live vcpu_quota=5000 vcpu_period=100000 >/dev/null ||
     bm_fail "cannot throttle $victim (cgroup cpu controller?)"
 port=$(bm_prom_free_port)
-"$BM" -c "$BM_URI" agent --policy "$work/pressure.policy" --state "$work/agent-state.json" \
-    --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
-agent=$!
-bm_add_cleanup "kill $agent 2>/dev/null || true"
+bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/pressure.policy" \
+    --state "$work/agent-state.json" --listen "127.0.0.1:$port"
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
 max=$((512 * 1024))
 caught=""
-for _ in $(seq 300); do
+inflating() { # the victim's balloon is on its way down: its size in $caught
+    local a
     a=$(bm_memstat "$victim" actual 2>/dev/null || echo "$max")
-    if [ "$a" -lt $((max - 16 * 1024)) ]; then caught=$a; break; fi
-    sleep 0.1
-done
-[ -n "$caught" ] || bm_fail "the agent never started inflating $victim"
+    [ "$a" -lt $((max - 16 * 1024)) ] && caught=$a
+}
+bm_wait_until 30 "the agent to start inflating $victim" inflating ||
+    bm_fail "the agent never started inflating $victim"
 bm_virsh destroy "$victim" >/dev/null
 bm_log "destroyed $victim with its balloon at $((caught / 1024)) MiB of 512 on its way down"
 value() { metrics | awk -v k="$1" '$1 == k { print $2 }'; }
-for _ in $(seq 100); do
-    [ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="failed"}')" = 1 ] && break
-    sleep 0.1
-done
+# value_at_least METRIC N: METRIC's value on /metrics is >= N
+value_at_least() { local v; v=$(value "$1") && [ -n "$v" ] && [ "$v" -ge "$2" ]; }
+failed=balloonmgr_balloon_changes_total'{direction="inflate",outcome="failed"}'
+reached=balloonmgr_balloon_changes_total'{direction="inflate",outcome="reached"}'
+bm_wait_until 10 "an inflate counted as failed" value_at_least "$failed" 1 || true
 metrics | grep '^balloonmgr_balloon_changes_total' || true
-[ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="failed"}')" = 1 ] ||
-    bm_fail "the destroyed guest's inflate was not counted as failed"
-for _ in $(seq 300); do
-    [ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"}')" -ge 1 ] && break
-    sleep 0.1
-done
-[ "$(value 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"}')" -ge 1 ] ||
+[ "$(value "$failed")" = 1 ] || bm_fail "the destroyed guest's inflate was not counted as failed"
+bm_wait_until 30 "an inflate counted as reached" value_at_least "$reached" 1 ||
     bm_fail "the other guest's inflate did not reach its target"
 [ "$(bm_memstat "$free" actual)" -lt "$max" ] || bm_fail "the other guest was not inflated"
 passes=$(value balloonmgr_passes_total)
-for _ in $(seq 50); do [ "$(value balloonmgr_passes_total)" -gt "$passes" ] && break; sleep 0.2; done
-[ "$(value balloonmgr_passes_total)" -gt "$passes" ] || bm_fail "passes stopped after the destroy"
-kill -0 "$agent" || bm_fail "the agent died"
+BM_WAIT_INTERVAL=0.2 bm_wait_until 10 "another pass" value_at_least balloonmgr_passes_total $((passes + 1)) ||
+    bm_fail "passes stopped after the destroy"
+kill -0 "$BM_AGENT_PID" || bm_fail "the agent died"
 cat "$work/agent.log"
 bm_pass "guest destroyed mid-inflate: its change failed, the other reached its target, passes go on"

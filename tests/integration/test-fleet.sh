@@ -7,8 +7,8 @@
 # alert's input returns data (check-promql.sh --require-data); the fleet totals are the sums of
 # the two hosts' own metrics. Root (as every integration test); no libvirtd needed. ~1 minute.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_require_root
@@ -71,7 +71,7 @@ bm_pass "fleet totals are the sums of both hosts"
 # every recording rule, fleet dashboard expression and alert input returns data; wait until
 # the 5m rates have two samples and the rules have evaluated on them
 sleep 5
-"$ROOT/tests/integration/check-promql.sh" --require-data \
+"$ROOT/tests/integration/lib/check-promql.sh" --require-data \
     --dashboard "$ROOT/contrib/grafana/balloonmgr-fleet-dashboard.json" \
     --rules "$ROOT/contrib/prometheus/balloonmgr-rules.yml" \
     --rules "$ROOT/contrib/prometheus/balloonmgr-alerts.yml" ||

@@ -10,7 +10,7 @@
 # Exit: 0 pass, 1 fail, 77 skip (not root).
 set -euo pipefail
 
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 
 MEM_MIB=512
 TOUCH_MIB=300
@@ -63,18 +63,17 @@ bm_virsh setmem "$DOM" "$TARGET_KIB" --live >/dev/null || bm_fail "virsh setmem 
 t_actual=""
 t_rss=""
 rss1=$rss0
-while :; do
+inflated() { # notes when 'actual' reached the target and when the RSS fell enough: both?
     [ -z "$t_actual" ] && [ "$(bm_memstat h1 actual)" = "$TARGET_KIB" ] && t_actual=$(bm_elapsed "$t0")
     rss1=$(bm_rss_kib "$QPID")
     [ -z "$t_rss" ] && [ $(( rss0 - rss1 )) -ge "$MIN_DROP_KIB" ] && t_rss=$(bm_elapsed "$t0")
-    [ -n "$t_actual" ] && [ -n "$t_rss" ] && break
-    if awk -v s="$t0" -v e="$(bm_now)" -v t="$INFLATE_TIMEOUT" 'BEGIN { exit !(e - s >= t) }'; then
-        bm_virsh dommemstat "$DOM" >&2 || true
-        [ -n "$t_actual" ] || bm_fail "actual=$(bm_memstat h1 actual), not $TARGET_KIB, after $INFLATE_TIMEOUT s"
-        bm_fail "QEMU RSS fell only $(( rss0 - rss1 )) KiB (from $rss0 to $rss1), need >= $MIN_DROP_KIB KiB"
-    fi
-    sleep 0.2
-done
+    [ -n "$t_actual" ] && [ -n "$t_rss" ]
+}
+if ! BM_WAIT_INTERVAL=0.2 bm_wait_until "$INFLATE_TIMEOUT" "the inflate to $TARGET_KIB KiB" inflated; then
+    bm_virsh dommemstat "$DOM" >&2 || true
+    [ -n "$t_actual" ] || bm_fail "actual=$(bm_memstat h1 actual), not $TARGET_KIB, after $INFLATE_TIMEOUT s"
+    bm_fail "QEMU RSS fell only $(( rss0 - rss1 )) KiB (from $rss0 to $rss1), need >= $MIN_DROP_KIB KiB"
+fi
 bm_pass "actual reached $TARGET_KIB KiB in $t_actual s"
 bm_pass "QEMU RSS $rss0 -> $rss1 KiB (-$(( rss0 - rss1 )) KiB, need -$MIN_DROP_KIB) in $t_rss s"
 

@@ -8,7 +8,7 @@
 # - inflate and deflate work in both modes; the guest allocates the memory back after deflate;
 # - the latency histogram gets sg="negotiated" and sg="not_negotiated" series.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup
@@ -22,22 +22,19 @@ bm_guest_image >/dev/null   # again: the initramfs now carries virtio_balloon_sg
 bm_log "lab built (or found in cache) in $(bm_elapsed "$start") s"
 "$EMU" -device virtio-balloon-pci,help 2>&1 | grep -q '^  sg=<bool>' || bm_fail "patched QEMU has no sg property"
 
-work=$(mktemp -d)
-bm_add_cleanup "rm -rf '$work'"
-export BALLOONMGR_RUNTIME_DIR=$work/run
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 mkdir -p "$work/run/changes" "$work/textfile"
 
+driver_ok() { "$BM" -c "$BM_URI" verify --json "$1" | jq -e '.domains[0].driver_ok' >/dev/null; }
 restart() { # restart NAME: destroy, start, wait until ready and the driver is up
     local dom; dom=$(bm_dom "$1")
     bm_virsh destroy "$dom" >/dev/null
     : >"$(bm_console_log "$1")"
     bm_virsh start "$dom" >/dev/null
     bm_wait_guest_ready "$1"
-    for _ in $(seq 40); do
-        "$BM" -c "$BM_URI" verify --json "$dom" | jq -e '.domains[0].driver_ok' >/dev/null && return 0
-        sleep 0.5
-    done
+    BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "DRIVER_OK in $dom" driver_ok "$dom" || true
 }
+retouched() { grep -q "bm: retouched 300 MiB" "$(bm_console_log lab1)"; }
 inflate_deflate() { # inflate_deflate DOM LABEL: 75% inflate and back, both must reach
     local dom=$1 label=$2 r
     r=$("$BM" -c "$BM_URI" set "$dom" 25% --wait --json) || bm_fail "$label: inflate failed"
@@ -59,8 +56,8 @@ restart lab1
     (.domains[0].negotiated | index("VIRTIO_BALLOON_F_SG") != null)' >/dev/null || bm_fail "SG not negotiated by name"
 bm_pass "configure --sg on --ioeventfd on + restart: verify --require sg,ioeventfd exits 0"
 inflate_deflate "$dom" "SG"
-for _ in $(seq 60); do grep -q "bm: retouched 300 MiB" "$(bm_console_log lab1)" && break; sleep 0.5; done
-grep -q "bm: retouched 300 MiB" "$(bm_console_log lab1)" || bm_fail "SG guest could not allocate its memory back after deflate"
+BM_WAIT_INTERVAL=0.5 bm_wait_until 30 "the SG guest to allocate 300 MiB again" retouched ||
+    bm_fail "SG guest could not allocate its memory back after deflate"
 ! grep -qiE 'BUG|Oops|WARNING:|Call Trace' "$(bm_console_log lab1)" || bm_fail "kernel warning in the SG guest"
 bm_pass "SG: inflate 75% and deflate reached; the guest allocated 300 MiB again; no kernel warning"
 
@@ -74,8 +71,8 @@ cat "$work/err"
 [ "$rc" -eq 3 ] && grep -q "sg is not-offered" "$work/err" || bm_fail "sg off: verify --require sg exited $rc"
 bm_pass "sg off (same driver): verify --require sg exits 3, sg not-offered"
 inflate_deflate "$dom" "no-SG"
-for _ in $(seq 60); do grep -q "bm: retouched 300 MiB" "$(bm_console_log lab1)" && break; sleep 0.5; done
-grep -q "bm: retouched 300 MiB" "$(bm_console_log lab1)" || bm_fail "guest could not allocate its memory back (PFN path)"
+BM_WAIT_INTERVAL=0.5 bm_wait_until 30 "the guest to allocate 300 MiB again" retouched ||
+    bm_fail "guest could not allocate its memory back (PFN path)"
 bm_pass "PFN path with the SG driver: inflate and deflate reached, memory allocated again"
 
 # --- the stock driver on the patched device with sg on: offered, not acked
@@ -83,9 +80,7 @@ bm_define_guest lab2 256 emulator="$EMU" \
     "extra=<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='true'/></qemu:frontend></qemu:device></qemu:override>"
 bm_wait_guest_ready lab2
 dom2=$(bm_dom lab2)
-for _ in $(seq 40); do
-    "$BM" -c "$BM_URI" verify --json "$dom2" | jq -e '.domains[0].driver_ok' >/dev/null && break; sleep 0.5
-done
+BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "DRIVER_OK in $dom2" driver_ok "$dom2" || true
 "$BM" -c "$BM_URI" verify --json "$dom2" | jq -e '.domains[0].features.sg.state == "offered"' >/dev/null ||
     bm_fail "stock driver on the patched device: sg is not 'offered'"
 bm_pass "stock driver on the patched device: sg offered (not acknowledged)"

@@ -4,14 +4,13 @@
 # real inflates under a policy that puts the real host under pressure, scrapes, reloads and
 # SIGTERM, each under valgrind: no definite or indirect leak, no memory error.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 bm_setup
 command -v valgrind >/dev/null || bm_skip "valgrind is not installed (tools/install-deps.sh test)"
 
-work=$(mktemp -d)
-bm_add_cleanup "rm -rf '$work'"
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 bm_define_guest lk 512 touch=300
 bm_wait_guest_ready lk
 dom=$(bm_dom lk)

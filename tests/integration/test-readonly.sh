@@ -8,14 +8,13 @@
 # - `-r agent` serves /metrics with the domain and the reclaim mode, runs passes, sets no target
 #   and the balloon does not move.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/prom.sh"
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-work=$(mktemp -d)
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 chmod 0755 "$work"
-bm_add_cleanup "rm -rf '$work'"
 # setpriv execs in place: $! of "${nobody[@]}" CMD & is the process itself
 nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env --)
 as_nobody() { "${nobody[@]}" "$@"; }
@@ -70,20 +69,16 @@ bm_pass "-r run --once --dry-run as nobody plans an inflate of $dom"
 
 # --- the monitoring-only agent
 port=$(bm_prom_free_port)
-"${nobody[@]}" "$BM" -c "$BM_URI" -r agent --policy "$work/pressure.policy" --listen "127.0.0.1:$port" \
-    >"$work/agent.log" 2>&1 &
-agent=$!
-bm_add_cleanup "kill $agent 2>/dev/null || true"
+bm_start_agent "$work/agent.log" "${nobody[@]}" "$BM" -c "$BM_URI" -r agent --policy "$work/pressure.policy" \
+    --listen "127.0.0.1:$port"
+agent=$BM_AGENT_PID
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
+three_passes() { # /metrics (saved in $work/m) has the domain's series and 3 passes
+    metrics >"$work/m" 2>/dev/null && grep -q "^balloonmgr_domain_balloon_current_bytes{domain=\"$dom\"}" "$work/m" &&
+        awk '$1 == "balloonmgr_passes_total" && $2 >= 3 { f = 1 } END { exit !f }' "$work/m"
+}
 ok=0
-for _ in $(seq 100); do
-    if metrics >"$work/m" 2>/dev/null && grep -q "^balloonmgr_domain_balloon_current_bytes{domain=\"$dom\"}" "$work/m" &&
-        awk '$1 == "balloonmgr_passes_total" && $2 >= 3 { f = 1 } END { exit !f }' "$work/m"; then
-        ok=1
-        break
-    fi
-    sleep 0.2
-done
+BM_WAIT_INTERVAL=0.2 bm_wait_until 20 "3 passes of the -r agent" three_passes && ok=1
 cat "$work/agent.log"
 [ "$ok" = 1 ] || bm_fail "-r agent: no domain series or fewer than 3 passes on /metrics"
 grep -q "monitoring only (read-only connection, no changes)" "$work/agent.log" || bm_fail "-r agent: no mode line"
@@ -94,7 +89,5 @@ grep -q '^balloonmgr_target_changes_total{direction="inflate"} 0$' "$work/m" || 
 grep -q "^balloonmgr_domain_info{domain=\"$dom\",.*sg=\"unknown\"" "$work/m" || bm_fail "-r agent: SG not unknown"
 [ "$(actual)" = "$before" ] || bm_fail "the balloon moved under the read-only agent"
 [ "$(ps -o user= -p "$agent")" = nobody ] || bm_fail "the agent does not run as nobody"
-kill -TERM "$agent"
-for _ in $(seq 50); do kill -0 "$agent" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$agent" 2>/dev/null && bm_fail "-r agent did not stop on SIGTERM"
+bm_stop_agent TERM 5 || bm_fail "-r agent did not stop on SIGTERM"
 bm_pass "-r agent as nobody: serves $dom, passes run in reclaim mode, no target set, balloon unchanged"

@@ -4,7 +4,7 @@
 # its floor, and the QEMU processes' RSS falls; --dry-run changes nothing; a bad policy
 # exits 2 and changes nothing. Only this test's domains are managed (exclude by glob).
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
@@ -13,8 +13,7 @@ bm_define_guest floor 512 touch=100
 bm_wait_guest_ready idle
 bm_wait_guest_ready floor
 idle=$(bm_dom idle) floor=$(bm_dom floor)
-work=$(mktemp -d)
-trap 'rm -rf "$work"; bm_on_exit' EXIT
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 # wait for fresh guest stats of both
 bm_wait_fresh_stats idle floor
@@ -70,8 +69,8 @@ jq -e --arg p "$BM_PREFIX" '[.decisions[] | select(.name | startswith($p) | not)
     bm_fail "a domain outside the test was touched"
 jq -e '.version == 1 and .host_mode == "reclaim"' "$work/state.json" >/dev/null || bm_fail "state file not written"
 
-for _ in $(seq 100); do [ "$(actual "$idle")" -le $((target_idle + 1048576)) ] && break; sleep 0.1; done
-[ "$(actual "$idle")" -le $((target_idle + 1048576)) ] || bm_fail "idle guest did not reach its target"
+near_target() { [ "$(actual "$idle")" -le $((target_idle + 1048576)) ]; }
+bm_wait_until 10 "$idle near its target" near_target || bm_fail "idle guest did not reach its target"
 [ "$(actual "$floor")" -ge "$floor_bytes" ] || bm_fail "floor guest went below its floor"
 sleep 1
 rss_after=$(rss_total)

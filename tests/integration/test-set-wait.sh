@@ -4,7 +4,7 @@
 # event timestamps), the host gets the memory back (QEMU RSS falls by >= 80% of what was
 # inflated), and deflating back works.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 WATCH=${BALLOON_WATCH:?set BALLOON_WATCH to the balloon-watch helper}
 bm_setup
@@ -20,11 +20,11 @@ sleep 2 # let the guest settle after touching its memory
 # checks the reported duration against both independent clocks. Leaves JSON in $result.
 measure_set() {
     local size=$1 target_kib=$2 watch_out watch_err
-    watch_out=$(mktemp) watch_err=$(mktemp)
+    watch_out=$BM_WORKDIR/watch.out watch_err=$BM_WORKDIR/watch.err
     "$WATCH" "$BM_URI" "$dom" "$target_kib" 120 >"$watch_out" 2>"$watch_err" &
     local wpid=$!
-    for _ in $(seq 100); do grep -q watching "$watch_err" && break; sleep 0.1; done
-    grep -q watching "$watch_err" || bm_fail "balloon-watch did not start: $(cat "$watch_err")"
+    bm_wait_until 10 "balloon-watch to start" grep -q watching "$watch_err" ||
+        bm_fail "balloon-watch did not start: $(cat "$watch_err")"
 
     local t_launch
     t_launch=$(bm_now)
@@ -88,10 +88,8 @@ bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" 
 
 # Relative sizes on a real guest, text output (reached within the 1 MiB tolerance); relative to
 # the balloon now, so first let it finish the last MiB of the deflate
-for _ in $(seq 50); do
-    [ "$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes')" -eq 536870912 ] && break
-    sleep 0.1
-done
+at_512m() { [ "$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes')" -eq 536870912 ]; }
+bm_wait_until 5 "$dom back at 512 MiB" at_512m || true
 out=$("$BM" -c "$BM_URI" set "$dom" -128M --wait) || bm_fail "set -128M --wait failed"
 echo "$out"
 echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
@@ -101,29 +99,29 @@ bm_pass "relative inflate with text output"
 # --- the spool: a set --wait is counted by the agent of its own connection only. An agent on
 # the real host and a set --wait on libvirt's test driver share one spool directory: the
 # agent counts the real guest's change and leaves the test driver's entry alone.
-work=$(mktemp -d)
-bm_add_cleanup "rm -rf '$work'"
+work=$BM_WORKDIR/spool
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$BALLOONMGR_RUNTIME_DIR"
 printf '[guest]\nexclude = yes\n' >"$work/none.policy"
 port=$((30000 + RANDOM % 20000))
-"$BM" -c "$BM_URI" agent --dry-run --policy "$work/none.policy" --state "$work/agent-state.json" \
-    --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
-agent=$!
-bm_add_cleanup "kill $agent 2>/dev/null || true"
-for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && [ -d "$BALLOONMGR_RUNTIME_DIR/changes" ] && break; sleep 0.1; done
+bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --dry-run --policy "$work/none.policy" \
+    --state "$work/agent-state.json" --listen "127.0.0.1:$port"
+agent=$BM_AGENT_PID
+serving_with_spool() { curl -sf "127.0.0.1:$port/metrics" >/dev/null && [ -d "$BALLOONMGR_RUNTIME_DIR/changes" ]; }
+bm_wait_until 10 "the agent to serve and make its spool" serving_with_spool || true
 curl -sf "127.0.0.1:$port/metrics" >/dev/null || bm_fail "the agent does not serve: $(cat "$work/agent.log")"
 changes() { # changes DIRECTION: the agent's count of reached changes in that direction
     curl -sf "127.0.0.1:$port/metrics" |
         awk -v d="$1" '$1 == "balloonmgr_balloon_changes_total{direction=\"" d "\",outcome=\"reached\"}" { print $2; f = 1 } END { if (!f) print 0 }'
 }
+counted() { [ "$(changes "$1")" = "$2" ]; } # counted DIRECTION N
 [ "$(changes inflate)" = 0 ] || bm_fail "a dry-run agent counted an inflate before any change"
 
 "$BM" -c test:///default set test 1G --wait >/dev/null || bm_fail "set --wait on test:///default failed"
 other=$(grep -l '"uri": "test:\\/\\/\\/default"' "$BALLOONMGR_RUNTIME_DIR"/changes/*.json) ||
     bm_fail "set --wait on test:///default left no entry naming its URI: $(ls -la "$BALLOONMGR_RUNTIME_DIR/changes")"
 "$BM" -c "$BM_URI" set "$dom" 50% --wait >/dev/null || bm_fail "set 50% --wait failed"
-for _ in $(seq 50); do [ "$(changes inflate)" = 1 ] && break; sleep 0.2; done
+BM_WAIT_INTERVAL=0.2 bm_wait_until 10 "the inflate counted" counted inflate 1 || true
 [ "$(changes inflate)" = 1 ] || bm_fail "the agent did not count the real guest's inflate (count $(changes inflate))"
 sleep 2 # a few more ingests
 [ "$(changes inflate)" = 1 ] && [ -f "$other" ] ||
@@ -136,7 +134,7 @@ bm_pass "spool: the agent on $BM_URI counted its guest's set --wait (1 inflate) 
 mkfifo "$BALLOONMGR_RUNTIME_DIR/changes/fifo00.json"
 ln -s /dev/zero "$BALLOONMGR_RUNTIME_DIR/changes/zero00.json"
 "$BM" -c "$BM_URI" set "$dom" 100% --wait >/dev/null || bm_fail "set 100% --wait failed"
-for _ in $(seq 50); do [ "$(changes deflate)" = 1 ] && break; sleep 0.2; done
+BM_WAIT_INTERVAL=0.2 bm_wait_until 10 "the deflate counted" counted deflate 1 || true
 [ "$(changes deflate)" = 1 ] || bm_fail "a FIFO and a link to /dev/zero in the spool stopped the agent's ingest"
 [ -p "$BALLOONMGR_RUNTIME_DIR/changes/fifo00.json" ] && [ -L "$BALLOONMGR_RUNTIME_DIR/changes/zero00.json" ] ||
     bm_fail "the FIFO or the link was removed"
@@ -145,12 +143,12 @@ for _ in $(seq 50); do [ "$(changes deflate)" = 1 ] && break; sleep 0.2; done
 agent_rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$agent/status")
 [ "$agent_rss" -lt $((200 * 1024)) ] || bm_fail "the agent grew to $agent_rss KiB"
 bm_pass "spool: a FIFO and a link to /dev/zero skipped with one warning, left alone; the deflate counted; agent RSS $agent_rss KiB"
-kill -TERM "$agent"
-wait "$agent" || bm_fail "the agent did not exit 0 on SIGTERM"
+bm_stop_agent TERM || bm_fail "the agent did not stop on SIGTERM"
+[ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "the agent did not exit 0 on SIGTERM (exit $BM_AGENT_STATUS)"
 
 # Progress: on a terminal (a pty from script(1)) stderr shows the balloon's size, rate and ETA
 # while it moves, and erases the line before the result; not on a terminal, nothing.
-pty_out=$(mktemp)
+pty_out=$BM_WORKDIR/pty.out
 script -qec "$(printf '%q ' "$BM" -c "$BM_URI" set "$dom" -128M --wait)" /dev/null >"$pty_out" ||
     { cat -v "$pty_out"; bm_fail "set -128M --wait on a pty failed"; }
 cat -v "$pty_out"

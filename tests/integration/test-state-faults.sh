@@ -9,36 +9,23 @@
 #   file system has room again the next pass saves and says so.
 # Needs root (mounts); everything it mounts is unmounted by exact mount point.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 [ "$(id -u)" -eq 0 ] || bm_skip "test-state-faults needs root (tmpfs mounts)"
 command -v jq >/dev/null || bm_skip "jq is needed"
 
-work=$(mktemp -d /tmp/bm-state-faults.XXXXXX)
+BM_WORKDIR=$(mktemp -d /tmp/bm-state-faults.XXXXXX)
+work=$BM_WORKDIR
 mnt=$work/mnt
-mounted=()
-cleanup() {
-    local rc=$? m
-    trap - EXIT
-    set +e
-    [ -n "${agent:-}" ] && kill "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
-    for m in "${mounted[@]}"; do
-        mountpoint -q "$m" && umount "$m"
-    done
-    if [ "$rc" -eq 0 ]; then rm -rf "$work"; else bm_log "kept $work"; fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bm_cleanup_at_exit
+bm_add_cleanup "! mountpoint -q '$mnt' || umount '$mnt'"
 
 export BALLOONMGR_RUNTIME_DIR=$work/run
 uri="test://$ROOT/demo/host.xml"
 state=$mnt/state.json
 mkdir -p "$mnt"
 mount -t tmpfs -o size=64k,mode=0755 bm-state-faults "$mnt"
-mounted+=("$mnt")
 
 run_once() { # run_once STATE [balloonmgr run options...]: sets rc, stderr in $work/err
     local s=$1; shift
@@ -157,22 +144,14 @@ fi
 port=$((20000 + RANDOM % 20000))
 printf '[host]\ninterval = 1s\n[guest]\nmax_stats_age = off\n' >"$work/agent.policy"
 dd if=/dev/zero of="$mnt/fill" bs=4k 2>/dev/null || true
-"$BM" -c "$uri" agent --policy "$work/agent.policy" --proc "$ROOT/demo/proc" \
-    --listen "127.0.0.1:$port" --state "$state" 2>"$work/agent.log" &
-agent=$!
+bm_start_agent "$work/agent.log" "$BM" -c "$uri" agent --policy "$work/agent.policy" --proc "$ROOT/demo/proc" \
+    --listen "127.0.0.1:$port" --state "$state"
 metric() { curl -sf "127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 errors() { metric 'balloonmgr_errors_total{kind="state"}'; }
-wait_errors() { # wait_errors N: until errors_total{kind="state"} >= N (20 s at most)
-    local i e
-    for ((i = 0; i < 200; i++)); do
-        e=$(errors 2>/dev/null || true)
-        [ -n "$e" ] && [ "$e" -ge "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
+errors_at_least() { local e; e=$(errors 2>/dev/null || true); [ -n "$e" ] && [ "$e" -ge "$1" ]; }
+wait_errors() { bm_wait_until 20 "errors_total{kind=\"state\"} >= $1" errors_at_least "$1"; }
 wait_errors 4 || bm_fail "errors_total{kind=\"state\"} did not reach 4 (it is '$(errors)')"
-kill -0 "$agent" || bm_fail "the agent died"
+bm_agent_alive || bm_fail "the agent died"
 passes=$(metric balloonmgr_passes_total)
 full_msgs=$(grep -c "cannot write: No space left on device" "$work/agent.log" || true)
 [ "$full_msgs" -eq 1 ] || { cat "$work/agent.log"; bm_fail "full: $full_msgs messages after $(errors) failures, want 1"; }
@@ -188,7 +167,7 @@ bm_pass "agent, read-only file system: a new reason, one more message; errors_to
 
 mount -o remount,rw "$mnt"
 rm -f "$mnt/fill"
-for _ in $(seq 50); do grep -q "saved again" "$work/agent.log" && break; sleep 0.1; done
+bm_wait_until 5 "the agent to save again" grep -q "saved again" "$work/agent.log" || true
 failed=$(errors)
 grep "saved again" "$work/agent.log" || { cat "$work/agent.log"; bm_fail "no recovery message"; }
 [ "$(sha "$state")" != "$good" ] || bm_fail "the agent did not save after recovery"
@@ -197,10 +176,8 @@ jq -e --argjson f "$failed" '.counters.errors.state == $f and .counters.passes >
 sleep 2.5
 [ "$(grep -c "saved again" "$work/agent.log")" -eq 1 ] || bm_fail "recovery reported more than once"
 [ "$(errors)" = "$failed" ] || bm_fail "errors still counted after recovery"
-kill -TERM "$agent"
-wait "$agent" && rc=0 || rc=$?
-agent=
-[ "$rc" -eq 0 ] || bm_fail "agent exited $rc on SIGTERM"
+bm_stop_agent TERM || bm_fail "the agent did not stop on SIGTERM"
+[ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "agent exited $BM_AGENT_STATUS on SIGTERM"
 reads_clean "$state" || bm_fail "the state saved at stop does not read cleanly"
 [ "$(temps)" -eq 0 ] || bm_fail "temporary files left after the agent"
 echo "agent log:"; sed 's/^/  /' "$work/agent.log"

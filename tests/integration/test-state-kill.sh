@@ -12,27 +12,16 @@
 # started) landed mid-write; they are counted, and every start removes those at least 2 s old:
 # at the end every one of them was removed, and said so.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 KILLS=${BM_KILLS:-40}
 DOMAINS=${BM_KILL_DOMAINS:-2000}
 command -v jq >/dev/null || bm_skip "jq is needed"
 
-work=$(mktemp -d /tmp/bm-state-kill.XXXXXX)
-tracer="" agent=""
-cleanup() {
-    local rc=$?
-    trap - EXIT
-    set +e
-    [ -n "$agent" ] && kill -KILL "$agent" 2>/dev/null
-    [ -n "$tracer" ] && wait "$tracer" 2>/dev/null
-    if [ "$rc" -eq 0 ]; then rm -rf "$work"; else bm_log "kept $work"; fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+BM_WORKDIR=$(mktemp -d /tmp/bm-state-kill.XXXXXX)
+work=$BM_WORKDIR
+bm_cleanup_at_exit
 
 export BALLOONMGR_RUNTIME_DIR=$work/run
 "$ROOT/bench/gen-node.sh" "$DOMAINS" >"$work/node.xml"
@@ -70,36 +59,23 @@ bm_log "$DOMAINS domains ($running running), state file $(stat -c %s "$state") b
 # kill -9 it at a random moment within the next 2 s (about two passes and saves), check.
 port=$((20000 + RANDOM % 20000))
 mid=0 kills=0 removed=0
+connected_or_dead() { grep -q "connected to" "$work/agent.log" || ! bm_agent_alive; }
 one_kill() {
-    local traced=$1 i delay n new
-    : >"$work/agent.log"
+    local traced=$1 delay n new
+    local agent=("$BM" -c "$uri" agent --policy "$work/p.policy" --proc "$ROOT/demo/proc"
+                 --listen "127.0.0.1:$port" --state "$state")
     touch "$work/start.stamp"
     if [ "$traced" = 1 ]; then
-        strace -f -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_enter=300000 \
-            "$BM" -c "$uri" agent --policy "$work/p.policy" --proc "$ROOT/demo/proc" \
-            --listen "127.0.0.1:$port" --state "$state" 2>"$work/agent.log" &
-        tracer=$!
-        for ((i = 0; i < 500; i++)); do
-            agent=$(pgrep -P "$tracer" -x balloonmgr || true)
-            [ -n "$agent" ] && break
-            sleep 0.01
-        done
+        bm_start_agent --child "$work/agent.log" strace -f -qq -o /dev/null -e trace=fsync \
+            -e inject=fsync:delay_enter=300000 "${agent[@]}"
     else
-        "$BM" -c "$uri" agent --policy "$work/p.policy" --proc "$ROOT/demo/proc" \
-            --listen "127.0.0.1:$port" --state "$state" 2>"$work/agent.log" &
-        agent=$! tracer=$!
+        bm_start_agent "$work/agent.log" "${agent[@]}"
     fi
-    [ -n "$agent" ] || bm_fail "the agent did not start"
-    for ((i = 0; i < 1500; i++)); do
-        grep -q "connected to" "$work/agent.log" && break
-        kill -0 "$agent" 2>/dev/null || { cat "$work/agent.log"; bm_fail "the agent died"; }
-        sleep 0.01
-    done
+    BM_WAIT_INTERVAL=0.01 bm_wait_until 15 "the agent to connect" connected_or_dead || true
+    bm_agent_alive || { cat "$work/agent.log"; bm_fail "the agent died"; }
     delay=$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", r / 32767 * 2 }')
     sleep "$delay"
-    kill -KILL "$agent"
-    wait "$tracer" 2>/dev/null || true
-    agent="" tracer=""
+    bm_stop_agent KILL || bm_fail "the agent outlived SIGKILL"
     kills=$((kills + 1))
     n=$(sed -n 's/.*removed \([0-9]*\) temporary file(s) left by interrupted writes$/\1/p' "$work/agent.log")
     removed=$((removed + ${n:-0}))

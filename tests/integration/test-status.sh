@@ -2,7 +2,7 @@
 # status/list on a real libvirtd with a real TCG guest: guest statistics arrive (non-null),
 # the sizes match the definition, unknown names exit 2.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
@@ -16,13 +16,11 @@ bm_pass "list shows $dom"
 
 # The guest reports statistics every second (stats period 1) once its driver is up.
 json=""
-for _ in $(seq 60); do
-    json=$("$BM" -c "$BM_URI" status --json "$dom")
-    if echo "$json" | jq -e '.domains[0].usable_bytes != null and .domains[0].unused_bytes != null' >/dev/null; then
-        break
-    fi
-    sleep 1
-done
+stats_arrived() {
+    json=$("$BM" -c "$BM_URI" status --json "$dom") &&
+        echo "$json" | jq -e '.domains[0].usable_bytes != null and .domains[0].unused_bytes != null' >/dev/null
+}
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "guest statistics of $dom" stats_arrived || true
 echo "$json" | jq -c '.domains[0]'
 echo "$json" | jq -e --arg d "$dom" '.domains | length == 1 and .[0].name == $d and .[0].state == "running"' >/dev/null ||
     bm_fail "status --json does not show $dom running"

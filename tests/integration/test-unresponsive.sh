@@ -3,13 +3,11 @@
 # the spool, the next timer run counts it, marks the domain unresponsive and does not
 # re-target it; the metrics say so.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-work=$(mktemp -d)
-bm_add_cleanup "rm -rf '$work'"
-export BALLOONMGR_RUNTIME_DIR=$work/run
+work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 mkdir -p "$work/run/changes" "$work/textfile"
 
 bm_define_guest nb 256 noballoon=1

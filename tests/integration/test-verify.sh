@@ -3,7 +3,7 @@
 # (bit 3 negotiated as FREE_PAGE_HINT, still not SG), and a guest without the balloon driver
 # (unknown: driver not ready). --require sg exits 3 and says why.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
@@ -14,10 +14,8 @@ for g in stock fph nodrv; do bm_wait_guest_ready $g; done
 stock=$(bm_dom stock) fph=$(bm_dom fph) nodrv=$(bm_dom nodrv)
 
 # the driver sets DRIVER_OK shortly after the module loads; give it a moment
-for _ in $(seq 20); do
-    "$BM" -c "$BM_URI" verify --json "$stock" "$fph" | jq -e 'all(.domains[]; .driver_ok)' >/dev/null && break
-    sleep 0.5
-done
+drivers_ok() { "$BM" -c "$BM_URI" verify --json "$@" | jq -e 'all(.domains[]; .driver_ok)' >/dev/null; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 10 "DRIVER_OK in $stock and $fph" drivers_ok "$stock" "$fph" || true
 
 json=$("$BM" -c "$BM_URI" verify --json "$stock" "$fph" "$nodrv")
 echo "$json" | jq -c '.domains[] | {name, driver_ok, sg: .features.sg.state, stats: .features.stats.state, fph: .features.free_page_hint.state, ioeventfd: .features.ioeventfd.state, negotiated}'

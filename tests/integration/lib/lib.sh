@@ -1,11 +1,11 @@
 # shellcheck shell=bash
-# tests/integration/lib.sh -- helpers for balloonmgr's integration tests.
+# tests/integration/lib/lib.sh -- helpers for balloonmgr's integration tests.
 #
 # Source it from a bash test script:
 #
 #   #!/bin/bash
 #   set -euo pipefail
-#   . "$(dirname "$0")/lib.sh"
+#   . "$(dirname "$0")/lib/lib.sh"
 #   bm_setup                                  # root, daemons, guest image, EXIT trap
 #   bm_define_guest g1 512 touch=300          # defines + starts ${BM_PREFIX}g1
 #   bm_wait_guest_ready g1
@@ -123,9 +123,12 @@ _bm_daemon_pid() {
 
 _bm_libvirt_answers() { timeout 30 virsh -q -c "$BM_URI" version >/dev/null 2>&1; }
 
+# _bm_pidfile_live NAME: /run/NAME.pid names a running NAME.
+_bm_pidfile_live() { _bm_pid_is "$1" "$(cat "/run/$1.pid" 2>/dev/null)"; }
+
 # _bm_start_one NAME: start "NAME -d" unless running; record it if we did.
 _bm_start_one() {
-    local name=$1 pid i
+    local name=$1 pid
     pid=$(_bm_daemon_pid "$name")
     if [ -n "$pid" ]; then
         bm_log "$name already running (pid $pid), leaving it alone"
@@ -134,15 +137,16 @@ _bm_start_one() {
     bm_log "starting $name -d"
     "$name" -d || bm_fail "'$name -d' failed"
     # -d forks; the daemon writes /run/NAME.pid once it is set up.
-    for ((i = 0; i < 100; i++)); do
-        pid=$(cat "/run/$name.pid" 2>/dev/null || true)
-        _bm_pid_is "$name" "$pid" && break
-        pid=""
-        sleep 0.1
-    done
-    [ -n "$pid" ] || bm_fail "$name did not come up (no live /run/$name.pid after 10 s)"
+    bm_wait_until 10 "/run/$name.pid" _bm_pidfile_live "$name" ||
+        bm_fail "$name did not come up (no live /run/$name.pid after 10 s)"
+    pid=$(cat "/run/$name.pid")
     echo "$name $pid" >>"$(_bm_owner_file)"
     bm_log "$name started, pid $pid"
+}
+
+_bm_polkit_on_bus() {
+    dbus-send --system --print-reply --dest=org.freedesktop.DBus / \
+        org.freedesktop.DBus.GetNameOwner string:org.freedesktop.PolicyKit1 >/dev/null 2>&1
 }
 
 # _bm_start_polkit: libvirt asks polkit (over the system bus) whether a
@@ -154,7 +158,7 @@ _bm_start_one() {
 # they do not run (before libvirtd: libvirt connects to the bus once), records
 # them like the daemons. BM_POLKIT=0 disables this.
 _bm_start_polkit() {
-    local pid i polkitd=/usr/lib/polkit-1/polkitd
+    local pid polkitd=/usr/lib/polkit-1/polkitd
     [ "${BM_POLKIT:-1}" = 1 ] && command -v dbus-daemon >/dev/null && [ -x "$polkitd" ] || return 0
     if [ -S /run/dbus/system_bus_socket ] && dbus-send --system --print-reply --dest=org.freedesktop.DBus \
         / org.freedesktop.DBus.GetId >/dev/null 2>&1; then
@@ -173,11 +177,7 @@ _bm_start_polkit() {
     fi
     "$polkitd" --no-debug </dev/null >/dev/null 2>&1 &
     pid=$!
-    for ((i = 0; i < 50; i++)); do
-        dbus-send --system --print-reply --dest=org.freedesktop.DBus / \
-            org.freedesktop.DBus.GetNameOwner string:org.freedesktop.PolicyKit1 >/dev/null 2>&1 && break
-        sleep 0.1
-    done
+    bm_wait_until 5 "polkitd on the system bus" _bm_polkit_on_bus || true
     echo "polkitd $pid" >>"$(_bm_owner_file)"
     bm_log "polkitd started, pid $pid"
 }
@@ -206,7 +206,7 @@ _bm_fix_kvm_perms() {
 # bm_start_daemons: make sure virtlogd and libvirtd run and qemu:///system
 # answers; records what this call started (see above). Idempotent.
 bm_start_daemons() {
-    local f owner i
+    local f owner
     mkdir -p "$BM_IT_STATE"
     # Forget records of shells that no longer exist.
     for f in "$BM_IT_STATE"/daemons.*; do
@@ -223,18 +223,16 @@ bm_start_daemons() {
     else
         _bm_start_one libvirtd
     fi
-    for ((i = 0; i < BM_DAEMON_TIMEOUT * 2; i++)); do
-        _bm_libvirt_answers && { bm_log "libvirt answers on $BM_URI"; return 0; }
-        sleep 0.5
-    done
-    bm_fail "libvirt did not answer on $BM_URI within $BM_DAEMON_TIMEOUT s" \
-        "(see /var/log/libvirt/ and 'libvirtd -v')"
+    BM_WAIT_INTERVAL=0.5 bm_wait_until "$BM_DAEMON_TIMEOUT" "libvirt on $BM_URI" _bm_libvirt_answers ||
+        bm_fail "libvirt did not answer on $BM_URI within $BM_DAEMON_TIMEOUT s" \
+            "(see /var/log/libvirt/ and 'libvirtd -v')"
+    bm_log "libvirt answers on $BM_URI"
 }
 
 # bm_stop_daemons: stop exactly the daemons bm_start_daemons started in this
 # shell: TERM, wait up to 15 s, then KILL. Anything else is left running.
 bm_stop_daemons() {
-    local f name pid i
+    local f name pid
     f=$(_bm_owner_file)
     [ -f "$f" ] || return 0
     # Stop in reverse start order (libvirtd before virtlogd).
@@ -250,15 +248,7 @@ bm_stop_daemons() {
             continue
         fi
         bm_log "stopping $name (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < 150; i++)); do
-            _bm_pid_is "$name" "$pid" || break
-            sleep 0.1
-        done
-        if _bm_pid_is "$name" "$pid"; then
-            bm_warn "$name (pid $pid) ignored TERM, sending KILL"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
+        bm_terminate "$name" "$pid" 15 _bm_pid_is "$name" "$pid"
         [ "$name" = dbus-daemon ] && [ "$(cat /run/dbus/pid 2>/dev/null)" = "$pid" ] && rm -f /run/dbus/pid
     done < <(tac "$f")
     rm -f "$f"
@@ -414,31 +404,36 @@ EOF
 # on the guest's console. Sets BM_READY_SECONDS. On timeout (or if the domain
 # stops) prints the console tail and fails the test.
 bm_wait_guest_ready() {
-    local dom console timeout=${2:-120} t0 i=0 state
+    local dom console timeout=${2:-120} t0
     dom=$(bm_dom "$1"); console=$(bm_console_log "$dom")
     t0=$(bm_now)
-    while :; do
-        if grep -q "BALLOONMGR-GUEST-READY" "$console" 2>/dev/null; then
-            BM_READY_SECONDS=$(bm_elapsed "$t0")
-            bm_log "$dom ready after $BM_READY_SECONDS s of waiting"
-            return 0
+    _BM_READY_TRIES=0
+    if ! BM_WAIT_INTERVAL=0.5 bm_wait_until "$timeout" "$dom to boot" _bm_guest_ready "$dom" "$console"; then
+        _bm_console_tail "$dom" "$console"
+        bm_fail "$dom not ready within $timeout s"
+    fi
+    BM_READY_SECONDS=$(bm_elapsed "$t0")
+    bm_log "$dom ready after $BM_READY_SECONDS s of waiting"
+}
+
+# _bm_guest_ready DOM CONSOLE: the guest said it is ready; every 4th call (2 s) fails the
+# test if the domain no longer runs.
+_bm_guest_ready() {
+    local state
+    grep -q "BALLOONMGR-GUEST-READY" "$2" 2>/dev/null && return 0
+    if ((_BM_READY_TRIES++ % 4 == 0)); then
+        state=$(bm_virsh domstate "$1" 2>/dev/null || echo "undefined")
+        if [ "$state" != running ]; then
+            _bm_console_tail "$1" "$2"
+            bm_fail "$1 is '$state' while waiting for it to become ready"
         fi
-        if ((i % 4 == 0)); then
-            state=$(bm_virsh domstate "$dom" 2>/dev/null || echo "undefined")
-            if [ "$state" != running ]; then
-                echo "--- console of $dom ($console), tail ---" >&2
-                tail -n 40 "$console" >&2 2>/dev/null || true
-                bm_fail "$dom is '$state' while waiting for it to become ready"
-            fi
-        fi
-        if awk -v s="$t0" -v e="$(bm_now)" -v t="$timeout" 'BEGIN { exit !(e - s >= t) }'; then
-            echo "--- console of $dom ($console), tail ---" >&2
-            tail -n 40 "$console" >&2 2>/dev/null || true
-            bm_fail "$dom not ready within $timeout s"
-        fi
-        i=$((i + 1))
-        sleep 0.5
-    done
+    fi
+    return 1
+}
+
+_bm_console_tail() {
+    echo "--- console of $1 ($2), tail ---" >&2
+    tail -n 40 "$2" >&2 2>/dev/null || true
 }
 
 # bm_cleanup_guests: destroy and undefine every domain named $BM_PREFIX*.
@@ -477,13 +472,17 @@ bm_add_cleanup() {
         [ "$h" = "$1" ] && return 0
     done
     BM_CLEANUP_HOOKS+=("$1")
-    # No EXIT trap yet: install the hooks-only one, and make INT/TERM exit
-    # through it (as bm_setup does) unless they are trapped already.
-    if [ -z "$(trap -p EXIT)" ]; then
-        trap _bm_cleanup_on_exit EXIT
-        [ -n "$(trap -p INT)" ] || trap 'exit 130' INT
-        [ -n "$(trap -p TERM)" ] || trap 'exit 143' TERM
-    fi
+    [ -n "$(trap -p EXIT)" ] || bm_cleanup_at_exit
+}
+
+# bm_cleanup_at_exit: the EXIT trap of a test that does not call bm_setup (no
+# libvirtd): at exit the hooks run, then BM_WORKDIR is removed if the test
+# passed, else kept (and said so); INT/TERM exit through it unless they are
+# trapped already.
+bm_cleanup_at_exit() {
+    trap _bm_cleanup_on_exit EXIT
+    [ -n "$(trap -p INT)" ] || trap 'exit 130' INT
+    [ -n "$(trap -p TERM)" ] || trap 'exit 143' TERM
 }
 
 # bm_run_cleanups: run (and forget) the registered hooks, newest first. A
@@ -497,19 +496,25 @@ bm_run_cleanups() {
     return 0
 }
 
+# _bm_exit RC: BM_WORKDIR removed if RC is 0 (unless BM_KEEP_WORKDIR=1), else
+# kept for the logs; exit RC.
+_bm_exit() {
+    if [ "$1" -eq 0 ] && [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
+        rm -rf "$BM_WORKDIR"
+    elif [ -d "$BM_WORKDIR" ]; then
+        bm_log "logs kept in $BM_WORKDIR"
+    fi
+    exit "$1"
+}
+
 # _bm_cleanup_on_exit: EXIT trap of a test that did not call bm_setup: the
-# hooks, then BM_WORKDIR like bm_on_exit (removed when passed, else kept).
+# hooks, then BM_WORKDIR like bm_on_exit.
 _bm_cleanup_on_exit() {
     local rc=$?
     trap - EXIT
     set +e
     bm_run_cleanups
-    if [ "$rc" -eq 0 ] && [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
-        rm -rf "$BM_WORKDIR"
-    elif [ -d "$BM_WORKDIR" ]; then
-        bm_log "logs kept in $BM_WORKDIR"
-    fi
-    exit "$rc"
+    _bm_exit "$rc"
 }
 
 # bm_on_exit: the EXIT trap installed by bm_setup. Runs the cleanup hooks
@@ -523,12 +528,7 @@ bm_on_exit() {
     bm_run_cleanups
     bm_cleanup_guests
     bm_stop_daemons
-    if [ "$rc" -eq 0 ] && [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
-        rm -rf "$BM_WORKDIR"
-    elif [ -d "$BM_WORKDIR" ]; then
-        bm_log "logs kept in $BM_WORKDIR"
-    fi
-    exit "$rc"
+    _bm_exit "$rc"
 }
 
 # bm_setup: bm_require_root + packages + EXIT trap + bm_start_daemons +
@@ -548,6 +548,125 @@ bm_setup() {
     trap 'exit 143' TERM
     bm_start_daemons
     bm_guest_image
+}
+
+# ---------------------------------------------------------------------------
+# Waiting, and agents
+# ---------------------------------------------------------------------------
+# bm_wait_until TIMEOUT_S DESCRIPTION CMD...: runs CMD (in this shell: a function works) until
+# it succeeds, every BM_WAIT_INTERVAL seconds [0.1], TIMEOUT_S / BM_WAIT_INTERVAL times and
+# once more; returns 0 as soon as it succeeds, else says what it waited for and returns 1 (the
+# caller decides: bm_wait_until ... || bm_fail ...). Set BM_WAIT_INTERVAL for one call:
+#   BM_WAIT_INTERVAL=1 bm_wait_until 60 "fresh stats" stats_are_fresh
+bm_wait_until() {
+    local timeout=$1 what=$2 interval=${BM_WAIT_INTERVAL:-0.1} tries i
+    shift 2
+    tries=$(awk -v t="$timeout" -v i="$interval" 'BEGIN { n = t / i; print (n == int(n)) ? n : int(n) + 1 }')
+    for ((i = 0; i < tries; i++)); do
+        "$@" && return 0
+        sleep "$interval"
+    done
+    "$@" && return 0
+    bm_log "waited $timeout s for $what: not reached"
+    return 1
+}
+
+# The agents a test started (bm_start_agent): their PIDs, stopped at exit if still running.
+BM_AGENT_PIDS=()
+
+# bm_agent_alive [PID]: PID [BM_AGENT_PID] is a running balloonmgr (not a reused PID, not a
+# zombie). Builtins only: bm_stop_agent asks every 10 ms.
+bm_agent_alive() {
+    local comm stat pid=${1:-${BM_AGENT_PID:-}}
+    [ -n "$pid" ] && read -r comm 2>/dev/null <"/proc/$pid/comm" && [ "$comm" = balloonmgr ] &&
+        read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
+# bm_not CMD...: succeeds when CMD fails (for bm_wait_until: wait until something ends).
+bm_not() { ! "$@"; }
+
+# bm_terminate NAME PID TIMEOUT_S CHECK...: SIGTERM to PID, then waits up to TIMEOUT_S while
+# CHECK (a command: PID is still that process) succeeds; SIGKILL if it still does.
+bm_terminate() {
+    local name=$1 pid=$2 timeout=$3
+    shift 3
+    kill -TERM "$pid" 2>/dev/null || true
+    bm_wait_until "$timeout" "$name (pid $pid) to end" bm_not "$@" && return 0
+    bm_warn "$name (pid $pid) ignored TERM for $timeout s, sending KILL"
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# _bm_agent_found CHILD: BM_AGENT_JOB is balloonmgr (CHILD 0), or has a balloonmgr child
+# (CHILD 1); sets BM_AGENT_PID to it.
+_bm_agent_found() {
+    local comm
+    if [ "$1" = 1 ]; then
+        BM_AGENT_PID=$(pgrep -P "$BM_AGENT_JOB" -x balloonmgr || true)
+    elif read -r comm 2>/dev/null <"/proc/$BM_AGENT_JOB/comm" && [ "$comm" = balloonmgr ]; then
+        BM_AGENT_PID=$BM_AGENT_JOB
+    fi
+    [ -n "$BM_AGENT_PID" ]
+}
+
+# bm_start_agent [--child] LOG CMD...: starts CMD (a balloonmgr agent command line, or one under
+# a wrapper that execs it in place, such as setpriv) in the background, its stdout and stderr
+# into LOG, and waits (up to 5 s) until the process is balloonmgr. --child: CMD is a wrapper
+# that runs the agent as its child (strace -f): the agent is the wrapper's balloonmgr child.
+# Sets BM_AGENT_PID (the agent) and BM_AGENT_JOB (the background job: the agent itself or the
+# wrapper). At exit an agent still running is killed (by its PID). Fails the test when no
+# balloonmgr process appears.
+bm_start_agent() {
+    local child=0 log
+    [ "$1" = --child ] && { child=1; shift; }
+    log=$1
+    shift
+    "$@" >"$log" 2>&1 &
+    BM_AGENT_JOB=$!
+    BM_AGENT_PID=""
+    if ! BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "balloonmgr in job $BM_AGENT_JOB" _bm_agent_found "$child"; then
+        kill -KILL "$BM_AGENT_JOB" 2>/dev/null
+        bm_fail "'$*' (pid $BM_AGENT_JOB) did not become balloonmgr: $(cat "$log")"
+    fi
+    BM_AGENT_PIDS+=("$BM_AGENT_PID")
+    bm_add_cleanup _bm_stop_agents
+}
+
+# bm_stop_agent [SIGNAL [TIMEOUT_S]]: sends SIGNAL [TERM] to the last agent started
+# (BM_AGENT_PID), waits up to TIMEOUT_S [15] for it to end; returns 1 if it still runs then.
+# Else reaps it and sets BM_AGENT_STATUS to the exit status of its job (the wrapper's with
+# --child; 128 + the signal's number when the signal killed it).
+bm_stop_agent() {
+    local sig=${1:-TERM} timeout=${2:-15} p keep=()
+    # (stderr: bash's "Killed" notice when it reaps the job meanwhile)
+    {
+        kill -s "$sig" "$BM_AGENT_PID"
+        BM_WAIT_INTERVAL=0.01 bm_wait_until "$timeout" "agent $BM_AGENT_PID to end on SIG$sig" \
+            bm_not bm_agent_alive "$BM_AGENT_PID"
+    } 2>/dev/null || return 1
+    wait "$BM_AGENT_JOB" 2>/dev/null && BM_AGENT_STATUS=0 || BM_AGENT_STATUS=$?
+    for p in "${BM_AGENT_PIDS[@]}"; do
+        [ "$p" = "$BM_AGENT_PID" ] || keep+=("$p")
+    done
+    BM_AGENT_PIDS=("${keep[@]}")
+    return 0
+}
+
+# _bm_stop_agents: the cleanup hook: KILL every agent started and still running, and wait
+# (up to 5 s each) until it has ended (its files closed).
+_bm_stop_agents() {
+    local p
+    for p in "${BM_AGENT_PIDS[@]}"; do
+        bm_agent_alive "$p" || continue
+        {
+            kill -KILL "$p"
+            BM_WAIT_INTERVAL=0.01 bm_wait_until 5 "agent $p to end on SIGKILL" bm_not bm_agent_alive "$p"
+            wait "$p"
+        } 2>/dev/null
+    done
+    BM_AGENT_PIDS=()
+    return 0
 }
 
 # ---------------------------------------------------------------------------
@@ -579,18 +698,17 @@ bm_memstat() {
     bm_virsh dommemstat "$(bm_dom "$1")" 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
 }
 
+_bm_stats_fresh() {
+    "${BALLOONMGR:?}" -c "$BM_URI" status --json "$@" |
+        jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' >/dev/null
+}
 # bm_wait_fresh_stats NAME...: waits (up to 60 s) until balloonmgr status shows guest
 # statistics of every named domain no older than 5 s; fails otherwise. Uses $BALLOONMGR.
 bm_wait_fresh_stats() {
     local doms=() d
     for d in "$@"; do doms+=("$(bm_dom "$d")"); done
-    for _ in $(seq 60); do
-        "${BALLOONMGR:?}" -c "$BM_URI" status --json "${doms[@]}" |
-            jq -e 'all(.domains[]; .usable_bytes != null and .stats_age_s != null and .stats_age_s < 5)' \
-                >/dev/null && return 0
-        sleep 1
-    done
-    bm_fail "no fresh guest statistics for ${doms[*]}"
+    BM_WAIT_INTERVAL=1 bm_wait_until 60 "fresh guest statistics of ${doms[*]}" _bm_stats_fresh "${doms[@]}" ||
+        bm_fail "no fresh guest statistics for ${doms[*]}"
 }
 
 # bm_pressure_policy FILE [INTERVAL] [MAX_STEP]: a policy under which the real host is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/integration/check-promql.sh -- run every PromQL expression of the Grafana
+# tests/integration/lib/check-promql.sh -- run every PromQL expression of the Grafana
 # dashboard and of the alert rules against a live Prometheus.
 #
 # Usage: check-promql.sh [--require-data] [--url URL] [--dashboard FILE]...
@@ -44,7 +44,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 url=${BM_PROM_URL:-}
 require_data=0 quiet=0 interval=1m range=1h
 dashboards=() rules=()

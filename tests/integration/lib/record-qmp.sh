@@ -7,7 +7,7 @@
 #   fph-*        free-page-hint=on (needs an iothread), driver loaded
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-OUT=${1:-$(cd "$(dirname "$0")/../data/qmp" && pwd)}
+OUT=${1:-$(cd "$(dirname "$0")/../../data/qmp" && pwd)}
 bm_setup
 
 

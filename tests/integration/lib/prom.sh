@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# tests/integration/prom.sh -- a private Prometheus (and Pushgateway) for
+# tests/integration/lib/prom.sh -- a private Prometheus (and Pushgateway) for
 # integration tests. Source it after lib.sh:
 #
-#   . "$(dirname "$0")/lib.sh"
-#   . "$(dirname "$0")/prom.sh"
+#   . "$(dirname "$0")/lib/lib.sh"
+#   . "$(dirname "$0")/lib/prom.sh"
 #   bm_setup                                   # optional: prom.sh needs no libvirt
 #   bm_prom_ensure                             # apt-get install what is missing
 #   bm_prom_start_pushgateway                  # optional; sets BM_PUSHGATEWAY_URL
@@ -88,7 +88,7 @@
 # and no alerting section (rules are evaluated, no Alertmanager is notified),
 # Prometheus and the Pushgateway bind 127.0.0.1, and neither phones home.
 
-# shellcheck source=tests/integration/lib.sh
+# shellcheck source=tests/integration/lib/lib.sh
 declare -F bm_log >/dev/null || . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BM_PROM_BIN=${BM_PROM_BIN:-/usr/bin/prometheus}
@@ -126,7 +126,7 @@ bm_prom_ensure() {
     export DEBIAN_FRONTEND=noninteractive
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         policy=/usr/sbin/policy-rc.d
-        printf '#!/bin/sh\n# temporary, balloonmgr tests/integration/prom.sh\nexit 101\n' >"$policy"
+        printf '#!/bin/sh\n# temporary, balloonmgr tests/integration/lib/prom.sh\nexit 101\n' >"$policy"
         chmod 0755 "$policy"
     fi
     # Lock::Timeout: another apt-get (a parallel test, a developer) may hold the lock.
@@ -226,6 +226,36 @@ _bm_prom_spawn() {
     done
 }
 
+# _bm_prom_spawn_on_free_port NAME LOG CMD...: _bm_prom_spawn on a free port: @PORT@ in CMD's
+# arguments is that port; another port when it was taken meanwhile (5 tries). Sets
+# _BM_PROM_SPAWN_PORT; fails the test when NAME does not become ready.
+_bm_prom_spawn_on_free_port() {
+    local name=$1 log=$2 try port rc a args
+    shift 2
+    for ((try = 1; try <= 5; try++)); do
+        port=$(bm_prom_free_port) || bm_fail "no free port for $name"
+        args=()
+        for a in "$@"; do args+=("${a//@PORT@/$port}"); done
+        _bm_prom_spawn "$name" "http://127.0.0.1:$port" "$log" "${args[@]}" && rc=0 || rc=$?
+        [ "$rc" -eq 2 ] && grep -q 'address already in use' "$log" && continue
+        break
+    done
+    if [ "$rc" -ne 0 ]; then
+        _bm_prom_log_tail "$name" "$log"
+        bm_fail "$name did not become ready on 127.0.0.1:$port" \
+            "($([ "$rc" = 2 ] && echo exited || echo "timeout $BM_PROM_START_TIMEOUT s"))"
+    fi
+    _BM_PROM_SPAWN_PORT=$port
+}
+
+# _bm_prom_started PREFIX LOG: after _bm_prom_spawn_on_free_port, sets and exports PREFIX_PORT,
+# PREFIX_URL, PREFIX_PID, PREFIX_LOG (LOG) and PREFIX_STARTUP_SECONDS.
+_bm_prom_started() {
+    local p=$1
+    declare -gx "${p}_PORT=$_BM_PROM_SPAWN_PORT" "${p}_URL=http://127.0.0.1:$_BM_PROM_SPAWN_PORT" \
+        "${p}_PID=$_BM_PROM_SPAWN_PID" "${p}_LOG=$2" "${p}_STARTUP_SECONDS=$_BM_PROM_SPAWN_SECONDS"
+}
+
 # _bm_prom_forget PID: drop PID (it exited) from what we own.
 _bm_prom_forget() {
     local keep=() o name pid st
@@ -255,33 +285,16 @@ _bm_prom_running() {
 # persistence (Debian's default --persistence.file is
 # /var/lib/prometheus/pushgateway.data: overridden with an empty one).
 bm_prom_start_pushgateway() {
-    local port try rc log
+    local log
     if _bm_prom_running pushgateway; then bm_fail "bm_prom_start_pushgateway: already running ($BM_PUSHGATEWAY_URL)"; fi
     [ -x "$BM_PUSHGATEWAY_BIN" ] || bm_fail "$BM_PUSHGATEWAY_BIN missing (call bm_prom_ensure)"
     command -v curl >/dev/null || bm_fail "curl missing (call bm_prom_ensure)"
     mkdir -p "$BM_PROM_DIR"
     log=$BM_PROM_DIR/pushgateway.log
     bm_add_cleanup bm_prom_stop
-    for ((try = 1; try <= 5; try++)); do
-        port=$(bm_prom_free_port) || bm_fail "no free port for the Pushgateway"
-        _bm_prom_spawn pushgateway "http://127.0.0.1:$port" "$log" \
-            "$BM_PUSHGATEWAY_BIN" --web.listen-address="127.0.0.1:$port" \
-            --persistence.file= --log.level=info && rc=0 || rc=$?
-        [ "$rc" -eq 2 ] && grep -q 'address already in use' "$log" && continue
-        break
-    done
-    if [ "$rc" -ne 0 ]; then
-        _bm_prom_log_tail pushgateway "$log"
-        bm_fail "Pushgateway did not become ready on 127.0.0.1:$port" \
-            "($([ "$rc" = 2 ] && echo exited || echo "timeout $BM_PROM_START_TIMEOUT s"))"
-    fi
-    BM_PUSHGATEWAY_PORT=$port
-    BM_PUSHGATEWAY_URL=http://127.0.0.1:$port
-    BM_PUSHGATEWAY_PID=$_BM_PROM_SPAWN_PID
-    BM_PUSHGATEWAY_LOG=$log
-    BM_PUSHGATEWAY_STARTUP_SECONDS=$_BM_PROM_SPAWN_SECONDS
-    export BM_PUSHGATEWAY_PORT BM_PUSHGATEWAY_URL BM_PUSHGATEWAY_PID BM_PUSHGATEWAY_LOG \
-        BM_PUSHGATEWAY_STARTUP_SECONDS
+    _bm_prom_spawn_on_free_port pushgateway "$log" \
+        "$BM_PUSHGATEWAY_BIN" --web.listen-address=127.0.0.1:@PORT@ --persistence.file= --log.level=info
+    _bm_prom_started BM_PUSHGATEWAY "$log"
     bm_log "Pushgateway $BM_PUSHGATEWAY_URL ready in $BM_PUSHGATEWAY_STARTUP_SECONDS s" \
         "(pid $BM_PUSHGATEWAY_PID, log $log)"
 }
@@ -304,7 +317,7 @@ _bm_prom_write_config() {
         esac
     done
     {
-        echo "# written by tests/integration/prom.sh; no remote_write/remote_read/alerting"
+        echo "# written by tests/integration/lib/prom.sh; no remote_write/remote_read/alerting"
         echo "global:"
         echo "  scrape_interval: $BM_PROM_SCRAPE_INTERVAL"
         echo "  scrape_timeout: $BM_PROM_SCRAPE_INTERVAL"
@@ -336,7 +349,7 @@ _bm_prom_write_config() {
 
 # bm_prom_start TARGET...: see the top of this file.
 bm_prom_start() {
-    local port try rc log cfg tsdb out
+    local log cfg tsdb out
     if _bm_prom_running prometheus; then
         bm_fail "bm_prom_start: already running ($BM_PROM_URL); bm_prom_stop prometheus first"
     fi
@@ -355,35 +368,18 @@ bm_prom_start() {
     bm_add_cleanup bm_prom_stop
     tsdb=$(mktemp -d "${TMPDIR:-/tmp}/bm-prom-tsdb.XXXXXX") || bm_fail "mktemp failed"
     _BM_PROM_TMPDIRS+=("$tsdb")
-    for ((try = 1; try <= 5; try++)); do
-        port=$(bm_prom_free_port) || bm_fail "no free port for Prometheus"
-        _bm_prom_spawn prometheus "http://127.0.0.1:$port" "$log" \
-            "$BM_PROM_BIN" --config.file="$cfg" --storage.tsdb.path="$tsdb" \
-            --web.listen-address="127.0.0.1:$port" --storage.tsdb.retention.time=1d \
-            --log.level=info && rc=0 || rc=$?
-        [ "$rc" -eq 2 ] && grep -q 'address already in use' "$log" && continue
-        break
-    done
-    if [ "$rc" -ne 0 ]; then
-        _bm_prom_log_tail prometheus "$log"
-        bm_fail "Prometheus did not become ready on 127.0.0.1:$port" \
-            "($([ "$rc" = 2 ] && echo exited || echo "timeout $BM_PROM_START_TIMEOUT s"))"
-    fi
-    BM_PROM_PORT=$port
-    BM_PROM_URL=http://127.0.0.1:$port
-    BM_PROM_PID=$_BM_PROM_SPAWN_PID
-    BM_PROM_LOG=$log
-    BM_PROM_CONFIG=$cfg
-    BM_PROM_STARTUP_SECONDS=$_BM_PROM_SPAWN_SECONDS
-    export BM_PROM_PORT BM_PROM_URL BM_PROM_PID BM_PROM_LOG BM_PROM_CONFIG BM_PROM_STARTUP_SECONDS \
-        BM_PROM_TARGET_COUNT
+    _bm_prom_spawn_on_free_port prometheus "$log" \
+        "$BM_PROM_BIN" --config.file="$cfg" --storage.tsdb.path="$tsdb" \
+        --web.listen-address=127.0.0.1:@PORT@ --storage.tsdb.retention.time=1d --log.level=info
+    _bm_prom_started BM_PROM "$log"
+    export BM_PROM_CONFIG=$cfg BM_PROM_TARGET_COUNT
     bm_log "Prometheus $BM_PROM_URL ready in $BM_PROM_STARTUP_SECONDS s (pid $BM_PROM_PID," \
         "targets: ${*:-none}, rules: ${BM_PROM_RULES:-none}, log $log)"
 }
 
 # bm_prom_stop [prometheus|pushgateway]: stop what this shell started.
 bm_prom_stop() {
-    local which=${1:-all} o name pid st i j keep=() d
+    local which=${1:-all} o name pid st i keep=() d
     for ((i = ${#_BM_PROM_OWNED[@]} - 1; i >= 0; i--)); do
         o=${_BM_PROM_OWNED[i]}
         read -r name pid st <<<"$o"
@@ -393,15 +389,7 @@ bm_prom_stop() {
         fi
         if _bm_prom_alive "$pid" "$st"; then
             bm_log "stopping $name (pid $pid)"
-            kill -TERM "$pid" 2>/dev/null || true
-            for ((j = 0; j < BM_PROM_STOP_TIMEOUT * 10; j++)); do
-                _bm_prom_alive "$pid" "$st" || break
-                sleep 0.1
-            done
-            if _bm_prom_alive "$pid" "$st"; then
-                bm_warn "$name (pid $pid) ignored TERM for $BM_PROM_STOP_TIMEOUT s, sending KILL"
-                kill -KILL "$pid" 2>/dev/null || true
-            fi
+            bm_terminate "$name" "$pid" "$BM_PROM_STOP_TIMEOUT" _bm_prom_alive "$pid" "$st"
         fi
         wait "$pid" 2>/dev/null || true    # reap it (our child, unless called from a subshell)
     done

@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# tests/tap.sh -- TAP output for the unit-suite scripts (meson runs them with protocol 'tap'),
+# the shell twin of tap.h. Source it:  . "$(dirname "$0")/tap.sh"
+#
+#   ok STATUS DESCRIPTION [DIAGNOSTIC...]  one TAP line: "ok N - ..." when STATUS is 0, else
+#       "not ok N - ..." followed by each non-empty DIAGNOSTIC (its first 4000 bytes) as '#'
+#       lines. The description is kept to one line: a newline shows as \n, '#' (it would start
+#       a directive) and other unprintable bytes as '?'; at most 500 characters are shown.
+#   tap_skip REASON                        a skipped check: "ok N # SKIP REASON"
+#   diag TEXT...                           a '#' line
+#   tap_skip_all REASON                    "1..0 # SKIP REASON" and exit 0
+#   tap_done                               the plan "1..N"; returns 1 if any check failed
+# Variables: tap_n (checks so far), tap_failed (failed so far).
+
+tap_n=0
+tap_failed=0
+
+ok() {
+    local status=$1 desc=$2 d LC_ALL=C
+    shift 2
+    desc=${desc:0:500}
+    desc=${desc//$'\n'/\\n}
+    desc=${desc//[^[:print:]]/?}
+    desc=${desc//#/?}
+    tap_n=$((tap_n + 1))
+    if [ "$status" -eq 0 ]; then
+        echo "ok $tap_n - $desc"
+        return 0
+    fi
+    tap_failed=$((tap_failed + 1))
+    echo "not ok $tap_n - $desc"
+    for d in "$@"; do
+        [ -n "$d" ] && printf '%s\n' "${d:0:4000}" | sed 's/^/#   /'
+    done
+    return 0
+}
+
+tap_skip() {
+    tap_n=$((tap_n + 1))
+    echo "ok $tap_n # SKIP $1"
+}
+
+diag() { echo "# $*"; }
+
+tap_skip_all() {
+    echo "1..0 # SKIP $1"
+    exit 0
+}
+
+tap_done() {
+    echo "1..$tap_n"
+    [ "$tap_failed" -eq 0 ]
+}
