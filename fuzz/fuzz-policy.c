@@ -1,10 +1,12 @@
 /* Fuzzes the policy parser (src/policy.h): bm_policy_parse on the text before the first NUL of
  * the input, then bm_policy_rules_for on the name after it (and on each [domain] glob, and a
- * few fixed names), checking the parsed policy keeps the documented ranges. */
+ * few fixed names), checking the parsed policy keeps the documented ranges; then
+ * bm_policy_parse_n on the whole input, which a NUL byte must make refused. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 
+#include "diag.h"
 #include "error.h"
 #include "fuzz.h"
 #include "policy.h"
@@ -45,7 +47,9 @@ static void check_policy(const BmPolicy *p, const char *name)
     check_amount(p->target_available, "target_available");
     check_amount(p->release_above, "release_above");
     const BmAmount *a[] = {&p->reclaim_below, &p->target_available, &p->release_above};
-    if (a[0]->is_percent == a[1]->is_percent && a[1]->is_percent == a[2]->is_percent) {
+    fuzz_assert(a[0]->is_percent == a[1]->is_percent && a[1]->is_percent == a[2]->is_percent,
+                "thresholds mix sizes and percentages");
+    {
         uint64_t v[3];
         for (int i = 0; i < 3; i++)
             v[i] = a[i]->is_percent ? a[i]->permille : a[i]->bytes;
@@ -93,11 +97,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_assert(errors && errors[0], "failure without errors");
         /* one "fuzz.policy:LINE:COL: message" per line, ending in a newline */
         fuzz_assert(errors[strlen(errors) - 1] == '\n', "errors end without a newline");
+        size_t n_lines = 0;
         for (const char *line = errors; *line; line = strchr(line, '\n') + 1) {
             unsigned l, c;
-            fuzz_assert(sscanf(line, "fuzz.policy:%u:%u: ", &l, &c) == 2 && l > 0,
+            size_t more;
+            n_lines++;
+            fuzz_assert((sscanf(line, "fuzz.policy:%u:%u: ", &l, &c) == 2 && l > 0) ||
+                            (sscanf(line, "fuzz.policy: %zu more error", &more) == 1 && more > 0 &&
+                             !strchr(line, '\n')[1]),
                         "error line '%.80s'", line);
         }
+        fuzz_assert(n_lines <= BM_DIAGS_MAX + 1, "%zu error lines", n_lines);
     }
     bm_policy_free(p);
     free(errors);
@@ -105,6 +115,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* no outputs wanted: must still work */
     r = bm_policy_parse(text, NULL, NULL, NULL);
     fuzz_assert(r == 0 || r == -EINVAL, "bm_policy_parse returned %d", r);
+
+    /* the whole input, NUL bytes included: refused unless it has none */
+    r = bm_policy_parse_n((const char *)data, size, "fuzz.policy", &p, NULL);
+    fuzz_assert(r == 0 || r == -EINVAL, "bm_policy_parse_n returned %d", r);
+    fuzz_assert(!nul || r == -EINVAL, "a policy with a NUL byte accepted");
+    bm_policy_free(p);
 
     free(name);
     free(text);

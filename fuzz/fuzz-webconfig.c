@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "error.h"
+#include "diag.h"
 #include "fuzz.h"
 #include "webconfig.h"
 
@@ -54,16 +55,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_assert(!c, "failure with a config");
         fuzz_assert(errors && errors[0], "failure without errors");
         fuzz_assert(errors[strlen(errors) - 1] == '\n', "errors end without a newline");
+        size_t n_lines = 0;
         for (const char *line = errors; *line; line = strchr(line, '\n') + 1) {
             unsigned l, col;
-            fuzz_assert(sscanf(line, "dir/fuzz.yml:%u:%u: ", &l, &col) == 2 && l > 0 && col > 0,
+            size_t more;
+            n_lines++;
+            fuzz_assert((sscanf(line, "dir/fuzz.yml:%u:%u: ", &l, &col) == 2 && l > 0 && col > 0) ||
+                            (sscanf(line, "dir/fuzz.yml: %zu more error", &more) == 1 &&
+                             more > 0 && !strchr(line, '\n')[1]),
                         "error line '%.80s'", line);
         }
+        fuzz_assert(n_lines <= BM_DIAGS_MAX + 1, "%zu error lines", n_lines);
     }
     bm_webconfig_free(c);
     free(errors);
     int r2 = bm_webconfig_parse(text, NULL, NULL, NULL);
     fuzz_assert(r2 == r, "check only returned %d, parse %d", r2, r);
+    /* the whole input, NUL bytes included: a NUL byte refuses it whole */
+    int r3 = bm_webconfig_parse_n((const char *)data, size, "dir/fuzz.yml", &c, NULL);
+    fuzz_assert(r3 == 0 || r3 == -EINVAL, "bm_webconfig_parse_n returned %d", r3);
+    fuzz_assert(!memchr(data, '\0', size) || (r3 == -EINVAL && !c),
+                "a web config with a NUL byte accepted");
+    if (r3 == 0)
+        check_config(c);
+    bm_webconfig_free(c);
     free(text);
     return 0;
 }

@@ -144,7 +144,7 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
     int r = bm_balloon_change(dom, from_bytes, target_bytes, &x.change);
     if (r < 0)
         return r;
-    snprintf(x.name, sizeof(x.name), "%s", virDomainGetName(dom));
+    bm_copy_name(x.name, sizeof(x.name), virDomainGetName(dom));
     if (virDomainGetUUIDString(dom, x.uuid) < 0)
         x.uuid[0] = '\0';
     snprintf(x.sg, sizeof(x.sg), "%s", sg_label ? sg_label : "unknown");

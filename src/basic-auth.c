@@ -8,10 +8,19 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
 
 #define CACHE_SIZE 64
+
+/* bcrypt computations run at most this many at a time, in the whole process: a burst of
+ * wrong passwords takes two cores at most, and a stop waits for two checks at most */
+#define PARALLEL_MAX 2
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slots_cond = PTHREAD_COND_INITIALIZER;
+static unsigned slots_used;
+static bool slots_closed;
 #define DIGEST_BYTES 32
 
 struct BmBasicAuth {
@@ -78,6 +87,48 @@ static void digest(const BmBasicAuth *a, const char *user, const char *password,
     explicit_bzero(buf, nu + np + 2);
 }
 
+/* One bcrypt computation, shared by the check that waits for it and the thread that runs it;
+ * the last of them frees it. Under slots_lock. */
+typedef struct {
+    int refs;
+    bool done;
+    char *password, *setting;
+    char *out; /* crypt's result, NULL when it failed */
+} Job;
+
+static void job_unref_locked(Job *j)
+{
+    if (--j->refs > 0)
+        return;
+    explicit_bzero(j->password, strlen(j->password));
+    free(j->password);
+    free(j->setting);
+    free(j->out);
+    free(j);
+}
+
+static void *crypt_job(void *arg)
+{
+    Job *j = arg;
+    /* not niced: a stop must be able to end this thread at once, and a thread with a high
+     * nice value on a busy host is slow even to die (measured: 1.3-2.8 s at nice 10) */
+    struct crypt_data *cd = calloc(1, sizeof(*cd));
+    const char *out = cd ? crypt_rn(j->password, j->setting, cd, (int)sizeof(*cd)) : NULL;
+    char *copy = out ? strdup(out) : NULL;
+    if (cd) {
+        explicit_bzero(cd, sizeof(*cd));
+        free(cd);
+    }
+    pthread_mutex_lock(&slots_lock);
+    j->out = copy;
+    j->done = true;
+    slots_used--;
+    pthread_cond_broadcast(&slots_cond); /* the check waiting for it, and those for a turn */
+    job_unref_locked(j);
+    pthread_mutex_unlock(&slots_lock);
+    return NULL;
+}
+
 bool bm_basic_auth_check(BmBasicAuth *a, const char *user, const char *password)
 {
     if (!a || !user || !password)
@@ -100,14 +151,39 @@ bool bm_basic_auth_check(BmBasicAuth *a, const char *user, const char *password)
     if (hit)
         return true; /* only successes are cached */
 
-    struct crypt_data *cd = calloc(1, sizeof(*cd));
-    if (!cd)
+    /* the computation runs in a thread of its own that nobody waits for at a stop: a check
+     * in flight never holds up SIGTERM, whatever the cost and the load */
+    pthread_mutex_lock(&slots_lock);
+    while (slots_used >= PARALLEL_MAX && !slots_closed)
+        pthread_cond_wait(&slots_cond, &slots_lock);
+    if (slots_closed) {
+        pthread_mutex_unlock(&slots_lock);
+        return false; /* stopping: no new bcrypt */
+    }
+    slots_used++;
+    Job *job = bm_malloc0(sizeof(*job));
+    job->refs = 2;
+    job->password = bm_strdup(password);
+    job->setting = bm_strdup(found ? found->hash : a->dummy);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, crypt_job, job) != 0) {
+        slots_used--;
+        job->refs = 1;
+        job_unref_locked(job);
+        pthread_attr_destroy(&attr);
+        pthread_mutex_unlock(&slots_lock);
         return false;
-    const char *setting = found ? found->hash : a->dummy;
-    const char *out = crypt_rn(password, setting, cd, (int)sizeof(*cd));
-    bool ok = found && out && equal_ct(out, strlen(out), found->hash, strlen(found->hash));
-    explicit_bzero(cd, sizeof(*cd));
-    free(cd);
+    }
+    pthread_attr_destroy(&attr);
+    while (!job->done && !slots_closed)
+        pthread_cond_wait(&slots_cond, &slots_lock);
+    bool ok = job->done && found && job->out &&
+              equal_ct(job->out, strlen(job->out), found->hash, strlen(found->hash));
+    job_unref_locked(job);
+    pthread_mutex_unlock(&slots_lock);
     if (ok) {
         pthread_mutex_lock(&a->lock);
         memcpy(a->cache[a->next_slot], d, DIGEST_BYTES);
@@ -117,6 +193,84 @@ bool bm_basic_auth_check(BmBasicAuth *a, const char *user, const char *password)
         pthread_mutex_unlock(&a->lock);
     }
     return ok;
+}
+
+/* The value of base64 character c, or -1. */
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+int bm_basic_auth_parse_header(const char *value, char **ret_user, char **ret_password)
+{
+    *ret_user = *ret_password = NULL;
+    if (!value)
+        return -ENOENT;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    if (strncasecmp(value, "basic", 5) != 0 || (value[5] != ' ' && value[5] != '\t'))
+        return -EINVAL;
+    const char *p = value + 5;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strcspn(p, " \t");
+    for (const char *q = p + n; *q; q++)
+        if (*q != ' ' && *q != '\t')
+            return -EINVAL; /* one token68 only */
+    size_t pad = 0;
+    while (n > 0 && p[n - 1] == '=' && pad < 2)
+        n--, pad++;
+    if (n == 0 || (n + pad) % 4 != 0 || n % 4 == 1)
+        return -EINVAL;
+    _cleanup_free_ char *out = bm_malloc0(n / 4 * 3 + 3);
+    size_t o = 0;
+    unsigned acc = 0, bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64_value((unsigned char)p[i]);
+        if (v < 0)
+            return -EINVAL;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    if (acc & ((1u << bits) - 1)) {
+        explicit_bzero(out, o);
+        return -EINVAL; /* non-zero padding bits: not the canonical encoding */
+    }
+    /* the decoded credentials must be what strings show: "secret\0junk" is not "secret" */
+    const char *colon = memchr(out, ':', o);
+    int r = 0;
+    if (memchr(out, '\0', o) || !colon)
+        r = -EINVAL;
+    if (r == 0) {
+        *ret_user = strndup(out, (size_t)(colon - out));
+        *ret_password = strndup(colon + 1, o - (size_t)(colon - out) - 1);
+        if (!*ret_user || !*ret_password) {
+            free(*ret_user);
+            free(*ret_password);
+            *ret_user = *ret_password = NULL;
+            r = -ENOMEM;
+        }
+    }
+    explicit_bzero(out, o);
+    return r;
+}
+
+void bm_basic_auth_shutdown(void)
+{
+    pthread_mutex_lock(&slots_lock);
+    slots_closed = true;
+    pthread_cond_broadcast(&slots_cond);
+    pthread_mutex_unlock(&slots_lock);
 }
 
 unsigned long bm_basic_auth_crypt_calls(BmBasicAuth *a)

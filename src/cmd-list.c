@@ -39,8 +39,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("list", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    for (size_t i = 0; names[i]; i++)
-        puts(names[i]);
+    /* one name a line: control characters (a newline in a name would make two) and bytes
+     * that are not UTF-8 as \xNN, as the other verbs show names */
+    for (size_t i = 0; names[i]; i++) {
+        _cleanup_free_ char *shown = bm_escape_name(names[i]);
+        puts(shown);
+    }
     return BM_EXIT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json-name.h"
 #include "balloon.h"
 #include "cli.h"
 #include "engine.h"
@@ -92,7 +93,7 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
 static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
 {
     json_object *x = json_object_new_object();
-    json_object_object_add(x, "name", json_object_new_string(d->name));
+    json_object_object_add(x, "name", bm_json_name(d->name));
     json_object_object_add(x, "action", json_object_new_string(bm_action_name(d->action)));
     json_object_object_add(x, "current_bytes", u64j(d->current_bytes));
     json_object_object_add(x, "target_bytes", u64j(d->target_bytes));

@@ -1,12 +1,19 @@
-/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]: move one balloon. */
+/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]
+ * [--json]: move one balloon, not below the domain's floor unless --force. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "json-name.h"
 #include "balloon.h"
+#include "config.h"
+#include "domxml.h"
+#include "policy-eval.h"
+#include "policy.h"
 #include "cli.h"
 #include "conn.h"
 #include "error.h"
@@ -16,16 +23,24 @@
 #include "ledger.h"
 #include "progress.h"
 
+#define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
+
 static const char options_help[] =
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
     "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
     "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
     "                        SECONDS (default 10)\n"
+    "  -p, --policy FILE     take the domain's floor from FILE (default " SET_POLICY ",\n"
+    "                        when it exists)\n"
+    "  -f, --force           set a target below the domain's floor too\n"
     "  -j, --json            print JSON\n"
     "  -h, --help            show this help\n"
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
-    "from the current balloon.\n";
+    "from the current balloon.\n"
+    "\nAn inflate to a target below the domain's floor is refused (exit 2) unless --force: the\n"
+    "floor is the largest of 128 MiB, 5% of the maximum, <memtune><min_guarantee> and the\n"
+    "policy's floor.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -40,7 +55,7 @@ static json_object *json_seconds(uint64_t ns)
 static void print_json(const char *name, const BmChange *ch, bool waited)
 {
     _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-    json_object_object_add(o, "domain", json_object_new_string(name));
+    json_object_object_add(o, "domain", bm_json_name(name));
     json_object_object_add(o, "direction",
                            json_object_new_string(bm_change_direction(ch->from_bytes, ch->target_bytes)));
     json_object_object_add(o, "from_bytes", json_object_new_uint64(ch->from_bytes));
@@ -74,9 +89,11 @@ static void print_text(const char *name, const BmChange *ch, bool waited)
 }
 
 typedef struct {
-    bool json, wait;
+    bool json, wait, force, policy_explicit;
+    const char *policy_path;
     unsigned timeout_s, stall_s;
     const char *name, *size;
+    BmPolicy *policy;            /* the floor's policy, NULL: none (or --force) */
 } SetOptions;
 
 /* The options, checked. Returns -1 to go on, or the exit status. */
@@ -86,11 +103,13 @@ static int parse_options(int argc, char **args, SetOptions *o)
         {"wait", optional_argument, NULL, 'w'},
         {"stall", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
+        {"policy", required_argument, NULL, 'p'},
+        {"force", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, args, "wjh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, args, "wjp:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
             o->wait = true;
@@ -108,6 +127,8 @@ static int parse_options(int argc, char **args, SetOptions *o)
             }
             break;
         case 'j': o->json = true; break;
+        case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
+        case 'f': o->force = true; break;
         case 'h': bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_set, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -119,6 +140,56 @@ static int parse_options(int argc, char **args, SetOptions *o)
     o->name = bm_cli_unprotect(args[optind]);
     o->size = bm_cli_unprotect(args[optind + 1]);
     return -1;
+}
+
+/* The policy's floor: from the file given, or the host's policy file when there is one (the
+ * built-in defaults are for the automatic passes, not for manual targets). Returns -1 to go
+ * on, or the exit status. */
+static int load_floor_policy(SetOptions *o)
+{
+    if (o->force || (!o->policy_explicit && access(o->policy_path, F_OK) != 0))
+        return -1;
+    _cleanup_free_ char *errors = NULL;
+    if (bm_policy_load(o->policy_path, &o->policy, &errors) < 0) {
+        fputs(errors ? errors : "", stderr);
+        bm_report("set", NULL, "policy '%s' has errors", o->policy_path);
+        return BM_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* A manual target below the floor starves the guest: only on purpose (--force). Only an
+ * inflate takes memory away: a deflate that stays below the floor still gives some back (and
+ * needs no domain XML read before it: set --wait's timing starts sooner). Returns -1 to go on,
+ * or the exit status. */
+static int check_floor(virDomainPtr dom, const SetOptions *o, uint64_t max_bytes, uint64_t actual,
+                       uint64_t target)
+{
+    if (o->force || target >= actual)
+        return -1;
+    BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
+    _cleanup_free_ char *xml = NULL;
+    if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
+        cfg.min_guarantee_bytes = BM_ABSENT;
+    uint64_t policy_floor = BM_ABSENT;
+    if (o->policy) {
+        BmGuestRules rules;
+        bm_policy_rules_for(o->policy, o->name, &rules);
+        policy_floor = bm_amount_bytes(rules.floor, max_bytes);
+    }
+    const char *why = NULL;
+    uint64_t floor = bm_manual_floor(max_bytes, cfg.min_guarantee_bytes, policy_floor, &why);
+    if (target >= floor)
+        return -1;
+    char quoted[256], t[32], f[32];
+    bm_size_format(target, t, sizeof(t));
+    bm_size_format(floor, f, sizeof(f));
+    bool by_policy = o->policy && !strcmp(why, "the policy's floor");
+    bm_report("set", o->name,
+              "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it anyway",
+              bm_printable(o->size, quoted, sizeof(quoted)), t, f, why, by_policy ? " in " : "",
+              by_policy ? o->policy->path : "");
+    return BM_EXIT_USAGE;
 }
 
 /* The target SIZE means for dom, read live. Returns -1 to go on, or the exit status. */
@@ -139,6 +210,9 @@ static int resolve_target(virDomainPtr dom, const SetOptions *o, uint64_t *ret_a
                   bm_error_detail(r));
         return BM_EXIT_USAGE;
     }
+    int ret = check_floor(dom, o, max_bytes, *ret_actual, *ret_target);
+    if (ret >= 0)
+        return ret;
     /* libvirt would hold the change up to 30 s for the job lock, then fail */
     const char *job = NULL;
     if (bm_balloon_job_running(dom, &job) > 0) {
@@ -232,10 +306,13 @@ static int report_outcome(const SetOptions *o, const BmChange *ch)
     return BM_EXIT_FAILURE;
 }
 
-static int set_balloon(const BmGlobal *g, const SetOptions *o)
+static int set_balloon(const BmGlobal *g, SetOptions *o)
 {
     if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
         return BM_EXIT_USAGE;
+    int ret = load_floor_policy(o);
+    if (ret >= 0)
+        return ret;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
     if (bm_cli_connect(g, "set", false, &conn) < 0)
@@ -246,7 +323,7 @@ static int set_balloon(const BmGlobal *g, const SetOptions *o)
         return bm_exit_for(r);
     }
     uint64_t actual_bytes, target_bytes;
-    int ret = resolve_target(dom, o, &actual_bytes, &target_bytes);
+    ret = resolve_target(dom, o, &actual_bytes, &target_bytes);
     if (ret >= 0)
         return ret;
     BmChange ch;
@@ -264,11 +341,13 @@ static int set_balloon(const BmGlobal *g, const SetOptions *o)
 
 static int run(const BmGlobal *g, int argc, char **argv)
 {
-    SetOptions o = {.timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, .stall_s = BM_WAIT_DEFAULT_STALL_S};
+    SetOptions o = {.timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, .stall_s = BM_WAIT_DEFAULT_STALL_S,
+                    .policy_path = SET_POLICY};
     char **args = bm_cli_protect_negative(argc, argv);
     int ret = parse_options(argc, args, &o);
     if (ret < 0)
         ret = set_balloon(g, &o);
+    bm_policy_free(o.policy);
     bm_cli_free_protected(args);
     return ret;
 }
@@ -276,7 +355,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_set = {
     .name = "set",
     .run = run,
-    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--json]",
+    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
+                "           [--json]",
     .summary = "Set the balloon target of a running domain and optionally wait until it is reached,\n"
                "measuring how long the inflate or deflate took.",
 };

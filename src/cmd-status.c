@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json-name.h"
 #include "cli.h"
 #include "conn.h"
 #include "error.h"
@@ -69,7 +70,7 @@ typedef struct {
 static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t now_real_ns)
 {
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "name", json_object_new_string(d->name));
+    json_object_object_add(o, "name", bm_json_name(d->name));
     json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
     json_object_object_add(o, "state", json_object_new_string(bm_snapshot_run_state_name(d->state)));
     json_object_object_add(o, "active", json_object_new_boolean(d->active));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json-name.h"
 #include "cli.h"
 #include "conn.h"
 #include "error.h"
@@ -74,10 +75,10 @@ static json_object *verdict_json(const BmFeatureVerdict *v)
 static json_object *result_json(const Result *r)
 {
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "name", json_object_new_string(r->name));
+    json_object_object_add(o, "name", bm_json_name(r->name));
     json_object_object_add(o, "balloon_path", r->path ? json_object_new_string(r->path) : NULL);
     json_object_object_add(o, "driver_ok", json_object_new_boolean(r->rep.driver_ok));
-    json_object_object_add(o, "error", r->error ? json_object_new_string(r->error) : NULL);
+    json_object_object_add(o, "error", r->error ? bm_json_name(r->error) : NULL);
     json_object *feats = json_object_new_object(), *neg = json_object_new_array();
     for (int f = 0; f < BM_FEATURE_COUNT; f++) {
         /* JSON keys are snake_case: "deflate-on-oom" -> "deflate_on_oom" */

@@ -1,11 +1,22 @@
 #include "diag.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
+
+/* Whether x comes after y (line, column, order added). */
+static bool after(const BmDiag *x, const BmDiag *y)
+{
+    if (x->line != y->line)
+        return x->line > y->line;
+    if (x->col != y->col)
+        return x->col > y->col;
+    return x->seq > y->seq;
+}
 
 void bm_diags_add(BmDiags *d, unsigned line, size_t col, const char *fmt, ...)
 {
@@ -15,17 +26,30 @@ void bm_diags_add(BmDiags *d, unsigned line, size_t col, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
 
+    BmDiag item = {
+        .line = line,
+        .col = col > UINT32_MAX ? UINT32_MAX : (unsigned)col,
+        .seq = d->n + d->dropped,
+    };
+    if (d->n == BM_DIAGS_MAX) {
+        d->dropped++;
+        size_t last = 0;
+        for (size_t i = 1; i < d->n; i++)
+            if (after(&d->items[i], &d->items[last]))
+                last = i;
+        if (!after(&item, &d->items[last]))
+            return;
+        free(d->items[last].msg);
+        item.msg = bm_strdup(msg);
+        d->items[last] = item;
+        return;
+    }
     if (d->n == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 8;
         d->items = bm_reallocarray(d->items, d->cap, sizeof(*d->items));
     }
-    d->items[d->n] = (BmDiag){
-        .line = line,
-        .col = col > UINT32_MAX ? UINT32_MAX : (unsigned)col,
-        .seq = d->n,
-        .msg = bm_strdup(msg),
-    };
-    d->n++;
+    item.msg = bm_strdup(msg);
+    d->items[d->n++] = item;
 }
 
 static int cmp_line(const BmDiag *x, const BmDiag *y)
@@ -53,15 +77,24 @@ static int cmp_by_line_col(const void *a, const void *b)
     return r ? r : cmp_seq(x, y);
 }
 
+/* Room for the "N more errors not shown" line. */
+static size_t plen_more(const char *path)
+{
+    return strlen(path) + 64;
+}
+
 char *bm_diags_join(BmDiags *d, const char *path, bool by_col)
 {
     qsort(d->items, d->n, sizeof(*d->items), by_col ? cmp_by_line_col : cmp_by_line);
-    size_t total = 1, plen = strlen(path);
+    size_t total = 1 + plen_more(path), plen = strlen(path);
     for (size_t i = 0; i < d->n; i++)
         total += plen + strlen(d->items[i].msg) + 2 * 11 + 5;
     char *out = bm_malloc0(total), *o = out;
     for (size_t i = 0; i < d->n; i++)
         o += sprintf(o, "%s:%u:%u: %s\n", path, d->items[i].line, d->items[i].col, d->items[i].msg);
+    if (d->dropped)
+        sprintf(o, "%s: %zu more error%s not shown\n", path, d->dropped,
+                d->dropped == 1 ? "" : "s");
     bm_diags_clear(d);
     return out;
 }

@@ -15,14 +15,28 @@ typedef struct {
 typedef struct {
     BmDiag *items;
     size_t n, cap;
+    size_t dropped; /* errors found beyond the BM_DIAGS_MAX kept */
 } BmDiags;
 
-/* Adds an error at line, col (a column past UINT32_MAX is kept as UINT32_MAX). */
+/* At most this many errors are kept and printed (the first by line and column); the rest are
+ * only counted: a file of a million bad lines gets 20 lines and a count, not a million. */
+#define BM_DIAGS_MAX 20
+
+/* Adds an error at line, col (a column past UINT32_MAX is kept as UINT32_MAX). When
+ * BM_DIAGS_MAX are kept, it replaces the last of them by position if it comes before it,
+ * and one error is counted in dropped either way. */
 void bm_diags_add(BmDiags *d, unsigned line, size_t col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* All errors, "path:line:col: message\n" each, sorted by line, then by column when by_col,
- * then in the order they were added. Empties d. Caller frees. */
+/* How many errors were added (kept and dropped). */
+static inline size_t bm_diags_count(const BmDiags *d)
+{
+    return d->n + d->dropped;
+}
+
+/* All kept errors, "path:line:col: message\n" each, sorted by line, then by column when by_col,
+ * then in the order they were added; then "path: N more errors not shown\n" when some were
+ * dropped. Empties d. Caller frees. */
 char *bm_diags_join(BmDiags *d, const char *path, bool by_col);
 
 /* Frees the errors of d (those not joined). */

@@ -10,47 +10,102 @@
 #include "file.h"
 #include "util.h"
 
-/* Value in kB of "Key:   12345 kB" in meminfo text, or BM_ABSENT; -1 via *bad if malformed. */
-static uint64_t meminfo_value(const char *text, const char *key, bool *bad)
+/* The line number (from 1) of p in text. */
+static unsigned line_of(const char *text, const char *p)
 {
+    unsigned n = 1;
+    for (const char *c = text; c < p; c++)
+        n += *c == '\n';
+    return n;
+}
+
+/* Value in bytes of "Key:   12345 kB" in meminfo text, or BM_ABSENT when the key is absent;
+ * -EINVAL with the reason (naming the line) when the value is not decimal digits and " kB". */
+static int meminfo_value(const char *text, const char *key, uint64_t *ret)
+{
+    char q[48];
     size_t klen = strlen(key);
+    *ret = BM_ABSENT;
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         if (strncmp(p, key, klen) != 0 || p[klen] != ':')
             continue;
         const char *v = p + klen + 1;
         while (*v == ' ' || *v == '\t')
             v++;
-        char *end = NULL;
-        errno = 0;
-        unsigned long long kb = strtoull(v, &end, 10);
-        if (errno || end == v || *v == '-' || kb > UINT64_MAX / 1024) {
-            *bad = true;
-            return BM_ABSENT;
+        size_t digits = strspn(v, "0123456789");
+        const char *unit = v + digits;
+        size_t eol = strcspn(v, "\n");
+        bool unit_ok = !strncmp(unit, " kB", 3) && (unit[3] == '\n' || unit[3] == '\0');
+        uint64_t kb = 0;
+        bool overflow = false;
+        for (size_t i = 0; i < digits && !overflow; i++)
+            overflow = __builtin_mul_overflow(kb, 10, &kb) ||
+                       __builtin_add_overflow(kb, (uint64_t)(v[i] - '0'), &kb);
+        if (digits == 0 || digits > 20 || !unit_ok || overflow || kb > UINT64_MAX / 1024) {
+            char shown[40];
+            snprintf(shown, sizeof(shown), "%.*s", (int)(eol > 32 ? 32 : eol), v);
+            return bm_error(-EINVAL, "line %u: %s: '%s' is not a number of kB",
+                            line_of(text, p), key, bm_printable(shown, q, sizeof(q)));
         }
-        return (uint64_t)kb * 1024;
+        *ret = kb * 1024;
+        return 0;
     }
-    return BM_ABSENT;
+    return 0;
 }
 
 int bm_hostmem_parse_meminfo(const char *text, BmHost *ret)
 {
-    bool bad = false;
-    uint64_t total = meminfo_value(text, "MemTotal", &bad);
-    uint64_t avail = meminfo_value(text, "MemAvailable", &bad);
-    if (bad)
-        return bm_error(-EINVAL, "malformed value");
+    uint64_t total, avail;
+    int r = meminfo_value(text, "MemTotal", &total);
+    if (r == 0)
+        r = meminfo_value(text, "MemAvailable", &avail);
+    if (r < 0)
+        return r;
     if (!bm_present(total))
         return bm_error(-EINVAL, "no MemTotal");
+    if (total == 0)
+        return bm_error(-EINVAL, "MemTotal is 0");
     if (!bm_present(avail)) {
         /* kernels before 3.14: estimate as MemFree + Cached, as free(1) did */
-        uint64_t free_b = meminfo_value(text, "MemFree", &bad);
-        uint64_t cached = meminfo_value(text, "Cached", &bad);
-        if (!bad && bm_present(free_b))
+        uint64_t free_b, cached;
+        r = meminfo_value(text, "MemFree", &free_b);
+        if (r == 0)
+            r = meminfo_value(text, "Cached", &cached);
+        if (r < 0)
+            return r;
+        if (bm_present(free_b))
             avail = free_b + (bm_present(cached) ? cached : 0);
+        if (bm_present(avail) && avail > total)
+            avail = total; /* an estimate: Cached may count more than can be freed */
+    }
+    if (bm_present(avail) && avail > total) {
+        const char *p = strstr(text, "MemAvailable:");
+        return bm_error(-EINVAL, "line %u: MemAvailable %" PRIu64 " kB is above MemTotal %" PRIu64
+                        " kB", p ? line_of(text, p) : 0, avail / 1024, total / 1024);
     }
     ret->mem_total_bytes = total;
     ret->mem_available_bytes = avail;
     return 0;
+}
+
+/* A PSI average: decimal digits, optionally a point and more digits (what the kernel prints:
+ * "12.34"); no sign, exponent, hex, nan or inf. Returns the end, or NULL. */
+static const char *psi_number(const char *s, double *ret)
+{
+    size_t i = strspn(s, "0123456789");
+    if (i == 0 || i > 3)
+        return NULL;
+    if (s[i] == '.') {
+        size_t f = strspn(s + i + 1, "0123456789");
+        if (f == 0 || f > 6)
+            return NULL;
+        i += 1 + f;
+    }
+    char buf[16];
+    memcpy(buf, s, i);
+    buf[i] = '\0';
+    *ret = strtod(buf, NULL);
+    return s + i;
 }
 
 /* Reads "avg10=1.23 avg60=..." of the line starting with kind ("some"/"full"). */
@@ -60,15 +115,20 @@ static int psi_line(const char *text, const char *kind, double *avg10, double *a
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         if (strncmp(p, kind, klen) != 0 || p[klen] != ' ')
             continue;
-        if (sscanf(p + klen, " avg10=%lf avg60=%lf", avg10, avg60) != 2 || *avg10 < 0 ||
-            *avg10 > 100 || *avg60 < 0 || *avg60 > 100)
-            return bm_error(-EINVAL, "malformed '%s' line", kind);
+        const char *e = NULL;
+        if (!strncmp(p + klen, " avg10=", 7) && (e = psi_number(p + klen + 7, avg10)) &&
+            !strncmp(e, " avg60=", 7))
+            e = psi_number(e + 7, avg60);
+        else
+            e = NULL;
+        if (!e || (*e != ' ' && *e != '\n' && *e != '\0') || *avg10 > 100 || *avg60 > 100)
+            return bm_error(-EINVAL, "line %u: malformed '%s' line (want avg10=N.NN avg60=N.NN, "
+                            "0 to 100)", line_of(text, p), kind);
         *found = true;
         return 0;
     }
     return 0;
 }
-
 int bm_hostmem_parse_psi(const char *text, BmHost *ret)
 {
     bool some = false, full = false;
@@ -97,19 +157,29 @@ int bm_hostmem_read(const char *proc_dir, BmHost *ret)
     _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", dir);
     _cleanup_free_ char *buf = NULL;
 
-    int r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &buf, NULL);
+    size_t len = 0;
+    int r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &buf, &len);
     if (r < 0)
         return bm_error_prefix(r, "%s", meminfo);
+    if (strlen(buf) != len) /* what follows a NUL byte would be ignored */
+        return bm_error(-EINVAL, "%s: contains a NUL byte", meminfo);
     r = bm_hostmem_parse_meminfo(buf, ret);
     if (r < 0)
         return bm_error_prefix(r, "%s", meminfo);
 
     free(buf);
     buf = NULL;
-    r = bm_file_read(psi, BM_HOSTMEM_FILE_MAX_BYTES, &buf, NULL);
+    r = bm_file_read(psi, BM_HOSTMEM_FILE_MAX_BYTES, &buf, &len);
     if (bm_file_not_regular(r) || r == -EFBIG)
         return bm_error_prefix(r, "%s", psi);
-    if (r < 0 || bm_hostmem_parse_psi(buf, ret) < 0)
-        ret->psi_present = false; /* missing (PSI off) or unreadable PSI is treated as absent */
+    if (r < 0)
+        return 0; /* missing (PSI off) or unreadable PSI: absent */
+    if (strlen(buf) != len)
+        return bm_error(-EINVAL, "%s: contains a NUL byte", psi);
+    r = bm_hostmem_parse_psi(buf, ret);
+    if (r < 0) {
+        ret->psi_present = false;
+        return bm_error_prefix(r, "%s", psi); /* NaN or garbage is no reading: refused */
+    }
     return 0;
 }

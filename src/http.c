@@ -23,6 +23,20 @@
 #include "util.h"
 
 #define REALM "balloonmgr"
+/* What libmicrohttpd accepts at most: our policy (accept()) keeps BM_HTTP_SLOTS; the rest is
+ * room for connections told to close that have not yet. */
+#define HARD_LIMIT (2 * BM_HTTP_SLOTS)
+#define WATCH_MS 200
+
+/* A connection of the server, for the whole-request deadline and eviction. */
+typedef struct {
+    bool used;
+    bool closing;                 /* shut down by us: no longer counted */
+    int fd;                       /* a dup() of its socket: shutdown() never hits a reused fd */
+    struct MHD_Connection *conn;
+    struct sockaddr_storage addr; /* the client's */
+    uint64_t deadline_ns;         /* the current request must be answered by then */
+} Slot;
 
 /* What a daemon serves with: plain HTTP (tls false) or HTTPS with these PEM texts. */
 typedef struct {
@@ -43,6 +57,13 @@ struct BmHttp {
     uint64_t log_last_ns;      /* when the last one was printed (0: never) */
     unsigned long log_dropped; /* how many were not printed since */
     char *log_capture;         /* non-NULL while starting a daemon: the last one goes here */
+    pthread_mutex_t conn_lock; /* slots */
+    Slot slots[HARD_LIMIT];
+    pthread_t watcher;         /* closes connections past their deadline */
+    bool watching;
+    pthread_mutex_t watch_lock;
+    pthread_cond_t watch_cond;
+    bool watch_stop;
 };
 
 static const char landing[] =
@@ -188,15 +209,17 @@ static bool authorized(BmHttp *h, struct MHD_Connection *c)
     pthread_mutex_unlock(&h->lock);
     if (!auth)
         return true;
-    char *password = NULL;
-    char *user = MHD_basic_auth_get_username_password(c, &password);
-    bool ok = user && password && bm_basic_auth_check(auth, user, password);
-    if (password) {
+    /* parsed here, not by libmicrohttpd: its parser wants "Basic" in that case and cuts a
+     * password at a NUL byte */
+    char *user = NULL, *password = NULL;
+    const char *value =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    bool ok = bm_basic_auth_parse_header(value, &user, &password) == 0 &&
+              bm_basic_auth_check(auth, user, password);
+    if (password)
         explicit_bzero(password, strlen(password));
-        MHD_free(password);
-    }
-    if (user)
-        MHD_free(user);
+    free(password);
+    free(user);
     return ok;
 }
 
@@ -347,6 +370,155 @@ static int open_listener(const struct sockaddr_storage *addr, unsigned len)
     return fd;
 }
 
+/* ---- connections: a whole-request deadline, and room kept for new clients ---- */
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr *b)
+{
+    if (a->ss_family != b->sa_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return false;
+}
+
+/* How many open (not closing) connections addr has. Under conn_lock. */
+static unsigned count_host(const BmHttp *h, const struct sockaddr *addr)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < HARD_LIMIT; i++)
+        n += h->slots[i].used && !h->slots[i].closing && same_host(&h->slots[i].addr, addr);
+    return n;
+}
+
+/* Closes slot i's connection (its thread sees the end of the stream). Under conn_lock. */
+static void close_slot(Slot *s)
+{
+    shutdown(s->fd, SHUT_RDWR);
+    s->closing = true;
+}
+
+/* libmicrohttpd's accept policy. Below BM_HTTP_SLOTS open connections: yes. At it: the client
+ * holding the most connections gives up the one that waited longest for its request, when
+ * the new client holds fewer (so a scraper always gets in, however many addresses an attacker
+ * trickles from); else no. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    (void)len;
+    BmHttp *h = cls;
+    pthread_mutex_lock(&h->conn_lock);
+    unsigned open = 0, used = 0;
+    for (size_t i = 0; i < HARD_LIMIT; i++) {
+        used += h->slots[i].used;
+        open += h->slots[i].used && !h->slots[i].closing;
+    }
+    enum MHD_Result ok = MHD_YES;
+    if (used >= HARD_LIMIT) {
+        ok = MHD_NO;
+    } else if (open >= BM_HTTP_SLOTS) {
+        unsigned mine = count_host(h, addr), most = 0;
+        Slot *victim = NULL;
+        for (size_t i = 0; i < HARD_LIMIT; i++) {
+            Slot *s = &h->slots[i];
+            if (!s->used || s->closing)
+                continue;
+            unsigned n = count_host(h, (const struct sockaddr *)&s->addr);
+            if (n > most || (n == most && victim && s->deadline_ns < victim->deadline_ns)) {
+                most = n;
+                victim = s;
+            }
+        }
+        if (victim && mine < most)
+            close_slot(victim);
+        else
+            ok = MHD_NO;
+    }
+    pthread_mutex_unlock(&h->conn_lock);
+    return ok;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    BmHttp *h = cls;
+    pthread_mutex_lock(&h->conn_lock);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fdi =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        int fd = fdi ? fcntl(fdi->connect_fd, F_DUPFD_CLOEXEC, 3) : -1;
+        for (size_t i = 0; i < HARD_LIMIT && fd >= 0; i++) {
+            Slot *s = &h->slots[i];
+            if (s->used)
+                continue;
+            *s = (Slot){.used = true, .fd = fd, .conn = c,
+                        .deadline_ns = bm_now_mono_ns() + BM_HTTP_REQUEST_TIMEOUT_S * 1000000000ull};
+            if (ai && ai->client_addr) {
+                size_t alen = ai->client_addr->sa_family == AF_INET6
+                                  ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+                memcpy(&s->addr, ai->client_addr, alen);
+            }
+            *socket_context = s;
+            fd = -1;
+        }
+        if (fd >= 0)
+            close(fd); /* no slot (cannot happen below HARD_LIMIT): not watched */
+    } else if (*socket_context) {
+        Slot *s = *socket_context;
+        close(s->fd);
+        *s = (Slot){0};
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&h->conn_lock);
+}
+
+/* A request answered (or given up): the next one on the connection gets a new deadline. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)con_cls, (void)toe;
+    BmHttp *h = cls;
+    pthread_mutex_lock(&h->conn_lock);
+    for (size_t i = 0; i < HARD_LIMIT; i++)
+        if (h->slots[i].used && h->slots[i].conn == c)
+            h->slots[i].deadline_ns =
+                bm_now_mono_ns() + BM_HTTP_REQUEST_TIMEOUT_S * 1000000000ull;
+    pthread_mutex_unlock(&h->conn_lock);
+}
+
+/* Closes the connections whose request is past its deadline, however it trickles. */
+static void *watch(void *arg)
+{
+    BmHttp *h = arg;
+    pthread_mutex_lock(&h->watch_lock);
+    while (!h->watch_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += WATCH_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->watch_cond, &h->watch_lock, &ts);
+        if (h->watch_stop)
+            break;
+        uint64_t now = bm_now_mono_ns();
+        pthread_mutex_lock(&h->conn_lock);
+        for (size_t i = 0; i < HARD_LIMIT; i++) {
+            Slot *s = &h->slots[i];
+            if (s->used && !s->closing && now > s->deadline_ns)
+                close_slot(s);
+        }
+        pthread_mutex_unlock(&h->conn_lock);
+    }
+    pthread_mutex_unlock(&h->watch_lock);
+    return NULL;
+}
+
 /* A daemon serving on a dup() of h's socket with t. Returns it, or NULL with the reason. */
 static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
 {
@@ -357,8 +529,10 @@ static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
     }
     /* MHD_USE_ITC: MHD_stop_daemon() wakes its thread through its own channel rather than by
      * shutdown() of the listening socket, which would end it for every daemon on it.
-     * A thread per connection (at most 64, small stacks): a bcrypt check of a wrong password
-     * (~50 ms at cost 10) then delays only its own connection, not Prometheus' scrape. */
+     * A thread per connection (at most BM_HTTP_SLOTS open, small stacks): a bcrypt check of a
+     * wrong password (~50 ms at cost 10) then delays only its own connection, not Prometheus'
+     * scrape. on_accept() keeps room for new clients, watch() ends requests past their
+     * deadline. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     struct MHD_OptionItem tls_opts[] = {
@@ -372,12 +546,14 @@ static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
     pthread_mutex_lock(&h->log_lock);
     h->log_capture = bm_strdup("");
     pthread_mutex_unlock(&h->log_lock);
-    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h,
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, on_accept, h, handle, h,
                                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
                                             MHD_OPTION_LISTEN_SOCKET, fd,
-                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HARD_LIMIT,
                                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)16,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)BM_HTTP_REQUEST_TIMEOUT_S,
                                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
                                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
                                             MHD_OPTION_ARRAY, tls_opts,
@@ -451,6 +627,10 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
     h->listen_fd = -1;
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->log_lock, NULL);
+    pthread_mutex_init(&h->conn_lock, NULL);
+    pthread_mutex_init(&h->watch_lock, NULL);
+    pthread_cond_init(&h->watch_cond, NULL);
+    h->watching = pthread_create(&h->watcher, NULL, watch, h) == 0;
     h->metrics = bm_strdup("");
     h->listen = bm_strdup(listen);
     h->auth = auth;
@@ -532,8 +712,19 @@ void bm_http_stop(BmHttp *h)
 {
     if (!h)
         return;
+    bm_basic_auth_shutdown(); /* connections waiting for a bcrypt check fail at once */
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
+    if (h->watching) {
+        pthread_mutex_lock(&h->watch_lock);
+        h->watch_stop = true;
+        pthread_cond_signal(&h->watch_cond);
+        pthread_mutex_unlock(&h->watch_lock);
+        pthread_join(h->watcher, NULL);
+    }
+    pthread_mutex_destroy(&h->conn_lock);
+    pthread_mutex_destroy(&h->watch_lock);
+    pthread_cond_destroy(&h->watch_cond);
     if (h->listen_fd >= 0)
         close(h->listen_fd);
     pthread_mutex_destroy(&h->lock);

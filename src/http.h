@@ -13,6 +13,15 @@ typedef struct BmHttp BmHttp;
 /* libmicrohttpd's own messages (malformed requests, failed TLS handshakes) are printed at
  * most once per this many seconds, with a count of those dropped in between. */
 #define BM_HTTP_LOG_INTERVAL_S 60
+/* Connections served at a time. When all are taken, a new client that holds fewer
+ * connections than the client holding the most gets in, and that client's connection that
+ * waited longest for its request is closed: however many addresses hold connections, a
+ * scraper is answered. */
+#define BM_HTTP_SLOTS 64
+/* Each request must be in and answered within this many seconds of the connection's start or
+ * the previous answer on it (a client trickling a byte a second is cut off too); an idle
+ * connection is closed after as long. */
+#define BM_HTTP_REQUEST_TIMEOUT_S 10
 
 /* Parses "ADDR:PORT" ("127.0.0.1:9736", "[::1]:9736", "0.0.0.0:9736") or ":PORT" (every address,
  * IPv6 and IPv4, as "[::]:PORT": the listener takes IPv4 too). Returns 0 and fills

@@ -74,7 +74,7 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     BmLedgerEntry *found = (BmLedgerEntry *)bm_ledger_find(l, uuid);
     if (found) {
         if (name && strcmp(found->name, name) != 0)
-            snprintf(found->name, sizeof(found->name), "%s", name);
+            bm_copy_name(found->name, sizeof(found->name), name);
         return found;
     }
     l->entries = bm_reallocarray(l->entries, l->n_entries + 1, sizeof(BmLedgerEntry));
@@ -87,7 +87,7 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
                          .ioeventfd = BM_SWITCH_UNKNOWN,
                          .seen = l->generation};
     snprintf(e->uuid, sizeof(e->uuid), "%s", uuid);
-    snprintf(e->name, sizeof(e->name), "%s", name ? name : "");
+    bm_copy_name(e->name, sizeof(e->name), name);
     if (l->n_entries * 2 + 2 > l->n_slots)
         reindex(l);
     else
@@ -104,6 +104,11 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
         e->seen = gen;
         if (!d->active)
             e->features_known = false; /* probed again when it starts */
+        /* a hold-off from the future (a clock set back, a hand-edited state file, one from
+         * another host) would keep the domain unmanaged for ever: at most the documented
+         * hold-off from now, and saved so */
+        if (e->unresponsive && e->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
+            e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
         if (e->unresponsive &&
             (now_s >= e->unresponsive_until_s ||
              (bm_present(d->actual_bytes) && d->actual_bytes != e->unresponsive_actual)))

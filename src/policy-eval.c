@@ -473,3 +473,25 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
         return true;
     return p->psi_reclaim_above >= 0 && h->psi_present && h->psi_some_avg10 > p->psi_reclaim_above;
 }
+
+uint64_t bm_manual_floor(uint64_t max_bytes, uint64_t min_guarantee_bytes,
+                         uint64_t policy_floor_bytes, const char **ret_why)
+{
+    uint64_t floor = (uint64_t)((unsigned __int128)max_bytes * BM_SET_MIN_PERMILLE / 1000);
+    if (floor < BM_SET_MIN_BYTES)
+        floor = BM_SET_MIN_BYTES;
+    const char *why = "the absolute minimum (the larger of 128 MiB and 5% of the maximum)";
+    if (bm_present(min_guarantee_bytes) && min_guarantee_bytes > floor) {
+        floor = min_guarantee_bytes;
+        why = "<memtune><min_guarantee>";
+    }
+    if (bm_present(policy_floor_bytes) && policy_floor_bytes > floor) {
+        floor = policy_floor_bytes;
+        why = "the policy's floor";
+    }
+    if (floor > max_bytes)
+        floor = max_bytes;
+    if (ret_why)
+        *ret_why = why;
+    return floor;
+}

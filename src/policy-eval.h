@@ -77,3 +77,16 @@ void bm_plan_clear(BmPlan *p);
  * reclaim_below, or PSI some avg10 above psi_reclaim_above): the agent checks this between
  * passes and starts a pass at once. Pure. */
 bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p);
+
+/* The smallest manual target (`set`) taken without --force: 128 MiB, and no less than 5% of
+ * the maximum. */
+#define BM_SET_MIN_BYTES (128ull << 20)
+#define BM_SET_MIN_PERMILLE 50
+
+/* The lowest target `set` accepts for a domain of max_bytes without --force: the largest of
+ * the absolute minimum (BM_SET_MIN_BYTES, BM_SET_MIN_PERMILLE of the maximum), <min_guarantee>
+ * and the policy's floor (BM_ABSENT: not given), never above max_bytes. *ret_why says which
+ * one it is: "the absolute minimum (the larger of 128 MiB and 5% of the maximum)",
+ * "<memtune><min_guarantee>" or "the policy's floor". Pure. */
+uint64_t bm_manual_floor(uint64_t max_bytes, uint64_t min_guarantee_bytes,
+                         uint64_t policy_floor_bytes, const char **ret_why);

@@ -907,6 +907,41 @@ static void check_thresholds(Parser *ps)
         }
     }
 
+    /* mixed units: a size and a percentage of MemTotal cross at some MemTotal, and past it
+     * the order breaks (the host mode would flap between reclaim and release) */
+    static const char *const names[] = {"reclaim_below", "target_available", "release_above"};
+    if (last_of(ps, mem, 3, &line, &col) &&
+        !(a[0]->is_percent == a[1]->is_percent && a[1]->is_percent == a[2]->is_percent)) {
+        char b[3][32], where[96] = "";
+        for (int i = 0; i < 3; i++) {
+            format_amount(*a[i], b[i], 20);
+            if (!ps->host_seen[mem[i]])
+                strcat(b[i], " (default)");
+        }
+        for (int i = 0; i < 3 && !*where; i++)
+            for (int j = i + 1; j < 3 && !*where; j++) {
+                if (a[i]->is_percent == a[j]->is_percent)
+                    continue;
+                const BmAmount *pc = a[i]->is_percent ? a[i] : a[j];
+                const BmAmount *sz = a[i]->is_percent ? a[j] : a[i];
+                char t[32];
+                if (pc->permille == 0) {
+                    snprintf(where, sizeof(where), "%s is not below %s for any MemTotal",
+                             names[i], names[j]);
+                    break;
+                }
+                uint64_t cross = (uint64_t)((unsigned __int128)sz->bytes * 1000 / pc->permille);
+                bm_size_format(cross, t, sizeof(t));
+                snprintf(where, sizeof(where), "%s is not below %s when MemTotal is %s %s",
+                         names[i], names[j], a[i]->is_percent ? "at or above" : "at or below", t);
+            }
+        add_error(ps, line, col,
+                  "thresholds mix sizes and percentages of MemTotal: reclaim_below %s, "
+                  "target_available %s, release_above %s: %s; write all three as sizes or all "
+                  "as percentages",
+                  b[0], b[1], b[2], where);
+    }
+
     static const Key psi[] = {K_PSI_RELEASE_BELOW, K_PSI_RECLAIM_ABOVE};
     if (last_of(ps, psi, 2, &line, &col) && p->psi_release_below >= 0 &&
         p->psi_reclaim_above >= 0 && !(p->psi_release_below < p->psi_reclaim_above)) {
@@ -920,6 +955,12 @@ static void check_thresholds(Parser *ps)
 
 int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **ret_errors)
 {
+    return bm_policy_parse_n(text, text ? strlen(text) : 0, path, ret, ret_errors);
+}
+
+int bm_policy_parse_n(const char *text, size_t len, const char *path, BmPolicy **ret,
+                      char **ret_errors)
+{
     _cleanup_(bm_policy_freep) BmPolicy *p = bm_policy_new_default();
     free(p->path);
     p->path = bm_strdup(path ? path : "(policy)");
@@ -930,24 +971,33 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
     if (ret_errors)
         *ret_errors = NULL;
     if (!text)
-        text = "";
-    if (strncmp(text, "\xef\xbb\xbf", 3) == 0)
-        text += 3;
+        text = "", len = 0;
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+        text += 3, len -= 3;
 
-    const char *end = text + strlen(text);
+    /* a line with a NUL byte or invalid UTF-8 is refused whole: the file was not what it
+     * looks like (a binary, a truncated write), and what follows would be misread */
+    const char *end = text + len;
     unsigned line = 0;
     for (const char *s = text; s < end;) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
         if (line < UINT32_MAX)
             line++;
-        parse_line(&ps, s, n > 0 && s[n - 1] == '\r' ? n - 1 : n, line);
+        const char *nul = memchr(s, '\0', n);
+        size_t bad = bm_utf8_invalid(s, n);
+        if (nul)
+            add_error(&ps, line, (size_t)(nul - s) + 1, "contains a NUL byte");
+        else if (bad != SIZE_MAX)
+            add_error(&ps, line, bad + 1, "invalid UTF-8 (byte \\x%02x)", (unsigned char)s[bad]);
+        else
+            parse_line(&ps, s, n > 0 && s[n - 1] == '\r' ? n - 1 : n, line);
         s += n + 1;
     }
     check_thresholds(&ps);
 
     if (ps.diags.n) {
-        size_t n_errors = ps.diags.n;
+        size_t n_errors = bm_diags_count(&ps.diags);
         char *errors = bm_diags_join(&ps.diags, ps.path, false);
         if (ret_errors)
             *ret_errors = errors;
@@ -970,7 +1020,8 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
             *ret_errors = bm_strdup("'': empty file name\n");
         return bm_error(-ENOENT, "'': empty file name");
     }
-    int r = bm_file_read(path, POLICY_MAX_BYTES, &text, NULL);
+    size_t len = 0;
+    int r = bm_file_read(path, POLICY_MAX_BYTES, &text, &len);
     if (r < 0) {
         char why[512];
         snprintf(why, sizeof(why), "%s", bm_error_detail(r));
@@ -980,7 +1031,7 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
             *ret_errors = bm_asprintf("%s: %s\n", path, why);
         return bm_error(r, "%s: %s", path, why);
     }
-    return bm_policy_parse(text, path, ret, ret_errors);
+    return bm_policy_parse_n(text, len, path, ret, ret_errors);
 }
 
 /* --- use */

@@ -61,6 +61,11 @@ BmPolicy *bm_policy_new_default(void);
  * (reclaim_below < target_available < release_above) are errors. */
 int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **ret_errors);
 
+/* bm_policy_parse() of len bytes of text, which may hold NUL bytes: a line with a NUL byte or
+ * invalid UTF-8 is an error ("contains a NUL byte", "invalid UTF-8"), never read up to it. */
+int bm_policy_parse_n(const char *text, size_t len, const char *path, BmPolicy **ret,
+                      char **ret_errors);
+
 /* Reads and parses a file. Returns as bm_policy_parse(), or -errno with *ret_errors
  * "path: cannot read: reason" when the file cannot be read. */
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors);

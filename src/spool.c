@@ -203,8 +203,8 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
         }
         BmTracked t = {0};
         snprintf(t.uuid, sizeof(t.uuid), "%s", json_object_get_string(u));
-        snprintf(t.name, sizeof(t.name), "%s",
-                 json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "");
+        bm_copy_name(t.name, sizeof(t.name),
+                     json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "");
         t.change.outcome = (BmChangeOutcome)json_object_get_int(out);
         t.change.from_bytes = u64_of(o, "from_bytes");
         t.change.target_bytes = u64_of(o, "target_bytes");

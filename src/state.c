@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <libgen.h>
 #include <limits.h>
@@ -15,11 +16,14 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "json-name.h"
 #include "policy-eval.h"
 #include "util.h"
 
 #define STATE_VERSION 1
 #define STATE_MAX_BYTES (64u << 20)
+/* No count gets near 2^63 (json-c saturates larger numbers at 2^64-1, BM_ABSENT) */
+#define COUNT_MAX ((uint64_t)INT64_MAX)
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -63,6 +67,9 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
         return 0;
     if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
         return bm_error(-EINVAL, "\"%s\" is not a non-negative integer", key);
+    if (json_object_get_uint64(v) > COUNT_MAX)
+        return bm_error(-EINVAL, "\"%s\": %" PRIu64 " is out of range (0 to %" PRIu64 ")", key,
+                        json_object_get_uint64(v), COUNT_MAX);
     *ret = json_object_get_uint64(v);
     return 0;
 }
@@ -109,7 +116,7 @@ static json_object *counters_json(const BmLedger *l)
         const BmLedgerEntry *r = &l->entries[i];
         json_object *x = json_object_new_object();
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
-        json_object_object_add(x, "name", json_object_new_string(r->name));
+        json_object_object_add(x, "name", bm_json_name(r->name));
         json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
         json_object_object_add(x, "last_duration_s", json_object_new_double(r->last_duration_s));
         json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction));
@@ -123,14 +130,34 @@ static json_object *counters_json(const BmLedger *l)
     return o;
 }
 
-static uint64_t u64_member(json_object *o, const char *key)
+/* A counter: 0 when missing or not a number (best effort), but a number that is negative,
+ * not whole or beyond COUNT_MAX (json-c saturates what overflows) is an error: a count that
+ * cannot be is never silently taken as 0 or as the largest value. */
+static int count_member(json_object *o, const char *key, uint64_t *ret)
 {
     json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
-        json_object_get_int64(v) < 0)
+    *ret = 0;
+    if (!json_object_object_get_ex(o, key, &v) ||
+        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
         return 0;
-    return json_object_get_uint64(v);
+    if (json_object_is_type(v, json_type_double) || json_object_get_int64(v) < 0)
+        return bm_error(-EINVAL, "counters: \"%s\": %s is not a count (a whole number from 0)",
+                        key, json_object_to_json_string(v));
+    if (json_object_get_uint64(v) > COUNT_MAX)
+        return bm_error(-EINVAL, "counters: \"%s\": %s overflows (the largest count is %" PRIu64
+                        ")", key, json_object_to_json_string(v), COUNT_MAX);
+    *ret = json_object_get_uint64(v);
+    return 0;
 }
+
+#define COUNT(o, key, dst)                                                                         \
+    do {                                                                                           \
+        uint64_t v_;                                                                               \
+        int r_ = count_member(o, key, &v_);                                                        \
+        if (r_ < 0)                                                                                \
+            return r_;                                                                             \
+        (dst) = v_;                                                                                \
+    } while (0)
 
 static double double_member(json_object *o, const char *key, double dflt)
 {
@@ -149,8 +176,9 @@ static int index_of(const char *const *keys, int n, const char *s)
     return -1;
 }
 
-/* Counters are best effort: a malformed part is left at zero, never an error. */
-static void counters_parse(json_object *o, BmLedger *l)
+/* Counters are best effort: a malformed part is left at zero; but a count out of range is an
+ * error (-EINVAL, naming it). */
+static int counters_parse(json_object *o, BmLedger *l)
 {
     BmCounters *c = &l->counters;
     json_object *lat, *ch, *tc, *er, *doms;
@@ -170,7 +198,11 @@ static void counters_parse(json_object *o, BmLedger *l)
                 json_object *n = json_object_array_get_idx(b, k);
                 h->counts[k] = json_object_is_type(n, json_type_int) && json_object_get_int64(n) > 0
                                    ? json_object_get_uint64(n) : 0;
-                total += h->counts[k];
+                if (h->counts[k] > COUNT_MAX || __builtin_add_overflow(total, h->counts[k], &total) ||
+                    total > COUNT_MAX)
+                    return bm_error(-EINVAL, "counters: latency bucket %zu of %s/%s: the counts "
+                                    "add up beyond %" PRIu64, k, bm_dir_names[d],
+                                    bm_sg_label_names[s], COUNT_MAX);
             }
             h->count = total; /* _count is the sum of the buckets, whatever the file says */
             h->sum = double_member(e, "sum", 0);
@@ -180,17 +212,17 @@ static void counters_parse(json_object *o, BmLedger *l)
             json_object *x;
             if (json_object_object_get_ex(ch, bm_dir_names[d], &x))
                 for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
-                    c->changes[d][k] = u64_member(x, bm_outcome_names[k]);
+                    COUNT(x, bm_outcome_names[k], c->changes[d][k]);
         }
     if (json_object_object_get_ex(o, "target_changes", &tc))
         for (int d = 0; d < BM_DIR_COUNT; d++)
-            c->target_changes[d] = u64_member(tc, bm_dir_names[d]);
+            COUNT(tc, bm_dir_names[d], c->target_changes[d]);
     if (json_object_object_get_ex(o, "errors", &er))
         for (int e = 0; e < BM_ERR_COUNT; e++)
-            c->errors[e] = u64_member(er, bm_error_kind_names[e]);
-    c->passes = u64_member(o, "passes");
-    c->rss_dropped_bytes = u64_member(o, "rss_dropped_bytes");
-    c->last_success_s = u64_member(o, "last_success");
+            COUNT(er, bm_error_kind_names[e], c->errors[e]);
+    COUNT(o, "passes", c->passes);
+    COUNT(o, "rss_dropped_bytes", c->rss_dropped_bytes);
+    COUNT(o, "last_success", c->last_success_s);
     c->last_pass_duration_s = double_member(o, "last_pass_duration_s", -1);
     if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array))
         for (size_t i = 0; i < json_object_array_length(doms); i++) {
@@ -198,23 +230,30 @@ static void counters_parse(json_object *o, BmLedger *l)
             if (!json_object_object_get_ex(x, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
                 json_object_get_string_len(u) >= 40)
                 continue;
-            const char *name = json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "";
-            BmLedgerEntry *r = bm_ledger_entry(l, json_object_get_string(u), name);
+            const char *uuid = json_object_get_string(u);
+            if (bm_utf8_invalid(uuid, strlen(uuid)) != SIZE_MAX)
+                continue; /* no domain has it: it would only make the saved file invalid */
+            /* as written back: valid UTF-8 (a name is only shown, records match by UUID) */
+            _cleanup_free_ char *name = bm_utf8_sanitize(
+                json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "");
+            BmLedgerEntry *r = bm_ledger_entry(l, uuid, name);
             uint64_t v;
             if (get_u64(x, "last_target_bytes", &v) == 0)
                 r->last_target_bytes = v;
             if (get_u64(x, "last_rss_drop_bytes", &v) == 0)
                 r->last_rss_drop_bytes = v;
             r->last_duration_s = double_member(x, "last_duration_s", -1);
-            int dir = (int)u64_member(x, "last_direction");
-            json_object *dj;
-            r->last_direction = json_object_object_get_ex(x, "last_direction", &dj) &&
-                                        json_object_get_int(dj) >= 0 && json_object_get_int(dj) < BM_DIR_COUNT
-                                    ? dir : -1;
+            json_object *dv;
+            int dir = json_object_object_get_ex(x, "last_direction", &dv) &&
+                              json_object_is_type(dv, json_type_int)
+                          ? json_object_get_int(dv)
+                          : -1;
+            r->last_direction = dir >= 0 && dir < BM_DIR_COUNT ? dir : -1;
             r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
-            r->unresponsive_actual = u64_member(x, "unresponsive_actual");
-            r->unresponsive_until_s = u64_member(x, "unresponsive_until");
+            COUNT(x, "unresponsive_actual", r->unresponsive_actual);
+            COUNT(x, "unresponsive_until", r->unresponsive_until_s);
         }
+    return 0;
 }
 
 /* The "domains" array: each one's previous reading. */
@@ -264,7 +303,7 @@ static int parse_root(json_object *root, BmLedger *ret)
         return r;
     json_object *c;
     if (json_object_object_get_ex(root, "counters", &c) && json_object_is_type(c, json_type_object))
-        counters_parse(c, ret);
+        return counters_parse(c, ret);
     return 0;
 }
 

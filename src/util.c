@@ -177,6 +177,51 @@ int bm_read_file(const char *path, size_t max_bytes, char **ret)
     return bm_file_read(path, max_bytes, ret, NULL);
 }
 
+size_t bm_utf8_invalid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            k = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return i;
+        }
+        if (n - i <= k)
+            return i;
+        for (size_t j = 1; j <= k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80)
+                return i;
+            c = (c << 6) | (p[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return i; /* overlong, beyond Unicode, or a surrogate */
+        i += k + 1;
+    }
+    return SIZE_MAX;
+}
+
+size_t bm_utf8_cut(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    if (len < n)
+        return len;
+    /* s[n] exists (it may be the NUL): back off while it continues a character */
+    size_t k = n;
+    while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
+        k--;
+    return k;
+}
+
 int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s)
 {
     _cleanup_free_ char *dircopy = bm_strdup(tmp_template), *basecopy = bm_strdup(tmp_template);
@@ -212,4 +257,63 @@ int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s)
     }
     closedir(d);
     return removed;
+}
+
+/* The length of the valid UTF-8 character at s (at most n bytes), or 0 when there is none. */
+static size_t utf8_char_len(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)*s;
+    size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (k == 0 || k > n)
+        return 0;
+    return bm_utf8_invalid(s, k) == SIZE_MAX ? k : 0;
+}
+
+char *bm_utf8_sanitize(const char *s)
+{
+    size_t n = strlen(s ? s : ""), o = 0;
+    char *out = bm_malloc0(n * 3 + 1);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char_len(s + i, n - i);
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k, i += k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+            o += 3, i++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *bm_escape_name(const char *s)
+{
+    size_t n = strlen(s ? s : ""), o = 0;
+    char *out = bm_malloc0(n * 4 + 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c >= 0x80 ? utf8_char_len(s + i, n - i) : 0;
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k, i += k;
+        } else if (c < 0x20 || c >= 0x7f || c == '\\') {
+            o += (size_t)sprintf(out + o, "\\x%02x", c);
+            i++;
+        } else {
+            out[o++] = (char)c;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void bm_copy_name(char *dst, size_t size, const char *src)
+{
+    if (size == 0)
+        return;
+    size_t k = bm_utf8_cut(src ? src : "", size - 1);
+    memcpy(dst, src ? src : "", k);
+    dst[k] = '\0';
 }

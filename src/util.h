@@ -89,6 +89,28 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b);
  * frees). Returns 0, or -errno with the detail (file.h). */
 int bm_read_file(const char *path, size_t max_bytes, char **ret);
 
+/* The offset of the first byte of s (n bytes) that does not start a valid UTF-8 character
+ * (overlong forms, surrogates and code points beyond U+10FFFF are invalid), or SIZE_MAX when
+ * all of s is valid UTF-8. A NUL byte is valid here: check for it separately. */
+size_t bm_utf8_invalid(const char *s, size_t n);
+
+/* A copy of s (NULL: "") with each byte that does not start a valid UTF-8 character replaced
+ * by U+FFFD: for JSON output, which must be valid UTF-8. Caller frees. */
+char *bm_utf8_sanitize(const char *s);
+
+/* A copy of s (NULL: "") for a line of output: control bytes, '\\' and bytes that are not
+ * valid UTF-8 as \\xNN; valid UTF-8 characters kept (so `list` still prints "caf\u00e9").
+ * Caller frees. */
+char *bm_escape_name(const char *s);
+
+/* Copies src into dst (size bytes) cut on a UTF-8 character boundary (bm_utf8_cut()). */
+void bm_copy_name(char *dst, size_t size, const char *src);
+
+/* How many bytes of s to keep to cut it to at most n bytes without splitting a UTF-8
+ * character: n when s is longer and byte n starts a character, less when byte n is inside one
+ * (strlen(s) when that is below n). */
+size_t bm_utf8_cut(const char *s, size_t n);
+
 /* Removes what writers killed inside bm_write_atomic(tmp_template) left: regular files named
  * like tmp_template with XXXXXX replaced by six letters or digits, that no writer holds
  * locked and that nobody wrote to for min_age_s seconds (mtime). Returns how many were

@@ -320,6 +320,24 @@ static void parse_users(Parser *ps, const yaml_node_t *m)
                       what);
             continue;
         }
+        int cost = (hash[4] - '0') * 10 + (hash[5] - '0');
+        if (cost > BM_BCRYPT_COST_MAX) {
+            /* about 0.25 s at the maximum, doubling with each step */
+            double secs = 0.25 * (double)(1u << (cost - BM_BCRYPT_COST_MAX));
+            char took[32];
+            if (secs < 120)
+                snprintf(took, sizeof(took), "%.1f s", secs);
+            else if (secs < 7200)
+                snprintf(took, sizeof(took), "%.0f min", secs / 60);
+            else
+                snprintf(took, sizeof(took), "%.0f h", secs / 3600);
+            add_error(ps, LINE(v), COL(v),
+                      "%s: bcrypt cost %d is above the maximum %d (a check of a password not "
+                      "seen before would take about %s of CPU): hash it again with htpasswd "
+                      "-nbB -C %d USER PASSWORD",
+                      what, cost, BM_BCRYPT_COST_MAX, took, BM_BCRYPT_COST_MAX);
+            continue;
+        }
         c->users[c->n_users++] =
             (BmWebUser){.name = bm_strdup(user), .hash = bm_strdup(hash), .line = LINE(k)};
     }
@@ -440,7 +458,27 @@ void bm_webconfig_free(BmWebConfig *c)
     free(c);
 }
 
+/* Where byte off of text is: line and column (in characters), both from 1. */
+static void position_of(const char *text, size_t off, unsigned *line, unsigned *col)
+{
+    *line = *col = 1;
+    for (size_t i = 0; i < off; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+            (*col)++;
+        }
+    }
+}
+
 int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, char **ret_errors)
+{
+    return bm_webconfig_parse_n(text, strlen(text), path, ret, ret_errors);
+}
+
+int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebConfig **ret,
+                         char **ret_errors)
 {
     if (ret)
         *ret = NULL;
@@ -453,8 +491,19 @@ int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, ch
     c->http2 = true;
     ps.c = c;
 
+    /* a file not read in full is refused whole: never fall back to what comes before a NUL
+     * byte (that could drop tls_server_config or basic_auth_users) */
+    const char *nul = memchr(text, '\0', len);
+    size_t nul_at = nul ? (size_t)(nul - text) : 0;
+    _cleanup_free_ char *copy = bm_malloc0(len + 1); /* text need not end in a NUL */
+    memcpy(copy, text, len);
+    text = copy;
     unsigned deep_line, deep_col;
-    if (check_depth(text, &deep_line, &deep_col) < 0) {
+    if (nul) {
+        position_of(text, nul_at, &deep_line, &deep_col);
+        add_error(&ps, deep_line, deep_col, "contains a NUL byte: refused whole");
+        text = "";
+    } else if (check_depth(text, &deep_line, &deep_col) < 0) {
         add_error(&ps, deep_line, deep_col, "nested more than %d levels deep", MAX_DEPTH);
         text = ""; /* nothing more to say */
     }
@@ -572,9 +621,15 @@ static void check_tls_pair(Parser *ps, const BmWebConfig *c)
 static void read_tls_file(Parser *ps, const char *what, const char *path, unsigned line,
                           unsigned col, char **ret)
 {
-    int r = bm_file_read(path, PEM_MAX_BYTES, ret, NULL);
-    if (r < 0)
+    size_t len = 0;
+    int r = bm_file_read(path, PEM_MAX_BYTES, ret, &len);
+    if (r < 0) {
         add_error(ps, line, col, "%s '%s': %s", what, path, bm_error_detail(r));
+    } else if (strlen(*ret) != len) {
+        add_error(ps, line, col, "%s '%s': contains a NUL byte (not a PEM file)", what, path);
+        free(*ret);
+        *ret = NULL;
+    }
 }
 
 int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
@@ -584,7 +639,8 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
     if (ret_errors)
         *ret_errors = NULL;
     _cleanup_free_ char *text = NULL;
-    int r = bm_file_read(path, WEBCONFIG_MAX_BYTES, &text, NULL);
+    size_t len = 0;
+    int r = bm_file_read(path, WEBCONFIG_MAX_BYTES, &text, &len);
     if (r < 0) {
         char why[512];
         snprintf(why, sizeof(why), "%s", bm_error_detail(r));
@@ -594,7 +650,7 @@ int bm_webconfig_load(const char *path, BmWebConfig **ret, char **ret_errors)
         return bm_error(r == -EFBIG ? -EINVAL : r, "%s: %s", shown, why);
     }
     _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
-    r = bm_webconfig_parse(text, path, &c, ret_errors);
+    r = bm_webconfig_parse_n(text, len, path, &c, ret_errors);
     if (r < 0)
         return r;
     if (c->tls) {

@@ -16,9 +16,14 @@ typedef enum {
     BM_TLS_13 = 13,
 } BmTlsVersion;
 
+/* The highest bcrypt cost accepted in basic_auth_users. Each check of credentials not seen
+ * before costs 2^cost rounds: at 12 about 0.25 s of one core (0.5-0.7 s on a busy 2-core
+ * host), so a check in flight never holds up SIGTERM by a second; 31 would take days. */
+#define BM_BCRYPT_COST_MAX 12
+
 typedef struct {
     char *name;
-    char *hash;    /* bcrypt: $2a$, $2b$ or $2y$, cost 04..31 */
+    char *hash;    /* bcrypt: $2a$, $2b$ or $2y$, cost 04..BM_BCRYPT_COST_MAX */
     unsigned line; /* of the user's key */
 } BmWebUser;
 
@@ -46,6 +51,12 @@ typedef struct {
  * cert_file or key_file, a min_version above max_version, and passwords that are not bcrypt
  * hashes are errors. ret and ret_errors may be NULL (check only). */
 int bm_webconfig_parse(const char *text, const char *path, BmWebConfig **ret, char **ret_errors);
+
+/* bm_webconfig_parse() of len bytes of text, which may hold NUL bytes and need not end in one: a NUL byte or invalid
+ * UTF-8 anywhere refuses the whole file (never a config read up to it, with less security
+ * than the file asks for). */
+int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebConfig **ret,
+                         char **ret_errors);
 
 /* Reads and parses path, then reads cert_file and key_file and checks that they hold a
  * certificate and its private key (gnutls). Returns as bm_webconfig_parse(), or -errno with

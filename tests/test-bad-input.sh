@@ -16,6 +16,25 @@ mkdir -p "$T/run" "$T/dir"
 : >"$T/empty.policy"
 printf '\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe\n[host]\x00\n' >"$T/binary.policy"
 printf 'a\0b = 1\n' >"$T/nul.policy"
+# fail closed, bounded: web configs and policies not read in full or with thousands of errors
+HASH='$2y$06$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK' # secret
+printf 'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n\0\nbasic_auth_users:\n  alice: %s\n' "$HASH" >"$T/web-nul.yml"
+printf 'basic_auth_users:\n  alice: $2y$31$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK\n' >"$T/web-cost.yml"
+printf 'basic_auth_users:\n  alice: %s\n' "$HASH" >"$T/web-auth.yml"
+for i in $(seq 5000); do echo "k$i: 1"; done >"$T/web-many.yml"
+{ echo '[host]'; for i in $(seq 5000); do echo "bogus$i = 1"; done; } >"$T/many.policy"
+printf '[host]\n# caf\xff\n' >"$T/utf8.policy"
+printf '[host]\nreclaim_below = 2G\n' >"$T/mixed.policy"
+# /proc trees with what a kernel never writes
+for d in nan inf hex unit over nokey; do mkdir -p "$T/proc-$d/pressure"; cp "$ROOT/demo/proc/meminfo" "$T/proc-$d/"; done
+printf 'some avg10=nan avg60=0.00 avg300=0.00 total=0\n' >"$T/proc-nan/pressure/memory"
+printf 'some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=inf avg60=0.00 avg300=0.00 total=0\n' >"$T/proc-inf/pressure/memory"
+printf 'MemTotal:       0x1000000 kB\nMemAvailable:   100 kB\n' >"$T/proc-hex/meminfo"
+printf 'MemTotal:       16 GB\nMemAvailable:   100 kB\n' >"$T/proc-unit/meminfo"
+printf 'MemTotal:       1000 kB\nMemAvailable:   2000 kB\n' >"$T/proc-over/meminfo"
+printf 'MemFree:        1000 kB\n' >"$T/proc-nokey/meminfo"
+# a state file whose count overflowed
+printf '{"version":1,"domains":[],"counters":{"passes":18446744073709551616}}\n' >"$T/overflow.json"
 
 # the "files" group: @T@/f/KIND for every kind of path that is not a readable regular file of
 # a sane size (see the table's header)
@@ -78,8 +97,10 @@ as_user=()
 chmod 755 "$T"
 out=$T/out err=$T/err
 apid=""
+aapid="" aport=""
 cleanup() {
     [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+    [ -n "$aapid" ] && kill -TERM "$aapid" 2>/dev/null && wait "$aapid" 2>/dev/null
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -148,14 +169,16 @@ run_cli_row() {
 }
 
 # --- rows that talk HTTP to the agent
+# start_agent [ARGS...]: on a free port, with ARGS (e.g. --web-config FILE); sets port, apid.
+# With a web config, its user is alice/secret.
 start_agent() {
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 20000))
         "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --state "$T/agent-state.json" --listen "127.0.0.1:$port" 2>"$T/agent.err" &
+            --proc "$ROOT/demo/proc" --state "$T/agent-state.json" --listen "127.0.0.1:$port" "$@" 2>"${AGENT_LOG:-$T/agent.err}" &
         apid=$!
         for _ in $(seq 100); do
-            curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
+            curl -sf -u alice:secret "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
             kill -0 "$apid" 2>/dev/null || break
             sleep 0.1
         done
@@ -222,6 +245,17 @@ while IFS=$'\t' read -r class input want msg; do
             ok $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
         fi
         run_http_row "$input" "$want" "$msg" ;;
+    http-auth)
+        # an agent with basic_auth_users (alice/secret), beside the plain one
+        plain_port=$port plain_apid=$apid
+        if [ -z "$aapid" ]; then
+            AGENT_LOG=$T/agent-auth.err start_agent --web-config "$T/web-auth.yml"
+            ok $? "http-auth: agent with basic auth serves /metrics" "$(cat "$T/agent-auth.err")"
+            aport=$port aapid=$apid
+        fi
+        port=$aport apid=$aapid
+        run_http_row "$input" "$want" "$msg"
+        port=$plain_port apid=$plain_apid ;;
     qmp) run_qmp_row "$want" "$msg" ;;
     *) run_cli_row "$class" "$input" "$want" "$msg" ;;
     esac
@@ -253,6 +287,15 @@ if [ -n "$apid" ]; then
     apid=""
     [ "$st" -eq 0 ] && sane "$st" "$T/agent.err"
     ok $? "http: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent.err")"
+fi
+
+if [ -n "$aapid" ]; then
+    kill -TERM "$aapid"
+    wait "$aapid"
+    st=$?
+    aapid=""
+    [ "$st" -eq 0 ] && sane "$st" "$T/agent-auth.err"
+    ok $? "http-auth: SIGTERM: the agent exits 0 (got $st), no sanitizer report" "$(tail -20 "$T/agent-auth.err")"
 fi
 
 tap_done

@@ -2,6 +2,7 @@
  * an unknown user and missing parts do not; a success is cached (no second bcrypt), failures
  * are not; an unknown user costs a bcrypt too, about as long as a wrong password; a new
  * checker (a reload) starts with an empty cache; checks run in parallel. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +136,56 @@ static void test_no_users(void)
     bm_basic_auth_unref(NULL);
 }
 
+static void test_header(void)
+{
+    static const struct {
+        const char *value, *user, *password;
+    } cases[] = {
+        {"Basic YWxpY2U6c2VjcmV0", "alice", "secret"},
+        {"basic YWxpY2U6c2VjcmV0", "alice", "secret"},        /* RFC 7617: any case */
+        {"BASIC YWxpY2U6c2VjcmV0", "alice", "secret"},
+        {"bAsIc   YWxpY2U6c2VjcmV0  ", "alice", "secret"},
+        {"Basic Y2Fyb2w6cGE6c3Mgd29yZA==", "carol", "pa:ss word"}, /* first ':' splits */
+        {"Basic OnNlY3JldA==", "", "secret"},
+        {"Basic YWxpY2U6", "alice", ""},
+        {"Basic YWxpY2U6c2VjcmV0AGp1bms=", NULL, NULL}, /* alice:secret\0junk */
+        {"Basic AGFsaWNlOnNlY3JldA==", NULL, NULL},     /* \0alice:secret */
+        {"Basic YWxpY2VzZWNyZXQ=", NULL, NULL},         /* no ':' */
+        {"Basic YWxpY2U6c2VjcmV0=", NULL, NULL},        /* bad padding */
+        {"Basic YWxpY2U6c2VjcmV!", NULL, NULL},         /* not base64 */
+        {"Basic YWxpY2U6c2VjcmV0 x", NULL, NULL},       /* two tokens */
+        {"Basic", NULL, NULL},
+        {"Basic ", NULL, NULL},
+        {"Basicx YWxpY2U6c2VjcmV0", NULL, NULL},
+        {"Bearer YWxpY2U6c2VjcmV0", NULL, NULL},
+        {"", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *u = NULL, *p = NULL;
+        int r = bm_basic_auth_parse_header(cases[i].value, &u, &p);
+        if (cases[i].user)
+            ok(r == 0 && u && p && !strcmp(u, cases[i].user) && !strcmp(p, cases[i].password),
+               "'%s': '%s' / '%s'", cases[i].value, cases[i].user, cases[i].password);
+        else
+            ok(r == -EINVAL && !u && !p, "'%s': refused", cases[i].value);
+        free(u);
+        free(p);
+    }
+    char *u = NULL, *p = NULL;
+    ok(bm_basic_auth_parse_header(NULL, &u, &p) == -ENOENT && !u && !p, "no header: -ENOENT");
+
+    /* "secret\0junk" never authenticates as "secret" */
+    _cleanup_(bm_basic_auth_unrefp) BmBasicAuth *a = checker();
+    bool pass = bm_basic_auth_parse_header("Basic YWxpY2U6c2VjcmV0AGp1bms=", &u, &p) == 0 &&
+                bm_basic_auth_check(a, u, p);
+    ok(!pass, "alice:secret\\0junk does not pass as alice:secret");
+    free(u);
+    free(p);
+}
+
 int main(void)
 {
+    test_header();
     test_checks();
     test_cache();
     test_timing();

@@ -8,8 +8,8 @@ ROOT=$2
 DEMO="test://$ROOT/demo/host.xml"
 # keep run/set away from the system's /run/balloonmgr
 export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
-out=$(mktemp) err=$(mktemp)
-trap 'rm -rf "$out" "$err" "$BALLOONMGR_RUNTIME_DIR"' EXIT
+out=$(mktemp) err=$(mktemp) tmp_floor=$(mktemp)
+trap 'rm -rf "$out" "$err" "$tmp_floor" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 
 # expect STATUS STDERR_SUBSTRING -- ARGS...: runs balloonmgr, checks exit status and stderr
 expect() {
@@ -123,6 +123,25 @@ expect 0 "" -- -c test:///default set test +1G
 grep -q 'deflate from 2 GiB to target 3 GiB (not waiting)' "$out"; ok $? "set +1G without --wait"
 expect 0 "" -- -c test:///default set test 1048576 --json
 jq -e '.target_bytes == 1073741824 and .outcome == "pending" and .duration_s == null' "$out" >/dev/null; ok $? "bare number is KiB; pending without --wait"
+
+# --- list: one name a line, control characters escaped as the other verbs do, UTF-8 kept
+expect 0 "" -- -c "test://$ROOT/tests/data/names.xml" list --all
+[ "$(cat "$out")" = "$(printf 'caf\xc3\xa9\ntab\\x09name')" ]; ok $? "list --all: 'tab\\x09name' escaped, 'café' kept"
+expect 0 "" -- -c "test://$ROOT/tests/data/names.xml" status --json
+jq -e '[.domains[].name] | sort == ["café", "tab\tname"]' "$out" >/dev/null; ok $? "status --json: valid JSON with the names"
+
+# --- set: never below the domain's floor by accident
+expect 2 "set 'test': size '1.5' (1.5 KiB) is below the domain's floor of 409.6 MiB, the absolute minimum (the larger of 128 MiB and 5% of the maximum); --force sets it anyway" -- -c test:///default set test 1.5
+expect 2 "set 'test': size '2048' (2 MiB) is below the domain's floor of 409.6 MiB" -- -c test:///default set test 2048
+expect 2 "set 'db1': size '6G' (6 GiB) is below the domain's floor of 8 GiB, <memtune><min_guarantee>; --force sets it anyway" -- -c "$DEMO" set db1 6G
+expect 0 "" -- -c "$DEMO" set db1 8G
+grep -q 'target 8 GiB' "$out"; ok $? "set db1 8G: at <min_guarantee> is fine"
+expect 0 "" -- -c test:///default set test 300M --force
+grep -q 'inflate from 2 GiB to target 300 MiB' "$out"; ok $? "set 300M --force: below the floor on purpose"
+printf '[guest]\nfloor = 50%%\n' >"$tmp_floor"
+expect 2 "set 'test': size '1.5G' (1.5 GiB) is below the domain's floor of 4 GiB, the policy's floor in $tmp_floor; --force sets it anyway" -- -c test:///default set test 1.5G --policy "$tmp_floor"
+expect 0 "" -- -c test:///default set test 3G --policy "$tmp_floor"
+grep -q 'deflate from 2 GiB to target 3 GiB' "$out"; ok $? "set 3G from 2 GiB under a 4 GiB floor: a deflate gives memory back, taken"
 
 # --- verify (the test driver has no QEMU monitor: unknown, with the reason)
 expect 0 "" -- -c "$DEMO" verify --json

@@ -65,6 +65,43 @@ static void test_parsers(void)
     ok(bm_hostmem_parse_meminfo("MemTotal: 99999999999999999999 kB\n", &p) == -EINVAL, "overflow refused");
     ok(bm_hostmem_parse_meminfo("MemTotalX: 5 kB\nMemTotal: 7 kB\n", &p) == 0 && p.mem_total_bytes == 7 * KiB,
        "a longer key is not taken for MemTotal");
+
+    /* strict: what the kernel prints, nothing else; the reason names the line */
+    static const struct {
+        const char *text, *why;
+    } bad_psi[] = {
+        {"some avg10=nan avg60=2.00 avg300=0 total=0\n", "line 1: malformed 'some' line"},
+        {"some avg10=inf avg60=2.00\n", "line 1: malformed 'some' line"},
+        {"some avg10=0x1p3 avg60=2.00\n", "line 1: malformed 'some' line"},
+        {"some avg10=1e1 avg60=2.00\n", "line 1: malformed 'some' line"},
+        {"some avg10=-0.00 avg60=2.00\n", "line 1: malformed 'some' line"},
+        {"some avg10=1.00 avg60=2.00\nfull avg10=NaN avg60=1.00\n", "line 2: malformed 'full' line"},
+    };
+    for (size_t i = 0; i < sizeof(bad_psi) / sizeof(bad_psi[0]); i++) {
+        int r = bm_hostmem_parse_psi(bad_psi[i].text, &p);
+        ok(r == -EINVAL && strstr(bm_error_detail(r), bad_psi[i].why), "PSI %zu refused: %s", i,
+           r < 0 ? bm_error_detail(r) : "accepted");
+    }
+    static const struct {
+        const char *text, *why;
+    } bad_mem[] = {
+        {"MemTotal: 0x1F kB\n", "line 1: MemTotal: '0x1F kB' is not a number of kB"},
+        {"MemTotal: 1000 MB\n", "line 1: MemTotal: '1000 MB' is not a number of kB"},
+        {"MemTotal: 1000\n", "line 1: MemTotal: '1000' is not a number of kB"},
+        {"MemTotal: 1000 kB\nMemAvailable: nan kB\n", "line 2: MemAvailable: 'nan kB'"},
+        {"MemTotal: 1000 kB\nMemFree: 5 kB\nMemAvailable: 2000 kB\n",
+         "line 3: MemAvailable 2000 kB is above MemTotal 1000 kB"},
+        {"MemFree: 5 kB\n", "no MemTotal"},
+        {"MemTotal: 0 kB\n", "MemTotal is 0"},
+    };
+    for (size_t i = 0; i < sizeof(bad_mem) / sizeof(bad_mem[0]); i++) {
+        int r = bm_hostmem_parse_meminfo(bad_mem[i].text, &p);
+        ok(r == -EINVAL && strstr(bm_error_detail(r), bad_mem[i].why), "meminfo %zu refused: %s", i,
+           r < 0 ? bm_error_detail(r) : "accepted");
+    }
+    ok(bm_hostmem_parse_meminfo("MemTotal: 1000 kB\nMemFree: 900 kB\nCached: 900 kB\n", &p) == 0 &&
+           p.mem_available_bytes == 1000 * KiB,
+       "old kernel: MemFree + Cached estimate capped at MemTotal");
 }
 
 int main(void)

@@ -98,6 +98,22 @@ static void invariants(const BmPlan *p, const char *what)
        what, inflated / MiB, p->need_bytes / MiB);
 }
 
+/* The lowest manual target: the largest of 128 MiB, 5% of the maximum, <min_guarantee> and the
+ * policy's floor; never above the maximum. */
+static void test_manual_floor(void)
+{
+    const char *why = NULL;
+    is_u64(bm_manual_floor(8 * GiB, BM_ABSENT, BM_ABSENT, &why), 8 * GiB / 20, "8 GiB: 5%%");
+    ok(why && strstr(why, "absolute minimum"), "  named: %s", why);
+    is_u64(bm_manual_floor(1 * GiB, BM_ABSENT, BM_ABSENT, &why), 128 * MiB, "1 GiB: 128 MiB");
+    is_u64(bm_manual_floor(8 * GiB, 3 * GiB, BM_ABSENT, &why), 3 * GiB, "min_guarantee 3 GiB");
+    is_str(why, "<memtune><min_guarantee>", "  named");
+    is_u64(bm_manual_floor(8 * GiB, 1 * GiB, 2 * GiB, &why), 2 * GiB, "policy floor 2 GiB");
+    is_str(why, "the policy's floor", "  named");
+    is_u64(bm_manual_floor(64 * MiB, BM_ABSENT, BM_ABSENT, NULL), 64 * MiB, "never above the maximum");
+    is_u64(bm_manual_floor(UINT64_MAX, BM_ABSENT, BM_ABSENT, NULL), UINT64_MAX / 20, "no overflow");
+}
+
 /* comfortable host, idle guests: nothing happens (no blind growing to maximum) */
 static void test_comfortable_host_grows_nothing(void)
 {
@@ -372,6 +388,7 @@ static void test_multi_pass_reclaim_converges(void)
 
 int main(void)
 {
+    test_manual_floor();
     test_comfortable_host_grows_nothing();
     test_pressure_reclaims_from_idle();
     test_shares_weigh_the_reclaim();

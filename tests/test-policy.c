@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "diag.h"
 #include "fixture.h"
 #include "policy.h"
 #include "tap.h"
@@ -308,7 +309,13 @@ static void test_messages(void)
         {"[host]\nrelease_above = 5%\n[guest]\nfloor = 1\n[host]\ntarget_available = 2%\n",
          "t:6:20: thresholds out of order: need reclaim_below < target_available < "
          "release_above, got 10% (default), 2%, 5%\n"},
-        {"[host]\nreclaim_below = 1G\n", ""}, /* sizes and % mixed: not compared */
+        /* sizes and % mixed: they cross at some MemTotal, so refused */
+        {"[host]\nreclaim_below = 1G\n",
+         "t:2:17: thresholds mix sizes and percentages of MemTotal: reclaim_below 1 GiB, "
+         "target_available 15% (default), release_above 25% (default): reclaim_below is not "
+         "below target_available when MemTotal is at or below 6.7 GiB; write all three as sizes "
+         "or all as percentages\n"},
+        {"[host]\nreclaim_below = 1G\ntarget_available = 2G\nrelease_above = 3G\n", ""},
         {"[host]\npsi_reclaim_above = off\npsi_release_below = 50\n", ""},
         {"[host]\ninterval = 1h\napply_timeout = 0s\n[guest]\nmax_stats_age = 24h\n", ""},
     };
@@ -351,7 +358,7 @@ static void test_load(void)
        "load names the path it was given");
     free(TAKE_PTR(errors));
 
-    /* a NUL byte in a file ends the text */
+    /* a NUL byte in a file refuses it: never read up to the NUL */
     char tmp[] = "/tmp/test-policy-XXXXXX";
     int fd = mkstemp(tmp);
     static const char nul[] = "[guest]\nfloor = 40%\n\0[guest]\nshares = 0\n";
@@ -359,8 +366,15 @@ static void test_load(void)
     if (fd >= 0)
         close(fd);
     r = bm_policy_load(tmp, &p, &errors);
-    ok(r == 0 && p && is_pct(p->guest.floor, 400) && p->guest.shares == 100,
-       "  read up to the NUL");
+    ok(r == -EINVAL && !p && errors && strstr(errors, ":3:1: contains a NUL byte\n") &&
+           strstr(errors, ":5:"),
+       "  refused, naming the line of the NUL, and the rest read too");
+    free(TAKE_PTR(errors));
+    static const char utf[] = "[guest]\n# caf\xc3\xa9 ok\nfloor = 40%\n# \xff\xfe\n";
+    r = bm_policy_parse_n(utf, sizeof(utf) - 1, "u", &p, &errors);
+    ok(r == -EINVAL && errors && !strcmp(errors, "u:4:3: invalid UTF-8 (byte \\xff)\n"),
+       "invalid UTF-8 refused, naming line and column (valid UTF-8 in a comment is fine)");
+    free(TAKE_PTR(errors));
     bm_policy_free(p);
     unlink(tmp);
 }
@@ -442,7 +456,11 @@ static void test_robust(void)
     size_t n_err = 0;
     for (const char *c = errors; c && *c; c++)
         n_err += *c == '\n';
-    is_u64(n_err, lines / 3, "  every error reported");
+    is_u64(n_err, BM_DIAGS_MAX + 1, "  the first 20 errors reported, then a count");
+    char more[64];
+    snprintf(more, sizeof(more), "\nf: %zu more errors not shown\n", lines / 3 - BM_DIAGS_MAX);
+    ok(errors && strstr(errors, more) && strstr(errors, "f:3:1: unknown key 'bogus3'"),
+       "  the count of the others, the first error first");
     bm_policy_free(p);
     free(errors);
     free(text);

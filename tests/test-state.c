@@ -21,6 +21,53 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* Values read back are bounded: a count that overflowed is refused naming it, a hold-off
+ * from the future is cut to the documented one. */
+static void test_bounds(void)
+{
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"{\"version\":1,\"domains\":[],\"counters\":{\"passes\":18446744073709551616}}",
+         "counters: \"passes\": 18446744073709551615 overflows (the largest count is "
+         "9223372036854775807)"},
+        {"{\"version\":1,\"domains\":[],\"counters\":{\"errors\":{\"libvirt\":-1}}}",
+         "counters: \"libvirt\": -1 is not a count"},
+        {"{\"version\":1,\"domains\":[],\"counters\":{\"passes\":1e30}}",
+         "counters: \"passes\": 1e30 is not a count"},
+        {"{\"version\":1,\"domains\":[{\"uuid\":\"u\",\"major_faults\":9223372036854775808}]}",
+         "\"major_faults\": 9223372036854775808 is out of range"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        BmLedger l;
+        int r = bm_state_parse(bad[i].text, &l);
+        ok(r == -EINVAL && strstr(bm_error_detail(r), bad[i].why), "overflow %zu refused: %s", i,
+           r < 0 ? bm_error_detail(r) : "accepted");
+        bm_ledger_clear(&l);
+    }
+
+    /* unresponsive_until years ahead: at most BM_UNRESPONSIVE_HOLDOFF_S from now */
+    const char *text = "{\"version\":1,\"domains\":[],\"counters\":{\"domains\":[{\"uuid\":"
+                       "\"11111111-2222-3333-4444-555555555555\",\"name\":\"web1\","
+                       "\"unresponsive\":true,\"unresponsive_actual\":1024,"
+                       "\"unresponsive_until\":4102444800}]}}";
+    BmLedger c;
+    ok(bm_state_parse(text, &c) == 0 && c.n_entries == 1 && c.entries[0].unresponsive,
+       "a hold-off until 2100 is read");
+    BmDomain d = {.uuid = "11111111-2222-3333-4444-555555555555", .name = "web1",
+                  .actual_bytes = 1024};
+    BmSnapshot snap = {.domains = &d, .n_domains = 1};
+    uint64_t now = 1800000000;
+    bm_ledger_sync(&c, &snap, now);
+    ok(c.n_entries == 1 && c.entries[0].unresponsive &&
+           c.entries[0].unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
+       "  cut to now + %d s at the next pass (got %llu)", BM_UNRESPONSIVE_HOLDOFF_S,
+       (unsigned long long)(c.n_entries ? c.entries[0].unresponsive_until_s : 0));
+    bm_ledger_sync(&c, &snap, now + BM_UNRESPONSIVE_HOLDOFF_S);
+    ok(c.n_entries == 1 && !c.entries[0].unresponsive, "  and over once that passed");
+    bm_ledger_clear(&c);
+}
+
 static char dir[] = "/tmp/bm-test-state.XXXXXX";
 
 /* DIR/REL (caller frees) */
@@ -204,6 +251,7 @@ static void test_failing_saves_reported_once(void)
 
 int main(void)
 {
+    test_bounds();
     ok(mkdtemp(dir) != NULL, "temporary directory");
     make_ledger();
     test_round_trip();

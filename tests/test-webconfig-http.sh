@@ -70,9 +70,9 @@ start_agent() {
 }
 
 # wait_reload PATTERN: waits until the agent's log has PATTERN (after SIGHUP)
-wait_reload() {
+wait_reload() { # wait_reload PATTERN [N]: until PATTERN is in the log N times (default 1)
     for _ in $(seq 50); do
-        grep -q "$1" "$tmp/agent.log" && return 0
+        [ "$(grep -c "$1" "$tmp/agent.log")" -ge "${2:-1}" ] && return 0
         sleep 0.1
     done
     return 1
@@ -110,6 +110,24 @@ grep -q "web.yml:2:10: basic_auth_users: 'alice': the password is not a bcrypt h
 c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "  the old password still works: 200 (got $c)"
 curl -sk -u alice:secret "$URL/metrics" | grep -q '^balloonmgr_errors_total{kind="web_config"} 1$'
 ok $? "  counted in balloonmgr_errors_total{kind=\"web_config\"}"
+
+# --- fail closed: a web config not read in full (a NUL byte in the middle) is refused whole
+printf 'tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n\0\nbasic_auth_users:\n  alice: %s\n' \
+    "$HASH_SECRET" >"$tmp/web.yml"
+kill -HUP "$apid"
+wait_reload "not reloaded: keeping the last good one" 2; ok $? "SIGHUP with a NUL byte in the web config: not reloaded"
+grep -q "web.yml:4:1: contains a NUL byte: refused whole" "$tmp/agent.log"; ok $? "  says where the NUL byte is"
+c=$(code "http://127.0.0.1:$port/metrics"); [ "$c" = 000 ]; ok $? "  no plain HTTP (got $c)"
+c=$(code "$URL/metrics"); [ "$c" = 401 ]; ok $? "  https still wants credentials: 401 (got $c)"
+curl -sk -u alice:secret "$URL/metrics" | grep -q '^balloonmgr_errors_total{kind="web_config"} 2$'
+ok $? "  counted in balloonmgr_errors_total{kind=\"web_config\"}"
+
+# --- the Authorization header: "Basic" in any case; a NUL in the password is no prefix match
+b64() { printf "$1" | base64 -w0; }
+c=$(code "$URL/metrics" -H "Authorization: basic $(b64 'alice:secret')"); [ "$c" = 200 ]; ok $? "'basic' (lower case) works: 200 (got $c)"
+c=$(code "$URL/metrics" -H "Authorization: BASIC $(b64 'alice:secret')"); [ "$c" = 200 ]; ok $? "'BASIC' works: 200 (got $c)"
+c=$(code "$URL/metrics" -H "Authorization: Basic $(b64 'alice:secret\0junk')"); [ "$c" = 401 ]; ok $? "password 'secret\\0junk' is not 'secret': 401 (got $c)"
+c=$(code "$URL/metrics" -H "Authorization: Basic $(b64 'alice:secre')"); [ "$c" = 401 ]; ok $? "  nor is a prefix: 401 (got $c)"
 
 # --- SIGHUP: a changed password applies without restart
 write_tls_config "$HASH_NEWSECRET"
@@ -157,6 +175,19 @@ wait_reload "reloaded: https, basic auth (1 user); TLS settings changed"; ok $? 
 c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "  https again: 200 (got $c)"
 stop_agent
 [ "$agent_rc" = 0 ] && grep -q "agent: stopping" "$tmp/agent.log"; ok $? "SIGTERM: the agent stopped, exit 0 (got $agent_rc)"
+
+# --- fail closed at startup: a NUL byte in a web config with TLS and users: exit 2, no server
+printf 'tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n\0\nbasic_auth_users:\n  alice: %s\n' \
+    "$HASH_SECRET" >"$tmp/nul.yml"
+timeout 10 "$BM" -c test:///default agent --listen 127.0.0.1:1 --web-config "$tmp/nul.yml" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -qx "$tmp/nul.yml:4:1: contains a NUL byte: refused whole" "$tmp/err"
+ok $? "a web config with a NUL byte at startup: exit 2 (got $rc), names the line"
+
+# --- a bcrypt cost above the maximum (12) is refused at load: every check would take hours
+printf 'basic_auth_users:\n  alice: $2y$31$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK\n' >"$tmp/cost.yml"
+timeout 10 "$BM" -c test:///default agent --listen 127.0.0.1:1 --web-config "$tmp/cost.yml" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "cost.yml:2:10: basic_auth_users: 'alice': bcrypt cost 31 is above the maximum 12" "$tmp/err"
+ok $? "bcrypt cost 31: exit 2 (got $rc), names the maximum"
 
 # --- a bad web config at startup: exit 2, file:line:col and the key named
 printf 'tls_server_config:\n  cert_file: cert.pem\n  key_fle: key.pem\n' >"$tmp/bad.yml"

@@ -2,7 +2,8 @@
 # set --wait on a real guest: the inflate is measured within 100 ms of two independent
 # clocks (our own query-balloon polling over the QEMU monitor, and QEMU's BALLOON_CHANGE
 # event timestamps), the host gets the memory back (QEMU RSS falls by >= 80% of what was
-# inflated), and deflating back works.
+# inflated), and deflating back works. A target below the floor (2048 KiB) is refused, exit 2,
+# and the balloon stays; with --force it is taken.
 set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
@@ -96,6 +97,25 @@ echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 3
     bm_fail "set -128M output"
 bm_pass "relative inflate with text output"
 
+# A target below the floor is refused on a real guest too, and the balloon does not move:
+# 2048 (KiB, i.e. 2 MiB) on a 512 MiB guest is below 128 MiB, the absolute minimum
+actual_before=$(bm_virsh dommemstat "$dom" | awk '$1 == "actual" { print $2 }')
+err=$(mktemp)
+bm_add_cleanup "rm -f '$err'"
+rc=0
+"$BM" -c "$BM_URI" set "$dom" 2048 2>"$err" || rc=$?
+cat "$err"
+[ "$rc" -eq 2 ] || bm_fail "set 2048: exit $rc, want 2"
+grep -qF "set '$dom': size '2048' (2 MiB) is below the domain's floor of 128 MiB" "$err" ||
+    bm_fail "set 2048: message"
+sleep 2
+actual_after=$(bm_virsh dommemstat "$dom" | awk '$1 == "actual" { print $2 }')
+[ "$actual_before" = "$actual_after" ] || bm_fail "the balloon moved: $actual_before -> $actual_after KiB"
+bm_pass "set 2048 (2 MiB) refused below the 128 MiB floor, exit 2; balloon stays at $actual_after KiB"
+out=$("$BM" -c "$BM_URI" set "$dom" 120M --force) || bm_fail "set 120M --force failed"
+echo "$out" | grep -q "to target 120 MiB (not waiting)" || bm_fail "set 120M --force output: $out"
+bm_pass "set 120M --force: below the floor on purpose, accepted"
+"$BM" -c "$BM_URI" set "$dom" 100% --wait >/dev/null || bm_fail "set 100% back failed"
 # --- the spool: a set --wait is counted by the agent of its own connection only. An agent on
 # the real host and a set --wait on libvirt's test driver share one spool directory: the
 # agent counts the real guest's change and leaves the test driver's entry alone.
