@@ -1,0 +1,79 @@
+#!/bin/bash
+# test-fleet: the fleet view end to end. Two agents, each on its own libvirt test-driver host
+# (test:///ABS/PATH.xml: demo/host.xml, and a copy with other domain names), one under memory
+# pressure (demo/proc: reclaim mode) and one reading this machine's /proc, scraped by one real
+# Prometheus on 127.0.0.1 that loads contrib/prometheus/balloonmgr-rules.yml and
+# balloonmgr-alerts.yml. Every recording rule, every fleet dashboard expression and every
+# alert's input returns data (check-promql.sh --require-data); the fleet totals are the sums of
+# the two hosts' own metrics. Root (as every integration test); no libvirtd needed. ~1 minute.
+set -euo pipefail
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/prom.sh"
+BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
+ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+bm_require_root
+bm_prom_ensure
+
+work=$(mktemp -d)
+export BALLOONMGR_RUNTIME_DIR=$work/run
+
+# host b: demo/host.xml with its domains renamed (b-web1 ...)
+sed -E 's|<name>([^<]*)</name>|<name>b-\1</name>|' "$ROOT/demo/host.xml" >"$work/host-b.xml"
+grep -q '<name>b-web1</name>' "$work/host-b.xml" || bm_fail "host-b.xml: no b-web1 after renaming"
+
+start_agent() { # start_agent NAME URI [ARGS...]: prints nothing, sets port_NAME
+    local name=$1 uri=$2 port; shift 2
+    port=$(bm_prom_free_port)
+    "$BM" -c "$uri" agent --policy "$ROOT/demo/demo.policy" --listen "127.0.0.1:$port" \
+        --state "$work/$name-state.json" "$@" >"$work/$name.log" 2>&1 &
+    bm_add_cleanup "kill $! 2>/dev/null || true"
+    for _ in $(seq 50); do curl -sf -o /dev/null "127.0.0.1:$port/metrics" && break; sleep 0.1; done
+    curl -sf "127.0.0.1:$port/metrics" | promtool check metrics ||
+        bm_fail "agent $name: /metrics not served or not clean (log: $(tail -3 "$work/$name.log"))"
+    printf -v "port_$name" %s "$port"
+}
+start_agent a "test://$ROOT/demo/host.xml" --proc "$ROOT/demo/proc"
+start_agent b "test://$work/host-b.xml"
+bm_add_cleanup "sleep 0.5; rm -rf '$work'" # after the agents' kill
+bm_pass "two agents: host a (demo/proc, under pressure) on :$port_a, host b (/proc) on :$port_b"
+
+BM_PROM_RULES="$ROOT/contrib/prometheus/balloonmgr-rules.yml $ROOT/contrib/prometheus/balloonmgr-alerts.yml" \
+    bm_prom_start "127.0.0.1:$port_a" "127.0.0.1:$port_b"
+bm_prom_wait ':balloonmgr_hosts:count == 2' 60 >/dev/null ||
+    bm_fail "the fleet rules never counted 2 hosts ($(bm_prom_targets))"
+bm_pass "Prometheus scrapes both agents; :balloonmgr_hosts:count is 2"
+
+a="instance=\"127.0.0.1:$port_a\""
+bm_prom_wait "instance:balloonmgr_host_need_bytes:sum{$a} > 0" 30 >/dev/null ||
+    bm_fail "host a (demo/proc) does not need memory in Prometheus"
+need_a=$(bm_prom_value "balloonmgr_host_need_bytes{$a}")
+rec_need_a=$(bm_prom_value "instance:balloonmgr_host_need_bytes:sum{$a}")
+[ "$need_a" = "$rec_need_a" ] || bm_fail "host a: recorded need $rec_need_a, exported $need_a"
+planned_a=$(bm_prom_value "balloonmgr_host_planned_bytes{$a,direction=\"inflate\"}")
+unmet_a=$(bm_prom_value "instance:balloonmgr_host_unmet_bytes:sum{$a}")
+want=$(awk -v n="$need_a" -v p="$planned_a" 'BEGIN { d = n - p; printf "%.0f", d < 0 ? 0 : d }')
+[ "$(printf %.0f "$unmet_a")" = "$want" ] || bm_fail "host a: unmet $unmet_a, want need - planned = $want"
+bm_pass "host a: needed $need_a, planned $planned_a, unmet $unmet_a (need - planned)"
+
+# the fleet totals are the sums of the hosts' own series (the agents keep inflating while
+# host a needs memory: wait for a rule evaluation that saw the same samples)
+for pair in ':balloonmgr_reclaimed_bytes:sum|sum(balloonmgr_reclaimed_bytes)' \
+            ':balloonmgr_host_need_bytes:sum|sum(balloonmgr_host_need_bytes)' \
+            ':balloonmgr_domains_under_pressure:sum|sum(balloonmgr_domain_under_pressure)' \
+            ':balloonmgr_hosts_reclaiming:sum|sum(balloonmgr_host_mode{mode="reclaim"})'; do
+    rec=${pair%%|*} raw=${pair#*|}
+    got=$(bm_prom_wait "$rec == scalar($raw)" 30 | jq -r '.[0].value[1]') ||
+        bm_fail "$rec never equalled $raw ($(bm_prom_value "$rec") vs $(bm_prom_value "$raw"))"
+    echo "  $rec = $got"
+done
+bm_pass "fleet totals are the sums of both hosts"
+
+# every recording rule, fleet dashboard expression and alert input returns data; wait until
+# the 5m rates have two samples and the rules have evaluated on them
+sleep 5
+"$ROOT/tests/integration/lib/check-promql.sh" --require-data \
+    --dashboard "$ROOT/contrib/grafana/balloonmgr-fleet-dashboard.json" \
+    --rules "$ROOT/contrib/prometheus/balloonmgr-rules.yml" \
+    --rules "$ROOT/contrib/prometheus/balloonmgr-alerts.yml" ||
+    bm_fail "fleet dashboard / rule expressions without data"
+bm_pass "check-promql: every fleet rule, dashboard expression and alert input has data"
