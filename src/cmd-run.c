@@ -105,7 +105,7 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "floor_bytes", u64j(d->floor_bytes));
     json_object_object_add(x, "idle_bytes", json_object_new_uint64(d->idle_bytes));
     json_object_object_add(x, "backed_free_bytes", u64j(d->backed_free_bytes));
-    json_object_object_add(x, "inflate_yield", json_object_new_double(d->yield_permille / 1000.0));
+    json_object_object_add(x, "inflate_yield_ratio", json_object_new_double(d->yield_permille / 1000.0));
     json_object_object_add(x, "returns_nothing", json_object_new_boolean(d->returns_nothing));
     json_object_object_add(x, "reason", json_object_new_string(d->reason));
     json_object_object_add(x, "major_faults_per_second", ratej(d->pressure.major_fault_rate));
@@ -113,6 +113,7 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));
+    json_object_object_add(x, "short_of_memory", json_object_new_boolean(d->short_of_memory));
     json_object_object_add(x, "applied", ap->attempted ? json_object_new_boolean(ap->applied) : NULL);
     json_object_object_add(x, "busy", json_object_new_boolean(ap->busy));
     json_object_object_add(x, "error", ap->error[0] ? json_object_new_string(ap->error) : NULL);

@@ -62,8 +62,8 @@ static const struct {
      "Balloon growth (inflate) or shrinkage (deflate) the last pass planned, by direction."},
     {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
      "Memory the host needs that the guests cannot give back without going short."},
-    {"balloonmgr_domain_under_pressure", BM_METRIC_GAUGE,
-     "1 when the guest was short of memory in the last pass (a protect_* threshold exceeded)."},
+    {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE,
+     "1 when the last pass found the guest short of memory or under pressure."},
     {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
     {"balloonmgr_pass_duration_seconds", BM_METRIC_GAUGE, "Duration of the last policy pass."},
     {"balloonmgr_target_changes_total", BM_METRIC_COUNTER, "Balloon targets set by policy passes."},
@@ -188,7 +188,7 @@ static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap,
         const BmDecision *dec = decision_for(plan, i, d->uuid);
         if (dec) {
             const char *dl[] = {"domain", d->name, NULL};
-            r_ok |= bm_registry_add(r, "balloonmgr_domain_under_pressure", dl, dec->pressure.under_pressure);
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_short_of_memory", dl, dec->short_of_memory);
         }
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
         if (bm_present(reclaimed))

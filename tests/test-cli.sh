@@ -193,6 +193,7 @@ expect 0 "" -- -c "$DEMO" run --once --dry-run --json --policy "$ROOT/demo/demo.
 jq -e '(.decisions | length) == 7 and all(.decisions[]; (.reason | length) > 0 and .action != null)' "$out" >/dev/null; ok $? "run --dry-run --json: a decision and a reason per domain"
 jq -e '.host.mode == "reclaim" and .dry_run and ([.decisions[] | select(.action == "inflate")] | length) == 3 and all(.decisions[]; .applied == null)' "$out" >/dev/null; ok $? "  reclaim, three inflates planned, nothing applied"
 jq -e '.decisions[] | select(.name == "db1") | .floor_bytes == 12884901888' "$out" >/dev/null; ok $? "  [domain \"db*\"] floor 75% of 16 GiB"
+jq -e 'all(.decisions[]; (.short_of_memory | type) == "boolean" and (.inflate_yield_ratio | type) == "number" and .inflate_yield_ratio >= 0 and .inflate_yield_ratio <= 1)' "$out" >/dev/null; ok $? "  short_of_memory and inflate_yield_ratio (0..1) per decision"
 [ ! -e "$tmpd/s.json" ]; ok $? "  dry run writes no state"
 # domains where ballooning returns nothing to the host (VFIO, locked, hugepages): skipped
 NORET="test://$ROOT/tests/data/host/no-return.xml"

@@ -93,6 +93,15 @@ grep -q '^balloonmgr_build_info{version="[0-9]' "$tmp/plain"
 ok $? "  balloonmgr_build_info{version=...}"
 grep -q '^balloonmgr_domain_balloon_current_bytes{domain="test"}' "$tmp/plain"
 ok $? "  per-domain series by default"
+# the plan of the last pass (demo/proc: the host reclaims)
+awk '/^balloonmgr_host_need_bytes / { exit !($2 > 0) }' "$tmp/plain" && grep -q '^balloonmgr_host_need_bytes ' "$tmp/plain"
+ok $? "  balloonmgr_host_need_bytes > 0 (reclaim)"
+grep -q '^balloonmgr_host_planned_bytes{direction="inflate"} [0-9]' "$tmp/plain" &&
+    grep -q '^balloonmgr_host_planned_bytes{direction="deflate"} [0-9]' "$tmp/plain" &&
+    grep -q '^balloonmgr_host_unmet_bytes [0-9]' "$tmp/plain"
+ok $? "  balloonmgr_host_planned_bytes by direction, balloonmgr_host_unmet_bytes"
+grep -qE '^balloonmgr_domain_short_of_memory\{domain="test"\} [01]$' "$tmp/plain"
+ok $? "  balloonmgr_domain_short_of_memory per domain"
 if command -v promtool >/dev/null; then
     promtool check metrics <"$tmp/plain" >"$tmp/promtool.log" 2>&1
     ok $? "  promtool check metrics is clean" || cat "$tmp/promtool.log" >&2
