@@ -584,8 +584,12 @@ static void test_catalogue_golden(void)
          "Duration of the last change of the domain."},
         {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER,
          "Sum of the RSS drops observed after inflates."},
+        {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE,
+         "QEMU RSS drop per byte of balloon growth over the domain's inflates, 0..1."},
         {"balloonmgr_domain_unresponsive", BM_METRIC_GAUGE,
          "1 when the last change stalled or timed out."},
+        {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE,
+         "1 when the last pass found the guest short of memory or under pressure."},
         {"balloonmgr_domain_info", BM_METRIC_GAUGE, "One per domain: identity and features."},
         {"balloonmgr_domain_maximum_bytes", BM_METRIC_GAUGE, "Maximum memory."},
         {"balloonmgr_domain_balloon_current_bytes", BM_METRIC_GAUGE,
@@ -602,6 +606,10 @@ static void test_catalogue_golden(void)
         {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE,
          "PSI memory some avg10 / 100."},
         {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the current mode, 0 for the others."},
+        {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
+         "Memory the host needs that the guests cannot give back without going short."},
+        {"balloonmgr_ksm_state", BM_METRIC_GAUGE, "1 for KSM's current state (run)."},
+        {"balloonmgr_ksm_saved_bytes", BM_METRIC_GAUGE, "Memory KSM saves."},
         {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
         {"balloonmgr_errors_total", BM_METRIC_COUNTER, "Errors by kind."},
         {"balloonmgr_libvirt_up", BM_METRIC_GAUGE, "1 while the libvirt connection is up."},
@@ -648,7 +656,9 @@ static void test_catalogue_golden(void)
                               "sg",     doms[i].sg,   "ioeventfd", "on",         NULL};
         fails += bm_registry_add(r, "balloonmgr_domain_last_change_duration_seconds", dd,
                                  doms[i].last) != 0;
+        fails += bm_registry_add(r, "balloonmgr_domain_inflate_yield_ratio", d, i == 0 ? 0.8125 : 0.03125) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_unresponsive", d, i == 1) != 0;
+        fails += bm_registry_add(r, "balloonmgr_domain_short_of_memory", d, i == 1) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_info", info, 1) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_maximum_bytes", d, doms[i].max) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_balloon_current_bytes", d, doms[i].cur) != 0;
@@ -665,6 +675,13 @@ static void test_catalogue_golden(void)
         const char *m[] = {"mode", modes[i], NULL};
         fails += bm_registry_add(r, "balloonmgr_host_mode", m, i == 1) != 0;
     }
+    fails += bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, 536870912.0) != 0;
+    static const char *const ksm[] = {"off", "running", "unmerging"};
+    for (size_t i = 0; i < BM_ARRAY_SIZE(ksm); i++) {
+        const char *st[] = {"state", ksm[i], NULL};
+        fails += bm_registry_add(r, "balloonmgr_ksm_state", st, i == 1) != 0;
+    }
+    fails += bm_registry_add(r, "balloonmgr_ksm_saved_bytes", NULL, 505679872.0) != 0;
     fails += bm_registry_add(r, "balloonmgr_passes_total", NULL, 1440) != 0;
     const char *kind[] = {"kind", "libvirt", NULL};
     fails += bm_registry_add(r, "balloonmgr_errors_total", kind, 2) != 0;
