@@ -120,7 +120,9 @@ echo "$out" | grep -Eq '^test +running ' || fail "status of test:///default does
     fail "/usr/bin/balloonmgr --version is not $version"
 pass "/usr/bin/balloonmgr -c test:///default status"
 
-zcat /usr/share/man/man8/balloonmgr.8.gz | grep -q '^\.TH "balloonmgr" "8"' ||
+# read whole first: grep -q ends at the first match, and zcat's SIGPIPE would fail the pipe
+zcat /usr/share/man/man8/balloonmgr.8.gz >"$work/balloonmgr.8" &&
+    grep -q '^\.TH "balloonmgr" "8"' "$work/balloonmgr.8" ||
     fail "balloonmgr.8 is not a man page"
 comp=$(bash -c '. /usr/share/bash-completion/completions/balloonmgr && complete -p balloonmgr' 2>&1) ||
     fail "the completion does not load: $comp"
