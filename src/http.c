@@ -609,6 +609,15 @@ static int check_features(const BmWebConfig *wc)
     return 0;
 }
 
+/* What a web config needs before it is served: the features it uses, its users' hashes. */
+static int prepare(const BmWebConfig *wc, BmBasicAuth **ret_auth)
+{
+    int r = check_features(wc);
+    if (r < 0)
+        return r;
+    return bm_basic_auth_new(wc, ret_auth);
+}
+
 int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 {
     struct sockaddr_storage addr;
@@ -616,11 +625,8 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
     int r = bm_http_parse_listen(listen, &addr, &len);
     if (r < 0)
         return bm_error_prefix(r, "--listen '%s'", listen);
-    r = check_features(wc);
-    if (r < 0)
-        return r;
     BmBasicAuth *auth = NULL;
-    r = bm_basic_auth_new(wc, &auth);
+    r = prepare(wc, &auth);
     if (r < 0)
         return r;
     BmHttp *h = bm_malloc0(sizeof(*h));
@@ -653,11 +659,8 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted)
 {
     *ret_restarted = false;
-    int r = check_features(wc);
-    if (r < 0)
-        return r;
     BmBasicAuth *auth = NULL;
-    r = bm_basic_auth_new(wc, &auth);
+    int r = prepare(wc, &auth);
     if (r < 0)
         return r;
     Tls t;

@@ -184,10 +184,7 @@ static int parse_percent(const char *s, uint32_t *ret_permille)
 {
     uint64_t whole, frac, den;
     const char *p;
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
-    r = parse_decimal(s, &whole, &frac, &den, &p);
+    int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0 && r != -ERANGE)
         return r;
     if (r == -ERANGE || whole > 100)
@@ -211,9 +208,7 @@ static int parse_percent(const char *s, uint32_t *ret_permille)
 
 static int parse_amount(const char *s, BmAmount *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
+    int r;
     if (strchr(s, '%')) {
         uint32_t permille = 0;
         r = parse_percent(s, &permille);
@@ -248,9 +243,6 @@ static int parse_duration(const char *s, Key k, unsigned *ret_s)
         *ret_s = 0;
         return 0;
     }
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     const char *p = s;
     uint64_t n = 0;
     bool huge = false;
@@ -292,12 +284,9 @@ static int parse_psi(const char *s, double *ret)
         *ret = -1;
         return 0;
     }
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     uint64_t whole, frac, den;
     const char *p;
-    r = parse_decimal(s, &whole, &frac, &den, &p);
+    int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r == -ERANGE)
         return bm_error(-ERANGE, "must be between 0 and 100 (percent) or off");
     if (r < 0)
@@ -314,9 +303,6 @@ static int parse_psi(const char *s, double *ret)
 
 static int parse_shares(const char *s, unsigned *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     const char *p = s;
     uint64_t n = 0;
     for (; *p >= '0' && *p <= '9'; p++)
@@ -335,12 +321,9 @@ static int parse_shares(const char *s, unsigned *ret)
 /* A number per second; "/s" may follow. */
 static int parse_rate(const char *s, double *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     uint64_t whole, frac, den;
     const char *p;
-    r = parse_decimal(s, &whole, &frac, &den, &p);
+    int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0)
         return r;
     if (strcmp(p, "/s") != 0 && *p)
@@ -352,9 +335,6 @@ static int parse_rate(const char *s, double *ret)
 /* A size per second, bare KiB; "/s" may follow. */
 static int parse_size_rate(const char *s, uint64_t *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     char buf[VALUE_MAX + 1];
     size_t n = strlen(s);
     if (n >= 2 && strcmp(s + n - 2, "/s") == 0)
@@ -408,6 +388,12 @@ static int set_value(Parser *ps, Key k, const char *v)
     BmAmount a;
     int r;
 
+    /* Every value but a boolean is a number, a size or a duration: no sign. */
+    if (k != K_EXCLUDE) {
+        r = refuse_sign(v);
+        if (r < 0)
+            return r;
+    }
     switch (k) {
     case K_INTERVAL:
         return parse_duration(v, k, &p->interval_s);
