@@ -138,7 +138,9 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
         e->prev = (BmPrevReading){.major_faults = d->major_faults,
                                   .swap_in_bytes = d->swap_in_bytes,
                                   .last_update_s = d->last_update_s,
-                                  .taken_s = now_s};
+                                  .taken_s = now_s,
+                                  .used_bytes = bm_domain_used_bytes(d),
+                                  .actual_bytes = d->actual_bytes};
     }
 }
 

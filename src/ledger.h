@@ -52,6 +52,8 @@ typedef struct {
     uint64_t swap_in_bytes;
     uint64_t last_update_s; /* guest stats timestamp */
     uint64_t taken_s;       /* when the reading was taken */
+    uint64_t used_bytes;    /* what the guest used (bm_domain_used_bytes); BM_ABSENT */
+    uint64_t actual_bytes;  /* its balloon then; BM_ABSENT */
 } BmPrevReading;
 
 /* How long an unresponsive domain is left alone unless its balloon moves. */

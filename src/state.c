@@ -51,6 +51,8 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
         json_object_object_add(o, "swap_in_bytes", u64_or_null(d->swap_in_bytes));
         json_object_object_add(o, "last_update", u64_or_null(d->last_update_s));
         json_object_object_add(o, "taken_at", json_object_new_uint64(d->taken_s));
+        json_object_object_add(o, "used_bytes", u64_or_null(d->used_bytes));
+        json_object_object_add(o, "actual_bytes", u64_or_null(d->actual_bytes));
         json_object_array_add(arr, o);
     }
     json_object_object_add(root, "domains", arr);
@@ -292,7 +294,9 @@ static int readings_parse(json_object *arr, BmLedger *l)
         if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
             (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
             (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
-            (r = get_u64(o, "taken_at", &taken)) < 0)
+            (r = get_u64(o, "taken_at", &taken)) < 0 ||
+            (r = get_u64(o, "used_bytes", &d->used_bytes)) < 0 ||
+            (r = get_u64(o, "actual_bytes", &d->actual_bytes)) < 0)
             return r;
         d->taken_s = bm_present(taken) ? taken : 0;
         BmLedgerEntry *e = bm_ledger_entry(l, json_object_get_string(uuid), NULL);

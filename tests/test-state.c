@@ -86,11 +86,13 @@ static void make_ledger(void)
     BmLedgerEntry *e = bm_ledger_entry(&prev, "11111111-2222-3333-4444-555555555555", "one");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
-                              .last_update_s = 1700000000, .taken_s = 1700000005};
+                              .last_update_s = 1700000000, .taken_s = 1700000005,
+                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT};
     e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
-                              .last_update_s = BM_ABSENT, .taken_s = 1700000005};
+                              .last_update_s = BM_ABSENT, .taken_s = 1700000005,
+                              .used_bytes = BM_ABSENT, .actual_bytes = 1ull << 30};
     bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off");
 }
 
@@ -104,10 +106,12 @@ static void test_round_trip(void)
     ok(back.mode == BM_HOST_RECLAIM && back.n_entries == 3, "mode and domains round-trip");
     const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
     ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
-           b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005,
+           b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005 &&
+           b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes),
        "counters round-trip, absent stays absent");
     const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
-    ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0,
+    ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0 &&
+           !bm_present(b1->prev.used_bytes) && b1->prev.actual_bytes == 1ull << 30,
        "second domain by uuid, with its name");
     const BmLedgerEntry *b2 = bm_ledger_find(&back, "bbbbbbbb-2222-3333-4444-555555555555");
     ok(b2 && !b2->have_prev, "a domain without a reading comes back without one");
