@@ -516,9 +516,11 @@ static void set_role(BmDecision *x, Work *k)
                 gp->stats_age_s, k->rules.max_stats_age_s);
     } else if (gp->under_pressure) {
         k->role = ROLE_GIVE_PROTECTED;
+        x->short_of_memory = true;
         k->want = min_u64(k->step, maxb - cur);
     } else if (gp->headroom_bytes < k->keep_free) {
         k->role = ROLE_GIVE_NEEDY;
+        x->short_of_memory = true;
         k->want = min_u64(min_u64(k->step, maxb - cur), k->keep_free - gp->headroom_bytes + k->deadband);
     } else if (bm_present(room = grow_room(gp, k->keep_free, k->deadband))) {
         /* never inflated while it grows; given room ahead of its demand where it needs it */

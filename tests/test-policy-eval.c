@@ -213,6 +213,7 @@ static void test_pressured_guest_is_deflated(void)
     ok(x->pressure.under_pressure && x->pressure.major_fault_rate > 499 && x->pressure.major_fault_rate < 501,
        "500 major faults/s: under pressure");
     ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 6 * GiB, "deflated by max_step (2 GiB)");
+    ok(x->short_of_memory, "under pressure counts as short of memory (the exported flag)");
     bm_plan_clear(&p);
 
     BmHost hp = host(MEM_TOTAL, 2 * GiB);
@@ -235,6 +236,7 @@ static void test_pressured_guest_is_deflated(void)
     p = eval(&h, d, 1, &prev, pol);
     ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
        "counter reset: rate unknown, not pressure");
+    ok(!dec(&p, "busy")->short_of_memory, "counter reset, 3 GiB usable: not short of memory");
     bm_plan_clear(&p);
     bm_ledger_clear(&prev);
 }
@@ -544,6 +546,7 @@ static void test_short_guest_deflated_while_reclaiming(void)
     is_u64(p.guard_bytes, g->target_bytes - g->current_bytes, "guard_bytes");
     ok(i->action == BM_ACT_INFLATE && i->current_bytes - i->target_bytes == (p.need_bytes + p.guard_bytes) / MiB * MiB,
        "the idle guest gives need + guard");
+    ok(g->short_of_memory && !i->short_of_memory, "short_of_memory: the grower, not the idle guest");
     bm_plan_clear(&p);
 }
 
