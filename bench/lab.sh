@@ -67,7 +67,7 @@ port=$(( (RANDOM % 20000) + 30000 ))
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.2; done
-scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_inflate_duration_seconds' >"$1" || true; }
+scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_balloon_change_duration_seconds' >"$1" || true; }
 fi
 
 override() { # override SG IOEVENTFD

@@ -43,7 +43,12 @@
 static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
     "                           built-in defaults when that file does not exist)\n"
-    "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ")\n"
+    "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
+    "                           :PORT is every address; alias --web.listen-address\n"
+    "      --no-libvirt-duplicates\n"
+    "                           leave out the per-domain series libvirt exporters export\n"
+    "                           too (balloon current, maximum, guest memory statistics,\n"
+    "                           RSS, faults, swap): for hosts that run both\n"
     "      --web-config FILE    TLS and basic auth for /metrics: a YAML file in the format of\n"
     "                           Prometheus' exporter-toolkit (tls_server_config,\n"
     "                           basic_auth_users); alias --web.config.file\n"
@@ -64,6 +69,7 @@ typedef struct {
     const char *state_path;      /* NULL: --dry-run or monitoring only, never written */
     const char *proc_dir;
     bool monitor_only;
+    bool no_libvirt_duplicates;
     BmPolicy *policy;
     virConnectPtr conn;
     int cb_lifecycle, cb_balloon;
@@ -517,6 +523,8 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
         {"listen", required_argument, NULL, 'l'},
+        {"web.listen-address", required_argument, NULL, 'l'},
+        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"web-config", required_argument, NULL, 'W'},
         {"web.config.file", required_argument, NULL, 'W'},
         {"state", required_argument, NULL, 's'},
@@ -534,6 +542,7 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
         case 's': o->state_path = optarg; o->state_explicit = true; break;
         case 'P': a->proc_dir = optarg; break;
         case 'n': o->dry_run = true; break;
+        case 'D': a->no_libvirt_duplicates = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_agent, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -604,7 +613,8 @@ static void start_engine(Agent *a, const AgentOptions *o)
                           .dry_run = o->dry_run || a->monitor_only,
                           .probe_features = !a->monitor_only,
                           .probe_later = true,
-                          .cache_xml = true};
+                          .cache_xml = true,
+                          .no_libvirt_duplicates = a->no_libvirt_duplicates};
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
     if (!a->monitor_only || o->state_explicit)
@@ -685,7 +695,7 @@ const BmVerb bm_verb_agent = {
     .name = "agent",
     .run = run,
     .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"
-                "             [--proc DIR] [--dry-run]",
+                "             [--proc DIR] [--dry-run] [--no-libvirt-duplicates]",
     .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
                "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
 };

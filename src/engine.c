@@ -378,8 +378,9 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .host = e->have_host ? &e->host : NULL,
                 .have_mode = e->have_plan,
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
-                .unmet_bytes = e->have_plan ? e->plan.unmet_bytes : 0,
-                .libvirt_up = libvirt_up};
+                .libvirt_up = libvirt_up,
+                .no_libvirt_duplicates = e->opts.no_libvirt_duplicates,
+                .plan = e->have_plan ? &e->plan : NULL};
     /* KSM first: balloonmgr_build_info stays the last line, the mark of a whole textfile */
     if (e->have_ksm)
         bm_ksm_export(r, &e->ksm);

@@ -36,6 +36,8 @@ typedef struct {
     bool probe_later;            /* ... not in the reading: by bm_engine_probe() (and before a
                                   * domain's change, for its histogram label) */
     bool cache_xml;              /* keep balloon configs between passes (long-running agent) */
+    bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
+                                  * export too (BmView.no_libvirt_duplicates) */
 } BmEngineOptions;
 
 typedef struct BmEngine BmEngine;

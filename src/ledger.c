@@ -153,13 +153,23 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
         if (!d->active || !d->uuid[0])
             continue;
         BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
+        uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
+        /* the peak holds until it is BM_USED_PEAK_S old, then restarts from this reading */
+        if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
+            e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
+            now_s - e->prev.used_peak_s < BM_USED_PEAK_S) {
+            peak = e->prev.used_peak_bytes;
+            peak_s = e->prev.used_peak_s;
+        }
         e->have_prev = true;
         e->prev = (BmPrevReading){.major_faults = d->major_faults,
                                   .swap_in_bytes = d->swap_in_bytes,
                                   .last_update_s = d->last_update_s,
                                   .taken_s = now_s,
-                                  .used_bytes = bm_domain_used_bytes(d),
-                                  .actual_bytes = d->actual_bytes};
+                                  .used_bytes = used,
+                                  .actual_bytes = d->actual_bytes,
+                                  .used_peak_bytes = peak,
+                                  .used_peak_s = peak_s};
     }
 }
 

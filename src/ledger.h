@@ -54,7 +54,13 @@ typedef struct {
     uint64_t taken_s;       /* when the reading was taken */
     uint64_t used_bytes;    /* what the guest used (bm_domain_used_bytes); BM_ABSENT */
     uint64_t actual_bytes;  /* its balloon then; BM_ABSENT */
+    uint64_t used_peak_bytes; /* the most it used in the last BM_USED_PEAK_S or so; BM_ABSENT */
+    uint64_t used_peak_s;     /* when used reached used_peak_bytes */
 } BmPrevReading;
+
+/* How long the most a guest used counts against its free memory: memory a guest gives up
+ * under an inflate and takes back within this time is no gain for the host. */
+#define BM_USED_PEAK_S 60
 
 /* How long an unresponsive domain is left alone unless its balloon moves. */
 #define BM_UNRESPONSIVE_HOLDOFF_S 600

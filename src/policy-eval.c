@@ -155,6 +155,7 @@ typedef struct {
     BmYield learned;    /* what the ledger learned of its inflates (zeroed: nothing) */
     const char *no_return; /* why inflating it returns nothing to the host, or NULL */
     uint64_t rss_bytes; /* its QEMU RSS in this reading (BM_ABSENT if unknown) */
+    uint64_t used_lately; /* what it used at most lately beyond what it uses now */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -440,18 +441,31 @@ static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
     }
 }
 
+/* What a guest used at most lately beyond what it uses now (ledger: the peak of the last
+ * BM_USED_PEAK_S): memory it gave up under an inflate and soon takes back. */
+static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_s)
+{
+    if (!e || !e->have_prev || !bm_present(used) || !bm_present(e->prev.used_peak_bytes) ||
+        e->prev.used_peak_bytes <= used || e->prev.used_peak_s > now_s ||
+        now_s - e->prev.used_peak_s >= BM_USED_PEAK_S)
+        return 0;
+    return e->prev.used_peak_bytes - used;
+}
+
 /* What the host gets back of inflating a managed domain: its learned yield, the free memory
- * the host backs (QEMU RSS - used - QEMU's own), whether it returns nothing. */
-static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhead, BmDecision *x,
-                      Work *k)
+ * the host backs (QEMU RSS - the most it used lately - QEMU's own), whether it returns
+ * nothing. */
+static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhead,
+                      uint64_t now_s, BmDecision *x, Work *k)
 {
     k->learned = e ? e->yield : (BmYield){0};
     k->rss_bytes = d->rss_bytes;
     x->yield_permille = bm_yield_permille(&k->learned);
     k->yield = counted_yield(&k->learned);
     x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, x->pressure.used_bytes);
+    k->used_lately = used_lately(e, x->pressure.used_bytes, now_s);
     if (bm_present(x->backed_free_bytes))
-        x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead);
+        x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead + k->used_lately);
     x->returns_nothing = k->no_return || bm_yield_returns_nothing(&k->learned, d->rss_bytes);
 }
 
@@ -502,9 +516,11 @@ static void set_role(BmDecision *x, Work *k)
                 gp->stats_age_s, k->rules.max_stats_age_s);
     } else if (gp->under_pressure) {
         k->role = ROLE_GIVE_PROTECTED;
+        x->short_of_memory = true;
         k->want = min_u64(k->step, maxb - cur);
     } else if (gp->headroom_bytes < k->keep_free) {
         k->role = ROLE_GIVE_NEEDY;
+        x->short_of_memory = true;
         k->want = min_u64(min_u64(k->step, maxb - cur), k->keep_free - gp->headroom_bytes + k->deadband);
     } else if (bm_present(room = grow_room(gp, k->keep_free, k->deadband))) {
         /* never inflated while it grows; given room ahead of its demand where it needs it */
@@ -539,7 +555,7 @@ static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *
         return;
     }
     x->action = BM_ACT_NONE;
-    set_yield(d, e, overhead, x, k);
+    set_yield(d, e, overhead, now_s, x, k);
     set_role(x, k);
 }
 
@@ -640,9 +656,10 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
              x->backed_free_bytes < k->deadband)
         say(x->reason, sizeof(x->reason),
             "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
-            "%s, QEMU's own about %s)",
+            "%s%s%s%s, QEMU's own about %s)",
             sz(x->idle_bytes), sz(k->rss_bytes), sz(x->pressure.used_bytes),
-            sz(plan->qemu_overhead_bytes));
+            k->used_lately ? " and used " : "", k->used_lately ? sz(k->used_lately) : "",
+            k->used_lately ? " more lately" : "", sz(plan->qemu_overhead_bytes));
     else if (reclaim)
         say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
             sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));

@@ -49,6 +49,8 @@ typedef struct {
                               * before any was learned) */
     bool returns_nothing;    /* not inflated: its inflates return nothing to the host (learned,
                               * or VFIO/locked/hugepage memory in its XML) */
+    bool short_of_memory;    /* a managed guest with fresh stats under pressure (protect_*) or
+                              * with usable memory below keep_free: to be given memory */
     char reason[256];
 } BmDecision;
 

@@ -76,7 +76,7 @@ expect 0 "" -- -c "$DEMO" status --proc "$ROOT/demo/proc" --policy "$ROOT/demo/d
 head -1 "$out" | grep -qx 'host: MemTotal 64 GiB, MemAvailable 4 GiB, PSI some 6.4%, mode reclaim, reclaimed 13 GiB, overcommit 1.00 (64 GiB in 5 active domains), KSM .*'
 ok $? "host line with the fake /proc: $(head -1 "$out")"
 expect 0 "" -- -c "$DEMO" status --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy"
-jq -e '.host | .mem_total_bytes == 68719476736 and .mem_available_bytes == 4294967296 and .psi_some_avg10 == 6.4 and .mode == "reclaim" and (.mode_reason | startswith("host MemAvailable 4 GiB < reclaim_below")) and .active_domains == 5 and .maximum_bytes == 68719476736 and .reclaimed_bytes == 13958643712 and .overcommit == 1' "$out" >/dev/null
+jq -e '.host | .mem_total_bytes == 68719476736 and .mem_available_bytes == 4294967296 and .psi_some_avg10_ratio == 0.064 and .mode == "reclaim" and (.mode_reason | startswith("host MemAvailable 4 GiB < reclaim_below")) and .active_domains == 5 and .maximum_bytes == 68719476736 and .reclaimed_bytes == 13958643712 and .overcommit == 1' "$out" >/dev/null
 ok $? "status --json: the host object"
 jq -e '.host.ksm | has("present") and has("saved_bytes") and has("pages_sharing") and has("general_profit_bytes")' "$out" >/dev/null
 ok $? "status --json: the host's KSM object"
@@ -195,6 +195,7 @@ expect 0 "" -- -c "$DEMO" run --once --dry-run --json --policy "$ROOT/demo/demo.
 jq -e '(.decisions | length) == 7 and all(.decisions[]; (.reason | length) > 0 and .action != null)' "$out" >/dev/null; ok $? "run --dry-run --json: a decision and a reason per domain"
 jq -e '.host.mode == "reclaim" and .dry_run and ([.decisions[] | select(.action == "inflate")] | length) == 3 and all(.decisions[]; .applied == null)' "$out" >/dev/null; ok $? "  reclaim, three inflates planned, nothing applied"
 jq -e '.decisions[] | select(.name == "db1") | .floor_bytes == 12884901888' "$out" >/dev/null; ok $? "  [domain \"db*\"] floor 75% of 16 GiB"
+jq -e 'all(.decisions[]; (.short_of_memory | type) == "boolean" and (.inflate_yield_ratio | type) == "number" and .inflate_yield_ratio >= 0 and .inflate_yield_ratio <= 1)' "$out" >/dev/null; ok $? "  short_of_memory and inflate_yield_ratio (0..1) per decision"
 [ ! -e "$tmpd/s.json" ]; ok $? "  dry run writes no state"
 # domains where ballooning returns nothing to the host (VFIO, locked, hugepages): skipped
 NORET="test://$ROOT/tests/data/host/no-return.xml"

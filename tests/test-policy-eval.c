@@ -213,6 +213,7 @@ static void test_pressured_guest_is_deflated(void)
     ok(x->pressure.under_pressure && x->pressure.major_fault_rate > 499 && x->pressure.major_fault_rate < 501,
        "500 major faults/s: under pressure");
     ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 6 * GiB, "deflated by max_step (2 GiB)");
+    ok(x->short_of_memory, "under pressure counts as short of memory (the exported flag)");
     bm_plan_clear(&p);
 
     BmHost hp = host(MEM_TOTAL, 2 * GiB);
@@ -235,6 +236,7 @@ static void test_pressured_guest_is_deflated(void)
     p = eval(&h, d, 1, &prev, pol);
     ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
        "counter reset: rate unknown, not pressure");
+    ok(!dec(&p, "busy")->short_of_memory, "counter reset, 3 GiB usable: not short of memory");
     bm_plan_clear(&p);
     bm_ledger_clear(&prev);
 }
@@ -544,6 +546,7 @@ static void test_short_guest_deflated_while_reclaiming(void)
     is_u64(p.guard_bytes, g->target_bytes - g->current_bytes, "guard_bytes");
     ok(i->action == BM_ACT_INFLATE && i->current_bytes - i->target_bytes == (p.need_bytes + p.guard_bytes) / MiB * MiB,
        "the idle guest gives need + guard");
+    ok(g->short_of_memory && !i->short_of_memory, "short_of_memory: the grower, not the idle guest");
     bm_plan_clear(&p);
 }
 
@@ -712,6 +715,54 @@ static void test_growing_guest_given_room_ahead(void)
     bm_ledger_clear(&prev);
 }
 
+/* A guest that gives up memory under an inflate (its used falls) and takes it back soon after
+ * returns nothing for it: its free memory counts against the most it used in the last 60 s
+ * (the ledger's peak, restarted once it is that old). */
+static void test_memory_given_up_under_an_inflate_is_not_counted(void)
+{
+    /* used 551 MiB, QEMU RSS 40 MiB above it (one domain: no QEMU overhead estimate) */
+    BmDomain d[] = {guest("steady", 1 * GiB, 892 * MiB, 341 * MiB)};
+    d[0].rss_bytes = 551 * MiB + 40 * MiB;
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.used_peak_bytes = 595 * MiB; /* before the last inflate, 10 s ago */
+    e->prev.used_peak_s = NOW - 10;
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmPlan p = eval(&h, d, 1, &l, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_NONE && p.decisions[0].backed_free_bytes == 0 &&
+           strstr(p.decisions[0].reason, "used 44 MiB more lately"),
+       "40 MiB backed free, but it used 44 MiB more 10 s ago: not inflated");
+    bm_plan_clear(&p);
+    e->prev.used_peak_s = NOW - 60;
+    p = eval(&h, d, 1, &l, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_INFLATE && p.decisions[0].target_bytes == 860 * MiB,
+       "the peak 60 s old: the 40 MiB count (a first probe of 32 MiB)");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+
+    /* the ledger keeps the peak for 60 s, then restarts it from the reading */
+    BmLedger k;
+    bm_ledger_init(&k);
+    BmSnapshot s = {.domains = d, .n_domains = 1};
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW);
+    const BmLedgerEntry *f = bm_ledger_find(&k, d[0].uuid);
+    ok(f->prev.used_peak_bytes == 551 * MiB && f->prev.used_peak_s == NOW, "first reading: its peak");
+    d[0].usable_bytes = 385 * MiB; /* used 507 MiB */
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 2);
+    ok(f->prev.used_bytes == 507 * MiB && f->prev.used_peak_bytes == 551 * MiB &&
+           f->prev.used_peak_s == NOW, "used fell: the peak holds");
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 60);
+    ok(f->prev.used_peak_bytes == 507 * MiB && f->prev.used_peak_s == NOW + 60,
+       "60 s later: restarted from the reading");
+    d[0].usable_bytes = 300 * MiB; /* used 592 MiB */
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 62);
+    ok(f->prev.used_peak_bytes == 592 * MiB, "used above the peak: the new peak");
+    bm_ledger_clear(&k);
+}
+
 /* QEMU's own memory is in its RSS: the smallest RSS minus used among the domains estimates it
  * (a guest that never touched its free memory is mostly QEMU), and is taken off every
  * domain's backed free memory. The numbers are those of four real 1 GiB TCG guests. */
@@ -782,6 +833,7 @@ int main(void)
     test_no_return_domains_skipped();
     test_guest_in_need_between_passes();
     test_growing_guest_given_room_ahead();
+    test_memory_given_up_under_an_inflate_is_not_counted();
     test_qemu_overhead_taken_off_backed_memory();
     return tap_done();
 }

@@ -87,7 +87,8 @@ static void make_ledger(void)
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
                               .last_update_s = 1700000000, .taken_s = 1700000005,
-                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT};
+                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT,
+                              .used_peak_bytes = 340ull << 20, .used_peak_s = 1699999990};
     e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
@@ -111,7 +112,8 @@ static void test_round_trip(void)
     const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
     ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
            b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005 &&
-           b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes),
+           b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes) &&
+           b0->prev.used_peak_bytes == 340ull << 20 && b0->prev.used_peak_s == 1699999990,
        "counters round-trip, absent stays absent");
     const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
     ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0 &&
@@ -283,9 +285,27 @@ static void test_failing_saves_reported_once(void)
     ok(bm_state_save_tracked(&w, blocked, &prev, 6) == BM_SAVE_OK, "then plain ok");
 }
 
+/* A state file from before the histogram's rename (12 bounds, 0.05 .. 300 s: 13 counts): the
+ * old counts are not carried into the new buckets (docs/metrics.md), the other counters go on. */
+static void test_old_histogram_dropped(void)
+{
+    const char *text = "{\"version\":1,\"domains\":[],\"counters\":{\"passes\":42,"
+                       "\"latency\":[{\"direction\":\"inflate\",\"sg\":\"negotiated\","
+                       "\"buckets\":[1,2,3,4,5,6,7,8,9,10,11,12,13],\"sum\":99.5,\"count\":91}]}}";
+    BmLedger l;
+    int r = bm_state_parse(text, &l);
+    ok(r == 0, "a state file with the old histogram loads (%s)", r < 0 ? bm_error_detail(r) : "ok");
+    const BmHistogram *h = &l.counters.latency[BM_DIR_INFLATE][BM_SGL_NEGOTIATED];
+    ok(h->n_bounds == 13 && h->count == 0 && h->sum == 0,
+       "its 13 counts are not put into the 14 new buckets: the histogram starts at zero");
+    ok(l.counters.passes == 42, "the other counters go on (passes 42)");
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     test_bounds();
+    test_old_histogram_dropped();
     ok(mkdtemp(dir) != NULL, "temporary directory");
     make_ledger();
     test_round_trip();
