@@ -15,8 +15,9 @@
 #define MiB (1024ull * 1024)
 /* PSI pressure with enough MemAvailable still asks for this share of MemTotal per pass. */
 #define PSI_ONLY_NEED_PERMILLE 20
-/* A guest whose use grew by at least its deadband (and this) since the previous reading is
- * growing: never inflated, and given room for GROW_AHEAD_S more of that growth. */
+/* A guest whose use grew by at least this since the previous reading is growing: never
+ * inflated, and given room for GROW_AHEAD_S more of that growth. Not the deadband: that sizes
+ * changes; 16 MiB between two passes of 2 s is a growth of 8 MiB/s. */
 #define GROWTH_MIN_BYTES (16 * MiB)
 #define GROW_AHEAD_S 30
 
@@ -200,13 +201,13 @@ static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step, uint64_t d
     return min_u64(step, maxb - cur);
 }
 
-/* A growing guest (its use grew by at least its deadband since the previous reading): the
+/* A growing guest (its use grew by GROWTH_MIN_BYTES since the previous reading): the
  * room it needs beyond its headroom to keep keep_free for GROW_AHEAD_S more of that growth
  * (0: its headroom lasts); BM_ABSENT when it is not growing. */
 static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_t deadband)
 {
     if (gp->stale || !bm_present(gp->growth_bytes) || gp->growth_rate <= 0 ||
-        gp->growth_bytes < max_u64(deadband, GROWTH_MIN_BYTES))
+        gp->growth_bytes < GROWTH_MIN_BYTES)
         return BM_ABSENT;
     double ahead = gp->growth_rate * GROW_AHEAD_S;
     double need = (double)keep_free + ahead;

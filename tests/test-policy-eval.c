@@ -681,7 +681,7 @@ static void test_growing_guest_given_room_ahead(void)
     ok(bm_policy_guest_in_need(&s, &prev, P, NOW), "between passes: a growing guest is in need");
     bm_ledger_clear(&prev);
 
-    /* 10 MiB in 2 s: below the deadband, not growth */
+    /* 10 MiB in 2 s: below 16 MiB, not growth */
     const uint64_t slow[] = {10 * MiB, 0};
     ledger_grown(&prev, d, 2, slow);
     p = eval(&h, d, 2, &prev, P);

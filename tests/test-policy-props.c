@@ -334,7 +334,7 @@ typedef struct {
     bool stale;          /* no stats, or older than max_stats_age */
     bool under_pressure; /* a protect_* rate exceeded */
     bool short_of_memory; /* fresh stats, headroom below keep_free */
-    bool growing;        /* fresh stats, its use grew by max(deadband, 16 MiB) since the previous
+    bool growing;        /* fresh stats, its use grew by 16 MiB since the previous
                           * reading, less what an inflate in between took */
     bool no_return;      /* VFIO, locked or hugepage memory in the XML */
     bool returns_nothing; /* no_return, or marked by its last inflate (RSS not grown since) */
@@ -379,9 +379,7 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
             if (bm_present(p->actual_bytes) && bm_present(d->actual_bytes) &&
                 p->actual_bytes > d->actual_bytes)
                 before += p->actual_bytes - d->actual_bytes;
-            uint64_t deadband = bm_amount_bytes(r->deadband, bm_present(d->max_bytes) ? d->max_bytes : 0);
-            uint64_t min = deadband > 16 * MiB ? deadband : 16 * MiB;
-            m->growing = !m->stale && used > before && used - before >= min;
+            m->growing = !m->stale && used > before && used - before >= 16 * MiB;
         }
     }
 
