@@ -4,7 +4,9 @@
 #   start -> first pass (ms, as bench/run.sh: until /metrics says passes_total 1), that pass's
 #   own duration (balloonmgr_pass_duration_seconds), and after 8 s: peak RSS (VmHWM), RSS,
 #   RssAnon (the agent's own heap, arenas and stacks) and RssFile (pages of the shared
-#   libraries it maps), from /proc/PID/status;
+#   libraries it maps), from /proc/PID/status; and from /proc/PID/smaps_rollup its private
+#   memory (USS: Private_Clean + Private_Dirty, the pages no other process maps, which its exit
+#   would free) and PSS (shared pages divided among the processes that map them);
 # and the floor: the RSS of a process that does nothing but open the same libvirt connection.
 # BM=BINARY selects the binary (default: build-bench/src/balloonmgr, built by bench/run.sh).
 # Needs root (libvirtd for test+unix://).
@@ -34,10 +36,12 @@ stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
     function fmt(x) { return x >= 100 ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x) }'; }
 now() { date +%s.%N; }
 status_mib() { awk -v k="$1:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$2/status"; }
+uss_mib() { awk '$1 == "Private_Clean:" || $1 == "Private_Dirty:" { kb += $2 } END { printf "%.1f", kb / 1024 }' "/proc/$1/smaps_rollup"; }
+pss_mib() { awk '$1 == "Pss:" { printf "%.1f", $2 / 1024 }' "/proc/$1/smaps_rollup"; }
 metric() { curl -sf "127.0.0.1:$2/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 port=$((30000 + RANDOM % 20000))
-first=() pass=() hwm=() rss=() anon=() file=()
+first=() pass=() hwm=() rss=() anon=() file=() uss=() pss=()
 for _ in $(seq "$RUNS"); do
     rm -f "$work/state.json"
     t0=$(now)
@@ -51,6 +55,7 @@ for _ in $(seq "$RUNS"); do
     sleep 8
     hwm+=("$(status_mib VmHWM "$pid")") rss+=("$(status_mib VmRSS "$pid")")
     anon+=("$(status_mib RssAnon "$pid")") file+=("$(status_mib RssFile "$pid")")
+    uss+=("$(uss_mib "$pid")") pss+=("$(pss_mib "$pid")")
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 done
 
@@ -67,6 +72,14 @@ int main(int argc, char **argv)
     while (f && fgets(line, sizeof(line), f))
         if (strncmp(line, "VmRSS:", 6) == 0)
             fputs(line, stdout);
+    if (f)
+        fclose(f);
+    f = fopen("/proc/self/smaps_rollup", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "Private_", 8) == 0)
+            fputs(line, stdout);
+    if (f)
+        fclose(f);
     if (c)
         virConnectClose(c);
     return c ? 0 : 1;
@@ -74,12 +87,14 @@ int main(int argc, char **argv)
 EOF
 # shellcheck disable=SC2046
 cc -O2 -o "$work/floor" "$work/floor.c" $(pkg-config --cflags --libs libvirt)
-floor=$("$work/floor" "$uri" | awk '{ printf "%.1f", $2 / 1024 }')
+"$work/floor" "$uri" >"$work/floor.out"
+floor=$(awk '$1 == "VmRSS:" { printf "%.1f", $2 / 1024 }' "$work/floor.out")
+floor_uss=$(awk '$1 ~ /^Private_/ { kb += $2 } END { printf "%.1f", kb / 1024 }' "$work/floor.out")
 
 echo "### The agent at N=$N over RPC (test+unix://), median (min-max) of $RUNS; $(basename "$(dirname "$(dirname "$BM")")")"
 echo
-echo "| start -> first pass (ms) | first pass itself (ms) | peak RSS (MiB) | RSS after 8 s | RssAnon | RssFile |"
-echo "| --- | --- | --- | --- | --- | --- |"
-echo "| $(stats "${first[@]}") | $(stats "${pass[@]}") | $(stats "${hwm[@]}") | $(stats "${rss[@]}") | $(stats "${anon[@]}") | $(stats "${file[@]}") |"
+echo "| start -> first pass (ms) | first pass itself (ms) | peak RSS (MiB) | RSS after 8 s | RssAnon | RssFile | USS (private) | PSS |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| $(stats "${first[@]}") | $(stats "${pass[@]}") | $(stats "${hwm[@]}") | $(stats "${rss[@]}") | $(stats "${anon[@]}") | $(stats "${file[@]}") | $(stats "${uss[@]}") | $(stats "${pss[@]}") |"
 echo
-echo "A process that only opens the same libvirt connection: RSS ${floor} MiB."
+echo "A process that only opens the same libvirt connection: RSS ${floor} MiB, USS ${floor_uss} MiB."

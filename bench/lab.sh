@@ -68,7 +68,7 @@ agent=$!
 # waited for: on SIGTERM it saves its state into $work, which is removed next
 bm_add_cleanup "kill $agent 2>/dev/null; wait $agent 2>/dev/null || true"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.2; done
-scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_inflate_duration_seconds' >"$1" || true; }
+scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_balloon_change_duration_seconds' >"$1" || true; }
 fi
 
 override() { # override SG IOEVENTFD

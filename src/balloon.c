@@ -227,7 +227,7 @@ size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void 
 {
     const uint64_t ms = 1000000ull;
     uint64_t deadline = bm_now_mono_ns() + (uint64_t)max_ms * ms;
-    while (t->n_items && bm_now_mono_ns() < deadline) {
+    while (t->n_items && bm_now_mono_ns() < deadline && !(t->opts.stop && *t->opts.stop)) {
         uint64_t before = bm_now_mono_ns();
         bm_tracker_poll(t, ended, ctx);
         uint64_t spent_ms = (bm_now_mono_ns() - before) / ms;

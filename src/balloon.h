@@ -1,6 +1,8 @@
 /* Moving a balloon: set a target through libvirt and watch it get there. */
 #pragma once
 
+#include <signal.h>
+
 #include <libvirt/libvirt.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,6 +30,8 @@ typedef struct {
      * was set) */
     void (*progress)(void *ctx, const struct BmTracked *t);
     void *progress_ctx;
+    /* optional: the wait ends early once *stop is set (a signal handler's flag) */
+    const volatile sig_atomic_t *stop;
 } BmWaitOptions;
 
 #define BM_WAIT_DEFAULT_TIMEOUT_S 120

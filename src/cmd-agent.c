@@ -24,6 +24,8 @@
 #include "log.h"
 #include "policy.h"
 #include "spool.h"
+#include "notify.h"
+#include "size.h"
 #include "state.h"
 #include "webconfig.h"
 
@@ -41,7 +43,12 @@
 static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
     "                           built-in defaults when that file does not exist)\n"
-    "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ")\n"
+    "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
+    "                           :PORT is every address; alias --web.listen-address\n"
+    "      --no-libvirt-duplicates\n"
+    "                           leave out the per-domain series libvirt exporters export\n"
+    "                           too (balloon current, maximum, guest memory statistics,\n"
+    "                           RSS, faults, swap): for hosts that run both\n"
     "      --web-config FILE    TLS and basic auth for /metrics: a YAML file in the format of\n"
     "                           Prometheus' exporter-toolkit (tls_server_config,\n"
     "                           basic_auth_users); alias --web.config.file\n"
@@ -62,6 +69,7 @@ typedef struct {
     const char *state_path;      /* NULL: --dry-run or monitoring only, never written */
     const char *proc_dir;
     bool monitor_only;
+    bool no_libvirt_duplicates;
     BmPolicy *policy;
     virConnectPtr conn;
     int cb_lifecycle, cb_balloon;
@@ -75,8 +83,10 @@ typedef struct {
     uint64_t last_refresh_ns;
     bool stop;
     bool guest_in_need;          /* what the last guest watch saw */
+    bool ready_sent;             /* READY=1 went to the service manager */
     /* the jobs on the event loop */
-    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe, h_signal;
+    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe,
+        t_watchdog, h_signal;
     int signal_fd;
 } Agent;
 
@@ -239,6 +249,51 @@ static bool try_connect(Agent *a)
     return true;
 }
 
+/* Tells the service manager (Type=notify, $NOTIFY_SOCKET) how the agent is: READY=1 with the
+ * first pass (or the first failed connection: the agent serves /metrics without libvirt too),
+ * and a STATUS= line of the last pass. A failure is reported once. */
+static void notify_status(Agent *a, const char *status)
+{
+    char text[320];
+    snprintf(text, sizeof(text), "%sSTATUS=%s", a->ready_sent ? "" : "READY=1\n", status);
+    int r = bm_notify(text);
+    static bool reported;
+    if (r < 0 && !reported) {
+        bm_report("agent", NULL, "warning: %s", bm_error_detail(r));
+        reported = true;
+    }
+    a->ready_sent |= r > 0;
+}
+
+/* STATUS= after a pass: "mode reclaim, reclaimed 6.5 GiB, 12 domains (9 running)". */
+static void notify_pass(Agent *a)
+{
+    const BmPlan *plan = bm_engine_plan(a->e);
+    const BmSnapshot *snap = bm_engine_snapshot(a->e);
+    uint64_t reclaimed = 0;
+    size_t running = 0;
+    for (size_t i = 0; snap && i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        uint64_t r = bm_domain_reclaimed_bytes(d);
+        running += d->active;
+        if (d->active && bm_present(r))
+            reclaimed += r;
+    }
+    char size[32], status[256];
+    snprintf(status, sizeof(status), "mode %s, reclaimed %s, %zu domains (%zu running)%s",
+             plan ? bm_host_mode_name(plan->mode) : "unknown",
+             bm_size_format(reclaimed, size, sizeof(size)), snap ? snap->n_domains : 0, running,
+             a->monitor_only ? ", monitoring only" : "");
+    notify_status(a, status);
+}
+
+/* Job: WATCHDOG=1 to the service manager, at half the interval it asked for. */
+static void job_watchdog(int timer, void *opaque)
+{
+    (void)timer, (void)opaque;
+    bm_notify("WATCHDOG=1");
+}
+
 /* Job: connect (at start, after a loss, with a growing back-off after failures). */
 static void job_connect(int timer, void *opaque)
 {
@@ -257,6 +312,8 @@ static void job_connect(int timer, void *opaque)
     if (try_connect(a)) {
         bm_engine_forget_xml(a->e); /* definitions may have changed while away */
         arm(a->t_pass, 0);
+    } else {
+        notify_status(a, "waiting for libvirt");
     }
     publish(a);
 }
@@ -302,6 +359,7 @@ static void job_pass(int timer, void *opaque)
     } else {
         report_applied(a->e);
     }
+    notify_pass(a);
     a->last_refresh_ns = bm_now_mono_ns();
     disarm(a->t_refresh);
     if (bm_engine_in_flight(a->e))
@@ -465,6 +523,8 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
         {"listen", required_argument, NULL, 'l'},
+        {"web.listen-address", required_argument, NULL, 'l'},
+        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"web-config", required_argument, NULL, 'W'},
         {"web.config.file", required_argument, NULL, 'W'},
         {"state", required_argument, NULL, 's'},
@@ -482,6 +542,7 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
         case 's': o->state_path = optarg; o->state_explicit = true; break;
         case 'P': a->proc_dir = optarg; break;
         case 'n': o->dry_run = true; break;
+        case 'D': a->no_libvirt_duplicates = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_agent, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -552,7 +613,8 @@ static void start_engine(Agent *a, const AgentOptions *o)
                           .dry_run = o->dry_run || a->monitor_only,
                           .probe_features = !a->monitor_only,
                           .probe_later = true,
-                          .cache_xml = true};
+                          .cache_xml = true,
+                          .no_libvirt_duplicates = a->no_libvirt_duplicates};
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
     if (!a->monitor_only || o->state_explicit)
@@ -570,6 +632,9 @@ static void add_jobs(Agent *a)
     a->t_refresh = virEventAddTimeout(-1, job_refresh, a, NULL);
     a->t_save = virEventAddTimeout(-1, job_save, a, NULL);
     a->t_probe = virEventAddTimeout(-1, job_probe, a, NULL);
+    uint64_t wd_usec = bm_notify_watchdog_usec();
+    uint64_t wd_ms = wd_usec / 2000 ? wd_usec / 2000 : 1;
+    a->t_watchdog = wd_usec ? virEventAddTimeout(wd_ms > INT32_MAX ? INT32_MAX : (int)wd_ms, job_watchdog, a, NULL) : -1;
     a->t_spool = a->monitor_only ? -1 : virEventAddTimeout(REFRESH_MIN_MS, job_spool, a, NULL);
     a->h_signal = a->signal_fd < 0 ? -1
                                    : virEventAddHandle(a->signal_fd, VIR_EVENT_HANDLE_READABLE,
@@ -579,7 +644,7 @@ static void add_jobs(Agent *a)
 static void remove_jobs(Agent *a)
 {
     int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_guest_watch, a->t_refresh, a->t_save,
-                    a->t_spool, a->t_probe};
+                    a->t_spool, a->t_probe, a->t_watchdog};
     for (size_t i = 0; i < BM_ARRAY_SIZE(timers); i++)
         if (timers[i] >= 0)
             virEventRemoveTimeout(timers[i]);
@@ -590,6 +655,7 @@ static void remove_jobs(Agent *a)
 static void stop(Agent *a)
 {
     bm_reportp(LOG_INFO, "agent", NULL, "stopping");
+    bm_notify("STOPPING=1");
     save_state(a); /* what came since the last pass: changes that ended, spooled ones, errors */
     bm_http_stop(a->http);
     disconnect(a);
@@ -629,7 +695,7 @@ const BmVerb bm_verb_agent = {
     .name = "agent",
     .run = run,
     .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"
-                "             [--proc DIR] [--dry-run]",
+                "             [--proc DIR] [--dry-run] [--no-libvirt-duplicates]",
     .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
                "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
 };

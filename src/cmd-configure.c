@@ -1,5 +1,5 @@
 /* balloonmgr configure DOMAIN [--sg on|off] [--ioeventfd on|off] [--stats-period SEC]
- * [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]:
+ * [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config] [--probe]:
  * change the balloon device safely. Everything is checked before anything is changed; the
  * persistent definition is replaced in one libvirt call, so it is either all new or untouched. */
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "conn.h"
 #include "domxml.h"
+#include "emulator.h"
 #include "error.h"
 #include "qmp.h"
 
@@ -25,10 +26,14 @@ static const char options_help[] =
     "      --stats-period SECONDS    guest statistics period (0 disables)\n"
     "      --live                    change the running domain only (stats period)\n"
     "      --config                  change the persistent definition only\n"
+    "      --probe                   check sg/ioeventfd by asking the QEMU monitor of a\n"
+    "                                running domain with the same QEMU (libvirt marks it\n"
+    "                                tainted) instead of running the QEMU binary\n"
     "  -h, --help                    show this help\n"
     "\nDevice settings (sg, ioeventfd, autodeflate, free-page-reporting) change the\n"
     "persistent definition and apply on the next start; sg and ioeventfd go through\n"
-    "libvirt's <qemu:override> and are refused unless this domain's QEMU has them.\n"
+    "libvirt's <qemu:override> and are refused unless this domain's QEMU has them\n"
+    "(asked as '<emulator> -device TYPE,help': no monitor command, nothing tainted).\n"
     "Without --live/--config, the stats period changes live (if running) and persistently.\n";
 
 static int parse_onoff(const char *opt, const char *v, BmTristate *ret)
@@ -56,14 +61,33 @@ static const char *qemu_type(const char *model)
     return "virtio-balloon-pci";
 }
 
-/* Checks that the QEMU binary emulator has property prop on type: asks a running domain that
- * uses the same binary (this one first). Returns 0 if it has, -ENOTSUP if it has not, or
- * another -errno when it cannot be checked; the reason is set. */
-static int check_property(virConnectPtr conn, virDomainPtr self, bool self_active,
+/* Checks that the QEMU binary emulator has property prop on type, with probe by asking the
+ * QEMU monitor of a running domain that uses the same binary (this one first; libvirt marks
+ * it tainted), else by running the binary (a connection to this machine only). Returns 0 if
+ * it has, -ENOTSUP if it has not, or another -errno when it cannot be checked; the reason is
+ * set. */
+static int check_property(bool probe, virConnectPtr conn, virDomainPtr self, bool self_active,
                           const char *emulator, const char *type, const char *prop)
 {
+    bool has = false;
+    int r;
+    if (!probe) {
+        if (!bm_conn_is_local(conn))
+            return bm_error(-EREMOTE, "QEMU %s is on the libvirt host, not here: --probe asks "
+                            "the QEMU monitor of a running domain that uses it (libvirt marks "
+                            "that domain tainted); nothing changed", emulator);
+        r = bm_emulator_device_has_property(emulator, type, prop, &has);
+        if (r < 0)
+            return bm_error_prefix(r, "cannot check that QEMU %s has %s property '%s'", emulator,
+                                   type, prop);
+        if (!has)
+            return bm_error(-ENOTSUP,
+                            "QEMU %s has no %s property '%s': a QEMU with that option is "
+                            "needed; nothing changed", emulator, type, prop);
+        return 0;
+    }
     _cleanup_(bm_strv_freep) char **names = NULL;
-    int r = bm_conn_list_names(conn, false, &names);
+    r = bm_conn_list_names(conn, false, &names);
     if (r < 0)
         return r;
     /* this domain first, then the others */
@@ -77,7 +101,6 @@ static int check_property(virConnectPtr conn, virDomainPtr self, bool self_activ
             if (bm_conn_lookup(conn, names[i], &dom) < 0 || bm_conn_domain_xml(dom, false, &xml) < 0 ||
                 bm_domxml_emulator(xml, &emu) < 0 || strcmp(emu, emulator) != 0)
                 continue;
-            bool has = false;
             r = bm_qmp_device_has_property(dom, type, prop, &has);
             if (r < 0) {
                 return bm_error_prefix(r, "cannot ask QEMU %s (domain '%s') about '%s'",
@@ -99,6 +122,7 @@ typedef struct {
     BmBalloonEdit edit;
     int period;                  /* -1: unchanged */
     bool live, config;
+    bool probe;                  /* --probe: ask a running QEMU's monitor */
     bool device;                 /* a device setting is changed */
     const char *name;
     /* set once the domain is known */
@@ -118,6 +142,7 @@ static int parse_options(int argc, char **argv, Configure *o)
         {"stats-period", required_argument, NULL, 'p'},
         {"live", no_argument, NULL, 'L'},
         {"config", no_argument, NULL, 'C'},
+        {"probe", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -139,6 +164,7 @@ static int parse_options(int argc, char **argv, Configure *o)
             break;
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
+        case 'P': o->probe = true; break;
         case 'h': bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_configure, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -226,7 +252,7 @@ static int prepare_device(const Configure *o, char **ret_new_xml, char **ret_cha
                       type ? type : "unknown", bm_error_detail(r));
             return BM_EXIT_UNMET;
         }
-        r = check_property(o->conn, o->dom, o->active, emulator, qemu_type(cfg.model), props[i]);
+        r = check_property(o->probe, o->conn, o->dom, o->active, emulator, qemu_type(cfg.model), props[i]);
         if (r < 0) {
             bm_report("configure", o->name, "--%s: %s", props[i], bm_error_detail(r));
             return r == -ENOTSUP ? BM_EXIT_UNMET : BM_EXIT_FAILURE;
@@ -306,7 +332,8 @@ const BmVerb bm_verb_configure = {
     .name = "configure",
     .run = run,
     .synopsis = "configure DOMAIN [--sg on|off] [--ioeventfd on|off] [--stats-period SEC]\n"
-                "             [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]",
+                "             [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]\n"
+                "             [--probe]",
     .summary = "Change the balloon device of a domain: SG and ioeventfd (patched QEMU), autodeflate,\n"
                "free page reporting, the statistics period. Checked before anything changes.",
 };

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,9 @@ static const char options_help[] =
     "                      (node_exporter's textfile collector), atomically\n"
     "      --push URL      with --once: PUT the metrics to the Pushgateway at URL\n"
     "                      (URL/metrics/job/balloonmgr/instance/HOSTNAME)\n"
+    "      --no-libvirt-duplicates\n"
+    "                      with --textfile/--push: leave out the per-domain series\n"
+    "                      libvirt exporters export too\n"
     "  -h, --help          show this help\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
@@ -57,6 +61,7 @@ typedef struct {
     const char *proc_dir;
     const char *textfile_dir;
     const char *push_url;
+    bool no_libvirt_duplicates;
 } RunOptions;
 
 #define PUSH_TIMEOUT_S 10
@@ -78,8 +83,9 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
     json_object_object_add(host, "reason", json_object_new_string(plan->reason));
     json_object_object_add(host, "mem_total_bytes", u64j(h->mem_total_bytes));
     json_object_object_add(host, "mem_available_bytes", u64j(h->mem_available_bytes));
-    json_object_object_add(host, "psi_some_avg10",
-                           h->psi_present ? json_object_new_double(h->psi_some_avg10) : NULL);
+    /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
+    json_object_object_add(host, "psi_some_avg10_ratio",
+                           h->psi_present ? json_object_new_double(h->psi_some_avg10 / 100) : NULL);
     json_object_object_add(host, "need_bytes", json_object_new_uint64(plan->need_bytes));
     json_object_object_add(host, "budget_bytes", json_object_new_uint64(plan->budget_bytes));
     json_object_object_add(host, "guard_bytes", json_object_new_uint64(plan->guard_bytes));
@@ -100,14 +106,15 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "floor_bytes", u64j(d->floor_bytes));
     json_object_object_add(x, "idle_bytes", json_object_new_uint64(d->idle_bytes));
     json_object_object_add(x, "backed_free_bytes", u64j(d->backed_free_bytes));
-    json_object_object_add(x, "inflate_yield", json_object_new_double(d->yield_permille / 1000.0));
+    json_object_object_add(x, "inflate_yield_ratio", json_object_new_double(d->yield_permille / 1000.0));
     json_object_object_add(x, "returns_nothing", json_object_new_boolean(d->returns_nothing));
     json_object_object_add(x, "reason", json_object_new_string(d->reason));
-    json_object_object_add(x, "major_fault_rate", ratej(d->pressure.major_fault_rate));
-    json_object_object_add(x, "swap_in_rate_bytes", ratej(d->pressure.swap_in_rate));
+    json_object_object_add(x, "major_faults_per_second", ratej(d->pressure.major_fault_rate));
+    json_object_object_add(x, "swap_in_bytes_per_second", ratej(d->pressure.swap_in_rate));
     json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));
+    json_object_object_add(x, "short_of_memory", json_object_new_boolean(d->short_of_memory));
     json_object_object_add(x, "applied", ap->attempted ? json_object_new_boolean(ap->applied) : NULL);
     json_object_object_add(x, "busy", json_object_new_boolean(ap->busy));
     json_object_object_add(x, "error", ap->error[0] ? json_object_new_string(ap->error) : NULL);
@@ -242,6 +249,25 @@ static void on_progress(void *ctx, const BmTracked *x)
     bm_progress_show(&rp->p, line, false);
 }
 
+/* SIGTERM (systemd stopping the timer's service at TimeoutStartSec=) or SIGINT: the wait for
+ * the changes ends, and the pass saves its state and textfile as usual before exiting. A
+ * second signal kills (SA_RESETHAND). */
+static volatile sig_atomic_t terminated;
+
+static void on_terminate(int sig)
+{
+    terminated = sig;
+}
+
+static void catch_terminate(BmEngine *e)
+{
+    struct sigaction sa = {.sa_handler = on_terminate, .sa_flags = SA_RESETHAND | SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    bm_engine_ledger(e)->changes.opts.stop = &terminated;
+}
+
 /* bm_engine_wait(), showing its progress on a terminal. */
 static size_t wait_changes(BmEngine *e, unsigned timeout_s)
 {
@@ -272,7 +298,10 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     if (!n_applied)
         return;
     size_t left = wait_changes(e, pol->apply_timeout_s);
-    if (left)
+    if (left && terminated)
+        bm_reportp(LOG_WARNING, "run", NULL, "%s while %zu change(s) were in flight: not waiting "
+                   "longer, saving what is known", terminated == SIGTERM ? "SIGTERM" : "SIGINT", left);
+    else if (left)
         bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; "
                    "not waiting longer", left, pol->apply_timeout_s);
     if (bm_engine_refresh(e) < 0)
@@ -357,6 +386,7 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
         {"proc", required_argument, NULL, 'P'},
         {"textfile", required_argument, NULL, 't'},
         {"push", required_argument, NULL, 'u'},
+        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -371,6 +401,7 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
         case 'P': o->proc_dir = optarg; break;
         case 't': o->textfile_dir = optarg; break;
         case 'u': o->push_url = optarg; break;
+        case 'D': o->no_libvirt_duplicates = true; break;
         case 'h': bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_run, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -417,7 +448,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
     if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
 
-    BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run};
+    BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
+                          .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e));
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
@@ -425,6 +457,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_FAILURE;
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
+    catch_terminate(e);
     if (!o.dry_run)
         ingest_spool(e, conn);
     ret = pass(e, &o, pol);
@@ -437,7 +470,7 @@ const BmVerb bm_verb_run = {
     .name = "run",
     .run = run,
     .synopsis = "run --once [--policy FILE] [--dry-run] [--json] [--state FILE] [--proc DIR]\n"
-                "             [--textfile DIR] [--push URL]",
+                "             [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
     .summary = "Run one policy pass: read the host's and every domain's memory, decide by the policy,\n"
                "and move balloon targets; print each decision and its reason (the timer's job;\n"
                "the long-running loop is 'agent').",

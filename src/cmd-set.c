@@ -30,8 +30,8 @@ static const char options_help[] =
     "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
     "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
     "                        SECONDS (default 10)\n"
-    "  -p, --policy FILE     take the domain's floor from FILE (default " SET_POLICY ",\n"
-    "                        when it exists)\n"
+    "  -p, --policy FILE     take the domain's floor and verify_features from FILE\n"
+    "                        (default " SET_POLICY ", when it exists)\n"
     "  -f, --force           set a target below the domain's floor too\n"
     "  -j, --json            print JSON\n"
     "  -h, --help            show this help\n"
@@ -237,15 +237,26 @@ static void keep_ended(void *ctx, const BmTracked *t)
     *(BmTracked *)ctx = *t;
 }
 
-/* Hands a measured change to a running agent / the next timer run, with the domain's SG
- * verdict now as the histogram label and its QEMU RSS now. */
-static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name, BmTracked *t)
+/* Hands a measured change to a running agent / the next timer run with its QEMU RSS now and
+ * the domain's SG verdict as the histogram label. The QEMU monitor (a command taints the
+ * domain) is asked as the policy's verify_features says (default auto: only a domain whose
+ * XML sets the balloon's sg/ioeventfd); for others the label is unknown, and the agent or the
+ * run that counts the change labels it with the verdict it has of the domain. */
+static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name,
+                         BmVerifyFeatures verify, BmTracked *t)
 {
-    BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
-    BmFeatureReport rep;
-    _cleanup_free_ char *path = NULL, *qerr = NULL;
-    bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
-    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label_names[BM_SGL_UNKNOWN]);
+    _cleanup_free_ char *xml = NULL;
+    BmBalloonConfig cfg;
+    if (verify == BM_VERIFY_ALWAYS ||
+        (verify == BM_VERIFY_AUTO && bm_conn_domain_xml(dom, false, &xml) == 0 &&
+         bm_domxml_parse_balloon(xml, &cfg) == 0 && cfg.features_overridden)) {
+        BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
+        BmFeatureReport rep;
+        _cleanup_free_ char *path = NULL, *qerr = NULL;
+        bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
+        snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+    }
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
     _cleanup_free_ char *uri = bm_conn_uri(conn);
@@ -281,7 +292,8 @@ static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uin
     *ret = ended.change;
     ended.rss_after_bytes = BM_ABSENT;
     if (ret->target_bytes != ret->from_bytes)
-        spool_change(conn, dom, o->name, &ended);
+        spool_change(conn, dom, o->name, o->policy ? o->policy->verify_features : BM_VERIFY_AUTO,
+                     &ended);
     return 0;
 }
 

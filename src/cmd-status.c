@@ -1,4 +1,4 @@
-/* balloonmgr status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings]: a line for the host,
+/* balloonmgr status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--probe]: a line for the host,
  * then the memory of every domain. */
 #include <errno.h>
 #include <getopt.h>
@@ -34,6 +34,9 @@ static const char options_help[] =
     "      --state FILE       the previous pass's mode, for hysteresis (default\n"
     "                         " BM_STATE_DEFAULT_PATH ", if readable)\n"
     "      --proc DIR         read host memory from DIR instead of /proc (tests)\n"
+    "      --probe            ask the QEMU monitor of running domains for SG (libvirt marks\n"
+    "                         them tainted); without it SG is what the agent or the timer\n"
+    "                         found at this start of the domain (--state), or not-probed\n"
     "  -h, --help             show this help\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
@@ -66,7 +69,14 @@ static uint64_t stats_age_s(const BmDomain *d, uint64_t now_real_ns)
 /* What status shows of SG: the verdict, or why there is none. */
 typedef struct {
     BmFeatureVerdict sg;
+    bool not_probed; /* running, nothing known of this start, no --probe */
 } SgCell;
+
+/* The SG cell: the verdict, or "not-probed" when nothing is known of this start. */
+static const char *sg_name(const SgCell *c)
+{
+    return c->not_probed ? "not-probed" : bm_feature_state_name(c->sg.state);
+}
 
 static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t now_real_ns)
 {
@@ -98,7 +108,7 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t no
                                                                          ? d->balloon.model
                                                                          : "none")
                                             : NULL);
-    json_object_object_add(o, "sg", json_object_new_string(bm_feature_state_name(sg->sg.state)));
+    json_object_object_add(o, "sg", json_object_new_string(sg_name(sg)));
     json_object_object_add(o, "sg_reason", sg->sg.reason ? json_object_new_string(sg->sg.reason) : NULL);
     const char *no_return = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
     json_object_object_add(o, "returns_nothing", no_return ? json_object_new_string(no_return) : NULL);
@@ -167,7 +177,7 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const char *colum
         else
             bm_table_cell(t, "%s", d->balloon_known && d->balloon.stats_period_s == 0 ? "off" : "-");
         bm_table_cell(t, "%s", age_cell(stats_age_s(d, s->taken_real_ns), b, sizeof(b)));
-        bm_table_cell(t, "%s", bm_feature_state_name(sg[i].sg.state));
+        bm_table_cell(t, "%s", sg_name(&sg[i]));
     }
     _cleanup_free_ size_t *cols = NULL;
     size_t n_cols = 0;
@@ -253,18 +263,37 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
     return 0;
 }
 
-/* SG verdict per domain of the snapshot (running ones through the QEMU monitor). */
-static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly)
+/* SG verdict per domain of the snapshot: with probe, running ones through the QEMU monitor
+ * (libvirt then marks them tainted); else what the agent or the timer found at this start of
+ * the domain (the state file), or not probed. */
+static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, bool probe,
+                        const char *state_path)
 {
     SgCell *cells = bm_malloc0((s->n_domains + 1) * sizeof(SgCell));
     BmFeatureOptions fopts = {.sg_bit = BM_SG_DEFAULT_BIT};
+    BmLedger known;
+    bool have_known = !probe && bm_state_load(state_path, &known) == 0;
     for (size_t i = 0; i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
         BmFeatureReport rep;
+        const BmLedgerEntry *rec = have_known ? bm_ledger_find(&known, d->uuid) : NULL;
+        char boot[sizeof(rec->boot)] = "";
+        if (d->active)
+            bm_ledger_boot_key(d, boot, sizeof(boot));
         if (!d->active) {
             bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, &fopts, &rep);
         } else if (d->balloon_known && !d->balloon.present) {
             bm_features_decide(NULL, BM_VIRTIO_NO_BALLOON, &fopts, &rep);
+        } else if (!probe) {
+            bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
+            bool known_now = rec && rec->features_known && strcmp(rec->boot, boot) == 0;
+            cells[i].not_probed = !known_now;
+            if (known_now)
+                rep.feature[BM_FEATURE_SG].state = rec->sg;
+            rep.feature[BM_FEATURE_SG].reason =
+                known_now ? "probed at this start of the domain by the agent or the timer (state file)"
+                          : "not probed: 'balloonmgr status --probe' or 'balloonmgr verify' asks the "
+                            "QEMU monitor";
         } else if (readonly) {
             bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
             rep.feature[BM_FEATURE_SG].reason = "read-only connection: no QEMU monitor access";
@@ -279,12 +308,14 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly)
         }
         cells[i].sg = rep.feature[BM_FEATURE_SG];
     }
+    if (have_known)
+        bm_ledger_clear(&known);
     return cells;
 }
 
 static int run(const BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC };
+    enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC, OPT_PROBE };
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"output", required_argument, NULL, 'o'},
@@ -292,10 +323,12 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"policy", required_argument, NULL, 'p'},
         {"state", required_argument, NULL, OPT_STATE},
         {"proc", required_argument, NULL, OPT_PROC},
+        {"probe", no_argument, NULL, OPT_PROBE},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
+    bool probe = false;
     const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
     const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = NULL;
     int c;
@@ -307,6 +340,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         case 'p': policy_path = optarg; policy_explicit = true; break;
         case OPT_STATE: state_path = optarg; state_explicit = true; break;
         case OPT_PROC: proc_dir = optarg; break;
+        case OPT_PROBE: probe = true; break;
         case 'h': bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
         default: bm_verb_usage(&bm_verb_status, options_help, stderr); return BM_EXIT_USAGE;
         }
@@ -323,9 +357,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
         return BM_EXIT_USAGE;
     }
 
-    /* SG needs the QEMU monitor, which a read-only connection may not use: try read-write */
+    /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    bool readonly = g->readonly;
+    bool readonly = g->readonly || !probe;
     int r = bm_conn_open(g->uri, readonly, &conn);
     if (r == -EACCES && !readonly) {
         readonly = true;
@@ -345,7 +379,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     for (size_t i = 0; i < snap.n_domains; i++)
         if (snap.domains[i].error)
             bm_report("status", snap.domains[i].name, "%s", snap.domains[i].error);
-    _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly);
+    _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly, probe, state_path);
 
     /* the host line counts every running domain, also when only some are shown */
     BmSnapshot all_snap = {0};
@@ -384,7 +418,7 @@ const BmVerb bm_verb_status = {
     .name = "status",
     .run = run,
     .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--policy FILE]\n"
-                "             [--state FILE] [--proc DIR]",
+                "             [--state FILE] [--proc DIR] [--probe]",
     .summary = "Show the host (memory, PSI, the policy's mode, reclaimed, overcommit, KSM) and each\n"
                "domain's memory: maximum, balloon, what the guest reports, host RSS.",
 };

@@ -97,6 +97,13 @@ char *bm_conn_uri(virConnectPtr conn)
     return uri ? uri : bm_strdup("");
 }
 
+bool bm_conn_is_local(virConnectPtr conn)
+{
+    _cleanup_free_ char *uri = bm_conn_uri(conn);
+    const char *sep = strstr(uri, "://");
+    return sep && sep[3] == '/';
+}
+
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom)
 {
     virDomainPtr d = BM_LV(virDomainLookupByName)(conn, name);

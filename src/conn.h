@@ -37,6 +37,10 @@ int bm_conn_error(const char *what);
  * it cannot say. Caller frees. */
 char *bm_conn_uri(virConnectPtr conn);
 
+/* Whether conn's URI names no host ("qemu:///system", "qemu+unix:///system"): the domains'
+ * binaries are on this machine. */
+bool bm_conn_is_local(virConnectPtr conn);
+
 /* Looks a domain up by name. Returns 0 and *ret_dom (caller frees), -ENOENT if there is none. */
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom);
 

@@ -175,6 +175,8 @@ const char *bm_domxml_no_return_reason(const BmBalloonConfig *c)
     return NULL;
 }
 
+static bool overrides_features(xmlNodePtr root, const char *alias);
+
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 {
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,
@@ -201,6 +203,8 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
     ret->autodeflate = tristate_prop(mb, "autodeflate");
     ret->free_page_reporting = tristate_prop(mb, "freePageReporting");
     copy_prop(child(mb, "alias"), "name", ret->alias, sizeof(ret->alias));
+
+    ret->features_overridden = ret->present && overrides_features(root, ret->alias[0] ? ret->alias : "balloon0");
 
     char period[32];
     copy_prop(child(mb, "stats"), "period", period, sizeof(period));
@@ -397,6 +401,29 @@ static const char *describe_property(xmlNodePtr prop, char *buf, size_t n)
     else
         snprintf(buf, n, "'%s' (type '%s')", v, t);
     return buf;
+}
+
+/* Whether a <qemu:override> of the device alias sets its frontend property sg or ioeventfd:
+ * the domain an administrator customised for the patched balloon. */
+static bool overrides_features(xmlNodePtr root, const char *alias)
+{
+    for (xmlNodePtr o = root->children; o; o = o->next) {
+        if (!is_element(o, QEMU_NS, "override"))
+            continue;
+        for (xmlNodePtr d = o->children; d; d = d->next) {
+            if (!is_element(d, QEMU_NS, "device") || !prop_is(d, "alias", alias))
+                continue;
+            for (xmlNodePtr f = d->children; f; f = f->next) {
+                if (!is_element(f, QEMU_NS, "frontend"))
+                    continue;
+                for (xmlNodePtr p = f->children; p; p = p->next)
+                    if (is_element(p, QEMU_NS, "property") &&
+                        (prop_is(p, "name", "sg") || prop_is(p, "name", "ioeventfd")))
+                        return true;
+            }
+        }
+    }
+    return false;
 }
 
 /* Sets the bool frontend property name of the device alias in <qemu:override>. libvirt

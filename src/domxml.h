@@ -25,6 +25,7 @@ typedef struct {
     bool vfio_hostdev;
     bool memory_locked;
     bool hugepages;
+    bool features_overridden; /* a <qemu:override> of the balloon sets property sg or ioeventfd */
 } BmBalloonConfig;
 
 /* Why ballooning c's domain returns nothing to the host ("VFIO passthrough (<hostdev>)",

@@ -119,13 +119,31 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     free(err);
 }
 
+/* Whether the policy's verify_features has the QEMU monitor asked about running domain d (a
+ * monitor command taints the domain in libvirt): auto only for domains whose XML sets the
+ * balloon's sg/ioeventfd; never a domain the policy excludes. */
+static bool wants_probe(const BmEngine *e, const BmDomain *d)
+{
+    if (!e->opts.probe_features || !d || !d->active)
+        return false;
+    BmVerifyFeatures v = e->policy ? e->policy->verify_features : BM_VERIFY_AUTO;
+    if (!(v == BM_VERIFY_ALWAYS ||
+          (v == BM_VERIFY_AUTO && d->balloon_known && d->balloon.features_overridden)))
+        return false;
+    if (!e->policy)
+        return true;
+    BmGuestRules rules; /* an excluded domain is not touched at all */
+    bm_policy_rules_for(e->policy, d->name, &rules);
+    return rules.exclude != 1;
+}
+
 size_t bm_engine_probe(BmEngine *e, size_t max)
 {
     size_t left = 0;
     for (size_t i = 0; e->opts.probe_features && e->conn && e->have_snap && i < e->snap.n_domains; i++) {
         const BmDomain *d = &e->snap.domains[i];
         BmLedgerEntry *rec = bm_ledger_entry(&e->ledger, d->uuid, d->name);
-        if (!d->active || rec->features_known)
+        if (!wants_probe(e, d) || rec->features_known)
             continue;
         if (max) {
             probe_one(e->conn, rec);
@@ -190,9 +208,9 @@ static bool apply_one(BmEngine *e, const BmDecision *d, BmApplied *a)
     }
     a->attempted = true;
     BmLedgerEntry *rec = bm_ledger_entry(&e->ledger, d->uuid, d->name);
-    if (dom && e->opts.probe_features && !rec->features_known)
-        probe_one(e->conn, rec); /* the histogram's label of this change */
     const BmDomain *sd = bm_snapshot_find_uuid(&e->snap, d->uuid);
+    if (dom && wants_probe(e, sd) && !rec->features_known)
+        probe_one(e->conn, rec); /* the histogram's label of this change */
     int r = dom ? bm_ledger_start_change(&e->ledger, dom, d->uuid, d->current_bytes, d->target_bytes,
                                          sd ? sd->rss_bytes : BM_ABSENT)
                 : bm_conn_error("domain gone");
@@ -315,6 +333,11 @@ const BmHost *bm_engine_host(const BmEngine *e)
     return e->have_host ? &e->host : NULL;
 }
 
+const BmSnapshot *bm_engine_snapshot(const BmEngine *e)
+{
+    return e->have_snap ? &e->snap : NULL;
+}
+
 const BmPassTiming *bm_engine_timing(const BmEngine *e)
 {
     return &e->timing;
@@ -355,8 +378,9 @@ char *bm_engine_render(const BmEngine *e, bool libvirt_up)
                 .host = e->have_host ? &e->host : NULL,
                 .have_mode = e->have_plan,
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,
-                .unmet_bytes = e->have_plan ? e->plan.unmet_bytes : 0,
-                .libvirt_up = libvirt_up};
+                .libvirt_up = libvirt_up,
+                .no_libvirt_duplicates = e->opts.no_libvirt_duplicates,
+                .plan = e->have_plan ? &e->plan : NULL};
     /* KSM first: balloonmgr_build_info stays the last line, the mark of a whole textfile */
     if (e->have_ksm)
         bm_ksm_export(r, &e->ksm);

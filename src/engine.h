@@ -36,6 +36,8 @@ typedef struct {
     bool probe_later;            /* ... not in the reading: by bm_engine_probe() (and before a
                                   * domain's change, for its histogram label) */
     bool cache_xml;              /* keep balloon configs between passes (long-running agent) */
+    bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
+                                  * export too (BmView.no_libvirt_duplicates) */
 } BmEngineOptions;
 
 typedef struct BmEngine BmEngine;
@@ -96,6 +98,8 @@ size_t bm_engine_wait(BmEngine *e, unsigned timeout_s);
 const BmPlan *bm_engine_plan(const BmEngine *e);
 const BmApplied *bm_engine_applied(const BmEngine *e);
 const BmHost *bm_engine_host(const BmEngine *e);
+/* The latest reading of the domains, or NULL before the first. */
+const BmSnapshot *bm_engine_snapshot(const BmEngine *e);
 const BmPassTiming *bm_engine_timing(const BmEngine *e);
 uint64_t bm_engine_pass_time_s(const BmEngine *e);
 

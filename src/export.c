@@ -18,8 +18,8 @@ static const struct {
     BmMetricType type;
     const char *help;
 } families[] = {
-    {"balloonmgr_inflate_duration_seconds", BM_METRIC_HISTOGRAM,
-     "Time from setting a balloon target to reaching it (within 1 MiB), by direction and SG."},
+    {"balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
+     "Time from setting a balloon target to reaching it (within 1 MiB), inflate or deflate, by SG."},
     {"balloonmgr_balloon_changes_total", BM_METRIC_COUNTER, "Balloon target changes by how they ended."},
     {"balloonmgr_domain_last_change_duration_seconds", BM_METRIC_GAUGE,
      "Duration of the domain's last balloon change, until it ended."},
@@ -46,7 +46,8 @@ static const struct {
     {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER, "Guest major page faults."},
     {"balloonmgr_domain_guest_swap_in_bytes_total", BM_METRIC_COUNTER, "Guest swap-in."},
     {"balloonmgr_domain_guest_swap_out_bytes_total", BM_METRIC_COUNTER, "Guest swap-out."},
-    {"balloonmgr_domain_stats_age_seconds", BM_METRIC_GAUGE, "Age of the guest's last statistics update."},
+    {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
+     "When the guest last updated its memory statistics, Unix time."},
     {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, "1 when VIRTIO_BALLOON_F_SG is negotiated."},
     {"balloonmgr_domain_ioeventfd_enabled", BM_METRIC_GAUGE, "1 when the balloon's ioeventfd is on."},
     {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, "Memory reclaimed from all domains."},
@@ -55,8 +56,14 @@ static const struct {
     {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE, "Host PSI memory some avg10, 0..1."},
     {"balloonmgr_host_memory_pressure_full_ratio", BM_METRIC_GAUGE, "Host PSI memory full avg10, 0..1."},
     {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the host's current policy mode."},
+    {"balloonmgr_host_need_bytes", BM_METRIC_GAUGE,
+     "Memory the host asked the guests for in the last pass (reclaim mode; else 0)."},
+    {"balloonmgr_host_planned_bytes", BM_METRIC_GAUGE,
+     "Balloon growth (inflate) or shrinkage (deflate) the last pass planned, by direction."},
     {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
      "Memory the host needs that the guests cannot give back without going short."},
+    {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE,
+     "1 when the last pass found the guest short of memory or under pressure."},
     {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
     {"balloonmgr_pass_duration_seconds", BM_METRIC_GAUGE, "Duration of the last policy pass."},
     {"balloonmgr_target_changes_total", BM_METRIC_COUNTER, "Balloon targets set by policy passes."},
@@ -82,7 +89,7 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
             const char *l[] = {"direction", bm_dir_names[d], "sg", bm_sg_label_names[s], NULL};
-            r_ok |= bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", l,
+            r_ok |= bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", l,
                                               &c->latency[d][s]);
         }
     for (int d = 0; d < BM_DIR_COUNT; d++)
@@ -128,36 +135,61 @@ static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEnt
     return r_ok;
 }
 
-/* One domain's memory as this pass read it. */
-static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
+/* One domain's memory as this pass read it; with no_dups only what libvirt exporters do not
+ * export (reclaimed, the statistics' timestamp). */
+static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, bool no_dups)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
-    ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
-    ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
+    if (!no_dups) {
+        ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
+        ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
+    }
     ADD("balloonmgr_domain_reclaimed_bytes", dl, bm_domain_reclaimed_bytes(d));
-    ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
-    ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
-    ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
-    ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
-    ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
-    ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
-    ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
-    ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
+    if (!no_dups) {
+        ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
+        ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
+        ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
+        ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
+        ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
+        ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
+        ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
+        ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
+    }
     if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
-        ADD("balloonmgr_domain_stats_age_seconds", dl, now_s - d->last_update_s);
+        ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
     return r_ok;
 }
 
+/* The plan's decision for the domain uuid at index i of the snapshot, or NULL: decisions
+ * follow the snapshot's order when the plan was made from it, else searched. */
+static const BmDecision *decision_for(const BmPlan *p, size_t i, const char *uuid)
+{
+    if (!p)
+        return NULL;
+    if (i < p->n_decisions && strcmp(p->decisions[i].uuid, uuid) == 0)
+        return &p->decisions[i];
+    for (size_t k = 0; k < p->n_decisions; k++)
+        if (strcmp(p->decisions[k].uuid, uuid) == 0)
+            return &p->decisions[k];
+    return NULL;
+}
+
 /* Every domain of the snapshot, and the sum of what was reclaimed. */
-static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap)
+static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap, bool no_dups,
+                       const BmPlan *plan)
 {
     int r_ok = 0;
     uint64_t reclaimed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
     for (size_t i = 0; i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
         r_ok |= add_domain_record(r, d, bm_ledger_find(l, d->uuid));
-        r_ok |= add_domain_reading(r, d, now_s);
+        r_ok |= add_domain_reading(r, d, now_s, no_dups);
+        const BmDecision *dec = decision_for(plan, i, d->uuid);
+        if (dec) {
+            const char *dl[] = {"domain", d->name, NULL};
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_short_of_memory", dl, dec->short_of_memory);
+        }
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
         if (bm_present(reclaimed))
             reclaimed_total += reclaimed;
@@ -183,8 +215,13 @@ static int add_host(BmRegistry *r, const BmView *v)
             const char *l[] = {"mode", bm_host_mode_name((BmHostMode)m), NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_host_mode", l, m == (int)v->mode);
         }
-    if (v->have_mode)
-        r_ok |= bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, (double)v->unmet_bytes);
+    if (v->plan) {
+        const char *in[] = {"direction", "inflate", NULL}, *de[] = {"direction", "deflate", NULL};
+        r_ok |= bm_registry_add(r, "balloonmgr_host_need_bytes", NULL, (double)v->plan->need_bytes);
+        r_ok |= bm_registry_add(r, "balloonmgr_host_planned_bytes", in, (double)v->plan->planned_inflate_bytes);
+        r_ok |= bm_registry_add(r, "balloonmgr_host_planned_bytes", de, (double)v->plan->planned_deflate_bytes);
+        r_ok |= bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, (double)v->plan->unmet_bytes);
+    }
     return r_ok;
 }
 
@@ -222,7 +259,7 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
         r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
     r_ok |= add_changes(r, &l->counters);
     if (v->snap)
-        r_ok |= add_domains(r, l, v->snap);
+        r_ok |= add_domains(r, l, v->snap, v->no_libvirt_duplicates, v->plan);
     r_ok |= add_host(r, v);
     r_ok |= add_health(r, &l->counters, v->libvirt_up);
     return r_ok < 0 ? -EINVAL : 0;

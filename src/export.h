@@ -9,6 +9,7 @@
 #include "hostmem.h"
 #include "ledger.h"
 #include "metrics.h"
+#include "policy-eval.h"
 #include "snapshot.h"
 
 /* The current view for the registry. Any pointer may be NULL (not known yet). */
@@ -17,8 +18,13 @@ typedef struct {
     const BmHost *host;
     bool have_mode;
     BmHostMode mode;
-    uint64_t unmet_bytes;   /* with have_mode: the plan's unmet_bytes (0 unless reclaiming) */
     bool libvirt_up;
+    /* leave out the per-domain series that libvirt exporters export too: maximum, balloon
+     * current, the guest's memory statistics, RSS, major faults, swap in/out */
+    bool no_libvirt_duplicates;
+    /* the last pass's plan: what the host needs, what is planned, what is unmet, which guests
+     * are short of memory (NULL before the first pass) */
+    const BmPlan *plan;
 } BmView;
 
 /* Fills r with every metric of docs/metrics.md. Returns 0 or -EINVAL (a bug: bad name). */

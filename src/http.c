@@ -11,12 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "basic-auth.h"
 #include "error.h"
 #include "log.h"
+#include "process.h"
 #include "util.h"
 
 #define REALM "balloonmgr"
@@ -85,8 +88,8 @@ int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
         port_s = end + 2;
     } else {
         const char *colon = strrchr(s, ':');
-        if (!colon || (size_t)(colon - s) >= sizeof(host) || colon == s)
-            return bm_error(-EINVAL, "expected ADDR:PORT");
+        if (!colon || (size_t)(colon - s) >= sizeof(host))
+            return bm_error(-EINVAL, "expected ADDR:PORT or :PORT");
         memcpy(host, s, (size_t)(colon - s));
         host[colon - s] = '\0';
         port_s = colon + 1;
@@ -98,7 +101,13 @@ int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
         return bm_error(-EINVAL, "port '%s' is not a number from 1 to 65535", port_s);
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+    if (!host[0]) {
+        /* ":PORT": every address, IPv6 and IPv4 (a dual-stack socket, see open_listener) */
+        v6->sin6_family = AF_INET6;
+        v6->sin6_addr = in6addr_any;
+        v6->sin6_port = htons((uint16_t)port);
+        *ret_len = sizeof(*v6);
+    } else if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
         v4->sin_port = htons((uint16_t)port);
         *ret_len = sizeof(*v4);
@@ -123,6 +132,70 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, "Allow", "GET, HEAD");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Whether an Accept-Encoding header value accepts gzip: a "gzip" (or "*") coding whose q is
+ * not 0. */
+static bool wants_gzip(const char *accept)
+{
+    if (!accept)
+        return false;
+    _cleanup_free_ char *copy = bm_strdup(accept);
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        tok += strspn(tok, " \t");
+        size_t n = strcspn(tok, " \t;");
+        if (!((n == 4 && strncasecmp(tok, "gzip", 4) == 0) || (n == 1 && tok[0] == '*')))
+            continue;
+        const char *q = strstr(tok + n, "q=");
+        if (q && strtod(q + 2, NULL) <= 0)
+            continue;
+        return true;
+    }
+    return false;
+}
+
+/* text (len bytes) gzip-compressed, malloc'd, *ret_len its size; NULL if zlib fails. */
+static char *gzip(const char *text, size_t len, size_t *ret_len)
+{
+    z_stream z = {0};
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return NULL;
+    size_t cap = deflateBound(&z, (uLong)len);
+    char *out = malloc(cap ? cap : 1);
+    if (!out) {
+        deflateEnd(&z);
+        return NULL;
+    }
+    z.next_in = (Bytef *)text;
+    z.avail_in = (uInt)len;
+    z.next_out = (Bytef *)out;
+    z.avail_out = (uInt)cap;
+    int r = deflate(&z, Z_FINISH);
+    *ret_len = z.total_out;
+    deflateEnd(&z);
+    if (r != Z_STREAM_END) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* 200 with the exposition (malloc'd body, taken over); gzipped says it is gzip-encoded. */
+static enum MHD_Result reply_metrics(struct MHD_Connection *c, char *body, size_t len, bool gzipped)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    MHD_add_response_header(r, "Vary", "Accept-Encoding");
+    if (gzipped)
+        MHD_add_response_header(r, "Content-Encoding", "gzip");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -204,15 +277,29 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (strcmp(url, "/") == 0)
         return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", landing, sizeof(landing) - 1, false);
 
+    /* the last rendered exposition, then this process as it is now (process_*) */
+    _cleanup_free_ char *proc = bm_process_render();
+    size_t proc_len = strlen(proc);
     pthread_mutex_lock(&h->lock);
     size_t len = h->metrics_len;
-    char *copy = malloc(len ? len : 1);
-    if (copy && len)
+    char *copy = malloc(len + proc_len + 1);
+    if (copy) {
         memcpy(copy, h->metrics, len);
+        memcpy(copy + len, proc, proc_len);
+        len += proc_len;
+    }
     pthread_mutex_unlock(&h->lock);
     if (!copy)
         return MHD_NO;
-    return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", copy, len, true);
+    if (wants_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING))) {
+        size_t zlen;
+        char *z = gzip(copy, len, &zlen);
+        if (z) {
+            free(copy);
+            return reply_metrics(c, z, zlen, true);
+        }
+    }
+    return reply_metrics(c, copy, len, false);
 }
 
 /* libmicrohttpd's error log. It reports every malformed request and failed TLS handshake,
@@ -256,13 +343,25 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 /* A listening TCP socket on addr. Returns the fd or -errno. */
 static int open_listener(const struct sockaddr_storage *addr, unsigned len)
 {
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)addr;
+    bool any = addr->ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&v6->sin6_addr);
     int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 && any && errno == EAFNOSUPPORT) {
+        /* ":PORT" on a host without IPv6: every IPv4 address */
+        struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = v6->sin6_port,
+                                 .sin_addr.s_addr = htonl(INADDR_ANY)};
+        struct sockaddr_storage ss = {0};
+        memcpy(&ss, &v4, sizeof(v4));
+        return open_listener(&ss, sizeof(v4));
+    }
     if (fd < 0)
         return -errno;
-    int one = 1;
+    int one = 1, zero = 0;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    /* ":PORT" and "[::]:PORT" take IPv4 too (as Go exporters do), other IPv6 addresses only
+     * themselves */
     if (addr->ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, any ? &zero : &one, sizeof(one));
     if (bind(fd, (const struct sockaddr *)addr, len) < 0 || listen(fd, SOMAXCONN) < 0) {
         int r = -errno;
         close(fd);
@@ -510,6 +609,15 @@ static int check_features(const BmWebConfig *wc)
     return 0;
 }
 
+/* What a web config needs before it is served: the features it uses, its users' hashes. */
+static int prepare(const BmWebConfig *wc, BmBasicAuth **ret_auth)
+{
+    int r = check_features(wc);
+    if (r < 0)
+        return r;
+    return bm_basic_auth_new(wc, ret_auth);
+}
+
 int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 {
     struct sockaddr_storage addr;
@@ -517,11 +625,8 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
     int r = bm_http_parse_listen(listen, &addr, &len);
     if (r < 0)
         return bm_error_prefix(r, "--listen '%s'", listen);
-    r = check_features(wc);
-    if (r < 0)
-        return r;
     BmBasicAuth *auth = NULL;
-    r = bm_basic_auth_new(wc, &auth);
+    r = prepare(wc, &auth);
     if (r < 0)
         return r;
     BmHttp *h = bm_malloc0(sizeof(*h));
@@ -554,11 +659,8 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted)
 {
     *ret_restarted = false;
-    int r = check_features(wc);
-    if (r < 0)
-        return r;
     BmBasicAuth *auth = NULL;
-    r = bm_basic_auth_new(wc, &auth);
+    int r = prepare(wc, &auth);
     if (r < 0)
         return r;
     Tls t;

@@ -23,7 +23,8 @@ typedef struct BmHttp BmHttp;
  * connection is closed after as long. */
 #define BM_HTTP_REQUEST_TIMEOUT_S 10
 
-/* Parses "ADDR:PORT" ("127.0.0.1:9736", "[::1]:9736", "0.0.0.0:9736"). Returns 0 and fills
+/* Parses "ADDR:PORT" ("127.0.0.1:9736", "[::1]:9736", "0.0.0.0:9736") or ":PORT" (every address,
+ * IPv6 and IPv4, as "[::]:PORT": the listener takes IPv4 too). Returns 0 and fills
  * ret_addr (struct sockaddr_storage) / *ret_len, or -EINVAL with the reason. */
 int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len);
 

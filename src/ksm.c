@@ -127,9 +127,8 @@ int bm_ksm_export(BmRegistry *r, const BmKsm *k)
         const char *help;
     } families[] = {
         {"balloonmgr_ksm_present", BM_METRIC_GAUGE, "1 when the kernel has KSM (/sys/kernel/mm/ksm)."},
-        {"balloonmgr_ksm_run", BM_METRIC_GAUGE, "KSM run: 0 stopped, 1 merging, 2 unmerging."},
-        {"balloonmgr_ksm_pages_sharing", BM_METRIC_GAUGE, "Pages KSM maps to a shared page: the pages saved."},
-        {"balloonmgr_ksm_pages_shared", BM_METRIC_GAUGE, "Shared pages KSM keeps."},
+        {"balloonmgr_ksm_state", BM_METRIC_GAUGE, "1 for KSM's current state (run): off, running, unmerging."},
+        {"balloonmgr_ksm_shared_bytes", BM_METRIC_GAUGE, "Memory of the shared pages KSM keeps: pages_shared times the page size."},
         {"balloonmgr_ksm_full_scans_total", BM_METRIC_COUNTER, "Full scans KSM completed."},
         {"balloonmgr_ksm_saved_bytes", BM_METRIC_GAUGE, "Memory KSM saves: pages_sharing times the page size."},
         {"balloonmgr_ksm_general_profit_bytes", BM_METRIC_GAUGE,
@@ -141,12 +140,15 @@ int bm_ksm_export(BmRegistry *r, const BmKsm *k)
     ok |= bm_registry_add(r, "balloonmgr_ksm_present", NULL, k->present ? 1 : 0);
     if (!k->present)
         return ok < 0 ? -EINVAL : 0;
-    if (k->run >= 0)
-        ok |= bm_registry_add(r, "balloonmgr_ksm_run", NULL, k->run);
-    if (bm_present(k->pages_sharing))
-        ok |= bm_registry_add(r, "balloonmgr_ksm_pages_sharing", NULL, (double)k->pages_sharing);
+    if (k->run >= 0 && k->run <= 2) {
+        static const char *const states[] = {"off", "running", "unmerging"};
+        for (int i = 0; i < 3; i++) {
+            const char *l[] = {"state", states[i], NULL};
+            ok |= bm_registry_add(r, "balloonmgr_ksm_state", l, i == k->run);
+        }
+    }
     if (bm_present(k->pages_shared))
-        ok |= bm_registry_add(r, "balloonmgr_ksm_pages_shared", NULL, (double)k->pages_shared);
+        ok |= bm_registry_add(r, "balloonmgr_ksm_shared_bytes", NULL, (double)(k->pages_shared * k->page_size));
     if (bm_present(k->full_scans))
         ok |= bm_registry_add(r, "balloonmgr_ksm_full_scans_total", NULL, (double)k->full_scans);
     uint64_t saved = bm_ksm_saved_bytes(k);

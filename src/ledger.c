@@ -95,6 +95,20 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     return e;
 }
 
+void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n)
+{
+    static char host[40];
+    if (!host[0]) {
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+        if (!f || !fgets(host, sizeof(host), f))
+            snprintf(host, sizeof(host), "-");
+        host[strcspn(host, "\n")] = '\0';
+        if (f)
+            fclose(f);
+    }
+    snprintf(buf, n, "%s/%d", host, d->id);
+}
+
 void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
 {
     unsigned gen = ++l->generation;
@@ -102,8 +116,13 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
         const BmDomain *d = &snap->domains[i];
         BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
         e->seen = gen;
-        if (!d->active)
-            e->features_known = false; /* probed again when it starts */
+        char boot[sizeof(e->boot)] = "";
+        if (d->active)
+            bm_ledger_boot_key(d, boot, sizeof(boot));
+        if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
+            e->features_known = false;
+            memcpy(e->boot, boot, sizeof(boot));
+        }
         /* a hold-off from the future (a clock set back, a hand-edited state file, one from
          * another host) would keep the domain unmanaged for ever: at most the documented
          * hold-off from now, and saved so */
@@ -134,11 +153,23 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
         if (!d->active || !d->uuid[0])
             continue;
         BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
+        uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
+        /* the peak holds until it is BM_USED_PEAK_S old, then restarts from this reading */
+        if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
+            e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
+            now_s - e->prev.used_peak_s < BM_USED_PEAK_S) {
+            peak = e->prev.used_peak_bytes;
+            peak_s = e->prev.used_peak_s;
+        }
         e->have_prev = true;
         e->prev = (BmPrevReading){.major_faults = d->major_faults,
                                   .swap_in_bytes = d->swap_in_bytes,
                                   .last_update_s = d->last_update_s,
-                                  .taken_s = now_s};
+                                  .taken_s = now_s,
+                                  .used_bytes = used,
+                                  .actual_bytes = d->actual_bytes,
+                                  .used_peak_bytes = peak,
+                                  .used_peak_s = peak_s};
     }
 }
 
@@ -180,10 +211,15 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
     BmChangeOutcome out = ch->outcome < BM_CHANGE_ENDED_COUNT ? ch->outcome : BM_CHANGE_FAILED;
     double secs = ch->duration_ns / 1e9;
     c->changes[dir][out]++;
-    if (out == BM_CHANGE_REACHED)
-        bm_histogram_observe(&c->latency[dir][sg_index(t->sg)], secs);
-
     BmLedgerEntry *e = bm_ledger_entry(l, t->uuid, t->name);
+    /* `set --wait` does not ask the QEMU monitor (it would taint the domain): its changes get
+     * the verdict known here of the domain, if any */
+    int sgl = sg_index(t->sg);
+    if (sgl == BM_SGL_UNKNOWN && e->features_known)
+        sgl = sg_index(bm_sg_label(e->sg, true));
+    if (out == BM_CHANGE_REACHED)
+        bm_histogram_observe(&c->latency[dir][sgl], secs);
+
     e->last_duration_s = secs;
     e->last_direction = dir;
     if (dir == BM_DIR_INFLATE && bm_present(t->rss_before_bytes) && bm_present(t->rss_after_bytes)) {

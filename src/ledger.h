@@ -52,7 +52,15 @@ typedef struct {
     uint64_t swap_in_bytes;
     uint64_t last_update_s; /* guest stats timestamp */
     uint64_t taken_s;       /* when the reading was taken */
+    uint64_t used_bytes;    /* what the guest used (bm_domain_used_bytes); BM_ABSENT */
+    uint64_t actual_bytes;  /* its balloon then; BM_ABSENT */
+    uint64_t used_peak_bytes; /* the most it used in the last BM_USED_PEAK_S or so; BM_ABSENT */
+    uint64_t used_peak_s;     /* when used reached used_peak_bytes */
 } BmPrevReading;
+
+/* How long the most a guest used counts against its free memory: memory a guest gives up
+ * under an inflate and takes back within this time is no gain for the host. */
+#define BM_USED_PEAK_S 60
 
 /* How long an unresponsive domain is left alone unless its balloon moves. */
 #define BM_UNRESPONSIVE_HOLDOFF_S 600
@@ -70,8 +78,10 @@ typedef struct {
     bool unresponsive;
     uint64_t unresponsive_actual;
     uint64_t unresponsive_until_s;
-    /* the QEMU monitor's verdict, probed once per start */
+    /* the QEMU monitor's verdict, probed once per start (boot: the start it belongs to, host
+     * boot id and libvirt domain id; kept in the state file for the next timer run) */
     bool features_known;
+    char boot[48];
     BmFeatureState sg;
     BmSwitchState ioeventfd;
     /* the balloon config of the XML (agent cache, dropped on lifecycle/define events) */
@@ -129,6 +139,9 @@ const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid);
  * again when they start), and clears unresponsive marks whose balloon moved or whose hold-off
  * passed. O(n). */
 void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s);
+
+/* The start of a running domain d: "HOSTBOOTID/ID" into buf. */
+void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n);
 
 /* Keeps this pass's reading as the base of the next one's rates, and its host mode. */
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s);

@@ -12,7 +12,8 @@
 
 #include "error.h"
 
-const double bm_latency_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+const double bm_latency_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                     1,     2.5,  5,     10,   30,  60};
 const size_t bm_latency_n_buckets = BM_ARRAY_SIZE(bm_latency_buckets);
 
 void bm_histogram_init(BmHistogram *h, const double *bounds, size_t n)

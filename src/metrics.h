@@ -23,8 +23,10 @@ typedef struct {
     uint64_t count;
 } BmHistogram;
 
-/* The buckets of balloonmgr_inflate_duration_seconds, in seconds:
- * 0.05 0.1 0.25 0.5 1 2.5 5 10 30 60 120 300. */
+/* The buckets of balloonmgr_balloon_change_duration_seconds, in seconds:
+ * 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 30 60: from the 10 ms poll of a change up to
+ * the default (and shipped policies') apply_timeout of 60 s; a change only counts once it
+ * reached its target, so a longer apply_timeout lands in +Inf. */
 extern const double bm_latency_buckets[];
 extern const size_t bm_latency_n_buckets;
 

@@ -15,6 +15,11 @@
 #define MiB (1024ull * 1024)
 /* PSI pressure with enough MemAvailable still asks for this share of MemTotal per pass. */
 #define PSI_ONLY_NEED_PERMILLE 20
+/* A guest whose use grew by at least this since the previous reading is growing: never
+ * inflated, and given room for GROW_AHEAD_S more of that growth. Not the deadband: that sizes
+ * changes; 16 MiB between two passes of 2 s is a growth of 8 MiB/s. */
+#define GROWTH_MIN_BYTES (16 * MiB)
+#define GROW_AHEAD_S 30
 
 const char *bm_host_mode_name(BmHostMode m)
 {
@@ -74,6 +79,22 @@ static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
     return (double)(cur - prev) / (double)dt_s;
 }
 
+/* How much more the guest uses than at the previous reading. An inflate in between is taken
+ * off: a guest with deflate-on-oom counts its balloon pages as used. */
+static void growth(const BmDomain *d, const BmPrevReading *prev, uint64_t used, uint64_t dt_s,
+                   BmGuestPressure *ret)
+{
+    if (!bm_present(used) || !bm_present(prev->used_bytes) || dt_s == 0)
+        return;
+    uint64_t inflated = 0;
+    if (bm_present(prev->actual_bytes) && bm_present(d->actual_bytes) &&
+        prev->actual_bytes > d->actual_bytes)
+        inflated = prev->actual_bytes - d->actual_bytes;
+    uint64_t before = prev->used_bytes + min_u64(inflated, UINT64_MAX - 1 - prev->used_bytes);
+    ret->growth_bytes = used > before ? used - before : 0;
+    ret->growth_rate = (double)ret->growth_bytes / (double)dt_s;
+}
+
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret)
 {
@@ -81,17 +102,12 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
                              .headroom_bytes = BM_ABSENT,
                              .major_fault_rate = -1,
                              .swap_in_rate = -1,
-                             .stats_age_s = BM_ABSENT};
+                             .stats_age_s = BM_ABSENT,
+                             .growth_bytes = BM_ABSENT,
+                             .growth_rate = -1};
 
-    if (bm_present(d->usable_bytes))
-        ret->headroom_bytes = d->usable_bytes;
-    else if (bm_present(d->unused_bytes))
-        ret->headroom_bytes =
-            d->unused_bytes + (bm_present(d->disk_caches_bytes) ? d->disk_caches_bytes : 0);
-    if (bm_present(d->available_bytes) && bm_present(ret->headroom_bytes))
-        ret->used_bytes = d->available_bytes > ret->headroom_bytes
-                              ? d->available_bytes - ret->headroom_bytes
-                              : 0;
+    ret->headroom_bytes = bm_domain_headroom_bytes(d);
+    ret->used_bytes = bm_domain_used_bytes(d);
 
     if (bm_present(d->last_update_s) && d->last_update_s > 0)
         ret->stats_age_s = now_s > d->last_update_s ? now_s - d->last_update_s : 0;
@@ -110,6 +126,7 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
             dt = now_s - prev->taken_s;
         ret->major_fault_rate = rate(d->major_faults, prev->major_faults, dt);
         ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
+        growth(d, prev, ret->used_bytes, dt, ret);
     }
     ret->under_pressure =
         (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||
@@ -120,7 +137,16 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
 typedef struct {
     BmGuestRules rules;
     uint64_t keep_free, step, deadband;
-    enum { ROLE_NONE, ROLE_TAKE, ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_FLOOR, ROLE_REST } role;
+    enum {
+        ROLE_NONE,
+        ROLE_TAKE,
+        ROLE_GIVE_PROTECTED,
+        ROLE_GIVE_NEEDY,
+        ROLE_GIVE_GROWING,
+        ROLE_FLOOR,
+        ROLE_REST
+    } role;
+    bool growing;       /* its use grows (grow_room) */
     uint64_t want;      /* give: bytes wanted; take: cap */
     double weight;      /* take: idle * 100 / shares */
     uint64_t potential; /* take: host bytes it could give back in all, max_step aside */
@@ -130,6 +156,7 @@ typedef struct {
     BmYield learned;    /* what the ledger learned of its inflates (zeroed: nothing) */
     const char *no_return; /* why inflating it returns nothing to the host, or NULL */
     uint64_t rss_bytes; /* its QEMU RSS in this reading (BM_ABSENT if unknown) */
+    uint64_t used_lately; /* what it used at most lately beyond what it uses now */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -172,6 +199,22 @@ static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step, uint64_t d
     if (cur >= maxb || maxb - cur < deadband)
         return 0;
     return min_u64(step, maxb - cur);
+}
+
+/* A growing guest (its use grew by GROWTH_MIN_BYTES since the previous reading): the
+ * room it needs beyond its headroom to keep keep_free for GROW_AHEAD_S more of that growth
+ * (0: its headroom lasts); BM_ABSENT when it is not growing. */
+static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_t deadband)
+{
+    if (gp->stale || !bm_present(gp->growth_bytes) || gp->growth_rate <= 0 ||
+        gp->growth_bytes < GROWTH_MIN_BYTES)
+        return BM_ABSENT;
+    double ahead = gp->growth_rate * GROW_AHEAD_S;
+    double need = (double)keep_free + ahead;
+    if ((double)gp->headroom_bytes >= need)
+        return 0;
+    double room = need - (double)gp->headroom_bytes + (double)deadband;
+    return room < 0x1p63 ? (uint64_t)room : (uint64_t)1 << 63;
 }
 
 /* Step 0: QEMU's own memory per domain, to tell it from guest memory the host backs. */
@@ -266,13 +309,14 @@ static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
     return expected;
 }
 
-/* Reclaim: guests short of memory or under pressure are deflated also now (their safety
+/* Reclaim: guests short of memory, under pressure or growing are deflated also now (their safety
  * first), what they get is taken from the others on top of the host's need; what the guests
  * cannot give back at all is the plan's unmet_bytes. */
 static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (w[i].role == ROLE_GIVE_PROTECTED || w[i].role == ROLE_GIVE_NEEDY) {
+        if (w[i].role == ROLE_GIVE_PROTECTED || w[i].role == ROLE_GIVE_NEEDY ||
+            w[i].role == ROLE_GIVE_GROWING) {
             w[i].amount = w[i].want & ~(MiB - 1);
             ret->guard_bytes += w[i].amount;
         }
@@ -291,18 +335,19 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     }
 }
 
-/* Gives budget to guests under pressure first, then to those short of memory. Returns what is
- * left of it. */
+/* Gives budget to guests under pressure first, then to those short of memory, then to those
+ * growing. Returns what is left of it. */
 static uint64_t distribute_give(Work *w, size_t n, uint64_t budget)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        unsigned role = pass == 0 ? ROLE_GIVE_PROTECTED : ROLE_GIVE_NEEDY;
+    static const unsigned order[] = {ROLE_GIVE_PROTECTED, ROLE_GIVE_NEEDY, ROLE_GIVE_GROWING};
+    for (size_t pass = 0; pass < BM_ARRAY_SIZE(order); pass++) {
+        unsigned role = order[pass];
         for (size_t i = 0; i < n; i++) {
             if ((unsigned)w[i].role != role)
                 continue;
             uint64_t give = min_u64(w[i].want, budget);
             give &= ~(MiB - 1);
-            if (give < w[i].deadband && role == ROLE_GIVE_NEEDY)
+            if (give < w[i].deadband && role != ROLE_GIVE_PROTECTED)
                 give = 0;
             w[i].amount = give;
             budget -= give;
@@ -397,18 +442,31 @@ static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
     }
 }
 
+/* What a guest used at most lately beyond what it uses now (ledger: the peak of the last
+ * BM_USED_PEAK_S): memory it gave up under an inflate and soon takes back. */
+static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_s)
+{
+    if (!e || !e->have_prev || !bm_present(used) || !bm_present(e->prev.used_peak_bytes) ||
+        e->prev.used_peak_bytes <= used || e->prev.used_peak_s > now_s ||
+        now_s - e->prev.used_peak_s >= BM_USED_PEAK_S)
+        return 0;
+    return e->prev.used_peak_bytes - used;
+}
+
 /* What the host gets back of inflating a managed domain: its learned yield, the free memory
- * the host backs (QEMU RSS - used - QEMU's own), whether it returns nothing. */
-static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhead, BmDecision *x,
-                      Work *k)
+ * the host backs (QEMU RSS - the most it used lately - QEMU's own), whether it returns
+ * nothing. */
+static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhead,
+                      uint64_t now_s, BmDecision *x, Work *k)
 {
     k->learned = e ? e->yield : (BmYield){0};
     k->rss_bytes = d->rss_bytes;
     x->yield_permille = bm_yield_permille(&k->learned);
     k->yield = counted_yield(&k->learned);
     x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, x->pressure.used_bytes);
+    k->used_lately = used_lately(e, x->pressure.used_bytes, now_s);
     if (bm_present(x->backed_free_bytes))
-        x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead);
+        x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead + k->used_lately);
     x->returns_nothing = k->no_return || bm_yield_returns_nothing(&k->learned, d->rss_bytes);
 }
 
@@ -442,7 +500,7 @@ static void set_take(BmDecision *x, Work *k)
 /* What a managed domain could do: be raised to its floor, get memory, give memory, or none. */
 static void set_role(BmDecision *x, Work *k)
 {
-    uint64_t maxb = x->max_bytes, cur = x->current_bytes;
+    uint64_t maxb = x->max_bytes, cur = x->current_bytes, room;
     const BmGuestPressure *gp = &x->pressure;
     if (cur < x->floor_bytes) {
         k->role = ROLE_FLOOR;
@@ -459,10 +517,17 @@ static void set_role(BmDecision *x, Work *k)
                 gp->stats_age_s, k->rules.max_stats_age_s);
     } else if (gp->under_pressure) {
         k->role = ROLE_GIVE_PROTECTED;
+        x->short_of_memory = true;
         k->want = min_u64(k->step, maxb - cur);
     } else if (gp->headroom_bytes < k->keep_free) {
         k->role = ROLE_GIVE_NEEDY;
+        x->short_of_memory = true;
         k->want = min_u64(min_u64(k->step, maxb - cur), k->keep_free - gp->headroom_bytes + k->deadband);
+    } else if (bm_present(room = grow_room(gp, k->keep_free, k->deadband))) {
+        /* never inflated while it grows; given room ahead of its demand where it needs it */
+        k->growing = true;
+        k->role = room > 0 && cur < maxb ? ROLE_GIVE_GROWING : ROLE_NONE;
+        k->want = min_u64(min_u64(k->step, maxb - cur), room);
     } else {
         set_take(x, k);
     }
@@ -491,16 +556,21 @@ static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *
         return;
     }
     x->action = BM_ACT_NONE;
-    set_yield(d, e, overhead, x, k);
+    set_yield(d, e, overhead, now_s, x, k);
     set_role(x, k);
 }
 
 static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
 {
     const BmGuestPressure *gp = &x->pressure;
-    const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure" : "guest short of memory";
+    const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure"
+                      : k->role == ROLE_GIVE_NEEDY   ? "guest short of memory"
+                                                     : "guest's use grows";
     char detail[96];
-    if (k->role == ROLE_GIVE_PROTECTED)
+    if (k->role == ROLE_GIVE_GROWING)
+        say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
+            sz((uint64_t)gp->growth_rate), sz(gp->headroom_bytes), sz(k->keep_free), GROW_AHEAD_S);
+    else if (k->role == ROLE_GIVE_PROTECTED)
         say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
             gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
             sz(gp->swap_in_rate < 0       ? 0
@@ -566,6 +636,14 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
     bool reclaim = plan->mode == BM_HOST_RECLAIM;
     if (x->current_bytes > x->max_bytes)
         say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
+    else if (k->growing && x->current_bytes >= x->max_bytes)
+        say(x->reason, sizeof(x->reason), "its use grows (+%s/s), at its maximum",
+            sz((uint64_t)x->pressure.growth_rate));
+    else if (k->growing)
+        say(x->reason, sizeof(x->reason),
+            "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
+            sz((uint64_t)x->pressure.growth_rate), sz(x->pressure.headroom_bytes), GROW_AHEAD_S,
+            sz(k->keep_free));
     else if (reclaim && x->returns_nothing && k->no_return)
         say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
             k->no_return);
@@ -579,9 +657,10 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
              x->backed_free_bytes < k->deadband)
         say(x->reason, sizeof(x->reason),
             "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
-            "%s, QEMU's own about %s)",
+            "%s%s%s%s, QEMU's own about %s)",
             sz(x->idle_bytes), sz(k->rss_bytes), sz(x->pressure.used_bytes),
-            sz(plan->qemu_overhead_bytes));
+            k->used_lately ? " and used " : "", k->used_lately ? sz(k->used_lately) : "",
+            k->used_lately ? " more lately" : "", sz(plan->qemu_overhead_bytes));
     else if (reclaim)
         say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
             sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
@@ -603,7 +682,8 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
         say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
         break;
     case ROLE_GIVE_PROTECTED:
-    case ROLE_GIVE_NEEDY: reason_give(plan, x, k); break;
+    case ROLE_GIVE_NEEDY:
+    case ROLE_GIVE_GROWING: reason_give(plan, x, k); break;
     case ROLE_REST: reason_rest(x, k); break;
     case ROLE_TAKE: reason_take(plan, x, k); break;
     case ROLE_NONE: reason_none(plan, x, k); break;
@@ -698,8 +778,10 @@ bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, con
             continue;
         BmGuestPressure gp;
         bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &rules, now_s, &gp);
-        if (!gp.stale && (gp.under_pressure ||
-                          gp.headroom_bytes < bm_amount_bytes(rules.keep_free, d->max_bytes)))
+        uint64_t keep_free = bm_amount_bytes(rules.keep_free, d->max_bytes);
+        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules.deadband, d->max_bytes));
+        if (!gp.stale && (gp.under_pressure || gp.headroom_bytes < keep_free ||
+                          (bm_present(room) && room > 0)))
             return true;
     }
     return false;

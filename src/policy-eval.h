@@ -26,6 +26,9 @@ typedef struct {
     double major_fault_rate; /* per second; < 0 unknown */
     double swap_in_rate;     /* bytes per second; < 0 unknown */
     uint64_t stats_age_s;    /* BM_ABSENT when the guest reports no timestamp */
+    uint64_t growth_bytes;   /* used_bytes grew by this since the previous reading (less what
+                              * an inflate between the two took); BM_ABSENT unknown */
+    double growth_rate;      /* growth_bytes per second; < 0 unknown */
     bool stale;              /* no stats, or older than max_stats_age */
     bool under_pressure;     /* a protect_* threshold is exceeded */
 } BmGuestPressure;
@@ -46,6 +49,8 @@ typedef struct {
                               * before any was learned) */
     bool returns_nothing;    /* not inflated: its inflates return nothing to the host (learned,
                               * or VFIO/locked/hugepage memory in its XML) */
+    bool short_of_memory;    /* a managed guest with fresh stats under pressure (protect_*) or
+                              * with usable memory below keep_free: to be given memory */
     char reason[256];
 } BmDecision;
 

@@ -29,6 +29,7 @@ typedef enum {
     K_PSI_RECLAIM_ABOVE,
     K_PSI_RELEASE_BELOW,
     K_APPLY_TIMEOUT,
+    K_VERIFY_FEATURES,
     K_FLOOR,
     K_KEEP_FREE,
     K_MAX_STEP,
@@ -54,6 +55,7 @@ static const struct {
     [K_PSI_RECLAIM_ABOVE] = {"psi_reclaim_above", true, 0, 0, false},
     [K_PSI_RELEASE_BELOW] = {"psi_release_below", true, 0, 0, false},
     [K_APPLY_TIMEOUT] = {"apply_timeout", true, 0, 3600, false},
+    [K_VERIFY_FEATURES] = {"verify_features", true, 0, 0, false},
     [K_FLOOR] = {"floor", false, 0, 0, false},
     [K_KEEP_FREE] = {"keep_free", false, 0, 0, false},
     [K_MAX_STEP] = {"max_step", false, 0, 0, false},
@@ -89,6 +91,11 @@ static BmGuestRules guest_defaults(void)
         .max_stats_age_s = 30,
         .exclude = 0,
     };
+}
+
+const char *bm_verify_features_name(BmVerifyFeatures v)
+{
+    return v == BM_VERIFY_ALWAYS ? "always" : v == BM_VERIFY_NEVER ? "never" : "auto";
 }
 
 BmPolicy *bm_policy_new_default(void)
@@ -184,10 +191,7 @@ static int parse_percent(const char *s, uint32_t *ret_permille)
 {
     uint64_t whole, frac, den;
     const char *p;
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
-    r = parse_decimal(s, &whole, &frac, &den, &p);
+    int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0 && r != -ERANGE)
         return r;
     if (r == -ERANGE || whole > 100)
@@ -211,9 +215,7 @@ static int parse_percent(const char *s, uint32_t *ret_permille)
 
 static int parse_amount(const char *s, BmAmount *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
+    int r;
     if (strchr(s, '%')) {
         uint32_t permille = 0;
         r = parse_percent(s, &permille);
@@ -248,9 +250,6 @@ static int parse_duration(const char *s, Key k, unsigned *ret_s)
         *ret_s = 0;
         return 0;
     }
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     const char *p = s;
     uint64_t n = 0;
     bool huge = false;
@@ -292,12 +291,9 @@ static int parse_psi(const char *s, double *ret)
         *ret = -1;
         return 0;
     }
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     uint64_t whole, frac, den;
     const char *p;
-    r = parse_decimal(s, &whole, &frac, &den, &p);
+    int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r == -ERANGE)
         return bm_error(-ERANGE, "must be between 0 and 100 (percent) or off");
     if (r < 0)
@@ -314,9 +310,6 @@ static int parse_psi(const char *s, double *ret)
 
 static int parse_shares(const char *s, unsigned *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     const char *p = s;
     uint64_t n = 0;
     for (; *p >= '0' && *p <= '9'; p++)
@@ -335,12 +328,9 @@ static int parse_shares(const char *s, unsigned *ret)
 /* A number per second; "/s" may follow. */
 static int parse_rate(const char *s, double *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     uint64_t whole, frac, den;
     const char *p;
-    r = parse_decimal(s, &whole, &frac, &den, &p);
+    int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0)
         return r;
     if (strcmp(p, "/s") != 0 && *p)
@@ -352,9 +342,6 @@ static int parse_rate(const char *s, double *ret)
 /* A size per second, bare KiB; "/s" may follow. */
 static int parse_size_rate(const char *s, uint64_t *ret)
 {
-    int r = refuse_sign(s);
-    if (r < 0)
-        return r;
     char buf[VALUE_MAX + 1];
     size_t n = strlen(s);
     if (n >= 2 && strcmp(s + n - 2, "/s") == 0)
@@ -408,11 +395,24 @@ static int set_value(Parser *ps, Key k, const char *v)
     BmAmount a;
     int r;
 
+    /* Every value but a boolean is a number, a size or a duration: no sign. */
+    if (k != K_EXCLUDE) {
+        r = refuse_sign(v);
+        if (r < 0)
+            return r;
+    }
     switch (k) {
     case K_INTERVAL:
         return parse_duration(v, k, &p->interval_s);
     case K_APPLY_TIMEOUT:
         return parse_duration(v, k, &p->apply_timeout_s);
+    case K_VERIFY_FEATURES:
+        for (int i = BM_VERIFY_AUTO; i <= BM_VERIFY_NEVER; i++)
+            if (strcmp(v, bm_verify_features_name(i)) == 0) {
+                p->verify_features = i;
+                return 0;
+            }
+        return bm_error(-EINVAL, "not auto, always or never");
     case K_PSI_RECLAIM_ABOVE:
         return parse_psi(v, &p->psi_reclaim_above);
     case K_PSI_RELEASE_BELOW:

@@ -36,6 +36,17 @@ typedef struct {
     int exclude;                 /* -1 unset, 0 no, 1 yes: never touch this domain */
 } BmGuestRules;
 
+/* When the agent and `run` ask the QEMU monitor for SG/ioeventfd (libvirt marks a domain
+ * "tainted" when a monitor command is sent to it). */
+typedef enum {
+    BM_VERIFY_AUTO,   /* only domains whose XML sets the balloon's sg/ioeventfd (qemu:override) */
+    BM_VERIFY_ALWAYS, /* every running domain, once per start */
+    BM_VERIFY_NEVER,  /* none: only `balloonmgr verify` and `status --probe` ask */
+} BmVerifyFeatures;
+
+/* "auto", "always", "never". */
+const char *bm_verify_features_name(BmVerifyFeatures v);
+
 typedef struct {
     char *path;                  /* file it came from, or "(built-in)" */
     unsigned interval_s;         /* loop interval of `run` and the agent, 1..3600 */
@@ -45,6 +56,7 @@ typedef struct {
     double psi_reclaim_above;    /* PSI memory "some" avg10 percent above which: pressure; <0 off */
     double psi_release_below;    /* ... below which (with MemAvailable): comfortable; <0 off */
     unsigned apply_timeout_s;    /* how long `run --once` waits for its changes (0: no wait) */
+    BmVerifyFeatures verify_features; /* which domains the agent and `run` probe (default auto) */
     BmGuestRules guest;          /* [guest]: defaults for every domain */
     BmGuestRules *domains;       /* [domain "GLOB"] sections in file order */
     size_t n_domains;

@@ -97,6 +97,15 @@ static int parse_typed(const char *reply, json_type t, const char *what, json_ob
     return 0;
 }
 
+/* The string member KEY of object O, or NULL if there is none (or it is not a string). */
+static const char *member_string(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
 int bm_qmp_check_reply(const char *reply)
 {
     json_object *o, *ret;
@@ -114,15 +123,13 @@ int bm_qmp_parse_virtio_list(const char *reply, const char *name, char **ret_pat
     int r = parse_typed(reply, json_type_array, "x-query-virtio: \"return\" is not an array", &o, &ret);
     if (r < 0)
         return r;
-    size_t n = json_object_array_length(ret);
-    for (size_t i = 0; i < n; i++) {
-        json_object *dev = json_object_array_get_idx(ret, i), *nm, *path;
-        if (!json_object_object_get_ex(dev, "name", &nm) ||
-            !json_object_object_get_ex(dev, "path", &path) ||
-            !json_object_is_type(nm, json_type_string) || !json_object_is_type(path, json_type_string))
+    for (size_t i = 0; i < json_object_array_length(ret); i++) {
+        json_object *dev = json_object_array_get_idx(ret, i);
+        const char *nm = member_string(dev, "name"), *path = member_string(dev, "path");
+        if (!nm || !path)
             return bm_error(-EINVAL, "x-query-virtio: device %zu lacks a string name/path", i);
-        if (strcmp(json_object_get_string(nm), name) == 0) {
-            *ret_path = bm_strdup(json_object_get_string(path));
+        if (strcmp(nm, name) == 0) {
+            *ret_path = bm_strdup(path);
             return 0;
         }
     }
@@ -196,9 +203,10 @@ int bm_qmp_parse_virtio_status(const char *reply, BmVirtioStatus *ret)
     if (r < 0)
         return r;
 
-    json_object *name, *status, *statuses, *broken;
-    if (json_object_object_get_ex(st, "name", &name) && json_object_is_type(name, json_type_string))
-        snprintf(ret->name, sizeof(ret->name), "%s", json_object_get_string(name));
+    json_object *status, *statuses, *broken;
+    const char *name = member_string(st, "name");
+    if (name)
+        snprintf(ret->name, sizeof(ret->name), "%s", name);
     if (json_object_object_get_ex(st, "broken", &broken))
         ret->broken = json_object_get_boolean(broken);
 
@@ -244,12 +252,12 @@ int bm_qmp_parse_name_list(const char *reply, char ***ret_names)
     size_t n = json_object_array_length(ret);
     char **v = bm_malloc0((n + 1) * sizeof(char *));
     for (size_t i = 0; i < n; i++) {
-        json_object *e = json_object_array_get_idx(ret, i), *nm;
-        if (!json_object_object_get_ex(e, "name", &nm) || !json_object_is_type(nm, json_type_string)) {
+        const char *nm = member_string(json_object_array_get_idx(ret, i), "name");
+        if (!nm) {
             bm_strv_free(v);
             return bm_error(-EINVAL, "property list: entry %zu has no string \"name\"", i);
         }
-        v[i] = bm_strdup(json_object_get_string(nm));
+        v[i] = bm_strdup(nm);
     }
     *ret_names = v;
     return (int)n;

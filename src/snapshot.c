@@ -146,6 +146,8 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
     d->name = bm_strdup(virDomainGetName(dom));
     if (virDomainGetUUIDString(dom, d->uuid) < 0)
         d->uuid[0] = '\0';
+    unsigned id = virDomainGetID(dom); /* no call to libvirtd: the handle has it */
+    d->id = id == (unsigned)-1 ? -1 : (int)id;
     bool had_state = false;
     if (rec) {
         fill_from_params(d, rec->params, rec->nparams);

@@ -16,6 +16,7 @@ typedef struct {
     char *name;
     char uuid[VIR_UUID_STRING_BUFLEN];
     int state;                  /* virDomainState */
+    int id;                     /* libvirt's domain id, new at each start; -1 when not running */
     bool active;
     uint64_t max_bytes;         /* maximum memory */
     uint64_t actual_bytes;      /* balloon current: memory the guest has now */
@@ -80,6 +81,27 @@ const BmDomain *bm_snapshot_find_uuid(const BmSnapshot *s, const char *uuid);
 
 /* A domain's run state: "running", "shut off", ... as virsh says them. */
 const char *bm_snapshot_run_state_name(int state);
+
+/* What the guest's statistics say it has room for: usable (MemAvailable), or unused + disk
+ * caches from an older driver; BM_ABSENT if neither is reported. */
+static inline uint64_t bm_domain_headroom_bytes(const BmDomain *d)
+{
+    if (d->usable_bytes != UINT64_MAX)
+        return d->usable_bytes;
+    if (d->unused_bytes == UINT64_MAX)
+        return UINT64_MAX;
+    return d->unused_bytes + (d->disk_caches_bytes != UINT64_MAX ? d->disk_caches_bytes : 0);
+}
+
+/* What the guest uses: its total memory (as it sees it) less its headroom; BM_ABSENT if
+ * either is unknown. */
+static inline uint64_t bm_domain_used_bytes(const BmDomain *d)
+{
+    uint64_t headroom = bm_domain_headroom_bytes(d);
+    if (d->available_bytes == UINT64_MAX || headroom == UINT64_MAX)
+        return UINT64_MAX;
+    return d->available_bytes > headroom ? d->available_bytes - headroom : 0;
+}
 
 /* Bytes the balloon holds back from the guest: max - actual; BM_ABSENT if either is unknown,
  * 0 if the balloon is above the maximum. */

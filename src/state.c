@@ -51,6 +51,10 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
         json_object_object_add(o, "swap_in_bytes", u64_or_null(d->swap_in_bytes));
         json_object_object_add(o, "last_update", u64_or_null(d->last_update_s));
         json_object_object_add(o, "taken_at", json_object_new_uint64(d->taken_s));
+        json_object_object_add(o, "used_bytes", u64_or_null(d->used_bytes));
+        json_object_object_add(o, "actual_bytes", u64_or_null(d->actual_bytes));
+        json_object_object_add(o, "used_peak_bytes", u64_or_null(d->used_peak_bytes));
+        json_object_object_add(o, "used_peak_at", json_object_new_uint64(d->used_peak_s));
         json_object_array_add(arr, o);
     }
     json_object_object_add(root, "domains", arr);
@@ -134,10 +138,41 @@ static json_object *counters_json(const BmLedger *l)
             json_object_object_add(y, "returns_nothing_rss_bytes", json_object_new_uint64(r->yield.nothing_rss_bytes));
             json_object_object_add(x, "yield", y);
         }
+        if (r->features_known && r->boot[0]) { /* the verdict of this start, for the next run */
+            json_object *f = json_object_new_object();
+            json_object_object_add(f, "boot", json_object_new_string(r->boot));
+            json_object_object_add(f, "sg", json_object_new_string(bm_feature_state_name(r->sg)));
+            json_object_object_add(f, "ioeventfd", json_object_new_string(bm_switch_state_name(r->ioeventfd)));
+            json_object_object_add(x, "features", f);
+        }
         json_object_array_add(doms, x);
     }
     json_object_object_add(o, "domains", doms);
     return o;
+}
+
+/* A record's "features": the SG/ioeventfd verdict of the start "boot"; ignored when unreadable
+ * (probed again). */
+static void features_parse(json_object *x, BmLedgerEntry *r)
+{
+    json_object *f, *b, *sg, *io;
+    if (!json_object_object_get_ex(x, "features", &f) || !json_object_object_get_ex(f, "boot", &b) ||
+        !json_object_is_type(b, json_type_string) || json_object_get_string_len(b) >= (int)sizeof(r->boot) ||
+        !json_object_object_get_ex(f, "sg", &sg) || !json_object_object_get_ex(f, "ioeventfd", &io))
+        return;
+    int s = -1, i = -1;
+    for (int k = BM_FEAT_NEGOTIATED; k <= BM_FEAT_UNKNOWN; k++)
+        if (strcmp(bm_feature_state_name(k), json_object_get_string(sg) ?: "") == 0)
+            s = k;
+    for (int k = BM_SWITCH_ON; k <= BM_SWITCH_UNKNOWN; k++)
+        if (strcmp(bm_switch_state_name(k), json_object_get_string(io) ?: "") == 0)
+            i = k;
+    if (s < 0 || i < 0)
+        return;
+    r->features_known = true;
+    snprintf(r->boot, sizeof(r->boot), "%s", json_object_get_string(b));
+    r->sg = s;
+    r->ioeventfd = i;
 }
 
 /* A counter: 0 when missing or not a number (best effort), but a number that is negative,
@@ -272,6 +307,7 @@ static int counters_parse(json_object *o, BmLedger *l)
                                    json_object_get_boolean(b);
                 COUNT(y, "returns_nothing_rss_bytes", r->yield.nothing_rss_bytes);
             }
+            features_parse(x, r);
         }
     return 0;
 }
@@ -288,13 +324,18 @@ static int readings_parse(json_object *arr, BmLedger *l)
             !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
             json_object_get_string_len(uuid) >= (int)sizeof(l->entries->uuid))
             return bm_error(-EINVAL, "domain %zu: no uuid", i);
-        uint64_t taken;
+        uint64_t taken, peak_at;
         if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
             (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
             (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
-            (r = get_u64(o, "taken_at", &taken)) < 0)
+            (r = get_u64(o, "taken_at", &taken)) < 0 ||
+            (r = get_u64(o, "used_bytes", &d->used_bytes)) < 0 ||
+            (r = get_u64(o, "actual_bytes", &d->actual_bytes)) < 0 ||
+            (r = get_u64(o, "used_peak_bytes", &d->used_peak_bytes)) < 0 ||
+            (r = get_u64(o, "used_peak_at", &peak_at)) < 0)
             return r;
         d->taken_s = bm_present(taken) ? taken : 0;
+        d->used_peak_s = bm_present(peak_at) ? peak_at : 0;
         BmLedgerEntry *e = bm_ledger_entry(l, json_object_get_string(uuid), NULL);
         e->have_prev = true;
         e->prev = reading;

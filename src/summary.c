@@ -73,9 +73,10 @@ json_object *bm_summary_json(const BmHostSummary *s)
     json_object_object_add(o, "mem_total_bytes", s->have_host ? u64_or_null(s->host.mem_total_bytes) : NULL);
     json_object_object_add(o, "mem_available_bytes",
                            s->have_host ? u64_or_null(s->host.mem_available_bytes) : NULL);
-    json_object_object_add(o, "psi_some_avg10", s->have_host && s->host.psi_present
-                                                    ? json_object_new_double(s->host.psi_some_avg10)
-                                                    : NULL);
+    /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
+    json_object_object_add(o, "psi_some_avg10_ratio", s->have_host && s->host.psi_present
+                                                          ? json_object_new_double(s->host.psi_some_avg10 / 100)
+                                                          : NULL);
     json_object_object_add(o, "mode", s->have_mode ? json_object_new_string(bm_host_mode_name(s->mode)) : NULL);
     json_object_object_add(o, "mode_reason", s->have_mode ? json_object_new_string(s->mode_reason) : NULL);
     json_object_object_add(o, "active_domains", json_object_new_uint64(s->n_running));

@@ -64,7 +64,7 @@ grep -q '^web1 .* 4 GiB  *3 GiB  *1 GiB ' "$out"; ok $? "status table: human siz
 grep -q '^legacy1 .* none ' "$out"; ok $? "status table: domain without balloon"
 # the test driver's statistics carry a timestamp from 1989, before this host booted: never
 # timestamped by a guest here, so AGE is '-', not 13526d
-grep -q '^web1 .* 5s  *-  *unknown$' "$out"; ok $? "status table: AGE '-' for stats the driver never timestamped"
+grep -q '^web1 .* 5s  *-  *not-probed$' "$out"; ok $? "status table: AGE '-' for stats the driver never timestamped, SG not probed by default"
 ! grep -q '[0-9]d  *unknown' "$out"; ok $? "status table: no age in days"
 expect 0 "" -- -c "$DEMO" status web1 db1
 [ "$(wc -l <"$out")" -eq 4 ]; ok $? "status DOMAIN...: the host line, the header, those two"
@@ -76,7 +76,7 @@ expect 0 "" -- -c "$DEMO" status --proc "$ROOT/demo/proc" --policy "$ROOT/demo/d
 head -1 "$out" | grep -qx 'host: MemTotal 64 GiB, MemAvailable 4 GiB, PSI some 6.4%, mode reclaim, reclaimed 13 GiB, overcommit 1.00 (64 GiB in 5 active domains), KSM .*'
 ok $? "host line with the fake /proc: $(head -1 "$out")"
 expect 0 "" -- -c "$DEMO" status --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy"
-jq -e '.host | .mem_total_bytes == 68719476736 and .mem_available_bytes == 4294967296 and .psi_some_avg10 == 6.4 and .mode == "reclaim" and (.mode_reason | startswith("host MemAvailable 4 GiB < reclaim_below")) and .active_domains == 5 and .maximum_bytes == 68719476736 and .reclaimed_bytes == 13958643712 and .overcommit == 1' "$out" >/dev/null
+jq -e '.host | .mem_total_bytes == 68719476736 and .mem_available_bytes == 4294967296 and .psi_some_avg10_ratio == 0.064 and .mode == "reclaim" and (.mode_reason | startswith("host MemAvailable 4 GiB < reclaim_below")) and .active_domains == 5 and .maximum_bytes == 68719476736 and .reclaimed_bytes == 13958643712 and .overcommit == 1' "$out" >/dev/null
 ok $? "status --json: the host object"
 jq -e '.host.ksm | has("present") and has("saved_bytes") and has("pages_sharing") and has("general_profit_bytes")' "$out" >/dev/null
 ok $? "status --json: the host's KSM object"
@@ -90,7 +90,7 @@ rm -f "$out.bad.policy"
 # -o / --no-headings
 expect 0 "" -- -c "$DEMO" status -o name,CURRENT,sg web1 db1
 [ "$(sed -n 2p "$out")" = "NAME  CURRENT  SG" ]; ok $? "-o: the columns asked for, in that order"
-[ "$(sed -n 3p "$out")" = "db1    12 GiB  unknown" ]; ok $? "-o: the row fits those columns"
+[ "$(sed -n 3p "$out")" = "db1    12 GiB  not-probed" ]; ok $? "-o: the row fits those columns"
 expect 0 "" -- -c "$DEMO" status --output RECLAIMED,NAME --no-headings web1 db1
 [ "$(cat "$out")" = "4 GiB  db1"$'\n'"1 GiB  web1" ]; ok $? "--no-headings: rows only, no host line: $(tr '\n' '|' <"$out")"
 expect 2 "status: --output 'NAME,BOGUS': unknown column 'BOGUS' (columns: NAME,STATE,MAXIMUM," -- -c "$DEMO" status -o NAME,BOGUS
@@ -157,7 +157,9 @@ expect 2 "verify 'nope': no such domain" -- -c "$DEMO" verify web1 nope
 expect 0 "" -- -c "$DEMO" verify web1
 head -1 "$out" | grep -q '^NAME  SG  *IOEVENTFD  *STATS'; ok $? "verify table header"
 expect 0 "" -- -c "$DEMO" status --json
-jq -e '.domains[] | select(.name=="web1") | .sg == "unknown" and .sg_reason == "libvirt driver without QEMU monitor"' "$out" >/dev/null; ok $? "status --json has sg with its reason"
+jq -e '.domains[] | select(.name=="web1") | .sg == "not-probed" and (.sg_reason | startswith("not probed: "))' "$out" >/dev/null; ok $? "status --json without --probe: sg not-probed, and why"
+expect 0 "" -- -c "$DEMO" status --json --probe
+jq -e '.domains[] | select(.name=="web1") | .sg == "unknown" and .sg_reason == "libvirt driver without QEMU monitor"' "$out" >/dev/null; ok $? "status --json --probe has sg with its reason"
 jq -e '.domains[] | select(.name=="legacy1") | .sg == "unknown" and .sg_reason == "domain not running"' "$out" >/dev/null; ok $? "status: shut-off domain sg unknown (not running)"
 
 # --- configure (the test driver keeps changes for the connection only, and has no QEMU)
@@ -193,6 +195,7 @@ expect 0 "" -- -c "$DEMO" run --once --dry-run --json --policy "$ROOT/demo/demo.
 jq -e '(.decisions | length) == 7 and all(.decisions[]; (.reason | length) > 0 and .action != null)' "$out" >/dev/null; ok $? "run --dry-run --json: a decision and a reason per domain"
 jq -e '.host.mode == "reclaim" and .dry_run and ([.decisions[] | select(.action == "inflate")] | length) == 3 and all(.decisions[]; .applied == null)' "$out" >/dev/null; ok $? "  reclaim, three inflates planned, nothing applied"
 jq -e '.decisions[] | select(.name == "db1") | .floor_bytes == 12884901888' "$out" >/dev/null; ok $? "  [domain \"db*\"] floor 75% of 16 GiB"
+jq -e 'all(.decisions[]; (.short_of_memory | type) == "boolean" and (.inflate_yield_ratio | type) == "number" and .inflate_yield_ratio >= 0 and .inflate_yield_ratio <= 1)' "$out" >/dev/null; ok $? "  short_of_memory and inflate_yield_ratio (0..1) per decision"
 [ ! -e "$tmpd/s.json" ]; ok $? "  dry run writes no state"
 # domains where ballooning returns nothing to the host (VFIO, locked, hugepages): skipped
 NORET="test://$ROOT/tests/data/host/no-return.xml"

@@ -28,7 +28,9 @@ complete_is() {
 
 complete_is "balloonmgr " "agent configure list policy run set status verify "
 complete_is "balloonmgr agent --l" "--listen "
-complete_is "balloonmgr agent --w" "--web-config "
+complete_is "balloonmgr agent --web-c" "--web-config "
+complete_is "balloonmgr agent --web.l" "--web.listen-address "
+complete_is "balloonmgr agent --no-l" "--no-libvirt-duplicates "
 complete_is "balloonmgr agent --web-config $ROOT/tests/data/webconfig/load/good." "$ROOT/tests/data/webconfig/load/good.yml "
 complete_is "balloonmgr agent --s" "--state "
 complete_is "balloonmgr agent --state $ROOT/demo/h" "$ROOT/demo/host.xml "

@@ -105,6 +105,36 @@ static void test_which_memballoon(void)
        "memballoon in another namespace is not libvirt's");
 }
 
+/* verify_features = auto probes only domains whose XML sets the balloon's sg/ioeventfd */
+static void test_features_overridden(void)
+{
+    BmBalloonConfig c;
+    ok(bm_domxml_parse_balloon("<domain><devices><memballoon model='virtio'/></devices></domain>",
+                               &c) == 0 && !c.features_overridden,
+       "stock balloon: no sg/ioeventfd override");
+    ok(bm_domxml_parse_balloon("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+                               "<devices><memballoon model='virtio'><alias name='balloon0'/></memballoon>"
+                               "</devices><qemu:override><qemu:device alias='balloon0'><qemu:frontend>"
+                               "<qemu:property name='sg' type='bool' value='true'/></qemu:frontend>"
+                               "</qemu:device></qemu:override></domain>", &c) == 0 &&
+           c.features_overridden,
+       "qemu:override of the balloon's sg: overridden");
+    ok(bm_domxml_parse_balloon("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+                               "<devices><memballoon model='virtio'/></devices><qemu:override>"
+                               "<qemu:device alias='balloon0'><qemu:frontend><qemu:property "
+                               "name='ioeventfd' type='bool' value='false'/></qemu:frontend>"
+                               "</qemu:device></qemu:override></domain>", &c) == 0 &&
+           c.features_overridden,
+       "ioeventfd on libvirt's default alias balloon0 (inactive XML): overridden");
+    ok(bm_domxml_parse_balloon("<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+                               "<devices><memballoon model='virtio'/></devices><qemu:override>"
+                               "<qemu:device alias='net0'><qemu:frontend><qemu:property "
+                               "name='sg' type='bool' value='true'/></qemu:frontend>"
+                               "</qemu:device></qemu:override></domain>", &c) == 0 &&
+           !c.features_overridden,
+       "an override of another device is not the balloon's");
+}
+
 static void test_bad_xml_refused(void)
 {
     BmBalloonConfig c;
@@ -123,6 +153,7 @@ int main(void)
     test_balloon_settings();
     test_no_return_settings();
     test_which_memballoon();
+    test_features_overridden();
     test_bad_xml_refused();
     return tap_done();
 }

@@ -57,8 +57,14 @@ static void test_running(void)
     is_str(bm_ksm_state_name(&k), "running", "state name");
     {
         _cleanup_free_ char *text = render(&k);
-        ok(strstr(text, "\nballoonmgr_ksm_run 1\n") != NULL, "exported run");
-        ok(strstr(text, "\nballoonmgr_ksm_pages_sharing 123456\n") != NULL, "exported pages_sharing");
+        ok(strstr(text, "\nballoonmgr_ksm_state{state=\"off\"} 0\nballoonmgr_ksm_state{state=\"running\"} 1\n"
+                        "balloonmgr_ksm_state{state=\"unmerging\"} 0\n") != NULL,
+           "exported state: running 1, the others 0");
+        ok(strstr(text, "balloonmgr_ksm_pages") == NULL && strstr(text, "balloonmgr_ksm_run") == NULL,
+           "no page counts, no run number (renamed: bytes, a state set)");
+        char shared[96];
+        snprintf(shared, sizeof(shared), "\nballoonmgr_ksm_shared_bytes %" PRIu64 "\n", 2345 * page);
+        ok(strstr(text, shared) != NULL, "exported shared bytes = pages_shared * page size");
         ok(strstr(text, "# TYPE balloonmgr_ksm_full_scans_total counter\nballoonmgr_ksm_full_scans_total 17\n") != NULL,
            "exported full scans as a counter");
         ok(strstr(text, "\nballoonmgr_ksm_general_profit_bytes -40960\n") != NULL, "exported general_profit");
@@ -90,7 +96,7 @@ static void test_absent(void)
     ok(!bm_present(bm_ksm_saved_bytes(&k)), "absent: saved unknown");
     {
         _cleanup_free_ char *text = render(&k);
-        ok(strstr(text, "\nballoonmgr_ksm_present 0\n") != NULL && strstr(text, "\nballoonmgr_ksm_run ") == NULL,
+        ok(strstr(text, "\nballoonmgr_ksm_present 0\n") != NULL && strstr(text, "\nballoonmgr_ksm_state") == NULL,
            "absent: only balloonmgr_ksm_present 0");
     }
 }

@@ -288,34 +288,34 @@ static void test_histogram_observe(void)
 {
     BmHistogram h;
     bm_histogram_init(&h, bm_latency_buckets, bm_latency_n_buckets);
-    is_u64(bm_latency_n_buckets, 12, "latency buckets: 12 bounds");
-    ok(bm_latency_buckets[0] == 0.05 && bm_latency_buckets[11] == 300,
-       "latency buckets: 0.05 .. 300");
+    is_u64(bm_latency_n_buckets, 13, "latency buckets: 13 bounds");
+    ok(bm_latency_buckets[0] == 0.005 && bm_latency_buckets[12] == 60,
+       "latency buckets: 0.005 (half the 10 ms poll) .. 60 (the default apply_timeout)");
     bm_histogram_observe(&h, 0);
-    bm_histogram_observe(&h, 0.05); /* on a bound: that bucket */
-    bm_histogram_observe(&h, 0.0500001);
-    bm_histogram_observe(&h, 300);
-    bm_histogram_observe(&h, 300.5);
+    bm_histogram_observe(&h, 0.005); /* on a bound: that bucket */
+    bm_histogram_observe(&h, 0.0050001);
+    bm_histogram_observe(&h, 60);
+    bm_histogram_observe(&h, 60.5);
     bm_histogram_observe(&h, INFINITY);
     bm_histogram_observe(&h, NAN);
     bm_histogram_observe(&h, -1);
     bm_histogram_observe(&h, -INFINITY);
-    is_u64(h.counts[0], 2, "observe: 0 and 0.05 in le=0.05");
-    is_u64(h.counts[1], 1, "observe: 0.0500001 in le=0.1");
-    is_u64(h.counts[11], 1, "observe: 300 in le=300");
-    is_u64(h.counts[12], 2, "observe: 300.5 and +Inf above the last bound");
+    is_u64(h.counts[0], 2, "observe: 0 and 0.005 in le=0.005");
+    is_u64(h.counts[1], 1, "observe: 0.0050001 in le=0.01");
+    is_u64(h.counts[12], 1, "observe: 60 in le=60");
+    is_u64(h.counts[13], 2, "observe: 60.5 and +Inf above the last bound");
     is_u64(h.count, 6, "observe: NaN and negatives ignored");
     ok(isinf(h.sum), "observe: +Inf makes the sum +Inf");
 
     bm_histogram_init(&h, bm_latency_buckets, bm_latency_n_buckets);
     is_u64(h.count, 0, "init: empties");
-    ok(h.sum == 0 && h.counts[0] == 0 && h.counts[12] == 0, "init: zero sum and counts");
+    ok(h.sum == 0 && h.counts[0] == 0 && h.counts[13] == 0, "init: zero sum and counts");
 }
 
 static void test_histogram_golden(void)
 {
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
-    ok(bm_registry_declare(r, "balloonmgr_inflate_duration_seconds", BM_METRIC_HISTOGRAM,
+    ok(bm_registry_declare(r, "balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
                            "Time from setting a target to the balloon reaching it.") == 0,
        "histogram: declare");
 
@@ -327,13 +327,13 @@ static void test_histogram_golden(void)
     is_u64(h.count, 8, "histogram: 8 observations counted");
     ok(h.sum == 449.89375, "histogram: sum 449.89375");
     const char *inflate[] = {"direction", "inflate", "sg", "negotiated", NULL};
-    ok(bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", inflate, &h) == 0,
+    ok(bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", inflate, &h) == 0,
        "histogram: add observed series");
 
     BmHistogram empty;
     bm_histogram_init(&empty, bm_latency_buckets, bm_latency_n_buckets);
     const char *deflate[] = {"direction", "deflate", "sg", "not_negotiated", NULL};
-    ok(bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", deflate, &empty) == 0,
+    ok(bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", deflate, &empty) == 0,
        "histogram: add empty series");
 
     /* No labels, other bounds (a large one, a fraction), no bounds at all. */
@@ -359,7 +359,7 @@ static void test_histogram_golden(void)
     ok(bm_registry_declare(r, "balloonmgr_test_unused_seconds", BM_METRIC_HISTOGRAM,
                            "A histogram family without series.") == 0,
        "histogram: declare family without series");
-    is_u64(bm_registry_samples(r), 2 * (12 + 3) + (3 + 3) + (0 + 3),
+    is_u64(bm_registry_samples(r), 2 * (13 + 3) + (3 + 3) + (0 + 3),
            "histogram: samples count bucket, _sum and _count lines");
     check_golden("histogram", r);
 }
@@ -424,7 +424,7 @@ static void test_errors(void)
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     ok(bm_registry_declare(r, "balloonmgr_domain_rss_bytes", BM_METRIC_GAUGE, "RSS.") == 0 &&
            bm_registry_declare(r, "balloonmgr_passes_total", BM_METRIC_COUNTER, "Passes.") == 0 &&
-           bm_registry_declare(r, "balloonmgr_inflate_duration_seconds", BM_METRIC_HISTOGRAM,
+           bm_registry_declare(r, "balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
                                "Durations.") == 0,
        "errors: declare one family of each type");
     const char *web1[] = {"domain", "web1", NULL};
@@ -452,14 +452,14 @@ static void test_errors(void)
     is_str(bm_error_detail(k),
            "metric 'balloonmgr_domain_rss_bytes' is already declared as a gauge",
            "declare: type mismatch reason");
-    k = bm_registry_declare(r, "balloonmgr_inflate_duration_seconds_count", BM_METRIC_GAUGE, "x");
+    k = bm_registry_declare(r, "balloonmgr_balloon_change_duration_seconds_count", BM_METRIC_GAUGE, "x");
     is_str(k == -EINVAL ? bm_error_detail(k) : "accepted",
-           "metric 'balloonmgr_inflate_duration_seconds_count' clashes with the series of "
-           "histogram 'balloonmgr_inflate_duration_seconds'",
+           "metric 'balloonmgr_balloon_change_duration_seconds_count' clashes with the series of "
+           "histogram 'balloonmgr_balloon_change_duration_seconds'",
            "declare: a histogram's _count series is taken");
-    ok(bm_registry_declare(r, "balloonmgr_inflate_duration_seconds_bucket", BM_METRIC_COUNTER,
+    ok(bm_registry_declare(r, "balloonmgr_balloon_change_duration_seconds_bucket", BM_METRIC_COUNTER,
                            "x") == -EINVAL &&
-           bm_registry_declare(r, "balloonmgr_inflate_duration_seconds_sum", BM_METRIC_GAUGE,
+           bm_registry_declare(r, "balloonmgr_balloon_change_duration_seconds_sum", BM_METRIC_GAUGE,
                                "x") == -EINVAL,
        "declare: _bucket and _sum also taken");
     ok(bm_registry_declare(r, "balloonmgr_passes_total_count", BM_METRIC_GAUGE, "x") == 0,
@@ -488,10 +488,10 @@ static void test_errors(void)
     is_str(bm_error_detail(k), "metric 'balloonmgr_undeclared_bytes' is not declared",
            "add: undeclared reason");
     ok(bm_registry_add(r, NULL, NULL, 1) == -EINVAL, "add: NULL name refused");
-    k = bm_registry_add(r, "balloonmgr_inflate_duration_seconds", NULL, 1);
+    k = bm_registry_add(r, "balloonmgr_balloon_change_duration_seconds", NULL, 1);
     ok(k == -EINVAL, "add: a plain sample to a histogram refused");
     is_str(bm_error_detail(k),
-           "metric 'balloonmgr_inflate_duration_seconds' is a histogram, not a gauge or counter",
+           "metric 'balloonmgr_balloon_change_duration_seconds' is a histogram, not a gauge or counter",
            "add: histogram type reason");
     BmHistogram h;
     bm_histogram_init(&h, bm_latency_buckets, bm_latency_n_buckets);
@@ -521,41 +521,41 @@ static void test_errors(void)
            "label 'domain' of metric 'balloonmgr_domain_rss_bytes' is repeated",
            "add: a repeated label refused");
     const char *le[] = {"le", "1", NULL};
-    k = bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", le, &h);
+    k = bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", le, &h);
     is_str(k == -EINVAL ? bm_error_detail(k) : "accepted",
-           "label 'le' of histogram 'balloonmgr_inflate_duration_seconds' is reserved for buckets",
+           "label 'le' of histogram 'balloonmgr_balloon_change_duration_seconds' is reserved for buckets",
            "add_histogram: label le refused");
-    ok(bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", twice, &h) == -EINVAL,
+    ok(bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", twice, &h) == -EINVAL,
        "add_histogram: a repeated label refused");
 
     /* Inconsistent histograms (as a corrupt state file could give) */
     BmHistogram bad = h;
     bad.count = 1;
-    k = bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", NULL, &bad);
+    k = bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", NULL, &bad);
     is_str(k == -EINVAL ? bm_error_detail(k) : "accepted",
-           "histogram 'balloonmgr_inflate_duration_seconds' counts 1 observations but its "
+           "histogram 'balloonmgr_balloon_change_duration_seconds' counts 1 observations but its "
            "buckets 0",
            "add_histogram: count not the sum of the buckets refused");
     bad = h;
     bad.counts[0] = UINT64_MAX;
     bad.counts[1] = 2;
     bad.count = 1;
-    ok(bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", NULL, &bad) == -EINVAL,
+    ok(bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", NULL, &bad) == -EINVAL,
        "add_histogram: overflowing buckets refused");
     static const double unsorted[] = {1, 0.5}, dup[] = {1, 1}, inf[] = {1, INFINITY};
     static const double nan_bound[] = {NAN};
     const double *bounds[] = {unsorted, dup, inf, nan_bound};
     for (size_t i = 0; i < BM_ARRAY_SIZE(bounds); i++) {
         bad = (BmHistogram){.n_bounds = i == 3 ? 1 : 2, .bounds = bounds[i]};
-        k = bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", NULL, &bad);
+        k = bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", NULL, &bad);
         ok(k == -EINVAL && strstr(bm_error_detail(k), "not finite and ascending"),
            "add_histogram: bad bounds %zu refused", i);
     }
     bad = (BmHistogram){.n_bounds = BM_HISTOGRAM_MAX_BOUNDS + 1, .bounds = bm_latency_buckets};
-    ok(bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", NULL, &bad) == -EINVAL,
+    ok(bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", NULL, &bad) == -EINVAL,
        "add_histogram: too many bounds refused");
     bad = (BmHistogram){.n_bounds = 2, .bounds = NULL};
-    ok(bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", NULL, &bad) == -EINVAL,
+    ok(bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", NULL, &bad) == -EINVAL,
        "add_histogram: NULL bounds refused");
 
     _cleanup_free_ char *after = bm_registry_render(r);
@@ -576,7 +576,7 @@ static void test_catalogue_golden(void)
         BmMetricType type;
         const char *help;
     } fams[] = {
-        {"balloonmgr_inflate_duration_seconds", BM_METRIC_HISTOGRAM,
+        {"balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
          "Time from setting a target to the balloon reaching it (within 1 MiB)."},
         {"balloonmgr_balloon_changes_total", BM_METRIC_COUNTER,
          "Target changes balloonmgr made, by how they ended."},
@@ -584,8 +584,12 @@ static void test_catalogue_golden(void)
          "Duration of the last change of the domain."},
         {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER,
          "Sum of the RSS drops observed after inflates."},
+        {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE,
+         "QEMU RSS drop per byte of balloon growth over the domain's inflates, 0..1."},
         {"balloonmgr_domain_unresponsive", BM_METRIC_GAUGE,
          "1 when the last change stalled or timed out."},
+        {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE,
+         "1 when the last pass found the guest short of memory or under pressure."},
         {"balloonmgr_domain_info", BM_METRIC_GAUGE, "One per domain: identity and features."},
         {"balloonmgr_domain_maximum_bytes", BM_METRIC_GAUGE, "Maximum memory."},
         {"balloonmgr_domain_balloon_current_bytes", BM_METRIC_GAUGE,
@@ -594,14 +598,18 @@ static void test_catalogue_golden(void)
          "Memory the guest could use without swapping."},
         {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER,
          "Guest major page faults."},
-        {"balloonmgr_domain_stats_age_seconds", BM_METRIC_GAUGE,
-         "Age of the guest's last statistics update."},
+        {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
+         "When the guest last updated its memory statistics, Unix time."},
         {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE,
          "Sum of balloonmgr_domain_reclaimed_bytes."},
         {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, "MemAvailable."},
         {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE,
          "PSI memory some avg10 / 100."},
         {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the current mode, 0 for the others."},
+        {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
+         "Memory the host needs that the guests cannot give back without going short."},
+        {"balloonmgr_ksm_state", BM_METRIC_GAUGE, "1 for KSM's current state (run)."},
+        {"balloonmgr_ksm_saved_bytes", BM_METRIC_GAUGE, "Memory KSM saves."},
         {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
         {"balloonmgr_errors_total", BM_METRIC_COUNTER, "Errors by kind."},
         {"balloonmgr_libvirt_up", BM_METRIC_GAUGE, "1 while the libvirt connection is up."},
@@ -620,11 +628,11 @@ static void test_catalogue_golden(void)
     bm_histogram_observe(&h, 0.18);
     bm_histogram_observe(&h, 1.5);
     const char *hl[] = {"direction", "inflate", "sg", "negotiated", NULL};
-    fails += bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", hl, &h) != 0;
+    fails += bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", hl, &h) != 0;
     bm_histogram_init(&h, bm_latency_buckets, bm_latency_n_buckets);
     bm_histogram_observe(&h, 12.25);
     const char *hl2[] = {"direction", "deflate", "sg", "not_negotiated", NULL};
-    fails += bm_registry_add_histogram(r, "balloonmgr_inflate_duration_seconds", hl2, &h) != 0;
+    fails += bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", hl2, &h) != 0;
 
     const char *reached[] = {"direction", "inflate", "outcome", "reached", NULL};
     const char *timeout[] = {"direction", "deflate", "outcome", "timeout", NULL};
@@ -634,12 +642,12 @@ static void test_catalogue_golden(void)
 
     static const struct {
         const char *name, *uuid, *sg;
-        double max, cur, usable, faults, age, last;
+        double max, cur, usable, faults, updated, last;
     } doms[] = {
         {"web1", "6f9619ff-8b86-d011-b42d-00c04fc964ff", "negotiated", 8589934592.0, 4294967296.0,
-         3758096384.0, 1234, 2.5, 0.4375},
+         3758096384.0, 1234, 1717999997.5, 0.4375},
         {"db-2", "0b4a4e4e-2f44-4c35-9d7e-5b3f0e7b1d2c", "not-offered", 17179869184.0,
-         17179869184.0, 12884901888.0, 0, 10, 31.5},
+         17179869184.0, 12884901888.0, 0, 1717999990, 31.5},
     };
     for (size_t i = 0; i < BM_ARRAY_SIZE(doms); i++) {
         const char *d[] = {"domain", doms[i].name, NULL};
@@ -648,14 +656,16 @@ static void test_catalogue_golden(void)
                               "sg",     doms[i].sg,   "ioeventfd", "on",         NULL};
         fails += bm_registry_add(r, "balloonmgr_domain_last_change_duration_seconds", dd,
                                  doms[i].last) != 0;
+        fails += bm_registry_add(r, "balloonmgr_domain_inflate_yield_ratio", d, i == 0 ? 0.8125 : 0.03125) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_unresponsive", d, i == 1) != 0;
+        fails += bm_registry_add(r, "balloonmgr_domain_short_of_memory", d, i == 1) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_info", info, 1) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_maximum_bytes", d, doms[i].max) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_balloon_current_bytes", d, doms[i].cur) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_guest_usable_bytes", d, doms[i].usable) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_guest_major_faults_total", d,
                                  doms[i].faults) != 0;
-        fails += bm_registry_add(r, "balloonmgr_domain_stats_age_seconds", d, doms[i].age) != 0;
+        fails += bm_registry_add(r, "balloonmgr_domain_stats_last_update_timestamp_seconds", d, doms[i].updated) != 0;
     }
     fails += bm_registry_add(r, "balloonmgr_reclaimed_bytes", NULL, 4294967296.0) != 0;
     fails += bm_registry_add(r, "balloonmgr_host_memory_available_bytes", NULL, 27487790694.0) != 0;
@@ -665,6 +675,13 @@ static void test_catalogue_golden(void)
         const char *m[] = {"mode", modes[i], NULL};
         fails += bm_registry_add(r, "balloonmgr_host_mode", m, i == 1) != 0;
     }
+    fails += bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, 536870912.0) != 0;
+    static const char *const ksm[] = {"off", "running", "unmerging"};
+    for (size_t i = 0; i < BM_ARRAY_SIZE(ksm); i++) {
+        const char *st[] = {"state", ksm[i], NULL};
+        fails += bm_registry_add(r, "balloonmgr_ksm_state", st, i == 1) != 0;
+    }
+    fails += bm_registry_add(r, "balloonmgr_ksm_saved_bytes", NULL, 505679872.0) != 0;
     fails += bm_registry_add(r, "balloonmgr_passes_total", NULL, 1440) != 0;
     const char *kind[] = {"kind", "libvirt", NULL};
     fails += bm_registry_add(r, "balloonmgr_errors_total", kind, 2) != 0;

@@ -204,7 +204,8 @@ static void test_pressured_guest_is_deflated(void)
     BmLedgerEntry *pd = bm_ledger_entry(&prev, d[0].uuid, "busy");
     pd->have_prev = true;
     pd->prev = (BmPrevReading){.major_faults = 1000, .swap_in_bytes = 0, .last_update_s = NOW - 12,
-                               .taken_s = NOW - 10};
+                               .taken_s = NOW - 10, .used_bytes = BM_ABSENT,
+                               .actual_bytes = BM_ABSENT};
     d[0].major_faults = 1000 + 10 * 500; /* 500/s over 10 s */
     BmHost h = host(MEM_TOTAL, 40 * GiB);
     BmPlan p = eval(&h, d, 1, &prev, pol);
@@ -212,6 +213,7 @@ static void test_pressured_guest_is_deflated(void)
     ok(x->pressure.under_pressure && x->pressure.major_fault_rate > 499 && x->pressure.major_fault_rate < 501,
        "500 major faults/s: under pressure");
     ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 6 * GiB, "deflated by max_step (2 GiB)");
+    ok(x->short_of_memory, "under pressure counts as short of memory (the exported flag)");
     bm_plan_clear(&p);
 
     BmHost hp = host(MEM_TOTAL, 2 * GiB);
@@ -234,6 +236,7 @@ static void test_pressured_guest_is_deflated(void)
     p = eval(&h, d, 1, &prev, pol);
     ok(dec(&p, "busy")->pressure.major_fault_rate < 0 && !dec(&p, "busy")->pressure.under_pressure,
        "counter reset: rate unknown, not pressure");
+    ok(!dec(&p, "busy")->short_of_memory, "counter reset, 3 GiB usable: not short of memory");
     bm_plan_clear(&p);
     bm_ledger_clear(&prev);
 }
@@ -401,7 +404,9 @@ static void ledger_with_yield(BmLedger *l, const BmDomain *d, size_t n, BmYield 
         BmLedgerEntry *e = bm_ledger_entry(l, d[i].uuid, d[i].name);
         e->have_prev = true;
         e->prev = (BmPrevReading){.major_faults = d[i].major_faults, .swap_in_bytes = d[i].swap_in_bytes,
-                                  .last_update_s = d[i].last_update_s - 1, .taken_s = NOW - 1};
+                                  .last_update_s = d[i].last_update_s - 1, .taken_s = NOW - 1,
+                                  .used_bytes = bm_domain_used_bytes(&d[i]),
+                                  .actual_bytes = d[i].actual_bytes};
         e->yield = y;
     }
 }
@@ -541,6 +546,7 @@ static void test_short_guest_deflated_while_reclaiming(void)
     is_u64(p.guard_bytes, g->target_bytes - g->current_bytes, "guard_bytes");
     ok(i->action == BM_ACT_INFLATE && i->current_bytes - i->target_bytes == (p.need_bytes + p.guard_bytes) / MiB * MiB,
        "the idle guest gives need + guard");
+    ok(g->short_of_memory && !i->short_of_memory, "short_of_memory: the grower, not the idle guest");
     bm_plan_clear(&p);
 }
 
@@ -635,6 +641,128 @@ static void test_guest_in_need_between_passes(void)
     bm_ledger_clear(&prev);
 }
 
+/* A ledger that saw each domain two seconds ago using grown_by less than now (one entry per
+ * domain; the same balloon). Clear with bm_ledger_clear(). */
+static void ledger_grown(BmLedger *l, const BmDomain *d, size_t n, const uint64_t *grown_by)
+{
+    ledger_with_yield(l, d, n, (BmYield){0});
+    for (size_t i = 0; i < n; i++) {
+        BmLedgerEntry *e = bm_ledger_entry(l, d[i].uuid, NULL);
+        e->prev.last_update_s = d[i].last_update_s - 2;
+        e->prev.used_bytes -= grown_by[i];
+    }
+}
+
+/* A ballooned guest whose use grows is never inflated and gets room ahead of its demand (for
+ * 30 s more of that growth), also while the host reclaims (taken from the others); slow growth,
+ * or memory an inflate took from a deflate-on-oom guest, is not growth. */
+static void test_growing_guest_given_room_ahead(void)
+{
+    /* used 200 MiB, 50 MiB more than 2 s ago: 25 MiB/s; usable 600 MiB < keep_free 154 MiB +
+     * 750 MiB ahead: room 336 MiB wanted, capped by its maximum (224 MiB to go) */
+    BmDomain d[] = {guest("grow", 1 * GiB, 800 * MiB, 600 * MiB), guest("idle", 8 * GiB, 8 * GiB, 7 * GiB)};
+    const uint64_t grown[] = {50 * MiB, 0};
+    BmLedger prev;
+    ledger_grown(&prev, d, 2, grown);
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmPlan p = eval(&h, d, 2, &prev, P);
+    const BmDecision *g = dec(&p, "grow"), *i = dec(&p, "idle");
+    ok(g->pressure.growth_bytes == 50 * MiB && g->pressure.growth_rate > 24.9 * MiB &&
+           g->pressure.growth_rate < 25.1 * MiB, "grew 50 MiB in 2 s: 25 MiB/s");
+    ok(g->action == BM_ACT_DEFLATE && g->target_bytes == 1 * GiB,
+       "deflated to its maximum while the host reclaims");
+    diag("reason: %s", g->reason);
+    ok(strstr(g->reason, "use grows") && strstr(g->reason, "taken from the others"), "reason says why");
+    ok(i->action == BM_ACT_INFLATE && p.guard_bytes == 224 * MiB, "its room taken from the idle guest");
+    invariants(&p, "growing guest");
+    bm_plan_clear(&p);
+
+    BmSnapshot s = {.domains = d, .n_domains = 2};
+    ok(bm_policy_guest_in_need(&s, &prev, P, NOW), "between passes: a growing guest is in need");
+    bm_ledger_clear(&prev);
+
+    /* 10 MiB in 2 s: below 16 MiB, not growth */
+    const uint64_t slow[] = {10 * MiB, 0};
+    ledger_grown(&prev, d, 2, slow);
+    p = eval(&h, d, 2, &prev, P);
+    ok(dec(&p, "grow")->action != BM_ACT_DEFLATE && !strstr(dec(&p, "grow")->reason, "grows"),
+       "10 MiB more: not growing");
+    ok(!bm_policy_guest_in_need(&s, &prev, P, NOW), "nor in need");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+
+    /* a large guest growing 20 MiB/s with 10 GiB usable: its headroom lasts, but it is not
+     * inflated while it grows */
+    BmDomain big[] = {guest("big", 16 * GiB, 12 * GiB, 10 * GiB)};
+    const uint64_t grown_big[] = {40 * MiB};
+    ledger_grown(&prev, big, 1, grown_big);
+    p = eval(&h, big, 1, &prev, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_NONE && p.decisions[0].idle_bytes > 4 * GiB &&
+           strstr(p.decisions[0].reason, "not inflated"),
+       "idle but growing: not inflated, not deflated");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+
+    /* deflate-on-oom: the 200 MiB an inflate took since count as used; that is not growth */
+    const uint64_t inflated_used[] = {200 * MiB, 0};
+    ledger_grown(&prev, d, 2, inflated_used);
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.actual_bytes = d[0].actual_bytes + 200 * MiB;
+    p = eval(&h, d, 2, &prev, P);
+    ok(dec(&p, "grow")->pressure.growth_bytes == 0 && dec(&p, "grow")->action != BM_ACT_DEFLATE,
+       "used grew by what an inflate took: no growth");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+}
+
+/* A guest that gives up memory under an inflate (its used falls) and takes it back soon after
+ * returns nothing for it: its free memory counts against the most it used in the last 60 s
+ * (the ledger's peak, restarted once it is that old). */
+static void test_memory_given_up_under_an_inflate_is_not_counted(void)
+{
+    /* used 551 MiB, QEMU RSS 40 MiB above it (one domain: no QEMU overhead estimate) */
+    BmDomain d[] = {guest("steady", 1 * GiB, 892 * MiB, 341 * MiB)};
+    d[0].rss_bytes = 551 * MiB + 40 * MiB;
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.used_peak_bytes = 595 * MiB; /* before the last inflate, 10 s ago */
+    e->prev.used_peak_s = NOW - 10;
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmPlan p = eval(&h, d, 1, &l, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_NONE && p.decisions[0].backed_free_bytes == 0 &&
+           strstr(p.decisions[0].reason, "used 44 MiB more lately"),
+       "40 MiB backed free, but it used 44 MiB more 10 s ago: not inflated");
+    bm_plan_clear(&p);
+    e->prev.used_peak_s = NOW - 60;
+    p = eval(&h, d, 1, &l, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_INFLATE && p.decisions[0].target_bytes == 860 * MiB,
+       "the peak 60 s old: the 40 MiB count (a first probe of 32 MiB)");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+
+    /* the ledger keeps the peak for 60 s, then restarts it from the reading */
+    BmLedger k;
+    bm_ledger_init(&k);
+    BmSnapshot s = {.domains = d, .n_domains = 1};
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW);
+    const BmLedgerEntry *f = bm_ledger_find(&k, d[0].uuid);
+    ok(f->prev.used_peak_bytes == 551 * MiB && f->prev.used_peak_s == NOW, "first reading: its peak");
+    d[0].usable_bytes = 385 * MiB; /* used 507 MiB */
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 2);
+    ok(f->prev.used_bytes == 507 * MiB && f->prev.used_peak_bytes == 551 * MiB &&
+           f->prev.used_peak_s == NOW, "used fell: the peak holds");
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 60);
+    ok(f->prev.used_peak_bytes == 507 * MiB && f->prev.used_peak_s == NOW + 60,
+       "60 s later: restarted from the reading");
+    d[0].usable_bytes = 300 * MiB; /* used 592 MiB */
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 62);
+    ok(f->prev.used_peak_bytes == 592 * MiB, "used above the peak: the new peak");
+    bm_ledger_clear(&k);
+}
+
 /* QEMU's own memory is in its RSS: the smallest RSS minus used among the domains estimates it
  * (a guest that never touched its free memory is mostly QEMU), and is taken off every
  * domain's backed free memory. The numbers are those of four real 1 GiB TCG guests. */
@@ -704,6 +832,8 @@ int main(void)
     test_release_gives_back_to_every_ballooned_guest();
     test_no_return_domains_skipped();
     test_guest_in_need_between_passes();
+    test_growing_guest_given_room_ahead();
+    test_memory_given_up_under_an_inflate_is_not_counted();
     test_qemu_overhead_taken_off_backed_memory();
     return tap_done();
 }

@@ -79,6 +79,7 @@ static BmAmount random_amount(bool nonzero)
 typedef struct {
     char uuid[40];
     uint64_t major_faults, swap_in_bytes, last_update_s, taken_s;
+    uint64_t used_bytes, actual_bytes; /* what the guest used then, its balloon then */
     bool unresponsive, busy;
     BmYield yield;
 } PrevDomain;
@@ -252,6 +253,19 @@ static void random_domain(Case *c, size_t i)
             p->last_update_s = BM_ABSENT;
             p->taken_s = NOW - 1;
         }
+        /* what it used then: unknown, the same, less (it grows now) or more; its balloon then:
+         * the same, or higher (inflated since) */
+        uint64_t used = bm_present(d->available_bytes) && bm_present(d->usable_bytes) &&
+                                d->available_bytes > d->usable_bytes
+                            ? d->available_bytes - d->usable_bytes
+                            : below(maxb + 1);
+        p->used_bytes = chance(20)   ? BM_ABSENT
+                        : chance(40) ? used
+                        : chance(70) ? used - below(used + 1)
+                                     : used + below(maxb + 1);
+        p->actual_bytes = !bm_present(d->actual_bytes) || chance(20) ? BM_ABSENT
+                          : chance(70)                               ? d->actual_bytes
+                                       : d->actual_bytes + below(maxb + 1);
         p->busy = chance(3);
         p->unresponsive = chance(3);
         if (chance(30)) { /* what its inflates returned so far */
@@ -320,6 +334,8 @@ typedef struct {
     bool stale;          /* no stats, or older than max_stats_age */
     bool under_pressure; /* a protect_* rate exceeded */
     bool short_of_memory; /* fresh stats, headroom below keep_free */
+    bool growing;        /* fresh stats, its use grew by 16 MiB since the previous
+                          * reading, less what an inflate in between took */
     bool no_return;      /* VFIO, locked or hugepage memory in the XML */
     bool returns_nothing; /* no_return, or marked by its last inflate (RSS not grown since) */
     uint64_t floor;      /* max(floor, min_guarantee), at most the maximum */
@@ -351,6 +367,20 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
         double swap = model_rate(d->swap_in_bytes, p->swap_in_bytes, dt);
         m->under_pressure = (r->protect_major_faults > 0 && faults > r->protect_major_faults) ||
                             (r->protect_swap_in > 0 && swap > (double)r->protect_swap_in);
+        uint64_t hr = bm_present(d->usable_bytes) ? d->usable_bytes
+                      : bm_present(d->unused_bytes)
+                          ? d->unused_bytes +
+                                (bm_present(d->disk_caches_bytes) ? d->disk_caches_bytes : 0)
+                          : BM_ABSENT;
+        if (dt > 0 && bm_present(hr) && bm_present(d->available_bytes) &&
+            bm_present(p->used_bytes)) {
+            unsigned __int128 used = d->available_bytes > hr ? d->available_bytes - hr : 0;
+            unsigned __int128 before = p->used_bytes;
+            if (bm_present(p->actual_bytes) && bm_present(d->actual_bytes) &&
+                p->actual_bytes > d->actual_bytes)
+                before += p->actual_bytes - d->actual_bytes;
+            m->growing = !m->stale && used > before && used - before >= 16 * MiB;
+        }
     }
 
     uint64_t headroom = bm_present(d->usable_bytes) ? d->usable_bytes
@@ -551,7 +581,8 @@ static void case_ledger(const Case *c, BmLedger *l)
         BmLedgerEntry *e = bm_ledger_entry(l, p->uuid, NULL);
         e->have_prev = true;
         e->prev = (BmPrevReading){.major_faults = p->major_faults, .swap_in_bytes = p->swap_in_bytes,
-                                  .last_update_s = p->last_update_s, .taken_s = p->taken_s};
+                                  .last_update_s = p->last_update_s, .taken_s = p->taken_s,
+                                  .used_bytes = p->used_bytes, .actual_bytes = p->actual_bytes};
         e->in_flight = p->busy;
         e->unresponsive = p->unresponsive;
         e->yield = p->yield;
@@ -623,13 +654,14 @@ static void check_case(Case *c, uint64_t seed, size_t index)
                                     ? BM_YIELD_NOTHING_PERMILLE
                                     : x->yield_permille) / 1000;
             if (m.stale || m.no_stats || m.under_pressure || m.short_of_memory ||
-                m.returns_nothing)
+                m.growing || m.returns_nothing)
                 fail(P_NO_INFLATE_UNSAFE, c, seed, index, &plan, "%s: inflated by %s though %s",
                      d->name, szs(take),
                      m.no_stats         ? "without stats"
                      : m.stale          ? "stale"
                      : m.under_pressure ? "under pressure"
                      : m.short_of_memory ? "short of memory"
+                     : m.growing        ? "its use grows"
                                         : "its inflates return nothing");
             if (take > m.step)
                 fail(P_STEP, c, seed, index, &plan, "%s: inflated by %s > max_step %s", d->name,
@@ -651,9 +683,9 @@ static void check_case(Case *c, uint64_t seed, size_t index)
                      d->name, szs(x->target_bytes), szs(x->floor_bytes));
             if (!floor_raise) {
                 given += give;
-                if (reclaim && !m.short_of_memory && !m.under_pressure)
+                if (reclaim && !m.short_of_memory && !m.under_pressure && !m.growing)
                     fail(P_DEFLATE, c, seed, index, &plan,
-                         "%s: given %s while reclaiming, not short nor under pressure", d->name,
+                         "%s: given %s while reclaiming, not short, growing nor under pressure", d->name,
                          szs(give));
                 if (reclaim)
                     guard += give;

@@ -91,6 +91,8 @@ static void test_default_file_matches(void)
     ok(f->psi_reclaim_above == d->psi_reclaim_above, "default.policy: psi_reclaim_above");
     ok(f->psi_release_below == d->psi_release_below, "default.policy: psi_release_below");
     is_u64(f->apply_timeout_s, d->apply_timeout_s, "default.policy: apply_timeout");
+    ok(f->verify_features == d->verify_features && d->verify_features == BM_VERIFY_AUTO,
+       "default.policy: verify_features auto");
     const BmGuestRules *fg = &f->guest, *dg = &d->guest;
     ok(amount_eq(fg->floor, dg->floor), "default.policy: floor");
     ok(amount_eq(fg->keep_free, dg->keep_free), "default.policy: keep_free");
@@ -162,6 +164,7 @@ static void test_good_values(void)
     ok(parse_fixture("good/percent-and-bytes.policy", &p, &e) == 0, "percent-and-bytes parses");
     if (p) {
         ok(p->interval_s == 120 && p->apply_timeout_s == 0, "interval 2m, apply_timeout 0");
+        ok(p->verify_features == BM_VERIFY_NEVER, "verify_features never");
         ok(is_bytes(p->reclaim_below, 2 * GiB), "reclaim_below 2G: bytes");
         ok(is_bytes(p->target_available, 3000000000ull), "target_available 3000MB: 1000-based");
         ok(is_bytes(p->release_above, 4 * GiB), "release_above 4GiB");

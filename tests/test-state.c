@@ -86,11 +86,18 @@ static void make_ledger(void)
     BmLedgerEntry *e = bm_ledger_entry(&prev, "11111111-2222-3333-4444-555555555555", "one");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
-                              .last_update_s = 1700000000, .taken_s = 1700000005};
+                              .last_update_s = 1700000000, .taken_s = 1700000005,
+                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT,
+                              .used_peak_bytes = 340ull << 20, .used_peak_s = 1699999990};
     e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = BM_ABSENT, .swap_in_bytes = 7,
-                              .last_update_s = BM_ABSENT, .taken_s = 1700000005};
+                              .last_update_s = BM_ABSENT, .taken_s = 1700000005,
+                              .used_bytes = BM_ABSENT, .actual_bytes = 1ull << 30};
+    e->features_known = true; /* the SG verdict of this start, for the next timer run */
+    snprintf(e->boot, sizeof(e->boot), "0b5e1d-boot/7");
+    e->sg = BM_FEAT_NEGOTIATED;
+    e->ioeventfd = BM_SWITCH_OFF;
     bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off");
 }
 
@@ -104,11 +111,18 @@ static void test_round_trip(void)
     ok(back.mode == BM_HOST_RECLAIM && back.n_entries == 3, "mode and domains round-trip");
     const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
     ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
-           b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005,
+           b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005 &&
+           b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes) &&
+           b0->prev.used_peak_bytes == 340ull << 20 && b0->prev.used_peak_s == 1699999990,
        "counters round-trip, absent stays absent");
     const BmLedgerEntry *b1 = bm_ledger_find(&back, "aaaaaaaa-2222-3333-4444-555555555555");
-    ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0,
+    ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0 &&
+           !bm_present(b1->prev.used_bytes) && b1->prev.actual_bytes == 1ull << 30,
        "second domain by uuid, with its name");
+    ok(b1 && b1->features_known && strcmp(b1->boot, "0b5e1d-boot/7") == 0 &&
+           b1->sg == BM_FEAT_NEGOTIATED && b1->ioeventfd == BM_SWITCH_OFF,
+       "the SG/ioeventfd verdict and the start it belongs to round-trip");
+    ok(b0 && !b0->features_known, "a domain never probed comes back not probed");
     const BmLedgerEntry *b2 = bm_ledger_find(&back, "bbbbbbbb-2222-3333-4444-555555555555");
     ok(b2 && !b2->have_prev, "a domain without a reading comes back without one");
     bm_ledger_clear(&back);
@@ -271,9 +285,27 @@ static void test_failing_saves_reported_once(void)
     ok(bm_state_save_tracked(&w, blocked, &prev, 6) == BM_SAVE_OK, "then plain ok");
 }
 
+/* A state file from before the histogram's rename (12 bounds, 0.05 .. 300 s: 13 counts): the
+ * old counts are not carried into the new buckets (docs/metrics.md), the other counters go on. */
+static void test_old_histogram_dropped(void)
+{
+    const char *text = "{\"version\":1,\"domains\":[],\"counters\":{\"passes\":42,"
+                       "\"latency\":[{\"direction\":\"inflate\",\"sg\":\"negotiated\","
+                       "\"buckets\":[1,2,3,4,5,6,7,8,9,10,11,12,13],\"sum\":99.5,\"count\":91}]}}";
+    BmLedger l;
+    int r = bm_state_parse(text, &l);
+    ok(r == 0, "a state file with the old histogram loads (%s)", r < 0 ? bm_error_detail(r) : "ok");
+    const BmHistogram *h = &l.counters.latency[BM_DIR_INFLATE][BM_SGL_NEGOTIATED];
+    ok(h->n_bounds == 13 && h->count == 0 && h->sum == 0,
+       "its 13 counts are not put into the 14 new buckets: the histogram starts at zero");
+    ok(l.counters.passes == 42, "the other counters go on (passes 42)");
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     test_bounds();
+    test_old_histogram_dropped();
     ok(mkdtemp(dir) != NULL, "temporary directory");
     make_ledger();
     test_round_trip();

@@ -3,7 +3,8 @@
 # `systemd-analyze security` must stay at or below 2.0, also with the shipped --textfile and
 # --push drop-ins; `systemd-analyze verify` is clean for the units and with each drop-in (the
 # binary path pointed at the build's); the timer's TimeoutStartSec= leaves room for the default
-# policy's apply_timeout; the agent and the timer conflict. TAP; the systemd-analyze checks are
+# policy's apply_timeout; the agent and the timer conflict; the agents are Type=notify with a
+# watchdog. TAP; the systemd-analyze checks are
 # skipped without it.
 # Usage: test-units.sh BUILD_DIR SOURCE_ROOT
 set -u
@@ -35,6 +36,10 @@ grep -q '^Conflicts=.*balloonmgr-policy.timer' "$dir/balloonmgr.service" &&
     grep -q '^Conflicts=balloonmgr.service' "$dir/balloonmgr-policy.service" &&
     grep -q '^Conflicts=balloonmgr.service' "$ROOT/systemd/balloonmgr-policy.timer"
 ok $? "the agent conflicts with the timer and its service"
+for u in balloonmgr.service balloonmgr-monitor.service; do
+    grep -qx 'Type=notify' "$dir/$u" && grep -q '^WatchdogSec=[1-9]' "$dir/$u"
+    ok $? "$u: Type=notify with WatchdogSec= (READY=1, STATUS=, WATCHDOG=1: test-notify)"
+done
 
 units=(balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service)
 if ! systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then

@@ -7,11 +7,12 @@ set -euo pipefail
 what=${1:-build}
 
 build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2-dev libjson-c-dev
-            libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
+            libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev zlib1g-dev
             jq bash-completion)
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
-           prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace)
+           prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace
+           debhelper dpkg-dev build-essential lintian)
 # libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
@@ -20,6 +21,8 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # tests/integration/lib/prom.sh, which also starts the Pushgateway and queries with curl.
 # dbus, polkitd: libvirt asks polkit whether a non-root client may use its read-only socket
 # (test-readonly runs the monitoring-only agent as nobody).
+# debhelper, dpkg-dev, build-essential, lintian: tests/integration/test-deb.sh builds the
+# Debian package (debian/) with dpkg-buildpackage, checks it with lintian and installs it.
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
 
 bench_pkgs=(gnuplot-nox)

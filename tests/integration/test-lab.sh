@@ -99,10 +99,10 @@ bm_pass "stock driver on the patched device: sg offered (not acknowledged)"
 # --- both sg series in the histogram (set --wait measurements, counted by a timer run)
 printf '[guest]\nexclude = yes\n' >"$work/p.policy"
 "$BM" -c "$BM_URI" run --once --policy "$work/p.policy" --state "$work/s.json" --textfile "$work/textfile" >/dev/null
-grep -E '^balloonmgr_inflate_duration_seconds_count\{direction="inflate",sg="(negotiated|not_negotiated)"\}' "$work/textfile/balloonmgr.prom"
-grep -q '^balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
+grep -E '^balloonmgr_balloon_change_duration_seconds_count\{direction="inflate",sg="(negotiated|not_negotiated)"\}' "$work/textfile/balloonmgr.prom"
+grep -q '^balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "no sg=negotiated inflate in the histogram"
-grep -q '^balloonmgr_inflate_duration_seconds_count{direction="inflate",sg="not_negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
+grep -q '^balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "no sg=not_negotiated inflate in the histogram"
 bm_pass "the latency histogram has sg=negotiated and sg=not_negotiated inflates"
 

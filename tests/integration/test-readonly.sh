@@ -37,7 +37,7 @@ grep -q "cannot connect to '$BM_URI'" "$work/err" || bm_fail "nobody on the read
 bm_pass "nobody cannot open libvirt's read-write socket (exit 1: $(head -c 120 "$work/err"))"
 
 # --- status on the read-only socket
-as_nobody "$BM" -c "$BM_URI" -r status --json "$dom" >"$work/status.json" 2>"$work/err" ||
+as_nobody "$BM" -c "$BM_URI" -r status --json --probe "$dom" >"$work/status.json" 2>"$work/err" ||
     bm_fail "-r status as nobody failed: $(cat "$work/err")"
 jq -c '.domains[0] | {name, current_bytes, usable_bytes, sg, sg_reason}' "$work/status.json"
 jq -e --argjson b "$before" '.domains[0] | .current_bytes == $b and .usable_bytes != null and .sg == "unknown"

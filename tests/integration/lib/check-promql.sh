@@ -23,6 +23,9 @@
 #   var    every query variable: label_values(M, l) is run as count by (l) (M),
 #          label_values(l) as count by (l) ({l!=""}), query_result(E) as E
 #   record every recording rule's expr (data required like a panel's)
+#   series every recording rule of the files that the Prometheus at URL has loaded: the
+#          recorded name itself (the rule ran and produced its series; data
+#          required like a panel's)
 #   alert  every alerting rule's expr as written. An alert expression
 #          returns series only while its condition holds, so it is only required
 #          not to error; SERIES is how many series fire now, STATUS firing/quiet
@@ -340,6 +343,16 @@ function probe(s,   p, l, r, k, kw) {
 }
 BEGIN { probe(decomment(ENVIRON["EXPR"])) }'
 
+# The recorded series: a recording rule of the files that the Prometheus at URL has loaded
+# must have produced its series (what a dashboard on recorded names reads).
+rules_json=$(curl -sS -m 30 "$url/api/v1/rules" 2>/dev/null || true)
+loaded_records=$(jq -r '.data.groups[]?.rules[]? | select(.type == "recording") | .name' <<<"$rules_json" 2>/dev/null)
+n=${#kinds[@]}
+for ((i = 0; i < n; i++)); do
+    [ "${kinds[i]}" = record ] || continue
+    grep -qxF -- "${srcs[i]}" <<<"$loaded_records" && add series "${srcs[i]}" "${srcs[i]}"
+done
+
 n=${#kinds[@]}
 for ((i = 0; i < n; i++)); do
     [ "${kinds[i]}" = alert ] || continue
@@ -390,7 +403,6 @@ for ((i = 0; i < n; i++)); do
 done
 
 # Rules loaded in that Prometheus whose evaluation failed.
-rules_json=$(curl -sS -m 30 "$url/api/v1/rules" 2>/dev/null || true)
 loaded=$(jq -r '[.data.groups[]?.rules[]?] | length' <<<"$rules_json" 2>/dev/null || echo 0)
 while IFS= read -r l; do
     [ -n "$l" ] || continue

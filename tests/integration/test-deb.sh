@@ -1,0 +1,156 @@
+#!/bin/bash
+# test-deb: the Debian package, built and installed on this machine.
+#
+# Builds balloonmgr_*.deb with `dpkg-buildpackage -us -uc -b` from a copy of the source (the
+# checkout stays clean), checks lintian reports no error, installs it with apt-get, runs the
+# installed /usr/bin/balloonmgr against libvirt's test driver, checks every file is in place
+# (binary, units, conffile policy, man pages, completion), that balloonmgr.service is enabled
+# and nothing was started, then removes the package (the policy, a conffile, stays) and purges
+# it (nothing left: files, unit symlinks, state).
+#
+# Root only (exit 77 otherwise). The build skips the package's own unit suite
+# (DEB_BUILD_OPTIONS=nocheck): the unit suite runs on its own. About 2 minutes.
+set -euo pipefail
+
+src=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "PASS: $*"; }
+
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: test-deb installs a package: needs root"; exit 77; }
+for tool in dpkg-buildpackage dh lintian apt-get; do
+    command -v "$tool" >/dev/null || fail "'$tool' missing (tools/install-deps.sh test)"
+done
+if dpkg-query -W -f='${Status}' balloonmgr 2>/dev/null | grep -q "ok installed"; then
+    fail "the balloonmgr package is already installed here: not touching it"
+fi
+for f in /usr/bin/balloonmgr /etc/balloonmgr /var/lib/balloonmgr; do
+    [ ! -e "$f" ] || fail "$f exists but is no package's: not touching it (purge would remove it)"
+done
+
+work=$(mktemp -d /var/tmp/balloonmgr-deb.XXXXXX)
+installed=0
+cleanup() {
+    if [ "$installed" = 1 ]; then
+        dpkg --purge balloonmgr >/dev/null 2>&1 || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# the copy: the files git tracks (plus uncommitted changes of them), else the tree without builds
+mkdir "$work/balloonmgr"
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$src" && git ls-files -z --cached --others --exclude-standard |
+        tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$work/balloonmgr" -xf -
+else
+    tar -C "$src" --exclude='./build*' -cf - . | tar -C "$work/balloonmgr" -xf -
+fi
+[ -x "$work/balloonmgr/debian/rules" ] || fail "no debian/rules in the copy of $src"
+
+log "dpkg-buildpackage -us -uc -b in $work"
+if ! (cd "$work/balloonmgr" && DEB_BUILD_OPTIONS="nocheck parallel=2" \
+        nice dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
+    tail -40 "$work/build.log"
+    fail "dpkg-buildpackage failed"
+fi
+version=$(dpkg-parsechangelog -l "$work/balloonmgr/debian/changelog" -S Version)
+deb=$(ls "$work"/balloonmgr_"$version"_*.deb)
+[ -f "$deb" ] || fail "no balloonmgr_${version}_*.deb built"
+pass "dpkg-buildpackage built $(basename "$deb")"
+
+lintian --tag-display-limit 0 "$deb" >"$work/lintian.txt" 2>&1 || true
+if grep -q '^E: ' "$work/lintian.txt"; then
+    cat "$work/lintian.txt"
+    fail "lintian reports errors on $(basename "$deb")"
+fi
+pass "lintian: no errors ($(grep -c '^W: ' "$work/lintian.txt" || true) warnings)"
+
+# processes running the installed binary (none must appear: units are enabled, not started)
+installed_procs() {
+    local p
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/exe" 2>/dev/null)" = /usr/bin/balloonmgr ] && echo "${p#/proc/}"
+    done
+    return 0
+}
+
+log "apt-get install $deb"
+installed=1
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" \
+    >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "apt-get install failed"; }
+dpkg-query -W -f='${Status} ${Version}\n' balloonmgr | grep -qx "install ok installed $version" ||
+    fail "dpkg does not list balloonmgr $version as installed"
+pass "apt-get install ./$(basename "$deb")"
+
+files=(/usr/bin/balloonmgr
+       /lib/systemd/system/balloonmgr.service /lib/systemd/system/balloonmgr-monitor.service
+       /lib/systemd/system/balloonmgr-policy.service /lib/systemd/system/balloonmgr-policy.timer
+       /etc/balloonmgr/balloonmgr.policy /usr/share/balloonmgr/policies/default.policy
+       /usr/share/man/man8/balloonmgr.8.gz /usr/share/man/man5/balloonmgr.policy.5.gz
+       /usr/share/bash-completion/completions/balloonmgr)
+for f in "${files[@]}"; do
+    [ -f "$f" ] || fail "$f not installed"
+    dpkg -S "$f" >/dev/null 2>&1 || fail "$f is not the package's"
+done
+pass "${#files[@]} files in place"
+
+dpkg-query -W -f='${Conffiles}\n' balloonmgr | grep -q '^ /etc/balloonmgr/balloonmgr.policy ' ||
+    fail "/etc/balloonmgr/balloonmgr.policy is not a conffile"
+cmp -s /etc/balloonmgr/balloonmgr.policy "$src/policies/default.policy" ||
+    fail "/etc/balloonmgr/balloonmgr.policy is not the default policy"
+pass "the policy is a conffile, the default policy"
+
+grep -q "ExecStart=/usr/bin/balloonmgr agent --policy /etc/balloonmgr/balloonmgr.policy" \
+    /lib/systemd/system/balloonmgr.service || fail "balloonmgr.service does not run /usr/bin/balloonmgr"
+wants=/etc/systemd/system/multi-user.target.wants
+[ "$(readlink "$wants/balloonmgr.service")" = /lib/systemd/system/balloonmgr.service ] ||
+    fail "balloonmgr.service is not enabled ($wants/balloonmgr.service)"
+[ ! -e "$wants/balloonmgr-monitor.service" ] || fail "balloonmgr-monitor.service is enabled"
+[ ! -e /etc/systemd/system/timers.target.wants/balloonmgr-policy.timer ] ||
+    fail "balloonmgr-policy.timer is enabled"
+procs=$(installed_procs)
+[ -z "$procs" ] || fail "installing started /usr/bin/balloonmgr (pid $procs)"
+pass "balloonmgr.service enabled, monitor and timer not, nothing started"
+
+out=$(/usr/bin/balloonmgr -c test:///default status 2>&1) || fail "installed balloonmgr status: $out"
+echo "$out"
+echo "$out" | grep -Eq '^test +running ' || fail "status of test:///default does not list domain 'test'"
+/usr/bin/balloonmgr --version | grep -qx "balloonmgr ${version%%-*}" ||
+    fail "/usr/bin/balloonmgr --version is not $version"
+pass "/usr/bin/balloonmgr -c test:///default status"
+
+# read whole first: grep -q ends at the first match, and zcat's SIGPIPE would fail the pipe
+zcat /usr/share/man/man8/balloonmgr.8.gz >"$work/balloonmgr.8" &&
+    grep -q '^\.TH "balloonmgr" "8"' "$work/balloonmgr.8" ||
+    fail "balloonmgr.8 is not a man page"
+comp=$(bash -c '. /usr/share/bash-completion/completions/balloonmgr && complete -p balloonmgr' 2>&1) ||
+    fail "the completion does not load: $comp"
+pass "man page and completion ($comp)"
+
+# remove: the program, the units and the enablement go; the conffile stays
+cp /etc/balloonmgr/balloonmgr.policy "$work/policy.before"
+echo "# an operator's edit" >>/etc/balloonmgr/balloonmgr.policy
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -q balloonmgr >"$work/remove.log" 2>&1 ||
+    { cat "$work/remove.log"; fail "apt-get remove failed"; }
+for f in "${files[@]}"; do
+    [ "$f" = /etc/balloonmgr/balloonmgr.policy ] && continue
+    [ ! -e "$f" ] || fail "$f left after remove"
+done
+grep -q "an operator's edit" /etc/balloonmgr/balloonmgr.policy ||
+    fail "remove did not keep the edited conffile"
+pass "apt-get remove: files gone, the edited policy kept"
+
+# purge: nothing left
+mkdir -p /var/lib/balloonmgr && echo '{}' >/var/lib/balloonmgr/state.json
+dpkg --purge balloonmgr >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge failed"; }
+installed=0
+for f in "${files[@]}" /etc/balloonmgr /usr/share/balloonmgr /var/lib/balloonmgr \
+         "$wants/balloonmgr.service" /var/lib/systemd/deb-systemd-helper-enabled/balloonmgr.service.dsh-also \
+         /var/lib/dpkg/info/balloonmgr.list; do
+    [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f left after purge"
+done
+dpkg-query -W balloonmgr >/dev/null 2>&1 && fail "dpkg still knows balloonmgr after purge"
+procs=$(installed_procs)
+[ -z "$procs" ] || fail "a /usr/bin/balloonmgr process is left (pid $procs)"
+pass "dpkg --purge: no files, no unit symlinks, no state left"
