@@ -6,8 +6,10 @@
 # With the agent (default.policy, interval 2s, stats every 1 s):
 #   - no guest workload is OOM-killed, no guest panics;
 #   - the host is relieved: MemAvailable comes back above reclaim_below before the hog ends;
-#   - the host gets back at least half a GiB of QEMU RSS per GiB inflated;
-#   - the grower, ballooned when its demand steps up, gets room within 30 s;
+#   - the host gets back at least 0.7 GiB of QEMU RSS per GiB inflated (the bench's target is
+#     0.9; a generous bound for a shared machine);
+#   - the grower, ballooned when its demand steps up, gets room within 15 s (the bench's target
+#     is a median of 5 s);
 #   - nothing moves in the steady phase;
 #   - after the pressure, at least half of what the balloons held is given back.
 # The control run (no agent, one `virsh setmem` per guest when the pressure begins) must
@@ -46,13 +48,13 @@ check "agent: no guest workload OOM-killed, no panic, every guest running" \
 check "agent: the host is relieved: MemAvailable back above reclaim_below before the hog ends" \
     '.host.relief.below and .host.relief.to != null and .host.relief.to < .phases.pressure[1] - 5' "$A" \
     '{relief: .host.relief, pressure: .phases.pressure, unmet_bytes_max: .host.unmet_bytes_max}'
-check "agent: >= 0.5 GiB of QEMU RSS back per GiB inflated" \
-    '.host.balloon_reclaimed_bytes > 0 and .host.rss_dropped_bytes >= 0.5 * .host.balloon_reclaimed_bytes' "$A" \
+check "agent: >= 0.7 GiB of QEMU RSS back per GiB inflated" \
+    '.host.balloon_reclaimed_bytes > 0 and .host.rss_dropped_bytes >= 0.7 * .host.balloon_reclaimed_bytes' "$A" \
     '.host | {balloon_reclaimed_bytes, rss_dropped_bytes}'
 check "agent: the grower was ballooned when its demand stepped up (the premise)" \
     '.give_back.grower_ballooned_at_step == true' "$A" '.give_back'
-check "agent: the grower got room within 30 s of its demand step" \
-    '.give_back.latency_s != null and .give_back.latency_s <= 30' "$A" '.give_back'
+check "agent: the grower got room within 15 s of its demand step" \
+    '.give_back.latency_s != null and .give_back.latency_s <= 15' "$A" '.give_back'
 check "agent: no balloon moved in the steady phase" \
     '[.guests[] | .steady_changes_per_min] | max == 0' "$A" '.guests | map_values(.steady_changes_per_min)'
 check "agent: after the pressure, at least half of what the balloons held is given back" \
