@@ -79,15 +79,17 @@ static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
     return (double)(cur - prev) / (double)dt_s;
 }
 
-/* How much more the guest uses than at the previous reading. An inflate in between is taken
- * off: a guest with deflate-on-oom counts its balloon pages as used. */
+/* How much more the guest uses than at the previous reading. For a guest with deflate-on-oom
+ * an inflate in between is taken off: its balloon pages count as used (without it the guest's
+ * total shrinks with the balloon and its used memory stays). */
 static void growth(const BmDomain *d, const BmPrevReading *prev, uint64_t used, uint64_t dt_s,
                    BmGuestPressure *ret)
 {
     if (!bm_present(used) || !bm_present(prev->used_bytes) || dt_s == 0)
         return;
     uint64_t inflated = 0;
-    if (bm_present(prev->actual_bytes) && bm_present(d->actual_bytes) &&
+    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON &&
+        bm_present(prev->actual_bytes) && bm_present(d->actual_bytes) &&
         prev->actual_bytes > d->actual_bytes)
         inflated = prev->actual_bytes - d->actual_bytes;
     uint64_t before = prev->used_bytes + min_u64(inflated, UINT64_MAX - 1 - prev->used_bytes);

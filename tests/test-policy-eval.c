@@ -708,9 +708,17 @@ static void test_growing_guest_given_room_ahead(void)
     const uint64_t inflated_used[] = {200 * MiB, 0};
     ledger_grown(&prev, d, 2, inflated_used);
     bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.actual_bytes = d[0].actual_bytes + 200 * MiB;
+    d[0].balloon.autodeflate = BM_TRI_ON;
     p = eval(&h, d, 2, &prev, P);
     ok(dec(&p, "grow")->pressure.growth_bytes == 0 && dec(&p, "grow")->action != BM_ACT_DEFLATE,
-       "used grew by what an inflate took: no growth");
+       "deflate-on-oom, used grew by what an inflate took: no growth");
+    bm_plan_clear(&p);
+    /* without deflate-on-oom an inflate leaves used as it was: the 200 MiB are growth (a timer
+     * pass a minute after an inflate saw a guest that grew meanwhile as idle) */
+    d[0].balloon.autodeflate = BM_TRI_UNSET;
+    p = eval(&h, d, 2, &prev, P);
+    ok(dec(&p, "grow")->pressure.growth_bytes == 200 * MiB && dec(&p, "grow")->action == BM_ACT_DEFLATE,
+       "no deflate-on-oom: an inflate in between takes nothing off the growth");
     bm_plan_clear(&p);
     bm_ledger_clear(&prev);
 }

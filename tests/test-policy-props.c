@@ -220,6 +220,7 @@ static void random_domain(Case *c, size_t i)
     d->balloon.min_guarantee_bytes = chance(60)   ? BM_ABSENT
                                      : chance(10) ? maxb + below(maxb + 1)
                                                   : below(maxb + 1);
+    d->balloon.autodeflate = chance(30) ? BM_TRI_ON : chance(50) ? BM_TRI_OFF : BM_TRI_UNSET;
     /* domains whose inflates return nothing to the host (VFIO, locked, hugepages) */
     d->balloon.vfio_hostdev = chance(3);
     d->balloon.memory_locked = chance(3);
@@ -335,7 +336,7 @@ typedef struct {
     bool under_pressure; /* a protect_* rate exceeded */
     bool short_of_memory; /* fresh stats, headroom below keep_free */
     bool growing;        /* fresh stats, its use grew by 16 MiB since the previous
-                          * reading, less what an inflate in between took */
+                          * reading (deflate-on-oom: less what an inflate in between took) */
     bool no_return;      /* VFIO, locked or hugepage memory in the XML */
     bool returns_nothing; /* no_return, or marked by its last inflate (RSS not grown since) */
     uint64_t floor;      /* max(floor, min_guarantee), at most the maximum */
@@ -376,7 +377,8 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
             bm_present(p->used_bytes)) {
             unsigned __int128 used = d->available_bytes > hr ? d->available_bytes - hr : 0;
             unsigned __int128 before = p->used_bytes;
-            if (bm_present(p->actual_bytes) && bm_present(d->actual_bytes) &&
+            if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON &&
+                bm_present(p->actual_bytes) && bm_present(d->actual_bytes) &&
                 p->actual_bytes > d->actual_bytes)
                 before += p->actual_bytes - d->actual_bytes;
             m->growing = !m->stale && used > before && used - before >= 16 * MiB;
