@@ -56,7 +56,10 @@ bm_pass "verify --require sg exits 3 on stock guests and names the reason"
 "$BM" -c "$BM_URI" verify --require stats "$stock" "$fph" >/dev/null || bm_fail "--require stats failed on guests with stats"
 bm_pass "verify --require stats exits 0 where stats are negotiated"
 
-"$BM" -c "$BM_URI" status --json "$stock" | jq -e '.domains[0].sg == "not-offered"' >/dev/null ||
-    bm_fail "status does not show sg not-offered"
-"$BM" -c "$BM_URI" status "$stock" | grep -q ' not-offered$' || bm_fail "status table SG column"
-bm_pass "status shows the SG column"
+# status asks no QEMU monitor unless told to (test-taint checks the domain stays untainted)
+"$BM" -c "$BM_URI" status --json "$stock" | jq -e '.domains[0].sg == "not-probed"' >/dev/null ||
+    bm_fail "status without --probe does not show sg not-probed"
+"$BM" -c "$BM_URI" status --probe --json "$stock" | jq -e '.domains[0].sg == "not-offered"' >/dev/null ||
+    bm_fail "status --probe does not show sg not-offered"
+"$BM" -c "$BM_URI" status --probe "$stock" | grep -q ' not-offered$' || bm_fail "status --probe: table SG column"
+bm_pass "status shows the SG column: not-probed, and with --probe the monitor's verdict"
