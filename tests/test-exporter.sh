@@ -23,11 +23,7 @@ stop_agent() {
     fi
 }
 trap 'stop_agent; rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
+. "$ROOT/tests/tap.sh"
 
 # start_agent FLAG ARG...: on a free port (a few tries) given as FLAG :PORT; waits for /metrics
 start_agent() {
@@ -125,5 +121,4 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "port '99999' is not a number from 1 to 65535" "$tmp/err"
 ok $? "--listen :99999: exit 2, names the port ($(cat "$tmp/err"))"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -15,11 +15,7 @@ export BALLOONMGR_RUNTIME_DIR=$tmp/run
 sed 's/^interval = .*/interval = 1s/' "$ROOT/demo/demo.policy" >"$tmp/demo.policy"
 pids=""
 trap 'for p in $pids; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() { # ok COND_EXIT_STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
+. "$ROOT/tests/tap.sh"
 
 # listen ADDR OUT: a datagram socket at ADDR ('@name': abstract) writing each message, with
 # its newlines as '|', as one line of OUT; prints its pid once bound
@@ -89,5 +85,4 @@ env NOTIFY_SOCKET="relative/path" "$BM" -c "$HOST" run --once --dry-run --policy
     --proc "$ROOT/demo/proc" >/dev/null 2>"$tmp/rel.err"
 ok $? "run --once ignores NOTIFY_SOCKET (only the agent is Type=notify)"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

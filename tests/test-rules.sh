@@ -10,11 +10,7 @@ if ! command -v promtool >/dev/null; then
     echo "1..0 # SKIP promtool is not installed (tools/install-deps.sh test)"
     exit 0
 fi
-n=0 failed=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
+. "$ROOT/tests/tap.sh"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for f in balloonmgr-alerts.yml balloonmgr-rules.yml; do
@@ -40,5 +36,4 @@ for d in balloonmgr-fleet-dashboard balloonmgr-dashboard; do
     [ -z "$missing" ] && [ -n "$names" ]
     ok $? "$d: every name is recorded or documented (${missing:- $(echo $names | wc -w) names})"
 done
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done
