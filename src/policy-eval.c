@@ -15,10 +15,16 @@
 #define MiB (1024ull * 1024)
 /* PSI pressure with enough MemAvailable still asks for this share of MemTotal per pass. */
 #define PSI_ONLY_NEED_PERMILLE 20
-/* A guest whose use grew by at least this since the previous reading is growing: never
- * inflated, and given room for GROW_AHEAD_S more of that growth. Not the deadband: that sizes
- * changes; 16 MiB between two passes of 2 s is a growth of 8 MiB/s. */
-#define GROWTH_MIN_BYTES (16 * MiB)
+/* A guest whose use grew by at least GROWTH_MIN_BYTES since the previous reading, at
+ * GROWTH_MIN_RATE or more, is growing: never inflated, and given room for GROW_AHEAD_S more of
+ * that growth (a timer's pass: its interval more). Not the deadband: that sizes changes. A
+ * guest's use also creeps up by itself, its demand unchanged: khugepaged (THP "always", the
+ * Debian default) collapses up to 16 MiB of small pages into huge pages per 10 s scan, filling
+ * the holes (seen after an inflate: +50 MiB in 16 MiB steps over 40 s, 1.6 MiB/s at most).
+ * 24 MiB between two passes of 2 s is 12 MiB/s; the 2 MiB/s keeps that creep from counting
+ * over a timer's minute. */
+#define GROWTH_MIN_BYTES (24 * MiB)
+#define GROWTH_MIN_RATE (2.0 * MiB)
 #define GROW_AHEAD_S 30
 
 const char *bm_host_mode_name(BmHostMode m)
@@ -162,7 +168,7 @@ typedef struct {
     unsigned ahead_s;   /* growing: the room it is given covers this much more growth */
     bool reports;       /* free page reporting on: its free memory is back already */
     uint64_t skip;      /* take: balloon growth that returns nothing first (free memory the
-                         * host does not back: reported, or never touched) */
+                         * host does not back: reported, or never touched); 0 below deadband */
     const char *no_take; /* take: why it is not inflated now although it has idle memory */
     uint64_t horizon_s; /* the time until the next pass (0: the agent) */
     uint64_t given_s;   /* memory was given to it in this pressure episode then (0: no) */
@@ -198,7 +204,8 @@ static unsigned counted_yield(const BmYield *y)
 static uint64_t probe_cap(const BmYield *y, uint64_t idle, uint64_t backed, uint64_t deadband,
                           bool reports)
 {
-    /* a guest that reports its free pages: where its free memory is, is known (skip) */
+    /* a guest that reports its free pages, or whose unbacked free memory is known (skip):
+     * nothing to probe */
     if (reports || y->inflated_bytes > 0 || !bm_present(backed) || backed >= idle)
         return UINT64_MAX;
     return max_u64(deadband, BM_YIELD_MIN_SAMPLE_BYTES);
@@ -214,14 +221,15 @@ static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step)
     return min_u64(step, maxb - cur);
 }
 
-/* A growing guest (its use grew by GROWTH_MIN_BYTES since the previous reading): the
+/* A growing guest (its use grew by GROWTH_MIN_BYTES at GROWTH_MIN_RATE since the previous
+ * reading): the
  * room it needs beyond its headroom to keep keep_free for ahead_s more of that growth
  * (0: its headroom lasts); BM_ABSENT when it is not growing. */
 static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_t deadband,
                           unsigned ahead_s)
 {
     if (gp->stale || !bm_present(gp->growth_bytes) || gp->growth_rate <= 0 ||
-        gp->growth_bytes < GROWTH_MIN_BYTES)
+        gp->growth_bytes < GROWTH_MIN_BYTES || gp->growth_rate < GROWTH_MIN_RATE)
         return BM_ABSENT;
     double ahead = gp->growth_rate * ahead_s;
     double need = (double)keep_free + ahead;
@@ -483,6 +491,23 @@ static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_
     return e->prev.used_peak_bytes - used;
 }
 
+/* Guest memory the host does not back, which an inflate goes through before it gives the host
+ * anything: the guest's balloon takes free pages before the guest drops page cache, and free
+ * pages are all a guest has that the host may not back (never touched since boot, or handed
+ * back by free page reporting, which also lets the guest allocate them last). So it is the
+ * guest's memory beyond what its QEMU process holds for it (RSS less QEMU's own), at most its
+ * free memory. 0 when a figure is missing or the RSS tells nothing. */
+static uint64_t unbacked_free(const BmDomain *d, uint64_t used, uint64_t overhead)
+{
+    /* an RSS at or below what the guest uses tells nothing about its free pages (yield.h) */
+    if (!bm_present(bm_yield_backed_free(d->rss_bytes, used)) || !bm_present(d->actual_bytes) ||
+        !bm_present(d->unused_bytes))
+        return 0;
+    uint64_t backed = d->rss_bytes - min_u64(d->rss_bytes, overhead);
+    uint64_t unbacked = d->actual_bytes > backed ? d->actual_bytes - backed : 0;
+    return min_u64(unbacked, d->unused_bytes);
+}
+
 /* What the host gets back of inflating a managed domain: its learned yield, the free memory
  * the host backs (QEMU RSS - the most it used lately - QEMU's own), whether it returns
  * nothing. */
@@ -499,20 +524,21 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
         x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead + k->used_lately);
     x->returns_nothing = k->no_return || bm_yield_returns_nothing(&k->learned, d->rss_bytes);
     k->reports = d->balloon_known && d->balloon.free_page_reporting == BM_TRI_ON;
-    if (!k->reports)
+    k->skip = unbacked_free(d, x->pressure.used_bytes, overhead);
+    /* without reporting, less than the cap of QEMU's own memory cannot be told from an error
+     * of its estimate: the learned yield and a probe serve there */
+    if (k->skip < k->deadband || (!k->reports && k->skip <= BM_YIELD_OVERHEAD_MAX_BYTES))
+        k->skip = 0;
+    if (!k->skip && !k->reports)
         return;
-    /* Free page reporting gives the guest's free pages back by itself, and they stay free in
-     * the guest: an inflate goes through them first (the balloon takes free pages before the
-     * guest drops cache) and gives the host nothing for that part. What it can give is what
-     * reporting cannot: page cache, then memory freed but not reported yet. Its learned yield
-     * mixes both parts, so it is not counted on (the skip is). */
+    /* The free memory the host does not back is known: the inflate goes through it and is
+     * counted for the rest, without a probe. The learned yield mixes both parts (an inflate
+     * that went through 300 MiB of it before reaching page cache "returned" a fraction), so it
+     * is not counted on: the skip is. A "returns nothing" mark (an inflate gave back less than
+     * a quarter) still holds, but for a reporting guest, where it is the rule. */
     k->yield = 1000;
-    x->returns_nothing = k->no_return != NULL;
-    if (bm_present(d->rss_bytes) && bm_present(d->actual_bytes) && bm_present(d->unused_bytes)) {
-        uint64_t backed = d->rss_bytes - min_u64(d->rss_bytes, overhead);
-        uint64_t unbacked = d->actual_bytes > backed ? d->actual_bytes - backed : 0;
-        k->skip = min_u64(unbacked, d->unused_bytes);
-    }
+    if (k->reports) /* its inflates' returns mix reported memory: no "returns nothing" mark */
+        x->returns_nothing = k->no_return != NULL;
 }
 
 /* Why a domain with idle memory is not inflated in this pass although the host may need it,
@@ -549,7 +575,7 @@ static void set_take(BmDecision *x, Work *k)
         k->cap = "backed memory";
     }
     uint64_t probe = probe_cap(&k->learned, x->idle_bytes, x->backed_free_bytes, k->deadband,
-                               k->reports);
+                               k->reports || k->skip);
     if (probe < k->want) {
         k->want = probe;
         k->cap = "a first, probing inflate";
@@ -761,6 +787,12 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
             "again once its RSS grows by %s",
             sz(k->learned.last_inflated_bytes), sz(k->learned.last_returned_bytes),
             sz(BM_YIELD_RETRY_GROWTH_BYTES));
+    else if (reclaim && k->skip && x->idle_bytes >= k->deadband && x->idle_bytes < k->skip + k->deadband)
+        say(x->reason, sizeof(x->reason),
+            "not inflated: %s idle, but %s of its free memory is not backed by the host "
+            "(QEMU RSS %s, guest uses %s%s): an inflate would go through it and give nothing back",
+            sz(x->idle_bytes), sz(k->skip), sz(k->rss_bytes), sz(x->pressure.used_bytes),
+            k->reports ? ", free page reporting on" : "");
     else if (reclaim && x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
              x->backed_free_bytes < k->deadband)
         say(x->reason, sizeof(x->reason),

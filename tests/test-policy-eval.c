@@ -733,6 +733,7 @@ static void test_memory_given_up_under_an_inflate_is_not_counted(void)
     /* used 551 MiB, QEMU RSS 40 MiB above it (one domain: no QEMU overhead estimate) */
     BmDomain d[] = {guest("steady", 1 * GiB, 892 * MiB, 341 * MiB)};
     d[0].rss_bytes = 551 * MiB + 40 * MiB;
+    d[0].unused_bytes = 100 * MiB; /* unbacked free memory below the overhead cap: no skip */
     BmLedger l;
     ledger_with_yield(&l, d, 1, (BmYield){0});
     BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
@@ -990,6 +991,32 @@ static void test_backed_free_memory_taken_within_two_passes(void)
     bm_plan_clear(&p);
 }
 
+/* A guest whose free memory the host does not back (never touched: RSS is what it uses and
+ * QEMU's own) is not inflated, nor probed, when its free memory is known: an inflate would go
+ * through that memory first. A page-cache guest with untouched free memory is inflated through
+ * it into its cache, counted for the cache only. */
+static void test_unbacked_free_memory_gone_through_first(void)
+{
+    BmDomain d[] = {guest("fresh", 1 * GiB, 1 * GiB, 900 * MiB), guest("cache", 1 * GiB, 1 * GiB, 900 * MiB)};
+    d[0].unused_bytes = 880 * MiB;
+    d[0].disk_caches_bytes = 20 * MiB;
+    d[0].rss_bytes = 124 * MiB + 30 * MiB;
+    /* cache: 300 MiB free never touched, 600 MiB page cache, 124 MiB used */
+    d[1].unused_bytes = 300 * MiB;
+    d[1].disk_caches_bytes = 600 * MiB;
+    d[1].rss_bytes = 124 * MiB + 600 * MiB + 30 * MiB;
+    BmHost h = host(MEM_TOTAL, 6 * GiB);
+    BmPlan p = eval(&h, d, 2, NULL, P);
+    const BmDecision *f = dec(&p, "fresh"), *c = dec(&p, "cache");
+    diag("fresh: %s", f->reason);
+    diag("cache: %s", c->reason);
+    ok(f->action == BM_ACT_NONE && !strstr(f->reason, "probing"), "never-touched guest: not probed, not inflated");
+    uint64_t take = c->current_bytes - c->target_bytes;
+    ok(c->action == BM_ACT_INFLATE && take > 300 * MiB, "cache guest: inflated beyond its untouched free memory");
+    ok(c->expected_return_bytes + 250 * MiB <= take, "  counted for the cache it reaches only");
+    bm_plan_clear(&p);
+}
+
 /* A timer's pass keeps the peak of what a guest used for two and a half intervals: the pass a
  * minute later still counts what it used at the pass before. */
 static void test_timer_keeps_the_usage_peak_across_passes(void)
@@ -1053,5 +1080,6 @@ int main(void)
     test_reporting_guest_reclaims_what_reporting_cannot();
     test_backed_free_memory_taken_within_two_passes();
     test_timer_keeps_the_usage_peak_across_passes();
+    test_unbacked_free_memory_gone_through_first();
     return tap_done();
 }
