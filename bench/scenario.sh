@@ -327,7 +327,7 @@ stop_timer() {
     kids=$(ps -o pid= --ppid "$1" 2>/dev/null || true)
     kill "$1" 2>/dev/null || true
     # shellcheck disable=SC2086
-    [ -n "$kids" ] && kill $kids 2>/dev/null || true
+    if [ -n "$kids" ]; then kill $kids 2>/dev/null || true; fi
 }
 
 sleep_until() {
@@ -473,7 +473,13 @@ analyse() {
           seconds_usable_below_keep_free: (series($g) | secs(.usable != null and .usable < $keep_free)),
           steady_changes_per_min: (([series($g)[] | select(.t <= $t_hog) | .cur]) as $c |
               ([range(1; $c | length) | select($c[.] != $c[. - 1] and (($c[.] - $c[. - 1]) | fabs) >= 1048576)] | length) * 60 / ([$t_hog, 1] | max)),
-          release_end_reclaimed_bytes: ((series($g) | last) as $l | $l.max - $l.cur)
+          release_end_reclaimed_bytes: ((series($g) | last) as $l | $l.max - $l.cur),
+          # issue #21: its QEMU RSS and its page cache (disk_caches), in the last sample of the
+          # steady phase and the lowest after the start of the hog up to its end
+          rss_at_rest_bytes: ([series($g)[] | select(.t <= $t_hog)] | last | .rss // null),
+          min_rss_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss // empty] | min),
+          disk_caches_at_rest_bytes: ([series($g)[] | select(.t <= $t_hog)] | last | .caches // null),
+          min_disk_caches_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .caches // empty] | min)
         } }] | from_entries),
       give_back: {
         grower_current_at_step_bytes: ($gs.cur // null),
