@@ -440,7 +440,7 @@ analyse() {
         seconds_below_reclaim_below_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $reclaim_below)),
         relief: (if $below == null then { below: false }
                  else { below: true, from: $below.t, to: ($back.t // null),
-                        seconds: (if $back then $back.t - $below.t else null end),
+                        seconds: (if $back then ($back.t - $below.t) * 10 | round / 10 else null end),
                         passes: (if $back then passes($below.t; $back.t) else passes($below.t; $t_hog_end) end) } end),
         balloon_reclaimed_bytes: ([$G[] | . as $g | (at($g; $t_hog).cur // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .cur] | min // 0)] | add),
         rss_dropped_bytes: ([$G[] | . as $g | ((at($g; $t_hog).rss // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .rss] | min // 0))] | add),
