@@ -404,6 +404,9 @@ analyse() {
                   else [$REC[] | select((.dom | short_name) == $g and .t >= $t_hog and .t <= $t_end) |
                         if .dir == "inflate" then -1 elif .dir == "deflate" then 1 else 0 end] | reversals end) } }]
      | from_entries) as $rev |
+    # records that do not parse (a changed log format) must not read as "no reversal": with
+    # balloon moves in the samples and no record at all, the records count is unknown (null)
+    ($have_rec and ($REC | length) == 0 and ([$G[] as $g | [series($g)[] | .cur | select(. != null)] | steps[] | select(. != 0)] | length) > 0) as $rec_lost |
     # The total RSS of the QEMU processes: per sample the sum over all guests (samples with the
     # RSS of every guest only); at rest: the last such sample of the steady phase; under
     # pressure: the lowest after the start of the hog up to its end.
@@ -449,8 +452,9 @@ analyse() {
         passes_total: passes(0; $t_end), unmet_bytes_max: ([$S[] | .unmet // empty] | max),
         release_above_bytes: $release_above, interval_s: $interval,
         reversals: { samples_max: ([$rev[] | .samples] | max), samples_sum: ([$rev[] | .samples] | add),
-                     records_max: (if $have_rec then [$rev[] | .records] | max else null end),
-                     records_sum: (if $have_rec then [$rev[] | .records] | add else null end),
+                     records_max: (if $have_rec and ($rec_lost | not) then [$rev[] | .records] | max else null end),
+                     records_sum: (if $have_rec and ($rec_lost | not) then [$rev[] | .records] | add else null end),
+                     records_parsed: (if $have_rec then $REC | length else null end),
                      per_domain: $rev },
         qemu_rss: { at_rest_bytes: ([$R[] | select(.t <= $t_hog)] | last | .rss // null),
                     min_under_pressure_bytes: ([$R[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss] | min) },
@@ -587,7 +591,7 @@ plot() {
     jq -r '.events[] | select(.line | test("OOM:|Out of memory|Kernel panic")) | "\(.t)\t\(.dom)"' "$run" >"$tmp/oom.tsv"
     jq -r '.events[] | select(.line | test("OOM:")) | "\(.t)"' "$run" >"$tmp/oomk.tsv"
     local title cols t_hog t_end t_step rb
-    title=$(jq -r '"balloonmgr scenario (issue #14), mode \(.mode), \(.machine.cpus) CPUs, \(.machine.mem_total_bytes / 1073741824 | floor) GiB, \(.date)"' "$run")
+    title=$(jq -r '"balloonmgr scenario (issues #14, #21), mode \(.mode), \(.machine.cpus) CPUs, \(.machine.mem_total_bytes / 1073741824 | floor) GiB, \(.date)"' "$run")
     t_hog=$(jq '.phases.pressure[0]' "$run"); t_end=$(jq '.phases.pressure[1]' "$run")
     t_step=$(jq '.phases.demand_step // "NaN"' "$run"); rb=$(jq '.reclaim_below_bytes / 1073741824' "$run")
     cols=$(jq -r '.timeline_columns | join(" ")' "$run")
