@@ -30,7 +30,8 @@
 #   bench/scenario.sh reanalyse RUN.json...         the measurements again from RUN.d/ (runs
 #       since issue #21 keep what that needs)
 #   bench/scenario.sh plot RUN.json OUT.png          the timeline picture (gnuplot)
-# --short: the integration test's timing (pressure 80 s instead of 120 s, ...).
+# --short: the integration test's timing (steady 30 s, pressure 140 s, release 45 s instead of
+# 60, 210 and 90 s; the timer's pressure and release are longer, see run_one).
 #
 # Environment: BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
@@ -298,12 +299,14 @@ run_one() {
     analyse "${args[@]}"
     # keep the raw material beside the JSON, with what `scenario.sh reanalyse` needs
     mkdir -p "${out%.json}.d"
-    jq -n --args '{ analyse: $ARGS.positional[2:], reclaim_below: $rb, release_above: $ra,
-                    interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r }' \
-        --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
-        --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
-        --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" "${args[@]}" \
-        >"${out%.json}.d/analyse.json"
+    # (the arguments a line each through stdin: jq 1.6 takes a positional "--short" for an
+    # option; none holds a newline)
+    printf '%s\n' "${args[@]:2}" |
+        jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
+                  interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r }' \
+            --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
+            --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
+            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
