@@ -322,14 +322,14 @@ for m in "${OPTIONAL_MODULES[@]}"; do
     fi
     dst="$STAGE/lib/modules/balloonmgr/$m.ko"
     install_ko "$src" "$dst"
-    missing=""
+    absent=""
     for dep in $(ko_depends "$dst"); do
         grep -q "^$dep " "$ORDER" ||
             grep -qE "/${dep//_/[-_]}\.ko$" "$MODDIR/modules.builtin" 2>/dev/null ||
-            missing="$missing $dep"
+            absent="$absent $dep"
     done
-    if [ -n "$missing" ]; then
-        msg "note: module $m needs$missing, not in the initramfs: leaving it out"
+    if [ -n "$absent" ]; then
+        msg "note: module $m needs$absent, not in the initramfs: leaving it out"
         rm -f "$dst"
         continue
     fi
