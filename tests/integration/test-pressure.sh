@@ -31,8 +31,10 @@
 #   - the agent takes what reporting cannot: the QEMU processes' lowest total RSS under
 #     pressure at least 256 MiB below their total at rest. (The issue's bound, <= 0.8 x the fpr
 #     mode's, needs an fpr run: bench/scenario.sh bench compares them.)
-# Four runs of 5-7 minutes each (guests boot 1.5-2 min on two loaded cores, 30 s steady, 140 s
-# pressure, release 45 s; the timer's 145 s): about 25 minutes.
+# Four runs: each boots its guests (45-90 s on two loaded cores), then 30 s steady, 140 s
+# pressure, 45 s release; the timer's pressure is extended until 2 runs after the crossing
+# (+5-90 s) and its release is 145 s. Measured (2026-12-01, load average 3-9): 4.7-5.3 minutes a
+# run, the timer's 6.9 (pressure +39 s): about 22-27 minutes in all.
 # BM_PRESSURE_KEEP=DIR: copy the runs' JSON (control.json, agent.json, timer.json,
 # agent-fpr.json) into DIR. BM_PRESSURE_FROM=DIR: run nothing, check the runs in DIR (the same
 # four files, from bench/scenario.sh run MODE DIR/MODE.json --short or BM_PRESSURE_KEEP).
