@@ -381,11 +381,13 @@ bm_define_guest() {
     fi
     [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
     if [ -n "$disk" ]; then
-        # read-only and shared by the guests of a run; cache='none' (O_DIRECT): the guest's
-        # reads land in its own memory, not in the host's page cache too; relabel='no': the
-        # image stays root's, 0644
+        # read-only and shared by the guests of a run; cache='none' (O_DIRECT) where the file
+        # system has it (not tmpfs): the guest's reads land in its own memory, not in the
+        # host's page cache too; relabel='no': the image stays root's, 0644
         img=$(bm_disk_image "$disk") || exit 1
-        devices="<disk type='file' device='disk'><driver name='qemu' type='raw' cache='none'/>\
+        local dcache=none
+        dd if="$img" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null || dcache=default
+        devices="<disk type='file' device='disk'><driver name='qemu' type='raw' cache='$dcache'/>\
 <source file='$img'><seclabel model='dac' relabel='no'/></source>\
 <target dev='vda' bus='virtio'/><readonly/></disk>$devices"
     fi
