@@ -35,7 +35,9 @@
 #
 # Environment: BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
-# image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G).
+# image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G),
+# BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
+# JSON as guest_options). The timer runs every timer_interval of the policy (60 s without it).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
 set -euo pipefail
@@ -49,8 +51,10 @@ HOG_TARGET=${BM_HOG_TARGET:-8%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
 GUESTS=(idle fresh steady grower cache)
 MIB=1048576
-# as balloonmgr-policy.timer: OnUnitActiveSec=1min
+# as balloonmgr-policy.timer: OnUnitActiveSec=1min (the policy's timer_interval when it has one)
 TIMER_INTERVAL=60
+# extra bm_define_guest options for every guest (e.g. autodeflate=on), recorded in the JSON
+GUEST_OPTS=${BM_SCENARIO_GUEST_OPTS:-}
 
 die() { echo "scenario: $*" >&2; exit 2; }
 now() { echo "$EPOCHREALTIME"; }
@@ -75,10 +79,6 @@ run_one() {
     # leaves time for that and for the reclaim before the grower's demand steps up)
     local steady=60 lead=120 after=90 release=90
     if [ "$short" = --short ]; then steady=30 lead=90 after=50 release=45; fi
-    # the timer: the host is comfortable a few seconds after the hog ends, its second run after
-    # that comes up to 2 x 60 s later, and its effect is read 15 s after that run began
-    # (analyse: still ballooned 2 passes after comfortable)
-    [ "$kind" = timer ] && release=$((2 * TIMER_INTERVAL + 25))
     # the grower's schedule counts from its own start, about when it is ready (polled every
     # 0.5 s): the steady phase starts then, its demand step comes `lead` s into the pressure
     local step_at=$((steady + lead))
@@ -118,20 +118,36 @@ run_one() {
     INTERVAL_S=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "interval" { v = $3
         if (v ~ /^[0-9]+m$/) print v * 60; else if (v ~ /^[0-9]+s?$/) print v + 0 }' "$pol")
     [ -n "$INTERVAL_S" ] || die "interval in $pol: expected Ns or Nm"
+    # the timer's interval: timer_interval (policies since issue #21), else 60 s
+    local ti
+    ti=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "timer_interval" { v = $3
+        if (v ~ /^[0-9]+m$/) print v * 60; else if (v ~ /^[0-9]+s?$/) print v + 0; else print "bad" }' "$pol")
+    [ "$ti" != bad ] || die "timer_interval in $pol: expected Ns or Nm"
+    [ -z "$ti" ] || TIMER_INTERVAL=$ti
+    # the timer: the host is comfortable a few seconds after the hog ends, its second run after
+    # that comes up to 2 timer intervals later, and its effect is read 15 s after that run
+    # began (analyse: still ballooned 2 passes after comfortable)
+    [ "$kind" = timer ] && release=$((2 * TIMER_INTERVAL + 25))
 
     # --- guests
     local t_boot; t_boot=$(now)
-    bm_define_guest idle 1024 load=0:touch:800 $fpr_opt
-    bm_define_guest fresh 1024 $fpr_opt
-    bm_define_guest steady 1024 load=0:384 $fpr_opt
-    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 $fpr_opt
+    [ -z "$GUEST_OPTS" ] || bm_log "every guest with: $GUEST_OPTS (BM_SCENARIO_GUEST_OPTS)"
+    # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
+    bm_define_guest idle 1024 load=0:touch:800 $fpr_opt $GUEST_OPTS
+    # shellcheck disable=SC2086
+    bm_define_guest fresh 1024 $fpr_opt $GUEST_OPTS
+    # shellcheck disable=SC2086
+    bm_define_guest steady 1024 load=0:384 $fpr_opt $GUEST_OPTS
+    # shellcheck disable=SC2086
+    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 $fpr_opt $GUEST_OPTS
     local g t_anchor
     for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
     BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the cache guest to read its disk" \
         grep -q 'bm-load: t=[0-9.]* cached 600 MiB' "$(bm_console_log cache)" ||
         bm_fail "the cache guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log cache)" | tail -n 3)"
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
-    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" $fpr_opt
+    # shellcheck disable=SC2086
+    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" $fpr_opt $GUEST_OPTS
     bm_wait_guest_ready grower 300
     t_anchor=$(now)
     local t_steady t_hog t_hog_end t_end
@@ -303,10 +319,12 @@ run_one() {
     # option; none holds a newline)
     printf '%s\n' "${args[@]:2}" |
         jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
-                  interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r }' \
+                  interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r,
+                  guest_options: $o }' \
             --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
             --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
-            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" >"${out%.json}.d/analyse.json"
+            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" \
+            >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
@@ -358,7 +376,7 @@ analyse() {
     jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" --arg kind "$kind" \
         --rawfile rec "${RECORDS:-/dev/null}" --argjson have_rec "$([ -n "${RECORDS:-}" ] && echo true || echo false)" \
         --argjson release_above "$RELEASE_ABOVE" --argjson interval "$INTERVAL_S" \
-        --argjson timer_interval "$TIMER_INTERVAL" \
+        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" \
         --argjson t_hog "$t_hog" --argjson t_hog_end "$t_hog_end" --argjson t_end "$t_end" \
         --argjson timer "$timer_passes" --argjson total "$total" --argjson reclaim_below "$RECLAIM_BELOW" \
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
@@ -435,7 +453,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"),
+      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -453,7 +471,7 @@ analyse() {
         hog_max_bytes: ([$S[] | .hog] | max),
         psi_some_avg10_max: ([$S[] | .psi_some] | max), psi_full_avg10_max: ([$S[] | .psi_full] | max),
         passes_total: passes(0; $t_end), unmet_bytes_max: ([$S[] | .unmet // empty] | max),
-        release_above_bytes: $release_above, interval_s: $interval,
+        release_above_bytes: $release_above, interval_s: $interval, timer_interval_s: $timer_interval,
         reversals: { samples_max: ([$rev[] | .samples] | max), samples_sum: ([$rev[] | .samples] | add),
                      records_max: (if $have_rec and ($rec_lost | not) then [$rev[] | .records] | max else null end),
                      records_sum: (if $have_rec and ($rec_lost | not) then [$rev[] | .records] | add else null end),
@@ -523,7 +541,7 @@ reanalyse() {
     [ "$(jq '.records' "$a")" = true ] && RECORDS=$d/records.tsv
     RECLAIM_BELOW=$(jq '.reclaim_below' "$a") RELEASE_ABOVE=$(jq '.release_above' "$a")
     INTERVAL_S=$(jq '.interval_s' "$a") TIMER_INTERVAL=$(jq '.timer_interval_s' "$a")
-    BM_PREFIX=$(jq -r '.prefix' "$a")
+    BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
     read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
     local args=()
     mapfile -t args < <(jq -r '.analyse[]' "$a")
