@@ -342,7 +342,7 @@ bm_define_guest() {
     # miss its ticks and panic at boot ("IO-APIC + timer doesn't work!"); seen with the suite
     # running beside other guests.
     local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1 no_timer_check"
-    local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img
+    local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img dcache=none
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
         case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
@@ -382,10 +382,9 @@ bm_define_guest() {
     [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
     if [ -n "$disk" ]; then
         # read-only and shared by the guests of a run; cache='none' (O_DIRECT) where the file
-        # system has it (not tmpfs): the guest's reads land in its own memory, not in the
-        # host's page cache too; relabel='no': the image stays root's, 0644
+        # system has it (tmpfs before Linux 6.6 has not): the guest's reads land in its own
+        # memory, not in the host's page cache too; relabel='no': the image stays root's, 0644
         img=$(bm_disk_image "$disk") || exit 1
-        local dcache=none
         dd if="$img" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null || dcache=default
         devices="<disk type='file' device='disk'><driver name='qemu' type='raw' cache='$dcache'/>\
 <source file='$img'><seclabel model='dac' relabel='no'/></source>\
