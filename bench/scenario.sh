@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# bench/scenario.sh -- the closed loop under real memory pressure (issue #14).
+# bench/scenario.sh -- the closed loop under real memory pressure (issues #14, #21).
 #
-# Four 1 GiB TCG guests with different memory demand (bm-guest-load in the test guest):
+# Five 1 GiB TCG guests with different memory demand (bm-guest-load in the test guest):
 #   idle     touches 800 MiB at boot and frees it: resident in QEMU, free in the guest,
 #            so an inflate gives it back to the host
 #   fresh    never touches its free memory: an inflate gives the host nothing
 #   steady   holds 384 MiB, touched every second
 #   grower   touches and frees 600 MiB (memory the host backs, so it is ballooned under
 #            pressure), holds 96 MiB, later grows to 700 MiB at 25 MiB/s while the host is still short
+#   cache    reads 600 MiB of its disk (a read-only virtio disk of random bytes) into its page
+#            cache at boot and keeps it open, holds 32 MiB: memory free page reporting cannot
+#            return, an inflate can (the guest drops cache)
 # and a host process (bm-mem-hog) that takes the host's real MemAvailable down to 8% of
 # MemTotal (below default.policy's reclaim_below, 10%), never below a 1.5 GiB safety floor.
 # Phases: steady (nothing should change) -> host pressure begins -> the grower's demand
@@ -16,17 +19,25 @@
 # Usage:
 #   bench/scenario.sh run MODE OUT.json [--short]
 #       one run; MODE: agent (balloonmgr agent, stats period 1 s), timer (run --once each
-#       minute with --state, as the systemd timer), control (no balloonmgr: one `virsh
-#       setmem` per guest when the pressure begins, balloons left there)
-#   bench/scenario.sh bench [RUNS=3] [MODES=agent,control,timer]
+#       minute with --state, as the systemd timer; its release phase holds two timer runs
+#       after the hog ends), control (no balloonmgr: one `virsh setmem` per guest when the
+#       pressure begins, balloons left there), fpr (no balloonmgr, every guest's balloon with
+#       freePageReporting='on', nothing else done), agent-fpr (the agent, every guest with
+#       freePageReporting='on')
+#   bench/scenario.sh bench [RUNS=3] [MODES=agent,control,timer,fpr,agent-fpr]
 #       RUNS runs of each mode into bench/scenario/MODE-N.json, then the table (median)
 #   bench/scenario.sh table [DIR=bench/scenario]   the table of the JSON files in DIR
+#   bench/scenario.sh reanalyse RUN.json...         the measurements again from RUN.d/ (runs
+#       since issue #21 keep what that needs)
 #   bench/scenario.sh plot RUN.json OUT.png          the timeline picture (gnuplot)
-# --short: the integration test's timing (pressure 80 s instead of 120 s, ...).
+# --short: the integration test's timing (steady 30 s, pressure 140 s, release 45 s instead of
+# 60, 210 and 90 s; the timer's pressure and release are longer, see run_one).
 #
 # Environment: BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
-# image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G).
+# image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G),
+# BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
+# JSON as guest_options). The timer runs every timer_interval of the policy (60 s without it).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
 set -euo pipefail
@@ -38,8 +49,12 @@ export BM_GUEST_LOAD=${BM_GUEST_LOAD:-$ROOT/build/tests/integration/bm-guest-loa
 POLICY_SRC=${BM_SCENARIO_POLICY:-$ROOT/policies/default.policy}
 HOG_TARGET=${BM_HOG_TARGET:-8%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
-GUESTS=(idle fresh steady grower)
+GUESTS=(idle fresh steady grower cache)
 MIB=1048576
+# as balloonmgr-policy.timer: OnUnitActiveSec=1min (the policy's timer_interval when it has one)
+TIMER_INTERVAL=60
+# extra bm_define_guest options for every guest (e.g. autodeflate=on), recorded in the JSON
+GUEST_OPTS=${BM_SCENARIO_GUEST_OPTS:-}
 
 die() { echo "scenario: $*" >&2; exit 2; }
 now() { echo "$EPOCHREALTIME"; }
@@ -48,8 +63,15 @@ now() { echo "$EPOCHREALTIME"; }
 # One run
 # ---------------------------------------------------------------------------------------------
 run_one() {
-    local mode=$1 out=$2 short=${3:-}
-    case "$mode" in agent|timer|control) ;; *) die "mode '$mode': expected agent, timer or control" ;; esac
+    local mode=$1 out=$2 short=${3:-} kind fpr_opt=""
+    # kind: what runs balloonmgr (agent, timer, none)
+    case "$mode" in
+        agent|timer) kind=$mode ;;
+        agent-fpr) kind=agent; fpr_opt=freepagereporting=on ;;
+        control) kind=none ;;
+        fpr) kind=none; fpr_opt=freepagereporting=on ;;
+        *) die "mode '$mode': expected agent, timer, control, fpr or agent-fpr" ;;
+    esac
     [ -x "$BM" ] || die "no balloonmgr at $BM (meson setup build && ninja -C build, or BALLOONMGR=)"
     [ -x "$HOG" ] || die "no bm-mem-hog at $HOG (BM_MEM_HOG=)"
     # phase lengths (s): steady, pressure before the demand step, pressure after it, release
@@ -89,16 +111,43 @@ run_one() {
     pct=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "reclaim_below" { v = $3; sub(/%$/, "", v); print v }' "$pol")
     RECLAIM_BELOW=$(jq -n --argjson p "$pct" --argjson t "$total_b" '$p * $t / 100 | floor') ||
         die "reclaim_below in $pol is not a percentage"
+    pct=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "release_above" { v = $3; sub(/%$/, "", v); print v }' "$pol")
+    RELEASE_ABOVE=$(jq -n --argjson p "$pct" --argjson t "$total_b" '$p * $t / 100 | floor') ||
+        die "release_above in $pol is not a percentage"
+    # the agent's pass interval in seconds (Ns or Nm)
+    INTERVAL_S=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "interval" { v = $3
+        if (v ~ /^[0-9]+m$/) print v * 60; else if (v ~ /^[0-9]+s?$/) print v + 0 }' "$pol")
+    [ -n "$INTERVAL_S" ] || die "interval in $pol: expected Ns or Nm"
+    # the timer's interval: timer_interval (policies since issue #21), else 60 s
+    local ti
+    ti=$(awk '/^\[/ { sec = $0 } sec == "[host]" && $1 == "timer_interval" { v = $3
+        if (v ~ /^[0-9]+m$/) print v * 60; else if (v ~ /^[0-9]+s?$/) print v + 0; else print "bad" }' "$pol")
+    [ "$ti" != bad ] || die "timer_interval in $pol: expected Ns or Nm"
+    [ -z "$ti" ] || TIMER_INTERVAL=$ti
+    # the timer: the host is comfortable a few seconds after the hog ends, its second run after
+    # that comes up to 2 timer intervals later, and its effect is read 15 s after that run
+    # began (analyse: still ballooned 2 passes after comfortable)
+    [ "$kind" = timer ] && release=$((2 * TIMER_INTERVAL + 25))
 
     # --- guests
     local t_boot; t_boot=$(now)
-    bm_define_guest idle 1024 load=0:touch:800
-    bm_define_guest fresh 1024
-    bm_define_guest steady 1024 load=0:384
+    [ -z "$GUEST_OPTS" ] || bm_log "every guest with: $GUEST_OPTS (BM_SCENARIO_GUEST_OPTS)"
+    # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
+    bm_define_guest idle 1024 load=0:touch:800 $fpr_opt $GUEST_OPTS
+    # shellcheck disable=SC2086
+    bm_define_guest fresh 1024 $fpr_opt $GUEST_OPTS
+    # shellcheck disable=SC2086
+    bm_define_guest steady 1024 load=0:384 $fpr_opt $GUEST_OPTS
+    # shellcheck disable=SC2086
+    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 $fpr_opt $GUEST_OPTS
     local g t_anchor
-    for g in idle fresh steady; do bm_wait_guest_ready "$g" 300; done
+    for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
+    BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the cache guest to read its disk" \
+        grep -q 'bm-load: t=[0-9.]* cached 600 MiB' "$(bm_console_log cache)" ||
+        bm_fail "the cache guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log cache)" | tail -n 3)"
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
-    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25"
+    # shellcheck disable=SC2086
+    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" $fpr_opt $GUEST_OPTS
     bm_wait_guest_ready grower 300
     t_anchor=$(now)
     local t_steady t_hog t_hog_end t_end
@@ -111,7 +160,7 @@ run_one() {
 
     # --- the sampler: host, guests, balloonmgr's metrics, console lines, every second
     local port="" agent="" sampler timer=""
-    [ "$mode" = agent ] && port=$(bm_free_port)
+    [ "$kind" = agent ] && port=$(bm_free_port)
     sample_loop() {
         local offs=() i dom c size off st met hog_rss t psi avail
         for i in "${!GUESTS[@]}"; do offs[i]=0; done
@@ -139,6 +188,7 @@ run_one() {
                   passes: $met.passes, mode: $met.mode, unmet: $met.unmet,
                   doms: [$st.domains[] | { name, state, cur: .current_bytes, max: .maximum_bytes,
                           usable: .usable_bytes, avail: .available_bytes, rss: .rss_bytes,
+                          caches: .disk_caches_bytes,
                           majflt: .major_faults, swapin: .swap_in_bytes, age: .stats_age_s }] }' \
                 >>"$SAMPLES" 2>/dev/null || true
             for i in "${!GUESTS[@]}"; do
@@ -168,9 +218,11 @@ run_one() {
     event() { printf '%s\t-\t%s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')" "$*" >>"$EVENTS"; bm_log "$*"; }
 
     case "$mode" in
-        agent)
+        agent|agent-fpr)
+            # agent.log as the agent wrote it; agent-stamped.log: each line after the epoch time
+            # it arrived (its change records carry no time)
             "$BM" -c "$BM_URI" agent --policy "$pol" --listen "127.0.0.1:$port" --state "$W/agent-state.json" \
-                >"$W/agent.log" 2>&1 &
+                > >(stamp_lines "$W/agent.log" "$W/agent-stamped.log") 2>&1 &
             agent=$!
             bm_add_cleanup "kill $agent 2>/dev/null || true"
             event "agent started (pid $agent)" ;;
@@ -180,13 +232,14 @@ run_one() {
               while :; do
                   printf '=== %s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')"
                   "$BM" -c "$BM_URI" run --once --policy "$pol" --state "$W/timer-state.json" 2>&1 || true
-                  next=$(awk -v n="$next" 'BEGIN { printf "%.3f", n + 60 }')
+                  next=$(awk -v n="$next" -v i="$TIMER_INTERVAL" 'BEGIN { printf "%.3f", n + i }')
                   sleep_until "$next"
               done ) >"$W/timer.log" 2>&1 &
             timer=$!
-            bm_add_cleanup "kill $timer 2>/dev/null || true"
-            event "timer started: run --once every 60 s" ;;
+            bm_add_cleanup "stop_timer $timer"
+            event "timer started: run --once every $TIMER_INTERVAL s" ;;
         control) event "control: no balloonmgr" ;;
+        fpr) event "fpr: no balloonmgr, free page reporting on in every guest" ;;
     esac
 
     # --- steady, then the hog
@@ -204,10 +257,28 @@ run_one() {
         bm_virsh setmem "$(bm_dom fresh)" 256M --live >/dev/null || true
         bm_virsh setmem "$(bm_dom steady)" 512M --live >/dev/null || true
         bm_virsh setmem "$(bm_dom grower)" 400M --live >/dev/null || true
-        event "control: one-off virsh setmem idle 256M fresh 256M steady 512M grower 400M"
+        bm_virsh setmem "$(bm_dom cache)" 384M --live >/dev/null || true
+        event "control: one-off virsh setmem idle 256M fresh 256M steady 512M grower 400M cache 384M"
     fi
     t_hog_end=$(awk -v h="$t_hog" -v l="$lead" -v a="$after" 'BEGIN { printf "%.3f", h + l + a }')
     sleep_until "$t_hog_end"
+    if [ "$kind" = timer ]; then
+        # two timer runs must fit between MemAvailable crossing reclaim_below and the hog's end
+        # (the hog takes 30-90 s to get there, the timer relieves within 2 runs or not): the
+        # pressure lasts until 15 s after the 2nd run that can follow the crossing
+        local c
+        c=$(jq -sr --argjson rb "$RECLAIM_BELOW" --argjson s "$t_steady" --argjson h "$t_hog" \
+            '[.[] | select(.t >= $h - $s and .avail < $rb)] | first | .t // empty' "$SAMPLES")
+        if [ -n "$c" ]; then
+            c=$(awk -v s="$t_steady" -v c="$c" -v i="$TIMER_INTERVAL" -v e="$t_hog_end" \
+                'BEGIN { x = s + c + 2 * i + 15; printf "%.3f", (x > e ? x : e) }')
+            if [ "$c" != "$t_hog_end" ]; then
+                event "timer: the pressure extended by $(awk -v c="$c" -v e="$t_hog_end" 'BEGIN { printf "%.0f", c - e }') s (2 timer runs after MemAvailable crossed reclaim_below)"
+                t_hog_end=$c
+                sleep_until "$t_hog_end"
+            fi
+        fi
+    fi
     kill "$HOG_PID" 2>/dev/null || true
     wait "$HOG_PID" 2>/dev/null || true
     rm -f "$W/hog.pid"
@@ -215,7 +286,7 @@ run_one() {
     t_end=$(awk -v h="$t_hog_end" -v r="$release" 'BEGIN { printf "%.3f", h + r }')
     sleep_until "$t_end"
     [ -n "$agent" ] && { kill "$agent" 2>/dev/null || true; wait "$agent" 2>/dev/null || true; }
-    [ -n "$timer" ] && { kill "$timer" 2>/dev/null || true; }
+    [ -n "$timer" ] && stop_timer "$timer"
     sleep 1.5
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
@@ -225,18 +296,59 @@ run_one() {
     done
 
     local timer_passes='[]'
-    [ "$mode" = timer ] && timer_passes=$(sed -n 's/^=== //p' "$W/timer.log" | jq -sc '.')
-    analyse "$mode" "$out" \
-        "$(awk -v s="$t_steady" -v h="$t_hog" 'BEGIN { printf "%.1f", h - s }')" \
-        "$(awk -v s="$t_steady" -v h="$t_hog_end" 'BEGIN { printf "%.1f", h - s }')" \
-        "$(awk -v s="$t_steady" -v h="$t_end" 'BEGIN { printf "%.1f", h - s }')" \
-        "$timer_passes" "$total_b" "$short"
-    # keep the raw material beside the JSON
+    [ "$kind" = timer ] && timer_passes=$(sed -n 's/^=== //p' "$W/timer.log" | jq -sc '.')
+    # balloonmgr's change records, "T<TAB>record" (T: seconds since the steady phase began; the
+    # agent's: when the line arrived; the timer's: the start of the run that wrote it)
+    RECORDS=$W/records.tsv
+    case "$kind" in
+        agent) awk -F '\t' -v s="$t_steady" '$2 ~ /change domain=/ { printf "%.1f\t%s\n", $1 - s, $2 }' \
+                   "$W/agent-stamped.log" >"$RECORDS" ;;
+        timer) awk '/^=== / { t = $2 } /change domain=/ { printf "%s\t%s\n", t, $0 }' "$W/timer.log" >"$RECORDS" ;;
+        *) RECORDS="" ;;
+    esac
+    local args
+    args=("$mode" "$out"
+        "$(awk -v s="$t_steady" -v h="$t_hog" 'BEGIN { printf "%.1f", h - s }')"
+        "$(awk -v s="$t_steady" -v h="$t_hog_end" 'BEGIN { printf "%.1f", h - s }')"
+        "$(awk -v s="$t_steady" -v h="$t_end" 'BEGIN { printf "%.1f", h - s }')"
+        "$timer_passes" "$total_b" "$short" "$kind")
+    analyse "${args[@]}"
+    # keep the raw material beside the JSON, with what `scenario.sh reanalyse` needs
     mkdir -p "${out%.json}.d"
-    cp "$pol" "$EVENTS" "$SAMPLES" "${out%.json}.d/" 2>/dev/null || true
+    # (the arguments a line each through stdin: jq 1.6 takes a positional "--short" for an
+    # option; none holds a newline)
+    printf '%s\n' "${args[@]:2}" |
+        jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
+                  interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r,
+                  guest_options: $o }' \
+            --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
+            --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
+            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" \
+            >"${out%.json}.d/analyse.json"
+    cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
     bm_log "run written to $out"
+}
+
+# stamp_lines RAW STAMPED: copies stdin to RAW, and to STAMPED with each line after the epoch
+# time it was read and a tab.
+stamp_lines() {
+    local l
+    exec 3>"$1" 4>"$2"
+    while IFS= read -r l; do
+        printf '%s\n' "$l" >&3
+        printf '%s\t%s\n' "$EPOCHREALTIME" "$l" >&4
+    done
+}
+
+# stop_timer PID: ends the timer loop (the subshell PID) and the run --once or sleep it is in.
+stop_timer() {
+    local kids
+    kids=$(ps -o pid= --ppid "$1" 2>/dev/null || true)
+    kill "$1" 2>/dev/null || true
+    # shellcheck disable=SC2086
+    if [ -n "$kids" ]; then kill $kids 2>/dev/null || true; fi
 }
 
 sleep_until() {
@@ -256,10 +368,15 @@ bm_free_port() {
 # ---------------------------------------------------------------------------------------------
 # The measurements (issue #14, section 4) from the samples and the console events
 # ---------------------------------------------------------------------------------------------
-# analyse MODE OUT T_HOG T_HOG_END T_END TIMER_PASSES_JSON MEMTOTAL SHORT
+# analyse MODE OUT T_HOG T_HOG_END T_END TIMER_PASSES_JSON MEMTOTAL SHORT KIND
+# (globals: SAMPLES, EVENTS, RECORDS (empty: no balloonmgr), RECLAIM_BELOW, RELEASE_ABOVE,
+# INTERVAL_S, GUESTS, BM_PREFIX)
 analyse() {
-    local mode=$1 out=$2 t_hog=$3 t_hog_end=$4 t_end=$5 timer_passes=$6 total=$7 short=$8
-    jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" \
+    local mode=$1 out=$2 t_hog=$3 t_hog_end=$4 t_end=$5 timer_passes=$6 total=$7 short=$8 kind=$9
+    jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" --arg kind "$kind" \
+        --rawfile rec "${RECORDS:-/dev/null}" --argjson have_rec "$([ -n "${RECORDS:-}" ] && echo true || echo false)" \
+        --argjson release_above "$RELEASE_ABOVE" --argjson interval "$INTERVAL_S" \
+        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" \
         --argjson t_hog "$t_hog" --argjson t_hog_end "$t_hog_end" --argjson t_end "$t_end" \
         --argjson timer "$timer_passes" --argjson total "$total" --argjson reclaim_below "$RECLAIM_BELOW" \
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
@@ -283,11 +400,51 @@ analyse() {
     (if $below == null then null else ($S | map(select(.t > $below.t and .avail >= $reclaim_below)) | first) end) as $back |
     # passes in a window (agent: the passes counter; timer: its runs)
     def passes($a; $b):
-        if $mode == "agent" then
+        if $kind == "agent" then
             (([$S[] | select(.t >= $a and .t <= $b and .passes != null) | .passes]) as $p |
              if ($p | length) == 0 then null else ($p | max) - ($p | min) end)
-        elif $mode == "timer" then [$timer[] | select(. >= $a and . <= $b)] | length
+        elif $kind == "timer" then [$timer[] | select(. >= $a and . <= $b)] | length
         else 0 end;
+    # Reversals in the pressure episode (from the start of the hog to the end of the release):
+    # how often the balloon of a domain changed direction. From the samples: a move of at least
+    # 1 MiB between two readings is a step (-1 inflate, +1 deflate; smaller moves are no step),
+    # and a step against the step before it (pauses skipped) is a reversal. From the change
+    # records of balloonmgr (in the log of the agent, at the time each line arrived: a record is
+    # written when its change ends; in the output of a timer run, at the start of the run; lines
+    # "change domain=QUOTED_NAME direction=inflate|deflate ..."): the same over their directions.
+    def reversals: reduce .[] as $d ({dir: 0, n: 0};
+        if $d == 0 then . else (if .dir != 0 and .dir != $d then .n += 1 else . end) | .dir = $d end) | .n;
+    def steps: . as $c | [range(1; $c | length) | ($c[.] - $c[. - 1]) |
+        if . <= -1048576 then -1 elif . >= 1048576 then 1 else 0 end];
+    ($rec | split("\n") | map(select(length > 0) | split("\t") | { t: (.[0] | tonumber), line: (.[1:] | join("\t")) } |
+        . + ((.line | capture("change domain=\u0027(?<dom>[^\u0027]*)\u0027 direction=(?<dir>[a-z]+)")) // { dom: null, dir: null }) |
+        select(.dom != null))) as $REC |
+    ([$G[] | . as $g | { key: $g, value: {
+        samples: ([series($g)[] | select(.t >= $t_hog and .t <= $t_end) | .cur | select(. != null)] | steps | reversals),
+        records: (if $have_rec | not then null
+                  else [$REC[] | select((.dom | short_name) == $g and .t >= $t_hog and .t <= $t_end) |
+                        if .dir == "inflate" then -1 elif .dir == "deflate" then 1 else 0 end] | reversals end) } }]
+     | from_entries) as $rev |
+    # records that do not parse (a changed log format) must not read as "no reversal": with
+    # balloon moves in the samples and no record at all, the records count is unknown (null)
+    ($have_rec and ($REC | length) == 0 and ([$G[] as $g | [series($g)[] | .cur | select(. != null)] | steps[] | select(. != 0)] | length) > 0) as $rec_lost |
+    # The total RSS of the QEMU processes: per sample the sum over all guests (samples with the
+    # RSS of every guest only); at rest: the last such sample of the steady phase; under
+    # pressure: the lowest after the start of the hog up to its end.
+    ([$S[] | . as $x | { t, rss: ([$G[] as $g | ($x.doms[] | select(.name | short_name == $g) | .rss)] |
+        if length == ($G | length) and all(. != null) then add else null end) } | select(.rss != null)]) as $R |
+    # Still ballooned 2 passes after the host is comfortable. Comfortable: the first sample from
+    # the end of the hog on with MemAvailable above release_above. 2 passes: for the agent, 2 x
+    # its interval after that; for the timer, 15 s after the start of its 2nd run from that
+    # moment on (the changes of that run under way); none without balloonmgr. The value: the sum
+    # over guests of (maximum - balloon) in the first sample from then on with every guest.
+    (($S | map(select(.t >= $t_hog_end and .avail > $release_above)) | first) // null) as $comf |
+    (if $comf == null then null
+     elif $kind == "agent" then $comf.t + 2 * $interval
+     elif $kind == "timer" then ([$timer[] | select(. >= $comf.t)] | .[1]) as $p | (if $p == null then null else $p + 15 end)
+     else null end) as $t_x |
+    (if $t_x == null then null
+     else ($S | map(select(.t >= $t_x and (.doms | length) == ($G | length))) | first) end) as $sx |
     # the grower demand step: its "phase 3" line (1: touch and free, 2: hold 96 MiB)
     (($E | map(select(.dom == "grower" and (.line | test("bm-load: t=[0-9.]+ phase 3:")))) | first) // null) as $step |
     ($step.t // null) as $t_step |
@@ -296,7 +453,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"),
+      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -307,13 +464,24 @@ analyse() {
         seconds_below_reclaim_below_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $reclaim_below)),
         relief: (if $below == null then { below: false }
                  else { below: true, from: $below.t, to: ($back.t // null),
-                        seconds: (if $back then $back.t - $below.t else null end),
+                        seconds: (if $back then ($back.t - $below.t) * 10 | round / 10 else null end),
                         passes: (if $back then passes($below.t; $back.t) else passes($below.t; $t_hog_end) end) } end),
         balloon_reclaimed_bytes: ([$G[] | . as $g | (at($g; $t_hog).cur // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .cur] | min // 0)] | add),
         rss_dropped_bytes: ([$G[] | . as $g | ((at($g; $t_hog).rss // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .rss] | min // 0))] | add),
         hog_max_bytes: ([$S[] | .hog] | max),
         psi_some_avg10_max: ([$S[] | .psi_some] | max), psi_full_avg10_max: ([$S[] | .psi_full] | max),
-        passes_total: passes(0; $t_end), unmet_bytes_max: ([$S[] | .unmet // empty] | max)
+        passes_total: passes(0; $t_end), unmet_bytes_max: ([$S[] | .unmet // empty] | max),
+        release_above_bytes: $release_above, interval_s: $interval, timer_interval_s: $timer_interval,
+        reversals: { samples_max: ([$rev[] | .samples] | max), samples_sum: ([$rev[] | .samples] | add),
+                     records_max: (if $have_rec and ($rec_lost | not) then [$rev[] | .records] | max else null end),
+                     records_sum: (if $have_rec and ($rec_lost | not) then [$rev[] | .records] | add else null end),
+                     records_parsed: (if $have_rec then $REC | length else null end),
+                     per_domain: $rev },
+        qemu_rss: { at_rest_bytes: ([$R[] | select(.t <= $t_hog)] | last | .rss // null),
+                    min_under_pressure_bytes: ([$R[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss] | min) },
+        after_comfortable: { comfortable_at: ($comf.t // null), due_at: $t_x, read_at: ($sx.t // null),
+                             still_ballooned_bytes: (if $sx == null then null
+                                 else [$sx.doms[] | (.max // 0) - (.cur // .max // 0)] | add end) }
       },
       guests: ([$G[] | . as $g | {
         key: $g, value: {
@@ -330,7 +498,13 @@ analyse() {
           seconds_usable_below_keep_free: (series($g) | secs(.usable != null and .usable < $keep_free)),
           steady_changes_per_min: (([series($g)[] | select(.t <= $t_hog) | .cur]) as $c |
               ([range(1; $c | length) | select($c[.] != $c[. - 1] and (($c[.] - $c[. - 1]) | fabs) >= 1048576)] | length) * 60 / ([$t_hog, 1] | max)),
-          release_end_reclaimed_bytes: ((series($g) | last) as $l | $l.max - $l.cur)
+          release_end_reclaimed_bytes: ((series($g) | last) as $l | $l.max - $l.cur),
+          # issue #21: its QEMU RSS and its page cache (disk_caches), in the last sample of the
+          # steady phase and the lowest after the start of the hog up to its end
+          rss_at_rest_bytes: ([series($g)[] | select(.t <= $t_hog)] | last | .rss // null),
+          min_rss_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss // empty] | min),
+          disk_caches_at_rest_bytes: ([series($g)[] | select(.t <= $t_hog)] | last | .caches // null),
+          min_disk_caches_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .caches // empty] | min)
         } }] | from_entries),
       give_back: {
         grower_current_at_step_bytes: ($gs.cur // null),
@@ -346,9 +520,36 @@ analyse() {
       events: [$E[] | select(.dom == "-" or (.line | test("bm-load: t=[0-9.]+ (phase|OOM|holding|touched)|allocation FAILED|Out of memory|Kernel panic")))]
     }' >"$out.tmp"
     mv "$out.tmp" "$out"
-    jq -r '"\(.mode): host relief \(.host.relief.seconds // "never") s in \(.host.relief.passes // "-") passes;" +
+    jq -r 'def mib: if . == null then "-" else (. / 1048576 | floor | tostring) end;
+           "\(.mode): host relief \(.host.relief.seconds // "never") s in \(.host.relief.passes // "-") passes;" +
            " balloons \(.host.balloon_reclaimed_bytes / 1048576 | floor) MiB, QEMU RSS \(.host.rss_dropped_bytes / 1048576 | floor) MiB;" +
-           " OOM kills \([.guests[] | .oom_kills] | add); give-back \(.give_back.latency_s // "none") s"' "$out"
+           " OOM kills \([.guests[] | .oom_kills] | add), alloc failures \([.guests[] | .allocation_failures] | add);" +
+           " give-back \(.give_back.latency_s // "none") s;" +
+           " reversals max \(.host.reversals.samples_max) sum \(.host.reversals.samples_sum)" +
+           " (records: max \(.host.reversals.records_max // "-") sum \(.host.reversals.records_sum // "-"));" +
+           " QEMU RSS total at rest \(.host.qemu_rss.at_rest_bytes | mib) MiB, lowest under pressure \(.host.qemu_rss.min_under_pressure_bytes | mib) MiB;" +
+           " still ballooned 2 passes after comfortable \(.host.after_comfortable.still_ballooned_bytes | mib) MiB"' "$out"
+}
+
+# reanalyse RUN.json: the measurements again, from the raw material a run kept in RUN.d/ (the
+# analysis changed since the run); the machine and date stay those of the run.
+reanalyse() {
+    local out=$1 d=${1%.json}.d a
+    [ -f "$d/analyse.json" ] || die "no $d/analyse.json (runs before it cannot be reanalysed)"
+    a=$d/analyse.json
+    SAMPLES=$d/samples.jsonl EVENTS=$d/events.tsv RECORDS=""
+    [ "$(jq '.records' "$a")" = true ] && RECORDS=$d/records.tsv
+    RECLAIM_BELOW=$(jq '.reclaim_below' "$a") RELEASE_ABOVE=$(jq '.release_above' "$a")
+    INTERVAL_S=$(jq '.interval_s' "$a") TIMER_INTERVAL=$(jq '.timer_interval_s' "$a")
+    BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
+    read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
+    local args=()
+    mapfile -t args < <(jq -r '.analyse[]' "$a")
+    cp "$out" "$out.before-reanalyse"
+    analyse "$(jq -r '.mode' "$out")" "$out" "${args[@]}"
+    jq --slurpfile old "$out.before-reanalyse" '.machine = $old[0].machine | .date = $old[0].date' "$out" >"$out.tmp"
+    mv "$out.tmp" "$out"
+    rm -f "$out.before-reanalyse"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -382,11 +583,19 @@ table() {
         starved: [$runs[] | .guests.grower.seconds_usable_below_keep_free] | median,
         left: [$runs[] | [.guests[] | .release_end_reclaimed_bytes] | add] | median,
         minavail: [$runs[] | .host.min_available_bytes] | median,
-        psi: [$runs[] | .host.psi_some_avg10_max] | median
+        psi: [$runs[] | .host.psi_some_avg10_max] | median,
+        # issue #21 (runs before it have none of these: "-")
+        rev: [$runs[] | .host.reversals.samples_max] | median,
+        revsum: [$runs[] | .host.reversals.samples_sum] | median,
+        recrev: [$runs[] | .host.reversals.records_max] | median,
+        recrevsum: [$runs[] | .host.reversals.records_sum] | median,
+        rssrest: [$runs[] | .host.qemu_rss.at_rest_bytes] | median,
+        rssmin: [$runs[] | .host.qemu_rss.min_under_pressure_bytes] | median,
+        left2: [$runs[] | .host.after_comfortable.still_ballooned_bytes] | median
       }) |
-    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max |"),
-    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
-    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) |")
+    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) |")
     ' $files
 }
 
@@ -403,10 +612,12 @@ plot() {
     jq -r '.events[] | select(.line | test("OOM:|Out of memory|Kernel panic")) | "\(.t)\t\(.dom)"' "$run" >"$tmp/oom.tsv"
     jq -r '.events[] | select(.line | test("OOM:")) | "\(.t)"' "$run" >"$tmp/oomk.tsv"
     local title cols t_hog t_end t_step rb
-    title=$(jq -r '"balloonmgr scenario (issue #14), mode \(.mode), \(.machine.cpus) CPUs, \(.machine.mem_total_bytes / 1073741824 | floor) GiB, \(.date)"' "$run")
+    title=$(jq -r '"balloonmgr scenario (issues #14, #21), mode \(.mode), \(.machine.cpus) CPUs, \(.machine.mem_total_bytes / 1073741824 | floor) GiB, \(.date)"' "$run")
     t_hog=$(jq '.phases.pressure[0]' "$run"); t_end=$(jq '.phases.pressure[1]' "$run")
     t_step=$(jq '.phases.demand_step // "NaN"' "$run"); rb=$(jq '.reclaim_below_bytes / 1073741824' "$run")
     cols=$(jq -r '.timeline_columns | join(" ")' "$run")
+    # guests: 3 columns each after the 5 host columns (4 guests before issue #21, 5 since)
+    local ng; ng=$(jq '(.timeline_columns | length) - 5 | . / 3 | floor' "$run")
     [ -s "$tmp/oomk.tsv" ] || echo "NaN" >"$tmp/oomk.tsv"
     # passes: the agent's counter, or a mark per timer run, or none (control)
     local passes_plot='"" using 1:4 axes x1y2 with steps lc rgb "black" title "passes (agent)"'
@@ -439,13 +650,13 @@ plot "$tmp/t.tsv" using 1:(\$2/1073741824) with lines ls 1 title "MemAvailable",
      $rb with lines dt 3 lc rgb "red" title "reclaim_below"
 set title "balloon current (solid) and guest usable memory (dashed), MiB; x: OOM kill of the workload"
 set ylabel "MiB"
-plot for [i=0:3] "$tmp/t.tsv" using 1:(column(6 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 6 + 3*i), \
-     for [i=0:3] "" using 1:(column(7 + 3*i)/1048576) with lines dt 2 lc i+1 title word("$cols", 7 + 3*i), \
+plot for [i=0:$((ng - 1))] "$tmp/t.tsv" using 1:(column(6 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 6 + 3*i), \
+     for [i=0:$((ng - 1))] "" using 1:(column(7 + 3*i)/1048576) with lines dt 2 lc i+1 title word("$cols", 7 + 3*i), \
      "$tmp/oomk.tsv" using 1:(50) with points pt 2 ps 3 lc rgb "black" title "OOM kill"
 set title "QEMU RSS per guest (MiB) and policy passes"
 set y2label "passes"
 set y2tics
-plot for [i=0:3] "$tmp/t.tsv" using 1:(column(8 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 8 + 3*i), \
+plot for [i=0:$((ng - 1))] "$tmp/t.tsv" using 1:(column(8 + 3*i)/1048576) with lines lw 2 lc i+1 title word("$cols", 8 + 3*i), \
      $passes_plot
 unset multiplot
 EOF
@@ -453,7 +664,7 @@ EOF
 }
 
 bench() {
-    local runs=${1:-3} modes=${2:-agent,control,timer} m i dir=$ROOT/bench/scenario
+    local runs=${1:-3} modes=${2:-agent,control,timer,fpr,agent-fpr} m i dir=$ROOT/bench/scenario
     mkdir -p "$dir"
     for ((i = 1; i <= runs; i++)); do
         for m in ${modes//,/ }; do
@@ -467,11 +678,13 @@ main() {
 case "${1:-}" in
     run) [ $# -ge 3 ] || die "usage: scenario.sh run MODE OUT.json [--short]"
          run_one "$2" "$3" "${4:-}" ;;
-    bench) bench "${2:-3}" "${3:-agent,control,timer}" ;;
+    bench) bench "${2:-3}" "${3:-agent,control,timer,fpr,agent-fpr}" ;;
     table) table "${2:-$ROOT/bench/scenario}" ;;
+    reanalyse) [ $# -ge 2 ] || die "usage: scenario.sh reanalyse RUN.json..."
+               shift; for r in "$@"; do reanalyse "$r"; done ;;
     plot) [ $# -eq 3 ] || die "usage: scenario.sh plot RUN.json OUT.png"
           plot "$2" "$3" ;;
-    *) die "usage: scenario.sh run MODE OUT.json [--short] | bench [RUNS] [MODES] | table [DIR] | plot RUN.json OUT.png" ;;
+    *) die "usage: scenario.sh run MODE OUT.json [--short] | bench [RUNS] [MODES] | table [DIR] | reanalyse RUN.json... | plot RUN.json OUT.png" ;;
 esac
 }
 

@@ -3,7 +3,8 @@
 #
 # Builds (and caches) the tiny guest used by balloonmgr's integration tests:
 # a stock Debian kernel plus a busybox-static initramfs whose /init loads the
-# virtio balloon stack, optionally touches some memory, prints
+# virtio balloon stack (and virtio_blk, for a guest with a disk), optionally
+# touches some memory, prints
 # "BALLOONMGR-GUEST-READY" on ttyS0 and then idles forever.
 #
 # Output (OUTDIR, default /var/lib/libvirt/images/balloonmgr-test, or
@@ -85,6 +86,10 @@ CACHE=${BM_GUEST_CACHE:-/var/cache/balloonmgr-test}
 # virtio -> virtio_ring; virtio_pci -> virtio_ring, virtio, *_dev;
 # virtio_balloon -> virtio, virtio_ring.
 MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_balloon)
+# Loaded after that stack when the kernel has them (left out with a note when not, or when a
+# dependency is neither above nor built in): virtio_blk for the page-cache guest's disk
+# (bm_define_guest disk=MIB, bm-guest-load's cache item); it depends on virtio, virtio_ring.
+OPTIONAL_MODULES=(virtio_blk)
 # The SG lab's replacement for virtio_balloon (same dependencies), optional.
 SG_NAME=virtio_balloon_sg
 
@@ -278,6 +283,21 @@ find_module() {
         -o -name "$pat.ko.zst" -o -name "$pat.ko.gz" \) | head -n1
 }
 
+# install_ko SRC DST: the module SRC (.ko, .ko.xz, .ko.zst or .ko.gz), uncompressed, as DST.
+install_ko() {
+    case "$1" in
+        *.ko.xz)  ensure_pkgs xz-utils; xz -dc "$1" >"$2" ;;
+        *.ko.zst) ensure_pkgs zstd; zstd -qdc "$1" >"$2" ;;
+        *.ko.gz)  gzip -dc "$1" >"$2" ;;
+        *)        cp "$1" "$2" ;;
+    esac
+}
+
+# ko_depends KO: the (uncompressed) module's dependencies, space-separated.
+ko_depends() {
+    tr '\0' '\n' <"$1" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '
+}
+
 ORDER="$STAGE/lib/modules/balloonmgr/modules.order"
 : >"$ORDER"
 for m in "${MODULES[@]}"; do
@@ -290,14 +310,30 @@ for m in "${MODULES[@]}"; do
         fi
         die "module $m not found in $MODDIR and not built in"
     fi
-    dst="$STAGE/lib/modules/balloonmgr/$m.ko"
-    case "$src" in
-        *.ko.xz)  ensure_pkgs xz-utils; xz -dc "$src" >"$dst" ;;
-        *.ko.zst) ensure_pkgs zstd; zstd -qdc "$src" >"$dst" ;;
-        *.ko.gz)  gzip -dc "$src" >"$dst" ;;
-        *)        cp "$src" "$dst" ;;
-    esac
+    install_ko "$src" "$STAGE/lib/modules/balloonmgr/$m.ko"
     msg "module $m <- ${src#"$MODDIR"/}"
+    echo "$m file" >>"$ORDER"
+done
+for m in "${OPTIONAL_MODULES[@]}"; do
+    src=$(find_module "$m")
+    if [ -z "$src" ]; then
+        msg "note: module $m not in $MODDIR, leaving it out"
+        continue
+    fi
+    dst="$STAGE/lib/modules/balloonmgr/$m.ko"
+    install_ko "$src" "$dst"
+    absent=""
+    for dep in $(ko_depends "$dst"); do
+        grep -q "^$dep " "$ORDER" ||
+            grep -qE "/${dep//_/[-_]}\.ko$" "$MODDIR/modules.builtin" 2>/dev/null ||
+            absent="$absent $dep"
+    done
+    if [ -n "$absent" ]; then
+        msg "note: module $m needs$absent, not in the initramfs: leaving it out"
+        rm -f "$dst"
+        continue
+    fi
+    msg "module $m <- ${src#"$MODDIR"/} (optional, depends: $(ko_depends "$dst"))"
     echo "$m file" >>"$ORDER"
 done
 # Not in modules.order: /init loads it in place of virtio_balloon on request.

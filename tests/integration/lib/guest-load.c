@@ -10,6 +10,10 @@
  *     SECS:MIB@RATE     the same, growing toward MIB at RATE MiB/s (shrinking is immediate)
  *     SECS:touch:MIB    write MIB MiB once and free it again, then hold nothing: the memory
  *                       stays resident in QEMU but is free in the guest
+ *     SECS:cache:MIB    read the first MIB MiB of the guest's disk (/dev/vda, bm_define_guest
+ *                       disk=MIB) once, with buffered reads: page cache, resident in QEMU; the
+ *                       file descriptor stays open; then hold nothing (a later item's anonymous
+ *                       memory comes on top of the cache, which stays until the kernel drops it)
  * SECS count from the program's start on the guest's monotonic clock. (Not the wall clock: a
  * TCG guest's wall clock was measured a minute ahead of the host's after a slow boot, while
  * its monotonic clock kept the host's pace: 10.0 s per 10 s.) The first line,
@@ -22,6 +26,9 @@
  *   phase N: touch MIB MiB, then free it
  *   holding MIB MiB (reached in S s)
  *   touched and freed MIB MiB in S s
+ *   phase N: cache MIB MiB of DEVICE
+ *   cached MIB MiB of DEVICE in S s (kept open)
+ *   cache read FAILED at MIB of MIB MiB of DEVICE: ERROR
  *   allocation FAILED at MIB of MIB MiB: ERROR
  *   status: holding MIB MiB, touch pass MS ms           (every 30 s)
  *   OOM: worker PID killed by SIGKILL (phase N, holding MIB MiB); restarting in 1 s
@@ -45,12 +52,14 @@
 #define MIB (1024UL * 1024UL)
 #define MAX_ITEMS 64
 #define MAX_CHUNKS 65536
+#define CACHE_DEVICE "/dev/vda"
 
 typedef struct {
     double at_s;
     unsigned long mib;
     double rate_mib_s; /* 0: as fast as possible */
     int touch_only;
+    int cache_only; /* read the disk into the page cache */
 } Item;
 
 /* Shared between the supervisor and its worker (MAP_SHARED): what the worker is doing. */
@@ -65,6 +74,7 @@ static double start_mono;
 static Progress *progress;
 static void *chunks[MAX_CHUNKS];
 static unsigned long n_chunks;
+static int cache_fd = -1;
 
 static double now(int clk)
 {
@@ -113,12 +123,15 @@ static int parse_schedule(const char *s)
         if (strncmp(tok, "touch:", 6) == 0) {
             it.touch_only = 1;
             tok += 6;
+        } else if (strncmp(tok, "cache:", 6) == 0) {
+            it.cache_only = 1;
+            tok += 6;
         }
         errno = 0;
         it.mib = strtoul(tok, &end, 10);
         if (end == tok || errno || it.mib > MAX_CHUNKS)
             goto bad;
-        if (*end == '@' && !it.touch_only) {
+        if (*end == '@' && !it.touch_only && !it.cache_only) {
             tok = end + 1;
             it.rate_mib_s = strtod(tok, &end);
             if (end == tok || it.rate_mib_s <= 0)
@@ -187,6 +200,38 @@ static void sleep_s(double s)
         ;
 }
 
+/* Reads the first mib MiB of CACHE_DEVICE into the page cache (buffered reads into one 1 MiB
+ * buffer) and keeps it open in cache_fd; reports the result. */
+static void cache_disk(unsigned long mib)
+{
+    static char buf[MIB];
+    double t0 = sched_t();
+    unsigned long done = 0;
+    if (cache_fd >= 0)
+        close(cache_fd);
+    cache_fd = open(CACHE_DEVICE, O_RDONLY);
+    if (cache_fd < 0) {
+        say("cache read FAILED at 0 of %lu MiB of %s: %s", mib, CACHE_DEVICE, strerror(errno));
+        return;
+    }
+    while (done < mib) {
+        size_t got = 0;
+        while (got < MIB) {
+            ssize_t n = read(cache_fd, buf + got, MIB - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                say("cache read FAILED at %lu of %lu MiB of %s: %s", done, mib, CACHE_DEVICE,
+                    n < 0 ? strerror(errno) : "end of device");
+                return;
+            }
+            got += (size_t)n;
+        }
+        done++;
+    }
+    say("cached %lu MiB of %s in %.1f s (kept open)", done, CACHE_DEVICE, sched_t() - t0);
+}
+
 /* The worker: runs the schedule forever. */
 static void worker(void)
 {
@@ -218,6 +263,11 @@ static void worker(void)
                 say("touched and freed %lu MiB in %.1f s", n_chunks, sched_t() - phase_start);
                 shrink_to(0);
                 reached = 1;
+            } else if (p >= 0 && items[p].cache_only) {
+                say("phase %d: cache %lu MiB of %s", p + 1, items[p].mib, CACHE_DEVICE);
+                shrink_to(0);
+                cache_disk(items[p].mib);
+                reached = 1;
             } else if (p >= 0) {
                 if (items[p].rate_mib_s > 0)
                     say("phase %d: hold %lu MiB at %.0f MiB/s (was %lu MiB)", p + 1, items[p].mib,
@@ -226,7 +276,7 @@ static void worker(void)
                     say("phase %d: hold %lu MiB (was %lu MiB)", p + 1, items[p].mib, n_chunks);
             }
         }
-        if (p >= 0 && !items[p].touch_only) {
+        if (p >= 0 && !items[p].touch_only && !items[p].cache_only) {
             unsigned long want = items[p].mib, allowed = want;
             if (items[p].rate_mib_s > 0 && n_chunks < want) {
                 /* grow at the rate from where the phase started (or the worker restarted) */
@@ -263,8 +313,8 @@ int main(int argc, char **argv)
 {
     int fd, i = 1;
     if (argc != i + 1 || parse_schedule(argv[i]) < 0) {
-        fprintf(stderr, "bm-load: schedule '%s': expected SECS:MIB[@RATE] or SECS:touch:MIB, "
-                        "comma-separated, times ascending\n", argc > i ? argv[i] : "");
+        fprintf(stderr, "bm-load: schedule '%s': expected SECS:MIB[@RATE], SECS:touch:MIB or "
+                        "SECS:cache:MIB, comma-separated, times ascending\n", argc > i ? argv[i] : "");
         return 2;
     }
     start_mono = now(CLOCK_MONOTONIC);

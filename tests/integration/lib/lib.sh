@@ -301,6 +301,9 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #     balloon=none         <memballoon model='none'/> (no balloon device)
 #     autodeflate=on|off   memballoon autodeflate attribute
 #     freepagereporting=on|off  memballoon freePageReporting attribute
+#     disk=MIB             a read-only virtio disk (the guest's /dev/vda, virtio_blk) of MIB
+#                          MiB of random bytes (bm_disk_image; bm.load's cache:MIB reads it
+#                          into the guest's page cache)
 #     emulator=PATH        <emulator> (e.g. a patched QEMU)
 #     devices=XML          extra XML appended inside <devices>
 #     extra=XML            extra XML appended at the end of <domain> (e.g. <iothreads>,
@@ -316,6 +319,22 @@ BM_FPH_XML="<iothreads>1</iothreads><qemu:override><qemu:device alias='balloon0'
 <qemu:property name='free-page-hint' type='bool' value='true'/>\
 </qemu:frontend></qemu:device></qemu:override>"
 
+# bm_disk_image MIB: prints the path of $BM_GUEST_DIR/disk-MIBM.img, MIB MiB from /dev/urandom
+# (random: no zero pages for KSM or the host to share), made once and kept for the next runs,
+# 0644: libvirt-qemu reads it.
+bm_disk_image() {
+    local img=$BM_GUEST_DIR/disk-$1M.img
+    case "$1" in ''|*[!0-9]*|0) bm_fail "bm_disk_image: size '$1': expected MiB > 0" ;; esac
+    if [ "$(stat -c %s "$img" 2>/dev/null || echo 0)" != $(($1 * 1048576)) ]; then
+        bm_log "making $img ($1 MiB from /dev/urandom)" >&2
+        dd if=/dev/urandom of="$img.tmp.$$" bs=1M count="$1" status=none ||
+            bm_fail "cannot write $img.tmp.$$"
+        chmod 0644 "$img.tmp.$$"
+        mv -f "$img.tmp.$$" "$img"
+    fi
+    echo "$img"
+}
+
 bm_define_guest() {
     [ $# -ge 2 ] || bm_fail "usage: bm_define_guest NAME MEM_MIB [key=value ...]"
     local dom mem cur vcpus=1 stats=1 balloon=virtio autodeflate="" fpr=""
@@ -323,7 +342,7 @@ bm_define_guest() {
     # miss its ticks and panic at boot ("IO-APIC + timer doesn't work!"); seen with the suite
     # running beside other guests.
     local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1 no_timer_check"
-    local dir console xml opt key val battrs="" bstats="" emu_xml=""
+    local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img dcache=none
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
         case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
@@ -335,6 +354,7 @@ bm_define_guest() {
             balloon)           balloon=$val ;;
             autodeflate)       autodeflate=$val ;;
             freepagereporting) fpr=$val ;;
+            disk)              disk=$val ;;
             emulator)          emulator=$val ;;
             devices)           devices="$devices$val" ;;
             extra)             extra="$extra$val" ;;
@@ -360,6 +380,16 @@ bm_define_guest() {
         [ "$stats" != 0 ] && bstats="<stats period='$stats'/>"
     fi
     [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
+    if [ -n "$disk" ]; then
+        # read-only and shared by the guests of a run; cache='none' (O_DIRECT) where the file
+        # system has it (tmpfs before Linux 6.6 has not): the guest's reads land in its own
+        # memory, not in the host's page cache too; relabel='no': the image stays root's, 0644
+        img=$(bm_disk_image "$disk") || exit 1
+        dd if="$img" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null || dcache=default
+        devices="<disk type='file' device='disk'><driver name='qemu' type='raw' cache='$dcache'/>\
+<source file='$img'><seclabel model='dac' relabel='no'/></source>\
+<target dev='vda' bus='virtio'/><readonly/></disk>$devices"
+    fi
 
     cat >"$xml" <<EOF
 <domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
