@@ -10,6 +10,7 @@
 #include "json-name.h"
 #include "cli.h"
 #include "conn.h"
+#include "domxml.h"
 #include "error.h"
 #include "feature.h"
 #include "qmp.h"
@@ -25,7 +26,10 @@ static const char options_help[] =
     "                        feature (bit 3 = FREE_PAGE_HINT) never counts as SG.\n"
     "  -j, --json            print JSON\n"
     "  -h, --help            show this help\n"
-    "\nWithout DOMAIN, every running domain is verified.\n";
+    "\nWithout DOMAIN, every running domain is verified. DEFLATE-ON-OOM and REPORTING (free\n"
+    "page reporting) show the domain XML's setting (memballoon autodeflate, freePageReporting:\n"
+    "on, off) with QEMU's verdict: on+negotiated, on+offered (the guest's driver did not take\n"
+    "it), on+not-offered; off when neither the XML nor QEMU has it.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -61,14 +65,36 @@ typedef struct {
     BmFeatureReport rep;
     char *path;
     char *error;
+    bool cfg_known; /* the balloon config of the domain's live XML */
+    BmBalloonConfig cfg;
 } Result;
 
-static json_object *verdict_json(const BmFeatureVerdict *v)
+/* Whether the XML turns feature f on (the autodeflate and freePageReporting attributes);
+ * BM_TRI_UNSET for the features the XML does not set. */
+static BmTristate xml_setting(const Result *r, BmFeature f)
 {
+    if (!r->cfg_known || !r->cfg.present)
+        return BM_TRI_UNSET;
+    if (f == BM_FEATURE_DEFLATE_ON_OOM)
+        return r->cfg.autodeflate == BM_TRI_ON ? BM_TRI_ON : BM_TRI_OFF;
+    if (f == BM_FEATURE_REPORTING)
+        return r->cfg.free_page_reporting == BM_TRI_ON ? BM_TRI_ON : BM_TRI_OFF;
+    return BM_TRI_UNSET;
+}
+
+/* A feature's verdict; for those the XML sets (deflate-on-oom, reporting) "configured" too:
+ * true, false, or null when the XML has no balloon or could not be read. */
+static json_object *verdict_json(const Result *r, BmFeature f)
+{
+    const BmFeatureVerdict *v = &r->rep.feature[f];
     json_object *o = json_object_new_object();
     json_object_object_add(o, "state", json_object_new_string(bm_feature_state_name(v->state)));
     json_object_object_add(o, "reason", v->reason ? json_object_new_string(v->reason) : NULL);
     json_object_object_add(o, "evidence", v->evidence ? json_object_new_string(v->evidence) : NULL);
+    if (f == BM_FEATURE_DEFLATE_ON_OOM || f == BM_FEATURE_REPORTING) {
+        BmTristate t = xml_setting(r, f);
+        json_object_object_add(o, "configured", t == BM_TRI_UNSET ? NULL : json_object_new_boolean(t == BM_TRI_ON));
+    }
     return o;
 }
 
@@ -87,7 +113,7 @@ static json_object *result_json(const Result *r)
         for (char *p = key; *p; p++)
             if (*p == '-')
                 *p = '_';
-        json_object_object_add(feats, key, verdict_json(&r->rep.feature[f]));
+        json_object_object_add(feats, key, verdict_json(r, f));
         if (r->rep.feature[f].state == BM_FEAT_NEGOTIATED)
             json_object_array_add(neg, json_object_new_string(bm_feature_qemu_name(f)));
     }
@@ -116,8 +142,15 @@ static void print_table(const Result *res, size_t n)
         bm_table_cell(t, "%s", bm_printable(res[i].name, name, sizeof(name)));
         bm_table_cell(t, "%s", bm_feature_state_name(sg->state));
         bm_table_cell(t, "%s", bm_switch_state_name(rep->ioeventfd));
-        for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++)
-            bm_table_cell(t, "%s", bm_feature_state_name(rep->feature[cols[c]].state));
+        for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++) {
+            BmFeatureState st = rep->feature[cols[c]].state;
+            BmTristate x = xml_setting(&res[i], cols[c]);
+            char cell[32];
+            if (x == BM_TRI_UNSET) /* a feature the XML does not set, or the XML unknown */
+                bm_table_cell(t, "%s", bm_feature_state_name(st));
+            else
+                bm_table_cell(t, "%s", bm_feature_config_cell(true, x == BM_TRI_ON, st, cell, sizeof(cell)));
+        }
         if (res[i].error)
             bm_table_cell(t, "%s", res[i].error);
         else if (sg->state == BM_FEAT_UNKNOWN || rep->feature[BM_FEATURE_STATS].state == BM_FEAT_UNKNOWN)
@@ -232,6 +265,9 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
     for (size_t i = 0; i < n; i++) {
         res[i].name = names[i];
         bm_qmp_probe_balloon(doms[i], &o->fopts, &res[i].rep, &res[i].path, &res[i].error);
+        _cleanup_free_ char *xml = NULL;
+        res[i].cfg_known = bm_conn_domain_xml(doms[i], false, &xml) >= 0 &&
+                           bm_domxml_parse_balloon(xml, &res[i].cfg) >= 0;
     }
     if (o->json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();

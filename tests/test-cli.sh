@@ -185,6 +185,13 @@ expect 2 "verify: --require 'fast': unknown feature" -- -c "$DEMO" verify --requ
 expect 2 "verify: --sg-bit '64': expected a bit number" -- -c "$DEMO" verify --sg-bit=64
 expect 2 "verify 'nope': no such domain" -- -c "$DEMO" verify web1 nope
 [ ! -s "$out" ]; ok $? "  and prints no table"
+expect 0 "" -- -c "$FPRHOST" verify --json
+jq -e '[.domains[] | [.name, .features.reporting.configured, .features.deflate_on_oom.configured, .features.reporting.state]] == [["both1",true,true,"unknown"],["doom1",false,true,"unknown"],["fpr1",true,false,"unknown"],["none1",null,null,"unknown"],["plain1",false,false,"unknown"]]' "$out" >/dev/null
+ok $? "verify --json: reporting and deflate_on_oom configured as the XML sets them, beside QEMU's verdict"
+jq -e '.domains[0].features.sg | has("configured") | not' "$out" >/dev/null; ok $? "  no configured for a feature the XML does not set"
+expect 0 "" -- -c "$FPRHOST" verify both1 doom1 none1
+[ "$(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')" = "NAME DEFLATE-ON-OOM REPORTING|both1 on on|doom1 on off|none1 unknown unknown|" ]
+ok $? "verify table: DEFLATE-ON-OOM and REPORTING with the XML's setting: $(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')"
 expect 0 "" -- -c "$DEMO" verify web1
 head -1 "$out" | grep -q '^NAME  SG  *IOEVENTFD  *STATS'; ok $? "verify table header"
 expect 0 "" -- -c "$DEMO" status --json
