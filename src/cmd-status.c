@@ -41,7 +41,9 @@ static const char options_help[] =
     "  -h, --help             show this help\n"
     "\nFPR and AUTODEFL: free page reporting and deflate-on-oom as the domain XML sets them\n"
     "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
-    "guest's driver did not take it), on+not-offered.\n";
+    "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
+    "free guest memory the QEMU processes hold; below the table, the configure command for\n"
+    "each domain that free page reporting would hand 64 MiB or more of it back for.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
