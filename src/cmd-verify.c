@@ -14,6 +14,7 @@
 #include "error.h"
 #include "feature.h"
 #include "qmp.h"
+#include "summary.h"
 #include "table.h"
 
 static const char options_help[] =
@@ -165,7 +166,7 @@ static void print_table(const Result *res, size_t n)
 }
 
 /* Whether r meets req; if not, reports it and returns false. */
-static bool meets(const Result *r, Requirement req)
+static bool meets(const Result *r, Requirement req, const char *uri)
 {
     if (req.feature < 0) {
         if (r->rep.ioeventfd == BM_SWITCH_ON)
@@ -178,13 +179,23 @@ static bool meets(const Result *r, Requirement req)
     const BmFeatureVerdict *v = &r->rep.feature[req.feature];
     if (v->state == BM_FEAT_NEGOTIATED)
         return true;
-    bm_report("verify", r->name, "%s is %s%s%s", bm_feature_key(req.feature),
-              bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "");
+    /* a feature the XML leaves off: say how to turn it on */
+    const char *opt = req.feature == BM_FEATURE_REPORTING        ? "--free-page-reporting on"
+                      : req.feature == BM_FEATURE_DEFLATE_ON_OOM ? "--autodeflate on"
+                                                                 : NULL;
+    char cmd[1400] = "";
+    if (opt && xml_setting(r, (BmFeature)req.feature) == BM_TRI_OFF)
+        bm_summary_configure_command(r->name, uri, opt, cmd, sizeof(cmd));
+    bm_report("verify", r->name, "%s is %s%s%s%s%s%s", bm_feature_key(req.feature),
+              bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "",
+              cmd[0] ? "; the domain XML leaves it off ('" : "", cmd,
+              cmd[0] ? "' turns it on at the next start)" : "");
     return false;
 }
 
 typedef struct {
     bool json;
+    const char *uri; /* the -c given, for the commands suggested */
     Requirement *reqs;
     size_t n_reqs;
     BmFeatureOptions fopts;
@@ -282,7 +293,7 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
     int ret = BM_EXIT_OK;
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < o->n_reqs; k++)
-            if (!meets(&res[i], o->reqs[k]))
+            if (!meets(&res[i], o->reqs[k], o->uri))
                 ret = BM_EXIT_UNMET;
     for (size_t i = 0; i < n; i++) {
         free(res[i].path);
@@ -300,7 +311,7 @@ static void free_domains(virDomainPtr *doms)
 
 static int run(const BmGlobal *g, int argc, char **argv)
 {
-    VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}};
+    VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}, .uri = g->uri};
     int ret = parse_options(argc, argv, &o);
     _cleanup_free_ Requirement *reqs = o.reqs;
     if (ret >= 0)

@@ -55,7 +55,8 @@ static void shell_word(const char *s, char *buf, size_t n)
     buf[k] = '\0';
 }
 
-const char *bm_summary_fpr_command(const char *name, const char *uri, char *buf, size_t n)
+const char *bm_summary_configure_command(const char *name, const char *uri, const char *setting,
+                                         char *buf, size_t n)
 {
     char qname[600], quri[600] = "";
     shell_word(name, qname, sizeof(qname));
@@ -63,12 +64,17 @@ const char *bm_summary_fpr_command(const char *name, const char *uri, char *buf,
         shell_word(uri, quri, sizeof(quri));
     /* a name that starts with '-' would be taken for an option: after "--" */
     if (name[0] == '-')
-        snprintf(buf, n, "balloonmgr %s%s%sconfigure --free-page-reporting on -- %s", uri ? "-c " : "",
-                 quri, uri ? " " : "", qname);
+        snprintf(buf, n, "balloonmgr %s%s%sconfigure %s -- %s", uri ? "-c " : "", quri, uri ? " " : "",
+                 setting, qname);
     else
-        snprintf(buf, n, "balloonmgr %s%s%sconfigure %s --free-page-reporting on", uri ? "-c " : "",
-                 quri, uri ? " " : "", qname);
+        snprintf(buf, n, "balloonmgr %s%s%sconfigure %s %s", uri ? "-c " : "", quri, uri ? " " : "",
+                 qname, setting);
     return buf;
+}
+
+const char *bm_summary_fpr_command(const char *name, const char *uri, char *buf, size_t n)
+{
+    return bm_summary_configure_command(name, uri, "--free-page-reporting on", buf, n);
 }
 
 void bm_summary_add_backed_free(BmHostSummary *s, const BmSnapshot *snap, uint64_t qemu_overhead_bytes)

@@ -41,6 +41,11 @@ typedef struct {
  * locked or hugepage memory) and that holds at least BM_SUMMARY_FPR_MIN_BYTES. */
 bool bm_summary_fpr_would_return(const BmDomain *d, uint64_t backed_free_bytes);
 
+/* "balloonmgr [-c URI] configure NAME SETTING" (setting e.g. "--autodeflate on"), name and uri
+ * quoted for a POSIX shell where needed, into buf (size n). Returns buf. */
+const char *bm_summary_configure_command(const char *name, const char *uri, const char *setting,
+                                         char *buf, size_t n);
+
 /* The command that turns free page reporting on for domain name (uri: the -c given, or NULL),
  * quoted for a POSIX shell where needed ("balloonmgr configure web1 --free-page-reporting on"),
  * into buf (size n). It changes the persistent definition: the domain must be shut down and

@@ -192,6 +192,9 @@ jq -e '.domains[0].features.sg | has("configured") | not' "$out" >/dev/null; ok 
 expect 0 "" -- -c "$FPRHOST" verify both1 doom1 none1
 [ "$(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')" = "NAME DEFLATE-ON-OOM REPORTING|both1 on on|doom1 on off|none1 unknown unknown|" ]
 ok $? "verify table: DEFLATE-ON-OOM and REPORTING with the XML's setting: $(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')"
+expect 3 "verify 'plain1': reporting is unknown: libvirt driver without QEMU monitor; the domain XML leaves it off ('balloonmgr -c $FPRHOST configure plain1 --free-page-reporting on' turns it on at the next start)" -- -c "$FPRHOST" verify --require reporting plain1
+expect 3 "verify 'both1': reporting is unknown: libvirt driver without QEMU monitor" -- -c "$FPRHOST" verify --require reporting both1
+! grep -q "leaves it off" "$err"; ok $? "  no such hint for a domain whose XML turns it on"
 expect 0 "" -- -c "$DEMO" verify web1
 head -1 "$out" | grep -q '^NAME  SG  *IOEVENTFD  *STATS'; ok $? "verify table header"
 expect 0 "" -- -c "$DEMO" status --json

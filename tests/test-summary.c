@@ -81,6 +81,8 @@ static void test_command(void)
            "with the -c given, a name with a space quoted");
     is_str(bm_summary_fpr_command("it's", NULL, b, sizeof(b)),
            "balloonmgr configure 'it'\\''s' --free-page-reporting on", "a quote in a name");
+    is_str(bm_summary_configure_command("db1", NULL, "--autodeflate on", b, sizeof(b)),
+           "balloonmgr configure db1 --autodeflate on", "another setting");
     is_str(bm_summary_fpr_command("-x", NULL, b, sizeof(b)),
            "balloonmgr configure --free-page-reporting on -- -x", "a name like an option after --");
 }
