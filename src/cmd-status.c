@@ -27,17 +27,23 @@ static const char options_help[] =
     "  -j, --json             print JSON (sizes in bytes, absent statistics as null)\n"
     "  -o, --output COLUMNS   the table's columns, comma-separated, in that order (NAME,STATE,\n"
     "                         MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG)\n"
+    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL)\n"
     "      --no-headings      neither the host line nor the header row\n"
     "  -p, --policy FILE      the policy deciding the host's mode (default\n"
     "                         " BM_POLICY_DEFAULT_PATH ")\n"
     "      --state FILE       the previous pass's mode, for hysteresis (default\n"
     "                         " BM_STATE_DEFAULT_PATH ", if readable)\n"
     "      --proc DIR         read host memory from DIR instead of /proc (tests)\n"
-    "      --probe            ask the QEMU monitor of running domains for SG (libvirt marks\n"
-    "                         them tainted); without it SG is what the agent or the timer\n"
-    "                         found at this start of the domain (--state), or not-probed\n"
-    "  -h, --help             show this help\n";
+    "      --probe            ask the QEMU monitor of running domains for SG, free page\n"
+    "                         reporting and deflate-on-oom (libvirt marks them tainted);\n"
+    "                         without it they are what the agent or the timer found at this\n"
+    "                         start of the domain (--state), or not-probed\n"
+    "  -h, --help             show this help\n"
+    "\nFPR and AUTODEFL: free page reporting and deflate-on-oom as the domain XML sets them\n"
+    "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
+    "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
+    "free guest memory the QEMU processes hold; below the table, the configure command for\n"
+    "each domain that free page reporting would hand 64 MiB or more of it back for.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -66,9 +72,12 @@ static uint64_t stats_age_s(const BmDomain *d, uint64_t now_real_ns)
     return now_s - d->last_update_s;
 }
 
-/* What status shows of SG: the verdict, or why there is none. */
+/* What status shows of the monitor's verdicts: SG, free page reporting, deflate-on-oom, or
+ * why there is none. */
 typedef struct {
     BmFeatureVerdict sg;
+    BmFeatureState reporting;
+    BmFeatureState deflate_on_oom;
     bool not_probed; /* running, nothing known of this start, no --probe */
 } SgCell;
 
@@ -78,7 +87,27 @@ static const char *sg_name(const SgCell *c)
     return c->not_probed ? "not-probed" : bm_feature_state_name(c->sg.state);
 }
 
-static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t now_real_ns)
+/* A verdict for JSON: the state, or "not-probed". */
+static const char *verdict_name(const SgCell *c, BmFeatureState st)
+{
+    return c->not_probed ? "not-probed" : bm_feature_state_name(st);
+}
+
+/* Whether d's XML sets the balloon attribute on: true, false, or (XML not read, no balloon) null. */
+static json_object *configured_json(const BmDomain *d, BmTristate t)
+{
+    return d->balloon_known && d->balloon.present ? json_object_new_boolean(t == BM_TRI_ON) : NULL;
+}
+
+/* The FPR or AUTODEFL cell (feature.h: bm_feature_config_cell()). */
+static const char *config_cell(const BmDomain *d, BmTristate t, BmFeatureState verdict, char *buf,
+                               size_t n)
+{
+    return bm_feature_config_cell(d->balloon_known && d->balloon.present, t == BM_TRI_ON, verdict, buf, n);
+}
+
+static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHostSummary *sum,
+                                const char *uri, uint64_t now_real_ns)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "name", bm_json_name(d->name));
@@ -110,6 +139,17 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, uint64_t no
                                             : NULL);
     json_object_object_add(o, "sg", json_object_new_string(sg_name(sg)));
     json_object_object_add(o, "sg_reason", sg->sg.reason ? json_object_new_string(sg->sg.reason) : NULL);
+    json_object_object_add(o, "free_page_reporting_configured", configured_json(d, d->balloon.free_page_reporting));
+    json_object_object_add(o, "free_page_reporting", json_object_new_string(verdict_name(sg, sg->reporting)));
+    json_object_object_add(o, "deflate_on_oom_configured", configured_json(d, d->balloon.autodeflate));
+    json_object_object_add(o, "deflate_on_oom", json_object_new_string(verdict_name(sg, sg->deflate_on_oom)));
+    uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes) : BM_ABSENT;
+    json_object_object_add(o, "backed_free_bytes", json_u64(backed));
+    char cmd[1400];
+    json_object_object_add(o, "free_page_reporting_command",
+                           bm_summary_fpr_would_return(d, backed)
+                               ? bm_json_name(bm_summary_fpr_command(d->name, uri, cmd, sizeof(cmd)))
+                               : NULL);
     const char *no_return = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
     json_object_object_add(o, "returns_nothing", no_return ? json_object_new_string(no_return) : NULL);
     json_object_object_add(o, "error", d->error ? json_object_new_string(d->error) : NULL);
@@ -146,13 +186,15 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
 }
 
 /* Prints the table (every column, or cols[0..n_cols) when cols), with headings or not. */
-static void print_table(const BmSnapshot *s, const SgCell *sg, const char *columns, bool headings)
+static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSummary *sum,
+                        const char *uri, const char *columns, bool headings)
 {
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG"};
+                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
+                                    "FPR",    "AUTODEFL"};
     _cleanup_(bm_table_freep) BmTable *t =
-        bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrrrrrrrrrrrrl");
+        bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrrrrrrrrrrrrlll");
     char b[32];
     for (size_t i = 0; i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
@@ -178,6 +220,8 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const char *colum
             bm_table_cell(t, "%s", d->balloon_known && d->balloon.stats_period_s == 0 ? "off" : "-");
         bm_table_cell(t, "%s", age_cell(stats_age_s(d, s->taken_real_ns), b, sizeof(b)));
         bm_table_cell(t, "%s", sg_name(&sg[i]));
+        bm_table_cell(t, "%s", config_cell(d, d->balloon.free_page_reporting, sg[i].reporting, b, sizeof(b)));
+        bm_table_cell(t, "%s", config_cell(d, d->balloon.autodeflate, sg[i].deflate_on_oom, b, sizeof(b)));
     }
     _cleanup_free_ size_t *cols = NULL;
     size_t n_cols = 0;
@@ -195,6 +239,17 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const char *colum
         if (why)
             printf("%s: never inflated: ballooning returns nothing to the host: %s\n",
                    bm_printable(d->name, name, sizeof(name)), why);
+        uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes)
+                                                : BM_ABSENT;
+        if (bm_summary_fpr_would_return(d, backed)) {
+            char size[32], cmd[1400], shown[1400];
+            bm_summary_fpr_command(d->name, uri, cmd, sizeof(cmd));
+            printf("%s: QEMU holds %s of free guest memory that free page reporting would hand "
+                   "back (Linux guests 5.7 or later): '%s', then shut the domain down and start "
+                   "it again (a reboot keeps the QEMU process)\n",
+                   bm_printable(d->name, name, sizeof(name)), bm_size_format(backed, size, sizeof(size)),
+                   bm_printable(cmd, shown, sizeof(shown)));
+        }
     }
 }
 
@@ -203,7 +258,8 @@ static int check_columns(const char *columns)
 {
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG"};
+                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
+                                    "FPR",    "AUTODEFL"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "");
     _cleanup_free_ size_t *cols = NULL;
     size_t n = 0;
@@ -250,12 +306,16 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
         return r == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
     }
     if (ret->have_host) {
+        /* the domains too, for the policy's estimate of QEMU's own memory (backed free) */
         BmSnapshot none = {0};
         BmPlan plan;
-        if (bm_policy_eval(&ret->host, &none, &ledger, pol, bm_now_real_ns() / 1000000000ull, 0, &plan) == 0) {
+        if (bm_policy_eval(&ret->host, all ? all : &none, &ledger, pol, bm_now_real_ns() / 1000000000ull,
+                           0, &plan) == 0) {
             ret->have_mode = true;
             ret->mode = plan.mode;
             snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan.reason);
+            if (all)
+                bm_summary_add_backed_free(ret, all, plan.qemu_overhead_bytes);
             bm_plan_clear(&plan);
         }
     }
@@ -263,7 +323,7 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
     return 0;
 }
 
-/* SG verdict per domain of the snapshot: with probe, running ones through the QEMU monitor
+/* SG, reporting and deflate-on-oom verdicts per domain of the snapshot: with probe, running ones through the QEMU monitor
  * (libvirt then marks them tainted); else what the agent or the timer found at this start of
  * the domain (the state file), or not probed. */
 static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, bool probe,
@@ -288,8 +348,11 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
             bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
             bool known_now = rec && rec->features_known && strcmp(rec->boot, boot) == 0;
             cells[i].not_probed = !known_now;
-            if (known_now)
+            if (known_now) {
                 rep.feature[BM_FEATURE_SG].state = rec->sg;
+                rep.feature[BM_FEATURE_REPORTING].state = rec->reporting;
+                rep.feature[BM_FEATURE_DEFLATE_ON_OOM].state = rec->deflate_on_oom;
+            }
             rep.feature[BM_FEATURE_SG].reason =
                 known_now ? "probed at this start of the domain by the agent or the timer (state file)"
                           : "not probed: 'balloonmgr status --probe' or 'balloonmgr verify' asks the "
@@ -307,6 +370,8 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
             }
         }
         cells[i].sg = rep.feature[BM_FEATURE_SG];
+        cells[i].reporting = rep.feature[BM_FEATURE_REPORTING].state;
+        cells[i].deflate_on_oom = rep.feature[BM_FEATURE_DEFLATE_ON_OOM].state;
     }
     if (have_known)
         bm_ledger_clear(&known);
@@ -383,7 +448,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
     /* the host line counts every running domain, also when only some are shown */
     BmSnapshot all_snap = {0};
-    bool have_all = !names || bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY, &all_snap) == 0;
+    bool have_all = !names || bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY | BM_SNAPSHOT_XML, &all_snap) == 0;
     BmHostSummary summary;
     int rc = host_summary(proc_dir, policy_path, policy_explicit, state_path, state_explicit,
                           !names ? &snap : have_all ? &all_snap : NULL, &summary);
@@ -399,7 +464,8 @@ static int run(const BmGlobal *g, int argc, char **argv)
         json_object_object_add(root, "host", bm_summary_json(&summary));
         json_object *arr = json_object_new_array();
         for (size_t i = 0; i < snap.n_domains; i++)
-            json_object_array_add(arr, domain_json(&snap.domains[i], &sg[i], snap.taken_real_ns));
+            json_object_array_add(arr, domain_json(&snap.domains[i], &sg[i], &summary, g->uri,
+                                                   snap.taken_real_ns));
         json_object_object_add(root, "domains", arr);
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -408,7 +474,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
             char line[512];
             puts(bm_summary_format(&summary, line, sizeof(line)));
         }
-        print_table(&snap, sg, columns, headings);
+        print_table(&snap, sg, &summary, g->uri, columns, headings);
     }
     bm_snapshot_clear(&snap);
     return BM_EXIT_OK;

@@ -10,9 +10,11 @@
 #include "json-name.h"
 #include "cli.h"
 #include "conn.h"
+#include "domxml.h"
 #include "error.h"
 #include "feature.h"
 #include "qmp.h"
+#include "summary.h"
 #include "table.h"
 
 static const char options_help[] =
@@ -25,7 +27,10 @@ static const char options_help[] =
     "                        feature (bit 3 = FREE_PAGE_HINT) never counts as SG.\n"
     "  -j, --json            print JSON\n"
     "  -h, --help            show this help\n"
-    "\nWithout DOMAIN, every running domain is verified.\n";
+    "\nWithout DOMAIN, every running domain is verified. DEFLATE-ON-OOM and REPORTING (free\n"
+    "page reporting) show the domain XML's setting (memballoon autodeflate, freePageReporting:\n"
+    "on, off) with QEMU's verdict: on+negotiated, on+offered (the guest's driver did not take\n"
+    "it), on+not-offered; off when neither the XML nor QEMU has it.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -61,14 +66,36 @@ typedef struct {
     BmFeatureReport rep;
     char *path;
     char *error;
+    bool cfg_known; /* the balloon config of the domain's live XML */
+    BmBalloonConfig cfg;
 } Result;
 
-static json_object *verdict_json(const BmFeatureVerdict *v)
+/* Whether the XML turns feature f on (the autodeflate and freePageReporting attributes);
+ * BM_TRI_UNSET for the features the XML does not set. */
+static BmTristate xml_setting(const Result *r, BmFeature f)
 {
+    if (!r->cfg_known || !r->cfg.present)
+        return BM_TRI_UNSET;
+    if (f == BM_FEATURE_DEFLATE_ON_OOM)
+        return r->cfg.autodeflate == BM_TRI_ON ? BM_TRI_ON : BM_TRI_OFF;
+    if (f == BM_FEATURE_REPORTING)
+        return r->cfg.free_page_reporting == BM_TRI_ON ? BM_TRI_ON : BM_TRI_OFF;
+    return BM_TRI_UNSET;
+}
+
+/* A feature's verdict; for those the XML sets (deflate-on-oom, reporting) "configured" too:
+ * true, false, or null when the XML has no balloon or could not be read. */
+static json_object *verdict_json(const Result *r, BmFeature f)
+{
+    const BmFeatureVerdict *v = &r->rep.feature[f];
     json_object *o = json_object_new_object();
     json_object_object_add(o, "state", json_object_new_string(bm_feature_state_name(v->state)));
     json_object_object_add(o, "reason", v->reason ? json_object_new_string(v->reason) : NULL);
     json_object_object_add(o, "evidence", v->evidence ? json_object_new_string(v->evidence) : NULL);
+    if (f == BM_FEATURE_DEFLATE_ON_OOM || f == BM_FEATURE_REPORTING) {
+        BmTristate t = xml_setting(r, f);
+        json_object_object_add(o, "configured", t == BM_TRI_UNSET ? NULL : json_object_new_boolean(t == BM_TRI_ON));
+    }
     return o;
 }
 
@@ -87,7 +114,7 @@ static json_object *result_json(const Result *r)
         for (char *p = key; *p; p++)
             if (*p == '-')
                 *p = '_';
-        json_object_object_add(feats, key, verdict_json(&r->rep.feature[f]));
+        json_object_object_add(feats, key, verdict_json(r, f));
         if (r->rep.feature[f].state == BM_FEAT_NEGOTIATED)
             json_object_array_add(neg, json_object_new_string(bm_feature_qemu_name(f)));
     }
@@ -116,8 +143,15 @@ static void print_table(const Result *res, size_t n)
         bm_table_cell(t, "%s", bm_printable(res[i].name, name, sizeof(name)));
         bm_table_cell(t, "%s", bm_feature_state_name(sg->state));
         bm_table_cell(t, "%s", bm_switch_state_name(rep->ioeventfd));
-        for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++)
-            bm_table_cell(t, "%s", bm_feature_state_name(rep->feature[cols[c]].state));
+        for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++) {
+            BmFeatureState st = rep->feature[cols[c]].state;
+            BmTristate x = xml_setting(&res[i], cols[c]);
+            char cell[32];
+            if (x == BM_TRI_UNSET) /* a feature the XML does not set, or the XML unknown */
+                bm_table_cell(t, "%s", bm_feature_state_name(st));
+            else
+                bm_table_cell(t, "%s", bm_feature_config_cell(true, x == BM_TRI_ON, st, cell, sizeof(cell)));
+        }
         if (res[i].error)
             bm_table_cell(t, "%s", res[i].error);
         else if (sg->state == BM_FEAT_UNKNOWN || rep->feature[BM_FEATURE_STATS].state == BM_FEAT_UNKNOWN)
@@ -132,7 +166,7 @@ static void print_table(const Result *res, size_t n)
 }
 
 /* Whether r meets req; if not, reports it and returns false. */
-static bool meets(const Result *r, Requirement req)
+static bool meets(const Result *r, Requirement req, const char *uri)
 {
     if (req.feature < 0) {
         if (r->rep.ioeventfd == BM_SWITCH_ON)
@@ -145,13 +179,23 @@ static bool meets(const Result *r, Requirement req)
     const BmFeatureVerdict *v = &r->rep.feature[req.feature];
     if (v->state == BM_FEAT_NEGOTIATED)
         return true;
-    bm_report("verify", r->name, "%s is %s%s%s", bm_feature_key(req.feature),
-              bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "");
+    /* a feature the XML leaves off: say how to turn it on */
+    const char *opt = req.feature == BM_FEATURE_REPORTING        ? "--free-page-reporting on"
+                      : req.feature == BM_FEATURE_DEFLATE_ON_OOM ? "--autodeflate on"
+                                                                 : NULL;
+    char cmd[1400] = "";
+    if (opt && xml_setting(r, (BmFeature)req.feature) == BM_TRI_OFF)
+        bm_summary_configure_command(r->name, uri, opt, cmd, sizeof(cmd));
+    bm_report("verify", r->name, "%s is %s%s%s%s%s%s", bm_feature_key(req.feature),
+              bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "",
+              cmd[0] ? "; the domain XML leaves it off ('" : "", cmd,
+              cmd[0] ? "' turns it on at the next start)" : "");
     return false;
 }
 
 typedef struct {
     bool json;
+    const char *uri; /* the -c given, for the commands suggested */
     Requirement *reqs;
     size_t n_reqs;
     BmFeatureOptions fopts;
@@ -232,6 +276,9 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
     for (size_t i = 0; i < n; i++) {
         res[i].name = names[i];
         bm_qmp_probe_balloon(doms[i], &o->fopts, &res[i].rep, &res[i].path, &res[i].error);
+        _cleanup_free_ char *xml = NULL;
+        res[i].cfg_known = bm_conn_domain_xml(doms[i], false, &xml) >= 0 &&
+                           bm_domxml_parse_balloon(xml, &res[i].cfg) >= 0;
     }
     if (o->json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
@@ -246,7 +293,7 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
     int ret = BM_EXIT_OK;
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < o->n_reqs; k++)
-            if (!meets(&res[i], o->reqs[k]))
+            if (!meets(&res[i], o->reqs[k], o->uri))
                 ret = BM_EXIT_UNMET;
     for (size_t i = 0; i < n; i++) {
         free(res[i].path);
@@ -264,7 +311,7 @@ static void free_domains(virDomainPtr *doms)
 
 static int run(const BmGlobal *g, int argc, char **argv)
 {
-    VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}};
+    VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}, .uri = g->uri};
     int ret = parse_options(argc, argv, &o);
     _cleanup_free_ Requirement *reqs = o.reqs;
     if (ret >= 0)

@@ -110,6 +110,8 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     const BmFeatureVerdict *sg = &rep.feature[BM_FEATURE_SG];
     rec->sg = sg->state;
     rec->ioeventfd = rep.ioeventfd;
+    rec->reporting = rep.feature[BM_FEATURE_REPORTING].state;
+    rec->deflate_on_oom = rep.feature[BM_FEATURE_DEFLATE_ON_OOM].state;
     /* a guest still booting (driver not ready) is asked again at the next reading; any other
      * verdict, unknown ones included (no monitor), stands until the domain restarts */
     bool booting = sg->state == BM_FEAT_UNKNOWN && !rep.driver_ok && sg->reason &&

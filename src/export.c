@@ -50,6 +50,12 @@ static const struct {
      "When the guest last updated its memory statistics, Unix time."},
     {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, "1 when VIRTIO_BALLOON_F_SG is negotiated."},
     {"balloonmgr_domain_ioeventfd_enabled", BM_METRIC_GAUGE, "1 when the balloon's ioeventfd is on."},
+    {"balloonmgr_domain_feature_configured", BM_METRIC_GAUGE,
+     "1 when the domain XML turns the balloon feature on (free_page_reporting, deflate_on_oom)."},
+    {"balloonmgr_domain_feature_negotiated", BM_METRIC_GAUGE,
+     "1 when the QEMU monitor found the balloon feature negotiated (where asked)."},
+    {"balloonmgr_domain_backed_free_bytes", BM_METRIC_GAUGE,
+     "Free guest memory the QEMU process holds: RSS minus guest use minus QEMU's own memory."},
     {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, "Memory reclaimed from all domains."},
     {"balloonmgr_host_memory_total_bytes", BM_METRIC_GAUGE, "Host MemTotal."},
     {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, "Host MemAvailable."},
@@ -62,6 +68,8 @@ static const struct {
      "Balloon growth (inflate) or shrinkage (deflate) the last pass planned, by direction."},
     {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
      "Memory the host needs that the guests cannot give back without going short."},
+    {"balloonmgr_host_backed_free_bytes", BM_METRIC_GAUGE,
+     "Free guest memory the QEMU processes hold, summed over the domains."},
     {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE,
      "1 when the last pass found the guest short of memory or under pressure."},
     {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
@@ -135,6 +143,31 @@ static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEnt
     return r_ok;
 }
 
+/* The balloon features the domain XML turns on (free page reporting, deflate-on-oom), and
+ * where the monitor was asked at this start, whether they are negotiated (rec may be NULL). */
+static int add_domain_features(BmRegistry *r, const BmDomain *d, const BmLedgerEntry *rec)
+{
+    int r_ok = 0;
+    static const char *const names[] = {"free_page_reporting", "deflate_on_oom"};
+    if (d->balloon_known && d->balloon.present) {
+        const BmTristate set[] = {d->balloon.free_page_reporting, d->balloon.autodeflate};
+        for (size_t k = 0; k < BM_ARRAY_SIZE(names); k++) {
+            const char *l[] = {"domain", d->name, "feature", names[k], NULL};
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_feature_configured", l, set[k] == BM_TRI_ON);
+        }
+    }
+    if (rec && rec->features_known && d->active) {
+        const BmFeatureState st[] = {rec->reporting, rec->deflate_on_oom};
+        for (size_t k = 0; k < BM_ARRAY_SIZE(names); k++) {
+            if (st[k] == BM_FEAT_UNKNOWN) /* not asked, no monitor: no sample */
+                continue;
+            const char *l[] = {"domain", d->name, "feature", names[k], NULL};
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_feature_negotiated", l, st[k] == BM_FEAT_NEGOTIATED);
+        }
+    }
+    return r_ok;
+}
+
 /* One domain's memory as this pass read it; with no_dups only what libvirt exporters do not
  * export (reclaimed, the statistics' timestamp). */
 static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, bool no_dups)
@@ -180,21 +213,32 @@ static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap,
                        const BmPlan *plan)
 {
     int r_ok = 0;
-    uint64_t reclaimed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
+    uint64_t reclaimed_total = 0, backed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
+    bool backed_known = false;
     for (size_t i = 0; i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
-        r_ok |= add_domain_record(r, d, bm_ledger_find(l, d->uuid));
+        const BmLedgerEntry *rec = bm_ledger_find(l, d->uuid);
+        r_ok |= add_domain_record(r, d, rec);
+        r_ok |= add_domain_features(r, d, rec);
         r_ok |= add_domain_reading(r, d, now_s, no_dups);
+        const char *dl[] = {"domain", d->name, NULL};
         const BmDecision *dec = decision_for(plan, i, d->uuid);
-        if (dec) {
-            const char *dl[] = {"domain", d->name, NULL};
+        if (dec)
             r_ok |= bm_registry_add(r, "balloonmgr_domain_short_of_memory", dl, dec->short_of_memory);
+        /* with the last pass's estimate of QEMU's own memory (none before the first pass) */
+        uint64_t backed = plan ? bm_domain_backed_free_bytes(d, plan->qemu_overhead_bytes) : BM_ABSENT;
+        ADD("balloonmgr_domain_backed_free_bytes", dl, backed);
+        if (bm_present(backed)) {
+            backed_total += backed;
+            backed_known = true;
         }
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
         if (bm_present(reclaimed))
             reclaimed_total += reclaimed;
     }
     r_ok |= bm_registry_add(r, "balloonmgr_reclaimed_bytes", NULL, (double)reclaimed_total);
+    if (backed_known)
+        r_ok |= bm_registry_add(r, "balloonmgr_host_backed_free_bytes", NULL, (double)backed_total);
     return r_ok;
 }
 

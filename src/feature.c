@@ -1,6 +1,7 @@
 #include "feature.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -145,4 +146,16 @@ void bm_features_decide_ioeventfd(int qom_result, bool value, BmFeatureReport *r
         if (!ret->ioeventfd_reason)
             ret->ioeventfd_reason = "qom-get failed";
     }
+}
+
+const char *bm_feature_config_cell(bool config_known, bool on, BmFeatureState verdict, char *buf,
+                                   size_t n)
+{
+    if (!config_known)
+        snprintf(buf, n, "-");
+    else if (verdict == BM_FEAT_UNKNOWN || (!on && verdict == BM_FEAT_NOT_OFFERED))
+        snprintf(buf, n, "%s", on ? "on" : "off");
+    else
+        snprintf(buf, n, "%s+%s", on ? "on" : "off", bm_feature_state_name(verdict));
+    return buf;
 }

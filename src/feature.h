@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "virtio.h"
 
@@ -75,6 +76,14 @@ int bm_feature_from_key(const char *key);
 const char *bm_feature_state_name(BmFeatureState s);
 /* "on", "off", "unsupported", "unknown". */
 const char *bm_switch_state_name(BmSwitchState s);
+
+/* The table cell of a feature the domain XML turns on (free page reporting, deflate-on-oom):
+ * "-" when the XML is not known (config_known false), else "on" or "off" as configured, with
+ * the monitor's verdict after a '+' when one is known ("on+negotiated", "on+offered": the
+ * driver did not take it, "on+not-offered"); verdict BM_FEAT_UNKNOWN adds nothing, and "off"
+ * with "not-offered" is just "off". Returns buf (size n). */
+const char *bm_feature_config_cell(bool config_known, bool on, BmFeatureState verdict, char *buf,
+                                   size_t n);
 
 /* Decides every feature. st is the parsed x-query-virtio-status (ignored unless avail is
  * BM_VIRTIO_OK). Fills *ret; reasons are static strings. */

@@ -85,6 +85,8 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
                          .last_rss_drop_bytes = BM_ABSENT,
                          .sg = BM_FEAT_UNKNOWN,
                          .ioeventfd = BM_SWITCH_UNKNOWN,
+                         .reporting = BM_FEAT_UNKNOWN,
+                         .deflate_on_oom = BM_FEAT_UNKNOWN,
                          .seen = l->generation};
     snprintf(e->uuid, sizeof(e->uuid), "%s", uuid);
     bm_copy_name(e->name, sizeof(e->name), name);

@@ -1,8 +1,9 @@
 /* The ledger: what balloonmgr knows of each domain across passes, keyed by UUID, and the
  * cumulative counters (docs/design.md). One entry per domain of the latest reading: its
  * previous reading (for rates), whether a change of ours is in flight, the unresponsive mark
- * and its hold-off, the SG/ioeventfd verdict and the balloon config read from its XML (both
- * cached until the domain restarts or is redefined), and how its last change went.
+ * and its hold-off, the QEMU monitor's feature verdict (SG, ioeventfd, reporting,
+ * deflate-on-oom) and the balloon config read from its XML (both cached until the domain
+ * restarts or is redefined), and how its last change went.
  * A snapshot is only one pass's reading; policy evaluation reads snapshot + ledger; applying
  * and observing changes write the ledger; the exporter renders it; the state file is its
  * persistent part (state.c). */
@@ -106,6 +107,8 @@ typedef struct {
     char boot[48];
     BmFeatureState sg;
     BmSwitchState ioeventfd;
+    BmFeatureState reporting;      /* VIRTIO_BALLOON_F_REPORTING (free page reporting) */
+    BmFeatureState deflate_on_oom; /* VIRTIO_BALLOON_F_DEFLATE_ON_OOM */
     /* the balloon config of the XML (agent cache, dropped on lifecycle/define events) */
     bool balloon_cached;
     BmBalloonConfig balloon;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "domxml.h"
+#include "yield.h"
 
 /* One domain. Every size is in bytes; a statistic the driver or guest did not report is
  * BM_ABSENT. */
@@ -101,6 +102,17 @@ static inline uint64_t bm_domain_used_bytes(const BmDomain *d)
     if (d->available_bytes == UINT64_MAX || headroom == UINT64_MAX)
         return UINT64_MAX;
     return d->available_bytes > headroom ? d->available_bytes - headroom : 0;
+}
+
+/* Free guest memory the domain's QEMU process holds (backed free): its RSS minus what the
+ * guest uses minus qemu_overhead_bytes, QEMU's own memory (BmPlan.qemu_overhead_bytes, yield.h),
+ * at least 0; BM_ABSENT for a domain not running or paused, or when the RSS or the guest's
+ * statistics are unknown (yield.h: bm_yield_backed_free_net()). */
+static inline uint64_t bm_domain_backed_free_bytes(const BmDomain *d, uint64_t qemu_overhead_bytes)
+{
+    if (!d->active)
+        return UINT64_MAX;
+    return bm_yield_backed_free_net(d->rss_bytes, bm_domain_used_bytes(d), qemu_overhead_bytes);
 }
 
 /* Bytes the balloon holds back from the guest: max - actual; BM_ABSENT if either is unknown,

@@ -145,6 +145,9 @@ static json_object *counters_json(const BmLedger *l)
             json_object_object_add(f, "boot", json_object_new_string(r->boot));
             json_object_object_add(f, "sg", json_object_new_string(bm_feature_state_name(r->sg)));
             json_object_object_add(f, "ioeventfd", json_object_new_string(bm_switch_state_name(r->ioeventfd)));
+            json_object_object_add(f, "reporting", json_object_new_string(bm_feature_state_name(r->reporting)));
+            json_object_object_add(f, "deflate_on_oom",
+                                   json_object_new_string(bm_feature_state_name(r->deflate_on_oom)));
             json_object_object_add(x, "features", f);
         }
         json_object_array_add(doms, x);
@@ -153,8 +156,18 @@ static json_object *counters_json(const BmLedger *l)
     return o;
 }
 
+/* A feature verdict by its name, or -1. */
+static int feature_state_parse(json_object *v)
+{
+    for (int k = BM_FEAT_NEGOTIATED; k <= BM_FEAT_UNKNOWN; k++)
+        if (strcmp(bm_feature_state_name(k), json_object_get_string(v) ?: "") == 0)
+            return k;
+    return -1;
+}
+
 /* A record's "features": the SG/ioeventfd verdict of the start "boot"; ignored when unreadable
- * (probed again). */
+ * (probed again). "reporting" and "deflate_on_oom" (absent from older files: unknown) go with
+ * it. */
 static void features_parse(json_object *x, BmLedgerEntry *r)
 {
     json_object *f, *b, *sg, *io;
@@ -162,10 +175,7 @@ static void features_parse(json_object *x, BmLedgerEntry *r)
         !json_object_is_type(b, json_type_string) || json_object_get_string_len(b) >= (int)sizeof(r->boot) ||
         !json_object_object_get_ex(f, "sg", &sg) || !json_object_object_get_ex(f, "ioeventfd", &io))
         return;
-    int s = -1, i = -1;
-    for (int k = BM_FEAT_NEGOTIATED; k <= BM_FEAT_UNKNOWN; k++)
-        if (strcmp(bm_feature_state_name(k), json_object_get_string(sg) ?: "") == 0)
-            s = k;
+    int s = feature_state_parse(sg), i = -1;
     for (int k = BM_SWITCH_ON; k <= BM_SWITCH_UNKNOWN; k++)
         if (strcmp(bm_switch_state_name(k), json_object_get_string(io) ?: "") == 0)
             i = k;
@@ -175,6 +185,12 @@ static void features_parse(json_object *x, BmLedgerEntry *r)
     snprintf(r->boot, sizeof(r->boot), "%s", json_object_get_string(b));
     r->sg = s;
     r->ioeventfd = i;
+    json_object *v;
+    int k;
+    r->reporting = json_object_object_get_ex(f, "reporting", &v) && (k = feature_state_parse(v)) >= 0
+                       ? (BmFeatureState)k : BM_FEAT_UNKNOWN;
+    r->deflate_on_oom = json_object_object_get_ex(f, "deflate_on_oom", &v) && (k = feature_state_parse(v)) >= 0
+                            ? (BmFeatureState)k : BM_FEAT_UNKNOWN;
 }
 
 /* A counter: 0 when missing or not a number (best effort), but a number that is negative,

@@ -49,6 +49,14 @@ uint64_t bm_yield_backed_free(uint64_t rss_bytes, uint64_t used_bytes)
     return rss_bytes - used_bytes;
 }
 
+uint64_t bm_yield_backed_free_net(uint64_t rss_bytes, uint64_t used_bytes, uint64_t overhead_bytes)
+{
+    uint64_t v = bm_yield_backed_free(rss_bytes, used_bytes);
+    if (!bm_present(v))
+        return BM_ABSENT;
+    return v > overhead_bytes ? v - overhead_bytes : 0;
+}
+
 void bm_yield_overhead_add(BmYieldOverhead *o, uint64_t rss_bytes, uint64_t used_bytes)
 {
     uint64_t v = bm_yield_backed_free(rss_bytes, used_bytes);

@@ -49,6 +49,11 @@ unsigned bm_yield_permille(const BmYield *y);
  * memory is in the RSS too, so this is an upper bound; learning from inflates corrects it. */
 uint64_t bm_yield_backed_free(uint64_t rss_bytes, uint64_t used_bytes);
 
+/* bm_yield_backed_free() less QEMU's own memory (overhead_bytes, e.g. bm_yield_overhead() or
+ * BmPlan.qemu_overhead_bytes; plus whatever else the caller counts as used): the free guest
+ * memory the QEMU process holds, at least 0; BM_ABSENT when bm_yield_backed_free() is. */
+uint64_t bm_yield_backed_free_net(uint64_t rss_bytes, uint64_t used_bytes, uint64_t overhead_bytes);
+
 /* QEMU's own resident memory per domain is at most this much (estimates above are capped). */
 #define BM_YIELD_OVERHEAD_MAX_BYTES (128ull << 20)
 

@@ -58,13 +58,13 @@ jq -e '.domains[] | select(.name=="web1") | .maximum_bytes == 4294967296 and .cu
 jq -e '.domains[] | select(.name=="batch1") | .usable_bytes == null and .unused_bytes == null and .rss_bytes == null and .state == "shut off"' "$out" >/dev/null; ok $? "shut-off domain: absent stats are null"
 jq -e '[.domains[] | keys[] | select(test("^[a-z0-9_]+$") | not)] == []' "$out" >/dev/null; ok $? "keys are snake_case"
 expect 0 "" -- -c "$DEMO" status
-head -1 "$out" | grep -q '^host: MemTotal [0-9.]* [KMGT]iB, MemAvailable [0-9.]* [KMGT]iB, PSI some .*, mode [a-z]*, reclaimed 13 GiB, overcommit [0-9.]* (64 GiB in 5 active domains), KSM '; ok $? "status starts with the host line: $(head -1 "$out")"
+head -1 "$out" | grep -q '^host: MemTotal [0-9.]* [KMGT]iB, MemAvailable [0-9.]* [KMGT]iB, PSI some .*, mode [a-z]*, reclaimed 13 GiB, backed free -, overcommit [0-9.]* (64 GiB in 5 active domains), KSM '; ok $? "status starts with the host line: $(head -1 "$out")"
 sed -n 2p "$out" | grep -q '^NAME  *STATE  *MAXIMUM  *CURRENT  *RECLAIMED'; ok $? "status table header"
 grep -q '^web1 .* 4 GiB  *3 GiB  *1 GiB ' "$out"; ok $? "status table: human sizes"
 grep -q '^legacy1 .* none ' "$out"; ok $? "status table: domain without balloon"
 # the test driver's statistics carry a timestamp from 1989, before this host booted: never
 # timestamped by a guest here, so AGE is '-', not 13526d
-grep -q '^web1 .* 5s  *-  *not-probed$' "$out"; ok $? "status table: AGE '-' for stats the driver never timestamped, SG not probed by default"
+grep -q '^web1 .* 5s  *-  *not-probed  *off  *off$' "$out"; ok $? "status table: AGE '-' for stats the driver never timestamped, SG not probed by default, FPR and AUTODEFL off"
 ! grep -q '[0-9]d  *unknown' "$out"; ok $? "status table: no age in days"
 expect 0 "" -- -c "$DEMO" status web1 db1
 [ "$(wc -l <"$out")" -eq 4 ]; ok $? "status DOMAIN...: the host line, the header, those two"
@@ -73,7 +73,7 @@ grep -q '(64 GiB in 5 active domains)' "$out"; ok $? "status DOMAIN...: the host
 # a --state given explicitly must exist (the default one is read only if it is there)
 expect 2 "status: state '/nonexistent/state.json'" -- -c "$DEMO" status --proc "$ROOT/demo/proc" --state /nonexistent/state.json
 expect 0 "" -- -c "$DEMO" status --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy"
-head -1 "$out" | grep -qx 'host: MemTotal 64 GiB, MemAvailable 4 GiB, PSI some 6.4%, mode reclaim, reclaimed 13 GiB, overcommit 1.00 (64 GiB in 5 active domains), KSM .*'
+head -1 "$out" | grep -qx 'host: MemTotal 64 GiB, MemAvailable 4 GiB, PSI some 6.4%, mode reclaim, reclaimed 13 GiB, backed free -, overcommit 1.00 (64 GiB in 5 active domains), KSM .*'
 ok $? "host line with the fake /proc: $(head -1 "$out")"
 expect 0 "" -- -c "$DEMO" status --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy"
 jq -e '.host | .mem_total_bytes == 68719476736 and .mem_available_bytes == 4294967296 and .psi_some_avg10_ratio == 0.064 and .mode == "reclaim" and (.mode_reason | startswith("host MemAvailable 4 GiB < reclaim_below")) and .active_domains == 5 and .maximum_bytes == 68719476736 and .reclaimed_bytes == 13958643712 and .overcommit == 1' "$out" >/dev/null
@@ -87,6 +87,37 @@ expect 2 "" -- -c "$DEMO" status --policy "$out.bad.policy"
 grep -qxF "balloonmgr: status: policy '$out.bad.policy' has errors" "$err" && grep -q "bad.policy:2:17: reclaim_below" "$err"
 ok $? "status --policy with errors: the errors and exit 2"
 rm -f "$out.bad.policy"
+# free page reporting and deflate-on-oom from the XML (<memballoon freePageReporting= autodeflate=>)
+FPRHOST="test://$ROOT/tests/data/host/reporting.xml"
+expect 0 "" -- -c "$FPRHOST" status -o name,fpr,AUTODEFL
+[ "$(sed -n '2,$p' "$out" | tr -s ' ' | tr '\n' '|')" = "NAME FPR AUTODEFL|both1 on on|doom1 off on|fpr1 on off|none1 - -|plain1 off off|" ]
+ok $? "status -o fpr,autodefl: on/off as the XML sets them, '-' without a balloon: $(sed -n '2,$p' "$out" | tr -s ' ' | tr '\n' '|')"
+expect 0 "" -- -c "$FPRHOST" status --json
+jq -e '[.domains[] | [.name, .free_page_reporting_configured, .deflate_on_oom_configured]] == [["both1",true,true],["doom1",false,true],["fpr1",true,false],["none1",null,null],["plain1",false,false]]' "$out" >/dev/null
+ok $? "status --json: free_page_reporting_configured, deflate_on_oom_configured (null without a balloon)"
+jq -e '[.domains[] | select(.name != "none1") | .free_page_reporting, .deflate_on_oom] | all(. == "not-probed")' "$out" >/dev/null
+ok $? "status --json: free_page_reporting and deflate_on_oom not-probed without --probe"
+# the test driver's RSS is what the guest uses: no backed free memory, no configure command
+jq -e '.host.backed_free_bytes == null and all(.domains[]; .backed_free_bytes == null and .free_page_reporting_command == null)' "$out" >/dev/null
+ok $? "status --json: no backed free memory on the test driver (its RSS is the guest's use), no command"
+# a verdict of this start in the state file (written by a run that asked: the test driver's
+# is unknown; made negotiated here) is shown without asking
+fprd=$(mktemp -d)
+printf '[host]\nverify_features = always\n' >"$fprd/always.policy"
+"$BM" -c "$FPRHOST" run --once --policy "$fprd/always.policy" --proc "$ROOT/demo/proc" --state "$fprd/s.json" >/dev/null 2>&1
+jq -e '[.counters.domains[] | select(.name == "both1") | .features | .reporting, .deflate_on_oom] == ["unknown","unknown"]' "$fprd/s.json" >/dev/null
+ok $? "run with verify_features = always keeps the reporting and deflate-on-oom verdicts in the state file"
+jq '(.counters.domains[] | select(.name == "both1" or .name == "plain1") | .features) |= (.reporting = "negotiated" | .deflate_on_oom = "offered")' \
+    "$fprd/s.json" >"$fprd/s2.json"
+expect 0 "" -- -c "$FPRHOST" status -o name,fpr,autodefl --state "$fprd/s2.json" both1 plain1
+[ "$(sed -n '3,$p' "$out" | tr -s ' ' | tr '\n' '|')" = "both1 on+negotiated on+offered|plain1 off+negotiated off+offered|" ]
+ok $? "status: the state file's verdicts after the XML's setting: $(sed -n '3,$p' "$out" | tr -s ' ' | tr '\n' '|')"
+expect 0 "" -- -c "$FPRHOST" status --json --state "$fprd/s2.json" both1
+jq -e '.domains[0] | .free_page_reporting == "negotiated" and .deflate_on_oom == "offered" and .free_page_reporting_configured' "$out" >/dev/null
+ok $? "status --json: the state file's verdicts"
+expect 0 "" -- -c "$FPRHOST" status -o name,fpr,autodefl --state "$fprd/s.json" both1
+[ "$(sed -n '3p' "$out" | tr -s ' ')" = "both1 on on" ]; ok $? "status: an unknown verdict adds nothing to the XML's setting"
+rm -rf "$fprd"
 # -o / --no-headings
 expect 0 "" -- -c "$DEMO" status -o name,CURRENT,sg web1 db1
 [ "$(sed -n 2p "$out")" = "NAME  CURRENT  SG" ]; ok $? "-o: the columns asked for, in that order"
@@ -154,6 +185,16 @@ expect 2 "verify: --require 'fast': unknown feature" -- -c "$DEMO" verify --requ
 expect 2 "verify: --sg-bit '64': expected a bit number" -- -c "$DEMO" verify --sg-bit=64
 expect 2 "verify 'nope': no such domain" -- -c "$DEMO" verify web1 nope
 [ ! -s "$out" ]; ok $? "  and prints no table"
+expect 0 "" -- -c "$FPRHOST" verify --json
+jq -e '[.domains[] | [.name, .features.reporting.configured, .features.deflate_on_oom.configured, .features.reporting.state]] == [["both1",true,true,"unknown"],["doom1",false,true,"unknown"],["fpr1",true,false,"unknown"],["none1",null,null,"unknown"],["plain1",false,false,"unknown"]]' "$out" >/dev/null
+ok $? "verify --json: reporting and deflate_on_oom configured as the XML sets them, beside QEMU's verdict"
+jq -e '.domains[0].features.sg | has("configured") | not' "$out" >/dev/null; ok $? "  no configured for a feature the XML does not set"
+expect 0 "" -- -c "$FPRHOST" verify both1 doom1 none1
+[ "$(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')" = "NAME DEFLATE-ON-OOM REPORTING|both1 on on|doom1 on off|none1 unknown unknown|" ]
+ok $? "verify table: DEFLATE-ON-OOM and REPORTING with the XML's setting: $(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')"
+expect 3 "verify 'plain1': reporting is unknown: libvirt driver without QEMU monitor; the domain XML leaves it off ('balloonmgr -c $FPRHOST configure plain1 --free-page-reporting on' turns it on at the next start)" -- -c "$FPRHOST" verify --require reporting plain1
+expect 3 "verify 'both1': reporting is unknown: libvirt driver without QEMU monitor" -- -c "$FPRHOST" verify --require reporting both1
+! grep -q "leaves it off" "$err"; ok $? "  no such hint for a domain whose XML turns it on"
 expect 0 "" -- -c "$DEMO" verify web1
 head -1 "$out" | grep -q '^NAME  SG  *IOEVENTFD  *STATS'; ok $? "verify table header"
 expect 0 "" -- -c "$DEMO" status --json

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "export.h"
 #include "fixture.h"
 #include "metrics.h"
 #include "tap.h"
@@ -128,9 +129,8 @@ static char *write_temp(const char *text)
 
 /* Compares the render of r with tests/data/metrics/NAME.prom, then runs promtool on the
  * golden file. */
-static void check_golden(const char *name, const BmRegistry *r)
+static void check_golden_text(const char *name, const char *got)
 {
-    _cleanup_free_ char *got = bm_registry_render(r);
     _cleanup_free_ char *rel = bm_asprintf("metrics/%s.prom", name);
     _cleanup_free_ char *path = bm_asprintf("%s/tests/data/%s", SOURCE_ROOT, rel);
 
@@ -163,6 +163,12 @@ static void check_golden(const char *name, const BmRegistry *r)
         diag("want: %.*s", (int)strcspn(w, "\n"), w);
     }
     promtool_ok(path, rel);
+}
+
+static void check_golden(const char *name, const BmRegistry *r)
+{
+    _cleanup_free_ char *got = bm_registry_render(r);
+    check_golden_text(name, got);
 }
 
 /* Values */
@@ -600,6 +606,12 @@ static void test_catalogue_golden(void)
          "Guest major page faults."},
         {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
          "When the guest last updated its memory statistics, Unix time."},
+        {"balloonmgr_domain_feature_configured", BM_METRIC_GAUGE,
+         "1 when the domain XML turns the balloon feature on."},
+        {"balloonmgr_domain_feature_negotiated", BM_METRIC_GAUGE,
+         "1 when the QEMU monitor found the balloon feature negotiated."},
+        {"balloonmgr_domain_backed_free_bytes", BM_METRIC_GAUGE,
+         "Free guest memory the QEMU process holds."},
         {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE,
          "Sum of balloonmgr_domain_reclaimed_bytes."},
         {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, "MemAvailable."},
@@ -608,6 +620,8 @@ static void test_catalogue_golden(void)
         {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the current mode, 0 for the others."},
         {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
          "Memory the host needs that the guests cannot give back without going short."},
+        {"balloonmgr_host_backed_free_bytes", BM_METRIC_GAUGE,
+         "Free guest memory the QEMU processes hold."},
         {"balloonmgr_ksm_state", BM_METRIC_GAUGE, "1 for KSM's current state (run)."},
         {"balloonmgr_ksm_saved_bytes", BM_METRIC_GAUGE, "Memory KSM saves."},
         {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
@@ -666,6 +680,14 @@ static void test_catalogue_golden(void)
         fails += bm_registry_add(r, "balloonmgr_domain_guest_major_faults_total", d,
                                  doms[i].faults) != 0;
         fails += bm_registry_add(r, "balloonmgr_domain_stats_last_update_timestamp_seconds", d, doms[i].updated) != 0;
+        static const char *const feats[] = {"free_page_reporting", "deflate_on_oom"};
+        for (size_t k = 0; k < BM_ARRAY_SIZE(feats); k++) {
+            const char *fl[] = {"domain", doms[i].name, "feature", feats[k], NULL};
+            fails += bm_registry_add(r, "balloonmgr_domain_feature_configured", fl, i == 0) != 0;
+            if (i == 0)
+                fails += bm_registry_add(r, "balloonmgr_domain_feature_negotiated", fl, k == 0) != 0;
+        }
+        fails += bm_registry_add(r, "balloonmgr_domain_backed_free_bytes", d, i == 0 ? 8388608.0 : 805306368.0) != 0;
     }
     fails += bm_registry_add(r, "balloonmgr_reclaimed_bytes", NULL, 4294967296.0) != 0;
     fails += bm_registry_add(r, "balloonmgr_host_memory_available_bytes", NULL, 27487790694.0) != 0;
@@ -676,6 +698,7 @@ static void test_catalogue_golden(void)
         fails += bm_registry_add(r, "balloonmgr_host_mode", m, i == 1) != 0;
     }
     fails += bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, 536870912.0) != 0;
+    fails += bm_registry_add(r, "balloonmgr_host_backed_free_bytes", NULL, 813694976.0) != 0;
     static const char *const ksm[] = {"off", "running", "unmerging"};
     for (size_t i = 0; i < BM_ARRAY_SIZE(ksm); i++) {
         const char *st[] = {"state", ksm[i], NULL};
@@ -756,6 +779,103 @@ static void test_docs_catalogue(void)
     unlink(tmp);
 }
 
+/* A domain of the export test: running unless state says otherwise, used_mib of 1 GiB used,
+ * QEMU RSS rss_mib, a virtio balloon with reporting (fpr) and deflate-on-oom (doom) as given. */
+static BmDomain export_domain(char *name, const char *uuid, int state, uint64_t used_mib,
+                              uint64_t rss_mib, BmTristate fpr, BmTristate doom)
+{
+    const uint64_t MiB = 1024 * 1024;
+    bool active = state == VIR_DOMAIN_RUNNING || state == VIR_DOMAIN_PAUSED;
+    BmDomain d = {.name = name, .state = state, .id = active ? 3 : -1, .active = active,
+                  .max_bytes = 1024 * MiB, .actual_bytes = 1024 * MiB,
+                  .available_bytes = active ? 1024 * MiB : BM_ABSENT,
+                  .usable_bytes = active ? (1024 - used_mib) * MiB : BM_ABSENT, .unused_bytes = BM_ABSENT,
+                  .disk_caches_bytes = BM_ABSENT, .rss_bytes = active ? rss_mib * MiB : BM_ABSENT,
+                  .swap_in_bytes = BM_ABSENT, .swap_out_bytes = BM_ABSENT, .major_faults = BM_ABSENT,
+                  .minor_faults = BM_ABSENT, .last_update_s = BM_ABSENT, .balloon_known = true};
+    snprintf(d.uuid, sizeof(d.uuid), "%s", uuid);
+    d.balloon = (BmBalloonConfig){.present = true, .autodeflate = doom, .free_page_reporting = fpr,
+                                  .stats_period_s = 5, .min_guarantee_bytes = BM_ABSENT,
+                                  .memory_bytes = BM_ABSENT, .current_memory_bytes = BM_ABSENT};
+    snprintf(d.balloon.model, sizeof(d.balloon.model), "virtio");
+    return d;
+}
+
+/* What export.c renders from a snapshot, ledger and plan: free page reporting and
+ * deflate-on-oom configured (XML) and negotiated (the monitor's verdict of this start), backed
+ * free memory per domain and on the host (golden export.prom, the version as @VERSION@), and
+ * --no-libvirt-duplicates keeping those. */
+static void test_export(void)
+{
+    BmDomain doms[] = {
+        export_domain("db1", "3b1e2a50-6d1f-4a0e-9a51-00000000000a", VIR_DOMAIN_RUNNING, 600, 900,
+                      BM_TRI_UNSET, BM_TRI_OFF),
+        export_domain("off1", "3b1e2a50-6d1f-4a0e-9a51-00000000000b", VIR_DOMAIN_SHUTOFF, 0, 0,
+                      BM_TRI_ON, BM_TRI_ON),
+        export_domain("web1", "3b1e2a50-6d1f-4a0e-9a51-00000000000c", VIR_DOMAIN_RUNNING, 300, 420,
+                      BM_TRI_ON, BM_TRI_ON),
+    };
+    BmSnapshot snap = {.domains = doms, .n_domains = BM_ARRAY_SIZE(doms), .taken_real_ns = 1718000000ull * 1000000000ull};
+    BmLedger l;
+    bm_ledger_init(&l);
+    BmLedgerEntry *e = bm_ledger_entry(&l, doms[2].uuid, "web1");
+    e->features_known = true;
+    e->sg = BM_FEAT_NOT_OFFERED;
+    e->ioeventfd = BM_SWITCH_OFF;
+    e->reporting = BM_FEAT_NEGOTIATED;
+    e->deflate_on_oom = BM_FEAT_OFFERED;
+    BmPlan plan = {.mode = BM_HOST_HOLD, .qemu_overhead_bytes = 20ull << 20};
+    BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 8ull << 30};
+    BmView v = {.snap = &snap, .host = &host, .have_mode = true, .mode = BM_HOST_HOLD,
+                .libvirt_up = true, .plan = &plan};
+
+    _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
+    ok(bm_export_build(r, &l, &v) == 0, "export: the registry builds");
+    _cleanup_free_ char *text = bm_registry_render(r);
+    /* the build's version is not the golden's */
+    char *ver = strstr(text, "balloonmgr_build_info{version=\"");
+    _cleanup_free_ char *golden = NULL;
+    if (ver) {
+        ver += strlen("balloonmgr_build_info{version=\"");
+        golden = bm_asprintf("%.*s@VERSION@%s", (int)(ver - text), text, strchr(ver, '"'));
+    }
+    ok(golden != NULL, "export: build_info carries the version");
+    check_golden_text("export", golden ? golden : text);
+    ok(strstr(text, "balloonmgr_domain_feature_configured{domain=\"web1\",feature=\"free_page_reporting\"} 1\n") &&
+           strstr(text, "balloonmgr_domain_feature_configured{domain=\"db1\",feature=\"free_page_reporting\"} 0\n") &&
+           strstr(text, "balloonmgr_domain_feature_configured{domain=\"off1\",feature=\"deflate_on_oom\"} 1\n"),
+       "export: configured from the XML, also for a domain shut off");
+    ok(strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"web1\",feature=\"free_page_reporting\"} 1\n") &&
+           strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"web1\",feature=\"deflate_on_oom\"} 0\n") &&
+           !strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"db1\""),
+       "export: negotiated where the monitor was asked (offered is 0), absent where not");
+    /* web1: 420 - 300 - 20 = 100 MiB; db1: 900 - 600 - 20 = 280 MiB; off1: not running */
+    ok(strstr(text, "balloonmgr_domain_backed_free_bytes{domain=\"web1\"} 104857600\n") &&
+           strstr(text, "balloonmgr_domain_backed_free_bytes{domain=\"db1\"} 293601280\n") &&
+           !strstr(text, "balloonmgr_domain_backed_free_bytes{domain=\"off1\"}") &&
+           strstr(text, "\nballoonmgr_host_backed_free_bytes 398458880\n"),
+       "export: backed free per running domain (RSS - used - QEMU's own) and their sum");
+
+    v.no_libvirt_duplicates = true;
+    _cleanup_(bm_registry_freep) BmRegistry *r2 = bm_registry_new();
+    ok(bm_export_build(r2, &l, &v) == 0, "export --no-libvirt-duplicates: builds");
+    _cleanup_free_ char *nd = bm_registry_render(r2);
+    ok(!strstr(nd, "\nballoonmgr_domain_rss_bytes{") &&
+           strstr(nd, "balloonmgr_domain_feature_configured{domain=\"web1\",feature=\"free_page_reporting\"} 1\n") &&
+           strstr(nd, "balloonmgr_domain_feature_negotiated{domain=\"web1\",feature=\"free_page_reporting\"} 1\n") &&
+           strstr(nd, "balloonmgr_domain_backed_free_bytes{domain=\"web1\"} 104857600\n") &&
+           strstr(nd, "\nballoonmgr_host_backed_free_bytes 398458880\n"),
+       "export --no-libvirt-duplicates: RSS left out, the features and backed free kept");
+
+    v.plan = NULL;
+    _cleanup_(bm_registry_freep) BmRegistry *r3 = bm_registry_new();
+    ok(bm_export_build(r3, &l, &v) == 0, "export before the first pass: builds");
+    _cleanup_free_ char *np = bm_registry_render(r3);
+    ok(!strstr(np, "\nballoonmgr_domain_backed_free_bytes{") && !strstr(np, "\nballoonmgr_host_backed_free_bytes "),
+       "export before the first pass: no backed free (no estimate of QEMU's own memory yet)");
+    bm_ledger_clear(&l);
+}
+
 /* promtool catches what it should, so the checks above mean something. */
 static void test_promtool_lints(void)
 {
@@ -820,6 +940,7 @@ int main(void)
     test_errors();
     test_catalogue_golden();
     test_docs_catalogue();
+    test_export();
     test_promtool_lints();
     test_many();
     return tap_done();

@@ -98,6 +98,8 @@ static void make_ledger(void)
     snprintf(e->boot, sizeof(e->boot), "0b5e1d-boot/7");
     e->sg = BM_FEAT_NEGOTIATED;
     e->ioeventfd = BM_SWITCH_OFF;
+    e->reporting = BM_FEAT_OFFERED;
+    e->deflate_on_oom = BM_FEAT_NEGOTIATED;
     bm_ledger_entry(&prev, "bbbbbbbb-2222-3333-4444-555555555555", "off");
 }
 
@@ -122,6 +124,8 @@ static void test_round_trip(void)
     ok(b1 && b1->features_known && strcmp(b1->boot, "0b5e1d-boot/7") == 0 &&
            b1->sg == BM_FEAT_NEGOTIATED && b1->ioeventfd == BM_SWITCH_OFF,
        "the SG/ioeventfd verdict and the start it belongs to round-trip");
+    ok(b1 && b1->reporting == BM_FEAT_OFFERED && b1->deflate_on_oom == BM_FEAT_NEGOTIATED,
+       "the reporting and deflate-on-oom verdicts round-trip");
     ok(b0 && !b0->features_known, "a domain never probed comes back not probed");
     const BmLedgerEntry *b2 = bm_ledger_find(&back, "bbbbbbbb-2222-3333-4444-555555555555");
     ok(b2 && !b2->have_prev, "a domain without a reading comes back without one");
@@ -302,10 +306,27 @@ static void test_old_histogram_dropped(void)
     bm_ledger_clear(&l);
 }
 
+/* A state file from before the reporting and deflate-on-oom verdicts: the SG verdict stands,
+ * those two are unknown (probed again at the next start). */
+static void test_features_of_older_file(void)
+{
+    const char *text = "{\"version\":1,\"domains\":[],\"counters\":{\"domains\":[{\"uuid\":"
+                       "\"11111111-2222-3333-4444-555555555555\",\"name\":\"one\",\"features\":"
+                       "{\"boot\":\"b/3\",\"sg\":\"not-offered\",\"ioeventfd\":\"on\"}}]}}";
+    BmLedger l;
+    ok(bm_state_parse(text, &l) == 0, "a state file without the reporting verdict parses");
+    const BmLedgerEntry *e = bm_ledger_find(&l, "11111111-2222-3333-4444-555555555555");
+    ok(e && e->features_known && e->sg == BM_FEAT_NOT_OFFERED && e->reporting == BM_FEAT_UNKNOWN &&
+           e->deflate_on_oom == BM_FEAT_UNKNOWN,
+       "its SG verdict stands, reporting and deflate-on-oom are unknown");
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     test_bounds();
     test_old_histogram_dropped();
+    test_features_of_older_file();
     ok(mkdtemp(dir) != NULL, "temporary directory");
     make_ledger();
     test_round_trip();

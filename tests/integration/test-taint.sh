@@ -70,7 +70,7 @@ policy "$work/always.policy" "verify_features = always"
 # --- status: SG not probed, no monitor command
 fresh
 bm status "$dom" | tee "$work/status.txt"
-grep -q "^$dom .* not-probed$" "$work/status.txt" || bm_fail "status: SG is not 'not-probed'"
+grep -q "^$dom .* not-probed  *off  *off$" "$work/status.txt" || bm_fail "status: SG is not 'not-probed' (FPR and AUTODEFL off)"
 bm status --json "$dom" | jq -e '.domains[0].sg == "not-probed"' >/dev/null ||
     bm_fail "status --json: sg is not 'not-probed'"
 untainted "status"
