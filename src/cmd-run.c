@@ -323,8 +323,16 @@ static int export_metrics(BmEngine *e, const RunOptions *o)
     int ret = BM_EXIT_OK;
     _cleanup_free_ char *text = bm_engine_render(e, true);
     if (o->textfile_dir) {
-        int r = bm_push_textfile(o->textfile_dir, text);
+        /* checked after the pass, not before: a pass that cannot export still acts */
+        char quoted[512];
+        int r = bm_push_check_textfile(o->textfile_dir);
         if (r < 0) {
+            bm_report("run", NULL, "--textfile '%s': %s; the pass acted, "
+                      "its metrics are not exported (counted in balloonmgr_errors_total{kind=\"push\"})",
+                      bm_printable(o->textfile_dir, quoted, sizeof(quoted)), bm_error_detail(r));
+            bm_engine_count_error(e, BM_ERR_PUSH);
+            ret = BM_EXIT_FAILURE;
+        } else if ((r = bm_push_textfile(o->textfile_dir, text)) < 0) {
             bm_report("run", NULL, "textfile: %s", bm_error_detail(r));
             bm_engine_count_error(e, BM_ERR_PUSH);
             ret = BM_EXIT_FAILURE;
@@ -427,10 +435,10 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
                   bm_error_detail(-EINVAL));
         return BM_EXIT_USAGE;
     }
-    if (o->textfile_dir && bm_push_check_textfile(o->textfile_dir) < 0) {
-        char quoted[512];
-        bm_report("run", NULL, "--textfile '%s': %s",
-                  bm_printable(o->textfile_dir, quoted, sizeof(quoted)), bm_error_detail(-EINVAL));
+    /* an empty name is never a default; a directory that is missing or unusable is found at
+     * the export, after the pass acted (export_metrics) */
+    if (o->textfile_dir && !*o->textfile_dir) {
+        bm_report("run", NULL, "--textfile '': empty directory name");
         return BM_EXIT_USAGE;
     }
     return -1;
