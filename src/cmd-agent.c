@@ -518,7 +518,7 @@ typedef struct {
 } AgentOptions;
 
 /* The options. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **argv, Agent *a, AgentOptions *o)
 {
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
@@ -534,7 +534,7 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_agent, argc, argv, "p:l:nh", opts)) != -1) {
         switch (c) {
         case 'p': a->policy_path = optarg; a->policy_explicit = true; break;
         case 'l': o->listen = optarg; break;
@@ -544,7 +544,7 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
         case 'n': o->dry_run = true; break;
         case 'D': a->no_libvirt_duplicates = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_agent, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind < argc) {
@@ -662,12 +662,13 @@ static void stop(Agent *a)
     remove_jobs(a);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1,
-               .backoff_s = 1, .signal_fd = -1, .monitor_only = g->readonly};
+               .backoff_s = 1, .signal_fd = -1, .proc_dir = g->proc_dir};
     AgentOptions o = {.listen = BM_HTTP_DEFAULT_LISTEN, .state_path = BM_STATE_DEFAULT_PATH};
-    int ret = parse_options(argc, argv, &a, &o);
+    int ret = parse_options(g, argc, argv, &a, &o);
+    a.monitor_only = g->readonly; /* -r also after the verb */
     tune_malloc();
     if (ret < 0)
         ret = start_serving(&a, &o);
@@ -693,6 +694,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_agent = {
     .name = "agent",
+    .reads_host = true,
     .run = run,
     .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"
                 "             [--proc DIR] [--dry-run] [--no-libvirt-duplicates]",

@@ -9,7 +9,7 @@
 static const char options_help[] = "  -a, --all    include domains that are not running\n"
                                    "  -h, --help   show this help\n";
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"all", no_argument, NULL, 'a'},
@@ -18,11 +18,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
     };
     bool all = false;
     int c;
-    while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_list, argc, argv, "ah", opts)) != -1) {
         switch (c) {
         case 'a': all = true; break;
         case 'h': bm_verb_usage(&bm_verb_list, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_list, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind < argc) {

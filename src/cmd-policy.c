@@ -10,17 +10,17 @@
 static const char options_help[] = "  -h, --help   show this help (an option anywhere, also after 'check')\n"
                                    "  --           the arguments after it are files, even '-h'\n";
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
     int c;
     (void)g;
     /* options anywhere ("policy check -h"); "--" ends them: "policy check -- -h" checks a
      * file named -h */
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_policy, argc, argv, "h", opts)) != -1) {
         switch (c) {
         case 'h': bm_verb_usage(&bm_verb_policy, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_policy, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind >= argc || strcmp(argv[optind], "check") != 0) {

@@ -34,6 +34,8 @@ static const char options_help[] =
     "                        (default " SET_POLICY ", when it exists)\n"
     "  -f, --force           set a target below the domain's floor too\n"
     "  -j, --json            print JSON\n"
+    "  -q, --quiet           print nothing on standard output: the exit status says how\n"
+    "                        it went (problems still go to standard error)\n"
     "  -h, --help            show this help\n"
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
@@ -89,7 +91,7 @@ static void print_text(const char *name, const BmChange *ch, bool waited)
 }
 
 typedef struct {
-    bool json, wait, force, policy_explicit;
+    bool json, quiet, wait, force, policy_explicit;
     const char *policy_path;
     unsigned timeout_s, stall_s;
     const char *name, *size;
@@ -97,7 +99,7 @@ typedef struct {
 } SetOptions;
 
 /* The options, checked. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **args, SetOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
 {
     static const struct option opts[] = {
         {"wait", optional_argument, NULL, 'w'},
@@ -105,11 +107,12 @@ static int parse_options(int argc, char **args, SetOptions *o)
         {"json", no_argument, NULL, 'j'},
         {"policy", required_argument, NULL, 'p'},
         {"force", no_argument, NULL, 'f'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, args, "wjp:fh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_set, argc, args, "wjp:fqh", opts)) != -1) {
         switch (c) {
         case 'w':
             o->wait = true;
@@ -129,9 +132,14 @@ static int parse_options(int argc, char **args, SetOptions *o)
         case 'j': o->json = true; break;
         case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
         case 'f': o->force = true; break;
+        case 'q': o->quiet = true; break;
         case 'h': bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_set, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
+    }
+    if (o->json && o->quiet) {
+        bm_report("set", NULL, "--json and --quiet: give one of them");
+        return BM_EXIT_USAGE;
     }
     if (argc - optind != 2) {
         bm_report("set", NULL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
@@ -346,17 +354,17 @@ static int set_balloon(const BmGlobal *g, SetOptions *o)
     }
     if (o->json)
         print_json(o->name, &ch, o->wait);
-    else
+    else if (!o->quiet)
         print_text(o->name, &ch, o->wait);
     return report_outcome(o, &ch);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     SetOptions o = {.timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, .stall_s = BM_WAIT_DEFAULT_STALL_S,
                     .policy_path = SET_POLICY};
     char **args = bm_cli_protect_negative(argc, argv);
-    int ret = parse_options(argc, args, &o);
+    int ret = parse_options(g, argc, args, &o);
     if (ret < 0)
         ret = set_balloon(g, &o);
     bm_policy_free(o.policy);
@@ -368,7 +376,7 @@ const BmVerb bm_verb_set = {
     .name = "set",
     .run = run,
     .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
-                "           [--json]",
+                "           [--json|--quiet]",
     .summary = "Set the balloon target of a running domain and optionally wait until it is reached,\n"
                "measuring how long the inflate or deflate took.",
 };

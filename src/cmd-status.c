@@ -313,7 +313,7 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
     return cells;
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC, OPT_PROBE };
     static const struct option opts[] = {
@@ -330,9 +330,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
     bool probe = false;
     const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
-    const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = NULL;
+    const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = g->proc_dir;
     int c;
-    while ((c = getopt_long(argc, argv, "jo:p:h", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv, "jo:p:h", opts)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'o': columns = optarg; break;
@@ -342,7 +342,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
         case OPT_PROC: proc_dir = optarg; break;
         case OPT_PROBE: probe = true; break;
         case 'h': bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_status, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
@@ -416,6 +416,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_status = {
     .name = "status",
+    .reads_host = true,
     .run = run,
     .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--policy FILE]\n"
                 "             [--state FILE] [--proc DIR] [--probe]",

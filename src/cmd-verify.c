@@ -158,7 +158,7 @@ typedef struct {
 } VerifyOptions;
 
 /* The options. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **argv, VerifyOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
 {
     static const struct option opts[] = {
         {"require", required_argument, NULL, 'r'},
@@ -168,7 +168,7 @@ static int parse_options(int argc, char **argv, VerifyOptions *o)
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "r:jh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_verify, argc, argv, "r:jh", opts)) != -1) {
         switch (c) {
         case 'r':
             if (parse_require(optarg, &o->reqs, &o->n_reqs) < 0)
@@ -187,7 +187,7 @@ static int parse_options(int argc, char **argv, VerifyOptions *o)
         }
         case 'j': o->json = true; break;
         case 'h': bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_verify, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     return -1;
@@ -262,10 +262,10 @@ static void free_domains(virDomainPtr *doms)
     free(doms);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}};
-    int ret = parse_options(argc, argv, &o);
+    int ret = parse_options(g, argc, argv, &o);
     _cleanup_free_ Requirement *reqs = o.reqs;
     if (ret >= 0)
         return ret;

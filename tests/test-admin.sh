@@ -39,4 +39,54 @@ run_bm -c "$DEMO" run --once "${PASS[@]}" --state "$T/s3.json" --textfile "$T/tf
 [ "$rc" -eq 0 ] && grep -q '^balloonmgr_passes_total ' "$T/tf/balloonmgr.prom"
 ok $? "textfile: an existing directory gets balloonmgr.prom (exit $rc)"
 
+# --- options: the global ones after the verb too, one line for a bad option, --quiet, --table
+run_bm status web1 -c "$DEMO" --no-headings
+[ "$rc" -eq 0 ] && grep -q '^web1 ' "$out" && [ "$(wc -l <"$out")" -eq 1 ]
+ok $? "options: status web1 -c URI: -c after the verb and its argument (exit $rc)" "$(cat "$err")"
+run_bm list --connect="$DEMO" --all
+[ "$rc" -eq 0 ] && [ "$(wc -l <"$out")" -eq 7 ]; ok $? "options: list --connect=URI --all (exit $rc)" "$(cat "$err")"
+run_bm set web1 1G -r -c "$DEMO"
+[ "$rc" -eq 2 ] && grep -qxF "balloonmgr: set: setting a balloon target needs a read-write connection (-r/--readonly given)" "$err"
+ok $? "options: set DOMAIN SIZE -r: -r after the verb is --readonly (exit $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" verify -r sg --readonly
+[ "$rc" -eq 2 ] && grep -q "verify: asking the QEMU monitor needs a read-write connection" "$err"
+ok $? "options: verify's -r stays its --require, --readonly is global (exit $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" --proc "$ROOT/demo/proc" status --json
+[ "$rc" -eq 0 ] && jq -e '.host.mem_total_bytes == 68719476736' "$out" >/dev/null
+ok $? "options: --proc DIR before the verb (exit $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" --proc "$ROOT/demo/proc" set web1 1G
+[ "$rc" -eq 2 ] && grep -qxF "balloonmgr: set: --proc: 'set' reads no host memory (see 'balloonmgr set --help')" "$err"
+ok $? "options: --proc before a verb that reads no host memory: refused (exit $rc)" "$(cat "$err")"
+for args in "set web1 1G --bogus|balloonmgr: set: unknown option '--bogus' (see 'balloonmgr set --help')" \
+            "status -Z|balloonmgr: status: unknown option '-Z' (see 'balloonmgr status --help')" \
+            "list --all=yes|balloonmgr: list: option '--all' takes no argument (see 'balloonmgr list --help')" \
+            "set web1 1G --stall|balloonmgr: set: option '--stall' needs an argument (see 'balloonmgr set --help')" \
+            "--frob list|balloonmgr: unknown option '--frob' (see 'balloonmgr --help')"; do
+    want=${args#*|}
+    read -r -a argv <<<"${args%%|*}"
+    run_bm -c "$DEMO" "${argv[@]}"
+    [ "$rc" -eq 2 ] && [ "$(cat "$err")" = "$want" ]
+    ok $? "options: ${args%%|*}: exit 2 (got $rc) and one line: $want" "$(cat "$err")"
+done
+run_bm -c "$DEMO" status --pro
+[ "$rc" -eq 2 ] && [ "$(cat "$err")" = "balloonmgr: status: option '--pro' is ambiguous: --proc, --probe (see 'balloonmgr status --help')" ]
+ok $? "options: an ambiguous abbreviation names the candidates, one line (exit $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" run --once --dry-run "${PASS[@]}"
+[ "$rc" -eq 0 ] && [ "$(wc -l <"$out")" -eq 1 ] &&
+    grep -qx 'pass: mode reclaim (host MemAvailable 4 GiB < reclaim_below 6.4 GiB): 3 inflate(s), 0 deflate(s) planned, 0 failed, 0 busy; 7 domain(s) (dry run: nothing is changed)' "$out"
+ok $? "options: run off a terminal: one summary line, no table (exit $rc)" "$(cat "$out")"
+run_bm -c "$DEMO" run --once --dry-run --table "${PASS[@]}"
+grep -q '^NAME  *ACTION ' "$out"; ok $? "options: run --table: the table off a terminal"
+if command -v script >/dev/null; then
+    script -qec "$(printf '%q ' "$BM" -c "$DEMO" run --once --dry-run "${PASS[@]}")" /dev/null >"$out" 2>&1
+    grep -q 'NAME  *ACTION ' "$out"; ok $? "options: run on a terminal: the table" "$(cat "$out")"
+fi
+run_bm -c "$DEMO" run --once -q "${PASS[@]}" --state "$T/q.json"
+[ "$rc" -eq 0 ] && [ ! -s "$out" ] && [ "$(grep -c '^balloonmgr: change ' "$err")" -eq 3 ]
+ok $? "options: run -q: nothing on stdout, one record per change on stderr (exit $rc)" "$(cat "$out" "$err")"
+run_bm -c "$DEMO" set web1 2G --quiet
+[ "$rc" -eq 0 ] && [ ! -s "$out" ] && [ ! -s "$err" ]; ok $? "options: set --quiet: nothing printed, exit 0 (got $rc)"
+run_bm -c "$DEMO" set web1 2G -q --json
+[ "$rc" -eq 2 ]; ok $? "options: set -q --json: refused (exit $rc)"
+
 tap_done
