@@ -98,7 +98,7 @@ static int check_property(bool probe, virConnectPtr conn, virDomainPtr self, boo
                 continue;
             _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
             _cleanup_free_ char *xml = NULL, *emu = NULL;
-            if (bm_conn_lookup(conn, names[i], &dom) < 0 || bm_conn_domain_xml(dom, false, &xml) < 0 ||
+            if (bm_conn_lookup_name(conn, names[i], &dom) < 0 || bm_conn_domain_xml(dom, false, &xml) < 0 ||
                 bm_domxml_emulator(xml, &emu) < 0 || strcmp(emu, emulator) != 0)
                 continue;
             r = bm_qmp_device_has_property(dom, type, prop, &has);
@@ -202,6 +202,7 @@ static int open_domain(const BmGlobal *g, Configure *o)
         bm_report("configure", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
+    o->name = virDomainGetName(o->dom); /* given as an ID or UUID: its name from here on */
     o->period_live = o->period >= 0 && (o->live || (!o->config && o->active));
     o->period_config = o->period >= 0 && (o->config || (!o->live && o->persistent));
     if (o->period_live && !o->active) {

@@ -342,6 +342,7 @@ static int set_balloon(const BmGlobal *g, SetOptions *o)
         bm_report("set", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
+    o->name = virDomainGetName(dom); /* given as an ID or UUID: its name from here on */
     uint64_t actual_bytes, target_bytes;
     ret = resolve_target(dom, o, &actual_bytes, &target_bytes);
     if (ret >= 0)

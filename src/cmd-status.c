@@ -300,7 +300,7 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
         } else {
             _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
             _cleanup_free_ char *path = NULL, *error = NULL;
-            if (bm_conn_lookup(conn, d->name, &dom) < 0) {
+            if (bm_conn_lookup_name(conn, d->name, &dom) < 0) {
                 bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
             } else {
                 bm_qmp_probe_balloon(dom, &fopts, &rep, &path, &error);

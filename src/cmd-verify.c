@@ -218,6 +218,8 @@ static int lookup_all(virConnectPtr conn, char **args, size_t n_args, char ***re
             bm_report("verify", names[i], "%s", bm_error_detail(r));
             return bm_exit_for(r);
         }
+        free(names[i]); /* given as an ID or UUID: its name from here on */
+        names[i] = bm_strdup(virDomainGetName((*ret_doms)[i]));
     }
     return -1;
 }

@@ -89,4 +89,28 @@ run_bm -c "$DEMO" set web1 2G --quiet
 run_bm -c "$DEMO" set web1 2G -q --json
 [ "$rc" -eq 2 ]; ok $? "options: set -q --json: refused (exit $rc)"
 
+# --- domains: by name, ID or UUID, in virsh's order; named by their name in what is printed
+run_bm -c "$DEMO" status --json 3 3b1e2a50-6d1f-4a0e-9a51-000000000006 web2
+[ "$rc" -eq 0 ] && jq -e '[.domains[].name] == ["batch1", "db1", "web2"]' "$out" >/dev/null
+ok $? "domains: status ID UUID NAME (exit $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" set 1 2G
+[ "$rc" -eq 0 ] && grep -qx 'web1: inflate from 3 GiB to target 2 GiB (not waiting)' "$out"
+ok $? "domains: set ID: the domain is web1, printed by its name (exit $rc)" "$(cat "$out" "$err")"
+run_bm -c "$DEMO" set 3B1E2A50-6D1F-4A0E-9A51-000000000002 2G --json
+[ "$rc" -eq 0 ] && jq -e '.domain == "web2"' "$out" >/dev/null; ok $? "domains: set UUID (upper case) (exit $rc)"
+run_bm -c "$DEMO" verify 4 --json
+jq -e '.domains[0].name == "cache1"' "$out" >/dev/null; ok $? "domains: verify ID names the domain" "$(cat "$out" "$err")"
+run_bm -c "$DEMO" configure 2 --stats-period 5
+[ "$rc" -eq 0 ] && ! grep -q "'2'" "$out" "$err"; ok $? "domains: configure ID (exit $rc)" "$(cat "$out" "$err")"
+run_bm -c "$DEMO" set 9 2G
+[ "$rc" -eq 2 ] && [ "$(cat "$err")" = "balloonmgr: set '9': no domain with this name, ID or UUID" ]
+ok $? "domains: an ID no domain has: one line, exit 2 (got $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" status 3b1e2a50-6d1f-4a0e-9a51-00000000000f
+[ "$rc" -eq 2 ] && grep -qF "no domain with this name, ID or UUID" "$err"; ok $? "domains: an unknown UUID (exit $rc)"
+run_bm -c "$DEMO" list --id
+[ "$(tr '\n' ' ' <"$out")" = "5 4 3 1 2 " ]; ok $? "domains: list --id, in the order of the names" "$(cat "$out")"
+run_bm -c "$DEMO" list --uuid --all
+[ "$(wc -l <"$out")" -eq 7 ] && head -1 "$out" | grep -qx 3b1e2a50-6d1f-4a0e-9a51-000000000006
+ok $? "domains: list --uuid --all" "$(cat "$out")"
+
 tap_done
