@@ -113,4 +113,32 @@ run_bm -c "$DEMO" list --uuid --all
 [ "$(wc -l <"$out")" -eq 7 ] && head -1 "$out" | grep -qx 3b1e2a50-6d1f-4a0e-9a51-000000000006
 ok $? "domains: list --uuid --all" "$(cat "$out")"
 
+# --- set-flags: --live, --config, --current as virsh setmem (the definition's value itself is
+# checked against a real libvirtd: tests/integration/test-set-config.sh)
+run_bm -c "$DEMO" set batch1 1G
+[ "$rc" -eq 1 ] && [ "$(cat "$err")" = "balloonmgr: set 'batch1': domain is not running (--config or --current sets the balloon of its next boot)" ]
+ok $? "set-flags: a shut-off domain without --config: refused as virsh's default, exit 1 (got $rc)" "$(cat "$err")"
+run_bm -c "$DEMO" set batch1 1G --config
+[ "$rc" -eq 0 ] && grep -qx "batch1: next boot's balloon (<currentMemory>) from 8 GiB to 1 GiB" "$out"
+ok $? "set-flags: --config on a shut-off domain sets its definition (exit $rc)" "$(cat "$out" "$err")"
+run_bm -c "$DEMO" set 3b1e2a50-6d1f-4a0e-9a51-000000000006 50% --current --json
+[ "$rc" -eq 0 ] && jq -e '.config and (.live | not) and .target_bytes == 4294967296' "$out" >/dev/null
+ok $? "set-flags: --current on a shut-off domain is --config (exit $rc)" "$(cat "$out" "$err")"
+run_bm -c "$DEMO" set web1 2G --current --json
+[ "$rc" -eq 0 ] && jq -e '.live and (.config | not)' "$out" >/dev/null; ok $? "set-flags: --current on a running domain is --live"
+run_bm -c "$DEMO" set web1 2G --config --json
+[ "$rc" -eq 0 ] && jq -e '(.live | not) and .config and .from_bytes == 3221225472' "$out" >/dev/null
+ok $? "set-flags: --config on a running domain: its definition only" "$(cat "$out")"
+for args in "batch1 1G --live|1|balloonmgr: set 'batch1': domain is not running (--config or --current sets the balloon of its next boot)" \
+            "web1 1G --current --live|2|balloonmgr: set: options --current and --live are mutually exclusive" \
+            "web1 1G --current --config|2|balloonmgr: set: options --current and --config are mutually exclusive" \
+            "web1 1G --config --wait|2|balloonmgr: set: --wait with --config: the definition's balloon is the next boot's, there is nothing to wait for (--live --config changes both)" \
+            "batch1 1G --current --wait|2|balloonmgr: set 'batch1': --wait: the domain is not running, --current changes the balloon of its next boot: there is nothing to wait for"; do
+    IFS='|' read -r a want msg <<<"$args"
+    read -r -a argv <<<"$a"
+    run_bm -c "$DEMO" set "${argv[@]}"
+    [ "$rc" -eq "$want" ] && [ "$(cat "$err")" = "$msg" ]
+    ok $? "set-flags: set $a: exit $want (got $rc): $msg" "$(cat "$err")"
+done
+
 tap_done
