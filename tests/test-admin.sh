@@ -141,4 +141,33 @@ for args in "batch1 1G --live|1|balloonmgr: set 'batch1': domain is not running 
     ok $? "set-flags: set $a: exit $want (got $rc): $msg" "$(cat "$err")"
 done
 
+# --- sizes: a bare number is KiB; policy check warns where that is likely misread or absurd
+printf '[host]\nreclaim_below = 40G\ntarget_available = 50G\nrelease_above = 128G\n[guest]\nfloor = 25\nkeep_free = 0\ndeadband = 0\n[domain "web*"]\nfloor = 6G\nmax_step = 512.5\n' >"$T/sizes.policy"
+run_bm policy check "$T/sizes.policy"
+[ "$rc" -eq 0 ] && grep -qx "$T/sizes.policy: ok, 3 warning(s)" "$out"
+ok $? "sizes: policy check: exit 0, ok with 3 warnings (exit $rc)" "$(cat "$out" "$err")"
+grep -qxF "$T/sizes.policy:6:9: warning: floor: '25' is 25 KiB: a bare number is KiB (as in virsh); write '25K' if you meant that, else the unit you meant ('25%', '25M')" "$err"
+ok $? "sizes:   floor = 25: a bare number under 1 MiB, at file:line:col" "$(cat "$err")"
+grep -qxF "$T/sizes.policy:7:13: warning: keep_free: '0' is 0: an inflate may leave the guest no usable memory at all (the default is 15%)" "$err"
+ok $? "sizes:   keep_free = 0" "$(cat "$err")"
+grep -qF "$T/sizes.policy:11:12: warning: max_step: '512.5' is 512.5 KiB" "$err" && ! grep -qF "'512.5%'" "$err"
+ok $? "sizes:   max_step = 512.5 (no percentage above 100 suggested)" "$(cat "$err")"
+! grep -q ":8:.*deadband" "$err"; ok $? "sizes:   deadband = 0 is not misread (0 is 0 in every unit)"
+run_bm -c "$DEMO" policy check --host --proc "$ROOT/demo/proc" "$T/sizes.policy"
+[ "$rc" -eq 0 ] && grep -qx "$T/sizes.policy: ok, 5 warning(s)" "$out"
+ok $? "sizes: policy check --host: 2 more warnings (exit $rc)" "$(cat "$out" "$err")"
+grep -qxF "$T/sizes.policy:4:17: warning: release_above 128 GiB is not below this host's MemTotal of 64 GiB" "$err"
+ok $? "sizes:   release_above above MemTotal" "$(cat "$err")"
+grep -qxF "$T/sizes.policy:10:9: warning: floor 6 GiB is not below the maximum of domain 'web1' (4 GiB): it is never inflated; a percentage of the maximum fits every domain" "$err"
+ok $? "sizes:   a floor above a domain's maximum, at the [domain] line that sets it" "$(cat "$err")"
+run_bm policy check "$ROOT"/policies/*.policy "$ROOT/demo/demo.policy"
+[ "$rc" -eq 0 ] && [ ! -s "$err" ]; ok $? "sizes: the shipped policies have no warning" "$(cat "$err")"
+run_bm -c test:///default set test -1
+[ "$rc" -eq 2 ] && [ "$(cat "$err")" = "balloonmgr: set 'test': size '-1': a relative size needs a unit: '-1' would be 1 KiB (a bare number is KiB); write '-1K' for that, or '-1M', '-1G'" ]
+ok $? "sizes: set test -1: refused with the reason, exit 2 (got $rc)" "$(cat "$err")"
+run_bm -c test:///default set test -256M --json
+[ "$rc" -eq 0 ] && jq -e '.target_bytes == 2147483648 - 268435456' "$out" >/dev/null; ok $? "sizes: set test -256M: relative with a unit (exit $rc)"
+run_bm -c test:///default set test 1048576 --json
+[ "$rc" -eq 0 ] && jq -e '.target_bytes == 1073741824' "$out" >/dev/null; ok $? "sizes: set test 1048576: an absolute bare number is KiB as in virsh"
+
 tap_done
