@@ -181,7 +181,7 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
         printf("\n");
     }
     static const char *headers[] = {"NAME", "ACTION", "CURRENT", "TARGET", "RESULT", "REASON"};
-    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrll");
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrlw");
     for (size_t i = 0; i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];
         char name[256];

@@ -108,7 +108,7 @@ static void print_table(const Result *res, size_t n)
     static const BmFeature cols[] = {BM_FEATURE_STATS, BM_FEATURE_DEFLATE_ON_OOM,
                                      BM_FEATURE_FREE_PAGE_HINT, BM_FEATURE_REPORTING,
                                      BM_FEATURE_PAGE_POISON};
-    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "lllllllll");
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llllllllw"); /* NOTE wraps */
     for (size_t i = 0; i < n; i++) {
         const BmFeatureReport *rep = &res[i].rep;
         const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];

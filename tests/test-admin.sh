@@ -170,4 +170,41 @@ run_bm -c test:///default set test -256M --json
 run_bm -c test:///default set test 1048576 --json
 [ "$rc" -eq 0 ] && jq -e '.target_bytes == 1073741824' "$out" >/dev/null; ok $? "sizes: set test 1048576: an absolute bare number is KiB as in virsh"
 
+# --- raw: status --bytes, --raw; tables fit a terminal, and are as before elsewhere
+run_bm -c "$DEMO" status --bytes --raw
+[ "$rc" -eq 0 ] && head -1 "$out" | grep -qx 'NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN SWAPOUT MAJFLT PERIOD AGE SG'
+ok $? "raw: status --bytes --raw: the header row first, no host line (exit $rc)" "$(head -2 "$out")"
+[ "$(wc -l <"$out")" -eq 8 ] && awk 'NF != 16 { exit 1 }' "$out"
+ok $? "raw:   one domain a line, 16 fields on every line" "$(cat "$out")"
+grep -qx 'batch1 shut\\x20off 8589934592 8589934592 0 - - - - - - - - off - unknown' "$out"
+ok $? "raw:   'shut off' is one field (shut\\x20off), sizes in bytes" "$(grep batch1 "$out")"
+grep -q '^web1 running 4294967296 3221225472 1073741824 ' "$out"; ok $? "raw:   web1 in bytes" "$(grep web1 "$out")"
+run_bm -c "$DEMO" status --raw --no-headings -o NAME,STATE web1 legacy1
+[ "$(cat "$out")" = "$(printf 'legacy1 shut\\x20off\nweb1 running')" ]; ok $? "raw: --raw --no-headings -o NAME,STATE" "$(cat "$out")"
+run_bm -c "$DEMO" status --bytes --no-headings -o NAME,CURRENT web1
+grep -qx 'web1  3221225472' "$out"; ok $? "raw: --bytes in the aligned table" "$(cat "$out")"
+run_bm -c "$DEMO" status --json --raw
+[ "$rc" -eq 2 ]; ok $? "raw: --json --raw refused (exit $rc)"
+# off a terminal the tables are what they were (tests/data/table: the output before libsmartcols)
+"$BM" -c "$DEMO" status --no-headings 2>/dev/null | cmp -s - "$ROOT/tests/data/table/status-no-headings.out"
+ok $? "raw: status off a terminal: byte for byte as before"
+"$BM" -c "$DEMO" run --once --table --dry-run "${PASS[@]}" 2>/dev/null | tail -n +2 >"$out"
+tail -n +2 "$ROOT/tests/data/table/run-dry.out" | cmp -s - "$out"
+ok $? "raw: run --table off a terminal: byte for byte as before (after the policy's path)" "$(cat "$out")"
+LONG="test://$ROOT/tests/data/host/long-name.xml"
+name=customer-4711-production-web-frontend-europe-west-replica-0042
+run_bm -c "$LONG" status --no-headings
+grep -q "^$name " "$out" && [ "$(awk '{ print length($0) }' "$out" | sort -n | tail -1)" -gt 150 ]
+ok $? "raw: off a terminal a long name is whole (the lines are wider than 150)" "$(cat "$out")"
+if command -v script >/dev/null; then
+    COLUMNS=150 script -qec "$(printf '%q ' "$BM" -c "$LONG" status --no-headings)" /dev/null | tr -d '\r' >"$out"
+    [ "$(awk '{ print length($0) }' "$out" | sort -n | tail -1)" -le 150 ] && grep -q '^customer-4711-prod' "$out" && ! grep -q "$name" "$out"
+    ok $? "raw: on a 150-column terminal the widest column (NAME) is cut to fit" "$(cat "$out")"
+    COLUMNS=80 script -qec "$(printf '%q ' "$BM" -c "$DEMO" run --once --dry-run "${PASS[@]}") 2>/dev/null" /dev/null | tr -d '\r' >"$out"
+    sed -n '/^NAME  *ACTION/,$p' "$out" >"$out.table"
+    [ "$(wc -l <"$out.table")" -gt 8 ] && [ "$(awk '{ print length($0) }' "$out.table" | sort -n | tail -1)" -le 80 ] &&
+        [ "$(grep -o 'nothing to take: .*' "$out" | head -1)" != "" ]
+    ok $? "raw: run on an 80-column terminal: REASON wraps, every table line fits" "$(cat "$out")"
+fi
+
 tap_done

@@ -8,7 +8,8 @@ what=${1:-build}
 
 build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2-dev libjson-c-dev
             libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev zlib1g-dev
-            jq bash-completion)
+            libsmartcols-dev jq bash-completion)
+# libsmartcols-dev: util-linux's tables (status, run, verify), as lsblk prints them
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace
