@@ -44,7 +44,9 @@ static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
     "                           built-in defaults when that file does not exist)\n"
     "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
-    "                           :PORT is every address; alias --web.listen-address\n"
+    "                           ADDR an IPv4 address, [IPv6], or a host name (each of its\n"
+    "                           addresses: localhost:9736); :PORT is every address; alias\n"
+    "                           --web.listen-address\n"
     "      --no-libvirt-duplicates\n"
     "                           leave out the per-domain series libvirt exporters export\n"
     "                           too (balloon current, maximum, guest memory statistics,\n"
@@ -593,9 +595,10 @@ static int start_serving(Agent *a, const AgentOptions *o)
         bm_report("agent", NULL, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
-    char web[96];
-    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
-            o->listen, describe_web(wc, web, sizeof(web)), a->policy->path, a->policy->interval_s,
+    char web[96], addrs[BM_HTTP_LISTEN_MAX * 56];
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s) at %s, policy %s, every %u s, state %s%s",
+            o->listen, describe_web(wc, web, sizeof(web)),
+            bm_http_addresses(a->http, addrs, sizeof(addrs)), a->policy->path, a->policy->interval_s,
             a->state_path ? a->state_path : "not written",
             a->monitor_only ? ", monitoring only (read-only connection, no changes)"
             : o->dry_run    ? ", dry run (no changes)" : "");

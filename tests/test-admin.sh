@@ -14,7 +14,8 @@ DEMO="test://$ROOT/demo/host.xml"
 export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 T=$(mktemp -d)
 out=$T/out err=$T/err
-trap 'rm -rf "$T" "$BALLOONMGR_RUNTIME_DIR"' EXIT
+apid=""
+trap '[ -n "$apid" ] && kill "$apid" 2>/dev/null && wait "$apid" 2>/dev/null; rm -rf "$T" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 PASS=(--policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc")
 
 # run_bm ARGS...: runs balloonmgr with stdout in $out and stderr in $err; sets rc
@@ -206,5 +207,61 @@ if command -v script >/dev/null; then
         [ "$(grep -o 'nothing to take: .*' "$out" | head -1)" != "" ]
     ok $? "raw: run on an 80-column terminal: REASON wraps, every table line fits" "$(cat "$out")"
 fi
+
+# --- listen: host names, [::1]:PORT and :PORT, as exporters take them; each address of a name
+# agent_on LISTEN [PREFIX...]: starts the agent with --listen LISTEN (PORT in it replaced by a
+# free port, a few tries), PREFIX before the command (e.g. unshare); sets port, apid; the log
+# in $T/agent.log. Returns 0 when it serves /metrics on one of its addresses.
+agent_on() {
+    local spec=$1 try url; shift
+    for try in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 20000))
+        "$@" "$BM" -c "$DEMO" agent --dry-run --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
+            --state "$T/agent.json" --listen "${spec//PORT/$port}" 2>"$T/agent.log" &
+        apid=$!
+        for _ in $(seq 50); do
+            kill -0 "$apid" 2>/dev/null || break
+            grep -q 'serving /metrics' "$T/agent.log" && return 0
+            sleep 0.1
+        done
+        stop_agent
+        grep -q "cannot listen" "$T/agent.log" || break
+    done
+    return 1
+}
+stop_agent() { [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null; apid=""; }
+answers() { curl -sf -o /dev/null --max-time 3 "http://$1/metrics"; }
+agent_on localhost:PORT
+ok $? "listen: --listen localhost:PORT starts" "$(cat "$T/agent.log")"
+answers "127.0.0.1:$port"; ok $? "listen:   and answers on 127.0.0.1 (localhost here: $(getent ahosts localhost | awk '$2 == "STREAM" { print $1 }' | tr '\n' ' '))"
+grep -q "serving /metrics on localhost:$port (http, no auth) at 127.0.0.1:$port" "$T/agent.log"
+ok $? "listen:   its message names the addresses" "$(head -1 "$T/agent.log")"
+stop_agent
+if [ -e /proc/net/if_inet6 ] && grep -q '^0*1 ' /proc/net/if_inet6; then
+    agent_on '[::1]:PORT'
+    ok $? "listen: --listen [::1]:PORT starts" "$(cat "$T/agent.log")"
+    answers "[::1]:$port" && ! answers "127.0.0.1:$port"; ok $? "listen:   answers on ::1 only"
+    stop_agent
+    agent_on ':PORT'
+    answers "[::1]:$port" && answers "127.0.0.1:$port"; ok $? "listen: --listen :PORT answers on ::1 and 127.0.0.1"
+    stop_agent
+    # a name with two addresses (a private /etc/hosts in a mount namespace): both are served
+    if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
+        printf '127.0.0.1 bm-two-addrs\n::1 bm-two-addrs\n' >"$T/hosts"
+        agent_on bm-two-addrs:PORT unshare -m --propagation private sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$T/hosts"
+        ok $? "listen: --listen NAME:PORT with a name of two addresses starts" "$(cat "$T/agent.log")"
+        answers "127.0.0.1:$port" && answers "[::1]:$port"; ok $? "listen:   and answers on each: 127.0.0.1 and ::1"
+        grep -qE "at (127\.0\.0\.1:$port, \[::1\]:$port|\[::1\]:$port, 127\.0\.0\.1:$port)," "$T/agent.log"
+        ok $? "listen:   its message names both" "$(head -1 "$T/agent.log")"
+        stop_agent
+    else
+        tap_skip "a name of two addresses needs a private /etc/hosts: root"
+    fi
+else
+    tap_skip "no IPv6 loopback: [::1]:PORT and a name of two addresses not checked"
+fi
+run_bm -c "$DEMO" agent --dry-run --listen 999.1.1.1:80
+[ "$rc" -eq 2 ] && grep -qxF "balloonmgr: agent: --listen '999.1.1.1:80': '999.1.1.1' is not an IP address" "$err"
+ok $? "listen: digits and dots are an address, not a name to look up (exit $rc)" "$(cat "$err")"
 
 tap_done
