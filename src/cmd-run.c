@@ -502,7 +502,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         return BM_EXIT_USAGE;
 
     BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
-                          .no_libvirt_duplicates = o.no_libvirt_duplicates};
+                          .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e));
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;

@@ -266,7 +266,7 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
     if (ret->have_host) {
         BmSnapshot none = {0};
         BmPlan plan;
-        if (bm_policy_eval(&ret->host, &none, &ledger, pol, bm_now_real_ns() / 1000000000ull, &plan) == 0) {
+        if (bm_policy_eval(&ret->host, &none, &ledger, pol, bm_now_real_ns() / 1000000000ull, 0, &plan) == 0) {
             ret->have_mode = true;
             ret->mode = plan.mode;
             snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan.reason);

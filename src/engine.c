@@ -259,7 +259,8 @@ int bm_engine_pass(BmEngine *e)
     uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
     e->pass_now_s = now_s;
     /* 2. evaluate: the snapshot and the ledger in, the plan out */
-    r = bm_policy_eval(&e->host, &e->snap, &e->ledger, e->policy, now_s, &e->plan);
+    unsigned horizon_s = e->opts.timer ? e->policy->timer_interval_s : 0;
+    r = bm_policy_eval(&e->host, &e->snap, &e->ledger, e->policy, now_s, horizon_s, &e->plan);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return r;
@@ -273,7 +274,7 @@ int bm_engine_pass(BmEngine *e)
     /* 3. apply */
     bool ok = apply(e);
     /* 4. remember: this reading is the next pass's base */
-    bm_ledger_note_pass(&e->ledger, &e->snap, e->plan.mode, now_s);
+    bm_ledger_note_pass(&e->ledger, &e->snap, e->plan.mode, now_s, horizon_s);
     BmCounters *c = &e->ledger.counters;
     c->passes++;
     uint64_t t3 = bm_now_mono_ns();

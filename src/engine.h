@@ -36,6 +36,9 @@ typedef struct {
     bool probe_later;            /* ... not in the reading: by bm_engine_probe() (and before a
                                   * domain's change, for its histogram label) */
     bool cache_xml;              /* keep balloon configs between passes (long-running agent) */
+    bool timer;                  /* a pass of the timer (`run --once`): the next one comes the
+                                  * policy's timer_interval later and nothing looks at the
+                                  * guests in between (the agent looks every second) */
     bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
                                   * export too (BmView.no_libvirt_duplicates) */
 } BmEngineOptions;

@@ -143,8 +143,10 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
     }
 }
 
-void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s)
+void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
+                         unsigned horizon_s)
 {
+    const uint64_t window = bm_used_peak_window_s(horizon_s);
     l->mode = mode;
     for (size_t i = 0; i < l->n_entries; i++)
         l->entries[i].have_prev = false;
@@ -154,12 +156,21 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
             continue;
         BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
         uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
-        /* the peak holds until it is BM_USED_PEAK_S old, then restarts from this reading */
+        /* the peak holds until it is window old, then restarts from this reading */
         if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
             e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
-            now_s - e->prev.used_peak_s < BM_USED_PEAK_S) {
+            now_s - e->prev.used_peak_s < window) {
             peak = e->prev.used_peak_bytes;
             peak_s = e->prev.used_peak_s;
+        }
+        /* memory given to it in this pressure episode: a balloon that rose by 1 MiB or more */
+        uint64_t given_s = 0;
+        if (mode != BM_HOST_RELEASE) {
+            if (bm_prev_given(&e->prev, now_s))
+                given_s = e->prev.given_s;
+            if (bm_present(e->prev.actual_bytes) && bm_present(d->actual_bytes) &&
+                d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
+                given_s = now_s;
         }
         e->have_prev = true;
         e->prev = (BmPrevReading){.major_faults = d->major_faults,
@@ -169,7 +180,8 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
                                   .used_bytes = used,
                                   .actual_bytes = d->actual_bytes,
                                   .used_peak_bytes = peak,
-                                  .used_peak_s = peak_s};
+                                  .used_peak_s = peak_s,
+                                  .given_s = given_s};
     }
 }
 

@@ -56,11 +56,33 @@ typedef struct {
     uint64_t actual_bytes;  /* its balloon then; BM_ABSENT */
     uint64_t used_peak_bytes; /* the most it used in the last BM_USED_PEAK_S or so; BM_ABSENT */
     uint64_t used_peak_s;     /* when used reached used_peak_bytes */
+    uint64_t given_s;         /* when its balloon last rose (memory given to it, by a change
+                               * or by the guest itself) while the host was not comfortable;
+                               * 0: not in this pressure episode */
 } BmPrevReading;
 
 /* How long the most a guest used counts against its free memory: memory a guest gives up
  * under an inflate and takes back within this time is no gain for the host. */
 #define BM_USED_PEAK_S 60
+
+/* The window of that peak for a pass whose next pass comes horizon_s later (0: the agent,
+ * which looks every few seconds): BM_USED_PEAK_S, and at least two such horizons and a half,
+ * so that a timer's pass still sees what the guest used at the two passes before. */
+static inline uint64_t bm_used_peak_window_s(unsigned horizon_s)
+{
+    uint64_t w = 2ull * horizon_s + horizon_s / 2;
+    return w > BM_USED_PEAK_S ? w : BM_USED_PEAK_S;
+}
+
+/* How long a guest given memory in a pressure episode is not inflated again (the episode
+ * ends sooner when the host is comfortable): no second reversal of its balloon. */
+#define BM_GIVEN_HOLD_S 600
+
+/* Whether prev marks memory given to the guest within BM_GIVEN_HOLD_S of now_s. */
+static inline bool bm_prev_given(const BmPrevReading *prev, uint64_t now_s)
+{
+    return prev->given_s > 0 && prev->given_s <= now_s && now_s - prev->given_s < BM_GIVEN_HOLD_S;
+}
 
 /* How long an unresponsive domain is left alone unless its balloon moves. */
 #define BM_UNRESPONSIVE_HOLDOFF_S 600
@@ -143,8 +165,12 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s);
 /* The start of a running domain d: "HOSTBOOTID/ID" into buf. */
 void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n);
 
-/* Keeps this pass's reading as the base of the next one's rates, and its host mode. */
-void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s);
+/* Keeps this pass's reading as the base of the next one's rates, and its host mode.
+ * horizon_s: how long until the next pass (bm_used_peak_window_s()). A balloon that rose
+ * since the previous reading marks the domain given memory (given_s) unless the host is
+ * comfortable (mode release), which ends the pressure episode. */
+void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
+                         unsigned horizon_s);
 
 /* Sets the balloon target of dom (the domain uuid of a snapshot just read: from_bytes and
  * rss_bytes are its values) and tracks the change; counts the target. Returns 0 or -errno

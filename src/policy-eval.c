@@ -159,6 +159,14 @@ typedef struct {
     const char *no_return; /* why inflating it returns nothing to the host, or NULL */
     uint64_t rss_bytes; /* its QEMU RSS in this reading (BM_ABSENT if unknown) */
     uint64_t used_lately; /* what it used at most lately beyond what it uses now */
+    unsigned ahead_s;   /* growing: the room it is given covers this much more growth */
+    bool reports;       /* free page reporting on: its free memory is back already */
+    uint64_t skip;      /* take: balloon growth that returns nothing first (free memory the
+                         * host does not back: reported, or never touched) */
+    const char *no_take; /* take: why it is not inflated now although it has idle memory */
+    uint64_t horizon_s; /* the time until the next pass (0: the agent) */
+    uint64_t given_s;   /* memory was given to it in this pressure episode then (0: no) */
+    uint64_t given_ago_s; /* now - given_s */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -187,31 +195,35 @@ static unsigned counted_yield(const BmYield *y)
  * its idle memory: it never touched part of it) whose inflates taught nothing yet is first
  * inflated by a probe of one deadband (at least BM_YIELD_MIN_SAMPLE_BYTES): the RSS estimate
  * also holds QEMU's own memory, and the probe shows what the host really gets back. */
-static uint64_t probe_cap(const BmYield *y, uint64_t idle, uint64_t backed, uint64_t deadband)
+static uint64_t probe_cap(const BmYield *y, uint64_t idle, uint64_t backed, uint64_t deadband,
+                          bool reports)
 {
-    if (y->inflated_bytes > 0 || !bm_present(backed) || backed >= idle)
+    /* a guest that reports its free pages: where its free memory is, is known (skip) */
+    if (reports || y->inflated_bytes > 0 || !bm_present(backed) || backed >= idle)
         return UINT64_MAX;
     return max_u64(deadband, BM_YIELD_MIN_SAMPLE_BYTES);
 }
 
-/* Release: what a comfortable host gives a ballooned guest that is fine this pass (toward its
- * maximum, at most max_step); 0 within the deadband of the maximum. */
-static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step, uint64_t deadband)
+/* Release: what a comfortable host gives a ballooned guest that is fine this pass: toward its
+ * maximum, at most max_step, and the last part of the way even when it is below the deadband
+ * (a comfortable host leaves no balloon behind); 0 within 1 MiB of the maximum. */
+static uint64_t rest_want(uint64_t cur, uint64_t maxb, uint64_t step)
 {
-    if (cur >= maxb || maxb - cur < deadband)
+    if (cur >= maxb || maxb - cur < MiB)
         return 0;
     return min_u64(step, maxb - cur);
 }
 
 /* A growing guest (its use grew by GROWTH_MIN_BYTES since the previous reading): the
- * room it needs beyond its headroom to keep keep_free for GROW_AHEAD_S more of that growth
+ * room it needs beyond its headroom to keep keep_free for ahead_s more of that growth
  * (0: its headroom lasts); BM_ABSENT when it is not growing. */
-static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_t deadband)
+static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_t deadband,
+                          unsigned ahead_s)
 {
     if (gp->stale || !bm_present(gp->growth_bytes) || gp->growth_rate <= 0 ||
         gp->growth_bytes < GROWTH_MIN_BYTES)
         return BM_ABSENT;
-    double ahead = gp->growth_rate * GROW_AHEAD_S;
+    double ahead = gp->growth_rate * ahead_s;
     double need = (double)keep_free + ahead;
     if ((double)gp->headroom_bytes >= need)
         return 0;
@@ -289,7 +301,8 @@ static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
     double total_w = 0;
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_TAKE) {
-            ord[m++] = (Order){i, (double)expected_return(w[i].want, w[i].yield) / w[i].weight};
+            ord[m++] = (Order){i, (double)expected_return(w[i].want - w[i].skip, w[i].yield) /
+                                      w[i].weight};
             total_w += w[i].weight;
         }
     qsort(ord, m, sizeof(Order), cmp_order);
@@ -298,12 +311,12 @@ static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
         Work *x = &w[ord[k].idx];
         double share = total_w > 0 ? (double)remaining * x->weight / total_w : 0;
         /* the balloon growth that returns share to the host */
-        uint64_t take = min_u64((uint64_t)(share * 1000 / x->yield), x->want);
+        uint64_t take = min_u64((uint64_t)(share * 1000 / x->yield) + x->skip, x->want);
         take &= ~(MiB - 1); /* whole MiB: readable targets */
-        if (take < x->deadband || take == 0)
+        if (take < x->deadband + x->skip || take == 0)
             take = 0;
         x->amount = take;
-        uint64_t back = expected_return(take, x->yield);
+        uint64_t back = expected_return(take > x->skip ? take - x->skip : 0, x->yield);
         remaining -= min_u64(back, remaining);
         expected += back;
         total_w -= x->weight;
@@ -367,12 +380,14 @@ static void distribute_rest(const BmPlan *plan, Work *w, size_t n, uint64_t budg
         if ((w[i].role != ROLE_TAKE && w[i].role != ROLE_NONE) || x->action == BM_ACT_SKIP ||
             x->current_bytes > x->max_bytes)
             continue;
-        uint64_t want = rest_want(x->current_bytes, x->max_bytes, w[i].step, w[i].deadband);
+        uint64_t want = rest_want(x->current_bytes, x->max_bytes, w[i].step);
         if (want == 0)
             continue;
         w[i].role = ROLE_REST;
         w[i].want = want;
         w[i].amount = min_u64(want, budget) & ~(MiB - 1);
+        if (w[i].amount < want && w[i].amount < w[i].deadband)
+            w[i].amount = 0; /* a part of the way: not below the deadband */
         budget -= w[i].amount;
     }
 }
@@ -423,8 +438,16 @@ static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRule
     return true;
 }
 
-/* The limits of a managed domain: floor, keep_free, max_step, deadband, idle memory. */
-static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
+/* max_step is a pass's largest change for a pass every interval; a pass whose next comes
+ * pace intervals later may move pace times as much. */
+static uint64_t pace_step(uint64_t step, unsigned pace)
+{
+    return step > UINT64_MAX / pace ? UINT64_MAX : step * pace;
+}
+
+/* The limits of a managed domain: floor, keep_free, max_step (times pace), deadband, idle
+ * memory. */
+static void set_limits(const BmDomain *d, unsigned pace, BmDecision *x, Work *k)
 {
     uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
     uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
@@ -432,12 +455,16 @@ static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
         floor = max_u64(floor, d->balloon.min_guarantee_bytes);
     x->floor_bytes = floor = min_u64(floor, maxb);
     k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
-    k->step = bm_amount_bytes(k->rules.max_step, maxb);
     k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
+    k->step = pace_step(bm_amount_bytes(k->rules.max_step, maxb), pace);
+    k->ahead_s = GROW_AHEAD_S + (unsigned)k->horizon_s;
 
+    /* an inflate leaves keep_free and one deadband more: the guest's own settling after it
+     * (page cache dropped, MemAvailable re-estimated) must not make it short at once */
     const BmGuestPressure *gp = &x->pressure;
-    if (!gp->stale && gp->headroom_bytes > k->keep_free) {
-        uint64_t by_headroom = gp->headroom_bytes - k->keep_free;
+    uint64_t keep = k->keep_free + k->deadband;
+    if (!gp->stale && gp->headroom_bytes > keep) {
+        uint64_t by_headroom = gp->headroom_bytes - keep;
         uint64_t by_floor = cur > floor ? cur - floor : 0;
         x->idle_bytes = min_u64(by_headroom, by_floor);
         k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
@@ -445,12 +472,13 @@ static void set_limits(const BmDomain *d, BmDecision *x, Work *k)
 }
 
 /* What a guest used at most lately beyond what it uses now (ledger: the peak of the last
- * BM_USED_PEAK_S): memory it gave up under an inflate and soon takes back. */
-static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_s)
+ * bm_used_peak_window_s()): memory it gave up under an inflate and soon takes back. */
+static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_s,
+                            unsigned horizon_s)
 {
     if (!e || !e->have_prev || !bm_present(used) || !bm_present(e->prev.used_peak_bytes) ||
         e->prev.used_peak_bytes <= used || e->prev.used_peak_s > now_s ||
-        now_s - e->prev.used_peak_s >= BM_USED_PEAK_S)
+        now_s - e->prev.used_peak_s >= bm_used_peak_window_s(horizon_s))
         return 0;
     return e->prev.used_peak_bytes - used;
 }
@@ -466,25 +494,62 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
     x->yield_permille = bm_yield_permille(&k->learned);
     k->yield = counted_yield(&k->learned);
     x->backed_free_bytes = bm_yield_backed_free(d->rss_bytes, x->pressure.used_bytes);
-    k->used_lately = used_lately(e, x->pressure.used_bytes, now_s);
+    k->used_lately = used_lately(e, x->pressure.used_bytes, now_s, (unsigned)k->horizon_s);
     if (bm_present(x->backed_free_bytes))
         x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead + k->used_lately);
     x->returns_nothing = k->no_return || bm_yield_returns_nothing(&k->learned, d->rss_bytes);
+    k->reports = d->balloon_known && d->balloon.free_page_reporting == BM_TRI_ON;
+    if (!k->reports)
+        return;
+    /* Free page reporting gives the guest's free pages back by itself, and they stay free in
+     * the guest: an inflate goes through them first (the balloon takes free pages before the
+     * guest drops cache) and gives the host nothing for that part. What it can give is what
+     * reporting cannot: page cache, then memory freed but not reported yet. Its learned yield
+     * mixes both parts, so it is not counted on (the skip is). */
+    k->yield = 1000;
+    x->returns_nothing = k->no_return != NULL;
+    if (bm_present(d->rss_bytes) && bm_present(d->actual_bytes) && bm_present(d->unused_bytes)) {
+        uint64_t backed = d->rss_bytes - min_u64(d->rss_bytes, overhead);
+        uint64_t unbacked = d->actual_bytes > backed ? d->actual_bytes - backed : 0;
+        k->skip = min_u64(unbacked, d->unused_bytes);
+    }
+}
+
+/* Why a domain with idle memory is not inflated in this pass although the host may need it,
+ * or NULL: a timer's pass with no look at the guest until the next (the policy's
+ * timer_inflate), or memory given to it in this pressure episode (no second reversal). */
+static const char *no_take_reason(const Work *k, bool self_deflates)
+{
+    if (k->given_s)
+        return "given memory in this pressure episode";
+    if (k->horizon_s == 0)
+        return NULL;
+    if (k->rules.timer_inflate == BM_TIMER_INFLATE_NEVER)
+        return "timer_inflate never";
+    if (k->rules.timer_inflate == BM_TIMER_INFLATE_DEFLATE_ON_OOM && !self_deflates)
+        return "no deflate-on-oom";
+    return NULL;
 }
 
 /* A domain with idle memory: how much may be taken (only free memory the host backs; a probe
- * first where that is unsure) and its weight; none when ballooning it returns nothing. */
+ * first where that is unsure) and its weight; none when ballooning it returns nothing. Free
+ * memory the host backs is taken within two passes (as fast as free page reporting would
+ * return it), even beyond max_step. */
 static void set_take(BmDecision *x, Work *k)
 {
     k->role = ROLE_TAKE;
-    k->want = min_u64(x->idle_bytes, k->step);
-    /* count only on free memory the host backs: inflating pages the guest never touched gives
-     * the host nothing */
-    if (bm_present(x->backed_free_bytes) && x->backed_free_bytes < k->want) {
-        k->want = x->backed_free_bytes;
+    uint64_t step = k->step;
+    if (bm_present(x->backed_free_bytes))
+        step = max_u64(step, ((x->backed_free_bytes / 2) + MiB - 1) & ~(MiB - 1));
+    k->want = min_u64(x->idle_bytes, k->skip + step);
+    /* count only on free memory the host backs: inflating pages the guest never touched (or
+     * reported) gives the host nothing */
+    if (bm_present(x->backed_free_bytes) && k->skip + x->backed_free_bytes < k->want) {
+        k->want = k->skip + x->backed_free_bytes;
         k->cap = "backed memory";
     }
-    uint64_t probe = probe_cap(&k->learned, x->idle_bytes, x->backed_free_bytes, k->deadband);
+    uint64_t probe = probe_cap(&k->learned, x->idle_bytes, x->backed_free_bytes, k->deadband,
+                               k->reports);
     if (probe < k->want) {
         k->want = probe;
         k->cap = "a first, probing inflate";
@@ -492,8 +557,10 @@ static void set_take(BmDecision *x, Work *k)
     unsigned shares = k->rules.shares ? k->rules.shares : 100;
     uint64_t basis = bm_present(x->backed_free_bytes) ? min_u64(x->idle_bytes, x->backed_free_bytes)
                                                       : x->idle_bytes;
+    if (k->skip)
+        basis = min_u64(basis, x->idle_bytes > k->skip ? x->idle_bytes - k->skip : 0);
     k->weight = (double)basis * 100.0 / shares;
-    if (x->returns_nothing || k->want < k->deadband || k->weight <= 0)
+    if (x->returns_nothing || k->want < k->deadband + k->skip || k->weight <= 0 || k->no_take)
         k->role = ROLE_NONE;
     else
         k->potential = expected_return(basis, k->yield);
@@ -525,7 +592,7 @@ static void set_role(BmDecision *x, Work *k)
         k->role = ROLE_GIVE_NEEDY;
         x->short_of_memory = true;
         k->want = min_u64(min_u64(k->step, maxb - cur), k->keep_free - gp->headroom_bytes + k->deadband);
-    } else if (bm_present(room = grow_room(gp, k->keep_free, k->deadband))) {
+    } else if (bm_present(room = grow_room(gp, k->keep_free, k->deadband, k->ahead_s))) {
         /* never inflated while it grows; given room ahead of its demand where it needs it */
         k->growing = true;
         k->role = room > 0 && cur < maxb ? ROLE_GIVE_GROWING : ROLE_NONE;
@@ -535,11 +602,34 @@ static void set_role(BmDecision *x, Work *k)
     }
 }
 
+/* How many intervals until the next pass: 1 for the agent, timer_interval / interval for a
+ * timer's pass (rounded up). */
+static unsigned pace_of(const BmPolicy *p, unsigned horizon_s)
+{
+    unsigned iv = p->interval_s ? p->interval_s : 1;
+    return horizon_s > iv ? (horizon_s + iv - 1) / iv : 1;
+}
+
+/* When memory was given to a domain in this pressure episode (its balloon rose by 1 MiB or
+ * more since the previous reading, or the ledger says so), or 0: none, or the host is
+ * comfortable (mode release ends the episode). */
+static uint64_t given_at(const BmDomain *d, const BmLedgerEntry *e, BmHostMode mode, uint64_t now_s)
+{
+    if (mode == BM_HOST_RELEASE || !e || !e->have_prev)
+        return 0;
+    if (bm_present(e->prev.actual_bytes) && bm_present(d->actual_bytes) &&
+        d->actual_bytes >= e->prev.actual_bytes + MiB)
+        return now_s;
+    return bm_prev_given(&e->prev, now_s) ? e->prev.given_s : 0;
+}
+
 /* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
  * overhead: QEMU's own memory per domain (step 0). */
 static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *policy,
-                     uint64_t now_s, uint64_t overhead, BmDecision *x, Work *k)
+                     uint64_t now_s, uint64_t overhead, unsigned horizon_s, BmHostMode mode,
+                     BmDecision *x, Work *k)
 {
+    k->horizon_s = horizon_s;
     snprintf(x->uuid, sizeof(x->uuid), "%s", d->uuid);
     x->name = bm_strdup(d->name);
     x->current_bytes = x->target_bytes = d->actual_bytes;
@@ -550,7 +640,7 @@ static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
     if (skipped(d, e, &k->rules, x))
         return;
-    set_limits(d, x, k);
+    set_limits(d, pace_of(policy, horizon_s), x, k);
     k->no_return = no_return_reason(d);
     if (k->no_return && d->actual_bytes >= d->max_bytes) {
         say(x->reason, sizeof(x->reason), "ballooning returns nothing to the host: %s", k->no_return);
@@ -559,6 +649,9 @@ static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *
     }
     x->action = BM_ACT_NONE;
     set_yield(d, e, overhead, now_s, x, k);
+    k->given_s = given_at(d, e, mode, now_s);
+    k->given_ago_s = k->given_s && now_s > k->given_s ? now_s - k->given_s : 0;
+    k->no_take = no_take_reason(k, d->balloon_known && d->balloon.autodeflate == BM_TRI_ON);
     set_role(x, k);
 }
 
@@ -571,7 +664,7 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
     char detail[96];
     if (k->role == ROLE_GIVE_GROWING)
         say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
-            sz((uint64_t)gp->growth_rate), sz(gp->headroom_bytes), sz(k->keep_free), GROW_AHEAD_S);
+            sz((uint64_t)gp->growth_rate), sz(gp->headroom_bytes), sz(k->keep_free), k->ahead_s);
     else if (k->role == ROLE_GIVE_PROTECTED)
         say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
             gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
@@ -600,7 +693,7 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
 
 static void reason_rest(BmDecision *x, const Work *k)
 {
-    if (k->amount < k->deadband) {
+    if (k->amount == 0) {
         say(x->reason, sizeof(x->reason),
             "host comfortable; %s below its maximum, but no memory above release_above to give",
             sz(x->max_bytes - x->current_bytes));
@@ -644,8 +737,21 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
     else if (k->growing)
         say(x->reason, sizeof(x->reason),
             "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
-            sz((uint64_t)x->pressure.growth_rate), sz(x->pressure.headroom_bytes), GROW_AHEAD_S,
+            sz((uint64_t)x->pressure.growth_rate), sz(x->pressure.headroom_bytes), k->ahead_s,
             sz(k->keep_free));
+    else if (reclaim && k->no_take && k->given_s)
+        say(x->reason, sizeof(x->reason),
+            "not inflated again in this pressure episode: its balloon was raised %" PRIu64
+            " s ago (no second reversal; %s idle)",
+            k->given_ago_s, sz(x->idle_bytes));
+    else if (reclaim && k->no_take && k->rules.timer_inflate == BM_TIMER_INFLATE_NEVER)
+        say(x->reason, sizeof(x->reason), "not inflated by the timer: timer_inflate never (%s idle)",
+            sz(x->idle_bytes));
+    else if (reclaim && k->no_take)
+        say(x->reason, sizeof(x->reason),
+            "not inflated by the timer: %s idle, but it cannot deflate itself (no deflate-on-oom) "
+            "and nothing looks at it for %" PRIu64 " s (timer_interval)",
+            sz(x->idle_bytes), k->horizon_s);
     else if (reclaim && x->returns_nothing && k->no_return)
         say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
             k->no_return);
@@ -698,14 +804,17 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
         x->target_bytes = x->max_bytes;
     if (x->target_bytes == cur)
         x->action = BM_ACT_NONE;
-    if (x->action == BM_ACT_INFLATE)
-        plan->planned_inflate_bytes += cur - x->target_bytes;
-    else if (x->action == BM_ACT_DEFLATE)
+    if (x->action == BM_ACT_INFLATE) {
+        uint64_t take = cur - x->target_bytes;
+        x->expected_return_bytes = expected_return(take > k->skip ? take - k->skip : 0, k->yield);
+        plan->planned_inflate_bytes += take;
+    } else if (x->action == BM_ACT_DEFLATE) {
         plan->planned_deflate_bytes += x->target_bytes - cur;
+    }
 }
 
 int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
-                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret)
+                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
 {
     *ret = (BmPlan){0};
     if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
@@ -724,7 +833,7 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *l
     for (size_t i = 0; i < n; i++) {
         const BmDomain *d = &snap->domains[i];
         classify(d, bm_ledger_find(ledger, d->uuid), policy, now_s, ret->qemu_overhead_bytes,
-                 &ret->decisions[i], &w[i]);
+                 horizon_s, ret->mode, &ret->decisions[i], &w[i]);
     }
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
@@ -781,7 +890,8 @@ bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, con
         BmGuestPressure gp;
         bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &rules, now_s, &gp);
         uint64_t keep_free = bm_amount_bytes(rules.keep_free, d->max_bytes);
-        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules.deadband, d->max_bytes));
+        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules.deadband, d->max_bytes),
+                                  GROW_AHEAD_S);
         if (!gp.stale && (gp.under_pressure || gp.headroom_bytes < keep_free ||
                           (bm_present(room) && room > 0)))
             return true;

@@ -45,6 +45,8 @@ typedef struct {
     BmGuestPressure pressure;
     uint64_t backed_free_bytes; /* free guest memory the host backs, at most (QEMU RSS - used -
                                  * qemu_overhead_bytes); BM_ABSENT when the RSS is unknown */
+    uint64_t expected_return_bytes; /* inflate: what the host should get back of it (the part
+                                     * beyond free memory it does not back, times the yield) */
     unsigned yield_permille; /* share of inflated memory its inflates gave back so far (1000
                               * before any was learned) */
     bool returns_nothing;    /* not inflated: its inflates return nothing to the host (learned,
@@ -83,7 +85,12 @@ const char *bm_action_name(BmAction a);
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret);
 
-/* Decides every domain. ledger may be NULL (first pass, nothing known). Returns 0 and *ret (free with
+/* Decides every domain. ledger may be NULL (first pass, nothing known). horizon_s: how long
+ * until the next pass looks at the guests: 0 for the agent (a pass every interval, and a look
+ * every second at ballooned guests), the policy's timer_interval for a timer's pass (`run
+ * --once`), which then takes only from guests that can deflate themselves (timer_inflate),
+ * moves up to timer_interval / interval times max_step, and gives growing guests room for
+ * that much longer. Returns 0 and *ret (free with
  * bm_plan_clear()), or -EINVAL when the host reading lacks MemTotal/MemAvailable.
  * Guarantees: no target below the floor (max of policy floor and <min_guarantee>) or above
  * the maximum; no inflate of a guest with stale or missing stats, under pressure or short of
@@ -93,7 +100,7 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
  * the host needs plus what short guests were given, each inflate at most max_step; what cannot
  * be met is unmet_bytes. */
 int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
-                   const BmPolicy *policy, uint64_t now_s, BmPlan *ret);
+                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret);
 
 void bm_plan_clear(BmPlan *p);
 

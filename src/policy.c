@@ -39,6 +39,8 @@ typedef enum {
     K_PROTECT_SWAP_IN,
     K_MAX_STATS_AGE,
     K_EXCLUDE,
+    K_TIMER_INTERVAL,
+    K_TIMER_INFLATE,
     N_KEYS
 } Key;
 
@@ -65,6 +67,8 @@ static const struct {
     [K_PROTECT_SWAP_IN] = {"protect_swap_in", false, 0, 0, false},
     [K_MAX_STATS_AGE] = {"max_stats_age", false, 0, MAX_STATS_AGE_MAX_S, true},
     [K_EXCLUDE] = {"exclude", false, 0, 0, false},
+    [K_TIMER_INTERVAL] = {"timer_interval", true, 10, 3600, false},
+    [K_TIMER_INFLATE] = {"timer_inflate", false, 0, 0, false},
 };
 
 static BmAmount pct(uint32_t permille)
@@ -90,7 +94,15 @@ static BmGuestRules guest_defaults(void)
         .max_stats_age_set = true,
         .max_stats_age_s = 30,
         .exclude = 0,
+        .timer_inflate = BM_TIMER_INFLATE_DEFLATE_ON_OOM,
     };
+}
+
+const char *bm_timer_inflate_name(BmTimerInflate v)
+{
+    return v == BM_TIMER_INFLATE_ALWAYS ? "always"
+           : v == BM_TIMER_INFLATE_NEVER ? "never"
+                                         : "deflate-on-oom";
 }
 
 const char *bm_verify_features_name(BmVerifyFeatures v)
@@ -103,6 +115,7 @@ BmPolicy *bm_policy_new_default(void)
     BmPolicy *p = bm_malloc0(sizeof(*p));
     p->path = bm_strdup("(built-in)");
     p->interval_s = 10;
+    p->timer_interval_s = 60;
     p->reclaim_below = pct(100);
     p->target_available = pct(150);
     p->release_above = pct(250);
@@ -396,7 +409,7 @@ static int set_value(Parser *ps, Key k, const char *v)
     int r;
 
     /* Every value but a boolean is a number, a size or a duration: no sign. */
-    if (k != K_EXCLUDE) {
+    if (k != K_EXCLUDE && k != K_TIMER_INFLATE) {
         r = refuse_sign(v);
         if (r < 0)
             return r;
@@ -450,6 +463,15 @@ static int set_value(Parser *ps, Key k, const char *v)
         return r;
     case K_EXCLUDE:
         return parse_bool(v, &g->exclude);
+    case K_TIMER_INTERVAL:
+        return parse_duration(v, k, &p->timer_interval_s);
+    case K_TIMER_INFLATE:
+        for (int i = BM_TIMER_INFLATE_DEFLATE_ON_OOM; i <= BM_TIMER_INFLATE_NEVER; i++)
+            if (strcmp(v, bm_timer_inflate_name(i)) == 0) {
+                g->timer_inflate = i;
+                return 0;
+            }
+        return bm_error(-EINVAL, "not deflate-on-oom, always or never");
     case N_KEYS:
         break;
     }
@@ -660,7 +682,7 @@ static void enter_domain(Parser *ps, const char *s, const Header *h, unsigned li
     if (problem) {
         add_error(ps, line, glob + 1, "bad glob '%s': %s", quote(s + glob, glob_end - glob, q),
                   problem);
-        ps->scratch = (BmGuestRules){.exclude = -1};
+        ps->scratch = (BmGuestRules){.exclude = -1, .timer_inflate = -1};
         ps->rules = &ps->scratch;
         return;
     }
@@ -670,7 +692,7 @@ static void enter_domain(Parser *ps, const char *s, const Header *h, unsigned li
         p->domains = bm_reallocarray(p->domains, ps->cap_domains, sizeof(*p->domains));
     }
     BmGuestRules *d = &p->domains[p->n_domains++];
-    *d = (BmGuestRules){.exclude = -1, .line = line};
+    *d = (BmGuestRules){.exclude = -1, .timer_inflate = -1, .line = line};
     d->glob = bm_malloc0(glob_end - glob + 1);
     memcpy(d->glob, s + glob, glob_end - glob);
     ps->rules = d;
@@ -1056,6 +1078,8 @@ static void apply_rules(BmGuestRules *r, const BmGuestRules *s)
         r->max_stats_age_s = s->max_stats_age_s;
     if (s->exclude >= 0)
         r->exclude = s->exclude;
+    if (s->timer_inflate >= 0)
+        r->timer_inflate = s->timer_inflate;
     r->line = s->line;
 }
 

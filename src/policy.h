@@ -34,7 +34,21 @@ typedef struct {
     bool max_stats_age_set;
     unsigned max_stats_age_s;    /* older guest stats are stale (0 = no limit) */
     int exclude;                 /* -1 unset, 0 no, 1 yes: never touch this domain */
+    int timer_inflate;           /* -1 unset, else BmTimerInflate: what a timer's pass (no
+                                  * look at the guest until the next one) may inflate */
 } BmGuestRules;
+
+/* Which guests a pass of the timer (`run --once`: nothing looks at a guest until the next
+ * pass, timer_interval later) inflates. A guest that cannot deflate itself stays short of
+ * memory for that long when its demand steps up after the pass. */
+typedef enum {
+    BM_TIMER_INFLATE_DEFLATE_ON_OOM, /* only guests with deflate-on-oom (default) */
+    BM_TIMER_INFLATE_ALWAYS,         /* any guest, as the agent would */
+    BM_TIMER_INFLATE_NEVER,          /* none: the timer only gives memory back */
+} BmTimerInflate;
+
+/* "deflate-on-oom", "always", "never". */
+const char *bm_timer_inflate_name(BmTimerInflate v);
 
 /* When the agent and `run` ask the QEMU monitor for SG/ioeventfd (libvirt marks a domain
  * "tainted" when a monitor command is sent to it). */
@@ -49,7 +63,9 @@ const char *bm_verify_features_name(BmVerifyFeatures v);
 
 typedef struct {
     char *path;                  /* file it came from, or "(built-in)" */
-    unsigned interval_s;         /* loop interval of `run` and the agent, 1..3600 */
+    unsigned interval_s;         /* the agent's pass interval, 1..3600 */
+    unsigned timer_interval_s;   /* time between two `run --once` of the timer (its
+                                  * OnUnitActiveSec=), 10..3600: what such a pass plans for */
     BmAmount reclaim_below;      /* host MemAvailable below this: under pressure; % of MemTotal */
     BmAmount target_available;   /* reclaim until MemAvailable reaches this; % of MemTotal */
     BmAmount release_above;      /* MemAvailable above this: comfortable, give back; % of MemTotal */

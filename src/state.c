@@ -55,6 +55,8 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
         json_object_object_add(o, "actual_bytes", u64_or_null(d->actual_bytes));
         json_object_object_add(o, "used_peak_bytes", u64_or_null(d->used_peak_bytes));
         json_object_object_add(o, "used_peak_at", json_object_new_uint64(d->used_peak_s));
+        if (d->given_s)
+            json_object_object_add(o, "given_at", json_object_new_uint64(d->given_s));
         json_object_array_add(arr, o);
     }
     json_object_object_add(root, "domains", arr);
@@ -324,7 +326,7 @@ static int readings_parse(json_object *arr, BmLedger *l)
             !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
             json_object_get_string_len(uuid) >= (int)sizeof(l->entries->uuid))
             return bm_error(-EINVAL, "domain %zu: no uuid", i);
-        uint64_t taken, peak_at;
+        uint64_t taken, peak_at, given_at;
         if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
             (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
             (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
@@ -332,8 +334,10 @@ static int readings_parse(json_object *arr, BmLedger *l)
             (r = get_u64(o, "used_bytes", &d->used_bytes)) < 0 ||
             (r = get_u64(o, "actual_bytes", &d->actual_bytes)) < 0 ||
             (r = get_u64(o, "used_peak_bytes", &d->used_peak_bytes)) < 0 ||
-            (r = get_u64(o, "used_peak_at", &peak_at)) < 0)
+            (r = get_u64(o, "used_peak_at", &peak_at)) < 0 ||
+            (r = get_u64(o, "given_at", &given_at)) < 0)
             return r;
+        d->given_s = bm_present(given_at) ? given_at : 0;
         d->taken_s = bm_present(taken) ? taken : 0;
         d->used_peak_s = bm_present(peak_at) ? peak_at : 0;
         BmLedgerEntry *e = bm_ledger_entry(l, json_object_get_string(uuid), NULL);

@@ -1,6 +1,7 @@
 /* The policy decision, rule by rule, on synthetic hosts and guests; and a multi-pass simulation
  * that shows how many passes a large reclaim takes without breaking floors or headroom. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ static BmPlan eval(const BmHost *h, BmDomain *doms, size_t n, const BmLedger *pr
 {
     BmSnapshot s = {.domains = doms, .n_domains = n};
     BmPlan plan;
-    int r = bm_policy_eval(h, &s, prev, p, NOW, &plan);
+    int r = bm_policy_eval(h, &s, prev, p, NOW, 0, &plan);
     if (r < 0)
         ok(0, "bm_policy_eval failed");
     return plan;
@@ -342,7 +343,7 @@ static void test_bad_host_reading(void)
     BmHost h = {.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT};
     BmSnapshot s = {0};
     BmPlan p;
-    ok(bm_policy_eval(&h, &s, NULL, pol, NOW, &p) == -EINVAL, "no MemTotal: refused");
+    ok(bm_policy_eval(&h, &s, NULL, pol, NOW, 0, &p) == -EINVAL, "no MemTotal: refused");
 }
 
 /* multi-pass simulation: 8 guests of 16 GiB, host at 3 of 128 GiB */
@@ -575,7 +576,8 @@ static void test_release_gives_back_to_every_ballooned_guest(void)
     const uint64_t a_gets = (4 * GiB * 150 / 1000 - 300 * MiB + 32 * MiB) & ~(MiB - 1);
     is_u64(dec(&p, "a")->target_bytes, 1 * GiB + a_gets, "short guest a: keep_free - usable + deadband");
     is_u64(dec(&p, "b")->target_bytes, 4 * GiB, "fine guest b: back to its maximum (1 GiB <= max_step)");
-    ok(dec(&p, "near")->action == BM_ACT_NONE, "16 MiB below its maximum: within the deadband");
+    ok(dec(&p, "near")->action == BM_ACT_DEFLATE && dec(&p, "near")->target_bytes == 4 * GiB,
+       "16 MiB below its maximum: given the last part of the way too (within the deadband)");
     ok(dec(&p, "full")->action == BM_ACT_NONE, "at its maximum: nothing");
     bm_plan_clear(&p);
 
@@ -755,18 +757,18 @@ static void test_memory_given_up_under_an_inflate_is_not_counted(void)
     BmLedger k;
     bm_ledger_init(&k);
     BmSnapshot s = {.domains = d, .n_domains = 1};
-    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW);
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW, 0);
     const BmLedgerEntry *f = bm_ledger_find(&k, d[0].uuid);
     ok(f->prev.used_peak_bytes == 551 * MiB && f->prev.used_peak_s == NOW, "first reading: its peak");
     d[0].usable_bytes = 385 * MiB; /* used 507 MiB */
-    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 2);
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 2, 0);
     ok(f->prev.used_bytes == 507 * MiB && f->prev.used_peak_bytes == 551 * MiB &&
            f->prev.used_peak_s == NOW, "used fell: the peak holds");
-    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 60);
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 60, 0);
     ok(f->prev.used_peak_bytes == 507 * MiB && f->prev.used_peak_s == NOW + 60,
        "60 s later: restarted from the reading");
     d[0].usable_bytes = 300 * MiB; /* used 592 MiB */
-    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 62);
+    bm_ledger_note_pass(&k, &s, BM_HOST_RECLAIM, NOW + 62, 0);
     ok(f->prev.used_peak_bytes == 592 * MiB, "used above the peak: the new peak");
     bm_ledger_clear(&k);
 }
@@ -814,6 +816,207 @@ static void test_qemu_overhead_taken_off_backed_memory(void)
     bm_ledger_clear(&prev);
 }
 
+static BmPlan eval_h(const BmHost *h, BmDomain *doms, size_t n, const BmLedger *prev,
+                     const BmPolicy *p, unsigned horizon_s)
+{
+    BmSnapshot s = {.domains = doms, .n_domains = n};
+    BmPlan plan;
+    if (bm_policy_eval(h, &s, prev, p, NOW, horizon_s, &plan) < 0)
+        ok(0, "bm_policy_eval failed");
+    return plan;
+}
+
+/* A timer's pass (nothing looks at the guests for timer_interval): it inflates only guests that
+ * can deflate themselves (timer_inflate = deflate-on-oom), or every one (always), or none
+ * (never); the agent's pass (horizon 0) inflates both. */
+static void test_timer_inflates_only_guests_that_deflate_themselves(void)
+{
+    BmDomain d[] = {guest("stock", 8 * GiB, 8 * GiB, 6 * GiB), guest("doom", 8 * GiB, 8 * GiB, 6 * GiB)};
+    d[1].balloon.autodeflate = BM_TRI_ON;
+    BmHost h = host(MEM_TOTAL, 4 * GiB);
+    BmPlan p = eval_h(&h, d, 2, NULL, P, 60);
+    ok(dec(&p, "stock")->action == BM_ACT_NONE && dec(&p, "doom")->action == BM_ACT_INFLATE,
+       "timer: the guest with deflate-on-oom is inflated, the other is not");
+    diag("reason: %s", dec(&p, "stock")->reason);
+    ok(strstr(dec(&p, "stock")->reason, "cannot deflate itself (no deflate-on-oom)") &&
+           strstr(dec(&p, "stock")->reason, "60 s (timer_interval)"),
+       "  with the reason");
+    ok(p.unmet_bytes > 0, "  what it would have given is unmet, not squeezed from the other");
+    bm_plan_clear(&p);
+    p = eval_h(&h, d, 2, NULL, P, 0);
+    ok(dec(&p, "stock")->action == BM_ACT_INFLATE && dec(&p, "doom")->action == BM_ACT_INFLATE,
+       "agent: both inflated");
+    bm_plan_clear(&p);
+    _cleanup_(bm_policy_freep) BmPolicy *always = bm_policy_new_default();
+    always->guest.timer_inflate = BM_TIMER_INFLATE_ALWAYS;
+    p = eval_h(&h, d, 2, NULL, always, 60);
+    ok(dec(&p, "stock")->action == BM_ACT_INFLATE, "timer_inflate always: inflated by the timer too");
+    bm_plan_clear(&p);
+    always->guest.timer_inflate = BM_TIMER_INFLATE_NEVER;
+    p = eval_h(&h, d, 2, NULL, always, 60);
+    ok(dec(&p, "stock")->action == BM_ACT_NONE && dec(&p, "doom")->action == BM_ACT_NONE &&
+           strstr(dec(&p, "doom")->reason, "timer_inflate never"),
+       "timer_inflate never: the timer inflates none");
+    bm_plan_clear(&p);
+}
+
+/* A timer's pass moves timer_interval / interval times max_step (60 s / 10 s: 6): a comfortable
+ * host has its guests back at their maximum in one pass; a growing guest gets room for the
+ * minute to the next pass and 30 s more. */
+static void test_timer_paces_for_its_interval(void)
+{
+    BmDomain d[] = {guest("low", 8 * GiB, 2 * GiB, 1536 * MiB)};
+    BmHost h = host(MEM_TOTAL, 40 * GiB);
+    BmPlan p = eval_h(&h, d, 1, NULL, P, 0);
+    is_u64(p.decisions[0].target_bytes, 4 * GiB, "agent: max_step (2 GiB) a pass");
+    bm_plan_clear(&p);
+    p = eval_h(&h, d, 1, NULL, P, 60);
+    is_u64(p.decisions[0].target_bytes, 8 * GiB, "timer: back to its maximum in one pass");
+    bm_plan_clear(&p);
+
+    /* 4 MiB/s (240 MiB in the minute since the last pass), usable 400 MiB of a 1 GiB guest:
+     * the agent's 30 s ahead need 154 + 120 MiB (lasts); the timer's 90 s need 154 + 360 */
+    BmDomain g[] = {guest("grow", 1 * GiB, 700 * MiB, 400 * MiB)};
+    BmLedger prev;
+    const uint64_t grown[] = {240 * MiB};
+    ledger_grown(&prev, g, 1, grown);
+    bm_ledger_entry(&prev, g[0].uuid, NULL)->prev.last_update_s = g[0].last_update_s - 60;
+    BmHost hold = host(MEM_TOTAL, 12 * GiB);
+    p = eval_h(&hold, g, 1, &prev, P, 0);
+    ok(p.decisions[0].action == BM_ACT_NONE, "agent: 400 MiB usable lasts 30 s at 4 MiB/s");
+    bm_plan_clear(&p);
+    p = eval_h(&hold, g, 1, &prev, P, 60);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_DEFLATE && strstr(p.decisions[0].reason, "90 s ahead"),
+       "timer: given room for the 90 s to the pass after next");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+}
+
+/* An inflate leaves keep_free and one deadband more, so that the guest's own settling does not
+ * make it short at once (and deflated again: a reversal). */
+static void test_inflate_leaves_a_margin_above_keep_free(void)
+{
+    /* usable 400 MiB of 1 GiB: keep_free 153.6 MiB + deadband 32 MiB leave 214 MiB to take */
+    BmDomain d[] = {guest("g", 1 * GiB, 1 * GiB, 400 * MiB)};
+    BmHost h = host(MEM_TOTAL, 4 * GiB);
+    BmPlan p = eval(&h, d, 1, NULL, P);
+    uint64_t keep = 1 * GiB * 150 / 1000 + 32 * MiB;
+    is_u64(p.decisions[0].idle_bytes, 400 * MiB - keep, "idle: usable - keep_free - deadband");
+    ok(p.decisions[0].action == BM_ACT_INFLATE &&
+           400 * MiB - (p.decisions[0].current_bytes - p.decisions[0].target_bytes) >= keep,
+       "the inflate leaves keep_free + deadband usable");
+    bm_plan_clear(&p);
+}
+
+/* In one pressure episode a guest that was given memory (its balloon rose: a deflate, or the
+ * guest's own deflate-on-oom) is not inflated again: at most one reversal. A comfortable host
+ * ends the episode. */
+static void test_no_second_reversal_in_a_pressure_episode(void)
+{
+    BmDomain d[] = {guest("g", 8 * GiB, 6 * GiB, 5 * GiB)};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&prev, d[0].uuid, NULL);
+    e->prev.actual_bytes = 5 * GiB; /* it was at 5 GiB: 1 GiB given since */
+    BmHost h = host(MEM_TOTAL, 4 * GiB);
+    BmPlan p = eval(&h, d, 1, &prev, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_NONE && strstr(p.decisions[0].reason, "not inflated again"),
+       "balloon rose since the last reading: not inflated again while reclaiming");
+    bm_plan_clear(&p);
+    /* the ledger keeps the mark for the passes that follow */
+    BmSnapshot s = {.domains = d, .n_domains = 1};
+    bm_ledger_note_pass(&prev, &s, BM_HOST_RECLAIM, NOW, 0);
+    ok(bm_ledger_find(&prev, d[0].uuid)->prev.given_s == NOW, "the ledger marks it given");
+    p = eval(&h, d, 1, &prev, P);
+    ok(p.decisions[0].action == BM_ACT_NONE, "  and the next pass does not inflate it either");
+    bm_plan_clear(&p);
+    BmSnapshot later = s;
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.given_s = NOW - BM_GIVEN_HOLD_S;
+    p = eval(&h, d, 1, &prev, P);
+    ok(p.decisions[0].action == BM_ACT_INFLATE, "  until BM_GIVEN_HOLD_S passed");
+    bm_plan_clear(&p);
+    (void)later;
+    bm_ledger_note_pass(&prev, &s, BM_HOST_RELEASE, NOW, 0);
+    ok(bm_ledger_find(&prev, d[0].uuid)->prev.given_s == 0, "a comfortable host ends the episode");
+    bm_ledger_clear(&prev);
+}
+
+/* Free page reporting: the guest's free memory is back already. An inflate goes through it
+ * first (it gives nothing) and then takes page cache: the plan counts only that part, and does
+ * not probe. */
+static void test_reporting_guest_reclaims_what_reporting_cannot(void)
+{
+    /* 1 GiB guest: uses 200 MiB, 300 MiB free (reported: not backed), 500 MiB page cache; the
+     * QEMU process holds used + cache + QEMU's own 30 MiB */
+    BmDomain d[] = {guest("fpr", 1 * GiB, 1 * GiB, 800 * MiB)};
+    d[0].unused_bytes = 300 * MiB;
+    d[0].disk_caches_bytes = 500 * MiB;
+    d[0].rss_bytes = 200 * MiB + 500 * MiB + 30 * MiB;
+    d[0].balloon.free_page_reporting = BM_TRI_ON;
+    BmHost h = host(MEM_TOTAL, 6 * GiB); /* needs 3.6 GiB */
+    BmPlan p = eval(&h, d, 1, NULL, P);
+    const BmDecision *x = &p.decisions[0];
+    diag("reason: %s", x->reason);
+    uint64_t take = x->current_bytes - x->target_bytes;
+    ok(x->action == BM_ACT_INFLATE && !strstr(x->reason, "probing"), "inflated, without a probe");
+    ok(take > 300 * MiB, "through its free memory into its cache (took %" PRIu64 " MiB)", take / MiB);
+    ok(x->expected_return_bytes + 290 * MiB <= take && x->expected_return_bytes > 0,
+       "counted for what comes back beyond the free memory reported");
+    bm_plan_clear(&p);
+    /* the same guest without reporting: its free memory is backed, it gives all of it */
+    d[0].balloon.free_page_reporting = BM_TRI_UNSET;
+    d[0].rss_bytes = 1 * GiB + 30 * MiB;
+    p = eval(&h, d, 1, NULL, P);
+    ok(p.decisions[0].expected_return_bytes == p.decisions[0].current_bytes - p.decisions[0].target_bytes,
+       "without reporting every inflated byte is counted");
+    bm_plan_clear(&p);
+}
+
+/* Free memory the host backs is taken back within two passes under pressure, as fast as free
+ * page reporting would return it, even beyond max_step. */
+static void test_backed_free_memory_taken_within_two_passes(void)
+{
+    /* 1 GiB guest, uses 100 MiB, 800 MiB free and backed (touched, freed): max_step is 256 MiB */
+    BmDomain d[] = {guest("idle", 1 * GiB, 1 * GiB, 924 * MiB)};
+    d[0].rss_bytes = 1 * GiB;
+    BmHost h = host(MEM_TOTAL, 4 * GiB);
+    BmPlan p = eval(&h, d, 1, NULL, P);
+    uint64_t take = p.decisions[0].current_bytes - p.decisions[0].target_bytes;
+    diag("reason: %s", p.decisions[0].reason);
+    ok(take > 256 * MiB && take >= 924 * MiB / 2 - 2 * MiB, "half its backed free memory in one pass (%" PRIu64 " MiB)",
+       take / MiB);
+    bm_plan_clear(&p);
+}
+
+/* A timer's pass keeps the peak of what a guest used for two and a half intervals: the pass a
+ * minute later still counts what it used at the pass before. */
+static void test_timer_keeps_the_usage_peak_across_passes(void)
+{
+    ok(bm_used_peak_window_s(0) == BM_USED_PEAK_S, "agent: the peak counts for 60 s");
+    ok(bm_used_peak_window_s(60) == 150, "timer every 60 s: for 150 s");
+    BmDomain d[] = {guest("g", 1 * GiB, 1 * GiB, 800 * MiB)};
+    d[0].rss_bytes = 1 * GiB;
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.used_peak_bytes = 700 * MiB;
+    e->prev.used_peak_s = NOW - 90;
+    BmHost h = host(MEM_TOTAL, 4 * GiB);
+    _cleanup_(bm_policy_freep) BmPolicy *always = bm_policy_new_default();
+    always->guest.timer_inflate = BM_TIMER_INFLATE_ALWAYS;
+    BmPlan p = eval_h(&h, d, 1, &l, always, 0);
+    uint64_t agent_take = p.decisions[0].current_bytes - p.decisions[0].target_bytes;
+    bm_plan_clear(&p);
+    p = eval_h(&h, d, 1, &l, always, 60);
+    uint64_t timer_take = p.decisions[0].current_bytes - p.decisions[0].target_bytes;
+    diag("agent %" PRIu64 " MiB, timer %" PRIu64 " MiB", agent_take / MiB, timer_take / MiB);
+    ok(agent_take > timer_take, "a 90 s old peak: the agent no longer counts it, the timer does");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -843,5 +1046,12 @@ int main(void)
     test_growing_guest_given_room_ahead();
     test_memory_given_up_under_an_inflate_is_not_counted();
     test_qemu_overhead_taken_off_backed_memory();
+    test_timer_inflates_only_guests_that_deflate_themselves();
+    test_timer_paces_for_its_interval();
+    test_inflate_leaves_a_margin_above_keep_free();
+    test_no_second_reversal_in_a_pressure_episode();
+    test_reporting_guest_reclaims_what_reporting_cannot();
+    test_backed_free_memory_taken_within_two_passes();
+    test_timer_keeps_the_usage_peak_across_passes();
     return tap_done();
 }

@@ -91,6 +91,8 @@ static void test_default_file_matches(void)
     ok(f->psi_reclaim_above == d->psi_reclaim_above, "default.policy: psi_reclaim_above");
     ok(f->psi_release_below == d->psi_release_below, "default.policy: psi_release_below");
     is_u64(f->apply_timeout_s, d->apply_timeout_s, "default.policy: apply_timeout");
+    is_u64(f->timer_interval_s, d->timer_interval_s, "default.policy: timer_interval");
+    ok(d->timer_interval_s == 60, "default timer_interval 60s");
     ok(f->verify_features == d->verify_features && d->verify_features == BM_VERIFY_AUTO,
        "default.policy: verify_features auto");
     const BmGuestRules *fg = &f->guest, *dg = &d->guest;
@@ -108,6 +110,8 @@ static void test_default_file_matches(void)
     ok(fg->max_stats_age_set == dg->max_stats_age_set && fg->max_stats_age_s == dg->max_stats_age_s,
        "default.policy: max_stats_age");
     ok(fg->exclude == dg->exclude, "default.policy: exclude");
+    ok(fg->timer_inflate == dg->timer_inflate && dg->timer_inflate == BM_TIMER_INFLATE_DEFLATE_ON_OOM,
+       "default.policy: timer_inflate deflate-on-oom");
     ok(f->n_domains == 0, "default.policy: no [domain] sections (examples are comments)");
     ok(fg->line > 0, "default.policy: has a [guest] section");
 }

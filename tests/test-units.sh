@@ -31,6 +31,10 @@ timeout=$(span_s "$(sed -n 's/^TimeoutStartSec=//p' "$dir/balloonmgr-policy.serv
 apply=$(span_s "$(sed -n 's/^apply_timeout *= *//p' "$ROOT/policies/default.policy")")
 [ "$timeout" -ge $((apply + 20)) ]
 ok $? "policy pass: TimeoutStartSec ${timeout}s leaves 20 s above apply_timeout ${apply}s for the pass"
+every=$(span_s "$(sed -n 's/^OnUnitActiveSec=//p' "$ROOT/systemd/balloonmgr-policy.timer")")
+planned=$(span_s "$(sed -n 's/^timer_interval *= *//p' "$ROOT/policies/default.policy")")
+[ -n "$every" ] && [ "$every" -eq "$planned" ]
+ok $? "the timer runs a pass every ${every}s, the timer_interval ${planned}s the policy plans for"
 grep -q '^Conflicts=.*balloonmgr-policy.timer' "$dir/balloonmgr.service" &&
     grep -q '^Conflicts=.*balloonmgr-policy.service' "$dir/balloonmgr.service" &&
     grep -q '^Conflicts=balloonmgr.service' "$dir/balloonmgr-policy.service" &&
