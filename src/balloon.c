@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "conn.h"
+#include "domxml.h"
 #include "error.h"
 #include "util.h"
 
@@ -72,6 +73,28 @@ int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_byt
     ret->started_real_ns = bm_now_real_ns();
     if (BM_LV(virDomainSetMemoryFlags)(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_LIVE) < 0)
         return bm_conn_error("cannot set the balloon target");
+    return 0;
+}
+
+int bm_balloon_read_config(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_current_bytes)
+{
+    _cleanup_free_ char *xml = NULL;
+    BmBalloonConfig cfg;
+    int r = bm_conn_domain_xml(dom, true, &xml);
+    if (r < 0 || (r = bm_domxml_parse_balloon(xml, &cfg)) < 0)
+        return r;
+    if (!bm_present(cfg.memory_bytes))
+        return bm_error(-EINVAL, "its definition has no <memory>");
+    *ret_max_bytes = cfg.memory_bytes;
+    *ret_current_bytes = bm_present(cfg.current_memory_bytes) ? cfg.current_memory_bytes
+                                                              : cfg.memory_bytes;
+    return 0;
+}
+
+int bm_balloon_set_config(virDomainPtr dom, uint64_t target_bytes)
+{
+    if (BM_LV(virDomainSetMemoryFlags)(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_CONFIG) < 0)
+        return bm_conn_error("cannot set the configured balloon (currentMemory)");
     return 0;
 }
 

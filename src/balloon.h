@@ -71,6 +71,16 @@ int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_byt
  * another -errno. */
 int bm_balloon_read_limits(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_actual_bytes);
 
+/* The persistent definition's (the next boot's) maximum memory (<memory>) and balloon
+ * (<currentMemory>, or the maximum without one), for a change with --config. Returns 0,
+ * -EINVAL for a definition without <memory>, or another -errno. */
+int bm_balloon_read_config(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_current_bytes);
+
+/* Sets <currentMemory> of dom's persistent definition (virDomainSetMemoryFlags AFFECT_CONFIG,
+ * rounded down to KiB): the balloon of its next boot; the running domain, if any, is not
+ * touched. Returns 0 or -errno with libvirt's reason. */
+int bm_balloon_set_config(virDomainPtr dom, uint64_t target_bytes);
+
 /* Whether a long libvirt job (dump, save, migration, snapshot, backup, ...) runs on dom: while
  * one does, libvirt makes a balloon change wait up to 30 s for the job lock and then fails.
  * Returns 1 and the job's operation in *ret_what (static string), 0 when none runs or the

@@ -65,6 +65,91 @@ void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f)
         fprintf(f, "\nOptions:\n%s", options_help);
 }
 
+void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c)
+{
+    char name[256], shown[256], see[64];
+    const char *verb = v ? v->name : NULL;
+    snprintf(see, sizeof(see), "see 'balloonmgr %s%s--help'", verb ? verb : "", verb ? " " : "");
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+        /* a short option: getopt names it in optopt */
+        if (c == ':')
+            bm_report(verb, NULL, "option '-%c' needs an argument (%s)", optopt, see);
+        else
+            bm_report(verb, NULL, "unknown option '-%c' (%s)", isprint(optopt) ? optopt : '?', see);
+        return;
+    }
+    size_t len = strcspn(arg + 2, "=");
+    size_t n_match = 0, exact = SIZE_MAX;
+    char matches[160] = "";
+    for (size_t i = 0; longs && longs[i].name; i++) {
+        if (strncmp(longs[i].name, arg + 2, len) != 0)
+            continue;
+        if (strlen(longs[i].name) == len)
+            exact = i;
+        size_t used = strlen(matches);
+        snprintf(matches + used, sizeof(matches) - used, "%s--%s", n_match ? ", " : "",
+                 longs[i].name);
+        n_match++;
+    }
+    snprintf(name, sizeof(name), "--%.*s", (int)(len < 200 ? len : 200), arg + 2);
+    bm_printable(name, shown, sizeof(shown));
+    if (c == ':')
+        bm_report(verb, NULL, "option '%s' needs an argument (%s)", shown, see);
+    else if (exact == SIZE_MAX && n_match > 1)
+        bm_report(verb, NULL, "option '%s' is ambiguous: %s (%s)", shown, matches, see);
+    else if (n_match >= 1 && arg[2 + len] == '=')
+        bm_report(verb, NULL, "option '%s' takes no argument (%s)", shown, see);
+    else
+        bm_report(verb, NULL, "unknown option '%s' (%s)", shown, see);
+}
+
+enum { OPT_CONNECT = 0x7f00, OPT_READONLY };
+
+int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv, const char *shorts,
+                  const struct option *longs)
+{
+    /* the verb's options and the global ones, for getopt; rebuilt per call (a few entries) */
+    static struct option all[64];
+    static char all_shorts[64];
+    size_t n = 0;
+    for (; longs[n].name && n < BM_ARRAY_SIZE(all) - 3; n++)
+        all[n] = longs[n];
+    all[n++] = (struct option){"connect", required_argument, NULL, OPT_CONNECT};
+    all[n++] = (struct option){"readonly", no_argument, NULL, OPT_READONLY};
+    all[n] = (struct option){0};
+    bool own_r = strchr(shorts, 'r') != NULL;
+    snprintf(all_shorts, sizeof(all_shorts), ":%sc:%s", shorts, own_r ? "" : "r");
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, all_shorts, all, NULL);
+        switch (c) {
+        case 'c':
+        case OPT_CONNECT:
+            if (!*optarg) {
+                bm_report(v->name, NULL, "-c '': empty URI (leave -c out for libvirt's default)");
+                return '?';
+            }
+            g->uri = optarg;
+            continue;
+        case 'r':
+            if (own_r)
+                return c;
+            g->readonly = true;
+            continue;
+        case OPT_READONLY:
+            g->readonly = true;
+            continue;
+        case '?':
+        case ':':
+            bm_cli_bad_option(v, argv, all, c);
+            return '?';
+        default:
+            return c;
+        }
+    }
+}
+
 /* A protected argument starts with this byte, which no shell argument from a user has. */
 #define PROTECT '\x01'
 

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <getopt.h>
 #include <stdio.h>
 
 #include <libvirt/libvirt.h>
@@ -18,15 +19,18 @@ enum {
 };
 
 typedef struct {
-    const char *uri; /* -c/--connect, else $BALLOONMGR_URI, else NULL */
-    bool readonly;   /* -r/--readonly: libvirt's read-only socket, never change anything */
+    const char *uri;      /* -c/--connect, else $BALLOONMGR_URI, else NULL */
+    bool readonly;        /* -r/--readonly: libvirt's read-only socket, never change anything */
+    const char *proc_dir; /* --proc DIR before the verb (verbs that read host memory), or NULL */
 } BmGlobal;
 
 typedef struct {
     const char *name;
-    int (*run)(const BmGlobal *g, int argc, char **argv);
+    /* g: the global options before the verb; bm_cli_getopt() adds those after it */
+    int (*run)(BmGlobal *g, int argc, char **argv);
     const char *synopsis; /* after "balloonmgr " */
     const char *summary;
+    bool reads_host;      /* takes --proc DIR (also as a global option before the verb) */
 } BmVerb;
 
 extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
@@ -46,6 +50,21 @@ void bm_reportp(int prio, const char *verb, const char *object, const char *fmt,
 /* Exit status for a failure of a library call: 2 for -ENOENT (no such domain) and -EINVAL
  * raised by parsing user input, 1 otherwise. */
 int bm_exit_for(int r);
+
+/* getopt_long() for verb v's options (shorts and longs as getopt_long() takes them): returns
+ * the next option of the verb's own, or -1 at the end. The global options, anywhere among the
+ * verb's arguments, are applied to g and not returned: -c URI / --connect URI and
+ * --readonly, and -r unless shorts has an -r of its own (verify's --require). An unknown
+ * option, an ambiguous abbreviation, a missing or an unexpected argument is reported in one
+ * line naming it and "see 'balloonmgr VERB --help'", and '?' is returned (the verb exits
+ * BM_EXIT_USAGE). */
+int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv, const char *shorts,
+                  const struct option *longs);
+
+/* Reports a bad option of the global options before the verb (verb NULL) or of verb v in one
+ * line, after getopt_long() returned c ('?' or ':', with opterr 0 and a ':' first in its
+ * shorts). */
+void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c);
 
 /* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS" and its option help) to f. */
 void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f);

@@ -44,7 +44,9 @@ static const char options_help[] =
     "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
     "                           built-in defaults when that file does not exist)\n"
     "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
-    "                           :PORT is every address; alias --web.listen-address\n"
+    "                           ADDR an IPv4 address, [IPv6], or a host name (each of its\n"
+    "                           addresses: localhost:9736); :PORT is every address; alias\n"
+    "                           --web.listen-address\n"
     "      --no-libvirt-duplicates\n"
     "                           leave out the per-domain series libvirt exporters export\n"
     "                           too (balloon current, maximum, guest memory statistics,\n"
@@ -518,7 +520,7 @@ typedef struct {
 } AgentOptions;
 
 /* The options. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **argv, Agent *a, AgentOptions *o)
 {
     static const struct option opts[] = {
         {"policy", required_argument, NULL, 'p'},
@@ -534,7 +536,7 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "p:l:nh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_agent, argc, argv, "p:l:nh", opts)) != -1) {
         switch (c) {
         case 'p': a->policy_path = optarg; a->policy_explicit = true; break;
         case 'l': o->listen = optarg; break;
@@ -544,7 +546,7 @@ static int parse_options(int argc, char **argv, Agent *a, AgentOptions *o)
         case 'n': o->dry_run = true; break;
         case 'D': a->no_libvirt_duplicates = true; break;
         case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_agent, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind < argc) {
@@ -593,9 +595,10 @@ static int start_serving(Agent *a, const AgentOptions *o)
         bm_report("agent", NULL, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
-    char web[96];
-    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
-            o->listen, describe_web(wc, web, sizeof(web)), a->policy->path, a->policy->interval_s,
+    char web[96], addrs[BM_HTTP_LISTEN_MAX * 56];
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s) at %s, policy %s, every %u s, state %s%s",
+            o->listen, describe_web(wc, web, sizeof(web)),
+            bm_http_addresses(a->http, addrs, sizeof(addrs)), a->policy->path, a->policy->interval_s,
             a->state_path ? a->state_path : "not written",
             a->monitor_only ? ", monitoring only (read-only connection, no changes)"
             : o->dry_run    ? ", dry run (no changes)" : "");
@@ -662,12 +665,13 @@ static void stop(Agent *a)
     remove_jobs(a);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1,
-               .backoff_s = 1, .signal_fd = -1, .monitor_only = g->readonly};
+               .backoff_s = 1, .signal_fd = -1, .proc_dir = g->proc_dir};
     AgentOptions o = {.listen = BM_HTTP_DEFAULT_LISTEN, .state_path = BM_STATE_DEFAULT_PATH};
-    int ret = parse_options(argc, argv, &a, &o);
+    int ret = parse_options(g, argc, argv, &a, &o);
+    a.monitor_only = g->readonly; /* -r also after the verb */
     tune_malloc();
     if (ret < 0)
         ret = start_serving(&a, &o);
@@ -693,6 +697,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_agent = {
     .name = "agent",
+    .reads_host = true,
     .run = run,
     .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"
                 "             [--proc DIR] [--dry-run] [--no-libvirt-duplicates]",

@@ -98,7 +98,7 @@ static int check_property(bool probe, virConnectPtr conn, virDomainPtr self, boo
                 continue;
             _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
             _cleanup_free_ char *xml = NULL, *emu = NULL;
-            if (bm_conn_lookup(conn, names[i], &dom) < 0 || bm_conn_domain_xml(dom, false, &xml) < 0 ||
+            if (bm_conn_lookup_name(conn, names[i], &dom) < 0 || bm_conn_domain_xml(dom, false, &xml) < 0 ||
                 bm_domxml_emulator(xml, &emu) < 0 || strcmp(emu, emulator) != 0)
                 continue;
             r = bm_qmp_device_has_property(dom, type, prop, &has);
@@ -132,7 +132,7 @@ typedef struct {
 } Configure;
 
 /* The options, checked. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **argv, Configure *o)
+static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
 {
     static const struct option opts[] = {
         {"sg", required_argument, NULL, 's'},
@@ -148,7 +148,7 @@ static int parse_options(int argc, char **argv, Configure *o)
     };
     BmBalloonEdit *edit = &o->edit;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_configure, argc, argv, "h", opts)) != -1) {
         int r = 0;
         unsigned v;
         switch (c) {
@@ -166,7 +166,7 @@ static int parse_options(int argc, char **argv, Configure *o)
         case 'C': o->config = true; break;
         case 'P': o->probe = true; break;
         case 'h': bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_configure, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
         if (r < 0)
             return BM_EXIT_USAGE;
@@ -202,6 +202,7 @@ static int open_domain(const BmGlobal *g, Configure *o)
         bm_report("configure", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
+    o->name = virDomainGetName(o->dom); /* given as an ID or UUID: its name from here on */
     o->period_live = o->period >= 0 && (o->live || (!o->config && o->active));
     o->period_config = o->period >= 0 && (o->config || (!o->live && o->persistent));
     if (o->period_live && !o->active) {
@@ -315,10 +316,10 @@ static int configure(const BmGlobal *g, Configure *o)
     return o->period >= 0 ? set_period(o, changes && *changes) : BM_EXIT_OK;
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     Configure o = {.edit = {BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET}, .period = -1};
-    int ret = parse_options(argc, argv, &o);
+    int ret = parse_options(g, argc, argv, &o);
     if (ret < 0)
         ret = configure(g, &o);
     if (o.dom)

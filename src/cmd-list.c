@@ -1,4 +1,5 @@
-/* balloonmgr list [--all]: domain names, one per line (for scripts and bash completion). */
+/* balloonmgr list [--all] [--id|--uuid]: domain names (or IDs, UUIDs), one per line (for
+ * scripts and bash completion). */
 #include <getopt.h>
 #include <stdio.h>
 
@@ -7,22 +8,29 @@
 #include "error.h"
 
 static const char options_help[] = "  -a, --all    include domains that are not running\n"
+                                   "      --id     print their IDs instead (running domains only)\n"
+                                   "      --uuid   print their UUIDs instead\n"
                                    "  -h, --help   show this help\n";
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"all", no_argument, NULL, 'a'},
+        {"id", no_argument, NULL, 'I'},
+        {"uuid", no_argument, NULL, 'U'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     bool all = false;
+    BmDomainKey key = BM_KEY_NAME;
     int c;
-    while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_list, argc, argv, "ah", opts)) != -1) {
         switch (c) {
         case 'a': all = true; break;
+        case 'I': key = BM_KEY_ID; break;
+        case 'U': key = BM_KEY_UUID; break;
         case 'h': bm_verb_usage(&bm_verb_list, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_list, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind < argc) {
@@ -34,7 +42,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
     if (bm_cli_connect(g, "list", true, &conn) < 0)
         return BM_EXIT_FAILURE;
     _cleanup_(bm_strv_freep) char **names = NULL;
-    int r = bm_conn_list_names(conn, all, &names);
+    int r = bm_conn_list_keys(conn, all, key, &names);
     if (r < 0) {
         bm_report("list", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
@@ -51,6 +59,7 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_list = {
     .name = "list",
     .run = run,
-    .synopsis = "list [--all]",
-    .summary = "Print the names of the running domains (with --all, of every domain), one per line.",
+    .synopsis = "list [--all] [--id|--uuid]",
+    .summary = "Print the names of the running domains (with --all, of every domain), one per line\n"
+               "(--id, --uuid: their IDs or UUIDs, in the order of their names).",
 };

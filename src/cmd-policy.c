@@ -1,26 +1,78 @@
-/* balloonmgr policy check FILE...: parse policy files and list every error. */
+/* balloonmgr policy check [--host] [--proc DIR] FILE...: parse policy files, list every error,
+ * and warn about sizes that are likely misread (bare KiB) or absurd against this host. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "conn.h"
+#include "error.h"
+#include "file.h"
+#include "hostmem.h"
+#include "policy-lint.h"
 #include "policy.h"
+#include "snapshot.h"
 
-static const char options_help[] = "  -h, --help   show this help (an option anywhere, also after 'check')\n"
-                                   "  --           the arguments after it are files, even '-h'\n";
+static const char options_help[] =
+    "      --host       also check the sizes against this host: its MemTotal (/proc, or\n"
+    "                   --proc DIR) and the maximum of every domain of the connection\n"
+    "      --proc DIR   read MemTotal from DIR/meminfo (tests)\n"
+    "  -h, --help       show this help (an option anywhere, also after 'check')\n"
+    "  --               the arguments after it are files, even '-h'\n"
+    "\nWarnings (\"FILE:LINE:COL: warning: ...\") do not change the exit status: a size\n"
+    "written as a bare number under 1 MiB (a bare number is KiB), a keep_free of 0, and\n"
+    "with --host a floor or keep_free not below a domain's maximum or a [host] size not\n"
+    "below MemTotal.\n";
 
-static int run(const BmGlobal *g, int argc, char **argv)
+/* The host of --host: MemTotal and every domain's maximum; *ret_snap holds the names. Returns
+ * 0, or -1 when the domains cannot be read (reported). */
+static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, BmSnapshot *ret_snap,
+                     BmLintDomain **ret_doms)
 {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    BmHost h;
+    *ret = (BmLintHost){.mem_total_bytes = BM_ABSENT};
+    int r = bm_hostmem_read(proc_dir, &h);
+    if (r == 0)
+        ret->mem_total_bytes = h.mem_total_bytes;
+    else
+        bm_report("policy check", NULL, "warning: host memory: %s; MemTotal not checked",
+                  bm_error_detail(r));
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    if (bm_cli_connect(g, "policy check", true, &conn) < 0)
+        return -1;
+    r = bm_snapshot_take(conn, NULL, 0, ret_snap);
+    if (r < 0) {
+        bm_report("policy check", NULL, "%s", bm_error_detail(r));
+        return -1;
+    }
+    *ret_doms = bm_malloc0((ret_snap->n_domains + 1) * sizeof(BmLintDomain));
+    for (size_t i = 0; i < ret_snap->n_domains; i++)
+        (*ret_doms)[i] = (BmLintDomain){ret_snap->domains[i].name, ret_snap->domains[i].max_bytes};
+    ret->domains = *ret_doms;
+    ret->n_domains = ret_snap->n_domains;
+    return 0;
+}
+
+
+static int run(BmGlobal *g, int argc, char **argv)
+{
+    enum { OPT_HOST = 0x100, OPT_PROC };
+    static const struct option opts[] = {{"host", no_argument, NULL, OPT_HOST},
+                                         {"proc", required_argument, NULL, OPT_PROC},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    bool host = false;
+    const char *proc_dir = g->proc_dir;
     int c;
-    (void)g;
     /* options anywhere ("policy check -h"); "--" ends them: "policy check -- -h" checks a
      * file named -h */
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_policy, argc, argv, "h", opts)) != -1) {
         switch (c) {
+        case OPT_HOST: host = true; break;
+        case OPT_PROC: proc_dir = optarg; break;
         case 'h': bm_verb_usage(&bm_verb_policy, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_policy, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind >= argc || strcmp(argv[optind], "check") != 0) {
@@ -31,25 +83,45 @@ static int run(const BmGlobal *g, int argc, char **argv)
         bm_report("policy check", NULL, "expected at least one FILE");
         return BM_EXIT_USAGE;
     }
+    if (proc_dir && !bm_cli_proc_check("policy check", proc_dir))
+        return BM_EXIT_USAGE;
+    BmLintHost lh;
+    BmSnapshot snap = {0};
+    _cleanup_free_ BmLintDomain *doms = NULL;
+    if (host && read_host(g, proc_dir, &lh, &snap, &doms) < 0)
+        return BM_EXIT_FAILURE;
     int ret = BM_EXIT_OK;
     for (int i = optind + 1; i < argc; i++) {
         BmPolicy *p = NULL;
-        char *errors = NULL;
+        char *errors = NULL, *text = NULL, *warnings = NULL;
+        size_t len = 0, n_warnings = 0;
         if (bm_policy_load(argv[i], &p, &errors) < 0) {
             fputs(errors ? errors : "", stderr);
             ret = BM_EXIT_USAGE;
         } else {
-            printf("%s: ok\n", argv[i]);
+            /* the text again, for where each size was written (it parsed: it is readable) */
+            if (bm_file_read(argv[i], 16u << 20, &text, &len) == 0)
+                n_warnings = bm_policy_lint(text, len, argv[i], p, host ? &lh : NULL, &warnings);
+            fputs(warnings ? warnings : "", stderr);
+            if (n_warnings)
+                printf("%s: ok, %zu warning(s)\n", argv[i], n_warnings);
+            else
+                printf("%s: ok\n", argv[i]);
         }
         bm_policy_free(p);
         free(errors);
+        free(text);
+        free(warnings);
     }
+    bm_snapshot_clear(&snap);
     return ret;
 }
 
 const BmVerb bm_verb_policy = {
     .name = "policy",
     .run = run,
-    .synopsis = "policy check FILE...",
-    .summary = "Check policy files (balloonmgr.policy(5)); every error is listed as FILE:LINE:COL.",
+    .synopsis = "policy check [--host] [--proc DIR] FILE...",
+    .summary = "Check policy files (balloonmgr.policy(5)); every error is listed as FILE:LINE:COL,\n"
+               "then warnings about sizes that are likely misread or absurd (--host: on this host).",
+    .reads_host = true,
 };

@@ -39,6 +39,10 @@ static const char options_help[] =
     "                      built-in defaults when that file does not exist)\n"
     "  -n, --dry-run       decide and print, change nothing (no balloon, no state file)\n"
     "  -j, --json          print JSON\n"
+    "      --table         print the table of decisions also when standard output is not\n"
+    "                      a terminal (there: one summary line a pass)\n"
+    "  -q, --quiet         print nothing on standard output (problems and the records of\n"
+    "                      changes still go to standard error)\n"
     "      --state FILE    state file (default " BM_STATE_DEFAULT_PATH ")\n"
     "      --proc DIR      read host memory from DIR/meminfo and DIR/pressure/memory\n"
     "                      instead of /proc (for tests and demos)\n"
@@ -53,10 +57,15 @@ static const char options_help[] =
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
+/* What goes to standard output: the decisions as JSON, as a table (on a terminal, or
+ * --table), one summary line (the timer's journal), or nothing (--quiet). */
+typedef enum { OUT_JSON, OUT_TABLE, OUT_SUMMARY, OUT_QUIET } RunOutput;
+
 typedef struct {
     const char *policy_path;
     bool policy_explicit;
-    bool dry_run, json, once;
+    bool dry_run, json, once, table, quiet;
+    RunOutput output;
     const char *state_path;
     const char *proc_dir;
     const char *textfile_dir;
@@ -172,7 +181,7 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
         printf("\n");
     }
     static const char *headers[] = {"NAME", "ACTION", "CURRENT", "TARGET", "RESULT", "REASON"};
-    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrll");
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrlw");
     for (size_t i = 0; i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];
         char name[256];
@@ -186,6 +195,29 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
         bm_table_cell(t, "%s", d->reason);
     }
     bm_table_print(t, stdout);
+}
+
+/* One line for the pass: the mode and its reason, what was set, what failed. */
+static void print_summary(const RunOptions *o, const BmEngine *e)
+{
+    const BmPlan *plan = bm_engine_plan(e);
+    const BmApplied *ap = bm_engine_applied(e);
+    size_t inflates = 0, deflates = 0, failed = 0, busy = 0;
+    for (size_t i = 0; i < plan->n_decisions; i++) {
+        BmAction a = plan->decisions[i].action;
+        if (a != BM_ACT_INFLATE && a != BM_ACT_DEFLATE)
+            continue;
+        if (ap[i].busy)
+            busy++;
+        else if (ap[i].attempted && !ap[i].applied)
+            failed++;
+        else if (ap[i].applied || o->dry_run)
+            a == BM_ACT_INFLATE ? inflates++ : deflates++;
+    }
+    printf("pass: mode %s (%s): %zu inflate(s), %zu deflate(s) %s, %zu failed, %zu busy; "
+           "%zu domain(s)%s\n", bm_host_mode_name(plan->mode), plan->reason, inflates, deflates,
+           o->dry_run ? "planned" : "set", failed, busy, plan->n_decisions,
+           o->dry_run ? " (dry run: nothing is changed)" : "");
 }
 
 /* Counts the changes 'set --wait' spooled for this connection, reporting a spool problem. */
@@ -221,10 +253,12 @@ static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
             ret = BM_EXIT_FAILURE;
         }
     }
-    if (o->json)
-        print_json(o, e, pol);
-    else
-        print_text(o, e, pol);
+    switch (o->output) {
+    case OUT_JSON: print_json(o, e, pol); break;
+    case OUT_TABLE: print_text(o, e, pol); break;
+    case OUT_SUMMARY: print_summary(o, e); break;
+    case OUT_QUIET: break;
+    }
     fflush(stdout);
     return ret;
 }
@@ -307,7 +341,7 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     if (bm_engine_refresh(e) < 0)
         bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
                    bm_error_detail(-EIO));
-    for (size_t i = 0; !o->json && i < n_applied; i++) {
+    for (size_t i = 0; o->output == OUT_TABLE && i < n_applied; i++) {
         const BmLedgerEntry *d = bm_ledger_find(bm_engine_ledger(e), applied[i]);
         if (d && d->last_duration_s >= 0)
             printf("%s: %s %s in %.3f s\n", d->name,
@@ -323,8 +357,16 @@ static int export_metrics(BmEngine *e, const RunOptions *o)
     int ret = BM_EXIT_OK;
     _cleanup_free_ char *text = bm_engine_render(e, true);
     if (o->textfile_dir) {
-        int r = bm_push_textfile(o->textfile_dir, text);
+        /* checked after the pass, not before: a pass that cannot export still acts */
+        char quoted[512];
+        int r = bm_push_check_textfile(o->textfile_dir);
         if (r < 0) {
+            bm_report("run", NULL, "--textfile '%s': %s; the pass acted, "
+                      "its metrics are not exported (counted in balloonmgr_errors_total{kind=\"push\"})",
+                      bm_printable(o->textfile_dir, quoted, sizeof(quoted)), bm_error_detail(r));
+            bm_engine_count_error(e, BM_ERR_PUSH);
+            ret = BM_EXIT_FAILURE;
+        } else if ((r = bm_push_textfile(o->textfile_dir, text)) < 0) {
             bm_report("run", NULL, "textfile: %s", bm_error_detail(r));
             bm_engine_count_error(e, BM_ERR_PUSH);
             ret = BM_EXIT_FAILURE;
@@ -375,7 +417,7 @@ static int load_policy(const RunOptions *o, BmPolicy **ret)
 }
 
 /* The options, checked. Returns -1 to go on, or the exit status. */
-static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
     static const struct option opts[] = {
         {"once", no_argument, NULL, 'o'},
@@ -387,11 +429,13 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
         {"textfile", required_argument, NULL, 't'},
         {"push", required_argument, NULL, 'u'},
         {"no-libvirt-duplicates", no_argument, NULL, 'D'},
+        {"table", no_argument, NULL, 'T'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "p:njh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv, "p:njqh", opts)) != -1) {
         switch (c) {
         case 'o': o->once = true; break;
         case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
@@ -402,14 +446,22 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
         case 't': o->textfile_dir = optarg; break;
         case 'u': o->push_url = optarg; break;
         case 'D': o->no_libvirt_duplicates = true; break;
+        case 'T': o->table = true; break;
+        case 'q': o->quiet = true; break;
         case 'h': bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_run, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     if (optind < argc) {
         bm_report("run", NULL, "unexpected argument '%s'", argv[optind]);
         return BM_EXIT_USAGE;
     }
+    if (o->json + o->table + o->quiet > 1) {
+        bm_report("run", NULL, "--json, --table and --quiet: give one of them");
+        return BM_EXIT_USAGE;
+    }
+    o->output = o->json ? OUT_JSON : o->quiet ? OUT_QUIET
+              : o->table || isatty(STDOUT_FILENO) ? OUT_TABLE : OUT_SUMMARY;
     if (!o->dry_run && !bm_cli_writable(g, "run", "changing balloons", "use --dry-run"))
         return BM_EXIT_USAGE;
     if ((o->textfile_dir || o->push_url) && !o->once) {
@@ -427,18 +479,19 @@ static int parse_options(const BmGlobal *g, int argc, char **argv, RunOptions *o
                   bm_error_detail(-EINVAL));
         return BM_EXIT_USAGE;
     }
-    if (o->textfile_dir && bm_push_check_textfile(o->textfile_dir) < 0) {
-        char quoted[512];
-        bm_report("run", NULL, "--textfile '%s': %s",
-                  bm_printable(o->textfile_dir, quoted, sizeof(quoted)), bm_error_detail(-EINVAL));
+    /* an empty name is never a default; a directory that is missing or unusable is found at
+     * the export, after the pass acted (export_metrics) */
+    if (o->textfile_dir && !*o->textfile_dir) {
+        bm_report("run", NULL, "--textfile '': empty directory name");
         return BM_EXIT_USAGE;
     }
     return -1;
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
-    RunOptions o = {.policy_path = DEFAULT_POLICY, .state_path = BM_STATE_DEFAULT_PATH};
+    RunOptions o = {.policy_path = DEFAULT_POLICY, .state_path = BM_STATE_DEFAULT_PATH,
+                    .proc_dir = g->proc_dir};
     int ret = parse_options(g, argc, argv, &o);
     if (ret >= 0)
         return ret;
@@ -468,10 +521,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_run = {
     .name = "run",
+    .reads_host = true,
     .run = run,
-    .synopsis = "run --once [--policy FILE] [--dry-run] [--json] [--state FILE] [--proc DIR]\n"
-                "             [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
+    .synopsis = "run --once [--policy FILE] [--dry-run] [--json|--table|--quiet] [--state FILE]\n"
+                "             [--proc DIR] [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
     .summary = "Run one policy pass: read the host's and every domain's memory, decide by the policy,\n"
-               "and move balloon targets; print each decision and its reason (the timer's job;\n"
-               "the long-running loop is 'agent').",
+               "and move balloon targets; print each decision and its reason on a terminal, one\n"
+               "summary line otherwise (the timer's job; the long-running loop is 'agent').",
 };

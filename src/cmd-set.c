@@ -1,5 +1,7 @@
-/* balloonmgr set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]
- * [--json]: move one balloon, not below the domain's floor unless --force. */
+/* balloonmgr set DOMAIN SIZE [--live] [--config] [--current] [--wait[=SECONDS]]
+ * [--stall=SECONDS] [--policy FILE] [--force] [--json|--quiet]: move one balloon (the running
+ * domain's, its definition's, or both, as virsh setmem), not below the domain's floor unless
+ * --force. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -26,6 +28,11 @@
 #define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const char options_help[] =
+    "      --live            change the running domain (the default, as virsh setmem's)\n"
+    "      --config          change its definition: the balloon of its next boot\n"
+    "                        (<currentMemory>; also of a domain that is shut off)\n"
+    "      --current         the running domain if it runs, else its definition\n"
+    "                        (not with --live or --config)\n"
     "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
     "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
     "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
@@ -34,6 +41,8 @@ static const char options_help[] =
     "                        (default " SET_POLICY ", when it exists)\n"
     "  -f, --force           set a target below the domain's floor too\n"
     "  -j, --json            print JSON\n"
+    "  -q, --quiet           print nothing on standard output: the exit status says how\n"
+    "                        it went (problems still go to standard error)\n"
     "  -h, --help            show this help\n"
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
@@ -52,10 +61,12 @@ static json_object *json_seconds(uint64_t ns)
     return json_object_new_double_s(ns / 1e9, buf);
 }
 
-static void print_json(const char *name, const BmChange *ch, bool waited)
+static void print_json(const char *name, const BmChange *ch, bool waited, bool live, bool config)
 {
     _cleanup_(json_object_putp) json_object *o = json_object_new_object();
     json_object_object_add(o, "domain", bm_json_name(name));
+    json_object_object_add(o, "live", json_object_new_boolean(live));
+    json_object_object_add(o, "config", json_object_new_boolean(config));
     json_object_object_add(o, "direction",
                            json_object_new_string(bm_change_direction(ch->from_bytes, ch->target_bytes)));
     json_object_object_add(o, "from_bytes", json_object_new_uint64(ch->from_bytes));
@@ -72,7 +83,7 @@ static void print_json(const char *name, const BmChange *ch, bool waited)
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
 }
 
-static void print_text(const char *name, const BmChange *ch, bool waited)
+static void print_text(const char *name, const BmChange *ch, bool waited, bool live, bool config)
 {
     char from[32], target[32], reached[32], printable[256];
     bm_size_format(ch->from_bytes, from, sizeof(from));
@@ -80,16 +91,22 @@ static void print_text(const char *name, const BmChange *ch, bool waited)
     bm_size_format(ch->reached_bytes, reached, sizeof(reached));
     bm_printable(name, printable, sizeof(printable));
     const char *dir = bm_change_direction(ch->from_bytes, ch->target_bytes);
-    if (!waited)
+    if (!live)
+        printf("%s: next boot's balloon (<currentMemory>) from %s to %s\n", printable, from, target);
+    else if (!waited)
         printf("%s: %s from %s to target %s (not waiting)\n", printable, dir, from, target);
     else
         printf("%s: %s from %s to target %s: %s %s after %.3f s (%u poll%s)\n", printable, dir,
                from, target, bm_change_outcome_name(ch->outcome), reached, ch->duration_ns / 1e9,
                ch->polls, ch->polls == 1 ? "" : "s");
+    if (live && config)
+        printf("%s: and the next boot's balloon (<currentMemory>) to %s\n", printable, target);
 }
 
 typedef struct {
-    bool json, wait, force, policy_explicit;
+    bool json, quiet, wait, force, policy_explicit;
+    bool live, config, current; /* as given */
+    bool do_live, do_config;    /* what the change is, for this domain */
     const char *policy_path;
     unsigned timeout_s, stall_s;
     const char *name, *size;
@@ -97,7 +114,7 @@ typedef struct {
 } SetOptions;
 
 /* The options, checked. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **args, SetOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
 {
     static const struct option opts[] = {
         {"wait", optional_argument, NULL, 'w'},
@@ -105,11 +122,15 @@ static int parse_options(int argc, char **args, SetOptions *o)
         {"json", no_argument, NULL, 'j'},
         {"policy", required_argument, NULL, 'p'},
         {"force", no_argument, NULL, 'f'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"live", no_argument, NULL, 'L'},
+        {"config", no_argument, NULL, 'C'},
+        {"current", no_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, args, "wjp:fh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_set, argc, args, "wjp:fqh", opts)) != -1) {
         switch (c) {
         case 'w':
             o->wait = true;
@@ -129,9 +150,28 @@ static int parse_options(int argc, char **args, SetOptions *o)
         case 'j': o->json = true; break;
         case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
         case 'f': o->force = true; break;
+        case 'q': o->quiet = true; break;
+        case 'L': o->live = true; break;
+        case 'C': o->config = true; break;
+        case 'K': o->current = true; break;
         case 'h': bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_set, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
+    }
+    /* virsh setmem's rules */
+    if (o->current && (o->live || o->config)) {
+        bm_report("set", NULL, "options --current and --%s are mutually exclusive",
+                  o->live ? "live" : "config");
+        return BM_EXIT_USAGE;
+    }
+    if (o->wait && o->config && !o->live) {
+        bm_report("set", NULL, "--wait with --config: the definition's balloon is the next boot's, "
+                  "there is nothing to wait for (--live --config changes both)");
+        return BM_EXIT_USAGE;
+    }
+    if (o->json && o->quiet) {
+        bm_report("set", NULL, "--json and --quiet: give one of them");
+        return BM_EXIT_USAGE;
     }
     if (argc - optind != 2) {
         bm_report("set", NULL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
@@ -169,7 +209,7 @@ static int check_floor(virDomainPtr dom, const SetOptions *o, uint64_t max_bytes
         return -1;
     BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
     _cleanup_free_ char *xml = NULL;
-    if (bm_conn_domain_xml(dom, false, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
+    if (bm_conn_domain_xml(dom, !o->do_live, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
         cfg.min_guarantee_bytes = BM_ABSENT;
     uint64_t policy_floor = BM_ABSENT;
     if (o->policy) {
@@ -192,12 +232,14 @@ static int check_floor(virDomainPtr dom, const SetOptions *o, uint64_t max_bytes
     return BM_EXIT_USAGE;
 }
 
-/* The target SIZE means for dom, read live. Returns -1 to go on, or the exit status. */
+/* The target SIZE means for dom: read live, or from its definition for a --config change
+ * alone. Returns -1 to go on, or the exit status. */
 static int resolve_target(virDomainPtr dom, const SetOptions *o, uint64_t *ret_actual,
                           uint64_t *ret_target)
 {
     uint64_t max_bytes;
-    int r = bm_balloon_read_limits(dom, &max_bytes, ret_actual);
+    int r = o->do_live ? bm_balloon_read_limits(dom, &max_bytes, ret_actual)
+                       : bm_balloon_read_config(dom, &max_bytes, ret_actual);
     if (r < 0) {
         bm_report("set", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);
@@ -215,7 +257,7 @@ static int resolve_target(virDomainPtr dom, const SetOptions *o, uint64_t *ret_a
         return ret;
     /* libvirt would hold the change up to 30 s for the job lock, then fail */
     const char *job = NULL;
-    if (bm_balloon_job_running(dom, &job) > 0) {
+    if (o->do_live && bm_balloon_job_running(dom, &job) > 0) {
         bm_report("set", o->name, "busy with %s: libvirt lets no balloon change in until it ends; "
                   "try again then", job);
         return BM_EXIT_FAILURE;
@@ -318,6 +360,36 @@ static int report_outcome(const SetOptions *o, const BmChange *ch)
     return BM_EXIT_FAILURE;
 }
 
+/* Which sides of dom the change is, as virsh setmem decides: --live and --config as given,
+ * --current the running domain if it runs, else its definition; none: the running domain.
+ * Returns -1 to go on, or the exit status (virsh's refusals). */
+static int choose_sides(virDomainPtr dom, SetOptions *o)
+{
+    bool active, persistent;
+    int r = bm_conn_domain_state(dom, &active, &persistent);
+    if (r < 0) {
+        bm_report("set", o->name, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
+    o->do_live = o->live || (o->current && active) || (!o->live && !o->config && !o->current);
+    o->do_config = o->config || (o->current && !active);
+    if (o->do_live && !active) {
+        bm_report("set", o->name, "domain is not running (--config or --current sets the balloon of "
+                  "its next boot)");
+        return BM_EXIT_FAILURE;
+    }
+    if (o->do_config && !persistent) {
+        bm_report("set", o->name, "domain is transient: it has no definition for --config to change");
+        return BM_EXIT_FAILURE;
+    }
+    if (o->wait && !o->do_live) {
+        bm_report("set", o->name, "--wait: the domain is not running, --current changes the balloon "
+                  "of its next boot: there is nothing to wait for");
+        return BM_EXIT_USAGE;
+    }
+    return -1;
+}
+
 static int set_balloon(const BmGlobal *g, SetOptions *o)
 {
     if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
@@ -334,29 +406,39 @@ static int set_balloon(const BmGlobal *g, SetOptions *o)
         bm_report("set", o->name, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
+    o->name = virDomainGetName(dom); /* given as an ID or UUID: its name from here on */
+    ret = choose_sides(dom, o);
+    if (ret >= 0)
+        return ret;
     uint64_t actual_bytes, target_bytes;
     ret = resolve_target(dom, o, &actual_bytes, &target_bytes);
     if (ret >= 0)
         return ret;
-    BmChange ch;
-    r = change(conn, dom, o, actual_bytes, target_bytes, &ch);
-    if (r < 0) {
+    /* the definition first: if libvirt refuses it, the running domain is left as it was */
+    if (o->do_config && (r = bm_balloon_set_config(dom, target_bytes)) < 0) {
+        bm_report("set", o->name, "%s", bm_error_detail(r));
+        return BM_EXIT_FAILURE;
+    }
+    BmChange ch = {.from_bytes = actual_bytes, .target_bytes = target_bytes,
+                   .reached_bytes = actual_bytes, .outcome = BM_CHANGE_PENDING,
+                   .started_real_ns = bm_now_real_ns()};
+    if (o->do_live && (r = change(conn, dom, o, actual_bytes, target_bytes, &ch)) < 0) {
         bm_report("set", o->name, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
     if (o->json)
-        print_json(o->name, &ch, o->wait);
-    else
-        print_text(o->name, &ch, o->wait);
+        print_json(o->name, &ch, o->wait, o->do_live, o->do_config);
+    else if (!o->quiet)
+        print_text(o->name, &ch, o->wait, o->do_live, o->do_config);
     return report_outcome(o, &ch);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     SetOptions o = {.timeout_s = BM_WAIT_DEFAULT_TIMEOUT_S, .stall_s = BM_WAIT_DEFAULT_STALL_S,
                     .policy_path = SET_POLICY};
     char **args = bm_cli_protect_negative(argc, argv);
-    int ret = parse_options(argc, args, &o);
+    int ret = parse_options(g, argc, args, &o);
     if (ret < 0)
         ret = set_balloon(g, &o);
     bm_policy_free(o.policy);
@@ -367,8 +449,9 @@ static int run(const BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_set = {
     .name = "set",
     .run = run,
-    .synopsis = "set DOMAIN SIZE [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
-                "           [--json]",
-    .summary = "Set the balloon target of a running domain and optionally wait until it is reached,\n"
+    .synopsis = "set DOMAIN SIZE [--live] [--config] [--current] [--wait[=SECONDS]] [--stall=SECONDS]\n"
+                "           [--policy FILE] [--force] [--json|--quiet]",
+    .summary = "Set the balloon target of a running domain (as virsh setmem: --config the next boot's,\n"
+               "--current whichever the domain has now) and optionally wait until it is reached,\n"
                "measuring how long the inflate or deflate took.",
 };

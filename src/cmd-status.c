@@ -29,6 +29,10 @@ static const char options_help[] =
     "                         MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
     "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL)\n"
     "      --no-headings      neither the host line nor the header row\n"
+    "  -b, --bytes            sizes in the table in bytes\n"
+    "      --raw              the table for scripts: no host line, no alignment, one domain a\n"
+    "                         line, fields separated by one space, blanks in a field as \\x20\n"
+    "                         ('shut\\x20off'); otherwise the table fits a terminal's width\n"
     "  -p, --policy FILE      the policy deciding the host's mode (default\n"
     "                         " BM_POLICY_DEFAULT_PATH ")\n"
     "      --state FILE       the previous pass's mode, for hysteresis (default\n"
@@ -156,9 +160,17 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     return o;
 }
 
+static bool bytes_cells; /* --bytes */
+
 static const char *size_cell(uint64_t v, char *buf, size_t n)
 {
-    return bm_present(v) ? bm_size_format(v, buf, n) : "-";
+    if (!bm_present(v))
+        return "-";
+    if (bytes_cells) {
+        snprintf(buf, n, "%" PRIu64, v);
+        return buf;
+    }
+    return bm_size_format(v, buf, n);
 }
 
 static const char *count_cell(uint64_t v, char *buf, size_t n)
@@ -187,14 +199,15 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
 
 /* Prints the table (every column, or cols[0..n_cols) when cols), with headings or not. */
 static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSummary *sum,
-                        const char *uri, const char *columns, bool headings)
+                        const char *uri, const char *columns, bool headings, bool raw)
 {
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
                                     "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
                                     "FPR",    "AUTODEFL"};
     _cleanup_(bm_table_freep) BmTable *t =
-        bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrrrrrrrrrrrrlll");
+        bm_table_new(BM_ARRAY_SIZE(headers), headers, "tlrrrrrrrrrrrrrlll");
+    bm_table_set_raw(t, raw);
     char b[32];
     for (size_t i = 0; i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
@@ -232,7 +245,7 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
             cols[n_cols] = n_cols;
     }
     bm_table_print_columns(t, stdout, cols, n_cols, headings);
-    for (size_t i = 0; headings && i < s->n_domains; i++) {
+    for (size_t i = 0; headings && !raw && i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
         const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
         char name[256];
@@ -363,7 +376,7 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
         } else {
             _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
             _cleanup_free_ char *path = NULL, *error = NULL;
-            if (bm_conn_lookup(conn, d->name, &dom) < 0) {
+            if (bm_conn_lookup_name(conn, d->name, &dom) < 0) {
                 bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
             } else {
                 bm_qmp_probe_balloon(dom, &fopts, &rep, &path, &error);
@@ -378,9 +391,9 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
     return cells;
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC, OPT_PROBE };
+    enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC, OPT_PROBE, OPT_RAW };
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"output", required_argument, NULL, 'o'},
@@ -389,15 +402,17 @@ static int run(const BmGlobal *g, int argc, char **argv)
         {"state", required_argument, NULL, OPT_STATE},
         {"proc", required_argument, NULL, OPT_PROC},
         {"probe", no_argument, NULL, OPT_PROBE},
+        {"bytes", no_argument, NULL, 'b'},
+        {"raw", no_argument, NULL, OPT_RAW},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
-    bool probe = false;
+    bool probe = false, raw = false;
     const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
-    const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = NULL;
+    const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = g->proc_dir;
     int c;
-    while ((c = getopt_long(argc, argv, "jo:p:h", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv, "jo:p:bh", opts)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'o': columns = optarg; break;
@@ -406,8 +421,10 @@ static int run(const BmGlobal *g, int argc, char **argv)
         case OPT_STATE: state_path = optarg; state_explicit = true; break;
         case OPT_PROC: proc_dir = optarg; break;
         case OPT_PROBE: probe = true; break;
+        case 'b': bytes_cells = true; break;
+        case OPT_RAW: raw = true; break;
         case 'h': bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_status, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
@@ -415,6 +432,10 @@ static int run(const BmGlobal *g, int argc, char **argv)
         char shown[256];
         bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
                   bm_error_detail(-EINVAL));
+        return BM_EXIT_USAGE;
+    }
+    if (json && (raw || bytes_cells)) {
+        bm_report("status", NULL, "--raw and --bytes are for the table, not --json (sizes are bytes there)");
         return BM_EXIT_USAGE;
     }
     if (columns && json) {
@@ -470,11 +491,11 @@ static int run(const BmGlobal *g, int argc, char **argv)
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
     } else {
-        if (headings) {
+        if (headings && !raw) {
             char line[512];
             puts(bm_summary_format(&summary, line, sizeof(line)));
         }
-        print_table(&snap, sg, &summary, g->uri, columns, headings);
+        print_table(&snap, sg, &summary, g->uri, columns, headings, raw);
     }
     bm_snapshot_clear(&snap);
     return BM_EXIT_OK;
@@ -482,9 +503,10 @@ static int run(const BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_status = {
     .name = "status",
+    .reads_host = true,
     .run = run,
-    .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--policy FILE]\n"
-                "             [--state FILE] [--proc DIR] [--probe]",
+    .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--bytes] [--raw]\n"
+                "             [--policy FILE] [--state FILE] [--proc DIR] [--probe]",
     .summary = "Show the host (memory, PSI, the policy's mode, reclaimed, overcommit, KSM) and each\n"
                "domain's memory: maximum, balloon, what the guest reports, host RSS.",
 };

@@ -135,7 +135,7 @@ static void print_table(const Result *res, size_t n)
     static const BmFeature cols[] = {BM_FEATURE_STATS, BM_FEATURE_DEFLATE_ON_OOM,
                                      BM_FEATURE_FREE_PAGE_HINT, BM_FEATURE_REPORTING,
                                      BM_FEATURE_PAGE_POISON};
-    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "lllllllll");
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llllllllw"); /* NOTE wraps */
     for (size_t i = 0; i < n; i++) {
         const BmFeatureReport *rep = &res[i].rep;
         const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];
@@ -202,7 +202,7 @@ typedef struct {
 } VerifyOptions;
 
 /* The options. Returns -1 to go on, or the exit status. */
-static int parse_options(int argc, char **argv, VerifyOptions *o)
+static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
 {
     static const struct option opts[] = {
         {"require", required_argument, NULL, 'r'},
@@ -212,7 +212,7 @@ static int parse_options(int argc, char **argv, VerifyOptions *o)
         {0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "r:jh", opts, NULL)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_verify, argc, argv, "r:jh", opts)) != -1) {
         switch (c) {
         case 'r':
             if (parse_require(optarg, &o->reqs, &o->n_reqs) < 0)
@@ -231,7 +231,7 @@ static int parse_options(int argc, char **argv, VerifyOptions *o)
         }
         case 'j': o->json = true; break;
         case 'h': bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
-        default: bm_verb_usage(&bm_verb_verify, options_help, stderr); return BM_EXIT_USAGE;
+        default: return BM_EXIT_USAGE; /* reported */
         }
     }
     return -1;
@@ -262,6 +262,8 @@ static int lookup_all(virConnectPtr conn, char **args, size_t n_args, char ***re
             bm_report("verify", names[i], "%s", bm_error_detail(r));
             return bm_exit_for(r);
         }
+        free(names[i]); /* given as an ID or UUID: its name from here on */
+        names[i] = bm_strdup(virDomainGetName((*ret_doms)[i]));
     }
     return -1;
 }
@@ -309,10 +311,10 @@ static void free_domains(virDomainPtr *doms)
     free(doms);
 }
 
-static int run(const BmGlobal *g, int argc, char **argv)
+static int run(BmGlobal *g, int argc, char **argv)
 {
     VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}, .uri = g->uri};
-    int ret = parse_options(argc, argv, &o);
+    int ret = parse_options(g, argc, argv, &o);
     _cleanup_free_ Requirement *reqs = o.reqs;
     if (ret >= 0)
         return ret;

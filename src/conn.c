@@ -1,6 +1,8 @@
 #include "conn.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,17 +106,54 @@ bool bm_conn_is_local(virConnectPtr conn)
     return sep && sep[3] == '/';
 }
 
+/* Whether s is a UUID as libvirt parses one: 32 hex digits, dashes between them. */
+static bool looks_like_uuid(const char *s)
+{
+    size_t digits = 0;
+    for (; *s; s++) {
+        if (isxdigit((unsigned char)*s))
+            digits++;
+        else if (*s != '-')
+            return false;
+    }
+    return digits == 32;
+}
+
+/* The domain of one way of looking it up: 1 and *ret, 0 when there is none that way, or the
+ * mapped -errno of another failure (the connection). */
+static int lookup_result(virDomainPtr d, virDomainPtr *ret)
+{
+    if (d) {
+        *ret = d;
+        return 1;
+    }
+    int r = bm_conn_error(NULL);
+    return r == -ENOENT || r == -EINVAL ? 0 : r;
+}
+
+int bm_conn_lookup_name(virConnectPtr conn, const char *name, virDomainPtr *ret_dom)
+{
+    int r = lookup_result(BM_LV(virDomainLookupByName)(conn, name), ret_dom);
+    if (r == 0)
+        return bm_error(-ENOENT, "no such domain");
+    return r < 0 ? r : 0;
+}
+
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom)
 {
-    virDomainPtr d = BM_LV(virDomainLookupByName)(conn, name);
-    if (!d) {
-        int r = bm_conn_error(NULL);
-        if (r == -ENOENT)
-            return bm_error(-ENOENT, "no such domain");
-        return r;
-    }
-    *ret_dom = d;
-    return 0;
+    int r = 0;
+    char *end = NULL;
+    errno = 0;
+    long id = isdigit((unsigned char)name[0]) ? strtol(name, &end, 10) : -1;
+    if (id >= 0 && !*end && !errno && id <= INT_MAX)
+        r = lookup_result(BM_LV(virDomainLookupByID)(conn, (int)id), ret_dom);
+    if (r == 0 && looks_like_uuid(name))
+        r = lookup_result(BM_LV(virDomainLookupByUUIDString)(conn, name), ret_dom);
+    if (r == 0)
+        r = lookup_result(BM_LV(virDomainLookupByName)(conn, name), ret_dom);
+    if (r == 0)
+        return bm_error(-ENOENT, "no domain with this name, ID or UUID");
+    return r < 0 ? r : 0;
 }
 
 void bm_strv_free(char **v)
@@ -127,6 +166,54 @@ void bm_strv_free(char **v)
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct {
+    char *name, *key;
+} NameKey;
+
+static int cmp_name_key(const void *a, const void *b)
+{
+    return strcmp(((const NameKey *)a)->name, ((const NameKey *)b)->name);
+}
+
+int bm_conn_list_keys(virConnectPtr conn, bool all, BmDomainKey key, char ***ret_keys)
+{
+    virDomainPtr *doms = NULL;
+    unsigned flags = VIR_CONNECT_LIST_DOMAINS_ACTIVE;
+    if (all)
+        flags |= VIR_CONNECT_LIST_DOMAINS_INACTIVE;
+    int n = BM_LV(virConnectListAllDomains)(conn, &doms, flags);
+    if (n < 0)
+        return bm_conn_error("cannot list domains");
+    NameKey *v = bm_malloc0(((size_t)n + 1) * sizeof(NameKey));
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        unsigned id = virDomainGetID(doms[i]);
+        if (key == BM_KEY_ID && id == (unsigned)-1) {
+            virDomainFree(doms[i]); /* not running: no ID */
+            continue;
+        }
+        v[k].name = bm_strdup(virDomainGetName(doms[i]));
+        if (key == BM_KEY_ID)
+            v[k].key = bm_asprintf("%u", id);
+        else if (key == BM_KEY_UUID)
+            v[k].key = bm_strdup(virDomainGetUUIDString(doms[i], uuid) == 0 ? uuid : "");
+        k++;
+        virDomainFree(doms[i]);
+    }
+    free(doms);
+    qsort(v, k, sizeof(NameKey), cmp_name_key);
+    char **keys = bm_malloc0((k + 1) * sizeof(char *));
+    for (size_t i = 0; i < k; i++) {
+        keys[i] = key == BM_KEY_NAME ? v[i].name : v[i].key;
+        if (key != BM_KEY_NAME)
+            free(v[i].name);
+    }
+    free(v);
+    *ret_keys = keys;
+    return (int)k;
 }
 
 int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names)

@@ -41,12 +41,25 @@ char *bm_conn_uri(virConnectPtr conn);
  * binaries are on this machine. */
 bool bm_conn_is_local(virConnectPtr conn);
 
-/* Looks a domain up by name. Returns 0 and *ret_dom (caller frees), -ENOENT if there is none. */
+/* Looks a domain up as virsh does: by ID when name is a number (running domains have one),
+ * then by UUID when it is one, then by name. Returns 0 and *ret_dom (caller frees), -ENOENT
+ * ("no domain with this name, ID or UUID") if none matches, or another -errno. */
 int bm_conn_lookup(virConnectPtr conn, const char *name, virDomainPtr *ret_dom);
+
+/* Looks a domain up by its name only (a name libvirt listed, which may look like an ID).
+ * Returns 0 and *ret_dom (caller frees), -ENOENT if there is none. */
+int bm_conn_lookup_name(virConnectPtr conn, const char *name, virDomainPtr *ret_dom);
 
 /* Names of the domains (active ones, or all with all), sorted, NULL-terminated. Returns the
  * count and *ret_names (free with bm_strv_free()), or -errno. */
 int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names);
+
+typedef enum { BM_KEY_NAME, BM_KEY_ID, BM_KEY_UUID } BmDomainKey;
+
+/* What identifies each domain (active ones, or all with all) as key says, in the order of
+ * their names, NULL-terminated: names, IDs (running domains only: others have none) or
+ * UUIDs. Returns the count and *ret_keys (free with bm_strv_free()), or -errno. */
+int bm_conn_list_keys(virConnectPtr conn, bool all, BmDomainKey key, char ***ret_keys);
 
 void bm_strv_free(char **v);
 DEFINE_CLEANUP(char **, bm_strv_free)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -45,8 +46,9 @@ typedef struct {
 } Tls;
 
 struct BmHttp {
-    struct MHD_Daemon *daemon;
-    int listen_fd;             /* ours; each daemon gets a dup() of it */
+    size_t n_listen;           /* addresses served: one, or each one a host name resolves to */
+    struct MHD_Daemon *daemon[BM_HTTP_LISTEN_MAX];
+    int listen_fd[BM_HTTP_LISTEN_MAX]; /* ours; each daemon gets a dup() of one */
     char *listen;              /* ADDR:PORT, for messages */
     Tls tls;                   /* of the running daemon */
     pthread_mutex_t lock;      /* metrics and auth */
@@ -71,24 +73,25 @@ static const char landing[] =
     "<h1>balloonmgr</h1><p>virtio-balloon memory management for libvirt.</p>"
     "<p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
 
-int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
+#define HOST_MAX 128
+
+/* Splits "HOST:PORT", "[IPv6]:PORT" or ":PORT" into host (HOST_MAX bytes; "" for ":PORT") and the
+ * port. Returns 0 or -EINVAL with the reason. */
+static int split_listen(const char *s, char *host, long *ret_port)
 {
-    struct sockaddr_storage *ss = ret_addr;
-    memset(ss, 0, sizeof(*ss));
-    char host[128];
     const char *port_s;
     if (!s || !*s)
         return bm_error(-EINVAL, "empty address");
     if (s[0] == '[') {
         const char *end = strchr(s, ']');
-        if (!end || end[1] != ':' || (size_t)(end - s - 1) >= sizeof(host))
+        if (!end || end[1] != ':' || (size_t)(end - s - 1) >= HOST_MAX)
             return bm_error(-EINVAL, "expected [IPv6]:PORT");
         memcpy(host, s + 1, (size_t)(end - s - 1));
         host[end - s - 1] = '\0';
         port_s = end + 2;
     } else {
         const char *colon = strrchr(s, ':');
-        if (!colon || (size_t)(colon - s) >= sizeof(host))
+        if (!colon || (size_t)(colon - s) >= HOST_MAX)
             return bm_error(-EINVAL, "expected ADDR:PORT or :PORT");
         memcpy(host, s, (size_t)(colon - s));
         host[colon - s] = '\0';
@@ -99,6 +102,19 @@ int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
     /* digits only: strtol() would take "+19727", " 19727" */
     if (!isdigit((unsigned char)port_s[0]) || *end || port < 1 || port > 65535)
         return bm_error(-EINVAL, "port '%s' is not a number from 1 to 65535", port_s);
+    *ret_port = port;
+    return 0;
+}
+
+int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
+{
+    struct sockaddr_storage *ss = ret_addr;
+    memset(ss, 0, sizeof(*ss));
+    char host[HOST_MAX];
+    long port;
+    int r = split_listen(s, host, &port);
+    if (r < 0)
+        return r;
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
     if (!host[0]) {
@@ -119,6 +135,67 @@ int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len)
         return bm_error(-EINVAL, "'%s' is not an IP address", host);
     }
     return 0;
+}
+
+int bm_http_resolve_listen(const char *s, BmListenAddrs *ret)
+{
+    *ret = (BmListenAddrs){0};
+    char host[HOST_MAX];
+    long port;
+    int r = split_listen(s, host, &port);
+    if (r < 0)
+        return r;
+    struct in6_addr a6;
+    struct in_addr a4;
+    if (!host[0] || inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1) {
+        r = bm_http_parse_listen(s, &ret->addr[0], &ret->len[0]);
+        ret->n = r == 0;
+        return r;
+    }
+    /* digits and dots are an IPv4 address, a ':' an IPv6 one: not names to look up */
+    if (strspn(host, "0123456789.") == strlen(host) || strchr(host, ':'))
+        return bm_error(-EINVAL, "'%s' is not an IP address", host);
+    /* a host name: every address it resolves to (localhost: 127.0.0.1 and ::1), once each */
+    char port_s[8];
+    snprintf(port_s, sizeof(port_s), "%ld", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV}, *res = NULL;
+    int g = getaddrinfo(host, port_s, &hints, &res);
+    if (g != 0)
+        return bm_error(-EINVAL, "cannot resolve '%s': %s", host,
+                        g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+    for (struct addrinfo *ai = res; ai && ret->n < BM_HTTP_LISTEN_MAX; ai = ai->ai_next) {
+        if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+            ai->ai_addrlen > sizeof(ret->addr[0]))
+            continue;
+        bool dup = false;
+        for (size_t i = 0; i < ret->n; i++)
+            dup |= ret->len[i] == ai->ai_addrlen && memcmp(&ret->addr[i], ai->ai_addr, ai->ai_addrlen) == 0;
+        if (dup)
+            continue;
+        memset(&ret->addr[ret->n], 0, sizeof(ret->addr[0]));
+        memcpy(&ret->addr[ret->n], ai->ai_addr, ai->ai_addrlen);
+        ret->len[ret->n++] = (unsigned)ai->ai_addrlen;
+    }
+    freeaddrinfo(res);
+    if (!ret->n)
+        return bm_error(-EINVAL, "'%s' resolves to no IPv4 or IPv6 address", host);
+    return 0;
+}
+
+void bm_http_format_addr(const void *addr, char *buf, size_t n)
+{
+    const struct sockaddr_storage *ss = addr;
+    char a[INET6_ADDRSTRLEN] = "?";
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = addr;
+        inet_ntop(AF_INET, &v4->sin_addr, a, sizeof(a));
+        snprintf(buf, n, "%s:%u", a, ntohs(v4->sin_port));
+    } else {
+        const struct sockaddr_in6 *v6 = addr;
+        inet_ntop(AF_INET6, &v6->sin6_addr, a, sizeof(a));
+        snprintf(buf, n, "[%s]:%u", a, ntohs(v6->sin6_port));
+    }
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
@@ -519,10 +596,11 @@ static void *watch(void *arg)
     return NULL;
 }
 
-/* A daemon serving on a dup() of h's socket with t. Returns it, or NULL with the reason. */
-static struct MHD_Daemon *start_daemon(BmHttp *h, const Tls *t)
+/* A daemon serving on a dup() of h's socket listen_fd with t. Returns it, or NULL with the
+ * reason. */
+static struct MHD_Daemon *start_daemon(BmHttp *h, int listen_fd, const Tls *t)
 {
-    int fd = fcntl(h->listen_fd, F_DUPFD_CLOEXEC, 3);
+    int fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 3);
     if (fd < 0) {
         bm_error(-errno, "cannot serve on %s: %s", h->listen, strerror(errno));
         return NULL;
@@ -620,9 +698,8 @@ static int prepare(const BmWebConfig *wc, BmBasicAuth **ret_auth)
 
 int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 {
-    struct sockaddr_storage addr;
-    unsigned len;
-    int r = bm_http_parse_listen(listen, &addr, &len);
+    BmListenAddrs addrs;
+    int r = bm_http_resolve_listen(listen, &addrs);
     if (r < 0)
         return bm_error_prefix(r, "--listen '%s'", listen);
     BmBasicAuth *auth = NULL;
@@ -630,7 +707,8 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
     if (r < 0)
         return r;
     BmHttp *h = bm_malloc0(sizeof(*h));
-    h->listen_fd = -1;
+    for (size_t i = 0; i < BM_HTTP_LISTEN_MAX; i++)
+        h->listen_fd[i] = -1;
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->log_lock, NULL);
     pthread_mutex_init(&h->conn_lock, NULL);
@@ -640,17 +718,32 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
     h->metrics = bm_strdup("");
     h->listen = bm_strdup(listen);
     h->auth = auth;
-    h->listen_fd = open_listener(&addr, len);
-    if (h->listen_fd < 0) {
-        r = h->listen_fd;
+    for (size_t i = 0; i < addrs.n; i++) {
+        int fd = open_listener(&addrs.addr[i], addrs.len[i]);
+        /* a name's address of a family this host lacks (::1 without IPv6) is left out */
+        if (fd < 0 && addrs.n > 1 && (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL))
+            continue;
+        if (fd < 0) {
+            char a[64];
+            bm_http_format_addr(&addrs.addr[i], a, sizeof(a));
+            bm_http_stop(h);
+            if (addrs.n > 1)
+                return bm_error(fd, "cannot listen on %s (%s): %s", listen, a, strerror(-fd));
+            return bm_error(fd, "cannot listen on %s: %s", listen, strerror(-fd));
+        }
+        h->listen_fd[h->n_listen++] = fd;
+    }
+    if (!h->n_listen) {
         bm_http_stop(h);
-        return bm_error(r, "cannot listen on %s: %s", listen, strerror(-r));
+        return bm_error(-EADDRNOTAVAIL, "cannot listen on %s: none of its addresses is this host's", listen);
     }
     tls_from_config(wc, &h->tls);
-    h->daemon = start_daemon(h, &h->tls);
-    if (!h->daemon) {
-        bm_http_stop(h);
-        return -EIO;
+    for (size_t i = 0; i < h->n_listen; i++) {
+        h->daemon[i] = start_daemon(h, h->listen_fd[i], &h->tls);
+        if (!h->daemon[i]) {
+            bm_http_stop(h);
+            return -EIO;
+        }
     }
     *ret = h;
     return 0;
@@ -666,16 +759,23 @@ int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted)
     Tls t;
     tls_from_config(wc, &t);
     if (!tls_same(&t, &h->tls)) {
-        /* a second daemon on the same socket: connections keep being accepted (by either)
+        /* a second daemon on each socket: connections keep being accepted (by either)
          * until the old one stops; in-flight requests of the old one are cut */
-        struct MHD_Daemon *d = start_daemon(h, &t);
-        if (!d) {
-            tls_clear(&t);
-            bm_basic_auth_unref(auth);
-            return -EIO;
+        struct MHD_Daemon *d[BM_HTTP_LISTEN_MAX] = {0};
+        for (size_t i = 0; i < h->n_listen; i++) {
+            d[i] = start_daemon(h, h->listen_fd[i], &t);
+            if (!d[i]) {
+                for (size_t k = 0; k < i; k++)
+                    MHD_stop_daemon(d[k]);
+                tls_clear(&t);
+                bm_basic_auth_unref(auth);
+                return -EIO;
+            }
         }
-        MHD_stop_daemon(h->daemon); /* with MHD_USE_ITC, it leaves the socket listening */
-        h->daemon = d;
+        for (size_t i = 0; i < h->n_listen; i++) {
+            MHD_stop_daemon(h->daemon[i]); /* with MHD_USE_ITC, it leaves the socket listening */
+            h->daemon[i] = d[i];
+        }
         tls_clear(&h->tls);
         h->tls = t;
         *ret_restarted = true;
@@ -688,6 +788,21 @@ int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted)
     pthread_mutex_unlock(&h->lock);
     bm_basic_auth_unref(old);
     return 0;
+}
+
+const char *bm_http_addresses(const BmHttp *h, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < h->n_listen && o < n; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        char a[64] = "?";
+        if (getsockname(h->listen_fd[i], (struct sockaddr *)&ss, &len) == 0)
+            bm_http_format_addr(&ss, a, sizeof(a));
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", a);
+    }
+    return buf;
 }
 
 bool bm_http_tls(const BmHttp *h)
@@ -716,8 +831,9 @@ void bm_http_stop(BmHttp *h)
     if (!h)
         return;
     bm_basic_auth_shutdown(); /* connections waiting for a bcrypt check fail at once */
-    if (h->daemon)
-        MHD_stop_daemon(h->daemon);
+    for (size_t i = 0; i < BM_HTTP_LISTEN_MAX; i++)
+        if (h->daemon[i])
+            MHD_stop_daemon(h->daemon[i]);
     if (h->watching) {
         pthread_mutex_lock(&h->watch_lock);
         h->watch_stop = true;
@@ -728,8 +844,9 @@ void bm_http_stop(BmHttp *h)
     pthread_mutex_destroy(&h->conn_lock);
     pthread_mutex_destroy(&h->watch_lock);
     pthread_cond_destroy(&h->watch_cond);
-    if (h->listen_fd >= 0)
-        close(h->listen_fd);
+    for (size_t i = 0; i < BM_HTTP_LISTEN_MAX; i++)
+        if (h->listen_fd[i] >= 0)
+            close(h->listen_fd[i]);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->log_lock);
     bm_basic_auth_unref(h->auth);

@@ -2,6 +2,9 @@
  * a scrape never calls libvirt. A web config (webconfig.h) adds TLS and basic auth. */
 #pragma once
 
+#include <stddef.h>
+#include <sys/socket.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,7 +31,26 @@ typedef struct BmHttp BmHttp;
  * ret_addr (struct sockaddr_storage) / *ret_len, or -EINVAL with the reason. */
 int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len);
 
-/* Starts serving on listen, with the TLS and users of wc (loaded by bm_webconfig_load(); NULL:
+/* At most this many addresses are served for one --listen (a host name's addresses). */
+#define BM_HTTP_LISTEN_MAX 8
+
+typedef struct {
+    struct sockaddr_storage addr[BM_HTTP_LISTEN_MAX];
+    unsigned len[BM_HTTP_LISTEN_MAX];
+    size_t n;
+} BmListenAddrs;
+
+/* What --listen / --web.listen-address names, as Prometheus exporters take it: an address as
+ * bm_http_parse_listen() takes it, or "HOST:PORT" with a host name (getaddrinfo(3):
+ * "localhost:9736" is 127.0.0.1 and ::1), each of its IPv4 and IPv6 addresses once, at most
+ * BM_HTTP_LISTEN_MAX. Returns 0 and *ret, or -EINVAL with the reason (a name that does not
+ * resolve: getaddrinfo's). */
+int bm_http_resolve_listen(const char *s, BmListenAddrs *ret);
+
+/* "127.0.0.1:9736" or "[::1]:9736" of a struct sockaddr_storage, into buf (size n). */
+void bm_http_format_addr(const void *addr, char *buf, size_t n);
+
+/* Starts serving on listen (bm_http_resolve_listen(): every address of a host name), with the TLS and users of wc (loaded by bm_webconfig_load(); NULL:
  * plain HTTP, no auth). With users, every path answers 401 with WWW-Authenticate: Basic
  * realm="balloonmgr" to requests without their credentials. Returns 0 and *ret, or -errno
  * with the reason: -EINVAL bad listen address, -ENOTSUP libmicrohttpd without TLS or basic
@@ -41,6 +63,9 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret);
  * connections are cut). Returns 0, or -errno with the reason, and then nothing changed. Call
  * from one thread at a time. */
 int bm_http_reconfigure(BmHttp *h, const BmWebConfig *wc, bool *ret_restarted);
+
+/* The addresses it listens on, "127.0.0.1:9736, [::1]:9736", into buf (size n). Returns buf. */
+const char *bm_http_addresses(const BmHttp *h, char *buf, size_t n);
 
 /* Whether it serves HTTPS. */
 bool bm_http_tls(const BmHttp *h);

@@ -8,9 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION /* CODE_FILE=log.c says nothing */
+#include <systemd/sd-journal.h>
 #include <unistd.h>
 
 #include "progress.h"
+#include "size.h"
 #include "util.h"
 
 bool bm_log_to_journal(void)
@@ -33,12 +37,62 @@ bool bm_log_to_journal(void)
     return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-/* Writes text (without a final newline) as lines with the prefix, in one fwrite. */
+/* journald's native socket (sd_journal_sendv() sends there) */
+#define JOURNAL_SOCKET "/run/systemd/journal/socket"
+
+/* The message of a line in the journal: without the "balloonmgr: " that SYSLOG_IDENTIFIER says. */
+static const char *journal_message(const char *line)
+{
+    return strncmp(line, "balloonmgr: ", 12) == 0 ? line + 12 : line;
+}
+
+/* Sends one record to the journal (sd-journal's native protocol): MESSAGE, PRIORITY,
+ * SYSLOG_IDENTIFIER, MESSAGE_ID when message_id, and the n_fields "NAME=value" fields.
+ * Returns 0 or -errno (no journal socket: the caller writes the line to stderr). */
+static int journal_send(int prio, const char *message_id, const char *message,
+                        char *const *fields, size_t n_fields)
+{
+    char prio_field[16], id_field[48];
+    _cleanup_free_ char *msg_field = bm_asprintf("MESSAGE=%s", message);
+    snprintf(prio_field, sizeof(prio_field), "PRIORITY=%d", prio & LOG_PRIMASK);
+    struct iovec iov[8 + 16];
+    size_t n = 0;
+    iov[n++] = (struct iovec){msg_field, strlen(msg_field)};
+    iov[n++] = (struct iovec){prio_field, strlen(prio_field)};
+    iov[n++] = (struct iovec){(char *)"SYSLOG_IDENTIFIER=balloonmgr", 28};
+    if (message_id) {
+        snprintf(id_field, sizeof(id_field), "MESSAGE_ID=%s", message_id);
+        iov[n++] = (struct iovec){id_field, strlen(id_field)};
+    }
+    for (size_t i = 0; i < n_fields && n < BM_ARRAY_SIZE(iov); i++)
+        iov[n++] = (struct iovec){fields[i], strlen(fields[i])};
+    /* sd-journal drops records silently when journald's socket is missing: look first */
+    struct stat st;
+    if (stat(JOURNAL_SOCKET, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return -ENOENT;
+    return sd_journal_sendv(iov, (int)n);
+}
+
+/* Writes text (without a final newline) as lines: to the journal when stderr is the journal
+ * (one record a line; errors with BM_LOG_ID_ERROR), else to stderr, in one fwrite, with the
+ * "<N>" prefix when stderr is the journal but its native socket cannot be used. */
 static void emit(int prio, const char *text)
 {
     char prefix[8] = "";
-    if (bm_log_to_journal())
+    bool journal = bm_log_to_journal();
+    if (journal) {
+        int r = 0;
+        for (const char *line = text; *line && r >= 0;) {
+            const char *nl = strchr(line, '\n');
+            _cleanup_free_ char *one = bm_asprintf("%.*s", (int)(nl ? (size_t)(nl - line) : strlen(line)), line);
+            r = journal_send(prio, (prio & LOG_PRIMASK) <= LOG_ERR ? BM_LOG_ID_ERROR : NULL,
+                             journal_message(one), NULL, 0);
+            line = nl ? nl + 1 : line + strlen(line);
+        }
+        if (r >= 0)
+            return;
         snprintf(prefix, sizeof(prefix), "<%d>", prio & LOG_PRIMASK);
+    }
     size_t lines = 1;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
@@ -92,13 +146,50 @@ const char *bm_log_format_change(const char *domain, const BmChange *c, char *bu
 void bm_log_change(const char *domain, const BmChange *c)
 {
     char buf[1024];
-    bm_log(c->outcome == BM_CHANGE_REACHED ? LOG_NOTICE : LOG_WARNING, "balloonmgr: %s",
-           bm_log_format_change(domain, c, buf, sizeof(buf)));
+    int prio = c->outcome == BM_CHANGE_REACHED ? LOG_NOTICE : LOG_WARNING;
+    if (bm_log_to_journal()) {
+        /* the identifiers are fields; the message says what happened */
+        char name[512], from[32], target[32], reached[32];
+        const char *dir = bm_change_direction(c->from_bytes, c->target_bytes);
+        const char *outcome = bm_change_outcome_name(c->outcome);
+        bm_printable(domain, name, sizeof(name));
+        _cleanup_free_ char *msg = bm_asprintf(
+            "%s: %s from %s to %s: %s %s after %.3f s", name, dir,
+            bm_size_format(c->from_bytes, from, sizeof(from)),
+            bm_size_format(c->target_bytes, target, sizeof(target)), outcome,
+            bm_size_format(c->reached_bytes, reached, sizeof(reached)), c->duration_ns / 1e9);
+        char *f[] = {bm_asprintf("BALLOONMGR_DOMAIN=%s", domain),
+                     bm_asprintf("BALLOONMGR_DIRECTION=%s", dir),
+                     bm_asprintf("BALLOONMGR_OUTCOME=%s", outcome),
+                     bm_asprintf("BALLOONMGR_FROM_BYTES=%" PRIu64, c->from_bytes),
+                     bm_asprintf("BALLOONMGR_TARGET_BYTES=%" PRIu64, c->target_bytes),
+                     bm_asprintf("BALLOONMGR_REACHED_BYTES=%" PRIu64, c->reached_bytes),
+                     bm_asprintf("BALLOONMGR_DURATION_S=%.3f", c->duration_ns / 1e9)};
+        int r = journal_send(prio, BM_LOG_ID_CHANGE, msg, f, BM_ARRAY_SIZE(f));
+        for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
+            free(f[i]);
+        if (r >= 0)
+            return;
+    }
+    bm_log(prio, "balloonmgr: %s", bm_log_format_change(domain, c, buf, sizeof(buf)));
 }
 
 void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason)
 {
     char r[512];
+    bm_printable(reason ? reason : "", r, sizeof(r));
+    if (bm_log_to_journal()) {
+        _cleanup_free_ char *msg = bm_asprintf("host mode %s -> %s: %s", bm_host_mode_name(from),
+                                               bm_host_mode_name(to), r);
+        char *f[] = {bm_asprintf("BALLOONMGR_MODE_FROM=%s", bm_host_mode_name(from)),
+                     bm_asprintf("BALLOONMGR_MODE=%s", bm_host_mode_name(to)),
+                     bm_asprintf("BALLOONMGR_REASON=%s", reason ? reason : "")};
+        int ret = journal_send(LOG_NOTICE, BM_LOG_ID_MODE, msg, f, BM_ARRAY_SIZE(f));
+        for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
+            free(f[i]);
+        if (ret >= 0)
+            return;
+    }
     bm_log(LOG_NOTICE, "balloonmgr: mode from=%s to=%s reason='%s'", bm_host_mode_name(from),
-           bm_host_mode_name(to), bm_printable(reason ? reason : "", r, sizeof(r)));
+           bm_host_mode_name(to), r);
 }

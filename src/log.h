@@ -1,8 +1,13 @@
-/* Log lines on stderr with their priority, and the records of what the policy loop did.
- * When stderr is the journal (systemd sets JOURNAL_STREAM to the "DEVICE:INODE" of the stream
- * it connected to stdout/stderr; systemd.exec(5)), every line starts with "<N>", the syslog
- * priority that journald reads (sd-daemon(3)), so `journalctl -p warning` shows only
- * problems; elsewhere lines are printed as they are. */
+/* Log lines with their priority, and the records of what the policy loop did. When stderr
+ * is the journal (systemd sets JOURNAL_STREAM to the "DEVICE:INODE" of the stream it
+ * connected to stdout/stderr; systemd.exec(5)), every line is a journal record sent with
+ * sd-journal (sd_journal_send(3)): PRIORITY (`journalctl -p warning` shows only problems),
+ * SYSLOG_IDENTIFIER=balloonmgr, a MESSAGE_ID per kind of record (BM_LOG_ID_*) and for a
+ * change BALLOONMGR_DOMAIN, _DIRECTION, _OUTCOME, _FROM_BYTES, _TARGET_BYTES,
+ * _REACHED_BYTES, _DURATION_S (`journalctl BALLOONMGR_DOMAIN=web1`); for a mode change
+ * BALLOONMGR_MODE_FROM, _MODE, _REASON. Should the journal's socket not take it, the line
+ * goes to the stream with a "<N>" prefix (sd-daemon(3)). Elsewhere lines are printed as they
+ * are. */
 #pragma once
 
 #include <stdbool.h>
@@ -10,6 +15,12 @@
 #include <syslog.h> /* LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG */
 
 #include "balloon.h"
+
+/* MESSAGE_ID of the journal records (`journalctl MESSAGE_ID=...`): a balloon change that
+ * ended, a change of the host's mode, an error (LOG_ERR and worse). */
+#define BM_LOG_ID_CHANGE "3ba2784d5db84fee9b552b0a796039b4"
+#define BM_LOG_ID_MODE "8f562104ddb4427b81a1019ee7c29548"
+#define BM_LOG_ID_ERROR "08f0feab6db641d4ae9c86b7f29d1225"
 #include "policy-eval.h"
 
 /* Whether stderr is the journal's stream: $JOURNAL_STREAM is "DEV:INO" and matches fstat() of

@@ -18,17 +18,19 @@ static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_s
 
 static void usage(FILE *f)
 {
-    fputs("Usage: balloonmgr [-c URI] [-r] VERB [OPTIONS] [ARGS]\n\n"
+    fputs("Usage: balloonmgr [-c URI] [-r] [--proc DIR] VERB [OPTIONS] [ARGS]\n\n"
           "Manage virtio-balloon memory of libvirt domains.\n\n"
           "Verbs:\n",
           f);
     for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
         fprintf(f, "  %s\n", verbs[i]->synopsis);
-    fputs("\nGlobal options:\n"
+    fputs("\nGlobal options (-c and -r also after the verb; verify's -r is its --require):\n"
           "  -c, --connect URI  libvirt connection URI (default: $BALLOONMGR_URI, else\n"
           "                     libvirt's default)\n"
           "  -r, --readonly     monitoring only: libvirt's read-only socket; verbs that\n"
           "                     change domains are refused, the agent only exports\n"
+          "      --proc DIR     for status, run and agent: read host memory from DIR\n"
+          "                     instead of /proc (as their own --proc)\n"
           "  -h, --help         show this help ('balloonmgr VERB --help' for a verb)\n"
           "  -V, --version      print the version\n"
           "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met.\n"
@@ -38,29 +40,36 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    enum { OPT_PROC = 0x100 };
     static const struct option opts[] = {
         {"connect", required_argument, NULL, 'c'},
         {"readonly", no_argument, NULL, 'r'},
+        {"proc", required_argument, NULL, OPT_PROC},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
     };
-    const char *uri = NULL;
+    const char *uri = NULL, *proc_dir = NULL;
     bool readonly = false;
     int c;
-    /* getopt names argv[0] in its messages: make them "balloonmgr: ..." like ours */
     argv[0] = (char *)"balloonmgr";
-    while ((c = getopt_long(argc, argv, "+c:rhV", opts, NULL)) != -1) {
+    opterr = 0; /* one line of ours instead of getopt's and the usage */
+    while ((c = getopt_long(argc, argv, "+:c:rhV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': uri = optarg; break;
         case 'r': readonly = true; break;
+        case OPT_PROC: proc_dir = optarg; break;
         case 'h': usage(stdout); return BM_EXIT_OK;
         case 'V': puts("balloonmgr " BM_VERSION); return BM_EXIT_OK;
-        default: usage(stderr); return BM_EXIT_USAGE;
+        default: bm_cli_bad_option(NULL, argv, opts, c); return BM_EXIT_USAGE;
         }
     }
     if (optind >= argc) {
-        usage(stderr);
+        char names[128] = "";
+        for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+                     verbs[i]->name);
+        bm_report(NULL, NULL, "expected a verb: %s (see 'balloonmgr --help')", names);
         return BM_EXIT_USAGE;
     }
     if (uri && !*uri) {
@@ -77,19 +86,21 @@ int main(int argc, char **argv)
         return BM_EXIT_USAGE;
     }
 
+    if (proc_dir && !verb->reads_host) {
+        bm_report(verb->name, NULL, "--proc: '%s' reads no host memory (see 'balloonmgr %s --help')",
+                  verb->name, verb->name);
+        return BM_EXIT_USAGE;
+    }
+
     bm_domxml_init();
     int r = bm_conn_init();
     if (r < 0) {
         bm_report(NULL, NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    BmGlobal g = {.uri = bm_conn_default_uri(uri), .readonly = readonly};
+    BmGlobal g = {.uri = bm_conn_default_uri(uri), .readonly = readonly, .proc_dir = proc_dir};
     int vargc = argc - optind;
     char **vargv = argv + optind;
-    /* and "balloonmgr: VERB: unrecognized option '--x'" for a verb's options */
-    static char prog[64];
-    snprintf(prog, sizeof(prog), "balloonmgr: %s", verb->name);
-    vargv[0] = prog;
     optind = 0; /* restart getopt for the verb (0 also resets GNU getopt's state) */
     return verb->run(&g, vargc, vargv);
 }

@@ -111,6 +111,12 @@ int bm_size_parse(const char *s, const BmSizeContext *ctx, uint64_t *ret_bytes)
         s++;
     }
 
+    /* "-1" would be 1 KiB, which nobody means: a relative change says its unit */
+    if (sign && *s && strspn(s, "0123456789.") == strlen(s))
+        return bm_error(-EINVAL, "a relative size needs a unit: '%c%s' would be %s KiB (a bare "
+                        "number is KiB); write '%c%sK' for that, or '%c%sM', '%c%sG'",
+                        sign > 0 ? '+' : '-', s, s, sign > 0 ? '+' : '-', s, sign > 0 ? '+' : '-', s,
+                        sign > 0 ? '+' : '-', s);
     uint64_t magnitude;
     int r = parse_magnitude(s, 1024, ctx != NULL, ctx ? ctx->max_bytes : 0, &magnitude);
     if (r < 0)

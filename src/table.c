@@ -2,6 +2,7 @@
 #include "table.h"
 
 #include <errno.h>
+#include <libsmartcols/libsmartcols.h>
 #include <stdarg.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +14,7 @@ struct BmTable {
     char **cells; /* header row first, row-major */
     size_t n_cells;
     char *align;
+    bool raw;
 };
 
 BmTable *bm_table_new(size_t n, const char *const *headers, const char *align)
@@ -37,30 +39,39 @@ void bm_table_cell(BmTable *t, const char *fmt, ...)
     t->cells[t->n_cells++] = s ? s : bm_strdup("");
 }
 
+void bm_table_set_raw(BmTable *t, bool raw)
+{
+    t->raw = raw;
+}
+
+DEFINE_CLEANUP(struct libscols_table *, scols_unref_table)
+
 void bm_table_print_columns(const BmTable *t, FILE *f, const size_t *cols, size_t n, bool headings)
 {
-    _cleanup_free_ size_t *width = bm_malloc0((n + 1) * sizeof(size_t));
+    _cleanup_(scols_unref_tablep) struct libscols_table *tb = scols_new_table();
+    if (!tb)
+        return;
+    scols_table_set_stream(tb, f);
+    scols_table_enable_noheadings(tb, !headings);
+    if (t->raw)
+        scols_table_enable_raw(tb, 1); /* one space between fields, blanks in them as \x20 */
+    else
+        scols_table_set_column_separator(tb, "  ");
+    size_t n_align = strlen(t->align);
+    for (size_t k = 0; k < n; k++) {
+        char a = cols[k] < n_align ? t->align[cols[k]] : 'l';
+        int flags = a == 'r' ? SCOLS_FL_RIGHT : a == 't' ? SCOLS_FL_TRUNC : a == 'w' ? SCOLS_FL_WRAP : 0;
+        /* without headings the names take no width (as before: the widths fit what is shown) */
+        if (!scols_table_new_column(tb, headings ? t->cells[cols[k]] : "", 0, flags))
+            return;
+    }
     size_t n_rows = t->n_cells / t->n_cols;
-    for (size_t row = headings ? 0 : 1; row < n_rows; row++)
-        for (size_t k = 0; k < n; k++) {
-            size_t len = strlen(t->cells[row * t->n_cols + cols[k]]);
-            if (len > width[k])
-                width[k] = len;
-        }
-    for (size_t row = headings ? 0 : 1; row < n_rows; row++)
-        for (size_t k = 0; k < n; k++) {
-            size_t c = cols[k];
-            const char *cell = t->cells[row * t->n_cols + c];
-            bool last = k + 1 == n;
-            bool right = c < strlen(t->align) && t->align[c] == 'r';
-            if (right)
-                fprintf(f, "%*s", (int)width[k], cell);
-            else if (last)
-                fputs(cell, f);
-            else
-                fprintf(f, "%-*s", (int)width[k], cell);
-            fputs(last ? "\n" : "  ", f);
-        }
+    for (size_t row = 1; row < n_rows; row++) {
+        struct libscols_line *ln = scols_table_new_line(tb, NULL);
+        for (size_t k = 0; ln && k < n; k++)
+            scols_line_set_data(ln, k, t->cells[row * t->n_cols + cols[k]]);
+    }
+    scols_print_table(tb);
 }
 
 void bm_table_print(const BmTable *t, FILE *f)

@@ -1,4 +1,7 @@
-/* Column-aligned text tables for the verbs' human output. Pure apart from the final print. */
+/* Text tables for the verbs' output, printed by libsmartcols (util-linux's tables, as lsblk
+ * and findmnt print them): aligned, fit to the terminal's width on a terminal (columns marked
+ * 't' truncated, 'w' wrapped) and as they are elsewhere; or raw for scripts. Pure apart from
+ * the final print. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,14 +12,20 @@
 
 typedef struct BmTable BmTable;
 
-/* A table with n columns; headers[i] names column i; align[i] is 'l' or 'r'.
- * The table keeps its own copies. */
+/* A table with n columns; headers[i] names column i; align[i] is 'l' (left), 'r' (right),
+ * 't' (left, truncated when the table is wider than the terminal) or 'w' (left, wrapped
+ * then). The table keeps its own copies. */
 BmTable *bm_table_new(size_t n, const char *const *headers, const char *align);
 
 /* Appends a cell (printf-style) to the current row; a full row starts the next one. */
 void bm_table_cell(BmTable *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Prints the header and the rows, columns separated by two spaces. */
+/* Raw output (--raw): no alignment, fields separated by one space, a blank or a
+ * backslash in a field written \x20 or \x5c (so "shut off" stays one field), one row a
+ * line. */
+void bm_table_set_raw(BmTable *t, bool raw);
+
+/* Prints the header and the rows: columns separated by two spaces (one in raw mode). */
 void bm_table_print(const BmTable *t, FILE *f);
 
 /* Prints the columns cols[0..n) in that order (indices as in bm_table_new()), with the header

@@ -127,7 +127,7 @@ expect 0 "" -- -c "$DEMO" status --output RECLAIMED,NAME --no-headings web1 db1
 expect 2 "status: --output 'NAME,BOGUS': unknown column 'BOGUS' (columns: NAME,STATE,MAXIMUM," -- -c "$DEMO" status -o NAME,BOGUS
 expect 2 "status: --output 'NAME,': expected column names separated by commas" -- -c "$DEMO" status -o NAME,
 expect 2 "status: --output is for the table, not --json" -- -c "$DEMO" status -o NAME --json
-expect 2 "status: 'nope': no such domain" -- -c "$DEMO" status web1 nope
+expect 2 "status: 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" status web1 nope
 
 # --- set: sizes
 expect 2 "set 'test': size '12X': unknown unit 'X'" -- -c test:///default set test 12X
@@ -137,8 +137,8 @@ expect 2 "set 'test': size '0': must be greater than 0" -- -c test:///default se
 expect 2 "set 'test': size '99999999999999999999': too large" -- -c test:///default set test 99999999999999999999
 expect 2 "set 'test': size 'abc': not a number" -- -c test:///default set test abc
 expect 2 "set 'test': size '1.5 G': contains white space" -- -c test:///default set test "1.5 G"
-expect 2 "set 'nope': no such domain" -- -c test:///default set nope 1G
-expect 2 "set 'bad\\x0aname': no such domain" -- -c test:///default set "bad
+expect 2 "set 'nope': no domain with this name, ID or UUID" -- -c test:///default set nope 1G
+expect 2 "set 'bad\\x0aname': no domain with this name, ID or UUID" -- -c test:///default set "bad
 name" 1G
 expect 1 "set 'batch1': domain is not running" -- -c "$DEMO" set batch1 1G
 expect 2 "expected DOMAIN and SIZE" -- -c test:///default set test
@@ -183,7 +183,7 @@ expect 3 "verify 'web1': sg is unknown: libvirt driver without QEMU monitor" -- 
 expect 3 "verify 'batch1': ioeventfd is unknown: domain not running" -- -c "$DEMO" verify batch1 --require ioeventfd
 expect 2 "verify: --require 'fast': unknown feature" -- -c "$DEMO" verify --require sg,fast
 expect 2 "verify: --sg-bit '64': expected a bit number" -- -c "$DEMO" verify --sg-bit=64
-expect 2 "verify 'nope': no such domain" -- -c "$DEMO" verify web1 nope
+expect 2 "verify 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" verify web1 nope
 [ ! -s "$out" ]; ok $? "  and prints no table"
 expect 0 "" -- -c "$FPRHOST" verify --json
 jq -e '[.domains[] | [.name, .features.reporting.configured, .features.deflate_on_oom.configured, .features.reporting.state]] == [["both1",true,true,"unknown"],["doom1",false,true,"unknown"],["fpr1",true,false,"unknown"],["none1",null,null,"unknown"],["plain1",false,false,"unknown"]]' "$out" >/dev/null
@@ -212,7 +212,7 @@ expect 2 "configure 'web1': device settings cannot change live" -- -c "$DEMO" co
 expect 2 "configure: --sg 'maybe': expected on or off" -- -c "$DEMO" configure web1 --sg maybe
 expect 2 "configure: --stats-period '-1': expected seconds" -- -c "$DEMO" configure web1 --stats-period=-1
 expect 2 "configure 'web1': nothing to change" -- -c "$DEMO" configure web1
-expect 2 "configure 'nope': no such domain" -- -c "$DEMO" configure nope --autodeflate on
+expect 2 "configure 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" configure nope --autodeflate on
 expect 1 "configure 'batch1': --live: domain is not running" -- -c "$DEMO" configure batch1 --stats-period 2 --live
 expect 3 "configure 'web1': --sg is a QEMU device property and this domain has no QEMU (libvirt driver 'TEST': domain XML names no <emulator>); nothing changed" -- -c "$DEMO" configure web1 --sg on
 [ ! -s "$out" ]; ok $? "  and changes nothing"

@@ -24,7 +24,7 @@ static const struct {
     {"0.5G", GiB / 2},            {"8G", 8 * GiB},        {"50%", 4 * GiB},
     {"100%", 8 * GiB},            {"12.5%", GiB},         {"+1G", 3 * GiB},
     {"-1G", GiB},                 {"+10%", 2 * GiB + (8 * GiB) / 10},
-    {"-1048576", GiB},            {"+0.5G", 2 * GiB + GiB / 2}, {"1024b", 1024},
+    {"-1048576K", GiB},            {"+0.5G", 2 * GiB + GiB / 2}, {"1024b", 1024},
 };
 
 static const struct {
@@ -40,6 +40,10 @@ static const struct {
     {"M", -EINVAL, "not a number"},
     {".", -EINVAL, "not a number"},
     {"--1G", -EINVAL, "sign not allowed here"},
+    /* issue 23: "set test -1" took 1 KiB; a relative change says its unit */
+    {"-1", -EINVAL, "a relative size needs a unit: '-1' would be 1 KiB (a bare number is KiB); write '-1K' for that, or '-1M', '-1G'"},
+    {"+512", -EINVAL, "a relative size needs a unit: '+512' would be 512 KiB (a bare number is KiB); write '+512K' for that, or '+512M', '+512G'"},
+    {"-1048576", -EINVAL, "a relative size needs a unit: '-1048576' would be 1048576 KiB (a bare number is KiB); write '-1048576K' for that, or '-1048576M', '-1048576G'"},
     {"+-1G", -EINVAL, "sign not allowed here"},
     {"0", -ERANGE, "must be greater than 0"},
     {"0G", -ERANGE, "must be greater than 0"},

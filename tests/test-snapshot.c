@@ -87,7 +87,7 @@ static void test_unknown_name(virConnectPtr conn)
     bm_error_clear();
     int r = bm_snapshot_take(conn, bad, 0, &s);
     ok(r == -ENOENT, "unknown name gives -ENOENT");
-    is_str(bm_error_detail(r), "'no-such-vm': no such domain", "and names the domain");
+    is_str(bm_error_detail(r), "'no-such-vm': no domain with this name, ID or UUID", "and names the domain");
     ok(s.domains == NULL && s.n_domains == 0, "and no half snapshot");
     bm_snapshot_clear(&s);
     bm_snapshot_clear(NULL);

@@ -90,9 +90,9 @@ for d in textfile push; do
     rm -r "$tmp/units/balloonmgr-policy.service.d"
 done
 # what the drop-ins open, and only that
-grep -q '^ReadWritePaths=-/var/lib/node_exporter/textfile$' "$dir/textfile.conf" &&
-    grep -q -- '--textfile /var/lib/node_exporter/textfile' "$dir/textfile.conf"
-ok $? "textfile drop-in: --textfile and the one directory it writes"
+grep -q '^ReadWritePaths=-/var/lib/prometheus/node-exporter$' "$dir/textfile.conf" &&
+    grep -q -- '--textfile /var/lib/prometheus/node-exporter' "$dir/textfile.conf"
+ok $? "textfile drop-in: --textfile and the one directory it writes, Debian's node_exporter's (-Dtextfiledir default)"
 grep -q '^IPAddressAllow=' "$dir/push.conf" && grep -q -- '--push http' "$dir/push.conf" &&
     ! grep -q '^IPAddressDeny=$' "$dir/push.conf"
 ok $? "push drop-in: --push and an IPAddressAllow= for the Pushgateway, IPAddressDeny=any kept"

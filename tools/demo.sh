@@ -12,4 +12,4 @@ state=$(mktemp -d)
 trap 'rm -rf "$state"' EXIT
 run() { echo "\$ balloonmgr $*"; build/src/balloonmgr "$@"; echo; }
 run -c "$uri" status
-run -c "$uri" run --once --policy demo/demo.policy --proc demo/proc --state "$state/state.json"
+run -c "$uri" run --once --table --policy demo/demo.policy --proc demo/proc --state "$state/state.json"

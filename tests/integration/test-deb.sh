@@ -2,11 +2,15 @@
 # test-deb: the Debian package, built and installed on this machine.
 #
 # Builds balloonmgr_*.deb with `dpkg-buildpackage -us -uc -b` from a copy of the source (the
-# checkout stays clean), checks lintian reports no error, installs it with apt-get, runs the
-# installed /usr/bin/balloonmgr against libvirt's test driver, checks every file is in place
-# (binary, units, conffile policy, man pages, completion), that balloonmgr.service is enabled
-# and nothing was started, then removes the package (the policy, a conffile, stays) and purges
-# it (nothing left: files, unit symlinks, state).
+# checkout stays clean), checks lintian reports no error, installs it with apt-get beside
+# Debian's prometheus-node-exporter, runs the installed /usr/bin/balloonmgr against libvirt's
+# test driver, checks every file is in place (binary, units, conffile policy, man pages,
+# completion), that balloonmgr.service is enabled and nothing was started; enables the
+# textfile drop-in, runs the policy service's command line (on the test driver) and checks
+# that node_exporter (started here on a free loopback port) serves balloonmgr_* series from
+# its own textfile directory; then removes the package (the policy, a conffile, stays) and
+# purges it (nothing left: files, unit symlinks, state, the textfile). node_exporter is
+# purged again if this test installed it.
 #
 # Root only (exit 77 otherwise). The build skips the package's own unit suite
 # (DEB_BUILD_OPTIONS=nocheck): the unit suite runs on its own. About 2 minutes.
@@ -30,10 +34,21 @@ done
 
 work=$(mktemp -d /var/tmp/balloonmgr-deb.XXXXXX)
 installed=0
+ne_pkg=prometheus-node-exporter ne_purge=0 ne_pid="" guard=""
+dpkg-query -W -f='${Status}' "$ne_pkg" 2>/dev/null | grep -q "ok installed" || ne_purge=1
+dropin_dir=/etc/systemd/system/balloonmgr-policy.service.d
+[ ! -e "$dropin_dir" ] || fail "$dropin_dir exists: not touching it"
 cleanup() {
+    [ -n "$ne_pid" ] && kill "$ne_pid" 2>/dev/null && wait "$ne_pid" 2>/dev/null
+    rm -rf "$dropin_dir"
     if [ "$installed" = 1 ]; then
         dpkg --purge balloonmgr >/dev/null 2>&1 || true
     fi
+    rm -f /var/lib/prometheus/node-exporter/balloonmgr.prom
+    if [ "$ne_purge" = 1 ]; then
+        dpkg --purge "$ne_pkg" >/dev/null 2>&1 || true
+    fi
+    [ -n "$guard" ] && rm -f "$guard"
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,9 +90,15 @@ installed_procs() {
     return 0
 }
 
-log "apt-get install $deb"
+# packages must not start services here (node_exporter's would take port 9100)
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    guard=/usr/sbin/policy-rc.d
+fi
+log "apt-get install $deb $ne_pkg"
 installed=1
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" \
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" "$ne_pkg" \
     >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "apt-get install failed"; }
 dpkg-query -W -f='${Status} ${Version}\n' balloonmgr | grep -qx "install ok installed $version" ||
     fail "dpkg does not list balloonmgr $version as installed"
@@ -120,6 +141,52 @@ echo "$out" | grep -Eq '^test +running ' || fail "status of test:///default does
     fail "/usr/bin/balloonmgr --version is not $version"
 pass "/usr/bin/balloonmgr -c test:///default status"
 
+# the timer's textfile drop-in on Debian: node_exporter's own directory, its series served
+textdir=$(prometheus-node-exporter --help 2>&1 |
+    sed -n 's/.*--collector.textfile.directory="\([^"]*\)".*/\1/p')
+[ "$textdir" = /var/lib/prometheus/node-exporter ] ||
+    fail "Debian's node_exporter reads '$textdir', not /var/lib/prometheus/node-exporter"
+[ -d "$textdir" ] || fail "$textdir: not a directory after installing $ne_pkg"
+mkdir -p "$dropin_dir"
+cp /usr/share/balloonmgr/systemd/textfile.conf "$dropin_dir/textfile.conf"
+grep -qx "ReadWritePaths=-$textdir" "$dropin_dir/textfile.conf" ||
+    fail "the textfile drop-in does not open $textdir"
+# the policy service's command line with the drop-in: its last ExecStart=, %S as systemd
+# expands it for a system unit; StateDirectory= would make /var/lib/balloonmgr
+cmdline=$(sed -n 's/^ExecStart=\(..*\)$/\1/p' /lib/systemd/system/balloonmgr-policy.service \
+    "$dropin_dir/textfile.conf" | tail -1)
+cmdline=${cmdline//%S//var/lib}
+echo "$cmdline" | grep -q -- "--textfile $textdir\$" || fail "the drop-in's ExecStart: $cmdline"
+read -r -a argv <<<"$cmdline"
+mkdir -p -m 0750 /var/lib/balloonmgr
+BALLOONMGR_URI=test:///default "${argv[@]}" >"$work/run.out" 2>"$work/run.err" ||
+    { cat "$work/run.out" "$work/run.err"; fail "the policy service's command line failed: $cmdline"; }
+[ -f "$textdir/balloonmgr.prom" ] || fail "no $textdir/balloonmgr.prom after $cmdline"
+pass "the policy service with the textfile drop-in wrote $textdir/balloonmgr.prom"
+# node_exporter on a free loopback port, its textfile collector at its Debian default
+ne_port=""
+for _ in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    prometheus-node-exporter --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
+        --collector.textfile >"$work/node-exporter.log" 2>&1 &
+    ne_pid=$!
+    for _ in $(seq 50); do
+        curl -sf "http://127.0.0.1:$port/metrics" >"$work/ne.metrics" 2>/dev/null && { ne_port=$port; break 2; }
+        kill -0 "$ne_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill "$ne_pid" 2>/dev/null; wait "$ne_pid" 2>/dev/null; ne_pid=""
+done
+[ -n "$ne_port" ] || { cat "$work/node-exporter.log"; fail "node_exporter did not serve /metrics"; }
+grep -q '^balloonmgr_passes_total 1$' "$work/ne.metrics" &&
+    grep -q '^balloonmgr_domain_info{domain="test",' "$work/ne.metrics" &&
+    grep -q '^node_textfile_scrape_error 0$' "$work/ne.metrics" ||
+    { grep -E '^(balloonmgr|node_textfile)' "$work/ne.metrics"; cat "$work/node-exporter.log"
+      fail "node_exporter's /metrics has no balloonmgr_* series from $textdir"; }
+pass "node_exporter on 127.0.0.1:$ne_port serves $(grep -c '^balloonmgr_' "$work/ne.metrics") balloonmgr_* samples from $textdir"
+kill "$ne_pid"; wait "$ne_pid" 2>/dev/null || true; ne_pid=""
+rm -rf "$dropin_dir"
+
 # read whole first: grep -q ends at the first match, and zcat's SIGPIPE would fail the pipe
 zcat /usr/share/man/man8/balloonmgr.8.gz >"$work/balloonmgr.8" &&
     grep -q '^\.TH "balloonmgr" "8"' "$work/balloonmgr.8" ||
@@ -145,7 +212,7 @@ pass "apt-get remove: files gone, the edited policy kept"
 mkdir -p /var/lib/balloonmgr && echo '{}' >/var/lib/balloonmgr/state.json
 dpkg --purge balloonmgr >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge failed"; }
 installed=0
-for f in "${files[@]}" /etc/balloonmgr /usr/share/balloonmgr /var/lib/balloonmgr \
+for f in "${files[@]}" /etc/balloonmgr /usr/share/balloonmgr /var/lib/balloonmgr "$textdir/balloonmgr.prom" \
          "$wants/balloonmgr.service" /var/lib/systemd/deb-systemd-helper-enabled/balloonmgr.service.dsh-also \
          /var/lib/dpkg/info/balloonmgr.list; do
     [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f left after purge"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The journal as systemd users read it (issue 23.7): a real systemd-journald, started in a
+# private mount namespace (tmpfs on /run and /var/log/journal there: the host's journal, if
+# any, is not touched), and balloonmgr's stdout and stderr connected to it by systemd-cat with
+# JOURNAL_STREAM naming that stream, as systemd sets it for a unit. Then journalctl, in the
+# same namespace, finds:
+# - one change record per balloon change by BALLOONMGR_DOMAIN=, with MESSAGE_ID, PRIORITY 5,
+#   BALLOONMGR_DIRECTION, _OUTCOME, _TARGET_BYTES, SYSLOG_IDENTIFIER=balloonmgr, and a message
+#   that does not repeat them as key=value pairs or start with "balloonmgr:";
+# - one mode-change record by its MESSAGE_ID; errors (a bad policy) by theirs, PRIORITY 3;
+# - the pass's summary line (stdout) as one record; no "<N>" line (nothing fell back).
+# Root only (mount namespace); skipped without systemd-journald, journalctl or systemd-cat.
+# Usage: test-journal.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+set -u
+BM=$(realpath "$1")
+ROOT=$(realpath "$2")
+. "$ROOT/tests/tap.sh"
+JOURNALD=/lib/systemd/systemd-journald
+[ "$(id -u)" -eq 0 ] || tap_skip_all "a private journald needs a mount namespace: root"
+[ -x "$JOURNALD" ] && command -v journalctl >/dev/null && command -v systemd-cat >/dev/null &&
+    command -v unshare >/dev/null && command -v jq >/dev/null || tap_skip_all "systemd-journald, journalctl, systemd-cat, unshare and jq are needed"
+ID_CHANGE=3ba2784d5db84fee9b552b0a796039b4
+ID_MODE=8f562104ddb4427b81a1019ee7c29548
+ID_ERROR=08f0feab6db641d4ae9c86b7f29d1225
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# inside: the namespace's journald, the runs, journalctl's JSON into $tmp
+cat >"$tmp/inside.sh" <<'INSIDE'
+set -u
+BM=$1 ROOT=$2 tmp=$3
+mount -t tmpfs bm-test-run /run || exit 10
+mkdir -p /run/systemd/journal /run/log/journal
+[ -d /var/log/journal ] && { mount -t tmpfs bm-test-journal /var/log/journal || exit 10; }
+/lib/systemd/systemd-journald >"$tmp/journald.log" 2>&1 &
+jpid=$!
+for _ in $(seq 100); do [ -S /run/systemd/journal/socket ] && [ -S /run/systemd/journal/stdout ] && break; sleep 0.1; done
+[ -S /run/systemd/journal/stdout ] || { kill "$jpid"; exit 11; }
+# as a unit's ExecStart: stdout and stderr the journal's stream, JOURNAL_STREAM naming it
+as_unit() { systemd-cat -t bm-test bash -c 'export JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2); exec "$@"' bash "$@"; }
+export BALLOONMGR_RUNTIME_DIR=$tmp/run
+as_unit "$BM" -c "test://$ROOT/demo/host.xml" run --once --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/state.json"
+echo "$?" >"$tmp/run.rc"
+printf '[host]\nreclaim_below = lots\n' >"$tmp/bad.policy"
+as_unit "$BM" -c "test://$ROOT/demo/host.xml" run --once --policy "$tmp/bad.policy" --proc "$ROOT/demo/proc"
+echo "$?" >"$tmp/bad.rc"
+# every record written before journalctl reads (journald took them in order of arrival)
+for _ in $(seq 50); do
+    journalctl --no-pager -o json MESSAGE_ID=08f0feab6db641d4ae9c86b7f29d1225 2>/dev/null | grep -q . && break
+    sleep 0.1
+done
+journalctl --no-pager -o json BALLOONMGR_DOMAIN=web2 >"$tmp/web2.json"
+journalctl --no-pager -o json MESSAGE_ID=3ba2784d5db84fee9b552b0a796039b4 >"$tmp/changes.json"
+journalctl --no-pager -o json MESSAGE_ID=8f562104ddb4427b81a1019ee7c29548 >"$tmp/mode.json"
+journalctl --no-pager -o json MESSAGE_ID=08f0feab6db641d4ae9c86b7f29d1225 >"$tmp/errors.json"
+journalctl --no-pager -o json -t balloonmgr -t bm-test >"$tmp/all.json"
+kill "$jpid"; wait "$jpid"
+exit 0
+INSIDE
+unshare -m --propagation private bash "$tmp/inside.sh" "$BM" "$ROOT" "$tmp"
+rc=$?
+ok $rc "a private systemd-journald ran in a mount namespace (exit $rc)" "$(cat "$tmp/journald.log" 2>/dev/null)"
+[ "$rc" -eq 0 ] || tap_done
+ok "$(cat "$tmp/run.rc")" "run --once as a unit would run it exits 0"
+
+# the timer inflates cache1 and web2 of the demo host (web1 has no deflate-on-oom: timer_inflate)
+ok $([ "$(jq -s 'length' "$tmp/web2.json")" -eq 1 ]; echo $?) "journalctl BALLOONMGR_DOMAIN=web2: one record" "$(cat "$tmp/web2.json")"
+target=$(jq -r '.BALLOONMGR_TARGET_BYTES' "$tmp/web2.json")
+jq -e --arg id "$ID_CHANGE" '.MESSAGE_ID == $id and .PRIORITY == "5" and .SYSLOG_IDENTIFIER == "balloonmgr" and
+    .BALLOONMGR_DOMAIN == "web2" and .BALLOONMGR_DIRECTION == "inflate" and .BALLOONMGR_OUTCOME == "reached" and
+    .BALLOONMGR_FROM_BYTES == "4294967296" and (.BALLOONMGR_TARGET_BYTES | tonumber) < 4294967296 and
+    .BALLOONMGR_REACHED_BYTES == .BALLOONMGR_TARGET_BYTES' "$tmp/web2.json" >/dev/null
+ok $? "  the change record: MESSAGE_ID, PRIORITY 5, domain, direction, outcome, from and target bytes" "$(cat "$tmp/web2.json")"
+jq -e '.MESSAGE | (startswith("balloonmgr:") or test("domain=|direction=|outcome=|target_bytes=")) | not' "$tmp/web2.json" >/dev/null
+ok $? "  its message repeats no field as key=value: $(jq -r .MESSAGE "$tmp/web2.json")"
+ok $([ "$(jq -s '[.[].BALLOONMGR_DOMAIN] | sort == ["cache1","web2"]' "$tmp/changes.json")" = true ]; echo $?) \
+    "journalctl MESSAGE_ID=<change>: the two changes of the pass (target of web2: $target)" "$(cat "$tmp/changes.json")"
+jq -s -e 'length == 1 and .[0].BALLOONMGR_MODE == "reclaim" and .[0].BALLOONMGR_MODE_FROM == "hold" and .[0].PRIORITY == "5"' "$tmp/mode.json" >/dev/null
+ok $? "journalctl MESSAGE_ID=<mode change>: hold -> reclaim, once" "$(cat "$tmp/mode.json")"
+ok $([ "$(cat "$tmp/bad.rc")" -eq 2 ]; echo $?) "a bad policy exits 2"
+jq -s -e --arg p "$tmp/bad.policy" 'length >= 2 and all(.[]; .PRIORITY == "3") and
+    any(.[]; .MESSAGE == "run: policy '"'"'\($p)'"'"' has errors: nothing changed")' "$tmp/errors.json" >/dev/null
+ok $? "journalctl MESSAGE_ID=<error>: its errors, PRIORITY 3, one record a line" "$(cat "$tmp/errors.json")"
+jq -s -e 'map(select(.SYSLOG_IDENTIFIER == "bm-test")) | length == 1 and (.[0].MESSAGE | startswith("pass: mode reclaim"))' "$tmp/all.json" >/dev/null
+ok $? "the pass's summary line (stdout) is one record" "$(jq -r '.SYSLOG_IDENTIFIER + ": " + .MESSAGE' "$tmp/all.json")"
+jq -s -e 'all(.[]; .MESSAGE | test("^<[0-7]>") | not)' "$tmp/all.json" >/dev/null
+ok $? "no record fell back to a <N> line"
+tap_done
