@@ -186,6 +186,15 @@ printf '[guest]\nflor = 5%%\nfloor = 12X\n' >"$tmpd/bad.policy"
 grep -qx "$tmpd/bad.policy:2:1: unknown key 'flor' in \[guest\] (did you mean 'floor'?)" "$err"; ok $? "  with file:line:col"
 grep -qx "$tmpd/bad.policy:3:9: floor: '12X': unknown unit 'X'" "$err"; ok $? "  and every error"
 expect 2 "policy: expected 'check FILE...'" -- policy lint x
+# a NUL byte: refused, as balloonmgr.policy(5) says in FORMAT and in ERRORS (one truth)
+printf '[host]\nreclaim_below = 10%%\n\0\n[guest]\nflor = 5\n' >"$tmpd/nul.policy"
+"$BM" policy check "$tmpd/nul.policy" >"$out" 2>"$err"; rc=$?
+[ $rc -eq 2 ] && grep -q "^$tmpd/nul.policy:3:1: " "$err"; ok $? "policy check on a file with a NUL byte exits 2 naming the line" "$(cat "$err")"
+format=$(sed -n '/^# FORMAT/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | tr '\n' ' ')
+errors=$(sed -n '/^# ERRORS/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | tr '\n' ' ')
+! grep -qi 'NUL byte ends' <<<"$format" && grep -q 'NUL byte is refused' <<<"$format" &&
+    grep -q 'NUL byte or invalid UTF-8 on a line is refused' <<<"$errors"
+ok $? "balloonmgr.policy(5): FORMAT and ERRORS both say a NUL byte is refused"
 "$BM" -c "$DEMO" run --once --policy "$tmpd/bad.policy" --state "$tmpd/s.json" >"$out" 2>"$err"; rc=$?
 [ $rc -eq 2 ]; ok $? "run with a broken policy exits 2"
 [ "$(tail -1 "$err")" = "balloonmgr: run: policy '$tmpd/bad.policy' has errors: nothing changed" ] && grep -q ":3:9: floor: '12X'" "$err"; ok $? "  lists the errors and says nothing changed"
