@@ -41,6 +41,8 @@ printf '{"version":1,"domains":[],"counters":{"passes":18446744073709551616}}\n'
 F=$T/f
 mkdir -p "$F/dir" "$F/notdir"
 mkfifo "$F/fifo"
+# a socket (bash cannot bind one)
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$F/sock"
 ln -s /dev/zero "$F/zero-link"
 ln -s /dev/null "$F/null-link"
 ln -s "$F/fifo" "$F/fifo-link"
