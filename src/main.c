@@ -1,4 +1,5 @@
 /* balloonmgr: virtio-balloon memory management for libvirt/KVM hosts. argv -> verb. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,34 @@ static void usage(FILE *f)
           f);
 }
 
+/* coreutils' close_stdout(): what a verb printed must have reached stdout (a full disk, a
+ * closed pipe, /dev/full). Returns status, or BM_EXIT_FAILURE after reporting "write error on
+ * standard output: REASON" when writing or closing failed and status was 0. A stdout that
+ * was closed before the start (EBADF, nothing written) is not an error. */
+static int close_stdout(int status)
+{
+    bool failed = ferror(stdout);
+    errno = 0;
+    if (fclose(stdout) == 0 && !failed)
+        return status;
+    int err = errno;
+    if (err == EBADF && !failed)
+        return status;
+    if (err)
+        bm_report(NULL, NULL, "write error on standard output: %s", strerror(err));
+    else
+        bm_report(NULL, NULL, "write error on standard output");
+    return status == BM_EXIT_OK ? BM_EXIT_FAILURE : status;
+}
+
+static int run_main(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    return close_stdout(run_main(argc, argv));
+}
+
+static int run_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"connect", required_argument, NULL, 'c'},
