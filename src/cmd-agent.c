@@ -77,6 +77,7 @@ typedef struct {
     bool conn_lost;
     BmEngine *e;
     BmHttp *http;
+    bool web_tls, web_auth;      /* what the server runs with: HTTPS, basic auth */
     char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
     char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
@@ -136,10 +137,22 @@ static void reload_web_config(Agent *a, const char *path)
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {
-        bm_reportp(LOG_NOTICE, "agent", NULL, "web config %s reloaded: %s%s", path,
-                describe_web(wc, what, sizeof(what)),
-                restarted ? "; TLS settings changed: the server was restarted on the same socket"
-                          : "");
+        /* well-formed, so applied; but what drops TLS or basic auth is said at warning */
+        bool tls = wc && wc->tls, auth = wc && wc->n_users > 0;
+        char less[96] = "";
+        if (a->web_tls && !tls)
+            snprintf(less, sizeof(less), "https -> http");
+        if (a->web_auth && !auth)
+            snprintf(less + strlen(less), sizeof(less) - strlen(less), "%sbasic auth -> no auth",
+                     less[0] ? ", " : "");
+        bm_reportp(less[0] ? LOG_WARNING : LOG_NOTICE, "agent", NULL,
+                   "%sweb config %s reloaded: %s%s%s%s", less[0] ? "warning: " : "", path,
+                   describe_web(wc, what, sizeof(what)),
+                   restarted ? "; TLS settings changed: the server was restarted on the same socket"
+                             : "",
+                   less[0] ? "; security change: " : "", less);
+        a->web_tls = tls;
+        a->web_auth = auth;
     }
     bm_webconfig_free(wc);
 }
@@ -593,6 +606,8 @@ static int start_serving(Agent *a, const AgentOptions *o)
         bm_report("agent", NULL, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
+    a->web_tls = wc && wc->tls;
+    a->web_auth = wc && wc->n_users > 0;
     char web[96];
     bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s), policy %s, every %u s, state %s%s",
             o->listen, describe_web(wc, web, sizeof(web)), a->policy->path, a->policy->interval_s,
