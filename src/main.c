@@ -32,7 +32,8 @@ static void usage(FILE *f)
           "                     change domains are refused, the agent only exports\n"
           "  -h, --help         show this help ('balloonmgr VERB --help' for a verb)\n"
           "  -V, --version      print the version\n"
-          "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met.\n"
+          "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met,\n"
+          "4 the state file is written by another process (run --once, agent).\n"
           "See balloonmgr(8).\n",
           f);
 }

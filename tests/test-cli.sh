@@ -224,6 +224,32 @@ expect 0 "run: warning: state '$tmpd/s.json': not JSON (truncated); starting fre
 expect 0 "run: warning: state '$tmpd/s.json': not JSON (truncated); moved to '$tmpd/s.json.corrupt', starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
 jq -e '.version == 1 and .counters.errors.state == 1' "$tmpd/s.json" >/dev/null; ok $? "  writes a fresh state, counting the error"
 [ "$(cat "$tmpd/s.json.corrupt")" = '{"version": 1, "domains": [' ]; ok $? "  and keeps the corrupt one aside"
+# .corrupt taken by a directory, a FIFO, a link: never replaced, the corrupt file never lost
+for kind in dir fifo link; do
+    d=$tmpd/aside-$kind
+    mkdir -p "$d"
+    echo '{"version": 1, "domains": [' >"$d/s.json"
+    case $kind in dir) mkdir "$d/s.json.corrupt" ;; fifo) mkfifo "$d/s.json.corrupt" ;; link) ln -s "$d/target" "$d/s.json.corrupt" ;; esac
+    expect 0 "run: warning: state '$d/s.json': not JSON (truncated); moved to '$d/s.json.corrupt.1', starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$d/s.json"
+    [ "$(cat "$d/s.json.corrupt.1")" = '{"version": 1, "domains": [' ] && [ ! -e "$d/target" ] &&
+        case $kind in dir) [ -d "$d/s.json.corrupt" ] ;; fifo) [ -p "$d/s.json.corrupt" ] ;; link) [ -L "$d/s.json.corrupt" ] ;; esac
+    ok $? "  .corrupt a $kind: left alone, the corrupt file kept as .corrupt.1"
+done
+d=$tmpd/aside-full
+mkdir -p "$d/s.json.corrupt"
+for i in $(seq 99); do mkdir "$d/s.json.corrupt.$i"; done
+echo '{"version": 1, "domains": [' >"$d/s.json"
+expect 1 "run: state '$d/s.json': not JSON (truncated); cannot be moved aside (cannot rename: '$d/s.json.corrupt' is a directory and '$d/s.json.corrupt.1' to '.99' are taken): left as it is, never overwritten" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$d/s.json"
+[ "$(cat "$d/s.json")" = '{"version": 1, "domains": [' ]; ok $? "  every name taken: exit 1, the corrupt file never overwritten"
+# a counter at 2^63-1 saturates: run twice, the file is read back both times
+# (sed, not jq: jq's numbers are doubles, 2^63-1 would be rounded up past it)
+sed -E 's/"passes": ?[0-9]+/"passes":9223372036854775807/; s/"state": ?[0-9]+/"state":9223372036854775807/' "$tmpd/s.json" >"$tmpd/max.json"
+grep -Eq '"passes": ?9223372036854775807' "$tmpd/max.json" && grep -Eq '"state": ?9223372036854775807' "$tmpd/max.json"; ok $? "a state file with counters at 2^63-1"
+expect 0 "" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/max.json"
+expect 0 "" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/max.json"
+grep -Eq '"passes": ?9223372036854775807,' "$tmpd/max.json" && grep -Eq '"state": ?9223372036854775807,' "$tmpd/max.json" &&
+    [ ! -e "$tmpd/max.json.corrupt" ]
+ok $? "counters at 2^63-1 stay there across runs (never overflow, never reset)" "$(grep '"passes"' "$tmpd/max.json")"
 echo x >"$tmpd/file"
 expect 1 "run: state '$tmpd/file/s.json': cannot write: Not a directory" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/file/s.json"
 cp "$tmpd/s.json" "$tmpd/s.json.tmp.balloonmgr-AAAAAA"
