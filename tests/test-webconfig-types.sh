@@ -167,19 +167,18 @@ for spec in "${KEYS[@]}"; do
 done
 
 # --- on SIGHUP: an agent with basic auth, then with HTTPS and basic auth
-hups=0
-# hup CONFIG_TEXT: writes it, SIGHUP, waits for the agent's word on it; echoes "reloaded",
-# "refused" or "none"
+# hup CONFIG_TEXT: writes it, SIGHUP, waits for the agent's word on this web config (the
+# first after those already in the log); echoes "reloaded", "refused" or "none"
 hup() {
+    local pattern="web config $T/live.yml \(reloaded\|not reloaded\|not applied\)" before
+    before=$(grep -c "$pattern" "$T/agent.log")
     printf '%s\n' "$1" >"$T/live.yml"
-    hups=$((hups + 1))
     kill -HUP "$apid"
     for _ in $(seq 100); do
-        local n
-        n=$(grep -c "web config $T/live.yml \(reloaded\|not reloaded\|not applied\)" "$T/agent.log")
-        if [ "$n" -ge "$hups" ]; then
-            grep "web config $T/live.yml \(reloaded\|not reloaded\|not applied\)" "$T/agent.log" | tail -1 |
-                grep -q "not reloaded\|not applied" && echo refused || echo reloaded
+        local line
+        line=$(grep "$pattern" "$T/agent.log" | sed -n "$((before + 1))p")
+        if [ -n "$line" ]; then
+            case $line in *"not reloaded"* | *"not applied"*) echo refused ;; *) echo reloaded ;; esac
             return
         fi
         sleep 0.05
