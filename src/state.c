@@ -592,13 +592,12 @@ int bm_state_lock(const char *path, int *ret_fd)
      * hold no state file: the save reports that */
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return 0;
-    const int flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-    bool writable = true;
-    int fd = open(lock, O_RDWR | O_CREAT | flags, 0644);
-    if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) {
-        writable = false; /* one there already can be locked read-only */
-        fd = open(lock, O_RDONLY | flags);
-    }
+    /* held open read-only (flock needs no more): a file open for writing would keep its file
+     * system from being remounted read-only for as long as the agent runs */
+    const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+    int fd = open(lock, O_CREAT | flags, 0644);
+    if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM))
+        fd = open(lock, flags); /* one there already can be locked */
     if (fd < 0) {
         int err = errno;
         if (err == EROFS || err == EACCES || err == EPERM || err == ENOENT || err == ENOTDIR ||
@@ -635,12 +634,16 @@ int bm_state_lock(const char *path, int *ret_fd)
         return bm_error(-EBUSY, "in use by PID %ld%s%s%s (lock '%s'): one writer at a time", pid,
                         cmd[0] ? " (" : "", cmd, cmd[0] ? ")" : "", lock);
     }
-    if (writable) {
+    /* who holds it, through a descriptor of its own, closed at once (when it cannot be
+     * written, the lock holds all the same; only who holds it is not said) */
+    int wfd = open(lock, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (wfd >= 0) {
         char text[32];
         int n = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
-        if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)n, 0) != n) {
-            /* the lock holds; only who holds it is not said */
+        if (write(wfd, text, (size_t)n) != n) {
+            /* as above */
         }
+        close(wfd);
     }
     *ret_fd = fd;
     return 0;
