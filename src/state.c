@@ -397,7 +397,8 @@ static int parse_root(json_object *root, BmLedger *ret)
     if (!json_object_is_type(root, json_type_object))
         return bm_error(-EINVAL, "not a JSON object");
     json_object *v;
-    if (!json_object_object_get_ex(root, "version", &v) || json_object_get_int(v) != STATE_VERSION)
+    if (!json_object_object_get_ex(root, "version", &v) || !json_object_is_type(v, json_type_int) ||
+        json_object_get_int64(v) != STATE_VERSION)
         return bm_error(-EINVAL, "unknown version");
     if (json_object_object_get_ex(root, "host_mode", &v)) {
         const char *m = json_object_get_string(v);

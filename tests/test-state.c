@@ -111,6 +111,11 @@ static void test_value_ranges(void)
            i, r < 0 ? bm_error_detail(r) : "accepted");
         bm_ledger_clear(&l);
     }
+    BmLedger v;
+    int rv = bm_state_parse("{\"version\":1.5,\"domains\":[]}", &v);
+    ok(rv == -EINVAL && strstr(bm_error_detail(rv), "unknown version"), "version 1.5 refused (%s)",
+       rv < 0 ? bm_error_detail(rv) : "read");
+    bm_ledger_clear(&v);
     _cleanup_free_ char *max = bm_asprintf("%s\"passes\":9223372036854775807,\"last_pass_duration_s\":-1}}", head);
     BmLedger l;
     ok(bm_state_parse(max, &l) == 0 && l.counters.passes == BM_COUNT_MAX &&
