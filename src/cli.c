@@ -255,25 +255,38 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger
     }
     int r = bm_state_load(path, l);
     if (r >= 0 || r == -ENOENT || r == -ENOTDIR) /* none yet: the first save creates it */
-        return 0;
+        return -1;
     bm_ledger_count_error(l, BM_ERR_STATE);
     char why[1024];
     snprintf(why, sizeof(why), "%s", bm_error_detail(r));
-    if (r != -EINVAL && r != -EFBIG) /* unreadable, not corrupt: the next save replaces it */
+    if (r != -EINVAL && r != -EFBIG) { /* unreadable, not corrupt: the next save replaces it */
         bm_report(verb, NULL, "warning: state '%s': %s; starting fresh", path, why);
-    else if (dry_run)
+        return -1;
+    }
+    if (dry_run) {
         bm_report(verb, NULL, "warning: state '%s': %s; starting fresh (dry run: the file is "
                   "left as it is)", path, why);
-    else {
-        _cleanup_free_ char *aside = NULL;
-        if (bm_state_set_aside(path, &aside) == 0)
-            bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
-                      why, aside);
-        else
-            bm_report(verb, NULL, "warning: state '%s': %s; starting fresh (%s)", path, why,
-                      bm_error_detail(-EIO));
+        return -1;
     }
-    return r;
+    _cleanup_free_ char *aside = NULL;
+    if (bm_state_set_aside(path, &aside) == 0) {
+        bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
+                  why, aside);
+        return -1;
+    }
+    /* the next save would replace it: the corrupt file would be lost */
+    bm_report(verb, NULL, "state '%s': %s; cannot be moved aside (%s): left as it is, never "
+              "overwritten", path, why, bm_error_detail(-EIO));
+    return BM_EXIT_FAILURE;
+}
+
+int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd)
+{
+    int r = bm_state_lock(path, ret_fd);
+    if (r >= 0)
+        return -1;
+    bm_report(verb, NULL, "state '%s': %s", path, bm_error_detail(r));
+    return r == -EBUSY ? BM_EXIT_BUSY : BM_EXIT_FAILURE;
 }
 
 bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,

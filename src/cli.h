@@ -16,6 +16,7 @@ enum {
     BM_EXIT_FAILURE = 1, /* runtime error: libvirt, I/O */
     BM_EXIT_USAGE = 2,   /* bad usage or bad input: option, size, domain name, policy */
     BM_EXIT_UNMET = 3,   /* a requirement not met: --require, --wait timed out or stalled */
+    BM_EXIT_BUSY = 4,    /* the state file is written by another process (its lock is held) */
 };
 
 typedef struct {
@@ -99,9 +100,16 @@ bool bm_cli_proc_check(const char *verb, const char *proc_dir);
 /* The state file at the start of run or agent: removes temporary files of interrupted writes
  * (unless dry_run), then loads path into the ledger l (initialised). A missing file is a fresh
  * start; an unreadable or corrupt one is reported as a warning naming the file and the reason,
- * a corrupt one is moved to PATH.corrupt (unless dry_run), and counted in l's state errors.
- * Returns 0, or the load's -errno when starting fresh (l empty). */
+ * a corrupt one is moved aside (bm_state_set_aside(), unless dry_run), and counted in l's
+ * state errors. Returns -1 to go on (l loaded, or empty to start fresh), or BM_EXIT_FAILURE
+ * after reporting when a corrupt file cannot be moved aside: a save would replace it. */
 int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l);
+
+/* The lock of the state file, for a run or agent that writes it: returns -1 (go on) with
+ * the locked descriptor in *ret_fd (-1 when the directory cannot be written: the save
+ * reports it), or an exit status after reporting "VERB: state 'PATH': in use by PID N (...)"
+ * (BM_EXIT_BUSY) or why it cannot be locked (BM_EXIT_FAILURE). */
+int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd);
 
 /* One save of the agent, with w: the first failure and a failure for another reason are
  * reported, later ones only counted (l's state errors, as every failure), and the first

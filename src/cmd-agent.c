@@ -13,6 +13,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -56,7 +57,8 @@ static const char options_help[] =
     "                           basic_auth_users); alias --web.config.file\n"
     "      --state FILE         state file, read at start, saved after every pass and at\n"
     "                           stop (default " BM_STATE_DEFAULT_PATH ", shared with the\n"
-    "                           timer's run --once: a host runs one or the other)\n"
+    "                           timer's run --once: a host runs one or the other; locked\n"
+    "                           through FILE.lock, a second writer exits 4)\n"
     "      --proc DIR           read host memory from DIR instead of /proc (tests)\n"
     "  -n, --dry-run            decide and export, never change a balloon or the state file\n"
     "  -h, --help               show this help\n"
@@ -79,9 +81,11 @@ typedef struct {
     bool conn_lost;
     BmEngine *e;
     BmHttp *http;
+    bool web_tls, web_auth;      /* what the server runs with: HTTPS, basic auth */
     char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
     char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
+    int state_lock_fd;           /* the state file's lock, held while the agent runs; -1 */
     uint64_t last_refresh_ns;
     bool stop;
     bool guest_in_need;          /* what the last guest watch saw */
@@ -138,10 +142,22 @@ static void reload_web_config(Agent *a, const char *path)
         bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
                   bm_error_detail(r));
     } else {
-        bm_reportp(LOG_NOTICE, "agent", NULL, "web config %s reloaded: %s%s", path,
-                describe_web(wc, what, sizeof(what)),
-                restarted ? "; TLS settings changed: the server was restarted on the same socket"
-                          : "");
+        /* well-formed, so applied; but what drops TLS or basic auth is said at warning */
+        bool tls = wc && wc->tls, auth = wc && wc->n_users > 0;
+        char less[96] = "";
+        if (a->web_tls && !tls)
+            snprintf(less, sizeof(less), "https -> http");
+        if (a->web_auth && !auth)
+            snprintf(less + strlen(less), sizeof(less) - strlen(less), "%sbasic auth -> no auth",
+                     less[0] ? ", " : "");
+        bm_reportp(less[0] ? LOG_WARNING : LOG_NOTICE, "agent", NULL,
+                   "%sweb config %s reloaded: %s%s%s%s", less[0] ? "warning: " : "", path,
+                   describe_web(wc, what, sizeof(what)),
+                   restarted ? "; TLS settings changed: the server was restarted on the same socket"
+                             : "",
+                   less[0] ? "; security change: " : "", less);
+        a->web_tls = tls;
+        a->web_auth = auth;
     }
     bm_webconfig_free(wc);
 }
@@ -589,12 +605,26 @@ static int start_serving(Agent *a, const AgentOptions *o)
         !bm_cli_proc_check("agent", a->proc_dir))
         return BM_EXIT_USAGE;
     a->state_path = writes ? o->state_path : NULL;
+    /* a bad --listen is bad usage whatever the lock would say */
+    BmListenAddrs addrs_checked;
+    int r = bm_http_resolve_listen(o->listen, &addrs_checked);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(bm_error_prefix(r, "--listen '%s'", o->listen)));
+        return BM_EXIT_USAGE;
+    }
+    /* one writer of the state file at a time, for the agent's life (before serving: a second
+     * agent on the same state never starts) */
+    int ret;
+    if (writes && (ret = bm_cli_state_lock("agent", o->state_path, &a->state_lock_fd)) >= 0)
+        return ret;
     a->signal_fd = block_signals();
-    int r = bm_http_start(o->listen, wc, &a->http);
+    r = bm_http_start(o->listen, wc, &a->http);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
+    a->web_tls = wc && wc->tls;
+    a->web_auth = wc && wc->n_users > 0;
     char web[96], addrs[BM_HTTP_LISTEN_MAX * 56];
     bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s) at %s, policy %s, every %u s, state %s%s",
             o->listen, describe_web(wc, web, sizeof(web)),
@@ -620,8 +650,12 @@ static void start_engine(Agent *a, const AgentOptions *o)
                           .no_libvirt_duplicates = a->no_libvirt_duplicates};
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
-    if (!a->monitor_only || o->state_explicit)
-        bm_cli_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e));
+    if ((!a->monitor_only || o->state_explicit) &&
+        bm_cli_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e)) >= 0) {
+        /* a corrupt file that could not be moved aside: serve, but never save over it */
+        bm_report("agent", NULL, "state '%s' is not saved until the agent restarts", o->state_path);
+        a->state_path = NULL;
+    }
 }
 
 /* Every job on the event loop; the connection first, at once. */
@@ -668,7 +702,7 @@ static void stop(Agent *a)
 static int run(BmGlobal *g, int argc, char **argv)
 {
     Agent a = {.g = g, .policy_path = DEFAULT_POLICY, .cb_lifecycle = -1, .cb_balloon = -1,
-               .backoff_s = 1, .signal_fd = -1, .proc_dir = g->proc_dir};
+               .backoff_s = 1, .signal_fd = -1, .state_lock_fd = -1, .proc_dir = g->proc_dir};
     AgentOptions o = {.listen = BM_HTTP_DEFAULT_LISTEN, .state_path = BM_STATE_DEFAULT_PATH};
     int ret = parse_options(g, argc, argv, &a, &o);
     a.monitor_only = g->readonly; /* -r also after the verb */
@@ -692,6 +726,8 @@ static int run(BmGlobal *g, int argc, char **argv)
     free(a.spool_reported);
     if (a.signal_fd >= 0)
         close(a.signal_fd);
+    if (a.state_lock_fd >= 0)
+        close(a.state_lock_fd); /* after the last save */
     return ret;
 }
 

@@ -43,7 +43,8 @@ static const char options_help[] =
     "                      a terminal (there: one summary line a pass)\n"
     "  -q, --quiet         print nothing on standard output (problems and the records of\n"
     "                      changes still go to standard error)\n"
-    "      --state FILE    state file (default " BM_STATE_DEFAULT_PATH ")\n"
+    "      --state FILE    state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
+    "                      through FILE.lock for the run: exit 4 if another writer holds it\n"
     "      --proc DIR      read host memory from DIR/meminfo and DIR/pressure/memory\n"
     "                      instead of /proc (for tests and demos)\n"
     "      --textfile DIR  with --once: write the metrics to DIR/balloonmgr.prom\n"
@@ -500,11 +501,17 @@ static int run(BmGlobal *g, int argc, char **argv)
         return BM_EXIT_USAGE;
     if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
+    /* one writer of the state file at a time: held until the run ends (a dry run never writes
+     * it, so it reads an agent's state while that runs) */
+    _cleanup_close_ int lock_fd = -1;
+    if (!o.dry_run && (ret = bm_cli_state_lock("run", o.state_path, &lock_fd)) >= 0)
+        return ret;
 
     BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
                           .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
-    bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e));
+    if ((ret = bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) >= 0)
+        return ret;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     if (bm_cli_connect(g, "run", o.dry_run, &conn) < 0)
         return BM_EXIT_FAILURE;

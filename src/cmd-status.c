@@ -442,6 +442,10 @@ static int run(BmGlobal *g, int argc, char **argv)
         bm_report("status", NULL, "--output is for the table, not --json");
         return BM_EXIT_USAGE;
     }
+    /* the same input, the same status as run and agent: a --state that is not a regular file
+     * is bad input (exit 2) */
+    if (state_explicit && !bm_cli_state_check("status", state_path, false))
+        return BM_EXIT_USAGE;
 
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;

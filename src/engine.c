@@ -278,7 +278,7 @@ int bm_engine_pass(BmEngine *e)
     /* 4. remember: this reading is the next pass's base */
     bm_ledger_note_pass(&e->ledger, &e->snap, e->plan.mode, now_s, horizon_s);
     BmCounters *c = &e->ledger.counters;
-    c->passes++;
+    bm_count_add(&c->passes, 1);
     uint64_t t3 = bm_now_mono_ns();
     e->timing.apply_s = (t3 - t2) / 1e9;
     e->timing.pass_s = c->last_pass_duration_s = (t3 - t0) / 1e9;

@@ -314,11 +314,95 @@ static enum MHD_Result refuse(struct MHD_Connection *c)
     return ret;
 }
 
+/* MHD's unescaping of the URL and its arguments ("%HH"), except that a text that would decode
+ * to a NUL byte is left as it came: MHD hands the handler a C string, and "/metrics%00.html"
+ * decoded would read as "/metrics". Returns the length left in s. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    size_t raw_len = strlen(s);
+    _cleanup_free_ char *copy = bm_strdup(s);
+    size_t n = MHD_http_unescape(copy);
+    if (memchr(copy, '\0', n))
+        return raw_len; /* never matches a path: 404 */
+    memcpy(s, copy, n + 1);
+    return n;
+}
+
+typedef struct {
+    const char *block, *block_end; /* the request line and headers as received, or NULL */
+    const char *prev_end;          /* the end of the previous header's value */
+    unsigned content_length;       /* Content-Length headers */
+    bool host;                     /* a Host header */
+    bool nul;                      /* a NUL byte in a header's name or value */
+} HeaderScan;
+
+static bool in_block(const HeaderScan *scan, const char *p)
+{
+    return scan->block && p >= scan->block && p <= scan->block_end;
+}
+
+/* Whether the bytes from a header value's end (its terminating NUL) to q are only the line
+ * ends MHD replaced by NULs: CR LF or LF, n_lines times. MHD 0.9 parses the request in place
+ * and cuts a value at a NUL the client sent (strlen): the bytes after it show here, as
+ * non-NUL bytes or too many. (A NUL that is the last byte of a value before a bare LF looks
+ * like a CR and goes through: the value is cut at it, nothing after it is lost.) */
+static bool only_line_ends(const HeaderScan *scan, const char *end, const char *q, int n_lines)
+{
+    if (!in_block(scan, end) || !in_block(scan, q) || q < end)
+        return true; /* not the layout known: nothing to tell */
+    size_t gap = (size_t)(q - end);
+    if (gap < (size_t)n_lines || gap > 2 * (size_t)n_lines)
+        return false;
+    for (const char *p = end; p < q; p++)
+        if (*p) /* a byte the value lost at its NUL */
+            return false;
+    return true;
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    HeaderScan *scan = cls;
+    if ((key && strlen(key) != key_size) || (value && strlen(value) != value_size))
+        scan->nul = true;
+    if (key && scan->prev_end && !only_line_ends(scan, scan->prev_end, key, 1))
+        scan->nul = true;
+    scan->prev_end = value ? value + value_size : NULL;
+    if (key && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        scan->content_length++;
+    if (key && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+        scan->host = true;
+    return MHD_YES;
+}
+
+/* A request that RFC 9112 says to refuse with 400 and that MHD answers: HTTP/1.1 without Host
+ * (3.2), more than one Content-Length (6.3: a request smuggling vector), a NUL byte in a header
+ * (5: field values never hold one; MHD would cut the value there and go on). method is the
+ * handler's, the start of the request as MHD keeps it. */
+static bool malformed(struct MHD_Connection *c, const char *method, const char *version)
+{
+    HeaderScan scan = {0};
+    const union MHD_ConnectionInfo *size =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (size) {
+        scan.block = method;
+        scan.block_end = method + size->header_size;
+    }
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &scan);
+    /* the last header: its line end and the empty line */
+    if (scan.prev_end && !only_line_ends(&scan, scan.prev_end, scan.block_end, 2))
+        scan.nul = true;
+    return scan.nul || scan.content_length > 1 ||
+           (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && !scan.host);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
 {
-    (void)version;
     (void)upload_data;
     BmHttp *h = cls;
     /* refuse request bodies. A request that announces one (Content-Length other than 0, or
@@ -330,6 +414,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     static int marker, had_body;
     if (*con_cls == NULL) {
         *con_cls = &marker;
+        if (malformed(c, method, version))
+            return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain", "bad request\n", 12, false);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
         if (te || (cl && strspn(cl, "0") != strlen(cl)))
@@ -634,6 +720,7 @@ static struct MHD_Daemon *start_daemon(BmHttp *h, int listen_fd, const Tls *t)
                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)BM_HTTP_REQUEST_TIMEOUT_S,
                                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
                                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+                                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, h,
                                             MHD_OPTION_ARRAY, tls_opts,
                                             MHD_OPTION_END);
     pthread_mutex_lock(&h->log_lock);

@@ -29,7 +29,7 @@ void bm_ledger_clear(BmLedger *l)
     free(l->slots);
     l->entries = NULL;
     l->slots = NULL;
-    l->n_entries = l->n_slots = 0;
+    l->n_entries = l->n_slots = l->cap_entries = 0;
 }
 
 static size_t hash_str(const char *s)
@@ -77,7 +77,10 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
             bm_copy_name(found->name, sizeof(found->name), name);
         return found;
     }
-    l->entries = bm_reallocarray(l->entries, l->n_entries + 1, sizeof(BmLedgerEntry));
+    if (l->n_entries == l->cap_entries) { /* doubling: n additions cost O(n), not O(n^2) */
+        l->cap_entries = l->cap_entries ? 2 * l->cap_entries : 16;
+        l->entries = bm_reallocarray(l->entries, l->cap_entries, sizeof(BmLedgerEntry));
+    }
     BmLedgerEntry *e = &l->entries[l->n_entries++];
     *e = (BmLedgerEntry){.last_target_bytes = BM_ABSENT,
                          .last_duration_s = -1,
@@ -213,7 +216,9 @@ int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint
     e->in_flight = true;
     e->last_target_bytes = target_bytes;
     if (target_bytes != from_bytes)
-        l->counters.target_changes[target_bytes < from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE]++;
+        bm_count_add(&l->counters.target_changes[target_bytes < from_bytes ? BM_DIR_INFLATE
+                                                                           : BM_DIR_DEFLATE],
+                     1);
     return 0;
 }
 
@@ -224,7 +229,7 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
     int dir = ch->target_bytes < ch->from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE;
     BmChangeOutcome out = ch->outcome < BM_CHANGE_ENDED_COUNT ? ch->outcome : BM_CHANGE_FAILED;
     double secs = ch->duration_ns / 1e9;
-    c->changes[dir][out]++;
+    bm_count_add(&c->changes[dir][out], 1);
     BmLedgerEntry *e = bm_ledger_entry(l, t->uuid, t->name);
     /* `set --wait` does not ask the QEMU monitor (it would taint the domain): its changes get
      * the verdict known here of the domain, if any */
@@ -241,7 +246,7 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
                             ? t->rss_before_bytes - t->rss_after_bytes
                             : 0;
         e->last_rss_drop_bytes = drop;
-        c->rss_dropped_bytes += drop;
+        bm_count_add(&c->rss_dropped_bytes, drop);
     }
     bm_yield_learn(&e->yield, ch->from_bytes, ch->reached_bytes, t->rss_before_bytes,
                    t->rss_after_bytes);
@@ -319,5 +324,5 @@ BmXmlCache bm_ledger_xml_cache(BmLedger *l)
 
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind)
 {
-    l->counters.errors[kind]++;
+    bm_count_add(&l->counters.errors[kind], 1);
 }

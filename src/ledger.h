@@ -141,6 +141,7 @@ typedef struct {
     BmTracker changes;             /* the changes in flight */
     BmLedgerEntry *entries;        /* in the order they were added */
     size_t n_entries;
+    size_t cap_entries;            /* allocated, grown geometrically */
     /* index of entries by UUID: open addressing, slot = index + 1 (0 empty) */
     size_t *slots;
     size_t n_slots;

@@ -1,4 +1,5 @@
 /* balloonmgr: virtio-balloon memory management for libvirt/KVM hosts. argv -> verb. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,12 +34,40 @@ static void usage(FILE *f)
           "                     instead of /proc (as their own --proc)\n"
           "  -h, --help         show this help ('balloonmgr VERB --help' for a verb)\n"
           "  -V, --version      print the version\n"
-          "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met.\n"
+          "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met,\n"
+          "4 the state file is written by another process (run --once, agent).\n"
           "See balloonmgr(8).\n",
           f);
 }
 
+/* coreutils' close_stdout(): what a verb printed must have reached stdout (a full disk, a
+ * closed pipe, /dev/full). Returns status, or BM_EXIT_FAILURE after reporting "write error on
+ * standard output: REASON" when writing or closing failed and status was 0. A stdout that
+ * was closed before the start (EBADF, nothing written) is not an error. */
+static int close_stdout(int status)
+{
+    bool failed = ferror(stdout);
+    errno = 0;
+    if (fclose(stdout) == 0 && !failed)
+        return status;
+    int err = errno;
+    if (err == EBADF && !failed)
+        return status;
+    if (err)
+        bm_report(NULL, NULL, "write error on standard output: %s", strerror(err));
+    else
+        bm_report(NULL, NULL, "write error on standard output");
+    return status == BM_EXIT_OK ? BM_EXIT_FAILURE : status;
+}
+
+static int run_main(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    return close_stdout(run_main(argc, argv));
+}
+
+static int run_main(int argc, char **argv)
 {
     enum { OPT_PROC = 0x100 };
     static const struct option opts[] = {

@@ -31,9 +31,11 @@ void bm_histogram_observe(BmHistogram *h, double v)
     size_t i = 0;
     while (i < h->n_bounds && v > h->bounds[i])
         i++;
-    h->counts[i]++;
-    h->sum += v;
-    h->count++;
+    bm_count_add(&h->counts[i], 1);
+    bm_count_add(&h->count, 1);
+    /* a sum that would overflow to infinity stays at the largest double (never "Infinity" in
+     * a state file or an exposition) */
+    h->sum = h->sum + v <= DBL_MAX ? h->sum + v : DBL_MAX;
 }
 
 /* A growing byte buffer (not NUL-terminated): amortised doubling. */

@@ -35,7 +35,8 @@ extern const size_t bm_latency_n_buckets;
 void bm_histogram_init(BmHistogram *h, const double *bounds, size_t n);
 
 /* Counts the observation v (in the histogram's unit) in its bucket, the sum and the count.
- * NaN and negative values are ignored. */
+ * NaN and negative values are ignored. The counts saturate at BM_COUNT_MAX and the sum at
+ * DBL_MAX (+Inf counts in the last bucket, the sum stays finite). */
 void bm_histogram_observe(BmHistogram *h, double v);
 
 typedef enum { BM_METRIC_GAUGE, BM_METRIC_COUNTER, BM_METRIC_HISTOGRAM } BmMetricType;

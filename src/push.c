@@ -45,8 +45,10 @@ char *bm_push_redact_url(const char *url)
 {
     const char *auth = strstr(url, "://");
     auth = auth ? auth + 3 : url;
-    size_t alen = strcspn(auth, "/?#");
-    const char *at = memrchr(auth, '@', alen);
+    /* on the text, before any parse: a password may hold '/', '?', '#' or '@', which a parser
+     * takes for the path, query or fragment; the user information ends at the last '@' (what
+     * follows one in a path is masked too: too much hidden rather than a password shown) */
+    const char *at = strrchr(auth, '@');
     const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
     if (!colon)
         return bm_strdup(url);

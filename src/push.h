@@ -17,7 +17,9 @@ int bm_push_check_textfile(const char *dir);
 int bm_push_check_url(const char *url);
 
 /* url with the password of its user information replaced by "***" (caller frees), for
- * messages: http://user:***@host/. */
+ * messages: http://user:***@host/. Works on the text, without parsing it: everything from the
+ * first ':' after the scheme to the last '@' is masked, whatever the password holds ('/', '?',
+ * '#', '@'). */
 char *bm_push_redact_url(const char *url);
 
 /* PUTs text to URL/metrics/job/balloonmgr/instance/INSTANCE (libcurl, timeout_s). Returns 0,

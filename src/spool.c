@@ -17,7 +17,12 @@
 #include "file.h"
 #include "util.h"
 
-#define SPOOL_MAX_FILES 10000
+/* What one ingest looks at: names are skipped by their form before anything is opened, so
+ * that a flood of other files costs a directory read, not an open each (and never hides the
+ * entries behind them); entry files are opened, counted or removed, at most SPOOL_MAX_FILES a
+ * call: a flood of those drains over a few calls. */
+#define SPOOL_MAX_NAMES 1000000
+#define SPOOL_MAX_FILES 50000
 
 char *bm_spool_dir(void)
 {
@@ -157,9 +162,14 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
         return bm_error(-errno, "%s: %s", dir, strerror(errno));
     }
     _cleanup_free_ char *problems = NULL;
-    size_t n = 0, seen = 0, n_skipped = 0;
+    size_t n = 0, names = 0, opened = 0, n_skipped = 0;
+    bool capped = false;
     struct dirent *de;
-    while ((de = readdir(d)) && seen++ < SPOOL_MAX_FILES) {
+    while ((de = readdir(d))) {
+        if (names++ >= SPOOL_MAX_NAMES || opened >= SPOOL_MAX_FILES) {
+            capped = true;
+            break;
+        }
         const char *name = de->d_name;
         if (name[0] == '.')
             continue; /* ".", "..", a writer's temporary file */
@@ -167,6 +177,7 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
             note(&problems, &n_skipped, name, "is not a change file (left alone)");
             continue;
         }
+        opened++;
         /* never follows a link, never blocks on a FIFO, reads at most the cap */
         struct stat st;
         _cleanup_free_ char *text = NULL;
@@ -230,9 +241,12 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
         n++;
     }
     closedir(d);
-    if (n_skipped)
-        *ret_skipped = bm_asprintf("%s: skipped %zu entr%s: %s%s", dir, n_skipped,
-                                   n_skipped == 1 ? "y" : "ies", problems,
-                                   n_skipped > 3 ? "; ..." : "");
+    if (n_skipped || capped)
+        *ret_skipped = bm_asprintf("%s: skipped %zu entr%s%s%s%s%s", dir, n_skipped,
+                                   n_skipped == 1 ? "y" : "ies", problems ? ": " : "",
+                                   problems ? problems : "", n_skipped > 3 ? "; ..." : "",
+                                   capped ? "; stopped after the first entries of a flood (the "
+                                            "rest next time)"
+                                          : "");
     return (int)n;
 }

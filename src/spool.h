@@ -32,8 +32,11 @@ int bm_spool_write(const BmTracked *t, const char *uri);
  * of the domain) and removes those files; malformed ones (or of an older version, without a
  * URI) are removed too. Entries of other connections are left for their reader, removed after
  * BM_SPOOL_STALE_S. Anything that is not an entry file (another name, a link, a FIFO, a device,
- * a directory, a file larger than BM_SPOOL_ENTRY_MAX_BYTES) is skipped and left alone: *ret_skipped
- * says which (caller frees; NULL when none), for the caller to report when it changes.
+ * a directory, a file larger than BM_SPOOL_ENTRY_MAX_BYTES) is skipped and left alone, names
+ * before anything is opened (thousands of other files cost one directory read); *ret_skipped
+ * says how many and the first few (caller frees; NULL when none), for the caller to report
+ * when it changes. A call opens at most a bounded number of entry files (a flood of them is
+ * counted over a few calls, and *ret_skipped says so).
  * Returns the number counted, or -errno with the reason when the directory is not usable
  * (0 when there is none). */
 int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_skipped);

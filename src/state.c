@@ -8,10 +8,13 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <libgen.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,8 +25,14 @@
 
 #define STATE_VERSION 1
 #define STATE_MAX_BYTES (64u << 20)
-/* No count gets near 2^63 (json-c saturates larger numbers at 2^64-1, BM_ABSENT) */
-#define COUNT_MAX ((uint64_t)INT64_MAX)
+/* Counts saturate at 2^63 - 1 (bm_count_add()); json-c saturates larger numbers at 2^64-1 */
+#define COUNT_MAX BM_COUNT_MAX
+/* What a state file of BM_STATE_MAX_DOMAINS domains can hold: about 40 values and 5 objects
+ * or arrays per domain (its reading, its record with yield and features), and the
+ * histograms. Checked on the text before json-c builds its tree, so that the memory a load
+ * takes is bounded by the domains it can describe, not by the 64 MiB of the file. */
+#define STATE_MAX_VALUES ((size_t)BM_STATE_MAX_DOMAINS * 48 + 4096)
+#define STATE_MAX_CONTAINERS ((size_t)BM_STATE_MAX_DOMAINS * 6 + 256)
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -33,6 +42,13 @@ static json_object *u64_or_null(uint64_t v)
 }
 
 static json_object *counters_json(const BmLedger *l);
+
+/* A double for the state file: JSON has no Infinity or NaN (json-c would write them so, and
+ * no reader takes them back), so what is not finite is written as 0. */
+static json_object *json_finite(double v)
+{
+    return json_object_new_double(isfinite(v) ? v : 0);
+}
 
 char *bm_state_format(const BmLedger *l, uint64_t now_s)
 {
@@ -95,7 +111,7 @@ static json_object *counters_json(const BmLedger *l)
             for (size_t i = 0; i <= h->n_bounds; i++)
                 json_object_array_add(b, json_object_new_uint64(h->counts[i]));
             json_object_object_add(e, "buckets", b);
-            json_object_object_add(e, "sum", json_object_new_double(h->sum));
+            json_object_object_add(e, "sum", json_finite(h->sum));
             json_object_object_add(e, "count", json_object_new_uint64(h->count));
             json_object_array_add(lat, e);
         }
@@ -116,7 +132,7 @@ static json_object *counters_json(const BmLedger *l)
     json_object_object_add(o, "passes", json_object_new_uint64(c->passes));
     json_object_object_add(o, "rss_dropped_bytes", json_object_new_uint64(c->rss_dropped_bytes));
     json_object_object_add(o, "last_success", json_object_new_uint64(c->last_success_s));
-    json_object_object_add(o, "last_pass_duration_s", json_object_new_double(c->last_pass_duration_s));
+    json_object_object_add(o, "last_pass_duration_s", json_finite(c->last_pass_duration_s));
     json_object *doms = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++) {
         const BmLedgerEntry *r = &l->entries[i];
@@ -124,7 +140,7 @@ static json_object *counters_json(const BmLedger *l)
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
         json_object_object_add(x, "name", bm_json_name(r->name));
         json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
-        json_object_object_add(x, "last_duration_s", json_object_new_double(r->last_duration_s));
+        json_object_object_add(x, "last_duration_s", json_finite(r->last_duration_s));
         json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction));
         json_object_object_add(x, "last_rss_drop_bytes", u64_or_null(r->last_rss_drop_bytes));
         json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
@@ -222,14 +238,33 @@ static int count_member(json_object *o, const char *key, uint64_t *ret)
         (dst) = v_;                                                                                \
     } while (0)
 
-static double double_member(json_object *o, const char *key, double dflt)
+/* A number of seconds: dflt when missing or not a number (best effort), else a finite number
+ * from 0 (or dflt itself, -1: none yet) up to max; anything else is an error naming it. */
+static int seconds_member(json_object *o, const char *what, const char *key, double dflt,
+                          double max, double *ret)
 {
     json_object *v;
+    *ret = dflt;
     if (!json_object_object_get_ex(o, key, &v) ||
         !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
-        return dflt;
-    return json_object_get_double(v);
+        return 0;
+    double d = json_object_get_double(v);
+    if (!isfinite(d) || (d < 0 && d != dflt) || d > max)
+        return bm_error(-EINVAL, "%s\"%s\": %s is out of range (a finite number from 0 to %g)",
+                        what, key, json_object_to_json_string(v), max);
+    *ret = d;
+    return 0;
 }
+
+/* No pass or change takes a year; a latency sum is at most that per counted change. */
+#define SECONDS_MAX (365.0 * 86400)
+
+#define SECONDS(o, what, key, dflt, dst)                                                           \
+    do {                                                                                           \
+        int r_ = seconds_member(o, what, key, dflt, SECONDS_MAX, &(dst));                          \
+        if (r_ < 0)                                                                                \
+            return r_;                                                                             \
+    } while (0)
 
 static int index_of(const char *const *keys, int n, const char *s)
 {
@@ -268,7 +303,15 @@ static int counters_parse(json_object *o, BmLedger *l)
                                     bm_sg_label_names[s], COUNT_MAX);
             }
             h->count = total; /* _count is the sum of the buckets, whatever the file says */
-            h->sum = double_member(e, "sum", 0);
+            /* the sum of the observed durations: from 0, finite, none without observations */
+            char what[64];
+            snprintf(what, sizeof(what), "counters: latency %s/%s: ", bm_dir_names[d],
+                     bm_sg_label_names[s]);
+            int r = seconds_member(e, what, "sum", 0, DBL_MAX, &h->sum); /* observe saturates */
+            if (r < 0)
+                return r;
+            if (total == 0 && h->sum != 0)
+                return bm_error(-EINVAL, "%s\"sum\": %g without a count", what, h->sum);
         }
     if (json_object_object_get_ex(o, "changes", &ch))
         for (int d = 0; d < BM_DIR_COUNT; d++) {
@@ -286,7 +329,11 @@ static int counters_parse(json_object *o, BmLedger *l)
     COUNT(o, "passes", c->passes);
     COUNT(o, "rss_dropped_bytes", c->rss_dropped_bytes);
     COUNT(o, "last_success", c->last_success_s);
-    c->last_pass_duration_s = double_member(o, "last_pass_duration_s", -1);
+    SECONDS(o, "counters: ", "last_pass_duration_s", -1, c->last_pass_duration_s);
+    if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array) &&
+        json_object_array_length(doms) > BM_STATE_MAX_DOMAINS)
+        return bm_error(-EINVAL, "counters: %zu domains, more than %d", json_object_array_length(doms),
+                        BM_STATE_MAX_DOMAINS);
     if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array))
         for (size_t i = 0; i < json_object_array_length(doms); i++) {
             json_object *x = json_object_array_get_idx(doms, i), *u, *n, *b;
@@ -305,7 +352,7 @@ static int counters_parse(json_object *o, BmLedger *l)
                 r->last_target_bytes = v;
             if (get_u64(x, "last_rss_drop_bytes", &v) == 0)
                 r->last_rss_drop_bytes = v;
-            r->last_duration_s = double_member(x, "last_duration_s", -1);
+            SECONDS(x, "counters: domain: ", "last_duration_s", -1, r->last_duration_s);
             json_object *dv;
             int dir = json_object_object_get_ex(x, "last_direction", &dv) &&
                               json_object_is_type(dv, json_type_int)
@@ -334,6 +381,8 @@ static int counters_parse(json_object *o, BmLedger *l)
 static int readings_parse(json_object *arr, BmLedger *l)
 {
     size_t n = json_object_array_length(arr);
+    if (n > BM_STATE_MAX_DOMAINS)
+        return bm_error(-EINVAL, "%zu domains, more than %d", n, BM_STATE_MAX_DOMAINS);
     for (size_t i = 0; i < n; i++) {
         json_object *o = json_object_array_get_idx(arr, i), *uuid;
         BmPrevReading reading, *d = &reading;
@@ -368,7 +417,8 @@ static int parse_root(json_object *root, BmLedger *ret)
     if (!json_object_is_type(root, json_type_object))
         return bm_error(-EINVAL, "not a JSON object");
     json_object *v;
-    if (!json_object_object_get_ex(root, "version", &v) || json_object_get_int(v) != STATE_VERSION)
+    if (!json_object_object_get_ex(root, "version", &v) || !json_object_is_type(v, json_type_int) ||
+        json_object_get_int64(v) != STATE_VERSION)
         return bm_error(-EINVAL, "unknown version");
     if (json_object_object_get_ex(root, "host_mode", &v)) {
         const char *m = json_object_get_string(v);
@@ -388,9 +438,40 @@ static int parse_root(json_object *root, BmLedger *ret)
     return 0;
 }
 
+/* Counts the values and the objects and arrays of JSON text (outside strings), up to the
+ * limits of a state file. Returns 0, or -EINVAL naming the limit passed. O(n), no memory. */
+static int check_size(const char *text)
+{
+    size_t values = 1, containers = 0;
+    bool in_string = false;
+    for (const char *p = text; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+        } else if (*p == ',') {
+            values++;
+        } else if (*p == '{' || *p == '[') {
+            values++;
+            containers++;
+        }
+        if (values > STATE_MAX_VALUES || containers > STATE_MAX_CONTAINERS)
+            return bm_error(-EINVAL, "more %s than a state file of %d domains holds",
+                            values > STATE_MAX_VALUES ? "values" : "objects and arrays",
+                            BM_STATE_MAX_DOMAINS);
+    }
+    return 0;
+}
+
 int bm_state_parse(const char *text, BmLedger *ret)
 {
     bm_ledger_init(ret);
+    int rs = check_size(text);
+    if (rs < 0)
+        return rs;
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return bm_error(-ENOMEM, "out of memory");
@@ -442,14 +523,33 @@ int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s)
 
 int bm_state_set_aside(const char *path, char **ret_path)
 {
-    _cleanup_free_ char *aside = bm_asprintf("%s.corrupt", path);
     struct stat st;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return bm_error(-ENODEV, "not renamed: %s is %s", path, bm_file_kind(st.st_mode));
-    if (rename(path, aside) < 0)
-        return bm_error(-errno, "cannot rename to '%s': %s", aside, strerror(errno));
-    *ret_path = TAKE_PTR(aside);
-    return 0;
+    _cleanup_free_ char *first = bm_asprintf("%s.corrupt", path);
+    const char *taken = NULL;
+    /* PATH.corrupt, replacing an older copy (a regular file, as we write it); when that name
+     * is taken by anything else (a directory, FIFO, link), which is never replaced, the first
+     * free PATH.corrupt.N */
+    for (int i = 0; i <= BM_STATE_ASIDE_MAX; i++) {
+        _cleanup_free_ char *aside = i ? bm_asprintf("%s.%d", first, i) : bm_strdup(first);
+        bool exists = lstat(aside, &st) == 0;
+        if (exists && (i > 0 || !S_ISREG(st.st_mode))) {
+            if (i == 0)
+                taken = bm_file_kind(st.st_mode);
+            continue;
+        }
+        int r = exists ? rename(path, aside)
+                       : renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE);
+        if (r < 0 && errno == EEXIST)
+            continue; /* made meanwhile */
+        if (r < 0)
+            return bm_error(-errno, "cannot rename to '%s': %s", aside, strerror(errno));
+        *ret_path = TAKE_PTR(aside);
+        return 0;
+    }
+    return bm_error(-EEXIST, "cannot rename: '%s' is %s and '%s.1' to '.%d' are taken", first,
+                    taken ? taken : "taken", first, BM_STATE_ASIDE_MAX);
 }
 
 int bm_state_cleanup(const char *path)
@@ -480,4 +580,92 @@ BmSaveOutcome bm_state_save_tracked(BmStateWriter *w, const char *path, const Bm
         return BM_SAVE_FAILED_QUIET;
     snprintf(w->reported, sizeof(w->reported), "%s", why);
     return BM_SAVE_FAILED;
+}
+
+/* "balloonmgr -c test:///default agent ...": the command line of pid, or "" */
+static void command_of(long pid, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t k = read(fd, buf, n - 1);
+    close(fd);
+    if (k <= 0)
+        return;
+    buf[k] = '\0';
+    for (ssize_t i = 0; i < k; i++)
+        if (buf[i] == '\0' || (unsigned char)buf[i] < 0x20)
+            buf[i] = ' ';
+    while (k > 0 && buf[k - 1] == ' ')
+        buf[--k] = '\0';
+}
+
+int bm_state_lock(const char *path, int *ret_fd)
+{
+    *ret_fd = -1;
+    _cleanup_free_ char *lock = bm_asprintf("%s" BM_STATE_LOCK_SUFFIX, path);
+    _cleanup_free_ char *dircopy = bm_strdup(path);
+    const char *dir = dirname(dircopy);
+    /* a directory that cannot be made (its parent missing or a file, read-only, not ours) can
+     * hold no state file: the save reports that */
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return 0;
+    /* held open read-only (flock needs no more): a file open for writing would keep its file
+     * system from being remounted read-only for as long as the agent runs */
+    const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+    int fd = open(lock, O_CREAT | flags, 0644);
+    if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM))
+        fd = open(lock, flags); /* one there already can be locked */
+    if (fd < 0) {
+        int err = errno;
+        if (err == EROFS || err == EACCES || err == EPERM || err == ENOENT || err == ENOTDIR ||
+            err == ENOSPC || err == EDQUOT)
+            return 0; /* nobody can write the state there: the save says why */
+        if (err == ELOOP)
+            return bm_error(-ENODEV, "lock file '%s' is a symbolic link", lock);
+        return bm_error(-err, "cannot open the lock file '%s': %s", lock, strerror(err));
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int err = errno;
+        close(fd);
+        if (err && !st.st_mode)
+            return bm_error(-err, "lock file '%s': %s", lock, strerror(err));
+        return bm_error(-ENODEV, "lock file '%s' is %s", lock, bm_file_kind(st.st_mode));
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int err = errno;
+        if (err != EWOULDBLOCK) {
+            close(fd);
+            return bm_error(-err, "cannot lock '%s': %s", lock, strerror(err));
+        }
+        char text[32] = "", cmd[256] = "";
+        ssize_t k = pread(fd, text, sizeof(text) - 1, 0);
+        close(fd);
+        text[k > 0 ? k : 0] = '\0';
+        char *end = NULL;
+        long pid = strtol(text, &end, 10);
+        if (pid <= 0 || end == text)
+            return bm_error(-EBUSY, "in use by another process (lock '%s'): one writer at a time",
+                            lock);
+        command_of(pid, cmd, sizeof(cmd));
+        return bm_error(-EBUSY, "in use by PID %ld%s%s%s (lock '%s'): one writer at a time", pid,
+                        cmd[0] ? " (" : "", cmd, cmd[0] ? ")" : "", lock);
+    }
+    /* who holds it, through a descriptor of its own, closed at once (when it cannot be
+     * written, the lock holds all the same; only who holds it is not said) */
+    int wfd = open(lock, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (wfd >= 0) {
+        char text[32];
+        int n = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
+        if (write(wfd, text, (size_t)n) != n) {
+            /* as above */
+        }
+        close(wfd);
+    }
+    *ret_fd = fd;
+    return 0;
 }

@@ -8,6 +8,10 @@
 
 #include "config.h" /* BM_STATE_DEFAULT_PATH: LOCALSTATEDIR/lib/balloonmgr/state.json */
 
+/* The most domains a state file describes (a host runs a few thousand at most): a file with
+ * more is corrupt, and what a load takes is bounded by it. */
+#define BM_STATE_MAX_DOMAINS 16384
+
 /* Parses state text into the ledger *ret (initialised first; a state without counters leaves
  * them at zero). Returns 0 (free with bm_ledger_clear()), or -EINVAL with the reason (*ret
  * empty). Pure. */
@@ -34,15 +38,30 @@ int bm_state_load(const char *path, BmLedger *ret);
  * file is left. */
 int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s);
 
-/* Renames a corrupt state file to PATH.corrupt (replacing an older one), so that it is kept
- * for a post-mortem and not read again. Returns 0 and the new name in *ret_path (caller
- * frees), or -errno with the reason. */
+/* Renames a corrupt state file to PATH.corrupt (replacing an older one, a regular file), so
+ * that it is kept for a post-mortem and not read again. A PATH.corrupt that is anything else
+ * (a directory, FIFO, symbolic link) is never replaced: the file goes to the first free
+ * PATH.corrupt.N (N from 1 to BM_STATE_ASIDE_MAX) instead. Returns 0 and the new name in
+ * *ret_path (caller frees), or -errno with the reason (then path is where it was). */
+#define BM_STATE_ASIDE_MAX 99
 int bm_state_set_aside(const char *path, char **ret_path);
 
 /* Removes the temporary files writers killed in the middle of bm_state_save() left beside
  * path (bm_atomic_cleanup(): not those of a writer at work). Returns how many, 0 when the
  * directory does not exist, or -errno with the reason. */
 int bm_state_cleanup(const char *path);
+
+/* The lock file beside a state file: PATH.lock, locked (flock) by the process that writes
+ * PATH for as long as it may write it, holding its PID as text. */
+#define BM_STATE_LOCK_SUFFIX ".lock"
+
+/* Takes the exclusive lock on path's lock file (created if needed, with path's directory),
+ * without waiting. Returns 0 and the locked file's descriptor in *ret_fd (close it to
+ * unlock; -1 when nothing can be locked because the directory cannot be written: then no
+ * save can work either, and the save reports that), -EBUSY when another process holds it
+ * (the detail names its PID and command line), or -errno with the reason (a lock file
+ * that is not a regular file: -ENODEV). */
+int bm_state_lock(const char *path, int *ret_fd);
 
 /* The saves of the agent: a failure is reported once, not every pass. */
 typedef struct {

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A statistic the source did not report. Shown as "-" in tables and null in JSON. */
 #define BM_ABSENT UINT64_MAX
@@ -16,6 +17,16 @@ static inline bool bm_present(uint64_t v)
     return v != BM_ABSENT;
 }
 
+/* The largest count kept (2^63 - 1): counters saturate there instead of wrapping, so a saved
+ * count is always one the state file reads back (json-c also saturates larger numbers). */
+#define BM_COUNT_MAX ((uint64_t)INT64_MAX)
+
+/* *c += n, saturating at BM_COUNT_MAX. */
+static inline void bm_count_add(uint64_t *c, uint64_t n)
+{
+    *c = (*c > BM_COUNT_MAX || n > BM_COUNT_MAX - *c) ? BM_COUNT_MAX : *c + n;
+}
+
 /* Scoped cleanup, after systemd's macros. */
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _cleanup_free_ _cleanup_(bm_freep)
@@ -23,6 +34,15 @@ static inline bool bm_present(uint64_t v)
 static inline void bm_freep(void *p)
 {
     free(*(void **)p);
+}
+
+/* A file descriptor closed at the end of its scope unless negative. */
+#define _cleanup_close_ _cleanup_(bm_closep)
+
+static inline void bm_closep(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
 }
 
 /* Defines name(type *p) that calls func(*p) when *p is not NULL. */

@@ -18,11 +18,21 @@
  * takes time quadratic in the depth of flow collections ("[[[[...") */
 #define MAX_DEPTH 32
 
+/* A node written with an explicit tag ("!!str x"): libyaml's document API gives an untagged
+ * node the default tag of its kind, so the tags written are taken from the events. */
+typedef struct {
+    size_t index;        /* the node's start, a byte offset: the events come in this order */
+    yaml_node_type_t type; /* a mapping and its first key start at the same byte */
+    char *tag;           /* as resolved: "tag:yaml.org,2002:str" */
+} ExplicitTag;
+
 typedef struct {
     const char *path;
     yaml_document_t *doc;
     BmDiags diags;
     BmWebConfig *c;
+    ExplicitTag *tags; /* sorted by index */
+    size_t n_tags;
 } Parser;
 
 #define add_error(ps, ...) bm_diags_add(&(ps)->diags, __VA_ARGS__)
@@ -37,9 +47,59 @@ static const char *quote(const char *s, size_t n, char *buf)
 #define SCALAR(n) ((const char *)(n)->data.scalar.value)
 #define SCALAR_LEN(n) ((n)->data.scalar.length)
 
-static bool is_null(const yaml_node_t *n)
+#define TAG_STR YAML_STR_TAG
+#define TAG_BOOL YAML_BOOL_TAG
+#define TAG_MAP YAML_MAP_TAG
+
+/* The tag n was written with, or NULL (none: its kind's default). O(log tags). */
+static const char *explicit_tag(const Parser *ps, const yaml_node_t *n)
 {
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+    size_t lo = 0, hi = ps->n_tags, at = n->start_mark.index;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ps->tags[mid].index < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < ps->n_tags && ps->tags[lo].index == at; lo++)
+        if (ps->tags[lo].type == n->type)
+            return ps->tags[lo].tag;
+    return NULL;
+}
+
+/* "!!str" for the YAML 1.1 tags, else the tag as written. */
+static const char *tag_shown(const char *tag, char *buf, size_t n)
+{
+    const char *prefix = "tag:yaml.org,2002:";
+    if (strncmp(tag, prefix, strlen(prefix)) == 0)
+        snprintf(buf, n, "!!%s", tag + strlen(prefix));
+    else
+        bm_quote(tag, strlen(tag), true, buf);
+    return buf;
+}
+
+/* Whether n is untagged or tagged as want (TAG_STR, TAG_BOOL, TAG_MAP); else an error naming
+ * what and the tag: "!!str" where a mapping is expected is a string, never an empty section. */
+static bool tag_is(Parser *ps, const yaml_node_t *n, const char *want, const char *what)
+{
+    const char *tag = explicit_tag(ps, n);
+    if (!tag || strcmp(tag, want) == 0)
+        return true;
+    char shown[BM_QUOTE_SIZE];
+    add_error(ps, LINE(n), COL(n), "%s: expected %s, not a value tagged %s", what,
+              strcmp(want, TAG_MAP) == 0    ? "a mapping of keys to values"
+              : strcmp(want, TAG_BOOL) == 0 ? "true or false"
+                                            : "a string",
+              tag_shown(tag, shown, sizeof(shown)));
+    return false;
+}
+
+/* Null: an untagged plain "", "~" or "null" (an explicit tag makes it a value of that type). */
+static bool is_null(const Parser *ps, const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+        explicit_tag(ps, n))
         return false;
     const char *s = SCALAR(n);
     return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
@@ -48,7 +108,9 @@ static bool is_null(const yaml_node_t *n)
 /* A scalar's text; NULL (with an error naming what) when n is no string or holds a NUL. */
 static const char *get_string(Parser *ps, const yaml_node_t *n, const char *what)
 {
-    if (n->type != YAML_SCALAR_NODE || is_null(n)) {
+    if (!tag_is(ps, n, TAG_STR, what))
+        return NULL;
+    if (n->type != YAML_SCALAR_NODE || is_null(ps, n)) {
         add_error(ps, LINE(n), COL(n), "%s: expected a string", what);
         return NULL;
     }
@@ -63,6 +125,8 @@ static const char *get_string(Parser *ps, const yaml_node_t *n, const char *what
 static int get_bool(Parser *ps, const yaml_node_t *n, const char *what)
 {
     char q[BM_QUOTE_SIZE];
+    if (!tag_is(ps, n, TAG_BOOL, what))
+        return -1;
     if (n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
         const char *s = SCALAR(n);
         if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"))
@@ -116,7 +180,7 @@ static int find_key(Parser *ps, const yaml_node_t *n, const Key *keys, size_t n_
                     const char *section)
 {
     char q[BM_QUOTE_SIZE];
-    if (n->type != YAML_SCALAR_NODE) {
+    if (n->type != YAML_SCALAR_NODE || (explicit_tag(ps, n) && strcmp(explicit_tag(ps, n), TAG_STR))) {
         add_error(ps, LINE(n), COL(n), "%s%skeys must be strings", section ? section : "",
                   section ? ": " : "");
         return -1;
@@ -175,7 +239,9 @@ static void walk_mapping(Parser *ps, const yaml_node_t *m, const Key *keys, size
 /* Whether n is a mapping, or null (an empty section); else an error naming the section. */
 static bool is_section(Parser *ps, const yaml_node_t *k, const yaml_node_t *n)
 {
-    if (n->type == YAML_MAPPING_NODE || is_null(n))
+    if (!tag_is(ps, n, TAG_MAP, SCALAR(k)))
+        return false;
+    if (n->type == YAML_MAPPING_NODE || is_null(ps, n))
         return true;
     add_error(ps, LINE(n), COL(n), "%s: expected a mapping of keys to values", SCALAR(k));
     return false;
@@ -348,7 +414,7 @@ static void visit_top(Parser *ps, int i, const yaml_node_t *k, const yaml_node_t
     BmWebConfig *c = ps->c;
     if (!is_section(ps, k, v))
         return;
-    bool empty = is_null(v);
+    bool empty = is_null(ps, v);
     switch (i) {
     case 0: /* tls_server_config */
         c->tls = true;
@@ -396,21 +462,39 @@ static void yaml_error_position(const yaml_parser_t *p, const char *text, unsign
     }
 }
 
-/* Walks the events of text: 0 when no collection is nested deeper than MAX_DEPTH (or on a
- * syntax error, which the loader then reports), else -1 and where. Stops at the first
- * collection too deep, so the time is linear. */
-static int check_depth(const char *text, unsigned *ret_line, unsigned *ret_col)
+/* Walks the events of text: records the explicit tags in ps (explicit_tag()), and returns 0
+ * when no collection is nested deeper than MAX_DEPTH (or on a syntax error, which the loader
+ * then reports), else -1 and where. Stops at the first collection too deep, so the time is
+ * linear. */
+static int scan_events(Parser *ps, const char *text, unsigned *ret_line, unsigned *ret_col)
 {
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p))
         abort(); /* out of memory */
     yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
     int depth = 0, r = 0;
+    size_t cap = 0;
     for (;;) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&p, &ev))
             break;
         yaml_event_type_t type = ev.type;
+        const yaml_char_t *tag = type == YAML_SCALAR_EVENT           ? ev.data.scalar.tag
+                                 : type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag
+                                 : type == YAML_MAPPING_START_EVENT  ? ev.data.mapping_start.tag
+                                                                     : NULL;
+        if (tag) {
+            if (ps->n_tags == cap) {
+                cap = cap ? 2 * cap : 16;
+                ps->tags = bm_reallocarray(ps->tags, cap, sizeof(*ps->tags));
+            }
+            ps->tags[ps->n_tags++] = (ExplicitTag){
+                .index = ev.start_mark.index,
+                .type = type == YAML_SCALAR_EVENT           ? YAML_SCALAR_NODE
+                        : type == YAML_SEQUENCE_START_EVENT ? YAML_SEQUENCE_NODE
+                                                            : YAML_MAPPING_NODE,
+                .tag = bm_strdup((const char *)tag)};
+        }
         if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
             if (++depth > MAX_DEPTH) {
                 *ret_line = (unsigned)ev.start_mark.line + 1;
@@ -426,6 +510,15 @@ static int check_depth(const char *text, unsigned *ret_line, unsigned *ret_col)
     }
     yaml_parser_delete(&p);
     return r;
+}
+
+static void tags_clear(Parser *ps)
+{
+    for (size_t i = 0; i < ps->n_tags; i++)
+        free(ps->tags[i].tag);
+    free(ps->tags);
+    ps->tags = NULL;
+    ps->n_tags = 0;
 }
 
 /* The errors of ps: the first as the error detail, all in *ret_errors. Returns -EINVAL. */
@@ -503,7 +596,7 @@ int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebCo
         position_of(text, nul_at, &deep_line, &deep_col);
         add_error(&ps, deep_line, deep_col, "contains a NUL byte: refused whole");
         text = "";
-    } else if (check_depth(text, &deep_line, &deep_col) < 0) {
+    } else if (scan_events(&ps, text, &deep_line, &deep_col) < 0) {
         add_error(&ps, deep_line, deep_col, "nested more than %d levels deep", MAX_DEPTH);
         text = ""; /* nothing more to say */
     }
@@ -521,9 +614,11 @@ int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebCo
     } else {
         ps.doc = &doc;
         const yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (root && root->type == YAML_MAPPING_NODE)
+        if (root && !tag_is(&ps, root, TAG_MAP, "the document"))
+            ; /* a tagged scalar or sequence is no config, not even an empty one */
+        else if (root && root->type == YAML_MAPPING_NODE)
             walk_mapping(&ps, root, top_keys, BM_ARRAY_SIZE(top_keys), NULL, visit_top);
-        else if (root && !is_null(root))
+        else if (root && !is_null(&ps, root))
             add_error(&ps, LINE(root), COL(root),
                       "expected a mapping with tls_server_config, http_server_config or "
                       "basic_auth_users");
@@ -543,6 +638,7 @@ int bm_webconfig_parse_n(const char *text, size_t len, const char *path, BmWebCo
         yaml_document_delete(&doc);
     }
     yaml_parser_delete(&parser);
+    tags_clear(&ps);
 
     if (ps.diags.n)
         return refuse(&ps, ret_errors);

@@ -14,8 +14,8 @@ bool bm_yield_learn(BmYield *y, uint64_t from_bytes, uint64_t reached_bytes, uin
     uint64_t returned = rss_before > rss_after ? rss_before - rss_after : 0;
     if (returned > inflated)
         returned = inflated; /* the guest freed more meanwhile: count no more than the balloon */
-    y->inflated_bytes += inflated;
-    y->returned_bytes += returned;
+    bm_count_add(&y->inflated_bytes, inflated);
+    bm_count_add(&y->returned_bytes, returned);
     y->last_inflated_bytes = inflated;
     y->last_returned_bytes = returned;
     y->nothing = returned * 1000 < inflated * BM_YIELD_NOTHING_PERMILLE;

@@ -35,12 +35,22 @@ printf 'MemTotal:       1000 kB\nMemAvailable:   2000 kB\n' >"$T/proc-over/memin
 printf 'MemFree:        1000 kB\n' >"$T/proc-nokey/meminfo"
 # a state file whose count overflowed
 printf '{"version":1,"domains":[],"counters":{"passes":18446744073709551616}}\n' >"$T/overflow.json"
+# numbers a state file never carries: a negative or infinite latency sum, a sum without a
+# count, a negative duration; and more domains than a host runs
+B0='"buckets":[1,0,0,0,0,0,0,0,0,0,0,0,0,0]'
+printf '{"version":1,"domains":[],"counters":{"latency":[{"direction":"inflate","sg":"unknown",%s,"sum":-1000000000}]}}\n' "$B0" >"$T/sum-negative.json"
+printf '{"version":1,"domains":[],"counters":{"latency":[{"direction":"inflate","sg":"unknown",%s,"sum":1e999}]}}\n' "$B0" >"$T/sum-inf.json"
+printf '{"version":1,"domains":[],"counters":{"latency":[{"direction":"inflate","sg":"unknown","buckets":[0,0,0,0,0,0,0,0,0,0,0,0,0,0],"sum":3}]}}\n' >"$T/sum-nocount.json"
+printf '{"version":1,"domains":[],"counters":{"last_pass_duration_s":-7}}\n' >"$T/duration-negative.json"
+{ printf '{"version":1,"domains":['; for i in $(seq 16385); do printf '{"uuid":"u%d"},' "$i"; done; printf '{"uuid":"last"}]}\n'; } >"$T/many-domains.json"
 
 # the "files" group: @T@/f/KIND for every kind of path that is not a readable regular file of
 # a sane size (see the table's header)
 F=$T/f
 mkdir -p "$F/dir" "$F/notdir"
 mkfifo "$F/fifo"
+# a socket (bash cannot bind one)
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$F/sock"
 ln -s /dev/zero "$F/zero-link"
 ln -s /dev/null "$F/null-link"
 ln -s "$F/fifo" "$F/fifo-link"
@@ -175,7 +185,7 @@ start_agent() {
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 20000))
         "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --state "$T/agent-state.json" --listen "127.0.0.1:$port" "$@" 2>"${AGENT_LOG:-$T/agent.err}" &
+            --proc "$ROOT/demo/proc" --state "${AGENT_STATE:-$T/agent-state.json}" --listen "127.0.0.1:$port" "$@" 2>"${AGENT_LOG:-$T/agent.err}" &
         apid=$!
         for _ in $(seq 100); do
             curl -sf -u alice:secret "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
@@ -249,7 +259,8 @@ while IFS=$'\t' read -r class input want msg; do
         # an agent with basic_auth_users (alice/secret), beside the plain one
         plain_port=$port plain_apid=$apid
         if [ -z "$aapid" ]; then
-            AGENT_LOG=$T/agent-auth.err start_agent --web-config "$T/web-auth.yml"
+            # its own state file: one writer per state (the other agent holds its lock)
+            AGENT_LOG=$T/agent-auth.err AGENT_STATE=$T/agent-auth-state.json start_agent --web-config "$T/web-auth.yml"
             ok $? "http-auth: agent with basic auth serves /metrics" "$(cat "$T/agent-auth.err")"
             aport=$port aapid=$apid
         fi

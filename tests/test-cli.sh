@@ -227,6 +227,15 @@ printf '[guest]\nflor = 5%%\nfloor = 12X\n' >"$tmpd/bad.policy"
 grep -qx "$tmpd/bad.policy:2:1: unknown key 'flor' in \[guest\] (did you mean 'floor'?)" "$err"; ok $? "  with file:line:col"
 grep -qx "$tmpd/bad.policy:3:9: floor: '12X': unknown unit 'X'" "$err"; ok $? "  and every error"
 expect 2 "policy: expected 'check FILE...'" -- policy lint x
+# a NUL byte: refused, as balloonmgr.policy(5) says in FORMAT and in ERRORS (one truth)
+printf '[host]\nreclaim_below = 10%%\n\0\n[guest]\nflor = 5\n' >"$tmpd/nul.policy"
+"$BM" policy check "$tmpd/nul.policy" >"$out" 2>"$err"; rc=$?
+[ $rc -eq 2 ] && grep -q "^$tmpd/nul.policy:3:1: " "$err"; ok $? "policy check on a file with a NUL byte exits 2 naming the line" "$(cat "$err")"
+format=$(sed -n '/^# FORMAT/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | tr '\n' ' ')
+errors=$(sed -n '/^# ERRORS/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | tr '\n' ' ')
+! grep -qi 'NUL byte ends' <<<"$format" && grep -q 'NUL byte is refused' <<<"$format" &&
+    grep -q 'NUL byte or invalid UTF-8 on a line is refused' <<<"$errors"
+ok $? "balloonmgr.policy(5): FORMAT and ERRORS both say a NUL byte is refused"
 "$BM" -c "$DEMO" run --once --policy "$tmpd/bad.policy" --state "$tmpd/s.json" >"$out" 2>"$err"; rc=$?
 [ $rc -eq 2 ]; ok $? "run with a broken policy exits 2"
 [ "$(tail -1 "$err")" = "balloonmgr: run: policy '$tmpd/bad.policy' has errors: nothing changed" ] && grep -q ":3:9: floor: '12X'" "$err"; ok $? "  lists the errors and says nothing changed"
@@ -257,6 +266,32 @@ expect 0 "run: warning: state '$tmpd/s.json': not JSON (truncated); starting fre
 expect 0 "run: warning: state '$tmpd/s.json': not JSON (truncated); moved to '$tmpd/s.json.corrupt', starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
 jq -e '.version == 1 and .counters.errors.state == 1' "$tmpd/s.json" >/dev/null; ok $? "  writes a fresh state, counting the error"
 [ "$(cat "$tmpd/s.json.corrupt")" = '{"version": 1, "domains": [' ]; ok $? "  and keeps the corrupt one aside"
+# .corrupt taken by a directory, a FIFO, a link: never replaced, the corrupt file never lost
+for kind in dir fifo link; do
+    d=$tmpd/aside-$kind
+    mkdir -p "$d"
+    echo '{"version": 1, "domains": [' >"$d/s.json"
+    case $kind in dir) mkdir "$d/s.json.corrupt" ;; fifo) mkfifo "$d/s.json.corrupt" ;; link) ln -s "$d/target" "$d/s.json.corrupt" ;; esac
+    expect 0 "run: warning: state '$d/s.json': not JSON (truncated); moved to '$d/s.json.corrupt.1', starting fresh" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$d/s.json"
+    [ "$(cat "$d/s.json.corrupt.1")" = '{"version": 1, "domains": [' ] && [ ! -e "$d/target" ] &&
+        case $kind in dir) [ -d "$d/s.json.corrupt" ] ;; fifo) [ -p "$d/s.json.corrupt" ] ;; link) [ -L "$d/s.json.corrupt" ] ;; esac
+    ok $? "  .corrupt a $kind: left alone, the corrupt file kept as .corrupt.1"
+done
+d=$tmpd/aside-full
+mkdir -p "$d/s.json.corrupt"
+for i in $(seq 99); do mkdir "$d/s.json.corrupt.$i"; done
+echo '{"version": 1, "domains": [' >"$d/s.json"
+expect 1 "run: state '$d/s.json': not JSON (truncated); cannot be moved aside (cannot rename: '$d/s.json.corrupt' is a directory and '$d/s.json.corrupt.1' to '.99' are taken): left as it is, never overwritten" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$d/s.json"
+[ "$(cat "$d/s.json")" = '{"version": 1, "domains": [' ]; ok $? "  every name taken: exit 1, the corrupt file never overwritten"
+# a counter at 2^63-1 saturates: run twice, the file is read back both times
+# (sed, not jq: jq's numbers are doubles, 2^63-1 would be rounded up past it)
+sed -E 's/"passes": ?[0-9]+/"passes":9223372036854775807/; s/"state": ?[0-9]+/"state":9223372036854775807/' "$tmpd/s.json" >"$tmpd/max.json"
+grep -Eq '"passes": ?9223372036854775807' "$tmpd/max.json" && grep -Eq '"state": ?9223372036854775807' "$tmpd/max.json"; ok $? "a state file with counters at 2^63-1"
+expect 0 "" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/max.json"
+expect 0 "" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/max.json"
+grep -Eq '"passes": ?9223372036854775807,' "$tmpd/max.json" && grep -Eq '"state": ?9223372036854775807,' "$tmpd/max.json" &&
+    [ ! -e "$tmpd/max.json.corrupt" ]
+ok $? "counters at 2^63-1 stay there across runs (never overflow, never reset)" "$(grep '"passes"' "$tmpd/max.json")"
 echo x >"$tmpd/file"
 expect 1 "run: state '$tmpd/file/s.json': cannot write: Not a directory" -- -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/file/s.json"
 cp "$tmpd/s.json" "$tmpd/s.json.tmp.balloonmgr-AAAAAA"

@@ -2,7 +2,12 @@
  * temporary files of killed writers, reporting a failing save once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +15,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "state.h"
 #include "tap.h"
 #include "util.h"
@@ -66,6 +72,248 @@ static void test_bounds(void)
     bm_ledger_sync(&c, &snap, now + BM_UNRESPONSIVE_HOLDOFF_S);
     ok(c.n_entries == 1 && !c.entries[0].unresponsive, "  and over once that passed");
     bm_ledger_clear(&c);
+}
+
+
+/* Every number read back has the range it can have: a latency sum is finite, from 0 and 0
+ * without a count; durations are finite, from 0 (-1: none); a count beyond 2^63-1 is refused
+ * (one at 2^63-1 is read). */
+static void test_value_ranges(void)
+{
+    static const char head[] = "{\"version\":1,\"domains\":[],\"counters\":{";
+    static const struct {
+        const char *counters, *why;
+    } bad[] = {
+        {"\"latency\":[{\"direction\":\"inflate\",\"sg\":\"unknown\",\"buckets\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0],"
+         "\"sum\":-1000000000}]",
+         "counters: latency inflate/unknown: \"sum\": -1000000000 is out of range"},
+        {"\"latency\":[{\"direction\":\"inflate\",\"sg\":\"unknown\",\"buckets\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0],"
+         "\"sum\":1e999}]",
+         "counters: latency inflate/unknown: \"sum\":"},
+        {"\"latency\":[{\"direction\":\"deflate\",\"sg\":\"negotiated\",\"buckets\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0],"
+         "\"sum\":5}]",
+         "counters: latency deflate/negotiated: \"sum\": 5 without a count"},
+        {"\"last_pass_duration_s\":-5", "counters: \"last_pass_duration_s\": -5 is out of range"},
+        {"\"last_pass_duration_s\":1e999", "counters: \"last_pass_duration_s\":"},
+        {"\"domains\":[{\"uuid\":\"u\",\"last_duration_s\":-0.5}]",
+         "counters: domain: \"last_duration_s\": -0.5 is out of range"},
+        {"\"passes\":9223372036854775808", "counters: \"passes\": 9223372036854775808 overflows"},
+        {"\"errors\":{\"state\":18446744073709551615}", "counters: \"state\": 18446744073709551615 overflows"},
+        {"\"rss_dropped_bytes\":-1", "counters: \"rss_dropped_bytes\": -1 is not a count"},
+        {"\"domains\":[{\"uuid\":\"u\",\"yield\":{\"inflated_bytes\":9223372036854775808}}]",
+         "counters: \"inflated_bytes\": 9223372036854775808 overflows"},
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
+        _cleanup_free_ char *text = bm_asprintf("%s%s}}", head, bad[i].counters);
+        BmLedger l;
+        int r = bm_state_parse(text, &l);
+        ok(r == -EINVAL && strstr(bm_error_detail(r), bad[i].why), "out of range %zu refused: %s",
+           i, r < 0 ? bm_error_detail(r) : "accepted");
+        bm_ledger_clear(&l);
+    }
+    BmLedger v;
+    int rv = bm_state_parse("{\"version\":1.5,\"domains\":[]}", &v);
+    ok(rv == -EINVAL && strstr(bm_error_detail(rv), "unknown version"), "version 1.5 refused (%s)",
+       rv < 0 ? bm_error_detail(rv) : "read");
+    bm_ledger_clear(&v);
+    _cleanup_free_ char *max = bm_asprintf("%s\"passes\":9223372036854775807,\"last_pass_duration_s\":-1}}", head);
+    BmLedger l;
+    ok(bm_state_parse(max, &l) == 0 && l.counters.passes == BM_COUNT_MAX &&
+           l.counters.last_pass_duration_s == -1,
+       "a count of 2^63-1 and a duration of -1 (none) are read");
+    bm_ledger_clear(&l);
+}
+
+/* Counters saturate at 2^63-1: incremented, saved and read back, they stay there (a counter
+ * that wrapped past it made the next run refuse the file and reset every counter). */
+static void test_counters_saturate(void)
+{
+    uint64_t c = BM_COUNT_MAX - 1;
+    bm_count_add(&c, 1);
+    is_u64(c, BM_COUNT_MAX, "bm_count_add up to 2^63-1");
+    bm_count_add(&c, 1);
+    is_u64(c, BM_COUNT_MAX, "  and no further");
+    bm_count_add(&c, UINT64_MAX);
+    is_u64(c, BM_COUNT_MAX, "  whatever is added");
+
+    BmLedger l;
+    bm_ledger_init(&l);
+    l.counters.passes = BM_COUNT_MAX;
+    l.counters.errors[BM_ERR_STATE] = BM_COUNT_MAX;
+    l.counters.rss_dropped_bytes = BM_COUNT_MAX;
+    bm_ledger_count_error(&l, BM_ERR_STATE);
+    BmHistogram *h = &l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN];
+    h->counts[0] = h->count = BM_COUNT_MAX;
+    h->sum = 1;
+    bm_histogram_observe(h, 0.001);
+    is_u64(l.counters.errors[BM_ERR_STATE], BM_COUNT_MAX, "an error counted at 2^63-1 stays there");
+    is_u64(h->count, BM_COUNT_MAX, "a histogram's count too");
+    _cleanup_free_ char *text = bm_state_format(&l, 1800000000);
+    BmLedger back;
+    int r = bm_state_parse(text, &back);
+    ok(r == 0, "saved at the maximum, the state is read back (%s)", r < 0 ? bm_error_detail(r) : "ok");
+    is_u64(back.counters.passes, BM_COUNT_MAX, "  passes 2^63-1");
+    is_u64(back.counters.errors[BM_ERR_STATE], BM_COUNT_MAX, "  errors 2^63-1");
+    bm_ledger_clear(&back);
+    bm_ledger_clear(&l);
+}
+
+/* A state file is JSON: a sum or duration that is not finite is never written as Infinity or
+ * NaN (json-c would), and a histogram's sum stays finite however much is observed. */
+static void test_never_infinity(void)
+{
+    BmLedger l;
+    bm_ledger_init(&l);
+    BmHistogram *h = &l.counters.latency[BM_DIR_DEFLATE][BM_SGL_NEGOTIATED];
+    bm_histogram_observe(h, DBL_MAX);
+    bm_histogram_observe(h, DBL_MAX);
+    bm_histogram_observe(h, INFINITY);
+    ok(isfinite(h->sum) && h->count == 3, "observing DBL_MAX twice and +Inf: the sum stays finite");
+    l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN].sum = INFINITY;
+    l.counters.last_pass_duration_s = NAN;
+    BmLedgerEntry *e = bm_ledger_entry(&l, "11111111-2222-3333-4444-555555555555", "web1");
+    e->last_duration_s = -INFINITY;
+    _cleanup_free_ char *text = bm_state_format(&l, 1800000000);
+    ok(!strstr(text, "Infinity") && !strstr(text, "NaN") && !strstr(text, ": inf") &&
+           !strstr(text, ": -inf") && !strstr(text, ": nan"),
+       "no Infinity or NaN in the text written");
+    BmLedger back;
+    int r = bm_state_parse(text, &back);
+    ok(r == 0, "  and it is read back (%s)", r < 0 ? bm_error_detail(r) : "ok");
+    bm_ledger_clear(&back);
+    bm_ledger_clear(&l);
+}
+
+/* The most memory a load may take, in units of the file's size (json-c's tree, then the
+ * ledger); an ASan build's redzones and quarantine make it larger. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STATE_LOAD_RSS_FACTOR 40
+#else
+#define STATE_LOAD_RSS_FACTOR 10
+#endif
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static long maxrss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* The text of a state file with n readings, each with its record (what an agent of n domains
+ * saves). Caller frees. */
+static char *state_of(size_t n)
+{
+    BmLedger l;
+    bm_ledger_init(&l);
+    for (size_t i = 0; i < n; i++) {
+        char uuid[40];
+        snprintf(uuid, sizeof(uuid), "%08zx-2222-3333-4444-555555555555", i);
+        BmLedgerEntry *e = bm_ledger_entry(&l, uuid, "a-domain-name");
+        e->have_prev = true;
+        e->prev = (BmPrevReading){.major_faults = i, .swap_in_bytes = i, .last_update_s = i,
+                                  .taken_s = 1800000000, .used_bytes = i << 20,
+                                  .actual_bytes = i << 21, .used_peak_bytes = i << 20,
+                                  .used_peak_s = 1800000000};
+        e->last_target_bytes = i << 21;
+        e->last_duration_s = 0.5;
+        e->last_direction = BM_DIR_INFLATE;
+        e->yield.inflated_bytes = 1 << 30;
+        e->yield.returned_bytes = 1 << 29;
+    }
+    char *text = bm_state_format(&l, 1800000000);
+    bm_ledger_clear(&l);
+    return text;
+}
+
+/* Bounded loads: at most BM_STATE_MAX_DOMAINS domains; a file of N domains takes time and
+ * memory linear in N (the ledger grows geometrically, not by one realloc per entry); a file
+ * of a million readings (62 MiB, under the 64 MiB cap) is refused before json-c builds it. */
+static void test_load_bounds(void)
+{
+    /* the most a state file holds: read, entries grown geometrically; the memory it takes is
+     * measured in a child (the parent's high-water mark is already past it) */
+    _cleanup_free_ char *full = state_of(BM_STATE_MAX_DOMAINS);
+    int pipefd[2];
+    long rss_kb = -1;
+    if (pipe(pipefd) == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            long before = maxrss_kb();
+            BmLedger c;
+            bm_state_parse(full, &c);
+            long grew = maxrss_kb() - before;
+            if (write(pipefd[1], &grew, sizeof(grew)) != sizeof(grew))
+                _exit(1);
+            _exit(0);
+        }
+        close(pipefd[1]);
+        if (pid < 0 || read(pipefd[0], &rss_kb, sizeof(rss_kb)) != sizeof(rss_kb))
+            rss_kb = -1;
+        close(pipefd[0]);
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+    }
+    long rss0 = maxrss_kb();
+    double t0 = now_s();
+    BmLedger l;
+    int r = bm_state_parse(full, &l);
+    double t_full = now_s() - t0;
+    (void)rss0;
+    ok(r == 0 && l.n_entries == BM_STATE_MAX_DOMAINS, "%d domains (%zu KiB): read (%s)",
+       BM_STATE_MAX_DOMAINS, strlen(full) >> 10, r < 0 ? bm_error_detail(r) : "ok");
+    ok(l.cap_entries >= l.n_entries && l.cap_entries < 2 * l.n_entries,
+       "  the ledger grew geometrically: room for %zu entries", l.cap_entries);
+    ok(rss_kb >= 0 && rss_kb < (long)(STATE_LOAD_RSS_FACTOR * (strlen(full) >> 10)),
+       "  its load took %ld KiB of memory, %.1fx the file (at most %dx)", rss_kb,
+       (double)rss_kb / (double)(strlen(full) >> 10), STATE_LOAD_RSS_FACTOR);
+    ok(t_full < 20, "  in %.2f s", t_full);
+    bm_ledger_clear(&l);
+
+    /* linear: a quarter of the domains takes about a quarter of the time */
+    _cleanup_free_ char *quarter = state_of(BM_STATE_MAX_DOMAINS / 4);
+    t0 = now_s();
+    r = bm_state_parse(quarter, &l);
+    double t_quarter = now_s() - t0;
+    bm_ledger_clear(&l);
+    ok(r == 0 && t_full < 10 * t_quarter + 0.05,
+       "  time linear in the domains: %.3f s for %d, %.3f s for a quarter", t_full,
+       BM_STATE_MAX_DOMAINS, t_quarter);
+
+    /* one domain more: refused */
+    _cleanup_free_ char *over = state_of(BM_STATE_MAX_DOMAINS + 1);
+    r = bm_state_parse(over, &l);
+    ok(r == -EINVAL && strstr(bm_error_detail(r), "domains, more than 16384"),
+       "%d domains: refused (%s)", BM_STATE_MAX_DOMAINS + 1, r < 0 ? bm_error_detail(r) : "read");
+    bm_ledger_clear(&l);
+
+    /* 840,000 readings in 62 MiB (under the 64 MiB cap): refused on the text, fast and
+     * without json-c's tree (which took 1.76 GB and 4.8 s) */
+    static const char reading[] = "{\"uuid\":\"00000000-0000-0000-0000-000000000000\","
+                                  "\"major_faults\":1,\"taken_at\":1},";
+    size_t n = 840000, len = strlen(reading);
+    char *huge = bm_malloc0(n * len + 64);
+    char *p = huge + sprintf(huge, "{\"version\":1,\"domains\":[");
+    for (size_t i = 0; i < n; i++, p += len)
+        memcpy(p, reading, len);
+    strcpy(p - 1, "]}");
+    rss0 = maxrss_kb();
+    t0 = now_s();
+    r = bm_state_parse(huge, &l);
+    double t_huge = now_s() - t0;
+    rss_kb = maxrss_kb() - rss0;
+    ok(r == -EINVAL && strstr(bm_error_detail(r), "than a state file of 16384 domains holds"),
+       "840,000 readings (%zu MiB): refused (%s)", strlen(huge) >> 20,
+       r < 0 ? bm_error_detail(r) : "read");
+    ok(t_huge < 2 && rss_kb < 16 * 1024, "  in %.3f s, max RSS grew by %ld KiB", t_huge, rss_kb);
+    bm_ledger_clear(&l);
+    free(huge);
 }
 
 static char dir[] = "/tmp/bm-test-state.XXXXXX";
@@ -228,6 +476,54 @@ static void test_set_aside(void)
     _cleanup_free_ char *want_aside = bm_asprintf("%s.corrupt", corrupt);
     is_str(aside, want_aside, "as FILE.corrupt");
     ok(access(corrupt, F_OK) < 0 && access(aside, F_OK) == 0, "renamed");
+    /* an older copy (a regular file) is replaced */
+    write_file(corrupt, "{{");
+    free(aside);
+    aside = NULL;
+    ok(bm_state_set_aside(corrupt, &aside) == 0 && strcmp(aside, want_aside) == 0,
+       "again: FILE.corrupt replaced");
+    _cleanup_free_ char *text = NULL;
+    ok(bm_file_read(want_aside, 100, &text, NULL) == 0 && strcmp(text, "{{") == 0,
+       "  holds the newer corrupt file");
+
+    /* FILE.corrupt taken by what balloonmgr did not write: never replaced, never lost */
+    static const char *const kinds[] = {"directory", "FIFO", "symbolic link"};
+    for (int k = 0; k < 3; k++) {
+        _cleanup_free_ char *path = bm_asprintf("%s/taken%d.json", dir, k);
+        _cleanup_free_ char *taken = bm_asprintf("%s.corrupt", path);
+        _cleanup_free_ char *target = bm_asprintf("%s/target%d", dir, k);
+        _cleanup_free_ char *want = bm_asprintf("%s.corrupt.1", path);
+        write_file(path, "not json");
+        int made = k == 0 ? mkdir(taken, 0755) : k == 1 ? mkfifo(taken, 0644) : symlink(target, taken);
+        struct stat before, after;
+        lstat(taken, &before);
+        _cleanup_free_ char *got = NULL;
+        int r = bm_state_set_aside(path, &got);
+        ok(made == 0 && r == 0 && got && strcmp(got, want) == 0,
+           "FILE.corrupt is a %s: moved to FILE.corrupt.1 instead (%s)", kinds[k],
+           r < 0 ? bm_error_detail(r) : got);
+        ok(lstat(taken, &after) == 0 && after.st_ino == before.st_ino &&
+               (after.st_mode & S_IFMT) == (before.st_mode & S_IFMT) && access(target, F_OK) < 0,
+           "  the %s is left as it was", kinds[k]);
+        _cleanup_free_ char *moved = NULL;
+        ok(access(path, F_OK) < 0 && bm_file_read(want, 100, &moved, NULL) == 0 &&
+               strcmp(moved, "not json") == 0,
+           "  and the corrupt file is kept whole");
+    }
+
+    /* every name taken: an error, the corrupt file stays where it was */
+    _cleanup_free_ char *path = in_dir("full.json");
+    write_file(path, "not json");
+    _cleanup_free_ char *taken = bm_asprintf("%s.corrupt", path);
+    mkdir(taken, 0755);
+    for (int i = 1; i <= BM_STATE_ASIDE_MAX; i++) {
+        _cleanup_free_ char *n = bm_asprintf("%s.%d", taken, i);
+        mkdir(n, 0755);
+    }
+    _cleanup_free_ char *got = NULL;
+    int r = bm_state_set_aside(path, &got);
+    ok(r < 0 && strstr(bm_error_detail(r), "is a directory") && access(path, F_OK) == 0,
+       "every name taken: refused, the file stays (%s)", r < 0 ? bm_error_detail(r) : got);
 }
 
 /* temporary files of killed writers: removed unless locked (a writer at work), too young,
@@ -325,6 +621,10 @@ static void test_features_of_older_file(void)
 int main(void)
 {
     test_bounds();
+    test_value_ranges();
+    test_counters_saturate();
+    test_never_infinity();
+    test_load_bounds();
     test_old_histogram_dropped();
     test_features_of_older_file();
     ok(mkdtemp(dir) != NULL, "temporary directory");

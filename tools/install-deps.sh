@@ -14,7 +14,7 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace
-           debhelper dpkg-dev build-essential lintian systemd)
+           debhelper dpkg-dev build-essential lintian systemd clang libclang-rt-14-dev python3)
 # libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
@@ -28,6 +28,10 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # systemd: systemd-journald, journalctl and systemd-cat for tests/test-journal.sh (a private
 # journald in a mount namespace).
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
+# clang, libclang-rt-14-dev: the libFuzzer targets of fuzz/ (tools/test.sh builds
+# build-fuzz/ and runs each target a few seconds on its corpus with bench/fuzz).
+# python3: a Unix socket as a bad --state (tests/test-bad-input.sh), the notify socket
+# (tests/test-notify.sh).
 
 bench_pkgs=(gnuplot-nox)
 

@@ -23,6 +23,9 @@ if [ "$(id -u)" -eq 0 ]; then
     trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
 fi
 meson test -C build --suite integration --print-errorlogs --logbase integration || status=1
+# the libFuzzer targets (fuzz/) build with clang and run 5 s each on their corpus, so that
+# they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
+bench/fuzz 5 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
 
 # one summary line over the three runs (meson writes one JSON object per test)
 cat build/meson-logs/unit.json build-asan/meson-logs/unit.json \

@@ -1,0 +1,146 @@
+/* The spool of set --wait: a flood of other files never hides the changes. With 30,000 junk
+ * files beside 20 changes, one ingest counts all 20, skips the junk by name without opening
+ * it (fast), says how many it skipped and leaves the junk alone; a flood of entry-named junk
+ * is drained over a few calls, each of them saying so. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "ledger.h"
+#include "spool.h"
+#include "tap.h"
+#include "util.h"
+
+/* in memory when it can be (/dev/shm): 90,000 files on a busy disk take a minute */
+static char root_shm[] = "/dev/shm/bm-test-spool.XXXXXX", root_tmp[] = "/tmp/bm-test-spool.XXXXXX";
+static const char URI[] = "test:///default";
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void touch(const char *dir, const char *name, const char *text)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        if (write(fd, text, strlen(text)) < 0)
+            perror(path);
+        close(fd);
+    }
+}
+
+/* n changes of 100 ms inflates, written as set --wait writes them */
+static int write_changes(int n)
+{
+    int written = 0;
+    for (int i = 0; i < n; i++) {
+        BmTracked t = {.change = {.outcome = BM_CHANGE_REACHED, .from_bytes = 2u << 30,
+                                  .target_bytes = 1u << 30, .reached_bytes = 1u << 30,
+                                  .duration_ns = 100000000},
+                       .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT};
+        snprintf(t.uuid, sizeof(t.uuid), "%08d-0000-0000-0000-000000000000", i);
+        snprintf(t.name, sizeof(t.name), "guest%d", i);
+        snprintf(t.sg, sizeof(t.sg), "unknown");
+        written += bm_spool_write(&t, URI) == 1;
+    }
+    return written;
+}
+
+static size_t count_files(const char *dir, bool entries_only)
+{
+    _cleanup_free_ char *cmd = bm_asprintf("ls -A %s | %s wc -l", dir,
+                                           entries_only ? "grep -E '^[A-Za-z0-9]{6}\\.json$' |" : "");
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (p) {
+        if (fscanf(p, "%zu", &n) != 1)
+            n = 0;
+        pclose(p);
+    }
+    return n;
+}
+
+static uint64_t reached(const BmLedger *l)
+{
+    return l->counters.changes[BM_DIR_INFLATE][BM_CHANGE_REACHED];
+}
+
+static void test_junk_by_name(const char *dir)
+{
+    /* the changes first: a directory lists newer files first (tmpfs) or in hash order */
+    ok(write_changes(20) == 20, "20 changes spooled, then 30000 junk files beside them");
+    for (int i = 0; i < 30000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "junk-%05d", i);
+        touch(dir, name, "{}");
+    }
+    BmLedger l;
+    bm_ledger_init(&l);
+    _cleanup_free_ char *skipped = NULL;
+    double t0 = now_s();
+    int n = bm_spool_ingest(&l, URI, (uint64_t)time(NULL), &skipped);
+    double took = now_s() - t0;
+    ok(n == 20 && reached(&l) == 20, "one ingest counts all 20 (got %d)", n);
+    ok(took < 2, "  in %.3f s (the junk is skipped by name, never opened)", took);
+    ok(skipped && strstr(skipped, "skipped 30000 entries: 'junk-") &&
+           strstr(skipped, "is not a change file (left alone)"),
+       "  and says how many it skipped: %s", skipped ? skipped : "(nothing)");
+    ok(count_files(dir, true) == 0 && count_files(dir, false) == 30000,
+       "  the changes are removed, the junk left alone");
+    bm_ledger_clear(&l);
+    _cleanup_free_ char *rm = bm_asprintf("rm -f %s/junk-*", dir);
+    ok(system(rm) == 0, "  junk removed");
+}
+
+static void test_entry_named_flood(const char *dir)
+{
+    /* 60,000 entry-named files that are not changes: each is opened and removed */
+    ok(write_changes(20) == 20, "20 changes spooled, then 60000 entry-named junk files");
+    for (int i = 0; i < 60000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "j%05d.json", i);
+        touch(dir, name, "not json");
+    }
+    BmLedger l;
+    bm_ledger_init(&l);
+    int calls = 0;
+    bool said = false;
+    while (reached(&l) < 20 && calls < 10) {
+        _cleanup_free_ char *skipped = NULL;
+        int n = bm_spool_ingest(&l, URI, (uint64_t)time(NULL), &skipped);
+        calls++;
+        if (n < 0)
+            break;
+        said |= skipped && strstr(skipped, "stopped after the first entries of a flood");
+    }
+    ok(reached(&l) == 20 && calls <= 3, "all 20 counted within %d calls (at most 3)", calls);
+    ok(said, "  a call that stopped early said so");
+    bm_ledger_clear(&l);
+}
+
+int main(void)
+{
+    const char *root = mkdtemp(root_shm);
+    if (!root)
+        root = mkdtemp(root_tmp);
+    ok(root != NULL, "temporary directory");
+    setenv("BALLOONMGR_RUNTIME_DIR", root, 1);
+    ok(bm_spool_create() == 0, "spool created");
+    _cleanup_free_ char *dir = bm_spool_dir();
+    test_junk_by_name(dir);
+    test_entry_named_flood(dir);
+    _cleanup_free_ char *rm = bm_asprintf("rm -rf %s", root);
+    ok(system(rm) == 0, "cleanup");
+    return tap_done();
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What a verb prints must reach stdout (coreutils' close_stdout): with stdout on /dev/full
+# every verb that prints exits non-zero and says "write error on standard output"; on a pipe
+# it prints in full and exits 0.
+# Usage: test-stdout.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+set -u
+BM=$1
+ROOT=$2
+. "$ROOT/tests/tap.sh"
+[ -w /dev/full ] || tap_skip_all "no /dev/full"
+DEMO="test://$ROOT/demo/host.xml"
+T=$(mktemp -d)
+export BALLOONMGR_RUNTIME_DIR=$T/run
+mkdir -p "$T/run"
+trap 'rm -rf "$T"' EXIT
+
+RUN=(run --once --dry-run --json --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc"
+     --state "$T/state.json")
+cases=(
+    "status"
+    "status --json"
+    "status web1"
+    "list"
+    "list --all"
+    "set web1 3G --json"
+    "verify --json"
+    "policy check $ROOT/demo/demo.policy"
+    "--help"
+    "-V"
+    "status --help"
+    "run --help"
+    "agent --help"
+)
+for c in "${cases[@]}" "RUN"; do
+    if [ "$c" = RUN ]; then args=("${RUN[@]}"); else read -ra args <<<"$c"; fi
+    "$BM" -c "$DEMO" "${args[@]}" >"$T/out" 2>"$T/err"
+    st=$?
+    [ "$st" -eq 0 ] && [ -s "$T/out" ]
+    ok $? "balloonmgr ${args[*]}: prints and exits 0 on a file (got $st)" "$(cat "$T/err")"
+    "$BM" -c "$DEMO" "${args[@]}" >/dev/full 2>"$T/err"
+    st=$?
+    [ "$st" -eq 1 ]; ok $? "  on /dev/full: exit 1 (got $st)"
+    grep -q '^balloonmgr: write error on standard output' "$T/err"
+    ok $? "  and says so" "$(cat "$T/err")"
+done
+tap_done
