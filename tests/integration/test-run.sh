@@ -43,6 +43,16 @@ sleep 2
 [ ! -e "$work/state.json" ] || bm_fail "--dry-run wrote the state file"
 bm_pass "run --once --dry-run: plan printed, nothing changed"
 
+# --- the timer's default (timer_inflate = deflate-on-oom): these guests cannot deflate
+# themselves, so a pass that nothing follows for a minute leaves them alone, saying why
+bm_pressure_policy "$work/default-timer.policy" "" 50% -
+"$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/default-timer.policy" --state "$work/state.json" >"$work/dt.json" ||
+    bm_fail "run --once --dry-run (timer_inflate default) failed"
+jq -e --arg d "$idle" '.decisions[] | select(.name == $d) | .action == "none" and
+        (.reason | contains("cannot deflate itself (no deflate-on-oom)"))' "$work/dt.json" >/dev/null ||
+    bm_fail "timer_inflate default: the idle guest without deflate-on-oom was planned to change: $(jq -c --arg d "$idle" '.decisions[] | select(.name == $d)' "$work/dt.json")"
+bm_pass "run --once leaves a guest without deflate-on-oom alone by default (timer_inflate), with the reason"
+
 # --- a bad policy: exit 2, nothing changed
 printf '[guest]\nfloor = 12X\n' >"$work/bad.policy"
 set +e

@@ -743,9 +743,12 @@ bm_wait_fresh_stats() {
         bm_fail "no fresh guest statistics for ${doms[*]}"
 }
 
-# bm_pressure_policy FILE [INTERVAL] [MAX_STEP]: a policy under which the real host is
-# "under pressure" (every threshold just below 100% of MemTotal) and only this test's domains
-# are managed; INTERVAL and MAX_STEP set when given. Append sections for more.
+# bm_pressure_policy FILE [INTERVAL] [MAX_STEP] [TIMER_INFLATE]: a policy under which the real
+# host is "under pressure" (every threshold just below 100% of MemTotal) and only this test's
+# domains are managed; INTERVAL and MAX_STEP set when given. The tests' guests have no
+# deflate-on-oom, so `run --once` would leave them alone (timer_inflate's default): the policy
+# sets timer_inflate = always unless TIMER_INFLATE says otherwise ("-": the default). Append
+# sections for more.
 bm_pressure_policy() {
     {
         echo "# every threshold just below 100% of MemTotal: the real host is \"under pressure\""
@@ -759,5 +762,6 @@ bm_pressure_policy() {
         echo "[domain \"${BM_PREFIX}*\"]"
         echo "exclude = no"
         if [ -n "${3:-}" ]; then echo "max_step = $3"; fi
+        if [ "${4:-always}" != - ]; then echo "timer_inflate = ${4:-always}"; fi
     } >"$1"
 }
