@@ -17,10 +17,15 @@
  *   any other used length: the device did not handle it).
  *
  * With SG the driver inflates by allocating higher-order blocks while memory
- * allows (order sg_max_order down to 0), splits them into single pages that
- * go on the balloon's page list one by one (so deflate, deflate-on-OOM and
- * compaction work per page as before), sorts and merges the blocks into
- * runs of contiguous pages, and reports each run as ONE descriptor.  Runs
+ * allows (order sg_max_order down to 0, without reclaim), sorts and merges
+ * the blocks into runs of contiguous pages, and reports each run as ONE
+ * descriptor.  With sg_chunk=1 (the default) a block of order > 0 stays one
+ * allocation: it is tracked once, on a list per order, and freed whole on
+ * deflate; a deflate of part of a block splits it onto the balloon's page
+ * list.  Order-0 pages go on that list as in the stock driver (movable:
+ * balloon compaction migrates them); chunked blocks are not movable.  With
+ * sg_chunk=0 every block is split into pages on the balloon's page list
+ * (the driver before chunking, kept to compare against).  Runs
  * are batched: as many descriptors per element as the queue takes (indirect
  * descriptors when offered), as many elements as there are free ring slots,
  * one kick, then the driver waits until the device has returned EVERY
