@@ -76,7 +76,9 @@
 #                    seconds, 0: once; "bm: compacted N time(s) ...:
 #                    balloon_migrate +M ..."), await:KIB (wait until the
 #                    balloon holds exactly KIB KiB: the host's signal to go
-#                    on), rmmod / insmod (the balloon driver that was
+#                    on; await:+KIB: until it grows by exactly KIB KiB from
+#                    one reading to the next, a second apart), rmmod /
+#                    insmod (the balloon driver that was
 #                    loaded, with its parameters), meminfo
 #                    (MemTotal/MemFree/MemAvailable)
 #   bm.load=SCHEDULE  run the workload program bm-guest-load (guest-load.c) with
@@ -538,8 +540,18 @@ run_action() {
         frag2m)  frag2m_mem "$2" ;;
         fragcheck) frag_check ;;
         compact) compact_mem "$2" ;;
-        await)   while [ "$(balloon_kib "$base_kib")" != "$2" ]; do sleep 1; done
-                 echo "bm: at: balloon at $2 KiB" ;;
+        await)   case "$2" in
+                     +*) # the balloon grows by exactly that much from one reading to the next
+                         last=$(balloon_kib "$base_kib")
+                         while sleep 1; do
+                             cur=$(balloon_kib "$base_kib")
+                             [ "$cur" = $((last + ${2#+})) ] && break
+                             last=$cur
+                         done
+                         echo "bm: at: balloon grew by ${2#+} KiB to $cur KiB" ;;
+                     *)  while [ "$(balloon_kib "$base_kib")" != "$2" ]; do sleep 1; done
+                         echo "bm: at: balloon at $2 KiB" ;;
+                 esac ;;
         rmmod)   if [ -n "$balloon_mod" ] && rmmod "$balloon_mod"; then
                      echo "bm: at: $balloon_mod unloaded"
                  else
