@@ -231,8 +231,9 @@ for init in 0 deb; do
     done
 done
 sgval() { [ "${1%%-*}" = pfn ] && echo false || echo true; }
-if [ -z "$REPORT" ]; then # the host's load while the runs go, every 30 s
-    ( while :; do echo "$(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$work/load"; sleep 30; done ) &
+if [ -z "$REPORT" ]; then # the host's load while the runs go, every 30 s, beside the raw results
+    : >"$RESULTS.load"
+    ( while :; do echo "$(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS.load"; sleep 30; done ) &
     sampler=$!
     bm_add_cleanup "kill $sampler 2>/dev/null || true"
 fi
@@ -260,7 +261,6 @@ if [ -z "$REPORT" ] && [[ " $PARTS " == *" 4 "* ]]; then
     done
 fi
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-[ -z "$REPORT" ] && cp "$work/load" "$RESULTS.load" 2>/dev/null || true
 # load_summary: "min-max (median M, N samples)" of the sampled 1-minute load average
 load_summary() {
     [ -s "$RESULTS.load" ] || { printf -- "-"; return 0; }
