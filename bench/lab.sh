@@ -20,10 +20,23 @@
 #    RUNS runs each; and what the agent's histogram shows for each case (balloonmgr agent
 #    counting the set --wait changes; its /metrics scraped before and after each case).
 #
+# 4. (issue 25) The fragmented guest: after touching, it fills FRAG MiB with 2 MiB files and
+#    deletes every other one (free memory in holes of about 2 MiB, rarely 2 MiB-aligned), then
+#    the balloon takes 7/8 of the guest less what the files keep (MEM -> MEM/8 + FRAG/2), chunked
+#    SG and today's SG, init_on_alloc=0, RUNS runs each; and the share of the balloon's pages the
+#    driver took as blocks of order > 0 and of order 9 (2 MiB), from its order_allocs.
+#
+# The paths (the first word of a case): sgc = SG with the chunked driver (sg_chunk=1, the
+# driver's default: 2 MiB blocks tracked once, freed whole), sg = SG as before issue 25
+# (sg_chunk=0: the blocks split into pages on the balloon list), pfn = PFN arrays (the device's
+# sg off, same driver). The host load average is sampled every 30 s while the runs go.
+#
 # Usage: bench/lab.sh [RUNS [MEM_MIB]]   (root; builds the lab if needed)
 #   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_QEMU_DIR [/var/lib/libvirt/images/
 #   balloonmgr-lab], BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
-#   BM_LAB_CASES ["sg-0 pfn-0 sg-deb pfn-deb"] (parts 1 and 2), BM_LAB_PARTS ["1 2 3"] (which parts to run), BM_LAB_RESULTS (keep the raw results there),
+#   BM_LAB_CASES ["sgc-0 sg-0 pfn-0 sgc-deb sg-deb pfn-deb"] (parts 1 and 2), BM_LAB_PARTS
+#   ["1 2 3 4"] (which parts to run), BM_LAB_FRAG [MEM/2] (part 4), BM_LAB_FRAG_PATHS ["sgc sg"],
+#   BM_LAB_RESULTS (keep the raw results there), BM_LAB_LOCK=FILE (each boot under flock FILE),
 #   BM_LAB_REPORT=FILE (run nothing: print the tables of PARTS from raw results kept earlier;
 #   the histogram column of part 3 needs the agent of a real run and shows "-").
 set -euo pipefail
@@ -33,9 +46,12 @@ RUNS=${1:-5}
 MEM=${2:-2048}
 QUOTA=${BM_LAB_QUOTA:-25000}
 IOEV_PATHS=${BM_LAB_IOEVENTFD_PATHS:-pfn sg}
-PARTS=${BM_LAB_PARTS:-1 2 3}
+PARTS=${BM_LAB_PARTS:-1 2 3 4}
 TOUCH=$((MEM * 7 / 8 - 64))
 TARGET=$((MEM / 8))
+FRAG=${BM_LAB_FRAG:-$((MEM / 2))}
+FRAG_TARGET=$((TARGET + FRAG / 2))
+FRAG_PATHS=${BM_LAB_FRAG_PATHS:-sgc sg}
 . tests/integration/lib/lib.sh
 work=$(mktemp -d)
 REPORT=${BM_LAB_REPORT:-}
@@ -85,6 +101,15 @@ devcounters() { local k; for k in $DEVKEYS; do printf '%s ' "$(qom "$1" get "x-l
 HZ=$(getconf CLK_TCK)
 cpu_s() { sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$HZ" '{ printf "%.2f", ($12 + $13) / hz }'; } # utime + stime of the QEMU process
 field() { echo "$1" | awk -v k="$2" -v n="$3" '$1 == k { for (i = 2; i < NF; i++) if ($i == n) { print $(i + 1); exit } }'; }
+# order_share STATS: "% of the pages allocated in blocks of order > 0, % in blocks of order 9"
+# (order_allocs: blocks per order since boot, i.e. of this boot's one inflate)
+order_share() {
+    echo "$1" | awk '$1 == "order_allocs:" { for (i = 2; i <= NF; i++) { split($i, p, ":"); n = p[2] * 2 ^ p[1]
+        all += n; if (p[1] > 0) hi += n; if (p[1] == 9) top += n } }
+        END { if (all) printf "%.1f %.1f", 100 * hi / all, 100 * top / all; else printf "- -" }'
+}
+# drvparams CASE: the driver's parameters of a case's path (sg: the blocks split, as before issue 25)
+drvparams() { local m=${1#ioev-}; m=${m#frag-}; m=${m%%-*}; [ "$m" = sg ] && echo "sgparams=sg_chunk=0" || true; }
 
 # wait_ready NAME SECS: the guest's ready line on its console (unlike bm_wait_guest_ready, a
 # libvirtd restarted meanwhile by someone else is no failure: the guest runs on)
@@ -96,16 +121,23 @@ wait_ready() {
     done
     bm_fail "$1 not ready within $2 s"
 }
-# run_one CASE SG IOEVENTFD INIT QUOTA TIMED: one fresh boot, inflate 7/8 and deflate back;
-# appends "CASE TIMED inflate_s deflate_s rss_MiB/s guest... device..." to $work/results
+# run_one CASE SG IOEVENTFD INIT QUOTA TIMED [FRAG]: one fresh boot, inflate 7/8 and deflate back
+# (FRAG MiB fragmented first: inflate to FRAG_TARGET); appends "CASE TIMED inflate_s deflate_s
+# rss_MiB/s guest... device..." to $work/results
 n=0
 run_one() {
-    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 name=b$n dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3
+    local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 frag=${7:-0} name=b$n dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3 target=$TARGET
     [ "$init" = 0 ] && cmd=(cmdline=init_on_alloc=0)
-    bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" \
+    [ "$frag" != 0 ] && { cmd+=(at=0:frag2m:$frag); target=$FRAG_TARGET; }
+    # shellcheck disable=SC2046 # drvparams: one word or none
+    bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" $(drvparams "$case") \
         "extra=$(override "$sg" "$ioev")" >/dev/null
     wait_ready "$name" 900 # touching 7/8 of the guest under TCG on a loaded host takes minutes
     grep -aq "bm: touched $TOUCH MiB" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not touch $TOUCH MiB"
+    if [ "$frag" != 0 ]; then
+        for _ in $(seq 1200); do grep -aq "bm: fragment" "$(bm_console_log "$name")" && break; sleep 0.5; done
+        grep -aq "bm: fragmented $frag MiB in 2 MiB files" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not fragment $frag MiB"
+    fi
     dom=$(bm_dom "$name")
     want=negotiated; [ "$sg" = false ] && want=not-offered
     for _ in $(seq 60); do
@@ -125,7 +157,7 @@ run_one() {
     d0=$(devcounters "$dom")
     rss0=$(bm_rss_kib "$pid")
     c0=$(cpu_s "$pid")
-    r1=$("$BM" -c "$BM_URI" set "$dom" "${TARGET}M" --wait=900 --stall=120 --json) || bm_fail "$case: inflate: $r1"
+    r1=$("$BM" -c "$BM_URI" set "$dom" "${target}M" --wait=900 --stall=120 --json) || bm_fail "$case: inflate: $r1"
     c1=$(cpu_s "$pid")
     rss1=$(bm_rss_kib "$pid")
     d1=$(devcounters "$dom")
@@ -138,14 +170,21 @@ run_one() {
         "$(awk -v a="$rss0" -v b="$rss1" -v d="$(echo "$r1" | jq .duration_s)" 'BEGIN { printf "%.0f", (a - b) / 1024 / d }')" \
         "$(for k in pages ranges elems kicks alloc_ns build_ns send_ns; do printf '%s ' "$(field "$st" inflate: $k)"; done)" \
         "$(awk -v a="$d1" -v b="$d0" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%.0f ", x[i] - y[i] }')" \
-        "$(awk -v a="$c0" -v b="$c1" -v c="$c2" -v d="$c3" 'BEGIN { printf "%.2f %.2f", b - a, d - c }')" >>"$RESULTS"
+        "$(awk -v a="$c0" -v b="$c1" -v c="$c2" -v d="$c3" 'BEGIN { printf "%.2f %.2f", b - a, d - c }')" \
+        "$(order_share "$st")" >>"$RESULTS"
     bm_virsh destroy "$dom" >/dev/null; bm_virsh undefine "$dom" >/dev/null
 }
 # run CASE ...: run_one in a subshell; a run that fails (e.g. libvirtd restarted under it) is
 # reported, its guest removed, and left out of the results
+# With BM_LAB_LOCK=FILE each boot holds an exclusive flock on FILE while its guest lives (others'
+# benchmarks that take the same lock run between the boots, not beside them).
 run() {
     n=$((n + 1))
-    ( run_one "$@" ) && return 0
+    if [ -n "${BM_LAB_LOCK:-}" ]; then
+        ( exec 9>"$BM_LAB_LOCK"; flock 9; run_one "$@" ) && return 0
+    else
+        ( run_one "$@" ) && return 0
+    fi
     bm_warn "$1: run b$n failed, left out"
     bm_virsh destroy "$(bm_dom "b$n")" >/dev/null 2>&1 || true
     bm_virsh undefine "$(bm_dom "b$n")" >/dev/null 2>&1 || true
@@ -154,7 +193,8 @@ run() {
 # results columns: 1 case 2 timed 3 inflate_s 4 deflate_s 5 rss_MiB/s, guest inflate counters
 # 6 pages 7 ranges 8 elems 9 kicks 10 alloc_ns 11 build_ns 12 send_ns, device (timed runs)
 # 13 elems 14 pages 15 pop_ns 16 translate_ns 17 discard_ns 18 handle_ns, and the CPU time
-# (user + system, all threads) of the QEMU process during 19 the inflate 20 the deflate
+# (user + system, all threads) of the QEMU process during 19 the inflate 20 the deflate; the share
+# of the inflate's pages the driver took in blocks of 21 order > 0 22 order 9 (%)
 col() { awk -v c="$1" -v k="$2" -v t="$3" '$1 == c && $2 == t { print $k }' "$RESULTS"; }
 med() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { printf "-"; exit } printf "%.2f (%.2f-%.2f)", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2, v[1], v[n] }'; }
 medv() { printf '%s\n' $1 | sort -g | awk 'NF { v[++n] = $1 } END { if (!n) { print "nan"; exit } printf "%.4f", (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2 }'; }
@@ -186,11 +226,17 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 [ -n "$REPORT" ] || bm_log "bench/lab.sh: RUNS=$RUNS MEM=$MEM MiB (touch $TOUCH MiB, inflate to $TARGET MiB), parts $PARTS, load $load_start" >&2
 CASES1=()
 for init in 0 deb; do
-    for mode in sg pfn; do
-        [[ " ${BM_LAB_CASES:-sg-0 pfn-0 sg-deb pfn-deb} " == *" $mode-$init "* ]] && CASES1+=("$mode-$init")
+    for mode in sgc sg pfn; do
+        [[ " ${BM_LAB_CASES:-sgc-0 sg-0 pfn-0 sgc-deb sg-deb pfn-deb} " == *" $mode-$init "* ]] && CASES1+=("$mode-$init")
     done
 done
-sgval() { [ "${1%%-*}" = sg ] && echo true || echo false; }
+sgval() { [ "${1%%-*}" = pfn ] && echo false || echo true; }
+if [ -z "$REPORT" ]; then # the host's load while the runs go, every 30 s, beside the raw results
+    : >"$RESULTS.load"
+    ( while :; do echo "$(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS.load"; sleep 30; done ) &
+    sampler=$!
+    bm_add_cleanup "kill $sampler 2>/dev/null || true"
+fi
 if [ -z "$REPORT" ] && [[ " $PARTS " == *" 1 "* ]]; then
     for run in $(seq "$RUNS"); do # interleaved: each case's runs see the same load
         for c in "${CASES1[@]}"; do run "$c" "$(sgval "$c")" true "${c#*-}" 0 0; done
@@ -204,33 +250,47 @@ if [ -z "$REPORT" ] && [[ " $PARTS " == *" 3 "* ]]; then
         for ioev in true false; do
             c="ioev-$p-$ioev"
             scrape "$work/h0-$c"
-            for run in $(seq "$RUNS"); do run "$c" "$([ "$p" = sg ] && echo true || echo false)" "$ioev" 0 "$QUOTA" 0; done
+            for run in $(seq "$RUNS"); do run "$c" "$([ "$p" = pfn ] && echo false || echo true)" "$ioev" 0 "$QUOTA" 0; done
             scrape "$work/h1-$c"
         done
     done
 fi
+if [ -z "$REPORT" ] && [[ " $PARTS " == *" 4 "* ]]; then
+    for run in $(seq "$RUNS"); do
+        for p in $FRAG_PATHS; do run "frag-$p" true true 0 0 0 "$FRAG"; done
+    done
+fi
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+# load_summary: "min-max (median M, N samples)" of the sampled 1-minute load average
+load_summary() {
+    [ -s "$RESULTS.load" ] || { printf -- "-"; return 0; }
+    awk '{ print $2 }' "$RESULTS.load" | sort -g | awk '{ v[++n] = $1 } END { printf "%s-%s (median %s, %d samples every 30 s)", v[1], v[n], (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2, n }'
+}
 
 echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU 7.2 + lab patches, guest $(cat "$BM_GUEST_DIR/kernel-version")"
 echo
 [ -n "$REPORT" ] && echo "(Tables printed with BM_LAB_REPORT from the raw results of earlier runs; how many runs each case has is in the raw results below.)" && echo
-echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. $(if [ -n "$REPORT" ]; then echo "(Load and duration are not in the raw results.)"; else echo "Host load average (1, 5, 15 min) at start $load_start, at end $load_end. Took $(bm_elapsed "$start") s."; fi)"
+echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. $(if [ -n "$REPORT" ]; then echo "(Duration is not in the raw results.)"; else echo "Host load average (1, 5, 15 min) at start $load_start, at end $load_end. Took $(bm_elapsed "$start") s."; fi) 1-minute load average sampled during the runs: $(load_summary)."
 echo
 if [[ " $PARTS " == *" 1 "* ]]; then
     echo "### 1. SG vs PFN arrays"
     echo
     echo "| guest kernel | path | inflate s | inflate, QEMU CPU s | deflate s | deflate, QEMU CPU s | QEMU RSS freed MiB/s | driver: pages / ranges / elements / kicks (last run) |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    # sgc: SG, chunked driver; sg: SG, blocks split into pages (before issue 25); pfn: PFN arrays
     for c in "${CASES1[@]}"; do
         k="init_on_alloc=0"; [ "${c#*-}" = deb ] && k="Debian default (init_on_alloc=1)"
         echo "| $k | ${c%%-*} | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 20 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$RESULTS") |"
     done
     echo
-    echo "| guest kernel | SG/PFN inflate (ratio of medians) | inflate, QEMU CPU | SG/PFN deflate | deflate, QEMU CPU |"
-    echo "| --- | --- | --- | --- | --- |"
+    echo "| guest kernel | speed-up (ratio of medians: slower / faster) | inflate | inflate, QEMU CPU | deflate | deflate, QEMU CPU |"
+    echo "| --- | --- | --- | --- | --- | --- |"
     for init in 0 deb; do
         k="init_on_alloc=0"; [ "$init" = deb ] && k="Debian default"
-        echo "| $k | $(ratio "$(col "pfn-$init" 3 0)" "$(col "sg-$init" 3 0)") | $(ratio "$(col "pfn-$init" 19 0)" "$(col "sg-$init" 19 0)") | $(ratio "$(col "pfn-$init" 4 0)" "$(col "sg-$init" 4 0)") | $(ratio "$(col "pfn-$init" 20 0)" "$(col "sg-$init" 20 0)") |"
+        for pair in "sg sgc" "pfn sgc" "pfn sg"; do
+            set -- $pair
+            echo "| $k | $2 over $1 | $(ratio "$(col "$1-$init" 3 0)" "$(col "$2-$init" 3 0)") | $(ratio "$(col "$1-$init" 19 0)" "$(col "$2-$init" 19 0)") | $(ratio "$(col "$1-$init" 4 0)" "$(col "$2-$init" 4 0)") | $(ratio "$(col "$1-$init" 20 0)" "$(col "$2-$init" 20 0)") |"
+        done
     done
     echo
     echo "Seeds: 2017 series, 7 GB of an 8 GB guest (KVM): 4126 ms -> ~541-597 ms (6.9-7.6x); 2016 RFC, 3 GB of 4 GB: 1577 -> 175 ms (9x)."
@@ -272,7 +332,7 @@ if [[ " $PARTS " == *" 3 "* ]]; then
     echo "| --- | --- | --- | --- | --- | --- |"
     for p in $IOEV_PATHS; do
         for ioev in true false; do
-            c="ioev-$p-$ioev"; sgl=not_negotiated; [ "$p" = sg ] && sgl=negotiated
+            c="ioev-$p-$ioev"; sgl=not_negotiated; [ "$p" != pfn ] && sgl=negotiated
             echo "| $p | $([ "$ioev" = true ] && echo on || echo off) | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(hist_delta "$work/h0-$c" "$work/h1-$c" "$sgl") |"
         done
         echo "| $p | off/on | $(ratio "$(col "ioev-$p-false" 3 0)" "$(col "ioev-$p-true" 3 0)") | $(ratio "$(col "ioev-$p-false" 19 0)" "$(col "ioev-$p-true" 19 0)") | $(ratio "$(col "ioev-$p-false" 4 0)" "$(col "ioev-$p-true" 4 0)") | |"
@@ -281,8 +341,27 @@ if [[ " $PARTS " == *" 3 "* ]]; then
     echo "Seed: ioeventfd for the balloon, reclaiming 4 GB under CPU overcommit (SEV): 1400 s -> 263 s (5.3x)."
     echo
 fi
-echo "Raw results (case timed inflate_s deflate_s rss_MiB/s | driver pages ranges elems kicks alloc_ns build_ns send_ns | device elems pages pop_ns translate_ns discard_ns handle_ns | QEMU CPU s inflate deflate):"
+if [[ " $PARTS " == *" 4 "* ]]; then
+    echo "### 4. The fragmented guest (init_on_alloc=0): $FRAG MiB in 2 MiB files, every other one deleted, then inflate $MEM -> $FRAG_TARGET MiB and deflate back"
+    echo
+    echo "| path | inflate s | inflate, QEMU CPU s | deflate s | deflate, QEMU CPU s | QEMU RSS freed MiB/s | pages in blocks of order > 0, % | in 2 MiB blocks (order 9), % | driver: pages / ranges / elements / kicks (last run) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    for p in $FRAG_PATHS; do
+        c="frag-$p"
+        echo "| $p | $(med "$(col "$c" 3 0)") | $(med "$(col "$c" 19 0)") | $(med "$(col "$c" 4 0)") | $(med "$(col "$c" 20 0)") | $(med "$(col "$c" 5 0)" | sed 's/\.00//g') | $(med "$(col "$c" 21 0)") | $(med "$(col "$c" 22 0)") | $(awk -v c="$c" '$1 == c && $2 == 0 { l = $6 " / " $7 " / " $8 " / " $9 } END { print l }' "$RESULTS") |"
+    done
+    echo
+    echo "| speed-up | inflate | inflate, QEMU CPU | deflate | deflate, QEMU CPU |"
+    echo "| --- | --- | --- | --- | --- |"
+    echo "| sgc over sg | $(ratio "$(col frag-sg 3 0)" "$(col frag-sgc 3 0)") | $(ratio "$(col frag-sg 19 0)" "$(col frag-sgc 19 0)") | $(ratio "$(col frag-sg 4 0)" "$(col frag-sgc 4 0)") | $(ratio "$(col frag-sg 20 0)" "$(col frag-sgc 20 0)") |"
+    echo
+fi
+echo "Raw results (case timed inflate_s deflate_s rss_MiB/s | driver pages ranges elems kicks alloc_ns build_ns send_ns | device elems pages pop_ns translate_ns discard_ns handle_ns | QEMU CPU s inflate deflate | % of the pages in blocks of order > 0, order 9):"
 echo
 echo '```'
 cat "$RESULTS"
 echo '```'
+if [ -s "$RESULTS.load" ]; then
+    echo
+    echo "Load average samples (UTC, 1 5 15 min): $(awk '{ printf "%s%s %s", sep, $1, $2; sep = "; " }' "$RESULTS.load")"
+fi

@@ -17,10 +17,15 @@
  *   any other used length: the device did not handle it).
  *
  * With SG the driver inflates by allocating higher-order blocks while memory
- * allows (order sg_max_order down to 0), splits them into single pages that
- * go on the balloon's page list one by one (so deflate, deflate-on-OOM and
- * compaction work per page as before), sorts and merges the blocks into
- * runs of contiguous pages, and reports each run as ONE descriptor.  Runs
+ * allows (order sg_max_order down to 0, without reclaim), sorts and merges
+ * the blocks into runs of contiguous pages, and reports each run as ONE
+ * descriptor.  With sg_chunk=1 (the default) a block of order > 0 stays one
+ * allocation: it is tracked once, on a list per order, and freed whole on
+ * deflate; a deflate of part of a block splits it onto the balloon's page
+ * list.  Order-0 pages go on that list as in the stock driver (movable:
+ * balloon compaction migrates them); chunked blocks are not movable.  With
+ * sg_chunk=0 every block is split into pages on the balloon's page list
+ * (the driver before chunking, kept to compare against).  Runs
  * are batched: as many descriptors per element as the queue takes (indirect
  * descriptors when offered), as many elements as there are free ring slots,
  * one kick, then the driver waits until the device has returned EVERY
@@ -102,6 +107,11 @@ module_param(sg_count_held, bool, 0644);
 MODULE_PARM_DESC(sg_count_held,
 		 "sg_stats counts the pages on the balloon's list (a walk under its lock; default 0)");
 
+static bool sg_chunk = true;
+module_param(sg_chunk, bool, 0444);
+MODULE_PARM_DESC(sg_chunk,
+		 "With SG, keep each block of order > 0 whole: tracked once, sent as one range, freed whole on deflate (default 1; 0: split into pages on the balloon list)");
+
 static unsigned int sg_elem_max;
 module_param(sg_elem_max, uint, 0444);
 MODULE_PARM_DESC(sg_elem_max,
@@ -117,6 +127,16 @@ enum virtio_balloon_vq {
 struct sg_range {
 	unsigned long pfn;	/* first guest page frame */
 	unsigned long npages;	/* guest pages */
+};
+
+/*
+ * A block taken for the balloon: 1 << order guest pages from pfn, one
+ * allocation.  unreported: its range was not taken by the device.
+ */
+struct sg_block {
+	unsigned long pfn;
+	unsigned int order;
+	bool unreported;
 };
 
 /* Counters shown in /sys/bus/virtio/devices/virtioN/sg_stats. */
@@ -177,6 +197,14 @@ struct virtio_balloon {
 	struct scatterlist *sgl;	/* elem_max entries; balloon_lock */
 	struct sg_range *fill_ranges;	/* SG_RANGES_MAX; size work only */
 	struct sg_range *leak_ranges;	/* SG_RANGES_MAX; balloon_lock */
+	struct sg_block *fill_blocks;	/* SG_RANGES_MAX; size work only */
+	struct sg_block *leak_blocks;	/* SG_RANGES_MAX; balloon_lock */
+	/* Chunked blocks (sg_chunk): off the balloon list; balloon_lock. */
+	bool chunk;
+	struct list_head blocks[MAX_ORDER];	/* [0] unused */
+	unsigned long nr_blocks[MAX_ORDER];
+	unsigned long block_pages;	/* guest pages in blocks */
+	u64 block_splits;		/* blocks split by a partial deflate */
 	struct sg_counters inflate_stats, deflate_stats;
 	unsigned int sg_gen;		/* sg_tell_host() call, in the tokens */
 	/* First range of each element in flight / abandoned this call. */
@@ -540,43 +568,51 @@ static bool sg_range_lost(struct virtio_balloon *vb, unsigned int i)
 	return test_bit(i - i % vb->elem_max, vb->sg_lost);
 }
 
-static int sg_range_cmp(const void *a, const void *b)
+static int sg_block_cmp(const void *a, const void *b)
 {
-	const struct sg_range *ra = a, *rb = b;
+	const struct sg_block *ba = a, *bb = b;
 
-	if (ra->pfn < rb->pfn)
+	if (ba->pfn < bb->pfn)
 		return -1;
-	return ra->pfn > rb->pfn;
+	return ba->pfn > bb->pfn;
 }
 
-/* Sort ranges and merge adjacent ones (up to SG_RANGE_MAX_PAGES each). */
-static unsigned int sg_sort_merge(struct sg_range *r, unsigned int nr)
+/*
+ * Sort @nb blocks by address and merge adjacent ones into ranges of at most
+ * SG_RANGE_MAX_PAGES in @r (SG_RANGES_MAX entries).  Every block lies whole
+ * in one range, and the blocks of range i follow those of range i - 1.
+ * Returns the number of ranges.
+ */
+static unsigned int sg_blocks_to_ranges(struct sg_block *b, unsigned int nb,
+					struct sg_range *r)
 {
-	unsigned int i, out = 0;
+	unsigned int i, nr = 0;
 
-	if (!nr)
-		return 0;
-	sort(r, nr, sizeof(*r), sg_range_cmp, NULL);
-	for (i = 1; i < nr; i++) {
-		struct sg_range *last = &r[out];
+	sort(b, nb, sizeof(*b), sg_block_cmp, NULL);
+	for (i = 0; i < nb; i++) {
+		unsigned long n = 1UL << b[i].order;
 
-		if (last->pfn + last->npages == r[i].pfn &&
-		    last->npages + r[i].npages <= SG_RANGE_MAX_PAGES)
-			last->npages += r[i].npages;
-		else
-			r[++out] = r[i];
+		if (nr && r[nr - 1].pfn + r[nr - 1].npages == b[i].pfn &&
+		    r[nr - 1].npages + n <= SG_RANGE_MAX_PAGES) {
+			r[nr - 1].npages += n;
+			continue;
+		}
+		r[nr].pfn = b[i].pfn;
+		r[nr].npages = n;
+		nr++;
 	}
-	return out + 1;
+	return nr;
 }
 
 /*
  * One block for the balloon.  Order 0: balloon_page_alloc() (as the stock
  * driver, may reclaim).  Higher orders only take what is free right now: no
  * direct reclaim, no compaction, no kswapd wake-up, no retries, no
- * emergency reserves, no warning; the block is split into order-0 pages
- * that are freed and ballooned one by one.
+ * emergency reserves, no warning.  @split: split the block into order-0
+ * pages (sg_chunk=0, they go on the balloon list one by one); else it stays
+ * one allocation, freed whole with __free_pages().
  */
-static struct page *sg_alloc_block(unsigned int order)
+static struct page *sg_alloc_block(unsigned int order, bool split)
 {
 	struct page *page;
 	gfp_t gfp;
@@ -586,17 +622,53 @@ static struct page *sg_alloc_block(unsigned int order)
 	gfp = (balloon_mapping_gfp_mask() & ~__GFP_RECLAIM) |
 	      __GFP_NORETRY | __GFP_NOWARN | __GFP_NOMEMALLOC;
 	page = alloc_pages(gfp, order);
-	if (page)
+	if (page && split)
 		split_page(page, order);
 	return page;
+}
+
+/*
+ * Chunked blocks (order > 0, sg_chunk=1) are kept off the balloon's page
+ * list, on vb->blocks[order], linked through the first page's lru, the
+ * order in its page_private.  balloon_lock protects the lists and counts.
+ */
+static void sg_block_link(struct virtio_balloon *vb, struct page *page,
+			  unsigned int order)
+{
+	set_page_private(page, order);
+	list_add(&page->lru, &vb->blocks[order]);
+	vb->nr_blocks[order]++;
+	vb->block_pages += 1UL << order;
+	vb->num_pages += VIRTIO_BALLOON_PAGES_PER_PAGE << order;
+}
+
+static void sg_block_unlink(struct virtio_balloon *vb, struct page *page,
+			    unsigned int order)
+{
+	list_del(&page->lru);
+	set_page_private(page, 0);
+	vb->nr_blocks[order]--;
+	vb->block_pages -= 1UL << order;
+	vb->num_pages -= VIRTIO_BALLOON_PAGES_PER_PAGE << order;
+}
+
+/* An order-0 page onto the balloon list (movable: balloon compaction). */
+static void sg_page_insert(struct virtio_balloon *vb, struct page *page)
+{
+	balloon_page_enqueue(&vb->vb_dev_info, page);
+	vb->num_pages += VIRTIO_BALLOON_PAGES_PER_PAGE;
+	if (!virtio_has_feature(vb->vdev, VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
+		adjust_managed_page_count(page, -1);
 }
 
 static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 {
 	struct sg_counters *st = &vb->inflate_stats;
+	struct sg_block *b = vb->fill_blocks;
 	struct sg_range *r = vb->fill_ranges;
-	unsigned long want, got = 0, told_pages = 0, i, pfn;
-	unsigned int order = vb->max_order, nr = 0, told;
+	unsigned long want, got = 0, told_pages = 0, pfn, end;
+	unsigned int order = vb->max_order, nb = 0, nr, told, i, j;
+	bool chunk = vb->chunk, keep;
 	struct page *page;
 	u64 t0 = ktime_get_ns(), t1, t2;
 
@@ -606,11 +678,11 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 		return 0;
 
 	/* Allocate outside balloon_lock, as the stock driver does. */
-	while (got < want && nr < SG_RANGES_MAX) {
+	while (got < want && nb < SG_RANGES_MAX) {
 		/* Never take more than asked for. */
 		while (order && (1UL << order) > want - got)
 			order--;
-		page = sg_alloc_block(order);
+		page = sg_alloc_block(order, !chunk);
 		if (!page) {
 			vb->order_fails[order]++;
 			if (order) {
@@ -626,18 +698,19 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 			break;
 		}
 		vb->order_allocs[order]++;
-		r[nr].pfn = page_to_pfn(page);
-		r[nr].npages = 1UL << order;
-		nr++;
+		b[nb].pfn = page_to_pfn(page);
+		b[nb].order = order;
+		b[nb].unreported = false;
+		nb++;
 		got += 1UL << order;
 		cond_resched();
 	}
 	t1 = ktime_get_ns();
 	st->alloc_ns += t1 - t0;
-	if (!nr)
+	if (!nb)
 		return 0;
 
-	nr = sg_sort_merge(r, nr);
+	nr = sg_blocks_to_ranges(b, nb, r);
 
 	mutex_lock(&vb->balloon_lock);
 	st->calls++;
@@ -649,20 +722,33 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 
 	/*
 	 * Reported ranges, and those of elements the device never returned
-	 * (it may still discard them): into the balloon, page by page.
+	 * (it may still discard them): into the balloon.  A chunked block
+	 * once, on its order's list; order-0 pages and the pages of split
+	 * blocks on the balloon list, one by one.  Decided here, under
+	 * balloon_lock: sg_lost belongs to the next sg_tell_host() call.
 	 */
-	for (i = 0; i < nr; i++) {
-		if (i >= told && !sg_range_lost(vb, i))
-			continue;
-		for (pfn = r[i].pfn; pfn < r[i].pfn + r[i].npages; pfn++) {
-			page = pfn_to_page(pfn);
-			balloon_page_enqueue(&vb->vb_dev_info, page);
-			vb->num_pages += VIRTIO_BALLOON_PAGES_PER_PAGE;
-			if (!virtio_has_feature(vb->vdev,
-						VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
-				adjust_managed_page_count(page, -1);
+	for (i = 0, j = 0; i < nr; i++) {
+		keep = i < told || sg_range_lost(vb, i);
+		end = r[i].pfn + r[i].npages;
+		for (; j < nb && b[j].pfn < end; j++) {
+			if (!keep) {
+				b[j].unreported = true;
+				continue;
+			}
+			page = pfn_to_page(b[j].pfn);
+			if (chunk && b[j].order) {
+				sg_block_link(vb, page, b[j].order);
+				if (!virtio_has_feature(vb->vdev,
+							VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
+					adjust_managed_page_count(page,
+								  -(1L << b[j].order));
+				continue;
+			}
+			for (pfn = b[j].pfn; pfn < b[j].pfn + (1UL << b[j].order); pfn++)
+				sg_page_insert(vb, pfn_to_page(pfn));
 		}
-		told_pages += r[i].npages;
+		if (keep)
+			told_pages += r[i].npages;
 		cond_resched();
 	}
 	st->pages += told_pages;
@@ -670,12 +756,16 @@ static unsigned int fill_balloon_sg(struct virtio_balloon *vb, size_t num)
 	mutex_unlock(&vb->balloon_lock);
 
 	/* Not reported (add failed, not handled): back to the allocator. */
-	for (i = told; i < nr; i++) {
-		if (sg_range_lost(vb, i))
+	for (j = 0; j < nb; j++) {
+		if (!b[j].unreported)
 			continue;
-		for (pfn = r[i].pfn; pfn < r[i].pfn + r[i].npages; pfn++)
-			__free_page(pfn_to_page(pfn));
-		st->unreported += r[i].npages;
+		if (chunk) {
+			__free_pages(pfn_to_page(b[j].pfn), b[j].order);
+		} else {
+			for (pfn = b[j].pfn; pfn < b[j].pfn + (1UL << b[j].order); pfn++)
+				__free_page(pfn_to_page(pfn));
+		}
+		st->unreported += 1UL << b[j].order;
 		cond_resched();
 	}
 	/* Do not spin on a failing queue: the size work is requeued. */
@@ -695,28 +785,26 @@ static int sg_page_cmp(void *priv, const struct list_head *a,
 }
 
 /*
- * Deflate up to @num balloon pages with SG.  @force (device removal): pages
- * whose ranges could not be reported are released all the same instead of
- * being kept in the balloon.
+ * Deflate up to @want guest pages of the balloon's page list (order-0
+ * pages) with SG, balloon_lock held.  Returns the pages released.  Sets
+ * *ret_failed when the device did not take every range (the pages of those
+ * stay in the balloon, unless @force: device removal releases them all the
+ * same), *ret_sent when anything was sent.
  */
-static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
-				    gfp_t gfp, bool force)
+static unsigned long leak_pages_sg(struct virtio_balloon *vb,
+				   unsigned long want, gfp_t gfp, bool force,
+				   bool *ret_failed, bool *ret_sent)
 {
 	struct sg_counters *st = &vb->deflate_stats;
 	struct sg_range *r = vb->leak_ranges;
-	unsigned long want, got, n, told_pages = 0, i;
+	unsigned long got, n, told_pages = 0, i;
 	unsigned int nr = 0, told;
 	struct page *page, *next;
 	LIST_HEAD(pages);
 	LIST_HEAD(told_list);
 	u64 t0, t1;
 
-	mutex_lock(&vb->balloon_lock);
 	t0 = ktime_get_ns();
-	/* We can't release more pages than taken */
-	num = min(num, (size_t)vb->num_pages);
-	want = min_t(size_t, num / VIRTIO_BALLOON_PAGES_PER_PAGE,
-		     SG_BATCH_PAGES);
 	/* In slices: the dequeue holds pages_lock with interrupts off. */
 	for (got = 0; got < want; got += n) {
 		n = balloon_page_list_dequeue(&vb->vb_dev_info, &pages,
@@ -726,11 +814,9 @@ static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
 			break;
 		cond_resched();
 	}
-	if (!got) {
-		mutex_unlock(&vb->balloon_lock);
+	if (!got)
 		return 0;
-	}
-	st->calls++;
+	*ret_sent = true;
 
 	/* Runs of contiguous pages; stop at SG_RANGES_MAX ranges. */
 	list_sort(NULL, &pages, sg_page_cmp);
@@ -753,6 +839,8 @@ static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
 	st->build_ns += t1 - t0;
 	told = sg_tell_host(vb, vb->deflate_vq, r, nr, gfp, st);
 	st->send_ns += ktime_get_ns() - t1;
+	if (told < nr)
+		*ret_failed = true;
 	/* Deflate: whatever the device did not take stays in the balloon. */
 	for (i = 0; i < (force ? nr : told); i++)
 		told_pages += r[i].npages;
@@ -775,13 +863,139 @@ static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
 	}
 
 	release_pages_balloon(vb, &told_list);
+	return told_pages;
+}
+
+/*
+ * Deflate whole chunked blocks that fit in @want guest pages, largest
+ * first, balloon_lock held: each block lies whole in one range, and is
+ * freed whole.  Returns the pages released; *ret_failed / *ret_sent as
+ * leak_pages_sg().  Blocks the device did not take go back on their lists.
+ */
+static unsigned long leak_blocks_sg(struct virtio_balloon *vb,
+				    unsigned long want, gfp_t gfp, bool force,
+				    bool *ret_failed, bool *ret_sent)
+{
+	struct sg_counters *st = &vb->deflate_stats;
+	struct sg_block *b = vb->leak_blocks;
+	struct sg_range *r = vb->leak_ranges;
+	unsigned long got = 0, told_pages = 0;
+	unsigned int o, nb = 0, nr, told, i, j;
+	struct page *page;
+	bool out;
+	u64 t0 = ktime_get_ns(), t1;
+
+	for (o = MAX_ORDER - 1; o > 0; o--) {
+		while (vb->nr_blocks[o] && (1UL << o) <= want - got &&
+		       nb < SG_RANGES_MAX) {
+			page = list_first_entry(&vb->blocks[o], struct page, lru);
+			sg_block_unlink(vb, page, o);
+			b[nb].pfn = page_to_pfn(page);
+			b[nb].order = o;
+			b[nb].unreported = false;
+			nb++;
+			got += 1UL << o;
+		}
+	}
+	if (!nb)
+		return 0;
+	*ret_sent = true;
+
+	nr = sg_blocks_to_ranges(b, nb, r);
+	t1 = ktime_get_ns();
+	st->build_ns += t1 - t0;
+	told = sg_tell_host(vb, vb->deflate_vq, r, nr, gfp, st);
+	t0 = ktime_get_ns();
+	st->send_ns += t0 - t1;
+	if (told < nr)
+		*ret_failed = true;
+
+	for (i = 0, j = 0; i < nr; i++) {
+		out = force || i < told;
+		for (; j < nb && b[j].pfn < r[i].pfn + r[i].npages; j++) {
+			page = pfn_to_page(b[j].pfn);
+			if (!out) {
+				/* Not taken: it stays in the balloon. */
+				sg_block_link(vb, page, b[j].order);
+				st->unreported += 1UL << b[j].order;
+				continue;
+			}
+			if (!virtio_has_feature(vb->vdev,
+						VIRTIO_BALLOON_F_DEFLATE_ON_OOM))
+				adjust_managed_page_count(page, 1L << b[j].order);
+			__free_pages(page, b[j].order);
+		}
+		if (out)
+			told_pages += r[i].npages;
+	}
+	st->pages += told_pages;
+	st->build_ns += ktime_get_ns() - t0;
+	return told_pages;
+}
+
+/*
+ * A deflate of part of a block: split the smallest chunked block into
+ * order-0 pages on the balloon list (as sg_chunk=0 keeps all pages), from
+ * where leak_pages_sg() takes what is asked.  balloon_lock held.  Returns
+ * false when there is no block.
+ */
+static bool sg_block_split(struct virtio_balloon *vb)
+{
+	unsigned long pfn, i;
+	struct page *page;
+	unsigned int o;
+
+	for (o = 1; o < MAX_ORDER && !vb->nr_blocks[o]; o++)
+		;
+	if (o == MAX_ORDER)
+		return false;
+	page = list_first_entry(&vb->blocks[o], struct page, lru);
+	sg_block_unlink(vb, page, o);
+	split_page(page, o);
+	pfn = page_to_pfn(page);
+	/* Already counted off the managed pages when it was ballooned. */
+	for (i = 0; i < (1UL << o); i++)
+		balloon_page_enqueue(&vb->vb_dev_info, pfn_to_page(pfn + i));
+	vb->num_pages += VIRTIO_BALLOON_PAGES_PER_PAGE << o;
+	vb->block_splits++;
+	return true;
+}
+
+/*
+ * Deflate up to @num balloon pages with SG: whole chunked blocks first,
+ * then pages of the balloon list, then, if that is not enough, one block
+ * split and the rest taken from its pages.  @force (device removal):
+ * pages whose ranges could not be reported are released all the same
+ * instead of being kept in the balloon.
+ */
+static unsigned int leak_balloon_sg(struct virtio_balloon *vb, size_t num,
+				    gfp_t gfp, bool force)
+{
+	unsigned long want, done = 0;
+	bool failed = false, sent = false;
+
+	mutex_lock(&vb->balloon_lock);
+	/* We can't release more pages than taken */
+	num = min(num, (size_t)vb->num_pages);
+	want = min_t(size_t, num / VIRTIO_BALLOON_PAGES_PER_PAGE,
+		     SG_BATCH_PAGES);
+	if (vb->chunk && want)
+		done = leak_blocks_sg(vb, want, gfp, force, &failed, &sent);
+	if ((!failed || force) && done < want)
+		done += leak_pages_sg(vb, want - done, gfp, force, &failed,
+				      &sent);
+	if ((!failed || force) && done < want && sg_block_split(vb))
+		done += leak_pages_sg(vb, want - done, gfp, force, &failed,
+				      &sent);
+	if (sent)
+		vb->deflate_stats.calls++;
 	mutex_unlock(&vb->balloon_lock);
 
 	/* Do not spin on a failing queue (not under OOM, not on removal). */
-	if (told < nr && !force && gfpflags_allow_blocking(gfp))
+	if (failed && !force && gfpflags_allow_blocking(gfp))
 		msleep(200);
 
-	return told_pages * VIRTIO_BALLOON_PAGES_PER_PAGE;
+	return done * VIRTIO_BALLOON_PAGES_PER_PAGE;
 }
 
 /* ------------------------------------------------------------------------
@@ -1112,7 +1326,10 @@ static void sg_print_counters(char *buf, int *len, const char *name,
 			      c->build_ns, c->send_ns);
 }
 
-/* Pages on the balloon's list (and isolated for migration): held now. */
+/*
+ * Pages on the balloon's list (and isolated for migration) and in chunked
+ * blocks: held now.
+ */
 static unsigned long sg_pages_held(struct virtio_balloon *vb)
 {
 	struct balloon_dev_info *b = &vb->vb_dev_info;
@@ -1124,7 +1341,7 @@ static unsigned long sg_pages_held(struct virtio_balloon *vb)
 		n++;
 	n += b->isolated_pages;
 	spin_unlock_irqrestore(&b->pages_lock, flags);
-	return n;
+	return n + READ_ONCE(vb->block_pages);
 }
 
 static ssize_t sg_stats_show(struct device *dev, struct device_attribute *attr,
@@ -1165,6 +1382,13 @@ static ssize_t sg_stats_show(struct device *dev, struct device_attribute *attr,
 	for (o = 0; o <= vb->max_order; o++)
 		len += sysfs_emit_at(buf, len, " %u:%llu", o,
 				     vb->order_fails[o]);
+	len += sysfs_emit_at(buf, len,
+			     "\nblocks: chunk %d pages %lu splits %llu held:",
+			     vb->chunk, READ_ONCE(vb->block_pages),
+			     vb->block_splits);
+	for (o = 1; o <= vb->max_order; o++)
+		len += sysfs_emit_at(buf, len, " %u:%lu", o,
+				     READ_ONCE(vb->nr_blocks[o]));
 	len += sysfs_emit_at(buf, len, "\n");
 	return len;
 }
@@ -1175,8 +1399,11 @@ static void sg_free(struct virtio_balloon *vb)
 	kfree(vb->sgl);
 	kvfree(vb->fill_ranges);
 	kvfree(vb->leak_ranges);
+	kvfree(vb->fill_blocks);
+	kvfree(vb->leak_blocks);
 	vb->sgl = NULL;
 	vb->fill_ranges = vb->leak_ranges = NULL;
+	vb->fill_blocks = vb->leak_blocks = NULL;
 }
 
 /* After init_vqs: size the SG batches for the negotiated queues. */
@@ -1197,26 +1424,33 @@ static int sg_setup(struct virtio_balloon *vb)
 	/* An element must fit the ring even without an indirect table. */
 	vb->elem_max = clamp(vb->elem_max, 1U, max(ring, 1U));
 	vb->max_order = min_t(unsigned int, sg_max_order, MAX_ORDER - 1);
+	vb->chunk = sg_chunk;
 
 	vb->sgl = kmalloc_array(vb->elem_max, sizeof(*vb->sgl), GFP_KERNEL);
 	vb->fill_ranges = kvmalloc_array(SG_RANGES_MAX,
 					 sizeof(*vb->fill_ranges), GFP_KERNEL);
 	vb->leak_ranges = kvmalloc_array(SG_RANGES_MAX,
 					 sizeof(*vb->leak_ranges), GFP_KERNEL);
-	if (!vb->sgl || !vb->fill_ranges || !vb->leak_ranges) {
+	vb->fill_blocks = kvmalloc_array(SG_RANGES_MAX,
+					 sizeof(*vb->fill_blocks), GFP_KERNEL);
+	vb->leak_blocks = kvmalloc_array(SG_RANGES_MAX,
+					 sizeof(*vb->leak_blocks), GFP_KERNEL);
+	if (!vb->sgl || !vb->fill_ranges || !vb->leak_ranges ||
+	    !vb->fill_blocks || !vb->leak_blocks) {
 		sg_free(vb);
 		return -ENOMEM;
 	}
 	dev_info(&vdev->dev,
-		 "VIRTIO_BALLOON_F_SG negotiated: ring %u, indirect %d, %u range(s) per element, max order %u\n",
+		 "VIRTIO_BALLOON_F_SG negotiated: ring %u, indirect %d, %u range(s) per element, max order %u, chunked %d\n",
 		 ring, virtio_has_feature(vdev, VIRTIO_RING_F_INDIRECT_DESC),
-		 vb->elem_max, vb->max_order);
+		 vb->elem_max, vb->max_order, vb->chunk);
 	return 0;
 }
 
 static int virtballoon_probe(struct virtio_device *vdev)
 {
 	struct virtio_balloon *vb;
+	unsigned int i;
 	int err;
 
 	if (!vdev->config->get) {
@@ -1239,6 +1473,8 @@ static int virtballoon_probe(struct virtio_device *vdev)
 	vb->vdev = vdev;
 
 	balloon_devinfo_init(&vb->vb_dev_info);
+	for (i = 0; i < MAX_ORDER; i++)
+		INIT_LIST_HEAD(&vb->blocks[i]);
 
 	err = init_vqs(vb);
 	if (err)

@@ -135,7 +135,7 @@ at_rest() {
         st=$(stats); held=$(field "$st" queues: held); a=$(actual_kib)
         [ -n "$held" ] && [ "$held" != - ] && [ $((MAX_KIB - held * 4)) -eq "$a" ] && break
     done
-    echo "$label: $(field "$st" queues: inflight) in flight; inflate ring $(field "$st" queues: inflate_free)/$(field "$st" queues: inflate_size) free, deflate $(field "$st" queues: deflate_free)/$(field "$st" queues: deflate_size); balloon list $held pages, QEMU actual $a KiB"
+    echo "$label: $(field "$st" queues: inflight) in flight; inflate ring $(field "$st" queues: inflate_free)/$(field "$st" queues: inflate_size) free, deflate $(field "$st" queues: deflate_free)/$(field "$st" queues: deflate_size); balloon holds $held pages, QEMU actual $a KiB"
     [ "$(field "$st" queues: inflight)" = 0 ] || bm_fail "$label: elements still in flight"
     [ "$(field "$st" queues: inflate_free)" -eq $(($(field "$st" queues: inflate_size) - lost)) ] &&
         [ "$(field "$st" queues: deflate_free)" -eq "$(field "$st" queues: deflate_size)" ] ||
@@ -207,3 +207,120 @@ grep -q '^balloonmgr_balloon_changes_total{direction="inflate",outcome="stalled"
     grep -q '^balloonmgr_balloon_changes_total{direction="deflate",outcome="stalled"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "the agent's counters do not have the 2 stalled inflates and the stalled deflate"
 bm_pass "the agent's counters record the stalled changes (2 inflates, 1 deflate)"
+
+# --- chunked blocks (sg_chunk=1, the default): a 2 MiB block is tracked once, sent as one range
+# and freed whole; a deflate of part of a block splits it; an inflate of less than a block takes
+# a smaller one; a fragmented guest reaches its target through the order fallback; compaction
+# during and after an inflate neither crashes the guest nor corrupts the balloon or its memory.
+# The guest waits for the host's signals, balloon sizes no inflate passes through by chance:
+# at exactly 7172 KiB it fragments 192 MiB (2 MiB files, every other one deleted) and 48 MiB
+# more (4 KiB files, every other one deleted: single free pages); when the balloon grows by
+# exactly 8 KiB it compacts once and checks its files; at 9220 KiB it compacts for 20 s over and
+# over (the host inflates and deflates meanwhile) and checks its files again.
+for d in lab1 lab2 lab3; do bm_virsh destroy "$(bm_dom "$d")" >/dev/null 2>&1 || true; done
+export BALLOONMGR_RUNTIME_DIR=$work/run3
+mkdir -p "$work/run3/changes"
+bm_define_guest lab4 512 emulator="$EMU" sgdriver=1 touch=300 sgstats=1 sgparams=sg_count_held=1 \
+    at=0:await:7172,0:frag2m:192,0:frag:48,0:meminfo,0:fragcheck,0:await:+8,0:compact:0,0:fragcheck,0:await:9220,0:compact:20,0:fragcheck \
+    "extra=<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='true'/></qemu:frontend></qemu:device></qemu:override>"
+bm_wait_guest_ready lab4 300
+dom3=$(bm_dom lab4) # the helpers above (qom, stats, actual_kib, at_rest, setw) now act on lab4
+console4=$(bm_console_log lab4)
+stats() { sleep 2.5; grep -a 'bm: sg_stats: ' "$console4" | tr -d '\r' | sed 's/.*bm: sg_stats: //' | tac | awk '!seen[$1]++'; }
+for _ in $(seq 40); do
+    "$BM" -c "$BM_URI" verify --json "$dom3" | jq -e '.domains[0].features.sg.state == "negotiated"' >/dev/null && break; sleep 0.5
+done
+# held_order ORDER: chunked blocks of that order in the balloon (the "blocks:" line of $STATS)
+held_order() { echo "$STATS" | awk -v o="$1" '$1 == "blocks:" { for (i = 2; i <= NF; i++) if ($i ~ "^" o ":") { sub(/.*:/, "", $i); print $i } }'; }
+list_pages() { echo $(($(field "$STATS" queues: held) - $(field "$STATS" blocks: pages))); }
+setexact() { # setexact KIB LABEL: virsh setmem (below set --wait's 1 MiB tolerance), wait for actual == KIB
+    bm_virsh setmem "$dom3" "$1" --live >/dev/null || bm_fail "$2: setmem $1 KiB refused"
+    for _ in $(seq 240); do [ "$(actual_kib)" = "$1" ] && return 0; sleep 0.5; done
+    bm_fail "$2: QEMU actual $(actual_kib) KiB, not $1"
+}
+console_wait() { # console_wait SECS PATTERN: until the guest prints PATTERN
+    for _ in $(seq $(($1 * 2))); do grep -aq "$2" "$console4" && return 0; sleep 0.5; done
+    bm_fail "lab4 did not print '$2' within $1 s"
+}
+
+STATS=$(stats)
+[ "$(field "$STATS" blocks: chunk)" = 1 ] || bm_fail "the driver does not run chunked by default"
+setw 128M --wait=120 || bm_fail "chunked inflate failed"
+at_rest "chunked inflate to 128 MiB"
+echo "$(echo "$STATS" | grep '^blocks:')"
+[ "$(held_order 9)" = 192 ] && [ "$(field "$STATS" blocks: pages)" = 98304 ] && [ "$(list_pages)" = 0 ] ||
+    bm_fail "384 MiB of clean memory not held as 192 blocks of 2 MiB off the balloon list ($(held_order 9) blocks, $(list_pages) pages on the list)"
+bm_pass "chunked inflate: 384 MiB held as 192 blocks of order 9, none of its pages on the balloon list, actual == pages held"
+
+setexact 132096 "partial deflate" # 1 MiB of a balloon of 2 MiB blocks: one block split
+at_rest "deflate of half a block"
+[ "$(field "$STATS" blocks: splits)" = 1 ] && [ "$(held_order 9)" = 191 ] && [ "$(list_pages)" = 256 ] ||
+    bm_fail "partial deflate: splits $(field "$STATS" blocks: splits), $(held_order 9) blocks left, $(list_pages) pages on the list (want 1, 191, 256)"
+bm_pass "deflate of part of a block: the block split, 1 MiB released, its other 256 pages on the balloon list, actual == pages held"
+
+setexact 131072 "small inflate" # 1 MiB: fewer pages than a 2 MiB block
+at_rest "inflate of less than a block"
+echo "$(echo "$STATS" | grep '^blocks:')"
+[ "$(held_order 8)" = 1 ] && [ "$(held_order 9)" = 191 ] && [ "$(list_pages)" = 256 ] ||
+    bm_fail "a 1 MiB inflate did not take one block of order 8 ($(echo "$STATS" | grep '^blocks:'))"
+bm_pass "inflate of fewer pages than a block: one block of order 8, actual == pages held"
+setw 100% --wait=120 || bm_fail "deflate of the chunked balloon failed"
+at_rest "chunked deflate"
+[ "$(field "$STATS" queues: held)" = 0 ] && [ "$(field "$STATS" blocks: pages)" = 0 ] || bm_fail "chunked deflate: pages left in the balloon"
+bm_pass "deflate of whole blocks: nothing left in the balloon, every ring slot free"
+
+# fragmented: the guest fills 256 MiB with 2 MiB files and deletes every other one
+setexact $((MAX_KIB - 7172)) "signal 1"
+console_wait 300 'bm: fragcheck:'
+grep -a 'bm: fragmented\|bm: at: meminfo' "$console4" | tr -d '\r'
+setw 100% --wait=120 || bm_fail "deflate after signal 1"
+# the balloon takes all the guest's free memory but 13 MiB (20 MiB less the 7 MiB of signal 1,
+# free again now): more than is free outside the 24 MiB of single free pages
+free_kib=$(grep -a 'bm: at: meminfo' "$console4" | tail -1 | sed 's/.*MemFree: \([0-9]*\) kB.*/\1/')
+frag_kib=$((MAX_KIB - (free_kib - 13 * 1024) / 4 * 4))
+STATS=$(stats)
+a0=$(echo "$STATS" | awk '$1 == "order_allocs:"'); f0=$(echo "$STATS" | awk '$1 == "order_fails:"')
+setw "${frag_kib}KiB" --wait=300 || bm_fail "fragmented guest: inflate to $frag_kib KiB did not reach"
+at_rest "fragmented inflate"
+a1=$(echo "$STATS" | awk '$1 == "order_allocs:"'); f1=$(echo "$STATS" | awk '$1 == "order_fails:"')
+# per order: blocks taken (and failed) during this inflate; the share of its pages in blocks of order > 0
+share=$(awk -v a0="$a0" -v a1="$a1" -v f0="$f0" -v f1="$f1" 'BEGIN {
+    n = split(a1, x, " "); split(a0, y, " "); split(f1, u, " "); split(f0, v, " ")
+    for (i = 2; i <= n; i++) { split(x[i], p, ":"); split(y[i], q, ":"); split(u[i], s, ":"); split(v[i], t, ":")
+        d = p[2] - q[2]; pages = d * 2 ^ p[1]; all += pages; if (p[1] > 0) high += pages
+        if (p[1] == 9) top = pages; if (p[1] == 0) singles = d; fails += (p[1] > 0) ? s[2] - t[2] : 0
+        if (d || s[2] - t[2]) printf "order %d: %d blocks (%d failed)\n", p[1], d, s[2] - t[2] > "/dev/stderr" }
+    printf "%.1f %.1f %d %d %d", 100 * high / all, 100 * top / all, all, fails, singles }')
+echo "fragmented inflate: $(echo "$share" | awk '{ printf "%d pages, %.1f%% of them in blocks of order > 0, %.1f%% in 2 MiB blocks, %d single pages; %d failed high-order attempts", $3, $1, $2, $5, $4 }')"
+[ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100 && $5 > 0) }')" = 1 ] ||
+    bm_fail "fragmented guest: no fallback from order 9 down to single pages seen ($share)"
+bm_pass "fragmented guest (2 MiB and 4 KiB holes): the inflate to $frag_kib KiB reached through the order fallback down to single pages, $(echo "$share" | awk '{ printf "%.1f%% of its pages in blocks of order > 0", $1 }'), actual == pages held"
+
+# compaction after an inflate: the balloon of the fragmented inflate (its single pages are
+# movable balloon pages, its blocks are not) grows by 8 KiB, the guest compacts once and checks
+# its files; then compaction during inflates: the guest compacts over and over for 20 s, the
+# balloon goes up (as far as in the fragmented inflate) and down in it, the files are checked
+echo "the balloon: $(field "$STATS" queues: held) pages, $(list_pages) single pages on the balloon list (movable), $(echo "$STATS" | grep '^blocks:')"
+setexact $((frag_kib - 8)) "signal 2" # 8 KiB more: then the guest compacts once
+console_wait 120 'bm: compacted 1 time(s) in 0 s'
+console_wait 120 'bm: at 0 s: await 9220'
+at_rest "after the compaction after an inflate"
+setw 100% --wait=120 || bm_fail "deflate after the fragmented inflate"
+setexact $((MAX_KIB - 9220)) "signal 3"
+console_wait 60 'bm: at 0 s: compact 20'
+for i in 1 2 3; do
+    setw "${frag_kib}KiB" --wait=300 || bm_fail "inflate $i during compaction failed"
+    [ "$i" = 1 ] && grep -aq 'bm: compacted [0-9]* time(s) in 20 s' "$console4" && bm_fail "the guest's compaction ended before the first inflate did"
+    setw 352M --wait=300 || bm_fail "deflate $i during compaction failed"
+done
+console_wait 120 'bm: at: all done'
+grep -a 'bm: at: balloon grew\|bm: compacted\|bm: fragcheck' "$console4" | tr -d '\r'
+at_rest "after the compaction during inflates"
+grep -a 'bm: compacted' "$console4" | tr -d '\r' | awk '$3 < 1 { bad = 1 } END { exit bad || NR != 2 }' || bm_fail "the guest did not compact twice"
+grep -a 'bm: fragcheck:' "$console4" | tr -d '\r' | awk '{ if ($5 != 0 || $3 == 0) bad = 1 } END { exit bad || NR != 3 }' ||
+    bm_fail "the guest's files changed (a page of theirs given to the host?)"
+setw 100% --wait=120 || bm_fail "deflate after compaction failed"
+at_rest "deflate after compaction"
+[ "$(field "$STATS" queues: held)" = 0 ] || bm_fail "pages left in the balloon after compaction"
+! grep -qiE 'BUG|Oops|WARNING:|Call Trace' "$console4" || bm_fail "kernel warning in the guest"
+bm_pass "compaction after and during chunked inflates of a fragmented guest: no kernel warning, the guest's files intact (3 checks), actual == pages held, the balloon emptied ($(grep -a 'bm: compacted' "$console4" | tr -d '\r' | sed 's/.*bm: //' | paste -sd';'))"

@@ -67,9 +67,21 @@
 #                    "bm: at SECS s: ACTION ARG", at the end "bm: at: all
 #                    done"). ACTION: touch:MIB (as bm.touch), frag:MIB (MIB
 #                    MiB of 4 KiB tmpfs files, every other one deleted again:
-#                    MIB/2 MiB of free memory in single pages), rmmod /
-#                    insmod (the balloon driver that was loaded, with its
-#                    parameters), meminfo (MemTotal/MemFree/MemAvailable)
+#                    MIB/2 MiB of free memory in single pages), frag2m:MIB
+#                    (MIB MiB of 2 MiB tmpfs files of a known pattern,
+#                    every other one deleted again: MIB/2 MiB free in holes
+#                    of about 2 MiB), fragcheck (the files frag and frag2m
+#                    kept still hold what was written: "bm: fragcheck: N
+#                    files, B corrupt"), compact:SECS (write
+#                    /proc/sys/vm/compact_memory over and over for SECS
+#                    seconds, 0: once; "bm: compacted N time(s) ...:
+#                    balloon_migrate +M ..."), await:KIB (wait until the
+#                    balloon holds exactly KIB KiB: the host's signal to go
+#                    on; await:+KIB: until it grows by exactly KIB KiB from
+#                    one reading to the next, a second apart), rmmod /
+#                    insmod (the balloon driver that was
+#                    loaded, with its parameters), meminfo
+#                    (MemTotal/MemFree/MemAvailable)
 #   bm.load=SCHEDULE  run the workload program bm-guest-load (guest-load.c) with
 #                    SCHEDULE, e.g. 0:128,60:384@20,150:touch:600: demand that
 #                    changes over time; its console lines start with "bm-load:"
@@ -509,10 +521,73 @@ frag_mem() {
     fi
 }
 
+# frag2m_mem MIB: MIB MiB of 2 MiB files of a pattern in a tmpfs, then every
+# other one deleted: free memory in holes of about 2 MiB (rarely aligned to
+# 2 MiB), the kept files checked by fragcheck.
+frag2m_mem() {
+    local n=$(($1 / 2)) i=0
+    mkdir -p /mnt/frag2m
+    if mount -t tmpfs -o size=$(($1 + 16))m tmpfs /mnt/frag2m &&
+       yes 0123456789abcdef | head -c 2097152 >/mnt/frag2m/pattern; then
+        while [ $i -lt $n ] && cp /mnt/frag2m/pattern /mnt/frag2m/f$i; do i=$((i + 1)); done
+        i=1
+        while [ $i -lt $n ]; do rm -f /mnt/frag2m/f$i; i=$((i + 2)); done
+        echo "bm: fragmented $1 MiB in 2 MiB files: $(ls /mnt/frag2m | grep -c '^f') of $n kept"
+    else
+        echo "bm: fragmenting $1 MiB in 2 MiB files FAILED"
+    fi
+}
+# frag_check: the files of frag_mem (4 KiB of spaces each) and frag2m_mem
+# (the pattern) still hold what was written (a page the balloon gave the
+# host by mistake reads back as zeros).
+frag_check() {
+    local files=0 bad=0 f
+    if [ -f /mnt/frag2m/pattern ]; then
+        for f in /mnt/frag2m/f*; do
+            [ -f "$f" ] || continue
+            files=$((files + 1))
+            cmp -s /mnt/frag2m/pattern "$f" || bad=$((bad + 1))
+        done
+    fi
+    if [ -d /mnt/frag ] && [ -n "$(ls /mnt/frag)" ]; then
+        files=$((files + $(ls /mnt/frag | wc -l)))
+        [ "$(cat /mnt/frag/* | tr -d ' ' | wc -c)" = 0 ] || bad=$((bad + 1))
+    fi
+    echo "bm: fragcheck: $files files, $bad corrupt"
+}
+vmstat_val() { awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }' /proc/vmstat; }
+# compact_mem SECS: the guest compacts all its memory, over and over for SECS
+# seconds (0: once).
+compact_mem() {
+    local n=0 end m0 s0
+    m0=$(vmstat_val balloon_migrate); s0=$(vmstat_val compact_migrate_scanned)
+    end=$(($(cut -d. -f1 /proc/uptime) + $1))
+    while echo 1 >/proc/sys/vm/compact_memory; do
+        n=$((n + 1))
+        [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ] || break
+    done
+    echo "bm: compacted $n time(s) in $1 s: balloon_migrate +$(($(vmstat_val balloon_migrate) - m0)) compact_migrate_scanned +$(($(vmstat_val compact_migrate_scanned) - s0))"
+}
+base_kib=$(memtotal_kib)
 run_action() {
     case "$1" in
         touch)   touch_mem "$2" "at: touched" "at: touching" ;;
         frag)    frag_mem "$2" ;;
+        frag2m)  frag2m_mem "$2" ;;
+        fragcheck) frag_check ;;
+        compact) compact_mem "$2" ;;
+        await)   case "$2" in
+                     +*) # the balloon grows by exactly that much from one reading to the next
+                         last=$(balloon_kib "$base_kib")
+                         while sleep 1; do
+                             cur=$(balloon_kib "$base_kib")
+                             [ "$cur" = $((last + ${2#+})) ] && break
+                             last=$cur
+                         done
+                         echo "bm: at: balloon grew by ${2#+} KiB to $cur KiB" ;;
+                     *)  while [ "$(balloon_kib "$base_kib")" != "$2" ]; do sleep 1; done
+                         echo "bm: at: balloon at $2 KiB" ;;
+                 esac ;;
         rmmod)   if [ -n "$balloon_mod" ] && rmmod "$balloon_mod"; then
                      echo "bm: at: $balloon_mod unloaded"
                  else
