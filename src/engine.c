@@ -184,6 +184,8 @@ static int read_view(BmEngine *e)
     e->snap = snap;
     e->have_snap = true;
     bm_ledger_sync(&e->ledger, &e->snap, snap.taken_real_ns / 1000000000ull);
+    /* a reading just after a change ended may still show the balloon from before it */
+    bm_ledger_correct_balloons(&e->ledger, &e->snap);
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;

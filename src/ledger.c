@@ -83,6 +83,7 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     }
     BmLedgerEntry *e = &l->entries[l->n_entries++];
     *e = (BmLedgerEntry){.last_target_bytes = BM_ABSENT,
+                         .last_reached_bytes = BM_ABSENT,
                          .last_duration_s = -1,
                          .last_direction = -1,
                          .last_rss_drop_bytes = BM_ABSENT,
@@ -146,6 +147,26 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
         l->n_entries = keep;
         reindex(l);
     }
+}
+
+size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        BmDomain *d = &snap->domains[i];
+        const BmLedgerEntry *e = bm_ledger_find(l, d->uuid);
+        if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
+            !bm_present(e->last_reached_bytes) || !bm_present(d->actual_bytes) ||
+            snap->taken_real_ns < e->last_ended_real_ns ||
+            snap->taken_real_ns - e->last_ended_real_ns >= BM_BALLOON_READING_LAG_NS)
+            continue;
+        uint64_t a = d->actual_bytes, b = e->last_reached_bytes;
+        if ((a > b ? a - b : b - a) < (1ull << 20))
+            continue;
+        d->actual_bytes = b;
+        n++;
+    }
+    return n;
 }
 
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
@@ -241,6 +262,10 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
 
     e->last_duration_s = secs;
     e->last_direction = dir;
+    if (out != BM_CHANGE_FAILED && bm_present(ch->reached_bytes)) {
+        e->last_reached_bytes = ch->reached_bytes;
+        e->last_ended_real_ns = ch->finished_real_ns;
+    }
     if (dir == BM_DIR_INFLATE && bm_present(t->rss_before_bytes) && bm_present(t->rss_after_bytes)) {
         uint64_t drop = t->rss_before_bytes > t->rss_after_bytes
                             ? t->rss_before_bytes - t->rss_after_bytes

@@ -117,6 +117,8 @@ typedef struct {
     double last_duration_s;        /* < 0: none yet */
     int last_direction;            /* BM_DIR_*, -1 none */
     uint64_t last_rss_drop_bytes;  /* BM_ABSENT: none yet */
+    uint64_t last_reached_bytes;   /* the live balloon when its last change ended; BM_ABSENT */
+    uint64_t last_ended_real_ns;   /* when that was (0: none) */
     /* what its inflates gave the host back (yield.h), learned from the QEMU RSS when each of
      * them ended (bm_ledger_record_change()); reclaim counts on it; zeroed: nothing learned */
     BmYield yield;
@@ -168,6 +170,18 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s);
 
 /* The start of a running domain d: "HOSTBOOTID/ID" into buf. */
 void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n);
+
+/* How long after a change ended a reading may still show the balloon from before it: the
+ * snapshot's balloon (libvirt's bulk stats) is libvirt's copy, updated from QEMU's BALLOON_CHANGE
+ * events, which QEMU sends at most once a second; the change's own end was read live
+ * (query-balloon). Seen: a change reached 489 MiB and the next reading, 0.2 s later, said 786 MiB. */
+#define BM_BALLOON_READING_LAG_NS (3000000000ull)
+
+/* Puts the live balloon of a change that ended less than BM_BALLOON_READING_LAG_NS before the
+ * snapshot was taken into the snapshot's domain where the two differ by 1 MiB or more (a pass
+ * planned from the older value sets a target on the wrong side of the balloon: an "inflate"
+ * that raises it). Returns how many domains it corrected. */
+size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap);
 
 /* Keeps this pass's reading as the base of the next one's rates, and its host mode.
  * horizon_s: how long until the next pass (bm_used_peak_window_s()). A balloon that rose

@@ -1044,6 +1044,33 @@ static void test_timer_keeps_the_usage_peak_across_passes(void)
     bm_ledger_clear(&l);
 }
 
+/* A reading taken just after a change ended may show libvirt's copy of the balloon from before
+ * it (QEMU sends a balloon event at most once a second): the ledger's live value of the change
+ * is put in its place for BM_BALLOON_READING_LAG_NS, so no pass plans from the old value. */
+static void test_stale_balloon_reading_corrected(void)
+{
+    BmDomain d[] = {guest("cache", 1 * GiB, 786 * MiB, 600 * MiB)};
+    BmSnapshot s = {.domains = d, .n_domains = 1, .taken_real_ns = 1000 * 1000000000ull};
+    BmLedger l;
+    bm_ledger_init(&l);
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, d[0].name);
+    e->last_reached_bytes = 489 * MiB;
+    e->last_ended_real_ns = s.taken_real_ns - 200000000ull; /* 0.2 s before the reading */
+    ok(bm_ledger_correct_balloons(&l, &s) == 1 && d[0].actual_bytes == 489 * MiB,
+       "0.2 s after a change reached 489 MiB a reading of 786 MiB is taken as 489 MiB");
+    d[0].actual_bytes = 786 * MiB;
+    e->last_ended_real_ns = s.taken_real_ns - BM_BALLOON_READING_LAG_NS;
+    ok(bm_ledger_correct_balloons(&l, &s) == 0 && d[0].actual_bytes == 786 * MiB,
+       "3 s later the reading stands (the balloon may have moved since)");
+    e->last_ended_real_ns = s.taken_real_ns - 1;
+    e->in_flight = true;
+    ok(bm_ledger_correct_balloons(&l, &s) == 0, "a change in flight: the reading stands");
+    e->in_flight = false;
+    d[0].actual_bytes = 489 * MiB + 512 * 1024;
+    ok(bm_ledger_correct_balloons(&l, &s) == 0, "within 1 MiB: nothing to correct");
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -1081,5 +1108,6 @@ int main(void)
     test_backed_free_memory_taken_within_two_passes();
     test_timer_keeps_the_usage_peak_across_passes();
     test_unbacked_free_memory_gone_through_first();
+    test_stale_balloon_reading_corrected();
     return tap_done();
 }
