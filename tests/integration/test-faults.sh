@@ -14,8 +14,8 @@ bm_setup
 
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
-bm_define_guest busy 512 touch=100
-bm_define_guest free 512 touch=100
+bm_define_guest busy 512 touch=350 retouch=350
+bm_define_guest free 512 touch=350
 bm_wait_guest_ready busy
 bm_wait_guest_ready free
 busy=$(bm_dom busy) free=$(bm_dom free)
@@ -75,15 +75,22 @@ kill "$reader"
 wait "$dumper" 2>/dev/null || true
 no_job() { bm_virsh domjobinfo "$busy" 2>/dev/null | grep "Job type: *None" >/dev/null; }
 bm_wait_until 10 "the dump job of $busy to end" no_job || true
-"$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" \
+# a state file of its own: the first pass's reading of the busy domain (taken during its job)
+# would mark a balloon that rose since, and a guest given memory is not inflated again
+"$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state2.json" \
     >"$work/run2.json" 2>"$work/run2.err" || bm_fail "run --once after the job failed: $(cat "$work/run2.err")"
 jq -e --arg d "$busy" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied and (.busy | not)' \
     "$work/run2.json" >/dev/null || bm_fail "the formerly busy domain was not inflated after its job ended"
 bm_pass "after the job ended the next pass inflated $busy"
 
 # ---------------------------------------------------------------- destroyed mid-inflate
+sleep 3 # the guest's retouch watch (once a second) sees the balloon inflated before it deflates
 "$BM" -c "$BM_URI" set "$busy" 100% --wait=60 >/dev/null
 "$BM" -c "$BM_URI" set "$free" 100% --wait=60 >/dev/null
+# memory a deflate gives back is not backed by the host until the guest touches it again (an
+# inflate of it would return nothing, and balloonmgr knows it): the victim touches it again
+retouched() { grep -q "bm: retouched" "$(bm_console_log busy)"; }
+bm_wait_until 60 "$busy to touch its memory again" retouched || bm_fail "$busy did not touch its memory again"
 bm_wait_fresh_stats busy free
 victim=$busy
 # 5% of a CPU: the guest still reports its statistics, an inflate of 256 MiB takes ~10 s

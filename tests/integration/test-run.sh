@@ -118,12 +118,16 @@ cat >"$work/fake.policy" <<POL
 exclude = yes
 [domain "${BM_PREFIX}*"]
 exclude = no
+timer_inflate = always
 [domain "${BM_PREFIX}floor"]
 floor = 90%
 POL
+# the idle guest back at its maximum (the pass above took all it could give), settled
+"$BM" -c "$BM_URI" set "$idle" 512M --wait=60 >/dev/null || bm_fail "set $idle 512M failed"
+bm_wait_until 60 "$idle to settle" idle_settled || bm_fail "$idle did not settle after its deflate"
 before_idle=$(actual "$idle")
 # stderr on a terminal (a pty from script(1)), stdout to the file: progress while it waits
-script -qec "$(printf '%q ' "$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/state.json") >$(printf '%q' "$work/fake.json")" "$work/pty.out" >/dev/null ||
+script -qec "$(printf '%q ' "$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/fake-state.json") >$(printf '%q' "$work/fake.json")" "$work/pty.out" >/dev/null ||
     { cat -v "$work/pty.out"; bm_fail "run --once with fake /proc failed"; }
 cat -v "$work/pty.out"
 grep -aqE $'\r'"$idle: inflate [0-9.]+ MiB -> [0-9.]+ MiB: at [0-9.]+ [KM]iB(, [0-9.]+ [KMG]?i?B/s, ETA [0-9.]+ s)?"$'\e\\[K' "$work/pty.out" ||

@@ -24,7 +24,7 @@ bm_add_cleanup "rm -rf '$work'"
 bm_define_guest tn1 384 touch=64
 # for run --once stopped during its wait: its balloon driver goes 1 s after boot, so a target
 # set later never moves (the change would stall only after 10 s)
-bm_define_guest tn2 384 touch=64 at=1:rmmod
+bm_define_guest tn2 384 touch=250 at=1:rmmod
 bm_wait_guest_ready tn1
 dom=$(bm_dom tn1)
 bm_wait_fresh_stats tn1
