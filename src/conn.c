@@ -163,10 +163,6 @@ void bm_strv_free(char **v)
     free(v);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 typedef struct {
     char *name, *key;
@@ -218,22 +214,7 @@ int bm_conn_list_keys(virConnectPtr conn, bool all, BmDomainKey key, char ***ret
 
 int bm_conn_list_names(virConnectPtr conn, bool all, char ***ret_names)
 {
-    virDomainPtr *doms = NULL;
-    unsigned flags = VIR_CONNECT_LIST_DOMAINS_ACTIVE;
-    if (all)
-        flags |= VIR_CONNECT_LIST_DOMAINS_INACTIVE;
-    int n = BM_LV(virConnectListAllDomains)(conn, &doms, flags);
-    if (n < 0)
-        return bm_conn_error("cannot list domains");
-    char **names = bm_malloc0(((size_t)n + 1) * sizeof(char *));
-    for (int i = 0; i < n; i++) {
-        names[i] = bm_strdup(virDomainGetName(doms[i]));
-        virDomainFree(doms[i]);
-    }
-    free(doms);
-    qsort(names, (size_t)n, sizeof(char *), cmp_str);
-    *ret_names = names;
-    return n;
+    return bm_conn_list_keys(conn, all, BM_KEY_NAME, ret_names);
 }
 
 int bm_conn_domain_xml(virDomainPtr dom, bool inactive, char **ret_xml)
