@@ -215,7 +215,9 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o)
         ch->outcome = BM_CHANGE_TIMEOUT;
         return true;
     }
-    if (after - x->last_progress_mono_ns >= (uint64_t)o->stall_ms * ms) {
+    /* no progress for stall_ms by the readings' times: a reading that itself took long (libvirt
+     * waiting for the domain's job lock while it is being destroyed took 7 s) is no stall */
+    if (at - x->last_progress_mono_ns >= (uint64_t)o->stall_ms * ms) {
         ch->outcome = BM_CHANGE_STALLED;
         return true;
     }

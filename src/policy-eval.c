@@ -85,21 +85,13 @@ static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
     return (double)(cur - prev) / (double)dt_s;
 }
 
-/* How much more the guest uses than at the previous reading. For a guest with deflate-on-oom
- * an inflate in between is taken off: its balloon pages count as used (without it the guest's
- * total shrinks with the balloon and its used memory stays). */
-static void growth(const BmDomain *d, const BmPrevReading *prev, uint64_t used, uint64_t dt_s,
-                   BmGuestPressure *ret)
+/* How much more the guest uses than at the previous reading (an inflate in between leaves what
+ * it uses as it was, with deflate-on-oom or without: bm_domain_used_bytes). */
+static void growth(const BmPrevReading *prev, uint64_t used, uint64_t dt_s, BmGuestPressure *ret)
 {
     if (!bm_present(used) || !bm_present(prev->used_bytes) || dt_s == 0)
         return;
-    uint64_t inflated = 0;
-    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON &&
-        bm_present(prev->actual_bytes) && bm_present(d->actual_bytes) &&
-        prev->actual_bytes > d->actual_bytes)
-        inflated = prev->actual_bytes - d->actual_bytes;
-    uint64_t before = prev->used_bytes + min_u64(inflated, UINT64_MAX - 1 - prev->used_bytes);
-    ret->growth_bytes = used > before ? used - before : 0;
+    ret->growth_bytes = used > prev->used_bytes ? used - prev->used_bytes : 0;
     ret->growth_rate = (double)ret->growth_bytes / (double)dt_s;
 }
 
@@ -134,7 +126,7 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
             dt = now_s - prev->taken_s;
         ret->major_fault_rate = rate(d->major_faults, prev->major_faults, dt);
         ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
-        growth(d, prev, ret->used_bytes, dt, ret);
+        growth(prev, ret->used_bytes, dt, ret);
     }
     ret->under_pressure =
         (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||

@@ -24,6 +24,21 @@ actual() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].current_bytes
 
 bm_pressure_policy "$work/pressure.policy" 2s 50%
 
+# Fresh statistics are not enough: just after the touch a guest's usable memory can still read
+# low (its freeing not yet in the statistics), and a pass then plans no inflate of it. Wait
+# until a dry-run pass (it changes nothing and writes no state) would inflate both guests.
+would_inflate_both() {
+    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/pressure.policy" 2>/dev/null |
+        jq -e --arg a "$busy" --arg b "$free" \
+            '[.decisions[] | select((.name == $a or .name == $b) and .action == "inflate")] | length == 2' \
+            >/dev/null
+}
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass to find both guests' freed memory idle" would_inflate_both || {
+    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/pressure.policy" 2>&1 |
+        jq -c --arg p "$BM_PREFIX" '.decisions[]? | select(.name | startswith($p)) | {name, action, reason}' || true
+    bm_fail "no pass would inflate both guests within 60 s of their touch"
+}
+
 # ---------------------------------------------------------------- busy in a long job
 mkfifo "$work/dump.fifo"
 sleep 600 <"$work/dump.fifo" &          # opens the pipe, never reads: the dump blocks
