@@ -85,13 +85,21 @@ static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
     return (double)(cur - prev) / (double)dt_s;
 }
 
-/* How much more the guest uses than at the previous reading (an inflate in between leaves what
- * it uses as it was, with deflate-on-oom or without: bm_domain_used_bytes). */
-static void growth(const BmPrevReading *prev, uint64_t used, uint64_t dt_s, BmGuestPressure *ret)
+/* How much more the guest uses than at the previous reading. For a guest with deflate-on-oom
+ * an inflate in between is taken off: its balloon pages count as used (without it the guest's
+ * total shrinks with the balloon and its used memory stays). */
+static void growth(const BmDomain *d, const BmPrevReading *prev, uint64_t used, uint64_t dt_s,
+                   BmGuestPressure *ret)
 {
     if (!bm_present(used) || !bm_present(prev->used_bytes) || dt_s == 0)
         return;
-    ret->growth_bytes = used > prev->used_bytes ? used - prev->used_bytes : 0;
+    uint64_t inflated = 0;
+    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON &&
+        bm_present(prev->actual_bytes) && bm_present(d->actual_bytes) &&
+        prev->actual_bytes > d->actual_bytes)
+        inflated = prev->actual_bytes - d->actual_bytes;
+    uint64_t before = prev->used_bytes + min_u64(inflated, UINT64_MAX - 1 - prev->used_bytes);
+    ret->growth_bytes = used > before ? used - before : 0;
     ret->growth_rate = (double)ret->growth_bytes / (double)dt_s;
 }
 
@@ -126,7 +134,7 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
             dt = now_s - prev->taken_s;
         ret->major_fault_rate = rate(d->major_faults, prev->major_faults, dt);
         ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
-        growth(prev, ret->used_bytes, dt, ret);
+        growth(d, prev, ret->used_bytes, dt, ret);
     }
     ret->under_pressure =
         (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||
@@ -488,15 +496,27 @@ static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_
  * pages are all a guest has that the host may not back (never touched since boot, or handed
  * back by free page reporting, which also lets the guest allocate them last). So it is the
  * guest's memory beyond what its QEMU process holds for it (RSS less QEMU's own), at most its
- * free memory. 0 when a figure is missing or the RSS tells nothing. */
+ * free memory. 0 when a figure is missing or the RSS tells nothing.
+ *
+ * "The guest's memory" is its total as it sees it (available: MemTotal), the measure what it
+ * uses is taken from, less the balloon's pages where that total keeps them (deflate-on-oom).
+ * Not its balloon size: that also holds what its kernel reserved at boot (outside MemTotal; 64
+ * MiB of a 1 GiB Debian guest), which QEMU backs and which the estimate of QEMU's own memory
+ * (the smallest RSS less what a guest uses) already holds. Counting it twice made 147 MiB of a
+ * touched-and-freed guest's free memory "never touched" (83 MiB were, at most): the agent left
+ * its 165 MiB above keep_free alone while the host was 540 MiB short. */
 static uint64_t unbacked_free(const BmDomain *d, uint64_t used, uint64_t overhead)
 {
     /* an RSS at or below what the guest uses tells nothing about its free pages (yield.h) */
-    if (!bm_present(bm_yield_backed_free(d->rss_bytes, used)) || !bm_present(d->actual_bytes) ||
+    if (!bm_present(bm_yield_backed_free(d->rss_bytes, used)) || !bm_present(d->available_bytes) ||
         !bm_present(d->unused_bytes))
         return 0;
+    uint64_t total = d->available_bytes;
+    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON && bm_present(d->actual_bytes) &&
+        bm_present(d->max_bytes) && d->actual_bytes < d->max_bytes)
+        total -= min_u64(total, d->max_bytes - d->actual_bytes);
     uint64_t backed = d->rss_bytes - min_u64(d->rss_bytes, overhead);
-    uint64_t unbacked = d->actual_bytes > backed ? d->actual_bytes - backed : 0;
+    uint64_t unbacked = total > backed ? total - backed : 0;
     return min_u64(unbacked, d->unused_bytes);
 }
 

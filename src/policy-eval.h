@@ -21,13 +21,13 @@ typedef enum {
 
 /* How a guest is doing, from its statistics and the previous reading. */
 typedef struct {
-    uint64_t used_bytes;     /* bm_domain_used_bytes: actual - usable; BM_ABSENT */
+    uint64_t used_bytes;     /* available - usable (or - unused - disk caches); BM_ABSENT */
     uint64_t headroom_bytes; /* usable (or unused + disk caches); BM_ABSENT */
     double major_fault_rate; /* per second; < 0 unknown */
     double swap_in_rate;     /* bytes per second; < 0 unknown */
     uint64_t stats_age_s;    /* BM_ABSENT when the guest reports no timestamp */
-    uint64_t growth_bytes;   /* used_bytes grew by this since the previous reading; BM_ABSENT
-                              * unknown */
+    uint64_t growth_bytes;   /* used_bytes grew by this since the previous reading (less what
+                              * an inflate between the two took); BM_ABSENT unknown */
     double growth_rate;      /* growth_bytes per second; < 0 unknown */
     bool stale;              /* no stats, or older than max_stats_age */
     bool under_pressure;     /* a protect_* threshold is exceeded */

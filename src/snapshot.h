@@ -94,20 +94,14 @@ static inline uint64_t bm_domain_headroom_bytes(const BmDomain *d)
     return d->unused_bytes + (d->disk_caches_bytes != UINT64_MAX ? d->disk_caches_bytes : 0);
 }
 
-/* What the guest holds in use of the memory its balloon leaves it: the balloon size (actual)
- * less its headroom, what its QEMU process must back. Not its total as it sees it (available,
- * MemTotal) less its headroom: that leaves out what its kernel reserved at boot (outside
- * MemTotal: 64 MiB of a 1 GiB Debian guest), which QEMU backs too, and with deflate-on-oom it
- * counts the balloon's pages, which the host does not back. Inflating leaves it as it is (the
- * balloon takes headroom), with or without deflate-on-oom. The total less the headroom where
- * the balloon size is unknown; BM_ABSENT if both are unknown or the headroom is. */
+/* What the guest uses: its total memory (as it sees it) less its headroom; BM_ABSENT if
+ * either is unknown. */
 static inline uint64_t bm_domain_used_bytes(const BmDomain *d)
 {
     uint64_t headroom = bm_domain_headroom_bytes(d);
-    uint64_t total = d->actual_bytes != UINT64_MAX ? d->actual_bytes : d->available_bytes;
-    if (total == UINT64_MAX || headroom == UINT64_MAX)
+    if (d->available_bytes == UINT64_MAX || headroom == UINT64_MAX)
         return UINT64_MAX;
-    return total > headroom ? total - headroom : 0;
+    return d->available_bytes > headroom ? d->available_bytes - headroom : 0;
 }
 
 /* Free guest memory the domain's QEMU process holds (backed free): its RSS minus what the

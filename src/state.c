@@ -67,13 +67,10 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
         json_object_object_add(o, "swap_in_bytes", u64_or_null(d->swap_in_bytes));
         json_object_object_add(o, "last_update", u64_or_null(d->last_update_s));
         json_object_object_add(o, "taken_at", json_object_new_uint64(d->taken_s));
-        /* "in_use": bm_domain_used_bytes (the balloon size less the headroom); the keys of its
-         * earlier measure (the guest's total less the headroom) are ignored on load: the two do
-         * not compare, and a growth read across them would be made up */
-        json_object_object_add(o, "in_use_bytes", u64_or_null(d->used_bytes));
+        json_object_object_add(o, "used_bytes", u64_or_null(d->used_bytes));
         json_object_object_add(o, "actual_bytes", u64_or_null(d->actual_bytes));
-        json_object_object_add(o, "in_use_peak_bytes", u64_or_null(d->used_peak_bytes));
-        json_object_object_add(o, "in_use_peak_at", json_object_new_uint64(d->used_peak_s));
+        json_object_object_add(o, "used_peak_bytes", u64_or_null(d->used_peak_bytes));
+        json_object_object_add(o, "used_peak_at", json_object_new_uint64(d->used_peak_s));
         if (d->given_s)
             json_object_object_add(o, "given_at", json_object_new_uint64(d->given_s));
         json_object_array_add(arr, o);
@@ -399,10 +396,10 @@ static int readings_parse(json_object *arr, BmLedger *l)
             (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
             (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
             (r = get_u64(o, "taken_at", &taken)) < 0 ||
-            (r = get_u64(o, "in_use_bytes", &d->used_bytes)) < 0 ||
+            (r = get_u64(o, "used_bytes", &d->used_bytes)) < 0 ||
             (r = get_u64(o, "actual_bytes", &d->actual_bytes)) < 0 ||
-            (r = get_u64(o, "in_use_peak_bytes", &d->used_peak_bytes)) < 0 ||
-            (r = get_u64(o, "in_use_peak_at", &peak_at)) < 0 ||
+            (r = get_u64(o, "used_peak_bytes", &d->used_peak_bytes)) < 0 ||
+            (r = get_u64(o, "used_peak_at", &peak_at)) < 0 ||
             (r = get_u64(o, "given_at", &given_at)) < 0)
             return r;
         d->given_s = bm_present(given_at) ? given_at : 0;

@@ -378,11 +378,14 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
                           ? d->unused_bytes +
                                 (bm_present(d->disk_caches_bytes) ? d->disk_caches_bytes : 0)
                           : BM_ABSENT;
-        /* used: the balloon size (else the guest's total) less the headroom */
-        uint64_t total = bm_present(d->actual_bytes) ? d->actual_bytes : d->available_bytes;
-        if (dt > 0 && bm_present(hr) && bm_present(total) && bm_present(p->used_bytes)) {
-            unsigned __int128 used = total > hr ? total - hr : 0;
+        if (dt > 0 && bm_present(hr) && bm_present(d->available_bytes) &&
+            bm_present(p->used_bytes)) {
+            unsigned __int128 used = d->available_bytes > hr ? d->available_bytes - hr : 0;
             unsigned __int128 before = p->used_bytes;
+            if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON &&
+                bm_present(p->actual_bytes) && bm_present(d->actual_bytes) &&
+                p->actual_bytes > d->actual_bytes)
+                before += p->actual_bytes - d->actual_bytes;
             m->growing = !m->stale && used > before && used - before >= 24 * MiB &&
                          (double)(used - before) / (double)dt >= 2.0 * MiB;
         }
