@@ -168,13 +168,13 @@ static void test_writers_replace_only_regular(void)
     ok(bm_file_check_replaceable(fifo) == -ENODEV, "not replaceable: FIFO");
     ok(bm_file_check_replaceable("/dev/null") == -ENODEV, "not replaceable: /dev/null");
     ok(bm_file_check_replaceable(sub) == -EISDIR, "not replaceable: directory");
-    ok(bm_write_atomic("/dev/null", "/tmp/bm-test-file-null.XXXXXX", "x") == -ENODEV,
-       "bm_write_atomic does not replace /dev/null");
+    ok(bm_file_write_atomic("/dev/null", "/tmp/bm-test-file-null.XXXXXX", "x") == -ENODEV,
+       "bm_file_write_atomic does not replace /dev/null");
     struct stat st;
     ok(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode), "  /dev/null is still a device");
-    ok(bm_write_atomic(zero, "/tmp/bm-test-file-zero.XXXXXX", "x") == -ELOOP &&
+    ok(bm_file_write_atomic(zero, "/tmp/bm-test-file-zero.XXXXXX", "x") == -ELOOP &&
            lstat(zero, &st) == 0 && S_ISLNK(st.st_mode),
-       "bm_write_atomic does not replace a link");
+       "bm_file_write_atomic does not replace a link");
     ok(bm_file_check_dir(sub) == 0 && bm_file_check_dir(fifo) == -ENOTDIR &&
            bm_file_check_dir(missing) == -ENOENT,
        "check_dir: directory, FIFO, missing");

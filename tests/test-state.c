@@ -558,7 +558,7 @@ static void test_temporary_files_of_killed_writers(void)
     }
     ok(bm_state_cleanup(path) == 0, "files changed in the last %d s are left alone", BM_STATE_TMP_MIN_AGE_S);
     _cleanup_free_ char *tmpl = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
-    is_u64((uint64_t)bm_atomic_cleanup(tmpl, 0), 1, "one stale temporary file removed");
+    is_u64((uint64_t)bm_file_atomic_cleanup(tmpl, 0), 1, "one stale temporary file removed");
     for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++) {
         _cleanup_free_ char *t = bm_asprintf("%s%s", path, tmps[i].suffix);
         ok((access(t, F_OK) < 0) == tmps[i].removed, "%s %s", tmps[i].suffix,
@@ -566,8 +566,8 @@ static void test_temporary_files_of_killed_writers(void)
         unlink(t);
     }
     close(locked);
-    ok(bm_atomic_cleanup("/nonexistent/x.XXXXXX", 0) == -ENOENT, "no directory: -ENOENT");
-    ok(bm_atomic_cleanup(path, 0) == -EINVAL, "not a template: -EINVAL");
+    ok(bm_file_atomic_cleanup("/nonexistent/x.XXXXXX", 0) == -ENOENT, "no directory: -ENOENT");
+    ok(bm_file_atomic_cleanup(path, 0) == -EINVAL, "not a template: -EINVAL");
     ok(bm_state_cleanup(missing) == 0 && bm_state_cleanup("/nonexistent/state.json") == 0,
        "cleanup with nothing to clean");
 }
