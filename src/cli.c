@@ -201,6 +201,7 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
 
 bool bm_cli_state_check(const char *verb, const char *path, bool writes)
 {
+    bm_error_reset();
     if (!*path) {
         bm_report(verb, NULL, "--state '': empty file name");
         return false;
@@ -220,6 +221,7 @@ bool bm_cli_state_check(const char *verb, const char *path, bool writes)
 
 bool bm_cli_proc_check(const char *verb, const char *proc_dir)
 {
+    bm_error_reset();
     if (!proc_dir)
         return true;
     int r = *proc_dir ? bm_file_check_dir(proc_dir) : bm_error(-ENOENT, "empty directory name");
@@ -247,6 +249,7 @@ bool bm_cli_proc_check(const char *verb, const char *proc_dir)
 
 int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l)
 {
+    bm_error_reset();
     if (!dry_run) {
         int n = bm_state_cleanup(path);
         if (n > 0)
@@ -269,19 +272,21 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger
         return -1;
     }
     _cleanup_free_ char *aside = NULL;
-    if (bm_state_set_aside(path, &aside) == 0) {
+    int aside_r = bm_state_set_aside(path, &aside);
+    if (aside_r == 0) {
         bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
                   why, aside);
         return -1;
     }
     /* the next save would replace it: the corrupt file would be lost */
     bm_report(verb, NULL, "state '%s': %s; cannot be moved aside (%s): left as it is, never "
-              "overwritten", path, why, bm_error_detail(-EIO));
+              "overwritten", path, why, bm_error_detail(aside_r));
     return BM_EXIT_FAILURE;
 }
 
 int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd)
 {
+    bm_error_reset();
     int r = bm_state_lock(path, ret_fd);
     if (r >= 0)
         return -1;
@@ -292,6 +297,7 @@ int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd)
 bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
                        uint64_t now_s)
 {
+    bm_error_reset();
     switch (bm_state_save_tracked(w, path, l, now_s)) {
     case BM_SAVE_OK:
         return true;
@@ -313,6 +319,7 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmL
 
 int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)
 {
+    bm_error_reset();
     int r = bm_conn_open(g->uri, readonly, ret);
     if (r < 0)
         bm_report(verb, NULL, "%s", bm_error_detail(r));

@@ -308,6 +308,7 @@ static void notify_pass(Agent *a)
 /* Job: WATCHDOG=1 to the service manager, at half the interval it asked for. */
 static void job_watchdog(int timer, void *opaque)
 {
+    bm_error_reset();
     (void)timer, (void)opaque;
     bm_notify("WATCHDOG=1");
 }
@@ -315,6 +316,7 @@ static void job_watchdog(int timer, void *opaque)
 /* Job: connect (at start, after a loss, with a growing back-off after failures). */
 static void job_connect(int timer, void *opaque)
 {
+    bm_error_reset();
     Agent *a = opaque;
     disarm(timer);
     if (a->conn && a->conn_lost) {
@@ -365,6 +367,7 @@ static void report_applied(const BmEngine *e)
 /* Job: a policy pass, every interval (sooner when the host watch sees pressure). */
 static void job_pass(int timer, void *opaque)
 {
+    bm_error_reset();
     Agent *a = opaque;
     arm(timer, (uint64_t)a->policy->interval_s * 1000);
     if (!a->conn)
@@ -391,6 +394,7 @@ static void job_pass(int timer, void *opaque)
  * pass (the first one above all) does not wait for a thousand monitors. */
 static void job_probe(int timer, void *opaque)
 {
+    bm_error_reset();
     Agent *a = opaque;
     if (!a->conn || bm_engine_probe(a->e, PROBE_BATCH) == 0) {
         disarm(timer);
@@ -401,6 +405,7 @@ static void job_probe(int timer, void *opaque)
 /* Job: the state file, then the metrics (a failed save shows in errors_total at once). */
 static void job_save(int timer, void *opaque)
 {
+    bm_error_reset();
     Agent *a = opaque;
     disarm(timer);
     save_state(a);
@@ -411,6 +416,7 @@ static void job_save(int timer, void *opaque)
  * balloon events). Runs only while changes are in flight. */
 static void job_poll(int timer, void *opaque)
 {
+    bm_error_reset();
     Agent *a = opaque;
     size_t before = bm_engine_in_flight(a->e);
     size_t left = bm_engine_poll(a->e);
@@ -426,6 +432,7 @@ static void job_poll(int timer, void *opaque)
  * pressure. */
 static void job_watch(int timer, void *opaque)
 {
+    bm_error_reset();
     (void)timer;
     Agent *a = opaque;
     BmHost h;
@@ -439,6 +446,7 @@ static void job_watch(int timer, void *opaque)
  * guest the host cannot help now waits for the interval, not a pass every second). */
 static void job_guest_watch(int timer, void *opaque)
 {
+    bm_error_reset();
     (void)timer;
     Agent *a = opaque;
     if (!a->conn || a->monitor_only || !bm_engine_any_ballooned(a->e))
@@ -459,6 +467,7 @@ static void job_guest_watch(int timer, void *opaque)
 /* Job: read the domains again after events, without deciding. */
 static void job_refresh(int timer, void *opaque)
 {
+    bm_error_reset();
     Agent *a = opaque;
     disarm(timer);
     if (!a->conn)
@@ -490,6 +499,7 @@ static int ingest_spool(Agent *a)
 /* Job: count the changes `set --wait` measured. */
 static void job_spool(int timer, void *opaque)
 {
+    bm_error_reset();
     (void)timer;
     Agent *a = opaque;
     if (ingest_spool(a) > 0) {
@@ -519,6 +529,7 @@ static void reload(Agent *a)
 /* Handle: the signals, read from the signalfd. */
 static void on_signalfd(int watch, int fd, int events, void *opaque)
 {
+    bm_error_reset();
     (void)watch, (void)events;
     Agent *a = opaque;
     struct signalfd_siginfo si;
@@ -639,9 +650,10 @@ static int start_serving(Agent *a, const AgentOptions *o)
 static void start_engine(Agent *a, const AgentOptions *o)
 {
     /* monitoring only (-r): read-only libvirt socket, no monitor, no spool, nothing written */
-    if (!a->monitor_only && bm_spool_create() < 0)
+    int r = a->monitor_only ? 0 : bm_spool_create();
+    if (r < 0)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
-                  bm_error_detail(-EIO));
+                  bm_error_detail(r));
     BmEngineOptions eo = {.proc_dir = a->proc_dir,
                           .dry_run = o->dry_run || a->monitor_only,
                           .probe_features = !a->monitor_only,

@@ -224,6 +224,7 @@ static void print_summary(const RunOptions *o, const BmEngine *e)
 /* Counts the changes 'set --wait' spooled for this connection, reporting a spool problem. */
 static void ingest_spool(BmEngine *e, virConnectPtr conn)
 {
+    bm_error_reset();
     _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
     int r = bm_spool_create();
     if (r >= 0)
@@ -238,6 +239,7 @@ static void ingest_spool(BmEngine *e, virConnectPtr conn)
 /* One pass, reported. Returns an exit status. */
 static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
 {
+    bm_error_reset();
     int r = bm_engine_pass(e);
     if (r < 0) {
         bm_report("run", NULL, "%s", bm_error_detail(r));
@@ -339,9 +341,11 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     else if (left)
         bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; "
                    "not waiting longer", left, pol->apply_timeout_s);
-    if (bm_engine_refresh(e) < 0)
+    bm_error_reset();
+    int r = bm_engine_refresh(e);
+    if (r < 0)
         bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
-                   bm_error_detail(-EIO));
+                   bm_error_detail(r));
     for (size_t i = 0; o->output == OUT_TABLE && i < n_applied; i++) {
         const BmLedgerEntry *d = bm_ledger_find(bm_engine_ledger(e), applied[i]);
         if (d && d->last_duration_s >= 0)
@@ -358,6 +362,7 @@ static int export_metrics(BmEngine *e, const RunOptions *o)
     int ret = BM_EXIT_OK;
     _cleanup_free_ char *text = bm_engine_render(e, true);
     if (o->textfile_dir) {
+        bm_error_reset();
         /* checked after the pass, not before: a pass that cannot export still acts */
         char quoted[512];
         int r = bm_push_check_textfile(o->textfile_dir);
@@ -376,6 +381,7 @@ static int export_metrics(BmEngine *e, const RunOptions *o)
     if (o->push_url) {
         char host[256] = "localhost";
         gethostname(host, sizeof(host) - 1);
+        bm_error_reset();
         int r = bm_push_gateway(o->push_url, host, text, PUSH_TIMEOUT_S);
         if (r < 0) {
             bm_report("run", NULL, "%s", bm_error_detail(r));
@@ -396,6 +402,7 @@ static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, in
     /* a failure here cannot be counted in what this run writes (the textfile and the push are
      * done, the counters are what failed to be saved): the exit status says it */
     if (!o->dry_run && o->state_path) {
+        bm_error_reset();
         int r = bm_state_save(o->state_path, bm_engine_ledger(e), bm_engine_pass_time_s(e));
         if (r < 0) {
             bm_report("run", NULL, "state '%s': %s", o->state_path, bm_error_detail(r));
@@ -473,11 +480,12 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         bm_report("run", NULL, "--once is required: the long-running loop is 'balloonmgr agent'");
         return BM_EXIT_USAGE;
     }
-    if (o->push_url && bm_push_check_url(o->push_url) < 0) {
+    int r;
+    if (o->push_url && (r = bm_push_check_url(o->push_url)) < 0) {
         char quoted[512];
         _cleanup_free_ char *shown = bm_push_redact_url(o->push_url);
         bm_report("run", NULL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
-                  bm_error_detail(-EINVAL));
+                  bm_error_detail(r));
         return BM_EXIT_USAGE;
     }
     /* an empty name is never a default; a directory that is missing or unusable is found at

@@ -302,8 +302,9 @@ static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name,
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
     _cleanup_free_ char *uri = bm_conn_uri(conn);
-    if (bm_spool_write(t, uri) < 0)
-        bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
+    int r = bm_spool_write(t, uri);
+    if (r < 0)
+        bm_report("set", name, "warning: %s", bm_error_detail(r));
 }
 
 /* Sets the target and, with --wait, waits for it: a tracker with one change. Returns 0 and
@@ -354,7 +355,7 @@ static int report_outcome(const SetOptions *o, const BmChange *ch)
                   "balloon driver loaded?)", o->stall_s);
         return BM_EXIT_UNMET;
     case BM_CHANGE_FAILED:
-        bm_report("set", o->name, "lost the domain while waiting: %s", bm_error_detail(-EIO));
+        bm_report("set", o->name, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));
         return BM_EXIT_FAILURE;
     }
     return BM_EXIT_FAILURE;

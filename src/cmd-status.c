@@ -428,10 +428,11 @@ static int run(BmGlobal *g, int argc, char **argv)
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
-    if (columns && check_columns(columns) < 0) {
+    int r = columns ? check_columns(columns) : 0;
+    if (r < 0) {
         char shown[256];
         bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
-                  bm_error_detail(-EINVAL));
+                  bm_error_detail(r));
         return BM_EXIT_USAGE;
     }
     if (json && (raw || bytes_cells)) {
@@ -450,7 +451,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     bool readonly = g->readonly || !probe;
-    int r = bm_conn_open(g->uri, readonly, &conn);
+    r = bm_conn_open(g->uri, readonly, &conn);
     if (r == -EACCES && !readonly) {
         readonly = true;
         r = bm_conn_open(g->uri, true, &conn);

@@ -131,5 +131,6 @@ static int run_main(int argc, char **argv)
     int vargc = argc - optind;
     char **vargv = argv + optind;
     optind = 0; /* restart getopt for the verb (0 also resets GNU getopt's state) */
+    bm_error_reset(); /* the verb is an operation of its own */
     return verb->run(&g, vargc, vargv);
 }

@@ -33,11 +33,11 @@ int bm_push_check_textfile(const char *dir)
         return bm_error(-EINVAL, "empty directory name");
     int r = bm_file_check_dir(dir);
     if (r < 0)
-        return -EINVAL; /* with bm_file_check_dir()'s detail */
+        return bm_error(-EINVAL, "%s", bm_error_detail(r)); /* bm_file_check_dir()'s detail */
     _cleanup_free_ char *path = bm_asprintf("%s/balloonmgr.prom", dir);
     r = bm_file_check_replaceable(path);
     if (r < 0)
-        return bm_error_prefix(-EINVAL, "%s", path);
+        return bm_error(-EINVAL, "%s: %s", path, bm_error_detail(r));
     return 0;
 }
 

@@ -37,7 +37,7 @@ static void refused(const char *path, int want, const char *why, const char *wha
 {
     char *buf = NULL;
     size_t len = 0;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_file_read(path, 1024, &buf, &len);
     ok(r == want && buf == NULL, "%s: refused with %d (got %d)", what, want, r);
     is_str(bm_error_detail(r), why, "%s: says so", what);
@@ -83,7 +83,7 @@ static void test_not_regular_refused(void)
 static void test_nofollow(void)
 {
     _cleanup_free_ char *reglink = at("regular-link");
-    bm_error_clear();
+    bm_error_reset();
     int fd = bm_file_open(AT_FDCWD, reglink, true, NULL);
     ok(fd == -ELOOP, "nofollow: a link to a regular file is refused (%d)", fd);
     is_str(bm_error_detail(fd), "is a symbolic link", "  says so");
@@ -103,7 +103,7 @@ static void test_cap(void)
        "a file of exactly the cap reads");
     free(buf);
     buf = NULL;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_file_read(reg, 9, &buf, &len);
     ok(r == -EFBIG && !buf, "one byte over the cap: -EFBIG");
     is_str(bm_error_detail(r), "larger than 9 bytes", "  says so");

@@ -433,7 +433,7 @@ static void test_missing_and_corrupt(void)
     _cleanup_free_ char *corrupt = in_dir("corrupt.json");
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
         write_file(corrupt, bad[i].text);
-        bm_error_clear();
+        bm_error_reset();
         int r = bm_state_load(corrupt, &back);
         ok(r == -EINVAL, "corrupt state %zu refused", i);
         is_str(bm_error_detail(r), bad[i].reason, "reason %zu", i);
@@ -452,7 +452,7 @@ static void test_read_only_directory(void)
     BmLedger back;
     prev.mode = BM_HOST_HOLD;
     chmod(sub, 0555);
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_state_save(path, &prev, 1700000100);
     prev.mode = BM_HOST_RECLAIM;
     ok(r == -EACCES, "read-only directory: -EACCES");
@@ -467,7 +467,7 @@ static void test_no_previous_file(void)
 {
     _cleanup_free_ char *nodir = in_dir("file/state.json"), *file = in_dir("file");
     write_file(file, "x");
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_state_save(nodir, &prev, 1);
     ok(r == -ENOTDIR, "directory is a file: -ENOTDIR");
     is_str(bm_error_detail(r), "cannot write: Not a directory", "no 'previous state kept'");
