@@ -10,9 +10,12 @@
 
 #include "error.h"
 #include "conn.h"
+#include "engine.h"
 #include "file.h"
 #include "hostmem.h"
 #include "log.h"
+#include "policy.h"
+#include "spool.h"
 #include "state.h"
 #include "util.h"
 
@@ -324,4 +327,53 @@ int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnec
     if (r < 0)
         bm_report(verb, NULL, "%s", bm_error_detail(r));
     return r;
+}
+
+int bm_cli_policy_load(const char *path, bool explicit, BmPolicy **ret)
+{
+    bm_error_reset();
+    _cleanup_free_ char *errors = NULL;
+    int r = bm_policy_load_or_default(path, explicit, ret, &errors);
+    if (r < 0)
+        bm_log_text(LOG_ERR, errors);
+    return r;
+}
+
+int bm_cli_spool_ingest(const char *verb, BmLedger *l, const char *uri, char **last_reported)
+{
+    bm_error_reset();
+    _cleanup_free_ char *skipped = NULL;
+    int r = last_reported ? 0 : bm_spool_create(); /* the agent created it at its start */
+    if (r >= 0)
+        r = bm_spool_ingest(l, uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    if (!last_reported) {
+        if (r < 0)
+            bm_report(verb, NULL, "warning: %s; changes made by 'set --wait' are not counted",
+                      bm_error_detail(r));
+        if (skipped)
+            bm_report(verb, NULL, "warning: %s", skipped);
+        return r;
+    }
+    const char *problem = r < 0 ? bm_error_detail(r) : skipped;
+    if (problem && (!*last_reported || strcmp(problem, *last_reported) != 0))
+        bm_report(verb, NULL, "warning: %s", problem);
+    free(*last_reported);
+    *last_reported = problem ? bm_strdup(problem) : NULL;
+    return r;
+}
+
+size_t bm_cli_report_applied(const char *verb, const BmEngine *e)
+{
+    const BmPlan *plan = bm_engine_plan(e);
+    const BmApplied *ap = bm_engine_applied(e);
+    size_t failed = 0;
+    for (size_t i = 0; plan && i < plan->n_decisions; i++) {
+        if (ap[i].busy)
+            bm_reportp(LOG_WARNING, verb, plan->decisions[i].name, "%s", ap[i].error);
+        if (ap[i].attempted && !ap[i].applied) {
+            bm_report(verb, plan->decisions[i].name, "%s, skipping domain", ap[i].error);
+            failed++;
+        }
+    }
+    return failed;
 }

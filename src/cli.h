@@ -1,5 +1,5 @@
-/* What every verb shares: global options, exit statuses, reporting. Only main.c and cmd-*.c
- * use this. */
+/* What every verb shares: global options, exit statuses, reporting, and the steps run and
+ * agent share. Only main.c, cmd-*.c and agent.c (the agent verb's loop) use this. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,6 +9,8 @@
 
 #include <libvirt/libvirt.h>
 
+#include "engine.h"
+#include "policy.h"
 #include "state.h"
 
 enum {
@@ -120,3 +122,22 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmL
 /* Opens the connection of the global options (read-only when asked); when it fails, reports
  * "VERB: REASON" and returns its -errno. */
 int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret);
+
+/* The policy of run and agent: path, or the built-in defaults when path is the default one
+ * (not explicit) and does not exist (bm_policy_load_or_default()). Returns 0 and *ret, or
+ * -errno after logging the policy's errors (the error list, at LOG_ERR); the one line that
+ * says what follows ("has errors: nothing changed", "not reloaded") is the caller's. */
+int bm_cli_policy_load(const char *path, bool explicit, BmPolicy **ret);
+
+/* Counts the changes `set --wait` spooled for the connection uri into l (bm_spool_ingest()),
+ * reporting a problem with the spool as a warning. A one-off pass (last_reported NULL)
+ * creates the spool first and reports every problem, a failure with "; changes made by 'set
+ * --wait' are not counted"; the agent, which created it at its start and reads it every
+ * second, passes the problem it reported last (*last_reported, NULL at first, caller frees)
+ * and a problem is reported only when it is new. Returns how many changes were counted, or
+ * -errno. */
+int bm_cli_spool_ingest(const char *verb, BmLedger *l, const char *uri, char **last_reported);
+
+/* Reports the domains the last pass of e left alone (busy: a warning) or failed to change
+ * ("REASON, skipping domain"). Returns how many it failed to change. */
+size_t bm_cli_report_applied(const char *verb, const BmEngine *e);

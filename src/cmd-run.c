@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "engine.h"
 #include "push.h"
-#include "spool.h"
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
@@ -221,21 +220,6 @@ static void print_summary(const RunOptions *o, const BmEngine *e)
            o->dry_run ? " (dry run: nothing is changed)" : "");
 }
 
-/* Counts the changes 'set --wait' spooled for this connection, reporting a spool problem. */
-static void ingest_spool(BmEngine *e, virConnectPtr conn)
-{
-    bm_error_reset();
-    _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
-    int r = bm_spool_create();
-    if (r >= 0)
-        r = bm_spool_ingest(bm_engine_ledger(e), uri, bm_now_real_ns() / 1000000000ull, &skipped);
-    if (r < 0)
-        bm_report("run", NULL, "warning: %s; changes made by 'set --wait' are not counted",
-                  bm_error_detail(r));
-    if (skipped)
-        bm_report("run", NULL, "warning: %s", skipped);
-}
-
 /* One pass, reported. Returns an exit status. */
 static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
 {
@@ -245,17 +229,7 @@ static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
         bm_report("run", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    int ret = BM_EXIT_OK;
-    const BmPlan *plan = bm_engine_plan(e);
-    const BmApplied *ap = bm_engine_applied(e);
-    for (size_t i = 0; i < plan->n_decisions; i++) {
-        if (ap[i].busy)
-            bm_reportp(LOG_WARNING, "run", plan->decisions[i].name, "%s", ap[i].error);
-        if (ap[i].attempted && !ap[i].applied) {
-            bm_report("run", plan->decisions[i].name, "%s, skipping domain", ap[i].error);
-            ret = BM_EXIT_FAILURE;
-        }
-    }
+    int ret = bm_cli_report_applied("run", e) ? BM_EXIT_FAILURE : BM_EXIT_OK;
     switch (o->output) {
     case OUT_JSON: print_json(o, e, pol); break;
     case OUT_TABLE: print_text(o, e, pol); break;
@@ -412,18 +386,6 @@ static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, in
     return ret;
 }
 
-/* Loads the policy: an explicit file must exist; the default path may be missing. */
-static int load_policy(const RunOptions *o, BmPolicy **ret)
-{
-    _cleanup_free_ char *errors = NULL;
-    int r = bm_policy_load_or_default(o->policy_path, o->policy_explicit, ret, &errors);
-    if (r < 0) {
-        bm_log_text(LOG_ERR, errors);
-        bm_report("run", NULL, "policy '%s' has errors: nothing changed", o->policy_path);
-    }
-    return r;
-}
-
 /* The options, checked. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
@@ -505,8 +467,10 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (ret >= 0)
         return ret;
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    if (load_policy(&o, &pol) < 0)
+    if (bm_cli_policy_load(o.policy_path, o.policy_explicit, &pol) < 0) {
+        bm_report("run", NULL, "policy '%s' has errors: nothing changed", o.policy_path);
         return BM_EXIT_USAGE;
+    }
     if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
     /* one writer of the state file at a time: held until the run ends (a dry run never writes
@@ -526,8 +490,10 @@ static int run(BmGlobal *g, int argc, char **argv)
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
     catch_terminate(e);
-    if (!o.dry_run)
-        ingest_spool(e, conn);
+    if (!o.dry_run) {
+        _cleanup_free_ char *uri = bm_conn_uri(conn);
+        bm_cli_spool_ingest("run", bm_engine_ledger(e), uri, NULL);
+    }
     ret = pass(e, &o, pol);
     ret = finish_once(e, &o, pol, ret);
     bm_engine_set_conn(e, NULL); /* the changes' domain references, before the connection */
