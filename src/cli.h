@@ -21,6 +21,26 @@ enum {
     BM_EXIT_BUSY = 4,    /* the state file is written by another process (its lock is held) */
 };
 
+/* The options verbs share, one entry each for the verbs' getopt_long() tables (as virsh's
+ * VIRSH_COMMON_OPT_*): a verb lists those it takes among its own, and its switch handles the
+ * value each returns. The short forms (-p, -n, -j, -h) are in the verb's shorts as before;
+ * --state and --proc have none. */
+enum {
+    BM_OPT_POLICY = 'p',   /* --policy FILE */
+    BM_OPT_DRY_RUN = 'n',  /* --dry-run */
+    BM_OPT_JSON = 'j',     /* --json */
+    BM_OPT_HELP = 'h',     /* --help */
+    BM_OPT_STATE = 0x7e00, /* --state FILE */
+    BM_OPT_PROC,           /* --proc DIR (before the verb too: BmGlobal.proc_dir) */
+};
+
+#define BM_CLI_OPT_POLICY {"policy", required_argument, NULL, BM_OPT_POLICY}
+#define BM_CLI_OPT_STATE {"state", required_argument, NULL, BM_OPT_STATE}
+#define BM_CLI_OPT_PROC {"proc", required_argument, NULL, BM_OPT_PROC}
+#define BM_CLI_OPT_DRY_RUN {"dry-run", no_argument, NULL, BM_OPT_DRY_RUN}
+#define BM_CLI_OPT_JSON {"json", no_argument, NULL, BM_OPT_JSON}
+#define BM_CLI_OPT_HELP {"help", no_argument, NULL, BM_OPT_HELP}
+
 typedef struct {
     const char *uri;      /* -c/--connect, else $BALLOONMGR_URI, else NULL */
     bool readonly;        /* -r/--readonly: libvirt's read-only socket, never change anything */

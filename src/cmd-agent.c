@@ -40,29 +40,29 @@ static const char options_help[] =
 static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
 {
     static const struct option opts[] = {
-        {"policy", required_argument, NULL, 'p'},
+        BM_CLI_OPT_POLICY,
         {"listen", required_argument, NULL, 'l'},
         {"web.listen-address", required_argument, NULL, 'l'},
         {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"web-config", required_argument, NULL, 'W'},
         {"web.config.file", required_argument, NULL, 'W'},
-        {"state", required_argument, NULL, 's'},
-        {"proc", required_argument, NULL, 'P'},
-        {"dry-run", no_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_STATE,
+        BM_CLI_OPT_PROC,
+        BM_CLI_OPT_DRY_RUN,
+        BM_CLI_OPT_HELP,
         {0},
     };
     int c;
     while ((c = bm_cli_getopt(g, &bm_verb_agent, argc, argv, "p:l:nh", opts)) != -1) {
         switch (c) {
-        case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
+        case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
         case 'l': o->listen = optarg; break;
         case 'W': o->web_config = optarg; break;
-        case 's': o->state_path = optarg; o->state_explicit = true; break;
-        case 'P': o->proc_dir = optarg; break;
-        case 'n': o->dry_run = true; break;
+        case BM_OPT_STATE: o->state_path = optarg; o->state_explicit = true; break;
+        case BM_OPT_PROC: o->proc_dir = optarg; break;
+        case BM_OPT_DRY_RUN: o->dry_run = true; break;
         case 'D': o->no_libvirt_duplicates = true; break;
-        case 'h': bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }

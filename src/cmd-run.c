@@ -391,34 +391,34 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
     static const struct option opts[] = {
         {"once", no_argument, NULL, 'o'},
-        {"policy", required_argument, NULL, 'p'},
-        {"dry-run", no_argument, NULL, 'n'},
-        {"json", no_argument, NULL, 'j'},
-        {"state", required_argument, NULL, 's'},
-        {"proc", required_argument, NULL, 'P'},
+        BM_CLI_OPT_POLICY,
+        BM_CLI_OPT_DRY_RUN,
+        BM_CLI_OPT_JSON,
+        BM_CLI_OPT_STATE,
+        BM_CLI_OPT_PROC,
         {"textfile", required_argument, NULL, 't'},
         {"push", required_argument, NULL, 'u'},
         {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"table", no_argument, NULL, 'T'},
         {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_HELP,
         {0},
     };
     int c;
     while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv, "p:njqh", opts)) != -1) {
         switch (c) {
         case 'o': o->once = true; break;
-        case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
-        case 'n': o->dry_run = true; break;
-        case 'j': o->json = true; break;
-        case 's': o->state_path = optarg; break;
-        case 'P': o->proc_dir = optarg; break;
+        case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
+        case BM_OPT_DRY_RUN: o->dry_run = true; break;
+        case BM_OPT_JSON: o->json = true; break;
+        case BM_OPT_STATE: o->state_path = optarg; break;
+        case BM_OPT_PROC: o->proc_dir = optarg; break;
         case 't': o->textfile_dir = optarg; break;
         case 'u': o->push_url = optarg; break;
         case 'D': o->no_libvirt_duplicates = true; break;
         case 'T': o->table = true; break;
         case 'q': o->quiet = true; break;
-        case 'h': bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
