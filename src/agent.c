@@ -69,6 +69,7 @@ typedef struct {
 /* Loads the web config, printing its errors. */
 static int load_web_config(const char *path, BmWebConfig **ret)
 {
+    bm_error_reset();
     _cleanup_free_ char *errors = NULL;
     int r = bm_webconfig_load(path, ret, &errors);
     if (r < 0)
@@ -97,6 +98,7 @@ static void reload_web_config(Agent *a, const char *path)
         return;
     }
     bool restarted = false;
+    bm_error_reset();
     int r = bm_http_reconfigure(a->http, wc, &restarted);
     if (r < 0) {
         bm_engine_count_error(a->e, BM_ERR_WEB_CONFIG);
@@ -235,6 +237,7 @@ static void notify_status(Agent *a, const char *status)
 {
     char text[320];
     snprintf(text, sizeof(text), "%sSTATUS=%s", a->ready_sent ? "" : "READY=1\n", status);
+    bm_error_reset();
     int r = bm_notify(text);
     static bool reported;
     if (r < 0 && !reported) {
@@ -519,6 +522,7 @@ static int start_serving(Agent *a)
     a->state_path = writes ? o->state_path : NULL;
     /* a bad --listen is bad usage whatever the lock would say */
     BmListenAddrs addrs_checked;
+    bm_error_reset();
     int r = bm_http_resolve_listen(o->listen, &addrs_checked);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(bm_error_prefix(r, "--listen '%s'", o->listen)));
@@ -530,6 +534,7 @@ static int start_serving(Agent *a)
     if (writes && (ret = bm_cli_state_lock("agent", o->state_path, &a->state_lock_fd)) >= 0)
         return ret;
     a->signal_fd = block_signals();
+    bm_error_reset();
     r = bm_http_start(o->listen, wc, &a->http);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(r));
@@ -552,6 +557,7 @@ static void start_engine(Agent *a)
 {
     const BmAgentOptions *o = a->o;
     /* monitoring only (-r): read-only libvirt socket, no monitor, no spool, nothing written */
+    bm_error_reset();
     int r = o->monitor_only ? 0 : bm_spool_create();
     if (r < 0)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
