@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     BmPolicy *p = NULL;
     char *errors = NULL;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_policy_parse(text, "fuzz.policy", &p, &errors);
     if (r == 0) {
         fuzz_assert(p && !errors, "success without a policy, or with errors");

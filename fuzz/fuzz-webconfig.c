@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = fuzz_cstr(data, size);
     BmWebConfig *c = NULL;
     char *errors = NULL;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_webconfig_parse(text, "dir/fuzz.yml", &c, &errors);
     if (r == 0) {
         fuzz_assert(c && !errors, "success without a config, or with errors");

@@ -198,6 +198,7 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o)
     ch->finished_real_ns = before_real + (after - before) / 2;
     if (r < 0) {
         ch->outcome = BM_CHANGE_FAILED;
+        ch->failed_err = r;
         return true;
     }
     ch->reached_bytes = actual;

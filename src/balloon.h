@@ -48,6 +48,8 @@ typedef struct {
     uint64_t finished_real_ns; /* wall clock of the read that ended the wait */
     uint64_t duration_ns;      /* monotonic, set -> end of the wait */
     unsigned polls;            /* balloon reads made */
+    int failed_err;            /* BM_CHANGE_FAILED: the -errno of the read that failed (its
+                                * detail: bm_error_detail()) */
 } BmChange;
 
 /* "reached", "timeout", "stalled", "failed", "pending". */

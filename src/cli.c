@@ -10,9 +10,12 @@
 
 #include "error.h"
 #include "conn.h"
+#include "engine.h"
 #include "file.h"
 #include "hostmem.h"
 #include "log.h"
+#include "policy.h"
+#include "spool.h"
 #include "state.h"
 #include "util.h"
 
@@ -201,6 +204,7 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
 
 bool bm_cli_state_check(const char *verb, const char *path, bool writes)
 {
+    bm_error_reset();
     if (!*path) {
         bm_report(verb, NULL, "--state '': empty file name");
         return false;
@@ -220,6 +224,7 @@ bool bm_cli_state_check(const char *verb, const char *path, bool writes)
 
 bool bm_cli_proc_check(const char *verb, const char *proc_dir)
 {
+    bm_error_reset();
     if (!proc_dir)
         return true;
     int r = *proc_dir ? bm_file_check_dir(proc_dir) : bm_error(-ENOENT, "empty directory name");
@@ -247,6 +252,7 @@ bool bm_cli_proc_check(const char *verb, const char *proc_dir)
 
 int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l)
 {
+    bm_error_reset();
     if (!dry_run) {
         int n = bm_state_cleanup(path);
         if (n > 0)
@@ -269,19 +275,21 @@ int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger
         return -1;
     }
     _cleanup_free_ char *aside = NULL;
-    if (bm_state_set_aside(path, &aside) == 0) {
+    int aside_r = bm_state_set_aside(path, &aside);
+    if (aside_r == 0) {
         bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
                   why, aside);
         return -1;
     }
     /* the next save would replace it: the corrupt file would be lost */
     bm_report(verb, NULL, "state '%s': %s; cannot be moved aside (%s): left as it is, never "
-              "overwritten", path, why, bm_error_detail(-EIO));
+              "overwritten", path, why, bm_error_detail(aside_r));
     return BM_EXIT_FAILURE;
 }
 
 int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd)
 {
+    bm_error_reset();
     int r = bm_state_lock(path, ret_fd);
     if (r >= 0)
         return -1;
@@ -292,6 +300,7 @@ int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd)
 bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
                        uint64_t now_s)
 {
+    bm_error_reset();
     switch (bm_state_save_tracked(w, path, l, now_s)) {
     case BM_SAVE_OK:
         return true;
@@ -313,8 +322,58 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmL
 
 int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)
 {
+    bm_error_reset();
     int r = bm_conn_open(g->uri, readonly, ret);
     if (r < 0)
         bm_report(verb, NULL, "%s", bm_error_detail(r));
     return r;
+}
+
+int bm_cli_policy_load(const char *path, bool explicit, BmPolicy **ret)
+{
+    bm_error_reset();
+    _cleanup_free_ char *errors = NULL;
+    int r = bm_policy_load_or_default(path, explicit, ret, &errors);
+    if (r < 0)
+        bm_log_text(LOG_ERR, errors);
+    return r;
+}
+
+int bm_cli_spool_ingest(const char *verb, BmLedger *l, const char *uri, char **last_reported)
+{
+    bm_error_reset();
+    _cleanup_free_ char *skipped = NULL;
+    int r = last_reported ? 0 : bm_spool_create(); /* the agent created it at its start */
+    if (r >= 0)
+        r = bm_spool_ingest(l, uri, bm_now_real_ns() / 1000000000ull, &skipped);
+    if (!last_reported) {
+        if (r < 0)
+            bm_report(verb, NULL, "warning: %s; changes made by 'set --wait' are not counted",
+                      bm_error_detail(r));
+        if (skipped)
+            bm_report(verb, NULL, "warning: %s", skipped);
+        return r;
+    }
+    const char *problem = r < 0 ? bm_error_detail(r) : skipped;
+    if (problem && (!*last_reported || strcmp(problem, *last_reported) != 0))
+        bm_report(verb, NULL, "warning: %s", problem);
+    free(*last_reported);
+    *last_reported = problem ? bm_strdup(problem) : NULL;
+    return r;
+}
+
+size_t bm_cli_report_applied(const char *verb, const BmEngine *e)
+{
+    const BmPlan *plan = bm_engine_plan(e);
+    const BmApplied *ap = bm_engine_applied(e);
+    size_t failed = 0;
+    for (size_t i = 0; plan && i < plan->n_decisions; i++) {
+        if (ap[i].busy)
+            bm_reportp(LOG_WARNING, verb, plan->decisions[i].name, "%s", ap[i].error);
+        if (ap[i].attempted && !ap[i].applied) {
+            bm_report(verb, plan->decisions[i].name, "%s, skipping domain", ap[i].error);
+            failed++;
+        }
+    }
+    return failed;
 }

@@ -1,5 +1,5 @@
-/* What every verb shares: global options, exit statuses, reporting. Only main.c and cmd-*.c
- * use this. */
+/* What every verb shares: global options, exit statuses, reporting, and the steps run and
+ * agent share. Only main.c, cmd-*.c and agent.c (the agent verb's loop) use this. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,6 +9,8 @@
 
 #include <libvirt/libvirt.h>
 
+#include "engine.h"
+#include "policy.h"
 #include "state.h"
 
 enum {
@@ -18,6 +20,26 @@ enum {
     BM_EXIT_UNMET = 3,   /* a requirement not met: --require, --wait timed out or stalled */
     BM_EXIT_BUSY = 4,    /* the state file is written by another process (its lock is held) */
 };
+
+/* The options verbs share, one entry each for the verbs' getopt_long() tables (as virsh's
+ * VIRSH_COMMON_OPT_*): a verb lists those it takes among its own, and its switch handles the
+ * value each returns. The short forms (-p, -n, -j, -h) are in the verb's shorts as before;
+ * --state and --proc have none. */
+enum {
+    BM_OPT_POLICY = 'p',   /* --policy FILE */
+    BM_OPT_DRY_RUN = 'n',  /* --dry-run */
+    BM_OPT_JSON = 'j',     /* --json */
+    BM_OPT_HELP = 'h',     /* --help */
+    BM_OPT_STATE = 0x7e00, /* --state FILE */
+    BM_OPT_PROC,           /* --proc DIR (before the verb too: BmGlobal.proc_dir) */
+};
+
+#define BM_CLI_OPT_POLICY {"policy", required_argument, NULL, BM_OPT_POLICY}
+#define BM_CLI_OPT_STATE {"state", required_argument, NULL, BM_OPT_STATE}
+#define BM_CLI_OPT_PROC {"proc", required_argument, NULL, BM_OPT_PROC}
+#define BM_CLI_OPT_DRY_RUN {"dry-run", no_argument, NULL, BM_OPT_DRY_RUN}
+#define BM_CLI_OPT_JSON {"json", no_argument, NULL, BM_OPT_JSON}
+#define BM_CLI_OPT_HELP {"help", no_argument, NULL, BM_OPT_HELP}
 
 typedef struct {
     const char *uri;      /* -c/--connect, else $BALLOONMGR_URI, else NULL */
@@ -120,3 +142,22 @@ bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmL
 /* Opens the connection of the global options (read-only when asked); when it fails, reports
  * "VERB: REASON" and returns its -errno. */
 int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret);
+
+/* The policy of run and agent: path, or the built-in defaults when path is the default one
+ * (not explicit) and does not exist (bm_policy_load_or_default()). Returns 0 and *ret, or
+ * -errno after logging the policy's errors (the error list, at LOG_ERR); the one line that
+ * says what follows ("has errors: nothing changed", "not reloaded") is the caller's. */
+int bm_cli_policy_load(const char *path, bool explicit, BmPolicy **ret);
+
+/* Counts the changes `set --wait` spooled for the connection uri into l (bm_spool_ingest()),
+ * reporting a problem with the spool as a warning. A one-off pass (last_reported NULL)
+ * creates the spool first and reports every problem, a failure with "; changes made by 'set
+ * --wait' are not counted"; the agent, which created it at its start and reads it every
+ * second, passes the problem it reported last (*last_reported, NULL at first, caller frees)
+ * and a problem is reported only when it is new. Returns how many changes were counted, or
+ * -errno. */
+int bm_cli_spool_ingest(const char *verb, BmLedger *l, const char *uri, char **last_reported);
+
+/* Reports the domains the last pass of e left alone (busy: a warning) or failed to change
+ * ("REASON, skipping domain"). Returns how many it failed to change. */
+size_t bm_cli_report_applied(const char *verb, const BmEngine *e);

@@ -143,7 +143,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
         {"live", no_argument, NULL, 'L'},
         {"config", no_argument, NULL, 'C'},
         {"probe", no_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_HELP,
         {0},
     };
     BmBalloonEdit *edit = &o->edit;
@@ -165,7 +165,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'P': o->probe = true; break;
-        case 'h': bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
         if (r < 0)

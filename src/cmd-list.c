@@ -18,7 +18,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         {"all", no_argument, NULL, 'a'},
         {"id", no_argument, NULL, 'I'},
         {"uuid", no_argument, NULL, 'U'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_HELP,
         {0},
     };
     bool all = false;
@@ -29,7 +29,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         case 'a': all = true; break;
         case 'I': key = BM_KEY_ID; break;
         case 'U': key = BM_KEY_UUID; break;
-        case 'h': bm_verb_usage(&bm_verb_list, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_list, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }

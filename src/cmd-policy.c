@@ -57,10 +57,10 @@ static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, B
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_HOST = 0x100, OPT_PROC };
+    enum { OPT_HOST = 0x100 };
     static const struct option opts[] = {{"host", no_argument, NULL, OPT_HOST},
-                                         {"proc", required_argument, NULL, OPT_PROC},
-                                         {"help", no_argument, NULL, 'h'},
+                                         BM_CLI_OPT_PROC,
+                                         BM_CLI_OPT_HELP,
                                          {0}};
     bool host = false;
     const char *proc_dir = g->proc_dir;
@@ -70,8 +70,8 @@ static int run(BmGlobal *g, int argc, char **argv)
     while ((c = bm_cli_getopt(g, &bm_verb_policy, argc, argv, "h", opts)) != -1) {
         switch (c) {
         case OPT_HOST: host = true; break;
-        case OPT_PROC: proc_dir = optarg; break;
-        case 'h': bm_verb_usage(&bm_verb_policy, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_PROC: proc_dir = optarg; break;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_policy, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }

@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "engine.h"
 #include "push.h"
-#include "spool.h"
 #include "conn.h"
 #include "error.h"
 #include "hostmem.h"
@@ -221,39 +220,16 @@ static void print_summary(const RunOptions *o, const BmEngine *e)
            o->dry_run ? " (dry run: nothing is changed)" : "");
 }
 
-/* Counts the changes 'set --wait' spooled for this connection, reporting a spool problem. */
-static void ingest_spool(BmEngine *e, virConnectPtr conn)
-{
-    _cleanup_free_ char *uri = bm_conn_uri(conn), *skipped = NULL;
-    int r = bm_spool_create();
-    if (r >= 0)
-        r = bm_spool_ingest(bm_engine_ledger(e), uri, bm_now_real_ns() / 1000000000ull, &skipped);
-    if (r < 0)
-        bm_report("run", NULL, "warning: %s; changes made by 'set --wait' are not counted",
-                  bm_error_detail(r));
-    if (skipped)
-        bm_report("run", NULL, "warning: %s", skipped);
-}
-
 /* One pass, reported. Returns an exit status. */
 static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
 {
+    bm_error_reset();
     int r = bm_engine_pass(e);
     if (r < 0) {
         bm_report("run", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    int ret = BM_EXIT_OK;
-    const BmPlan *plan = bm_engine_plan(e);
-    const BmApplied *ap = bm_engine_applied(e);
-    for (size_t i = 0; i < plan->n_decisions; i++) {
-        if (ap[i].busy)
-            bm_reportp(LOG_WARNING, "run", plan->decisions[i].name, "%s", ap[i].error);
-        if (ap[i].attempted && !ap[i].applied) {
-            bm_report("run", plan->decisions[i].name, "%s, skipping domain", ap[i].error);
-            ret = BM_EXIT_FAILURE;
-        }
-    }
+    int ret = bm_cli_report_applied("run", e) ? BM_EXIT_FAILURE : BM_EXIT_OK;
     switch (o->output) {
     case OUT_JSON: print_json(o, e, pol); break;
     case OUT_TABLE: print_text(o, e, pol); break;
@@ -339,9 +315,11 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     else if (left)
         bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; "
                    "not waiting longer", left, pol->apply_timeout_s);
-    if (bm_engine_refresh(e) < 0)
+    bm_error_reset();
+    int r = bm_engine_refresh(e);
+    if (r < 0)
         bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
-                   bm_error_detail(-EIO));
+                   bm_error_detail(r));
     for (size_t i = 0; o->output == OUT_TABLE && i < n_applied; i++) {
         const BmLedgerEntry *d = bm_ledger_find(bm_engine_ledger(e), applied[i]);
         if (d && d->last_duration_s >= 0)
@@ -358,6 +336,7 @@ static int export_metrics(BmEngine *e, const RunOptions *o)
     int ret = BM_EXIT_OK;
     _cleanup_free_ char *text = bm_engine_render(e, true);
     if (o->textfile_dir) {
+        bm_error_reset();
         /* checked after the pass, not before: a pass that cannot export still acts */
         char quoted[512];
         int r = bm_push_check_textfile(o->textfile_dir);
@@ -376,6 +355,7 @@ static int export_metrics(BmEngine *e, const RunOptions *o)
     if (o->push_url) {
         char host[256] = "localhost";
         gethostname(host, sizeof(host) - 1);
+        bm_error_reset();
         int r = bm_push_gateway(o->push_url, host, text, PUSH_TIMEOUT_S);
         if (r < 0) {
             bm_report("run", NULL, "%s", bm_error_detail(r));
@@ -396,6 +376,7 @@ static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, in
     /* a failure here cannot be counted in what this run writes (the textfile and the push are
      * done, the counters are what failed to be saved): the exit status says it */
     if (!o->dry_run && o->state_path) {
+        bm_error_reset();
         int r = bm_state_save(o->state_path, bm_engine_ledger(e), bm_engine_pass_time_s(e));
         if (r < 0) {
             bm_report("run", NULL, "state '%s': %s", o->state_path, bm_error_detail(r));
@@ -405,51 +386,39 @@ static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, in
     return ret;
 }
 
-/* Loads the policy: an explicit file must exist; the default path may be missing. */
-static int load_policy(const RunOptions *o, BmPolicy **ret)
-{
-    _cleanup_free_ char *errors = NULL;
-    int r = bm_policy_load_or_default(o->policy_path, o->policy_explicit, ret, &errors);
-    if (r < 0) {
-        bm_log_text(LOG_ERR, errors);
-        bm_report("run", NULL, "policy '%s' has errors: nothing changed", o->policy_path);
-    }
-    return r;
-}
-
 /* The options, checked. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
     static const struct option opts[] = {
         {"once", no_argument, NULL, 'o'},
-        {"policy", required_argument, NULL, 'p'},
-        {"dry-run", no_argument, NULL, 'n'},
-        {"json", no_argument, NULL, 'j'},
-        {"state", required_argument, NULL, 's'},
-        {"proc", required_argument, NULL, 'P'},
+        BM_CLI_OPT_POLICY,
+        BM_CLI_OPT_DRY_RUN,
+        BM_CLI_OPT_JSON,
+        BM_CLI_OPT_STATE,
+        BM_CLI_OPT_PROC,
         {"textfile", required_argument, NULL, 't'},
         {"push", required_argument, NULL, 'u'},
         {"no-libvirt-duplicates", no_argument, NULL, 'D'},
         {"table", no_argument, NULL, 'T'},
         {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_HELP,
         {0},
     };
     int c;
     while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv, "p:njqh", opts)) != -1) {
         switch (c) {
         case 'o': o->once = true; break;
-        case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
-        case 'n': o->dry_run = true; break;
-        case 'j': o->json = true; break;
-        case 's': o->state_path = optarg; break;
-        case 'P': o->proc_dir = optarg; break;
+        case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
+        case BM_OPT_DRY_RUN: o->dry_run = true; break;
+        case BM_OPT_JSON: o->json = true; break;
+        case BM_OPT_STATE: o->state_path = optarg; break;
+        case BM_OPT_PROC: o->proc_dir = optarg; break;
         case 't': o->textfile_dir = optarg; break;
         case 'u': o->push_url = optarg; break;
         case 'D': o->no_libvirt_duplicates = true; break;
         case 'T': o->table = true; break;
         case 'q': o->quiet = true; break;
-        case 'h': bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -473,11 +442,12 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         bm_report("run", NULL, "--once is required: the long-running loop is 'balloonmgr agent'");
         return BM_EXIT_USAGE;
     }
-    if (o->push_url && bm_push_check_url(o->push_url) < 0) {
+    int r;
+    if (o->push_url && (r = bm_push_check_url(o->push_url)) < 0) {
         char quoted[512];
         _cleanup_free_ char *shown = bm_push_redact_url(o->push_url);
         bm_report("run", NULL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
-                  bm_error_detail(-EINVAL));
+                  bm_error_detail(r));
         return BM_EXIT_USAGE;
     }
     /* an empty name is never a default; a directory that is missing or unusable is found at
@@ -497,8 +467,10 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (ret >= 0)
         return ret;
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    if (load_policy(&o, &pol) < 0)
+    if (bm_cli_policy_load(o.policy_path, o.policy_explicit, &pol) < 0) {
+        bm_report("run", NULL, "policy '%s' has errors: nothing changed", o.policy_path);
         return BM_EXIT_USAGE;
+    }
     if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
     /* one writer of the state file at a time: held until the run ends (a dry run never writes
@@ -518,8 +490,10 @@ static int run(BmGlobal *g, int argc, char **argv)
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
     catch_terminate(e);
-    if (!o.dry_run)
-        ingest_spool(e, conn);
+    if (!o.dry_run) {
+        _cleanup_free_ char *uri = bm_conn_uri(conn);
+        bm_cli_spool_ingest("run", bm_engine_ledger(e), uri, NULL);
+    }
     ret = pass(e, &o, pol);
     ret = finish_once(e, &o, pol, ret);
     bm_engine_set_conn(e, NULL); /* the changes' domain references, before the connection */

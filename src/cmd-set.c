@@ -119,14 +119,14 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
     static const struct option opts[] = {
         {"wait", optional_argument, NULL, 'w'},
         {"stall", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"policy", required_argument, NULL, 'p'},
+        BM_CLI_OPT_JSON,
+        BM_CLI_OPT_POLICY,
         {"force", no_argument, NULL, 'f'},
         {"quiet", no_argument, NULL, 'q'},
         {"live", no_argument, NULL, 'L'},
         {"config", no_argument, NULL, 'C'},
         {"current", no_argument, NULL, 'K'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_HELP,
         {0},
     };
     int c;
@@ -147,14 +147,14 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
                 return BM_EXIT_USAGE;
             }
             break;
-        case 'j': o->json = true; break;
-        case 'p': o->policy_path = optarg; o->policy_explicit = true; break;
+        case BM_OPT_JSON: o->json = true; break;
+        case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
         case 'f': o->force = true; break;
         case 'q': o->quiet = true; break;
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'K': o->current = true; break;
-        case 'h': bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -302,8 +302,9 @@ static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name,
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
     _cleanup_free_ char *uri = bm_conn_uri(conn);
-    if (bm_spool_write(t, uri) < 0)
-        bm_report("set", name, "warning: %s", bm_error_detail(-EIO));
+    int r = bm_spool_write(t, uri);
+    if (r < 0)
+        bm_report("set", name, "warning: %s", bm_error_detail(r));
 }
 
 /* Sets the target and, with --wait, waits for it: a tracker with one change. Returns 0 and
@@ -354,7 +355,7 @@ static int report_outcome(const SetOptions *o, const BmChange *ch)
                   "balloon driver loaded?)", o->stall_s);
         return BM_EXIT_UNMET;
     case BM_CHANGE_FAILED:
-        bm_report("set", o->name, "lost the domain while waiting: %s", bm_error_detail(-EIO));
+        bm_report("set", o->name, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));
         return BM_EXIT_FAILURE;
     }
     return BM_EXIT_FAILURE;

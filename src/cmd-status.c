@@ -393,18 +393,18 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_NO_HEADINGS = 0x100, OPT_STATE, OPT_PROC, OPT_PROBE, OPT_RAW };
+    enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
+        BM_CLI_OPT_JSON,
         {"output", required_argument, NULL, 'o'},
         {"no-headings", no_argument, NULL, OPT_NO_HEADINGS},
-        {"policy", required_argument, NULL, 'p'},
-        {"state", required_argument, NULL, OPT_STATE},
-        {"proc", required_argument, NULL, OPT_PROC},
+        BM_CLI_OPT_POLICY,
+        BM_CLI_OPT_STATE,
+        BM_CLI_OPT_PROC,
         {"probe", no_argument, NULL, OPT_PROBE},
         {"bytes", no_argument, NULL, 'b'},
         {"raw", no_argument, NULL, OPT_RAW},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_HELP,
         {0},
     };
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
@@ -414,24 +414,25 @@ static int run(BmGlobal *g, int argc, char **argv)
     int c;
     while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv, "jo:p:bh", opts)) != -1) {
         switch (c) {
-        case 'j': json = true; break;
+        case BM_OPT_JSON: json = true; break;
         case 'o': columns = optarg; break;
         case OPT_NO_HEADINGS: headings = false; break;
-        case 'p': policy_path = optarg; policy_explicit = true; break;
-        case OPT_STATE: state_path = optarg; state_explicit = true; break;
-        case OPT_PROC: proc_dir = optarg; break;
+        case BM_OPT_POLICY: policy_path = optarg; policy_explicit = true; break;
+        case BM_OPT_STATE: state_path = optarg; state_explicit = true; break;
+        case BM_OPT_PROC: proc_dir = optarg; break;
         case OPT_PROBE: probe = true; break;
         case 'b': bytes_cells = true; break;
         case OPT_RAW: raw = true; break;
-        case 'h': bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
-    if (columns && check_columns(columns) < 0) {
+    int r = columns ? check_columns(columns) : 0;
+    if (r < 0) {
         char shown[256];
         bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
-                  bm_error_detail(-EINVAL));
+                  bm_error_detail(r));
         return BM_EXIT_USAGE;
     }
     if (json && (raw || bytes_cells)) {
@@ -450,7 +451,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     bool readonly = g->readonly || !probe;
-    int r = bm_conn_open(g->uri, readonly, &conn);
+    r = bm_conn_open(g->uri, readonly, &conn);
     if (r == -EACCES && !readonly) {
         readonly = true;
         r = bm_conn_open(g->uri, true, &conn);

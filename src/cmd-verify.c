@@ -207,8 +207,8 @@ static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
     static const struct option opts[] = {
         {"require", required_argument, NULL, 'r'},
         {"sg-bit", required_argument, NULL, 'b'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_JSON,
+        BM_CLI_OPT_HELP,
         {0},
     };
     int c;
@@ -229,8 +229,8 @@ static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
             o->fopts.sg_bit = (int)v;
             break;
         }
-        case 'j': o->json = true; break;
-        case 'h': bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_JSON: o->json = true; break;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }

@@ -4,20 +4,32 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char detail[1024];
+/* The last failure: its code (negative errno, 0 for none) and its detail, kept together. */
+static _Thread_local struct {
+    int code;
+    char detail[1024];
+} last;
+
+static int negative(int err)
+{
+    return err > 0 ? -err : err;
+}
 
 int bm_error(int err, const char *fmt, ...)
 {
+    char detail[sizeof(last.detail)]; /* the arguments may hold the last detail */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
+    memcpy(last.detail, detail, sizeof(detail));
+    last.code = negative(err);
     return err;
 }
 
 int bm_error_prefix(int err, const char *fmt, ...)
 {
-    char cause[sizeof(detail)], context[sizeof(detail)];
+    char cause[sizeof(last.detail)], context[sizeof(last.detail)];
     snprintf(cause, sizeof(cause), "%s", bm_error_detail(err));
     va_list ap;
     va_start(ap, fmt);
@@ -28,12 +40,18 @@ int bm_error_prefix(int err, const char *fmt, ...)
 
 const char *bm_error_detail(int err)
 {
-    if (detail[0])
-        return detail;
+    if (last.code != 0 && last.code == negative(err) && last.detail[0])
+        return last.detail;
     return strerror(err < 0 ? -err : err);
 }
 
-void bm_error_clear(void)
+int bm_error_code(void)
 {
-    detail[0] = '\0';
+    return last.code;
+}
+
+void bm_error_reset(void)
+{
+    last.code = 0;
+    last.detail[0] = '\0';
 }

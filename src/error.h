@@ -1,17 +1,27 @@
-/* The detail of the last failure in this thread: library modules return -errno and leave a
- * human-readable reason here; the verb that reports the failure reads it once. */
+/* The last failure in this thread: library modules return -errno and leave its code and a
+ * human-readable reason here, together; the verb that reports the failure reads the reason
+ * once, for that code. As libvirt's virResetLastError(), every operation starts by forgetting
+ * the last failure (bm_error_reset()), so a failure that set no reason of its own is never
+ * reported with an earlier one's. */
 #pragma once
 
-/* Sets the detail (printf-style). Returns -err so callers can `return bm_error(-EINVAL, ...)`. */
+/* Sets the code (err) and the detail (printf-style) of the failure. Returns err so callers can
+ * `return bm_error(-EINVAL, ...)`. */
 int bm_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Puts context before the current detail: "CONTEXT: DETAIL" (context printf-style).
- * Returns err. */
+/* Puts context before the detail of err: "CONTEXT: DETAIL" (context printf-style; DETAIL is
+ * bm_error_detail(err)) and stores it with err. Returns err. */
 int bm_error_prefix(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The last detail set in this thread, or a generic text for the errno if none was set.
- * The string stays valid until the next bm_error() in this thread. */
+/* The detail stored with err (-errno, or errno: the sign does not matter), or a generic text
+ * for the errno when the last failure stored is not err's: none since the last reset, or
+ * another code. The string stays valid until the next bm_error() in this thread. */
 const char *bm_error_detail(int err);
 
-/* Forgets the detail. */
-void bm_error_clear(void);
+/* The code of the last failure stored in this thread (negative), 0 when none since the last
+ * reset. */
+int bm_error_code(void);
+
+/* Forgets the last failure: at the start of each operation (a verb, each job of the agent's
+ * loop, each library call a verb reports the failure of). */
+void bm_error_reset(void);

@@ -1,11 +1,16 @@
 #define _GNU_SOURCE
 #include "file.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -147,4 +152,92 @@ int bm_file_check_dir(const char *path)
     if (!S_ISDIR(st.st_mode))
         return bm_error(-ENOTDIR, "is %s, not a directory", bm_file_kind(st.st_mode));
     return 0;
+}
+
+int bm_file_write_atomic(const char *path, const char *tmp_template, const char *text)
+{
+    /* what it would replace must be a regular file (or nothing): never a device or a link */
+    int rc = bm_file_check_replaceable(path);
+    if (rc < 0)
+        return rc;
+    char *tmp = bm_strdup(tmp_template);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        free(tmp);
+        return r;
+    }
+    /* held while writing: bm_file_atomic_cleanup() leaves a locked temporary file alone (a live
+     * writer's); the lock goes with a killed writer's process */
+    flock(fd, LOCK_EX | LOCK_NB);
+    size_t len = strlen(text), off = 0;
+    int r = 0;
+    while (off < len && r == 0) {
+        ssize_t k = write(fd, text + off, len - off);
+        if (k < 0 && errno != EINTR)
+            r = -errno;
+        else if (k == 0)
+            r = -EIO; /* a regular file that takes nothing: never spin */
+        else if (k > 0)
+            off += (size_t)k; /* a short write: the next one reports why (ENOSPC, EDQUOT) */
+    }
+    /* delayed allocation: ENOSPC, EDQUOT and EIO may only show at fsync or close */
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (r == 0 && fchmod(fd, 0644) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    if (r == 0) {
+        char *dircopy = bm_strdup(path);
+        int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(dircopy);
+    }
+    free(tmp);
+    return r;
+}
+
+int bm_file_atomic_cleanup(const char *tmp_template, unsigned min_age_s)
+{
+    _cleanup_free_ char *dircopy = bm_strdup(tmp_template), *basecopy = bm_strdup(tmp_template);
+    const char *dir = dirname(dircopy), *base = basename(basecopy);
+    size_t n = strlen(base);
+    if (n < 6 || strcmp(base + n - 6, "XXXXXX") != 0)
+        return -EINVAL;
+    size_t prefix = n - 6;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *name = de->d_name;
+        if (strlen(name) != n || strncmp(name, base, prefix) != 0)
+            continue;
+        bool random = true;
+        for (size_t i = prefix; i < n; i++)
+            random &= isascii((unsigned char)name[i]) && isalnum((unsigned char)name[i]);
+        if (!random)
+            continue;
+        int fd = openat(dirfd(d), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        /* a regular file no writer holds and nobody wrote for min_age_s: a killed writer's */
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= (time_t)min_age_s &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), name, 0) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    return removed;
 }

@@ -1,7 +1,8 @@
 /* Opening the files users name: every path the program reads (policy, state, --proc files, web
  * config, TLS files, spool entries) is opened without blocking, checked with fstat() to be a
  * regular file, and read up to a cap whatever its size says; every file it replaces is checked
- * to be a regular file first. A FIFO never hangs a command, a device is never read or replaced. */
+ * to be a regular file first and written atomically. A FIFO never hangs a command, a device is
+ * never read or replaced. */
 #pragma once
 
 #include <stdbool.h>
@@ -47,3 +48,21 @@ int bm_file_check_dir(const char *path);
 
 /* "N MiB", "N KiB" or "N bytes" into buf (for "larger than ..."). Returns buf. */
 const char *bm_file_size_text(size_t bytes, char *buf, size_t n);
+
+/* Replaces path with text atomically: writes a temporary file created from tmp_template (in
+ * the same directory, ending in XXXXXX; two writers never share one), locked (flock) while it
+ * is written, fsyncs it, makes it mode 0644, closes it and renames it over path, then fsyncs
+ * the directory. A reader sees the old or the new file, never a torn one. Returns 0 or -errno
+ * (a failed write, short write, fsync or close included: ENOSPC, EDQUOT, EIO, EROFS, EACCES);
+ * on failure path is untouched and the temporary file removed. Only a writer killed before
+ * the rename leaves its temporary file behind: see bm_file_atomic_cleanup(). When path exists
+ * and is not a regular file (a symbolic link, device, FIFO, directory:
+ * bm_file_check_replaceable()) nothing is written: -ELOOP, -ENODEV, -EISDIR with the detail
+ * "is a ...". */
+int bm_file_write_atomic(const char *path, const char *tmp_template, const char *text);
+
+/* Removes what writers killed inside bm_file_write_atomic(tmp_template) left: regular files
+ * named like tmp_template with XXXXXX replaced by six letters or digits, that no writer holds
+ * locked and that nobody wrote to for min_age_s seconds (mtime). Returns how many were
+ * removed, or -errno when the directory cannot be read (-EINVAL: not a template). */
+int bm_file_atomic_cleanup(const char *tmp_template, unsigned min_age_s);

@@ -69,12 +69,11 @@ int main(int argc, char **argv)
 
 static int run_main(int argc, char **argv)
 {
-    enum { OPT_PROC = 0x100 };
     static const struct option opts[] = {
         {"connect", required_argument, NULL, 'c'},
         {"readonly", no_argument, NULL, 'r'},
-        {"proc", required_argument, NULL, OPT_PROC},
-        {"help", no_argument, NULL, 'h'},
+        BM_CLI_OPT_PROC,
+        BM_CLI_OPT_HELP,
         {"version", no_argument, NULL, 'V'},
         {0},
     };
@@ -87,8 +86,8 @@ static int run_main(int argc, char **argv)
         switch (c) {
         case 'c': uri = optarg; break;
         case 'r': readonly = true; break;
-        case OPT_PROC: proc_dir = optarg; break;
-        case 'h': usage(stdout); return BM_EXIT_OK;
+        case BM_OPT_PROC: proc_dir = optarg; break;
+        case BM_OPT_HELP: usage(stdout); return BM_EXIT_OK;
         case 'V': puts("balloonmgr " BM_VERSION); return BM_EXIT_OK;
         default: bm_cli_bad_option(NULL, argv, opts, c); return BM_EXIT_USAGE;
         }
@@ -131,5 +130,6 @@ static int run_main(int argc, char **argv)
     int vargc = argc - optind;
     char **vargv = argv + optind;
     optind = 0; /* restart getopt for the verb (0 also resets GNU getopt's state) */
+    bm_error_reset(); /* the verb is an operation of its own */
     return verb->run(&g, vargc, vargv);
 }

@@ -783,7 +783,7 @@ static void set_key(Parser *ps, Key k, const char *s, size_t v, size_t v_len, un
             if ((unsigned char)value[j] < 0x20 || value[j] == 0x7f)
                 r = bm_error(-EINVAL, "contains a control character");
         if (r == 0) {
-            bm_error_clear();
+            bm_error_reset();
             r = set_value(ps, k, value);
         }
         if (r < 0)

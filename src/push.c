@@ -19,7 +19,7 @@ int bm_push_textfile(const char *dir, const char *text)
     _cleanup_free_ char *path = bm_asprintf("%s/balloonmgr.prom", dir);
     /* the collector reads only *.prom: the temporary name must not end in .prom */
     _cleanup_free_ char *tmp = bm_asprintf("%s/.balloonmgr.prom.XXXXXX", dir);
-    int r = bm_write_atomic(path, tmp, text);
+    int r = bm_file_write_atomic(path, tmp, text);
     if (r < 0 && bm_file_not_regular(r))
         return bm_error_prefix(r, "%s", path);
     if (r < 0)
@@ -33,11 +33,11 @@ int bm_push_check_textfile(const char *dir)
         return bm_error(-EINVAL, "empty directory name");
     int r = bm_file_check_dir(dir);
     if (r < 0)
-        return -EINVAL; /* with bm_file_check_dir()'s detail */
+        return bm_error(-EINVAL, "%s", bm_error_detail(r)); /* bm_file_check_dir()'s detail */
     _cleanup_free_ char *path = bm_asprintf("%s/balloonmgr.prom", dir);
     r = bm_file_check_replaceable(path);
     if (r < 0)
-        return bm_error_prefix(-EINVAL, "%s", path);
+        return bm_error(-EINVAL, "%s: %s", path, bm_error_detail(r));
     return 0;
 }
 

@@ -514,7 +514,7 @@ int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s)
         return r;
     _cleanup_free_ char *text = bm_state_format(l, now_s);
     _cleanup_free_ char *tmp = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
-    r = bm_write_atomic(path, tmp, text);
+    r = bm_file_write_atomic(path, tmp, text);
     if (r < 0)
         return bm_error(r, "cannot write: %s%s", strerror(-r),
                         access(path, F_OK) == 0 ? " (previous state kept)" : "");
@@ -555,7 +555,7 @@ int bm_state_set_aside(const char *path, char **ret_path)
 int bm_state_cleanup(const char *path)
 {
     _cleanup_free_ char *tmp = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
-    int r = bm_atomic_cleanup(tmp, BM_STATE_TMP_MIN_AGE_S);
+    int r = bm_file_atomic_cleanup(tmp, BM_STATE_TMP_MIN_AGE_S);
     if (r == -ENOENT)
         return 0;
     if (r < 0)

@@ -32,7 +32,7 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s);
  * The detail does not name path: the caller does ("state 'PATH': REASON") and starts fresh. */
 int bm_state_load(const char *path, BmLedger *ret);
 
-/* Writes path atomically (bm_write_atomic()), creating its directory if needed. Returns 0 or
+/* Writes path atomically (bm_file_write_atomic()), creating its directory if needed. Returns 0 or
  * -errno with the reason ("cannot write: No space left on device (previous state kept)"; the
  * detail does not name path); on failure the previous file is untouched and no temporary
  * file is left. */
@@ -47,7 +47,7 @@ int bm_state_save(const char *path, const BmLedger *l, uint64_t now_s);
 int bm_state_set_aside(const char *path, char **ret_path);
 
 /* Removes the temporary files writers killed in the middle of bm_state_save() left beside
- * path (bm_atomic_cleanup(): not those of a writer at work). Returns how many, 0 when the
+ * path (bm_file_atomic_cleanup(): not those of a writer at work). Returns how many, 0 when the
  * directory does not exist, or -errno with the reason. */
 int bm_state_cleanup(const char *path);
 

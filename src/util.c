@@ -1,15 +1,7 @@
 #define _GNU_SOURCE
 #include "util.h"
 
-#include "file.h"
-
 #include <errno.h>
-#include <fcntl.h>
-#include <ctype.h>
-#include <dirent.h>
-#include <libgen.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,57 +87,6 @@ const char *bm_printable(const char *s, char *buf, size_t n)
     return buf;
 }
 
-int bm_write_atomic(const char *path, const char *tmp_template, const char *text)
-{
-    /* what it would replace must be a regular file (or nothing): never a device or a link */
-    int rc = bm_file_check_replaceable(path);
-    if (rc < 0)
-        return rc;
-    char *tmp = bm_strdup(tmp_template);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        int r = -errno;
-        free(tmp);
-        return r;
-    }
-    /* held while writing: bm_atomic_cleanup() leaves a locked temporary file alone (a live
-     * writer's); the lock goes with a killed writer's process */
-    flock(fd, LOCK_EX | LOCK_NB);
-    size_t len = strlen(text), off = 0;
-    int r = 0;
-    while (off < len && r == 0) {
-        ssize_t k = write(fd, text + off, len - off);
-        if (k < 0 && errno != EINTR)
-            r = -errno;
-        else if (k == 0)
-            r = -EIO; /* a regular file that takes nothing: never spin */
-        else if (k > 0)
-            off += (size_t)k; /* a short write: the next one reports why (ENOSPC, EDQUOT) */
-    }
-    /* delayed allocation: ENOSPC, EDQUOT and EIO may only show at fsync or close */
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (r == 0 && fchmod(fd, 0644) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0)
-        unlink(tmp);
-    if (r == 0) {
-        char *dircopy = bm_strdup(path);
-        int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(dircopy);
-    }
-    free(tmp);
-    return r;
-}
-
 size_t bm_edit_distance(const char *a, size_t na, const char *b)
 {
     size_t nb = strlen(b);
@@ -170,11 +111,6 @@ size_t bm_edit_distance(const char *a, size_t na, const char *b)
             d[i][j] = v;
         }
     return d[na][nb];
-}
-
-int bm_read_file(const char *path, size_t max_bytes, char **ret)
-{
-    return bm_file_read(path, max_bytes, ret, NULL);
 }
 
 size_t bm_utf8_invalid(const char *s, size_t n)
@@ -220,43 +156,6 @@ size_t bm_utf8_cut(const char *s, size_t n)
     while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
         k--;
     return k;
-}
-
-int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s)
-{
-    _cleanup_free_ char *dircopy = bm_strdup(tmp_template), *basecopy = bm_strdup(tmp_template);
-    const char *dir = dirname(dircopy), *base = basename(basecopy);
-    size_t n = strlen(base);
-    if (n < 6 || strcmp(base + n - 6, "XXXXXX") != 0)
-        return -EINVAL;
-    size_t prefix = n - 6;
-    DIR *d = opendir(dir);
-    if (!d)
-        return -errno;
-    int removed = 0;
-    time_t now = time(NULL);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        const char *name = de->d_name;
-        if (strlen(name) != n || strncmp(name, base, prefix) != 0)
-            continue;
-        bool random = true;
-        for (size_t i = prefix; i < n; i++)
-            random &= isascii((unsigned char)name[i]) && isalnum((unsigned char)name[i]);
-        if (!random)
-            continue;
-        int fd = openat(dirfd(d), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        struct stat st;
-        /* a regular file no writer holds and nobody wrote for min_age_s: a killed writer's */
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= (time_t)min_age_s &&
-            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), name, 0) == 0)
-            removed++;
-        close(fd);
-    }
-    closedir(d);
-    return removed;
 }
 
 /* The length of the valid UTF-8 character at s (at most n bytes), or 0 when there is none. */

@@ -90,24 +90,9 @@ char *bm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * user-supplied names; when it does not fit, it is cut and ends in "...". Returns buf. */
 const char *bm_printable(const char *s, char *buf, size_t n);
 
-/* Replaces path with text atomically: writes a temporary file created from tmp_template (in
- * the same directory, ending in XXXXXX; two writers never share one), locked (flock) while it
- * is written, fsyncs it, makes it mode 0644, closes it and renames it over path, then fsyncs
- * the directory. A reader sees the old or the new file, never a torn one. Returns 0 or -errno
- * (a failed write, short write, fsync or close included: ENOSPC, EDQUOT, EIO, EROFS, EACCES);
- * on failure path is untouched and the temporary file removed. Only a writer killed before
- * the rename leaves its temporary file behind: see bm_atomic_cleanup(). When path exists and
- * is not a regular file (a symbolic link, device, FIFO, directory: bm_file_check_replaceable())
- * nothing is written: -ELOOP, -ENODEV, -EISDIR with the detail "is a ...". */
-int bm_write_atomic(const char *path, const char *tmp_template, const char *text);
-
 /* Optimal string alignment distance between a (na bytes) and b, for "did you mean" hints;
  * SIZE_MAX when it surely exceeds 2 or a string is 32 bytes or longer. */
 size_t bm_edit_distance(const char *a, size_t na, const char *b);
-
-/* bm_file_read() without the length: a whole regular file as a NUL-terminated string (caller
- * frees). Returns 0, or -errno with the detail (file.h). */
-int bm_read_file(const char *path, size_t max_bytes, char **ret);
 
 /* The offset of the first byte of s (n bytes) that does not start a valid UTF-8 character
  * (overlong forms, surrogates and code points beyond U+10FFFF are invalid), or SIZE_MAX when
@@ -130,9 +115,3 @@ void bm_copy_name(char *dst, size_t size, const char *src);
  * character: n when s is longer and byte n starts a character, less when byte n is inside one
  * (strlen(s) when that is below n). */
 size_t bm_utf8_cut(const char *s, size_t n);
-
-/* Removes what writers killed inside bm_write_atomic(tmp_template) left: regular files named
- * like tmp_template with XXXXXX replaced by six letters or digits, that no writer holds
- * locked and that nobody wrote to for min_age_s seconds (mtime). Returns how many were
- * removed, or -errno when the directory cannot be read (-EINVAL: not a template). */
-int bm_atomic_cleanup(const char *tmp_template, unsigned min_age_s);

@@ -120,7 +120,7 @@ static void check_edit(const EditCase *c)
         return;
 
     _cleanup_free_ char *xml = NULL, *changes = NULL;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_domxml_edit_balloon(in, &c->edit, &xml, &changes);
     ok(r == 0, "%s: edited", c->name);
     if (r < 0) {
@@ -164,7 +164,7 @@ static void check_refused(const RefusedCase *c)
 {
     _cleanup_free_ char *in = read_fixture(c->name, ".in.xml");
     char *xml = (char *)"unset", *changes = (char *)"unset";
-    bm_error_clear();
+    bm_error_reset();
     int r = in ? bm_domxml_edit_balloon(in, &c->edit, &xml, &changes) : -ENOENT;
     ok(r == -EINVAL && !xml && !changes, "%s: refused", c->name);
     is_str(bm_error_detail(r), c->reason, "%s: with the reason", c->name);
@@ -257,7 +257,7 @@ static void test_bad_input_refused(void)
 {
     char *xml = NULL, *changes = NULL;
     BmBalloonEdit sg = {U, U, ON, U};
-    bm_error_clear();
+    bm_error_reset();
     ok(bm_domxml_edit_balloon("<network/>", &sg, &xml, &changes) == -EINVAL && !xml && !changes,
        "not a domain refused");
     is_str(bm_error_detail(-EINVAL), "XML is not a domain definition", "with a reason");
@@ -281,7 +281,7 @@ static void test_undeclared_prefix_refused(void)
     BmBalloonEdit sg = {U, U, ON, U};
     const char *unbound = "<domain><devices><memballoon model='virtio'/></devices>"
                           "<qemu:override/></domain>";
-    bm_error_clear();
+    bm_error_reset();
     ok(bm_domxml_edit_balloon(unbound, &sg, &xml, &changes) == -EINVAL && !xml && !changes,
        "undeclared namespace prefix refused");
     is_str(bm_error_detail(-EINVAL), "domain XML is not namespace-well-formed", "with a reason");

@@ -138,10 +138,10 @@ static void test_features_overridden(void)
 static void test_bad_xml_refused(void)
 {
     BmBalloonConfig c;
-    bm_error_clear();
+    bm_error_reset();
     ok(bm_domxml_parse_balloon("<domain><devices>", &c) == -EINVAL, "truncated XML refused");
     is_str(bm_error_detail(-EINVAL), "domain XML is not well-formed", "with a reason");
-    bm_error_clear();
+    bm_error_reset();
     ok(bm_domxml_parse_balloon("<network/>", &c) == -EINVAL, "not a domain refused");
     is_str(bm_error_detail(-EINVAL), "XML is not a domain definition", "with a reason");
     ok(bm_domxml_parse_balloon("", &c) == -EINVAL, "empty refused");

@@ -37,7 +37,7 @@ static void refused(const char *path, int want, const char *why, const char *wha
 {
     char *buf = NULL;
     size_t len = 0;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_file_read(path, 1024, &buf, &len);
     ok(r == want && buf == NULL, "%s: refused with %d (got %d)", what, want, r);
     is_str(bm_error_detail(r), why, "%s: says so", what);
@@ -83,7 +83,7 @@ static void test_not_regular_refused(void)
 static void test_nofollow(void)
 {
     _cleanup_free_ char *reglink = at("regular-link");
-    bm_error_clear();
+    bm_error_reset();
     int fd = bm_file_open(AT_FDCWD, reglink, true, NULL);
     ok(fd == -ELOOP, "nofollow: a link to a regular file is refused (%d)", fd);
     is_str(bm_error_detail(fd), "is a symbolic link", "  says so");
@@ -103,7 +103,7 @@ static void test_cap(void)
        "a file of exactly the cap reads");
     free(buf);
     buf = NULL;
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_file_read(reg, 9, &buf, &len);
     ok(r == -EFBIG && !buf, "one byte over the cap: -EFBIG");
     is_str(bm_error_detail(r), "larger than 9 bytes", "  says so");
@@ -168,13 +168,13 @@ static void test_writers_replace_only_regular(void)
     ok(bm_file_check_replaceable(fifo) == -ENODEV, "not replaceable: FIFO");
     ok(bm_file_check_replaceable("/dev/null") == -ENODEV, "not replaceable: /dev/null");
     ok(bm_file_check_replaceable(sub) == -EISDIR, "not replaceable: directory");
-    ok(bm_write_atomic("/dev/null", "/tmp/bm-test-file-null.XXXXXX", "x") == -ENODEV,
-       "bm_write_atomic does not replace /dev/null");
+    ok(bm_file_write_atomic("/dev/null", "/tmp/bm-test-file-null.XXXXXX", "x") == -ENODEV,
+       "bm_file_write_atomic does not replace /dev/null");
     struct stat st;
     ok(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode), "  /dev/null is still a device");
-    ok(bm_write_atomic(zero, "/tmp/bm-test-file-zero.XXXXXX", "x") == -ELOOP &&
+    ok(bm_file_write_atomic(zero, "/tmp/bm-test-file-zero.XXXXXX", "x") == -ELOOP &&
            lstat(zero, &st) == 0 && S_ISLNK(st.st_mode),
-       "bm_write_atomic does not replace a link");
+       "bm_file_write_atomic does not replace a link");
     ok(bm_file_check_dir(sub) == 0 && bm_file_check_dir(fifo) == -ENOTDIR &&
            bm_file_check_dir(missing) == -ENOENT,
        "check_dir: directory, FIFO, missing");

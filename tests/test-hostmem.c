@@ -35,7 +35,7 @@ static void test_fake_proc_trees(void)
 static void test_bad_trees(void)
 {
     BmHost h;
-    bm_error_clear();
+    bm_error_reset();
     int r = read_tree("bad-meminfo", &h);
     ok(r == -EINVAL, "no MemTotal: -EINVAL");
     ok(strstr(bm_error_detail(r), "bad-meminfo/meminfo: no MemTotal") != NULL, "reason names the file: %s",

@@ -105,7 +105,7 @@ static void test_absent(void)
 static void test_bad(void)
 {
     BmKsm k;
-    bm_error_clear();
+    bm_error_reset();
     int r = read_tree("bad", &k);
     ok(r == -EINVAL, "a malformed value: -EINVAL");
     ok(strstr(bm_error_detail(r), "bad/pages_sharing: 'lots': not a number") != NULL,

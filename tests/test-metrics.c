@@ -441,7 +441,7 @@ static void test_errors(void)
                                             "héllo", "a\nb", "{a}", "a\"", "0"};
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad_names); i++) {
         char pb[64];
-        bm_error_clear();
+        bm_error_reset();
         int k = bm_registry_declare(r, bad_names[i], BM_METRIC_GAUGE, "x");
         ok(k == -EINVAL && strstr(bm_error_detail(k), "is not valid"),
            "declare refuses metric name '%s'", bm_printable(bad_names[i], pb, sizeof(pb)));

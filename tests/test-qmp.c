@@ -73,7 +73,7 @@ static void test_bad_replies(void)
         snprintf(rel, sizeof(rel), "qmp/%s", file);
         _cleanup_free_ char *reply = fixture_read(rel);
         ok(reply != NULL, "%s read", file);
-        bm_error_clear();
+        bm_error_reset();
         int r = bm_qmp_parse_virtio_status(reply, &st);
         ok(r == errno_named(err), "%s refused with %s (got %d)", file, err, r);
         is_str(bm_error_detail(r), reason, "%s reason", file);

@@ -69,7 +69,7 @@ static void test_good(void)
 {
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         uint64_t v = 0;
-        bm_error_clear();
+        bm_error_reset();
         int r = bm_size_parse(good[i].in, &ctx, &v);
         ok(r == 0, "'%s' parses (%s)", good[i].in, r < 0 ? bm_error_detail(r) : "ok");
         is_u64(v, good[i].want, "'%s' is %" PRIu64 " bytes", good[i].in, good[i].want);
@@ -80,7 +80,7 @@ static void test_bad(void)
 {
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 12345;
-        bm_error_clear();
+        bm_error_reset();
         int r = bm_size_parse(bad[i].in, &ctx, &v);
         ok(r == bad[i].err, "'%s' is refused with %d", bad[i].in, bad[i].err);
         is_str(bm_error_detail(r), bad[i].reason, "'%s' reason", bad[i].in);

@@ -84,7 +84,7 @@ static void test_unknown_name(virConnectPtr conn)
 {
     BmSnapshot s;
     char *bad[] = {"web1", "no-such-vm", NULL};
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_snapshot_take(conn, bad, 0, &s);
     ok(r == -ENOENT, "unknown name gives -ENOENT");
     is_str(bm_error_detail(r), "'no-such-vm': no domain with this name, ID or UUID", "and names the domain");

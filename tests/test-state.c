@@ -433,7 +433,7 @@ static void test_missing_and_corrupt(void)
     _cleanup_free_ char *corrupt = in_dir("corrupt.json");
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
         write_file(corrupt, bad[i].text);
-        bm_error_clear();
+        bm_error_reset();
         int r = bm_state_load(corrupt, &back);
         ok(r == -EINVAL, "corrupt state %zu refused", i);
         is_str(bm_error_detail(r), bad[i].reason, "reason %zu", i);
@@ -452,7 +452,7 @@ static void test_read_only_directory(void)
     BmLedger back;
     prev.mode = BM_HOST_HOLD;
     chmod(sub, 0555);
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_state_save(path, &prev, 1700000100);
     prev.mode = BM_HOST_RECLAIM;
     ok(r == -EACCES, "read-only directory: -EACCES");
@@ -467,7 +467,7 @@ static void test_no_previous_file(void)
 {
     _cleanup_free_ char *nodir = in_dir("file/state.json"), *file = in_dir("file");
     write_file(file, "x");
-    bm_error_clear();
+    bm_error_reset();
     int r = bm_state_save(nodir, &prev, 1);
     ok(r == -ENOTDIR, "directory is a file: -ENOTDIR");
     is_str(bm_error_detail(r), "cannot write: Not a directory", "no 'previous state kept'");
@@ -558,7 +558,7 @@ static void test_temporary_files_of_killed_writers(void)
     }
     ok(bm_state_cleanup(path) == 0, "files changed in the last %d s are left alone", BM_STATE_TMP_MIN_AGE_S);
     _cleanup_free_ char *tmpl = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
-    is_u64((uint64_t)bm_atomic_cleanup(tmpl, 0), 1, "one stale temporary file removed");
+    is_u64((uint64_t)bm_file_atomic_cleanup(tmpl, 0), 1, "one stale temporary file removed");
     for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++) {
         _cleanup_free_ char *t = bm_asprintf("%s%s", path, tmps[i].suffix);
         ok((access(t, F_OK) < 0) == tmps[i].removed, "%s %s", tmps[i].suffix,
@@ -566,8 +566,8 @@ static void test_temporary_files_of_killed_writers(void)
         unlink(t);
     }
     close(locked);
-    ok(bm_atomic_cleanup("/nonexistent/x.XXXXXX", 0) == -ENOENT, "no directory: -ENOENT");
-    ok(bm_atomic_cleanup(path, 0) == -EINVAL, "not a template: -EINVAL");
+    ok(bm_file_atomic_cleanup("/nonexistent/x.XXXXXX", 0) == -ENOENT, "no directory: -ENOENT");
+    ok(bm_file_atomic_cleanup(path, 0) == -EINVAL, "not a template: -EINVAL");
     ok(bm_state_cleanup(missing) == 0 && bm_state_cleanup("/nonexistent/state.json") == 0,
        "cleanup with nothing to clean");
 }

@@ -1,0 +1,649 @@
+/* The running agent: policy passes every interval plus /metrics (TLS and basic auth from the
+ * web config), keeping the timer's state file. Every job is a timer or a handle on libvirt's
+ * event loop, run by the main thread (docs/design.md): the pass, polling the changes in
+ * flight, the host watch, the guest watch, refreshing the view after events, the spool, the
+ * state save, reconnecting, and the signals (a signalfd). libmicrohttpd's threads serve the
+ * last rendering. Its options come from the verb (cmd-agent.c). */
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#include "cli.h"
+#include "conn.h"
+#include "engine.h"
+#include "ledger.h"
+#include "error.h"
+#include "http.h"
+#include "log.h"
+#include "policy.h"
+#include "spool.h"
+#include "notify.h"
+#include "size.h"
+#include "state.h"
+#include "webconfig.h"
+
+#define RECONNECT_MAX_S 30
+#define REFRESH_MIN_MS 1000
+/* how often the host's memory is read between passes, to react to pressure at once */
+#define HOST_WATCH_MS 250
+/* how often the domains are read between passes while a balloon is inflated, to give a guest
+ * that grew short of memory its memory back without waiting for the interval */
+#define GUEST_WATCH_MS 1000
+/* SG/ioeventfd of new domains are asked after the pass, this many per turn of the loop */
+#define PROBE_BATCH 20
+
+typedef struct {
+    const BmAgentOptions *o;
+    const char *state_path;      /* NULL: --dry-run or monitoring only, never written */
+    BmPolicy *policy;
+    virConnectPtr conn;
+    int cb_lifecycle, cb_balloon;
+    unsigned backoff_s;
+    bool conn_lost;
+    BmEngine *e;
+    BmHttp *http;
+    bool web_tls, web_auth;      /* what the server runs with: HTTPS, basic auth */
+    char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
+    char *spool_reported;        /* the spool problem reported last */
+    BmStateWriter state_writer;
+    int state_lock_fd;           /* the state file's lock, held while the agent runs; -1 */
+    uint64_t last_refresh_ns;
+    bool stop;
+    bool guest_in_need;          /* what the last guest watch saw */
+    bool ready_sent;             /* READY=1 went to the service manager */
+    /* the jobs on the event loop */
+    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe,
+        t_watchdog, h_signal;
+    int signal_fd;
+} Agent;
+
+/* Loads the web config, printing its errors. */
+static int load_web_config(const char *path, BmWebConfig **ret)
+{
+    bm_error_reset();
+    _cleanup_free_ char *errors = NULL;
+    int r = bm_webconfig_load(path, ret, &errors);
+    if (r < 0)
+        bm_log_text(LOG_ERR, errors);
+    return r;
+}
+
+/* "https, basic auth (2 users)" */
+static const char *describe_web(const BmWebConfig *wc, char *buf, size_t n)
+{
+    size_t users = wc ? wc->n_users : 0;
+    snprintf(buf, n, "%s, %s", wc && wc->tls ? "https" : "http", users ? "basic auth" : "no auth");
+    if (users)
+        snprintf(buf + strlen(buf), n - strlen(buf), " (%zu user%s)", users, users == 1 ? "" : "s");
+    return buf;
+}
+
+/* SIGHUP: the new web config, or the last good one kept (reported). */
+static void reload_web_config(Agent *a, const char *path)
+{
+    BmWebConfig *wc = NULL;
+    char what[96];
+    if (load_web_config(path, &wc) < 0) {
+        bm_engine_count_error(a->e, BM_ERR_WEB_CONFIG);
+        bm_report("agent", NULL, "web config %s not reloaded: keeping the last good one", path);
+        return;
+    }
+    bool restarted = false;
+    bm_error_reset();
+    int r = bm_http_reconfigure(a->http, wc, &restarted);
+    if (r < 0) {
+        bm_engine_count_error(a->e, BM_ERR_WEB_CONFIG);
+        bm_report("agent", NULL, "web config %s not applied: %s; keeping the last good one", path,
+                  bm_error_detail(r));
+    } else {
+        /* well-formed, so applied; but what drops TLS or basic auth is said at warning */
+        bool tls = wc && wc->tls, auth = wc && wc->n_users > 0;
+        char less[96] = "";
+        if (a->web_tls && !tls)
+            snprintf(less, sizeof(less), "https -> http");
+        if (a->web_auth && !auth)
+            snprintf(less + strlen(less), sizeof(less) - strlen(less), "%sbasic auth -> no auth",
+                     less[0] ? ", " : "");
+        bm_reportp(less[0] ? LOG_WARNING : LOG_NOTICE, "agent", NULL,
+                   "%sweb config %s reloaded: %s%s%s%s", less[0] ? "warning: " : "", path,
+                   describe_web(wc, what, sizeof(what)),
+                   restarted ? "; TLS settings changed: the server was restarted on the same socket"
+                             : "",
+                   less[0] ? "; security change: " : "", less);
+        a->web_tls = tls;
+        a->web_auth = auth;
+    }
+    bm_webconfig_free(wc);
+}
+
+static void publish(Agent *a)
+{
+    bm_http_give_metrics(a->http, bm_engine_render(a->e, a->conn != NULL));
+    malloc_trim(0); /* the registry's many small blocks are free again: give their pages back */
+}
+
+/* A long-running process: two malloc arenas at most (the main thread's, and one the server's
+ * threads share) rather than one per thread, each holding on to freed memory; and large blocks
+ * (the exposition, snapshots) always mapped and unmapped on their own rather than left in the
+ * heap (glibc raises the threshold dynamically otherwise). */
+static void tune_malloc(void)
+{
+    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
+/* Arms timer to fire once after ms (0: at the next turn of the loop). */
+static void arm(int timer, uint64_t ms)
+{
+    virEventUpdateTimeout(timer, (int)(ms > 3600000 ? 3600000 : ms));
+}
+
+static void disarm(int timer)
+{
+    virEventUpdateTimeout(timer, -1);
+}
+
+/* The view is read again soon (at once, or REFRESH_MIN_MS after the last reading). */
+static void schedule_refresh(Agent *a, bool at_once)
+{
+    uint64_t since_ms = (bm_now_mono_ns() - a->last_refresh_ns) / 1000000ull;
+    arm(a->t_refresh, at_once || since_ms >= REFRESH_MIN_MS ? 0 : REFRESH_MIN_MS - since_ms);
+}
+
+/* ---- libvirt events (on the loop's thread) ---- */
+
+static int on_lifecycle(virConnectPtr c, virDomainPtr d, int event, int detail, void *opaque)
+{
+    (void)c, (void)d, (void)event, (void)detail;
+    Agent *a = opaque;
+    bm_engine_forget_xml(a->e); /* started, defined, ...: its definition may have changed */
+    schedule_refresh(a, false);
+    return 0;
+}
+
+static void on_balloon(virConnectPtr c, virDomainPtr d, unsigned long long actual, void *opaque)
+{
+    (void)c, (void)d, (void)actual;
+    schedule_refresh(opaque, false);
+}
+
+static void on_close(virConnectPtr c, int reason, void *opaque)
+{
+    (void)c, (void)reason;
+    Agent *a = opaque;
+    a->conn_lost = true;
+    arm(a->t_connect, 0);
+}
+
+/* ---- the connection ---- */
+
+static void disconnect(Agent *a)
+{
+    if (!a->conn)
+        return;
+    bm_engine_set_conn(a->e, NULL); /* drops the changes in flight and their domains */
+    if (a->cb_lifecycle >= 0)
+        virConnectDomainEventDeregisterAny(a->conn, a->cb_lifecycle);
+    if (a->cb_balloon >= 0)
+        virConnectDomainEventDeregisterAny(a->conn, a->cb_balloon);
+    virConnectUnregisterCloseCallback(a->conn, on_close);
+    virConnectClose(a->conn);
+    a->conn = NULL;
+    a->cb_lifecycle = a->cb_balloon = -1;
+    disarm(a->t_poll);
+}
+
+static bool try_connect(Agent *a)
+{
+    virConnectPtr c = NULL;
+    int r = bm_conn_open(a->o->uri, a->o->monitor_only, &c);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s; retrying in %u s", bm_error_detail(r), a->backoff_s);
+        bm_engine_count_error(a->e, BM_ERR_LIBVIRT);
+        arm(a->t_connect, (uint64_t)a->backoff_s * 1000);
+        a->backoff_s = a->backoff_s * 2 > RECONNECT_MAX_S ? RECONNECT_MAX_S : a->backoff_s * 2;
+        return false;
+    }
+    a->conn = c;
+    free(a->uri);
+    a->uri = bm_conn_uri(c);
+    a->conn_lost = false;
+    bm_engine_set_conn(a->e, c);
+    virConnectRegisterCloseCallback(c, on_close, a, NULL);
+    virConnectSetKeepAlive(c, 5, 3);
+    a->cb_lifecycle = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                                       VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), a, NULL);
+    a->cb_balloon = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
+                                                     VIR_DOMAIN_EVENT_CALLBACK(on_balloon), a, NULL);
+    virResetLastError();
+    a->backoff_s = 1;
+    bm_reportp(LOG_INFO, "agent", NULL, "connected to %s", a->o->uri ? a->o->uri : "libvirt");
+    return true;
+}
+
+/* Tells the service manager (Type=notify, $NOTIFY_SOCKET) how the agent is: READY=1 with the
+ * first pass (or the first failed connection: the agent serves /metrics without libvirt too),
+ * and a STATUS= line of the last pass. A failure is reported once. */
+static void notify_status(Agent *a, const char *status)
+{
+    char text[320];
+    snprintf(text, sizeof(text), "%sSTATUS=%s", a->ready_sent ? "" : "READY=1\n", status);
+    bm_error_reset();
+    int r = bm_notify(text);
+    static bool reported;
+    if (r < 0 && !reported) {
+        bm_report("agent", NULL, "warning: %s", bm_error_detail(r));
+        reported = true;
+    }
+    a->ready_sent |= r > 0;
+}
+
+/* STATUS= after a pass: "mode reclaim, reclaimed 6.5 GiB, 12 domains (9 running)". */
+static void notify_pass(Agent *a)
+{
+    const BmPlan *plan = bm_engine_plan(a->e);
+    const BmSnapshot *snap = bm_engine_snapshot(a->e);
+    uint64_t reclaimed = 0;
+    size_t running = 0;
+    for (size_t i = 0; snap && i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        uint64_t r = bm_domain_reclaimed_bytes(d);
+        running += d->active;
+        if (d->active && bm_present(r))
+            reclaimed += r;
+    }
+    char size[32], status[256];
+    snprintf(status, sizeof(status), "mode %s, reclaimed %s, %zu domains (%zu running)%s",
+             plan ? bm_host_mode_name(plan->mode) : "unknown",
+             bm_size_format(reclaimed, size, sizeof(size)), snap ? snap->n_domains : 0, running,
+             a->o->monitor_only ? ", monitoring only" : "");
+    notify_status(a, status);
+}
+
+/* Job: WATCHDOG=1 to the service manager, at half the interval it asked for. */
+static void job_watchdog(int timer, void *opaque)
+{
+    bm_error_reset();
+    (void)timer, (void)opaque;
+    bm_notify("WATCHDOG=1");
+}
+
+/* Job: connect (at start, after a loss, with a growing back-off after failures). */
+static void job_connect(int timer, void *opaque)
+{
+    bm_error_reset();
+    Agent *a = opaque;
+    disarm(timer);
+    if (a->conn && a->conn_lost) {
+        bm_reportp(LOG_WARNING, "agent", NULL, "lost the libvirt connection; reconnecting");
+        bm_engine_count_error(a->e, BM_ERR_LIBVIRT);
+        disconnect(a);
+        arm(timer, 1000);
+        publish(a);
+        return;
+    }
+    if (a->conn)
+        return;
+    if (try_connect(a)) {
+        bm_engine_forget_xml(a->e); /* definitions may have changed while away */
+        arm(a->t_pass, 0);
+    } else {
+        notify_status(a, "waiting for libvirt");
+    }
+    publish(a);
+}
+
+/* ---- the policy ---- */
+
+/* Saves the state file (not in --dry-run); a failure is reported once and counted. */
+static void save_state(Agent *a)
+{
+    if (!a->state_path)
+        return;
+    uint64_t now_s = bm_engine_pass_time_s(a->e);
+    if (!now_s)
+        now_s = bm_now_real_ns() / 1000000000ull;
+    bm_cli_state_save("agent", &a->state_writer, a->state_path, bm_engine_ledger(a->e), now_s);
+}
+
+/* Job: a policy pass, every interval (sooner when the host watch sees pressure). */
+static void job_pass(int timer, void *opaque)
+{
+    bm_error_reset();
+    Agent *a = opaque;
+    arm(timer, (uint64_t)a->policy->interval_s * 1000);
+    if (!a->conn)
+        return;
+    int r = bm_engine_pass(a->e);
+    if (r < 0) {
+        bm_report("agent", NULL, "pass: %s", bm_error_detail(r));
+        if (r == -ECONNRESET)
+            on_close(a->conn, 0, a);
+    } else {
+        bm_cli_report_applied("agent", a->e);
+    }
+    notify_pass(a);
+    a->last_refresh_ns = bm_now_mono_ns();
+    disarm(a->t_refresh);
+    if (bm_engine_in_flight(a->e))
+        arm(a->t_poll, BM_WAIT_DEFAULT_POLL_MS);
+    arm(a->t_save, 0);
+    if (bm_engine_probe(a->e, 0))
+        arm(a->t_probe, 0);
+}
+
+/* Job: ask the QEMU monitor of new domains for SG/ioeventfd, a batch per turn, so that a
+ * pass (the first one above all) does not wait for a thousand monitors. */
+static void job_probe(int timer, void *opaque)
+{
+    bm_error_reset();
+    Agent *a = opaque;
+    if (!a->conn || bm_engine_probe(a->e, PROBE_BATCH) == 0) {
+        disarm(timer);
+        publish(a);
+    }
+}
+
+/* Job: the state file, then the metrics (a failed save shows in errors_total at once). */
+static void job_save(int timer, void *opaque)
+{
+    bm_error_reset();
+    Agent *a = opaque;
+    disarm(timer);
+    save_state(a);
+    publish(a);
+}
+
+/* Job: read the changes in flight; when one ended, read the domains again (drivers without
+ * balloon events). Runs only while changes are in flight. */
+static void job_poll(int timer, void *opaque)
+{
+    bm_error_reset();
+    Agent *a = opaque;
+    size_t before = bm_engine_in_flight(a->e);
+    size_t left = bm_engine_poll(a->e);
+    if (!left)
+        disarm(timer);
+    if (left != before) {
+        schedule_refresh(a, true);
+        publish(a);
+    }
+}
+
+/* Job: read the host's memory between passes and start a pass at once when it crossed into
+ * pressure. */
+static void job_watch(int timer, void *opaque)
+{
+    bm_error_reset();
+    (void)timer;
+    Agent *a = opaque;
+    BmHost h;
+    if (a->conn && !bm_engine_reclaiming(a->e) && bm_hostmem_read(a->o->proc_dir, &h) == 0 &&
+        bm_host_under_pressure(&h, a->policy))
+        arm(a->t_pass, 0);
+}
+
+/* Job: while a balloon is inflated, read the domains between passes and start a pass at once
+ * when a ballooned guest grew short of memory or came under pressure (once per episode: a
+ * guest the host cannot help now waits for the interval, not a pass every second). */
+static void job_guest_watch(int timer, void *opaque)
+{
+    bm_error_reset();
+    (void)timer;
+    Agent *a = opaque;
+    if (!a->conn || a->o->monitor_only || !bm_engine_any_ballooned(a->e))
+        return;
+    a->last_refresh_ns = bm_now_mono_ns();
+    int r = bm_engine_refresh(a->e);
+    if (r == -ECONNRESET) {
+        on_close(a->conn, 0, a);
+        return;
+    }
+    bool need = r == 0 && bm_engine_guest_in_need(a->e);
+    if (need && !a->guest_in_need)
+        arm(a->t_pass, 0);
+    a->guest_in_need = need;
+    publish(a);
+}
+
+/* Job: read the domains again after events, without deciding. */
+static void job_refresh(int timer, void *opaque)
+{
+    bm_error_reset();
+    Agent *a = opaque;
+    disarm(timer);
+    if (!a->conn)
+        return;
+    a->last_refresh_ns = bm_now_mono_ns();
+    if (bm_engine_refresh(a->e) == -ECONNRESET)
+        on_close(a->conn, 0, a);
+    if (bm_engine_probe(a->e, 0))
+        arm(a->t_probe, 0);
+    publish(a);
+}
+
+/* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
+ * reported when it is new (not every pass). Returns how many were counted. */
+static int ingest_spool(Agent *a)
+{
+    if (!a->uri)
+        return 0; /* never connected: whose changes would these be */
+    return bm_cli_spool_ingest("agent", bm_engine_ledger(a->e), a->uri, &a->spool_reported);
+}
+
+/* Job: count the changes `set --wait` measured. */
+static void job_spool(int timer, void *opaque)
+{
+    bm_error_reset();
+    (void)timer;
+    Agent *a = opaque;
+    if (ingest_spool(a) > 0) {
+        schedule_refresh(a, true);
+        publish(a);
+    }
+}
+
+/* SIGHUP: the policy and the web config again, or the last good ones kept (reported). */
+static void reload(Agent *a)
+{
+    BmPolicy *fresh = NULL;
+    if (bm_cli_policy_load(a->o->policy_path, a->o->policy_explicit, &fresh) == 0) {
+        bm_policy_free(a->policy);
+        a->policy = fresh;
+        bm_engine_set_policy(a->e, fresh);
+        bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", fresh->path);
+    } else {
+        bm_engine_count_error(a->e, BM_ERR_POLICY);
+        bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
+                  a->o->policy_path);
+    }
+    if (a->o->web_config)
+        reload_web_config(a, a->o->web_config);
+    publish(a);
+}
+
+/* Handle: the signals, read from the signalfd. */
+static void on_signalfd(int watch, int fd, int events, void *opaque)
+{
+    bm_error_reset();
+    (void)watch, (void)events;
+    Agent *a = opaque;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGHUP)
+            reload(a);
+        else
+            a->stop = true;
+    }
+}
+
+/* The signals go to a signalfd: blocked in every thread (before any is started). */
+static int block_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* The policy, the web config and the /metrics server. Returns -1 to go on, or the exit
+ * status. */
+static int start_serving(Agent *a)
+{
+    const BmAgentOptions *o = a->o;
+    if (bm_cli_policy_load(o->policy_path, o->policy_explicit, &a->policy) < 0) {
+        bm_report("agent", NULL, "policy '%s' has errors", o->policy_path);
+        return BM_EXIT_USAGE;
+    }
+    _cleanup_(bm_webconfig_freep) BmWebConfig *wc = NULL;
+    if (o->web_config && load_web_config(o->web_config, &wc) < 0) {
+        bm_report("agent", NULL, "web config '%s' has errors", o->web_config);
+        return BM_EXIT_USAGE;
+    }
+    /* a dry run reads the state but never writes it; monitoring only neither reads the
+     * policy agent's state (its counters are not this agent's) unless told to, nor writes */
+    bool writes = !o->dry_run && !o->monitor_only, reads = !o->monitor_only || o->state_explicit;
+    if ((reads && !bm_cli_state_check("agent", o->state_path, writes)) ||
+        !bm_cli_proc_check("agent", o->proc_dir))
+        return BM_EXIT_USAGE;
+    a->state_path = writes ? o->state_path : NULL;
+    /* a bad --listen is bad usage whatever the lock would say */
+    BmListenAddrs addrs_checked;
+    bm_error_reset();
+    int r = bm_http_resolve_listen(o->listen, &addrs_checked);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(bm_error_prefix(r, "--listen '%s'", o->listen)));
+        return BM_EXIT_USAGE;
+    }
+    /* one writer of the state file at a time, for the agent's life (before serving: a second
+     * agent on the same state never starts) */
+    int ret;
+    if (writes && (ret = bm_cli_state_lock("agent", o->state_path, &a->state_lock_fd)) >= 0)
+        return ret;
+    a->signal_fd = block_signals();
+    bm_error_reset();
+    r = bm_http_start(o->listen, wc, &a->http);
+    if (r < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
+    a->web_tls = wc && wc->tls;
+    a->web_auth = wc && wc->n_users > 0;
+    char web[96], addrs[BM_HTTP_LISTEN_MAX * 56];
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s) at %s, policy %s, every %u s, state %s%s",
+            o->listen, describe_web(wc, web, sizeof(web)),
+            bm_http_addresses(a->http, addrs, sizeof(addrs)), a->policy->path, a->policy->interval_s,
+            a->state_path ? a->state_path : "not written",
+            o->monitor_only ? ", monitoring only (read-only connection, no changes)"
+            : o->dry_run    ? ", dry run (no changes)" : "");
+    return -1;
+}
+
+/* The engine, with the state file's ledger. */
+static void start_engine(Agent *a)
+{
+    const BmAgentOptions *o = a->o;
+    /* monitoring only (-r): read-only libvirt socket, no monitor, no spool, nothing written */
+    bm_error_reset();
+    int r = o->monitor_only ? 0 : bm_spool_create();
+    if (r < 0)
+        bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
+                  bm_error_detail(r));
+    BmEngineOptions eo = {.proc_dir = o->proc_dir,
+                          .dry_run = o->dry_run || o->monitor_only,
+                          .probe_features = !o->monitor_only,
+                          .probe_later = true,
+                          .cache_xml = true,
+                          .no_libvirt_duplicates = o->no_libvirt_duplicates};
+    a->e = bm_engine_new(&eo);
+    bm_engine_set_policy(a->e, a->policy);
+    if ((!o->monitor_only || o->state_explicit) &&
+        bm_cli_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e)) >= 0) {
+        /* a corrupt file that could not be moved aside: serve, but never save over it */
+        bm_report("agent", NULL, "state '%s' is not saved until the agent restarts", o->state_path);
+        a->state_path = NULL;
+    }
+}
+
+/* Every job on the event loop; the connection first, at once. */
+static void add_jobs(Agent *a)
+{
+    a->t_connect = virEventAddTimeout(0, job_connect, a, NULL);
+    a->t_pass = virEventAddTimeout(-1, job_pass, a, NULL);
+    a->t_poll = virEventAddTimeout(-1, job_poll, a, NULL);
+    a->t_watch = virEventAddTimeout(HOST_WATCH_MS, job_watch, a, NULL);
+    a->t_guest_watch = virEventAddTimeout(GUEST_WATCH_MS, job_guest_watch, a, NULL);
+    a->t_refresh = virEventAddTimeout(-1, job_refresh, a, NULL);
+    a->t_save = virEventAddTimeout(-1, job_save, a, NULL);
+    a->t_probe = virEventAddTimeout(-1, job_probe, a, NULL);
+    uint64_t wd_usec = bm_notify_watchdog_usec();
+    uint64_t wd_ms = wd_usec / 2000 ? wd_usec / 2000 : 1;
+    a->t_watchdog = wd_usec ? virEventAddTimeout(wd_ms > INT32_MAX ? INT32_MAX : (int)wd_ms, job_watchdog, a, NULL) : -1;
+    a->t_spool = a->o->monitor_only ? -1 : virEventAddTimeout(REFRESH_MIN_MS, job_spool, a, NULL);
+    a->h_signal = a->signal_fd < 0 ? -1
+                                   : virEventAddHandle(a->signal_fd, VIR_EVENT_HANDLE_READABLE,
+                                                       on_signalfd, a, NULL);
+}
+
+static void remove_jobs(Agent *a)
+{
+    int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_guest_watch, a->t_refresh, a->t_save,
+                    a->t_spool, a->t_probe, a->t_watchdog};
+    for (size_t i = 0; i < BM_ARRAY_SIZE(timers); i++)
+        if (timers[i] >= 0)
+            virEventRemoveTimeout(timers[i]);
+    if (a->h_signal >= 0)
+        virEventRemoveHandle(a->h_signal);
+}
+
+static void stop(Agent *a)
+{
+    bm_reportp(LOG_INFO, "agent", NULL, "stopping");
+    bm_notify("STOPPING=1");
+    save_state(a); /* what came since the last pass: changes that ended, spooled ones, errors */
+    bm_http_stop(a->http);
+    disconnect(a);
+    remove_jobs(a);
+}
+
+int bm_agent_run(const BmAgentOptions *o)
+{
+    bm_error_reset();
+    Agent a = {.o = o, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1, .signal_fd = -1,
+               .state_lock_fd = -1};
+    tune_malloc();
+    int ret = start_serving(&a);
+    if (ret < 0) {
+        virEventRegisterDefaultImpl();
+        start_engine(&a);
+        add_jobs(&a);
+        publish(&a);
+        while (!a.stop)
+            if (virEventRunDefaultImpl() < 0)
+                break;
+        stop(&a);
+        ret = BM_EXIT_OK;
+    }
+    bm_engine_free(a.e);
+    bm_policy_free(a.policy);
+    free(a.uri);
+    free(a.spool_reported);
+    if (a.signal_fd >= 0)
+        close(a.signal_fd);
+    if (a.state_lock_fd >= 0)
+        close(a.state_lock_fd); /* after the last save */
+    return ret;
+}
