@@ -170,6 +170,7 @@ typedef struct {
     uint64_t skip;      /* take: balloon growth that returns nothing first (free memory the
                          * host does not back: reported, or never touched); 0 below deadband */
     const char *no_take; /* take: why it is not inflated now although it has idle memory */
+    bool stats_before_change; /* its statistics predate its last change's end (stats_predate) */
     uint64_t horizon_s; /* the time until the next pass (0: the agent) */
     uint64_t given_s;   /* memory was given to it in this pressure episode then (0: no) */
     uint64_t given_ago_s; /* now - given_s */
@@ -558,6 +559,8 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
  * timer_inflate), or memory given to it in this pressure episode (no second reversal). */
 static const char *no_take_reason(const Work *k, bool self_deflates)
 {
+    if (k->stats_before_change)
+        return "statistics older than its last change";
     if (k->given_s)
         return "given memory in this pressure episode";
     if (k->horizon_s == 0)
@@ -661,6 +664,19 @@ static uint64_t given_at(const BmDomain *d, const BmLedgerEntry *e, BmHostMode m
     return bm_prev_given(&e->prev, now_s) ? e->prev.given_s : 0;
 }
 
+/* Whether the guest's statistics were taken before its last change ended (the ledger's live
+ * balloon stands in for libvirt's lagging copy, bm_ledger_correct_balloons(), while the guest's
+ * usable memory is still from before the change): an inflate planned from the two took the
+ * idle guest of a real run 651 -> 256 MiB with its usable memory of before the last inflate,
+ * and its next pass gave 150 MiB back (it was short). The statistics' time is QEMU's (whole
+ * seconds): they count from the second after the change ended. */
+static bool stats_predate(const BmDomain *d, const BmLedgerEntry *e)
+{
+    if (!e || !e->last_ended_real_ns || !bm_present(d->last_update_s) || d->last_update_s == 0)
+        return false;
+    return d->last_update_s <= e->last_ended_real_ns / 1000000000ull;
+}
+
 /* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
  * overhead: QEMU's own memory per domain (step 0). */
 static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *policy,
@@ -689,6 +705,7 @@ static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *
     set_yield(d, e, overhead, now_s, x, k);
     k->given_s = given_at(d, e, mode, now_s);
     k->given_ago_s = k->given_s && now_s > k->given_s ? now_s - k->given_s : 0;
+    k->stats_before_change = stats_predate(d, e);
     k->no_take = no_take_reason(k, d->balloon_known && d->balloon.autodeflate == BM_TRI_ON);
     set_role(x, k);
 }
@@ -777,6 +794,11 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
             "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
             sz((uint64_t)x->pressure.growth_rate), sz(x->pressure.headroom_bytes), k->ahead_s,
             sz(k->keep_free));
+    else if (reclaim && k->no_take && k->stats_before_change)
+        say(x->reason, sizeof(x->reason),
+            "not inflated this pass: its guest statistics predate its last change (%s idle by "
+            "them); the next ones follow it",
+            sz(x->idle_bytes));
     else if (reclaim && k->no_take && k->given_s)
         say(x->reason, sizeof(x->reason),
             "not inflated again in this pressure episode: its balloon was raised %" PRIu64

@@ -1055,6 +1055,32 @@ static void test_unbacked_free_against_the_guests_own_total(void)
     bm_ledger_clear(&l);
 }
 
+/* A reading right after a change ended has the change's live balloon (the ledger's) but the
+ * guest's statistics of before it: no inflate is planned from the two. The next statistics (a
+ * second later, by QEMU's clock) follow the change. */
+static void test_no_inflate_from_statistics_older_than_the_change(void)
+{
+    BmDomain d[] = {guest("idle", 1 * GiB, 651 * MiB, 813 * MiB)}; /* usable of before */
+    d[0].last_update_s = NOW - 1;
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->last_reached_bytes = 651 * MiB;
+    e->last_ended_real_ns = (NOW - 1) * 1000000000ull + 500000000ull; /* 0.5 s after those stats */
+    BmHost h = host(MEM_TOTAL, 4 * GiB);
+    BmPlan p = eval(&h, d, 1, &l, P);
+    diag("stats before the change: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_NONE && strstr(p.decisions[0].reason, "predate its last change"),
+       "statistics older than the change that just ended: not inflated");
+    bm_plan_clear(&p);
+    d[0].last_update_s = NOW;
+    p = eval(&h, d, 1, &l, P);
+    diag("stats after the change: %s", p.decisions[0].reason);
+    ok(p.decisions[0].action == BM_ACT_INFLATE, "statistics of the second after it: inflated");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
 /* A timer's pass keeps the peak of what a guest used for two and a half intervals: the pass a
  * minute later still counts what it used at the pass before. */
 static void test_timer_keeps_the_usage_peak_across_passes(void)
@@ -1147,6 +1173,7 @@ int main(void)
     test_timer_keeps_the_usage_peak_across_passes();
     test_unbacked_free_memory_gone_through_first();
     test_unbacked_free_against_the_guests_own_total();
+    test_no_inflate_from_statistics_older_than_the_change();
     test_stale_balloon_reading_corrected();
     return tap_done();
 }
