@@ -58,14 +58,16 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* "1.5 GiB" into a rotating set of buffers, so several can appear in one printf. */
-static const char *sz(uint64_t bytes)
+/* "1.5 GiB" (or "?" for BM_ABSENT) into buf, which the caller owns (SIZE_TEXT_LEN bytes). */
+#define SIZE_TEXT_LEN 32
+static const char *size_text(uint64_t bytes, char *buf)
 {
-    static _Thread_local char bufs[8][32];
-    static _Thread_local unsigned next;
-    char *b = bufs[next++ % 8];
-    return bm_present(bytes) ? bm_size_format(bytes, b, 32) : "?";
+    return bm_present(bytes) ? bm_size_format(bytes, buf, SIZE_TEXT_LEN) : "?";
 }
+
+/* size_text() into a buffer of the calling block (a compound literal): each SZ() of one
+ * printf has its own, however many there are. */
+#define SZ(bytes) size_text((bytes), (char[SIZE_TEXT_LEN]){""})
 
 static void say(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *buf, size_t n, const char *fmt, ...)
@@ -265,7 +267,7 @@ static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode pre
     uint64_t avail = h->mem_available_bytes;
     *psi_pressure = p->psi_reclaim_above >= 0 && psi >= 0 && psi > p->psi_reclaim_above;
     if (avail < below) {
-        say(why, n, "host MemAvailable %s < reclaim_below %s", sz(avail), sz(below));
+        say(why, n, "host MemAvailable %s < reclaim_below %s", SZ(avail), SZ(below));
         return BM_HOST_RECLAIM;
     }
     if (*psi_pressure) {
@@ -274,17 +276,17 @@ static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode pre
         return BM_HOST_RECLAIM;
     }
     if (prev == BM_HOST_RECLAIM && avail < target) {
-        say(why, n, "host still reclaiming: MemAvailable %s < target_available %s", sz(avail),
-            sz(target));
+        say(why, n, "host still reclaiming: MemAvailable %s < target_available %s", SZ(avail),
+            SZ(target));
         return BM_HOST_RECLAIM;
     }
     bool psi_calm = p->psi_release_below < 0 || psi < 0 || psi < p->psi_release_below;
     if (avail > above && psi_calm) {
-        say(why, n, "host comfortable: MemAvailable %s > release_above %s", sz(avail), sz(above));
+        say(why, n, "host comfortable: MemAvailable %s > release_above %s", SZ(avail), SZ(above));
         return BM_HOST_RELEASE;
     }
     say(why, n, "host holding: MemAvailable %s between reclaim_below %s and release_above %s%s",
-        sz(avail), sz(below), sz(above), psi_calm ? "" : " (PSI not calm)");
+        SZ(avail), SZ(below), SZ(above), psi_calm ? "" : " (PSI not calm)");
     return BM_HOST_HOLD;
 }
 
@@ -354,7 +356,7 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     if (ret->unmet_bytes >= MiB) {
         size_t len = strlen(ret->reason);
         say(ret->reason + len, sizeof(ret->reason) - len,
-            "; %s unmet: the guests can give back no more without going short", sz(ret->unmet_bytes));
+            "; %s unmet: the guests can give back no more without going short", SZ(ret->unmet_bytes));
     }
 }
 
@@ -690,15 +692,15 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
     char detail[96];
     if (k->role == ROLE_GIVE_GROWING)
         say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
-            sz((uint64_t)gp->growth_rate), sz(gp->headroom_bytes), sz(k->keep_free), k->ahead_s);
+            SZ((uint64_t)gp->growth_rate), SZ(gp->headroom_bytes), SZ(k->keep_free), k->ahead_s);
     else if (k->role == ROLE_GIVE_PROTECTED)
         say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
             gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
-            sz(gp->swap_in_rate < 0       ? 0
+            SZ(gp->swap_in_rate < 0       ? 0
                : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
                                            : BM_ABSENT - 1)); /* guest-reported */
     else
-        say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes), sz(k->keep_free));
+        say(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes), SZ(k->keep_free));
     if (k->want == 0) {
         say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
     } else if (k->amount == 0) {
@@ -708,11 +710,11 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
         x->action = BM_ACT_DEFLATE;
         say(x->reason, sizeof(x->reason),
             "%s (%s): give %s%s although the host is reclaiming (taken from the others)", why,
-            detail, sz(k->amount), k->amount == k->step ? " (max_step)" : "");
+            detail, SZ(k->amount), k->amount == k->step ? " (max_step)" : "");
     } else {
         x->target_bytes = x->current_bytes + k->amount;
         x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, sz(k->amount),
+        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, SZ(k->amount),
             k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
     }
 }
@@ -722,13 +724,13 @@ static void reason_rest(BmDecision *x, const Work *k)
     if (k->amount == 0) {
         say(x->reason, sizeof(x->reason),
             "host comfortable; %s below its maximum, but no memory above release_above to give",
-            sz(x->max_bytes - x->current_bytes));
+            SZ(x->max_bytes - x->current_bytes));
         return;
     }
     x->target_bytes = x->current_bytes + k->amount;
     x->action = BM_ACT_DEFLATE;
     say(x->reason, sizeof(x->reason), "host comfortable: give back %s toward its maximum %s%s",
-        sz(k->amount), sz(x->max_bytes),
+        SZ(k->amount), SZ(x->max_bytes),
         k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
 }
 
@@ -736,11 +738,11 @@ static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
 {
     if (plan->mode != BM_HOST_RECLAIM) {
         say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
-            sz(x->idle_bytes), sz(k->keep_free));
+            SZ(x->idle_bytes), SZ(k->keep_free));
     } else if (k->amount == 0) {
         say(x->reason, sizeof(x->reason),
             "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
-            sz(plan->need_bytes), sz(x->idle_bytes), k->rules.shares);
+            SZ(plan->need_bytes), SZ(x->idle_bytes), k->rules.shares);
     } else {
         x->target_bytes = x->current_bytes - k->amount;
         x->action = BM_ACT_INFLATE;
@@ -748,7 +750,7 @@ static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
         if (k->amount + MiB > k->want)
             say(cap, sizeof(cap), " (capped by %s)", k->cap);
         say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
-            sz(plan->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
+            SZ(plan->need_bytes), SZ(k->amount), SZ(x->idle_bytes), cap);
     }
 }
 
@@ -759,25 +761,25 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
         say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
     else if (k->growing && x->current_bytes >= x->max_bytes)
         say(x->reason, sizeof(x->reason), "its use grows (+%s/s), at its maximum",
-            sz((uint64_t)x->pressure.growth_rate));
+            SZ((uint64_t)x->pressure.growth_rate));
     else if (k->growing)
         say(x->reason, sizeof(x->reason),
             "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
-            sz((uint64_t)x->pressure.growth_rate), sz(x->pressure.headroom_bytes), k->ahead_s,
-            sz(k->keep_free));
+            SZ((uint64_t)x->pressure.growth_rate), SZ(x->pressure.headroom_bytes), k->ahead_s,
+            SZ(k->keep_free));
     else if (reclaim && k->no_take && k->given_s)
         say(x->reason, sizeof(x->reason),
             "not inflated again in this pressure episode: its balloon was raised %" PRIu64
             " s ago (no second reversal; %s idle)",
-            k->given_ago_s, sz(x->idle_bytes));
+            k->given_ago_s, SZ(x->idle_bytes));
     else if (reclaim && k->no_take && k->rules.timer_inflate == BM_TIMER_INFLATE_NEVER)
         say(x->reason, sizeof(x->reason), "not inflated by the timer: timer_inflate never (%s idle)",
-            sz(x->idle_bytes));
+            SZ(x->idle_bytes));
     else if (reclaim && k->no_take)
         say(x->reason, sizeof(x->reason),
             "not inflated by the timer: %s idle, but it cannot deflate itself (no deflate-on-oom) "
             "and nothing looks at it for %" PRIu64 " s (timer_interval)",
-            sz(x->idle_bytes), k->horizon_s);
+            SZ(x->idle_bytes), k->horizon_s);
     else if (reclaim && x->returns_nothing && k->no_return)
         say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
             k->no_return);
@@ -785,28 +787,28 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
         say(x->reason, sizeof(x->reason),
             "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
             "again once its RSS grows by %s",
-            sz(k->learned.last_inflated_bytes), sz(k->learned.last_returned_bytes),
-            sz(BM_YIELD_RETRY_GROWTH_BYTES));
+            SZ(k->learned.last_inflated_bytes), SZ(k->learned.last_returned_bytes),
+            SZ(BM_YIELD_RETRY_GROWTH_BYTES));
     else if (reclaim && k->skip && x->idle_bytes >= k->deadband && x->idle_bytes < k->skip + k->deadband)
         say(x->reason, sizeof(x->reason),
             "not inflated: %s idle, but %s of its free memory is not backed by the host "
             "(QEMU RSS %s, guest uses %s%s): an inflate would go through it and give nothing back",
-            sz(x->idle_bytes), sz(k->skip), sz(k->rss_bytes), sz(x->pressure.used_bytes),
+            SZ(x->idle_bytes), SZ(k->skip), SZ(k->rss_bytes), SZ(x->pressure.used_bytes),
             k->reports ? ", free page reporting on" : "");
     else if (reclaim && x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
              x->backed_free_bytes < k->deadband)
         say(x->reason, sizeof(x->reason),
             "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
             "%s%s%s%s, QEMU's own about %s)",
-            sz(x->idle_bytes), sz(k->rss_bytes), sz(x->pressure.used_bytes),
-            k->used_lately ? " and used " : "", k->used_lately ? sz(k->used_lately) : "",
-            k->used_lately ? " more lately" : "", sz(plan->qemu_overhead_bytes));
+            SZ(x->idle_bytes), SZ(k->rss_bytes), SZ(x->pressure.used_bytes),
+            k->used_lately ? " and used " : "", k->used_lately ? SZ(k->used_lately) : "",
+            k->used_lately ? " more lately" : "", SZ(plan->qemu_overhead_bytes));
     else if (reclaim)
         say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
-            sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
+            SZ(x->idle_bytes), SZ(k->keep_free), SZ(x->floor_bytes));
     else
         say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
-            sz(x->pressure.headroom_bytes), sz(k->keep_free));
+            SZ(x->pressure.headroom_bytes), SZ(k->keep_free));
 }
 
 /* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
@@ -819,7 +821,7 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     case ROLE_FLOOR:
         x->target_bytes = x->floor_bytes;
         x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
+        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", SZ(x->floor_bytes));
         break;
     case ROLE_GIVE_PROTECTED:
     case ROLE_GIVE_NEEDY:
