@@ -37,3 +37,6 @@ void bm_error_clear(void)
 {
     detail[0] = '\0';
 }
+
+const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply", "host",      "state",
+                                                       "policy",  "push",  "web_config"};

@@ -15,3 +15,18 @@ const char *bm_error_detail(int err);
 
 /* Forgets the detail. */
 void bm_error_clear(void);
+
+/* The kinds of errors counted (balloonmgr_errors_total{kind}, the state file's counters). */
+typedef enum {
+    BM_ERR_LIBVIRT,
+    BM_ERR_APPLY,
+    BM_ERR_HOST,
+    BM_ERR_STATE,
+    BM_ERR_POLICY,
+    BM_ERR_PUSH,
+    BM_ERR_WEB_CONFIG, /* a web config that could not be (re)loaded or applied */
+    BM_ERR_COUNT
+} BmErrorKind;
+
+/* Their label values: "libvirt", "apply", "host", "state", "policy", "push", "web_config". */
+extern const char *const bm_error_kind_names[BM_ERR_COUNT];

@@ -159,3 +159,12 @@ const char *bm_feature_config_cell(bool config_known, bool on, BmFeatureState ve
         snprintf(buf, n, "%s+%s", on ? "on" : "off", bm_feature_state_name(verdict));
     return buf;
 }
+
+const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
+
+const char *bm_sg_label(BmFeatureState s, bool known)
+{
+    if (!known || s == BM_FEAT_UNKNOWN)
+        return bm_sg_label_names[BM_SGL_UNKNOWN];
+    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
+}

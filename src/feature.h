@@ -77,6 +77,15 @@ const char *bm_feature_state_name(BmFeatureState s);
 /* "on", "off", "unsupported", "unknown". */
 const char *bm_switch_state_name(BmSwitchState s);
 
+/* The SG verdict as the latency histogram's label ("sg" in the metrics and the state file). */
+enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
+
+/* "negotiated", "not_negotiated", "unknown". */
+extern const char *const bm_sg_label_names[BM_SGL_COUNT];
+
+/* The label of verdict s (known false: none yet, "unknown"). */
+const char *bm_sg_label(BmFeatureState s, bool known);
+
 /* The table cell of a feature the domain XML turns on (free page reporting, deflate-on-oom):
  * "-" when the XML is not known (config_known false), else "on" or "off" as configured, with
  * the monitor's verdict after a '+' when one is known ("on+negotiated", "on+offered": the

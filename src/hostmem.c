@@ -183,3 +183,13 @@ int bm_hostmem_read(const char *proc_dir, BmHost *ret)
     }
     return 0;
 }
+
+const char *bm_host_mode_name(BmHostMode m)
+{
+    switch (m) {
+    case BM_HOST_HOLD: return "hold";
+    case BM_HOST_RECLAIM: return "reclaim";
+    case BM_HOST_RELEASE: return "release";
+    }
+    return "?";
+}

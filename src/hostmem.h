@@ -15,6 +15,18 @@ typedef struct {
     double psi_full_avg60;
 } BmHost;
 
+/* What the policy makes of the host's memory in a pass (policy-eval.h), kept by the ledger
+ * from one pass to the next (hysteresis). */
+typedef enum {
+    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
+    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
+    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
+                      * ballooned guest toward its maximum at max_step per pass */
+} BmHostMode;
+
+/* "hold", "reclaim", "release". */
+const char *bm_host_mode_name(BmHostMode m);
+
 /* Parses /proc/meminfo text into mem_total/mem_available (other fields untouched).
  * Returns 0, or -EINVAL when MemTotal is missing or a value is malformed. */
 int bm_hostmem_parse_meminfo(const char *text, BmHost *ret);

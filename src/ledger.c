@@ -6,12 +6,6 @@
 
 #include "util.h"
 
-const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
-const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
-const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed"};
-const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
-                                                       "policy",  "push",   "web_config"};
-
 void bm_ledger_init(BmLedger *l)
 {
     *l = (BmLedger){.mode = BM_HOST_HOLD};
@@ -209,13 +203,6 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
                                   .used_peak_s = peak_s,
                                   .given_s = given_s};
     }
-}
-
-const char *bm_sg_label(BmFeatureState s, bool known)
-{
-    if (!known || s == BM_FEAT_UNKNOWN)
-        return bm_sg_label_names[BM_SGL_UNKNOWN];
-    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
 }
 
 static int sg_index(const char *label)

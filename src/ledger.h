@@ -15,37 +15,12 @@
 
 #include "balloon.h"
 #include "domxml.h"
+#include "error.h"
 #include "feature.h"
+#include "hostmem.h"
 #include "metrics.h"
 #include "snapshot.h"
 #include "yield.h"
-
-typedef enum {
-    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
-    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
-    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
-                      * ballooned guest toward its maximum at max_step per pass */
-} BmHostMode;
-
-enum { BM_DIR_INFLATE, BM_DIR_DEFLATE, BM_DIR_COUNT };
-enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
-typedef enum {
-    BM_ERR_LIBVIRT,
-    BM_ERR_APPLY,
-    BM_ERR_HOST,
-    BM_ERR_STATE,
-    BM_ERR_POLICY,
-    BM_ERR_PUSH,
-    BM_ERR_WEB_CONFIG, /* a web config that could not be (re)loaded or applied */
-    BM_ERR_COUNT
-} BmErrorKind;
-
-/* The label values of the enums above (and of BmChangeOutcome's ended outcomes) in the
- * metrics, also the keys of the state file. */
-extern const char *const bm_dir_names[BM_DIR_COUNT];
-extern const char *const bm_sg_label_names[BM_SGL_COUNT];
-extern const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT];
-extern const char *const bm_error_kind_names[BM_ERR_COUNT];
 
 /* A domain's counters as one pass read them: the base of the next pass's rates. */
 typedef struct {
@@ -220,6 +195,3 @@ BmXmlCache bm_ledger_xml_cache(BmLedger *l);
 
 /* Counts an error of that kind. */
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind);
-
-/* "negotiated", "not_negotiated", "unknown": the histogram label of a verdict. */
-const char *bm_sg_label(BmFeatureState s, bool known);

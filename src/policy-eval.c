@@ -27,16 +27,6 @@
 #define GROWTH_MIN_RATE (2.0 * MiB)
 #define GROW_AHEAD_S 30
 
-const char *bm_host_mode_name(BmHostMode m)
-{
-    switch (m) {
-    case BM_HOST_HOLD: return "hold";
-    case BM_HOST_RECLAIM: return "reclaim";
-    case BM_HOST_RELEASE: return "release";
-    }
-    return "?";
-}
-
 const char *bm_action_name(BmAction a)
 {
     switch (a) {

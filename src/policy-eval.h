@@ -76,8 +76,7 @@ typedef struct {
     size_t n_decisions;
 } BmPlan;
 
-/* "hold", "reclaim", "release" / "none", "inflate", "deflate", "skip". */
-const char *bm_host_mode_name(BmHostMode m);
+/* "none", "inflate", "deflate", "skip". */
 const char *bm_action_name(BmAction a);
 
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
