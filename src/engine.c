@@ -114,9 +114,7 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     rec->deflate_on_oom = rep.feature[BM_FEATURE_DEFLATE_ON_OOM].state;
     /* a guest still booting (driver not ready) is asked again at the next reading; any other
      * verdict, unknown ones included (no monitor), stands until the domain restarts */
-    bool booting = sg->state == BM_FEAT_UNKNOWN && !rep.driver_ok && sg->reason &&
-                   strstr(sg->reason, "DRIVER_OK");
-    rec->features_known = !booting;
+    rec->features_known = !sg->not_ready;
     free(path);
     free(err);
 }

@@ -125,7 +125,7 @@ void bm_features_decide(const BmVirtioStatus *st, BmVirtioAvailability avail,
         if (!host)
             *v = (BmFeatureVerdict){BM_FEAT_NOT_OFFERED, "the device does not offer it", NULL};
         else if (!st->driver_ok)
-            *v = (BmFeatureVerdict){BM_FEAT_UNKNOWN, "driver not ready (no DRIVER_OK)", ev_host};
+            *v = (BmFeatureVerdict){BM_FEAT_UNKNOWN, "driver not ready (no DRIVER_OK)", ev_host, true};
         else if (guest)
             *v = (BmFeatureVerdict){BM_FEAT_NEGOTIATED, NULL, ev_guest};
         else

@@ -55,6 +55,8 @@ typedef struct {
     BmFeatureState state;
     const char *reason;   /* static text; NULL for a plain negotiated */
     const char *evidence; /* for SG: "name" or "bit"; NULL otherwise */
+    bool not_ready;       /* BM_FEAT_UNKNOWN because the device offers it but its driver has not
+                           * set DRIVER_OK yet: the guest is still booting, ask again later */
 } BmFeatureVerdict;
 
 typedef struct {
