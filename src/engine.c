@@ -127,8 +127,7 @@ static bool wants_probe(const BmEngine *e, const BmDomain *d)
     if (!e->opts.probe_features || !d || !d->active)
         return false;
     BmVerifyFeatures v = e->policy ? e->policy->verify_features : BM_VERIFY_AUTO;
-    if (!(v == BM_VERIFY_ALWAYS ||
-          (v == BM_VERIFY_AUTO && d->balloon_known && d->balloon.features_overridden)))
+    if (!bm_verify_features_asks(v, d->balloon_known, d->balloon.features_overridden))
         return false;
     if (!e->policy)
         return true;

@@ -105,6 +105,11 @@ const char *bm_timer_inflate_name(BmTimerInflate v)
                                          : "deflate-on-oom";
 }
 
+bool bm_verify_features_asks(BmVerifyFeatures v, bool xml_known, bool overridden)
+{
+    return v == BM_VERIFY_ALWAYS || (v == BM_VERIFY_AUTO && xml_known && overridden);
+}
+
 const char *bm_verify_features_name(BmVerifyFeatures v)
 {
     return v == BM_VERIFY_ALWAYS ? "always" : v == BM_VERIFY_NEVER ? "never" : "auto";

@@ -61,6 +61,12 @@ typedef enum {
 /* "auto", "always", "never". */
 const char *bm_verify_features_name(BmVerifyFeatures v);
 
+/* Whether verify_features v has the QEMU monitor asked about a running domain (a monitor
+ * command taints it in libvirt): always, or auto for a domain whose XML sets the balloon's
+ * sg/ioeventfd (xml_known: its XML was read; overridden: BmBalloonConfig.features_overridden).
+ * Exclusion aside: the caller leaves an excluded domain alone. Pure. */
+bool bm_verify_features_asks(BmVerifyFeatures v, bool xml_known, bool overridden);
+
 typedef struct {
     char *path;                  /* file it came from, or "(built-in)" */
     unsigned interval_s;         /* the agent's pass interval, 1..3600 */
