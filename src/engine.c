@@ -20,7 +20,9 @@ struct BmEngine {
     virConnectPtr conn;
     const BmPolicy *policy;
     bool xml_stale;
-    BmLedger ledger;
+    char boot_id[40];   /* the host's, read once through proc_dir */
+    BmLedger ledger;    /* what is remembered of each domain */
+    BmTracker changes;  /* the changes of ours in flight, with their domain references */
     /* this pass's view */
     BmSnapshot snap;
     bool have_snap;
@@ -39,7 +41,9 @@ BmEngine *bm_engine_new(const BmEngineOptions *o)
 {
     BmEngine *e = bm_malloc0(sizeof(*e));
     e->opts = *o;
+    bm_hostmem_read_boot_id(o->proc_dir, e->boot_id, sizeof(e->boot_id));
     bm_ledger_init(&e->ledger);
+    e->changes.opts = bm_wait_options_default();
     return e;
 }
 
@@ -65,14 +69,23 @@ void bm_engine_free(BmEngine *e)
         return;
     clear_plan(e);
     clear_view(e);
+    bm_tracker_clear(&e->changes);
     bm_ledger_clear(&e->ledger);
     free(e);
+}
+
+/* Forgets the changes in flight (the connection they were made on is gone). */
+static void drop_changes(BmEngine *e)
+{
+    for (size_t i = 0; i < e->changes.n_items; i++)
+        bm_ledger_record_dropped(&e->ledger, e->changes.items[i].uuid);
+    bm_tracker_clear(&e->changes);
 }
 
 void bm_engine_set_conn(BmEngine *e, virConnectPtr conn)
 {
     if (conn != e->conn)
-        bm_ledger_drop_changes(&e->ledger);
+        drop_changes(e);
     e->conn = conn;
 }
 
@@ -180,7 +193,7 @@ static int read_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
-    bm_ledger_sync(&e->ledger, &e->snap, snap.taken_real_ns / 1000000000ull);
+    bm_ledger_sync(&e->ledger, &e->snap, e->boot_id, snap.taken_real_ns / 1000000000ull);
     /* a reading just after a change ended may still show the balloon from before it */
     bm_ledger_correct_balloons(&e->ledger, &e->snap);
     if (!e->opts.probe_later)
@@ -212,9 +225,11 @@ static bool apply_one(BmEngine *e, const BmDecision *d, BmApplied *a)
     const BmDomain *sd = bm_snapshot_find_uuid(&e->snap, d->uuid);
     if (dom && wants_probe(e, sd) && !rec->features_known)
         probe_one(e->conn, rec); /* the histogram's label of this change */
-    int r = dom ? bm_ledger_start_change(&e->ledger, dom, d->uuid, d->current_bytes, d->target_bytes,
-                                         sd ? sd->rss_bytes : BM_ABSENT)
+    int r = dom ? bm_tracker_start(&e->changes, dom, d->current_bytes, d->target_bytes,
+                                   sd ? sd->rss_bytes : BM_ABSENT, bm_sg_label(rec->sg, rec->features_known))
                 : bm_conn_error("domain gone");
+    if (r >= 0)
+        bm_ledger_record_start(&e->ledger, d->uuid, d->current_bytes, d->target_bytes);
     if (dom)
         virDomainFree(dom);
     if (r < 0) {
@@ -288,36 +303,42 @@ int bm_engine_pass(BmEngine *e)
     return 0;
 }
 
-/* A change of ours ended: its record in the log. */
-static void log_ended(void *ctx, const BmTracked *t)
+/* A change of ours ended: its record in the log, its outcome in the ledger. */
+static void on_ended(void *ctx, const BmTracked *t)
 {
-    (void)ctx;
+    BmEngine *e = ctx;
     bm_log_change(t->name, &t->change);
+    bm_ledger_record_change(&e->ledger, t, true, bm_now_real_ns() / 1000000000ull);
 }
 
 size_t bm_engine_poll(BmEngine *e)
 {
     if (!e->conn)
-        return e->ledger.changes.n_items;
-    return bm_ledger_poll(&e->ledger, log_ended, e);
+        return e->changes.n_items;
+    return bm_tracker_poll(&e->changes, on_ended, e);
 }
 
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx)
 {
-    e->ledger.changes.opts.progress = progress;
-    e->ledger.changes.opts.progress_ctx = ctx;
+    e->changes.opts.progress = progress;
+    e->changes.opts.progress_ctx = ctx;
+}
+
+void bm_engine_set_stop(BmEngine *e, const volatile sig_atomic_t *stop)
+{
+    e->changes.opts.stop = stop;
 }
 
 size_t bm_engine_in_flight(const BmEngine *e)
 {
-    return e->ledger.changes.n_items;
+    return e->changes.n_items;
 }
 
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
     if (!e->conn)
-        return e->ledger.changes.n_items;
-    return bm_ledger_wait(&e->ledger, timeout_s * 1000u, log_ended, e);
+        return e->changes.n_items;
+    return bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
 }
 
 const BmPlan *bm_engine_plan(const BmEngine *e)

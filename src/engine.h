@@ -89,6 +89,9 @@ size_t bm_engine_poll(BmEngine *e);
  * reading of one that did not end it (NULL: nothing shown). */
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx);
 
+/* bm_engine_wait() ends early once *stop is set (a signal handler's flag); NULL: never. */
+void bm_engine_set_stop(BmEngine *e, const volatile sig_atomic_t *stop);
+
 /* How many changes are in flight. */
 size_t bm_engine_in_flight(const BmEngine *e);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -43,3 +44,8 @@ int bm_hostmem_parse_psi(const char *text, BmHost *ret);
  * regular file or larger than 64 KiB is, as for meminfo (file.h: never blocks on a FIFO).
  * Returns 0 or -errno with the reason naming the file. */
 int bm_hostmem_read(const char *proc_dir, BmHost *ret);
+
+/* The host's boot id (proc_dir/sys/kernel/random/boot_id, proc_dir NULL: "/proc") into buf:
+ * with a domain's id it names one start of the domain (bm_ledger_boot_key()). "-" when it
+ * cannot be read (then every start of a domain id looks the same). Returns buf. */
+const char *bm_hostmem_read_boot_id(const char *proc_dir, char *buf, size_t n);

@@ -13,12 +13,10 @@ void bm_ledger_init(BmLedger *l)
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++)
             bm_histogram_init(&l->counters.latency[d][s], bm_latency_buckets, bm_latency_n_buckets);
-    l->changes.opts = bm_wait_options_default();
 }
 
 void bm_ledger_clear(BmLedger *l)
 {
-    bm_tracker_clear(&l->changes);
     free(l->entries);
     free(l->slots);
     l->entries = NULL;
@@ -49,6 +47,7 @@ static void reindex(BmLedger *l)
     while (want < l->n_entries * 2 + 2)
         want *= 2;
     free(l->slots);
+    l->moves++;
     l->slots = bm_malloc0(want * sizeof(size_t));
     l->n_slots = want;
     for (size_t i = 0; i < l->n_entries; i++)
@@ -74,6 +73,7 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     if (l->n_entries == l->cap_entries) { /* doubling: n additions cost O(n), not O(n^2) */
         l->cap_entries = l->cap_entries ? 2 * l->cap_entries : 16;
         l->entries = bm_reallocarray(l->entries, l->cap_entries, sizeof(BmLedgerEntry));
+        l->moves++;
     }
     BmLedgerEntry *e = &l->entries[l->n_entries++];
     *e = (BmLedgerEntry){.last_target_bytes = BM_ABSENT,
@@ -95,21 +95,21 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     return e;
 }
 
-void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n)
+void bm_ledger_boot_key(const char *boot_id, const BmDomain *d, char *buf, size_t n)
 {
-    static char host[40];
-    if (!host[0]) {
-        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-        if (!f || !fgets(host, sizeof(host), f))
-            snprintf(host, sizeof(host), "-");
-        host[strcspn(host, "\n")] = '\0';
-        if (f)
-            fclose(f);
-    }
-    snprintf(buf, n, "%s/%d", host, d->id);
+    snprintf(buf, n, "%s/%d", boot_id && boot_id[0] ? boot_id : "-", d->id);
 }
 
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
+bool bm_ledger_verdict_current(const BmLedgerEntry *e, const BmDomain *d, const char *boot_id)
+{
+    if (!e || !e->features_known || !d->active)
+        return false;
+    char boot[sizeof(e->boot)];
+    bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
+    return strcmp(e->boot, boot) == 0;
+}
+
+void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s)
 {
     unsigned gen = ++l->generation;
     for (size_t i = 0; i < snap->n_domains; i++) {
@@ -118,7 +118,7 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
         e->seen = gen;
         char boot[sizeof(e->boot)] = "";
         if (d->active)
-            bm_ledger_boot_key(d, boot, sizeof(boot));
+            bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
         if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
             e->features_known = false;
             memcpy(e->boot, boot, sizeof(boot));
@@ -213,24 +213,19 @@ static int sg_index(const char *label)
     return BM_SGL_UNKNOWN;
 }
 
-int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint64_t from_bytes,
-                           uint64_t target_bytes, uint64_t rss_bytes)
+void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,
+                            uint64_t target_bytes)
 {
     BmLedgerEntry *e = bm_ledger_entry(l, uuid, NULL);
-    int r = bm_tracker_start(&l->changes, dom, from_bytes, target_bytes, rss_bytes,
-                             bm_sg_label(e->sg, e->features_known));
-    if (r < 0)
-        return r;
     e->in_flight = true;
     e->last_target_bytes = target_bytes;
     if (target_bytes != from_bytes)
         bm_count_add(&l->counters.target_changes[target_bytes < from_bytes ? BM_DIR_INFLATE
                                                                            : BM_DIR_DEFLATE],
                      1);
-    return 0;
 }
 
-void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
+void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_t now_s)
 {
     const BmChange *ch = &t->change;
     BmCounters *c = &l->counters;
@@ -267,44 +262,15 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
         e->unresponsive_actual = ch->reached_bytes;
         e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
     }
+    if (ours)
+        e->in_flight = false;
 }
 
-typedef struct {
-    BmLedger *l;
-    BmChangeEnded also;
-    void *also_ctx;
-} Ended;
-
-/* A change of ours ended: the caller sees it, it is recorded, the domain is free again. */
-static void on_ended(void *ctx, const BmTracked *t)
+void bm_ledger_record_dropped(BmLedger *l, const char *uuid)
 {
-    Ended *x = ctx;
-    if (x->also)
-        x->also(x->also_ctx, t);
-    bm_ledger_record_change(x->l, t, bm_now_real_ns() / 1000000000ull);
-    bm_ledger_entry(x->l, t->uuid, NULL)->in_flight = false;
-}
-
-size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx)
-{
-    Ended x = {l, ended, ctx};
-    return bm_tracker_poll(&l->changes, on_ended, &x);
-}
-
-size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx)
-{
-    Ended x = {l, ended, ctx};
-    return bm_tracker_wait(&l->changes, max_ms, on_ended, &x);
-}
-
-void bm_ledger_drop_changes(BmLedger *l)
-{
-    for (size_t i = 0; i < l->changes.n_items; i++) {
-        BmLedgerEntry *e = (BmLedgerEntry *)bm_ledger_find(l, l->changes.items[i].uuid);
-        if (e)
-            e->in_flight = false;
-    }
-    bm_tracker_clear(&l->changes);
+    BmLedgerEntry *e = (BmLedgerEntry *)bm_ledger_find(l, uuid);
+    if (e)
+        e->in_flight = false;
 }
 
 void bm_ledger_forget_xml(BmLedger *l)
