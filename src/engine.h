@@ -118,7 +118,7 @@ bool bm_engine_any_ballooned(const BmEngine *e);
 
 /* Whether a ballooned guest balloonmgr manages is short of memory or under pressure in the last
  * reading (bm_policy_guest_in_need() on it and the ledger). */
-bool bm_engine_guest_in_need(const BmEngine *e);
+bool bm_engine_guest_in_need(BmEngine *e);
 
 /* The exposition of everything (docs/metrics.md). Caller frees. */
-char *bm_engine_render(const BmEngine *e, bool libvirt_up);
+char *bm_engine_render(BmEngine *e, bool libvirt_up);

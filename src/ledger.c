@@ -163,45 +163,56 @@ size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap)
     return n;
 }
 
-void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
-                         unsigned horizon_s)
+void bm_ledger_note_mode(BmLedger *l, BmHostMode mode)
 {
-    const uint64_t window = bm_used_peak_window_s(horizon_s);
     l->mode = mode;
     for (size_t i = 0; i < l->n_entries; i++)
         l->entries[i].have_prev = false;
+}
+
+void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
+                            unsigned horizon_s)
+{
+    if (!d->active || !d->uuid[0])
+        return;
+    const uint64_t window = bm_used_peak_window_s(horizon_s);
+    uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
+    /* the peak holds until it is window old, then restarts from this reading */
+    if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
+        e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
+        now_s - e->prev.used_peak_s < window) {
+        peak = e->prev.used_peak_bytes;
+        peak_s = e->prev.used_peak_s;
+    }
+    /* memory given to it in this pressure episode: a balloon that rose by 1 MiB or more */
+    uint64_t given_s = 0;
+    if (mode != BM_HOST_RELEASE) {
+        if (bm_prev_given(&e->prev, now_s))
+            given_s = e->prev.given_s;
+        if (bm_present(e->prev.actual_bytes) && bm_present(d->actual_bytes) &&
+            d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
+            given_s = now_s;
+    }
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = d->major_faults,
+                              .swap_in_bytes = d->swap_in_bytes,
+                              .last_update_s = d->last_update_s,
+                              .taken_s = now_s,
+                              .used_bytes = used,
+                              .actual_bytes = d->actual_bytes,
+                              .used_peak_bytes = peak,
+                              .used_peak_s = peak_s,
+                              .given_s = given_s};
+}
+
+void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
+                         unsigned horizon_s)
+{
+    bm_ledger_note_mode(l, mode);
     for (size_t i = 0; i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
-        if (!d->active || !d->uuid[0])
-            continue;
-        BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
-        uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
-        /* the peak holds until it is window old, then restarts from this reading */
-        if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
-            e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
-            now_s - e->prev.used_peak_s < window) {
-            peak = e->prev.used_peak_bytes;
-            peak_s = e->prev.used_peak_s;
-        }
-        /* memory given to it in this pressure episode: a balloon that rose by 1 MiB or more */
-        uint64_t given_s = 0;
-        if (mode != BM_HOST_RELEASE) {
-            if (bm_prev_given(&e->prev, now_s))
-                given_s = e->prev.given_s;
-            if (bm_present(e->prev.actual_bytes) && bm_present(d->actual_bytes) &&
-                d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
-                given_s = now_s;
-        }
-        e->have_prev = true;
-        e->prev = (BmPrevReading){.major_faults = d->major_faults,
-                                  .swap_in_bytes = d->swap_in_bytes,
-                                  .last_update_s = d->last_update_s,
-                                  .taken_s = now_s,
-                                  .used_bytes = used,
-                                  .actual_bytes = d->actual_bytes,
-                                  .used_peak_bytes = peak,
-                                  .used_peak_s = peak_s,
-                                  .given_s = given_s};
+        if (d->active && d->uuid[0])
+            bm_ledger_note_reading(bm_ledger_entry(l, d->uuid, d->name), d, mode, now_s, horizon_s);
     }
 }
 

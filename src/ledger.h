@@ -172,6 +172,13 @@ size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap);
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
                          unsigned horizon_s);
 
+/* bm_ledger_note_pass() in two steps, for a caller that holds each domain's entry (rows):
+ * the host mode, every previous reading forgotten; then each domain d's reading kept in its
+ * entry e (nothing for a domain not running). */
+void bm_ledger_note_mode(BmLedger *l, BmHostMode mode);
+void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
+                            unsigned horizon_s);
+
 /* Records that a change of ours to the domain uuid started (from_bytes -> target_bytes): the
  * domain is in flight, its last target, the target counted. */
 void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,

@@ -232,17 +232,15 @@ static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_
 }
 
 /* Step 0: QEMU's own memory per domain, to tell it from guest memory the host backs. */
-static uint64_t qemu_overhead(const BmSnapshot *snap, const BmPolicy *policy, uint64_t now_s)
+static uint64_t qemu_overhead(const BmRows *rows, uint64_t now_s)
 {
     BmYieldOverhead ovh = {0};
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        const BmDomain *d = rows->rows[i].dom;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING)
             continue;
-        BmGuestRules rules;
         BmGuestPressure gp;
-        bm_policy_rules_for(policy, d->name, &rules);
-        bm_guest_pressure(d, NULL, &rules, now_s, &gp);
+        bm_guest_pressure(d, NULL, &rows->rows[i].rules, now_s, &gp);
         if (!gp.stale)
             bm_yield_overhead_add(&ovh, d->rss_bytes, gp.used_bytes);
     }
@@ -643,18 +641,20 @@ static uint64_t given_at(const BmDomain *d, const BmLedgerEntry *e, BmHostMode m
 
 /* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
  * overhead: QEMU's own memory per domain (step 0). */
-static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *policy,
-                     uint64_t now_s, uint64_t overhead, unsigned horizon_s, BmHostMode mode,
-                     BmDecision *x, Work *k)
+static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, uint64_t overhead,
+                     unsigned horizon_s, BmHostMode mode, BmDecision *x, Work *k)
 {
+    const BmDomain *d = row->dom;
+    const BmLedgerEntry *e = row->entry;
     k->horizon_s = horizon_s;
     snprintf(x->uuid, sizeof(x->uuid), "%s", d->uuid);
     x->name = bm_strdup(d->name);
     x->current_bytes = x->target_bytes = d->actual_bytes;
+    x->rss_bytes = d->rss_bytes;
     x->max_bytes = d->max_bytes;
     x->floor_bytes = BM_ABSENT;
     x->action = BM_ACT_SKIP;
-    bm_policy_rules_for(policy, d->name, &k->rules);
+    k->rules = row->rules;
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
     if (skipped(d, e, &k->rules, x))
         return;
@@ -837,28 +837,31 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     }
 }
 
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
-                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
+static int cmp_decision_uuid(const void *a, const void *b)
+{
+    return strcmp((*(const BmDecision *const *)a)->uuid, (*(const BmDecision *const *)b)->uuid);
+}
+
+int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_mode,
+                        const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
 {
     *ret = (BmPlan){0};
     if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
         return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
     uint64_t surplus;
-    decide_host(host, policy, ledger ? ledger->mode : BM_HOST_HOLD, ret, &surplus);
+    decide_host(host, policy, prev_mode, ret, &surplus);
 
-    size_t n = snap->n_domains;
+    size_t n = rows->n_rows;
     ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
 
     /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
-    ret->qemu_overhead_bytes = qemu_overhead(snap, policy, now_s);
+    ret->qemu_overhead_bytes = qemu_overhead(rows, now_s);
     /* 1. classify every domain */
-    for (size_t i = 0; i < n; i++) {
-        const BmDomain *d = &snap->domains[i];
-        classify(d, bm_ledger_find(ledger, d->uuid), policy, now_s, ret->qemu_overhead_bytes,
-                 horizon_s, ret->mode, &ret->decisions[i], &w[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        classify(&rows->rows[i], policy, now_s, ret->qemu_overhead_bytes, horizon_s, ret->mode,
+                 &ret->decisions[i], &w[i]);
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_FLOOR)
@@ -874,7 +877,21 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *l
     /* 4. targets and reasons */
     for (size_t i = 0; i < n; i++)
         finish(ret, &ret->decisions[i], &w[i]);
+    /* 5. the index by UUID (the export after a new reading) */
+    ret->by_uuid = bm_malloc0((n + 1) * sizeof(BmDecision *));
+    for (size_t i = 0; i < n; i++)
+        ret->by_uuid[i] = &ret->decisions[i];
+    qsort(ret->by_uuid, n, sizeof(BmDecision *), cmp_decision_uuid);
     return 0;
+}
+
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
+                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
+{
+    _cleanup_(bm_rows_clear) BmRows rows;
+    bm_rows_join(&rows, snap, ledger, policy);
+    return bm_policy_eval_rows(host, &rows, ledger ? ledger->mode : BM_HOST_HOLD, policy, now_s,
+                               horizon_s, ret);
 }
 
 void bm_plan_clear(BmPlan *p)
@@ -884,7 +901,27 @@ void bm_plan_clear(BmPlan *p)
     for (size_t i = 0; i < p->n_decisions; i++)
         free(p->decisions[i].name);
     free(p->decisions);
+    free(p->by_uuid);
     *p = (BmPlan){0};
+}
+
+const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid)
+{
+    if (!p)
+        return NULL;
+    if (hint < p->n_decisions && strcmp(p->decisions[hint].uuid, uuid) == 0)
+        return &p->decisions[hint];
+    if (!p->by_uuid) {
+        for (size_t i = 0; i < p->n_decisions; i++)
+            if (strcmp(p->decisions[i].uuid, uuid) == 0)
+                return &p->decisions[i];
+        return NULL;
+    }
+    BmDecision key;
+    snprintf(key.uuid, sizeof(key.uuid), "%s", uuid);
+    const BmDecision *kp = &key, **hit = bsearch(&kp, p->by_uuid, p->n_decisions,
+                                                 sizeof(BmDecision *), cmp_decision_uuid);
+    return hit ? *hit : NULL;
 }
 
 bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
@@ -899,22 +936,28 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
 bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
                              uint64_t now_s)
 {
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
+    _cleanup_(bm_rows_clear) BmRows rows;
+    bm_rows_join(&rows, snap, ledger, p);
+    return bm_policy_rows_in_need(&rows, now_s);
+}
+
+bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
+{
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        const BmDomain *d = rows->rows[i].dom;
+        const BmGuestRules *rules = &rows->rows[i].rules;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING || (d->balloon_known && !d->balloon.present) ||
             !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
             continue;
-        BmGuestRules rules;
-        bm_policy_rules_for(p, d->name, &rules);
-        if (rules.exclude == 1)
+        if (rules->exclude == 1)
             continue;
-        const BmLedgerEntry *e = bm_ledger_find(ledger, d->uuid);
+        const BmLedgerEntry *e = rows->rows[i].entry;
         if (e && (e->in_flight || e->unresponsive))
             continue;
         BmGuestPressure gp;
-        bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &rules, now_s, &gp);
-        uint64_t keep_free = bm_amount_bytes(rules.keep_free, d->max_bytes);
-        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules.deadband, d->max_bytes),
+        bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, rules, now_s, &gp);
+        uint64_t keep_free = bm_amount_bytes(rules->keep_free, d->max_bytes);
+        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules->deadband, d->max_bytes),
                                   GROW_AHEAD_S);
         if (!gp.stale && (gp.under_pressure || gp.headroom_bytes < keep_free ||
                           (bm_present(room) && room > 0)))

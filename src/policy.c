@@ -1088,8 +1088,11 @@ static void apply_rules(BmGuestRules *r, const BmGuestRules *s)
     r->line = s->line;
 }
 
+unsigned long bm_policy_rules_lookups;
+
 void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret)
 {
+    bm_policy_rules_lookups++;
     BmGuestRules r = guest_defaults();
     apply_rules(&r, &p->guest);
     for (size_t i = 0; domain_name && i < p->n_domains; i++)

@@ -117,5 +117,8 @@ DEFINE_CLEANUP(BmPolicy *, bm_policy_free)
  * NULL. Pure; no allocation. */
 void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret);
 
+/* How many times bm_policy_rules_for() ran in this process (tests: once per domain per pass). */
+extern unsigned long bm_policy_rules_lookups;
+
 /* An amount in bytes: bytes, or permille of reference_bytes. */
 uint64_t bm_amount_bytes(BmAmount a, uint64_t reference_bytes);
