@@ -89,8 +89,9 @@ const char *bm_action_name(BmAction a);
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret);
 
-/* Decides every domain. ledger may be NULL (first pass, nothing known). horizon_s: how long
- * until the next pass looks at the guests: 0 for the agent (a pass every interval, and a look
+/* Decides every row (decision i is row i's; a row without an entry: nothing known of it yet),
+ * from the host reading and prev_mode, the last pass's host mode (hysteresis). horizon_s: how
+ * long until the next pass looks at the guests: 0 for the agent (a pass every interval, a look
  * every second at ballooned guests), the policy's timer_interval for a timer's pass (`run
  * --once`), which then takes only from guests that can deflate themselves (timer_inflate),
  * moves up to timer_interval / interval times max_step, and gives growing guests room for
