@@ -175,7 +175,26 @@ size_t bm_engine_probe(BmEngine *e, size_t max)
     return left;
 }
 
-/* Step 1, read: the host, then the domains (XML from the ledger's cache where it can). */
+/* The XML cache of the reading (bm_snapshot_take_cached()): the balloon configs kept in the
+ * ledger's entries. */
+static bool cache_lookup(void *ctx, const char *uuid, BmBalloonConfig *ret)
+{
+    const BmLedgerEntry *en = bm_ledger_find(ctx, uuid);
+    if (!en || !en->balloon_cached)
+        return false;
+    *ret = en->balloon;
+    return true;
+}
+
+static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
+{
+    BmLedgerEntry *en = bm_ledger_entry(ctx, uuid, NULL);
+    en->balloon = *cfg;
+    en->balloon_cached = true;
+}
+
+/* Step 1, read: the host, then the domains (XML from the ledger's cache where it can), then
+ * the one join of the reading: the rows, through which the ledger is brought in line. */
 static int read_view(BmEngine *e)
 {
     BmHost host;
@@ -192,7 +211,7 @@ static int read_view(BmEngine *e)
         bm_ledger_forget_xml(&e->ledger);
         e->xml_stale = false;
     }
-    BmXmlCache cache = bm_ledger_xml_cache(&e->ledger);
+    BmXmlCache cache = {.ctx = &e->ledger, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
     r = bm_snapshot_take_cached(e->conn, NULL, BM_SNAPSHOT_XML, e->opts.cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
@@ -202,11 +221,18 @@ static int read_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
-    bm_ledger_sync(&e->ledger, &e->snap, e->boot_id, snap.taken_real_ns / 1000000000ull);
-    /* a reading just after a change ended may still show the balloon from before it */
-    bm_ledger_correct_balloons(&e->ledger, &e->snap);
     /* the one join of this reading: every step after it walks the rows */
     bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy);
+    uint64_t now_s = snap.taken_real_ns / 1000000000ull;
+    bm_ledger_sync_begin(&e->ledger);
+    for (size_t i = 0; i < e->rows.n_rows; i++)
+        bm_ledger_sync_entry(&e->ledger, e->rows.rows[i].entry, e->rows.rows[i].dom, e->boot_id,
+                             now_s);
+    bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped: the others may move */
+    /* a reading just after a change ended may still show the balloon from before it */
+    const BmRows *rs = rows(e);
+    for (size_t i = 0; i < rs->n_rows; i++)
+        bm_ledger_correct_balloon(rs->rows[i].entry, rs->rows[i].dom, e->snap.taken_real_ns);
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;

@@ -109,57 +109,76 @@ bool bm_ledger_verdict_current(const BmLedgerEntry *e, const BmDomain *d, const 
     return strcmp(e->boot, boot) == 0;
 }
 
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s)
+void bm_ledger_sync_begin(BmLedger *l)
 {
-    unsigned gen = ++l->generation;
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
-        e->seen = gen;
-        char boot[sizeof(e->boot)] = "";
-        if (d->active)
-            bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
-        if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
-            e->features_known = false;
-            memcpy(e->boot, boot, sizeof(boot));
-        }
-        /* a hold-off from the future (a clock set back, a hand-edited state file, one from
-         * another host) would keep the domain unmanaged for ever: at most the documented
-         * hold-off from now, and saved so */
-        if (e->unresponsive && e->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
-            e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
-        if (e->unresponsive &&
-            (now_s >= e->unresponsive_until_s ||
-             (bm_present(d->actual_bytes) && d->actual_bytes != e->unresponsive_actual)))
-            e->unresponsive = false;
+    ++l->generation;
+}
+
+void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, const char *boot_id,
+                          uint64_t now_s)
+{
+    e->seen = l->generation;
+    char boot[sizeof(e->boot)] = "";
+    if (d->active)
+        bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
+    if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
+        e->features_known = false;
+        memcpy(e->boot, boot, sizeof(boot));
     }
-    size_t keep = 0;
+    /* a hold-off from the future (a clock set back, a hand-edited state file, one from
+     * another host) would keep the domain unmanaged for ever: at most the documented
+     * hold-off from now, and saved so */
+    if (e->unresponsive && e->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
+        e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
+    if (e->unresponsive &&
+        (now_s >= e->unresponsive_until_s ||
+         (bm_present(d->actual_bytes) && d->actual_bytes != e->unresponsive_actual)))
+        e->unresponsive = false;
+}
+
+size_t bm_ledger_sync_end(BmLedger *l)
+{
+    size_t keep = 0, n = l->n_entries;
     for (size_t i = 0; i < l->n_entries; i++)
-        if (l->entries[i].seen == gen || l->entries[i].in_flight) /* gone: its series go too */
+        if (l->entries[i].seen == l->generation || l->entries[i].in_flight) /* gone: its series go too */
             l->entries[keep++] = l->entries[i];
     if (keep != l->n_entries) {
         l->n_entries = keep;
         reindex(l);
     }
+    return n - keep;
+}
+
+void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s)
+{
+    bm_ledger_sync_begin(l);
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        bm_ledger_sync_entry(l, bm_ledger_entry(l, d->uuid, d->name), d, boot_id, now_s);
+    }
+    bm_ledger_sync_end(l);
+}
+
+bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns)
+{
+    if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
+        !bm_present(e->last_reached_bytes) || !bm_present(d->actual_bytes) ||
+        taken_real_ns < e->last_ended_real_ns ||
+        taken_real_ns - e->last_ended_real_ns >= BM_BALLOON_READING_LAG_NS)
+        return false;
+    uint64_t a = d->actual_bytes, b = e->last_reached_bytes;
+    if ((a > b ? a - b : b - a) < (1ull << 20))
+        return false;
+    d->actual_bytes = b;
+    return true;
 }
 
 size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap)
 {
     size_t n = 0;
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        BmDomain *d = &snap->domains[i];
-        const BmLedgerEntry *e = bm_ledger_find(l, d->uuid);
-        if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
-            !bm_present(e->last_reached_bytes) || !bm_present(d->actual_bytes) ||
-            snap->taken_real_ns < e->last_ended_real_ns ||
-            snap->taken_real_ns - e->last_ended_real_ns >= BM_BALLOON_READING_LAG_NS)
-            continue;
-        uint64_t a = d->actual_bytes, b = e->last_reached_bytes;
-        if ((a > b ? a - b : b - a) < (1ull << 20))
-            continue;
-        d->actual_bytes = b;
-        n++;
-    }
+    for (size_t i = 0; i < snap->n_domains; i++)
+        n += bm_ledger_correct_balloon(bm_ledger_find(l, snap->domains[i].uuid), &snap->domains[i],
+                                       snap->taken_real_ns);
     return n;
 }
 
@@ -288,27 +307,6 @@ void bm_ledger_forget_xml(BmLedger *l)
 {
     for (size_t i = 0; i < l->n_entries; i++)
         l->entries[i].balloon_cached = false;
-}
-
-static bool cache_lookup(void *ctx, const char *uuid, BmBalloonConfig *ret)
-{
-    const BmLedgerEntry *e = bm_ledger_find(ctx, uuid);
-    if (!e || !e->balloon_cached)
-        return false;
-    *ret = e->balloon;
-    return true;
-}
-
-static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
-{
-    BmLedgerEntry *e = bm_ledger_entry(ctx, uuid, NULL);
-    e->balloon = *cfg;
-    e->balloon_cached = true;
-}
-
-BmXmlCache bm_ledger_xml_cache(BmLedger *l)
-{
-    return (BmXmlCache){.ctx = l, .lookup = cache_lookup, .store = cache_store};
 }
 
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind)

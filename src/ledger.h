@@ -146,6 +146,15 @@ const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid);
  * hold-off passed. O(n). */
 void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s);
 
+/* bm_ledger_sync() in three steps, for a caller that holds each domain's entry (rows): begin,
+ * then each domain d of the reading with its entry e (bm_ledger_entry()), then end, which drops
+ * the entries not seen since begin (unless in flight) and returns how many it dropped (the
+ * entries moved then: BmLedger.moves). */
+void bm_ledger_sync_begin(BmLedger *l);
+void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, const char *boot_id,
+                          uint64_t now_s);
+size_t bm_ledger_sync_end(BmLedger *l);
+
 /* The start of a running domain d on the host boot_id: "HOSTBOOTID/ID" into buf. */
 void bm_ledger_boot_key(const char *boot_id, const BmDomain *d, char *buf, size_t n);
 
@@ -164,6 +173,10 @@ bool bm_ledger_verdict_current(const BmLedgerEntry *e, const BmDomain *d, const 
  * planned from the older value sets a target on the wrong side of the balloon: an "inflate"
  * that raises it). Returns how many domains it corrected. */
 size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap);
+
+/* The same for one domain d of a reading taken at taken_real_ns and its entry e (may be NULL).
+ * Returns whether it corrected d. */
+bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns);
 
 /* Keeps this pass's reading as the base of the next one's rates, and its host mode.
  * horizon_s: how long until the next pass (bm_used_peak_window_s()). A balloon that rose
@@ -196,9 +209,6 @@ void bm_ledger_record_dropped(BmLedger *l, const char *uuid);
 
 /* Drops the cached balloon configs: every XML is read again (lifecycle/define events). */
 void bm_ledger_forget_xml(BmLedger *l);
-
-/* The XML cache of bm_snapshot_take_cached() kept in l's entries. */
-BmXmlCache bm_ledger_xml_cache(BmLedger *l);
 
 /* Counts an error of that kind. */
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind);
