@@ -1,7 +1,6 @@
 #include "row.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "util.h"
 
