@@ -117,7 +117,7 @@ bool bm_engine_reclaiming(const BmEngine *e);
 bool bm_engine_any_ballooned(const BmEngine *e);
 
 /* Whether a ballooned guest balloonmgr manages is short of memory or under pressure in the last
- * reading (bm_policy_guest_in_need() on it and the ledger). */
+ * reading (bm_policy_rows_in_need() on its rows). */
 bool bm_engine_guest_in_need(BmEngine *e);
 
 /* The exposition of everything (docs/metrics.md). Caller frees. */
