@@ -8,7 +8,7 @@
 #   2. status --json, whole process;
 #   3. the agent at N=1000: start -> first completed pass, CPU share over 60 s at a 10 s
 #      interval, peak RSS;
-#   4. /metrics scrape latency and size at N=1000 and 10000;
+#   4. /metrics scrape latency and size at N=1000 and 10000, and the export after a new reading;
 #   5. reaction: host crosses reclaim_below (fake /proc) -> first target change, agent mode;
 #   6. a real TCG guest: inflate of 256 MiB, set --wait's duration vs two independent clocks.
 # Needs root for 1 (RPC), 6 (libvirtd, QEMU). --quick: 3 runs, no N=10000 RPC, 20 s CPU window.
@@ -150,6 +150,16 @@ for n in 1000 10000; do
     done
     stop_agent
     echo "| $n | $(stats "${lat[@]}") | $(awk -v s="$size" 'BEGIN { printf "%.1f MB", s / 1e6 }') |"
+done
+echo
+echo "The export after a new reading with one domain more than the pass's plan (a domain defined"
+echo "between a pass and a refresh: every index shifted, each decision found by UUID), in-process"
+echo "(bench/export-refresh.c):"
+echo
+echo "| N | export after a new reading, ms (best of 5) |"
+echo "| --- | --- |"
+for n in 1000 10000; do
+    "$ROOT/build-bench/bench/export-refresh" "$n" | awk '{ printf "| %s | %s |\n", $1, $2 }'
 done
 echo
 

@@ -11,6 +11,9 @@
 #include "error.h"
 #include "util.h"
 
+const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
+const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed"};
+
 const char *bm_change_outcome_name(BmChangeOutcome o)
 {
     switch (o) {

@@ -55,6 +55,14 @@ typedef struct {
 /* "reached", "timeout", "stalled", "failed", "pending". */
 const char *bm_change_outcome_name(BmChangeOutcome o);
 
+/* A change's direction, counted apart in the metrics and the state file. */
+enum { BM_DIR_INFLATE, BM_DIR_DEFLATE, BM_DIR_COUNT };
+
+/* The label values in the metrics, also the keys of the state file: "inflate", "deflate";
+ * the ended outcomes "reached", "timeout", "stalled", "failed". */
+extern const char *const bm_dir_names[BM_DIR_COUNT];
+extern const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT];
+
 /* "inflate" when the target is below from, "deflate" when above, "none" when equal. */
 const char *bm_change_direction(uint64_t from_bytes, uint64_t target_bytes);
 

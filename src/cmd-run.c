@@ -276,7 +276,7 @@ static void catch_terminate(BmEngine *e)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    bm_engine_ledger(e)->changes.opts.stop = &terminated;
+    bm_engine_set_stop(e, &terminated);
 }
 
 /* bm_engine_wait(), showing its progress on a terminal. */

@@ -290,9 +290,10 @@ static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name,
     snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label_names[BM_SGL_UNKNOWN]);
     _cleanup_free_ char *xml = NULL;
     BmBalloonConfig cfg;
-    if (verify == BM_VERIFY_ALWAYS ||
-        (verify == BM_VERIFY_AUTO && bm_conn_domain_xml(dom, false, &xml) == 0 &&
-         bm_domxml_parse_balloon(xml, &cfg) == 0 && cfg.features_overridden)) {
+    /* the XML only where the answer depends on it */
+    bool xml_known = verify == BM_VERIFY_AUTO && bm_conn_domain_xml(dom, false, &xml) == 0 &&
+                     bm_domxml_parse_balloon(xml, &cfg) == 0;
+    if (bm_verify_features_asks(verify, xml_known, xml_known && cfg.features_overridden)) {
         BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
         BmFeatureReport rep;
         _cleanup_free_ char *path = NULL, *qerr = NULL;

@@ -340,8 +340,10 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
  * (libvirt then marks them tainted); else what the agent or the timer found at this start of
  * the domain (the state file), or not probed. */
 static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, bool probe,
-                        const char *state_path)
+                        const char *state_path, const char *proc_dir)
 {
+    char boot_id[40];
+    bm_hostmem_read_boot_id(proc_dir, boot_id, sizeof(boot_id));
     SgCell *cells = bm_malloc0((s->n_domains + 1) * sizeof(SgCell));
     BmFeatureOptions fopts = {.sg_bit = BM_SG_DEFAULT_BIT};
     BmLedger known;
@@ -350,16 +352,13 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
         const BmDomain *d = &s->domains[i];
         BmFeatureReport rep;
         const BmLedgerEntry *rec = have_known ? bm_ledger_find(&known, d->uuid) : NULL;
-        char boot[sizeof(rec->boot)] = "";
-        if (d->active)
-            bm_ledger_boot_key(d, boot, sizeof(boot));
         if (!d->active) {
             bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, &fopts, &rep);
         } else if (d->balloon_known && !d->balloon.present) {
             bm_features_decide(NULL, BM_VIRTIO_NO_BALLOON, &fopts, &rep);
         } else if (!probe) {
             bm_features_decide(NULL, BM_VIRTIO_ERROR, &fopts, &rep);
-            bool known_now = rec && rec->features_known && strcmp(rec->boot, boot) == 0;
+            bool known_now = bm_ledger_verdict_current(rec, d, boot_id);
             cells[i].not_probed = !known_now;
             if (known_now) {
                 rep.feature[BM_FEATURE_SG].state = rec->sg;
@@ -470,7 +469,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     for (size_t i = 0; i < snap.n_domains; i++)
         if (snap.domains[i].error)
             bm_report("status", snap.domains[i].name, "%s", snap.domains[i].error);
-    _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly, probe, state_path);
+    _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly, probe, state_path, proc_dir);
 
     /* the host line counts every running domain, also when only some are shown */
     BmSnapshot all_snap = {0};

@@ -20,10 +20,13 @@ struct BmEngine {
     virConnectPtr conn;
     const BmPolicy *policy;
     bool xml_stale;
-    BmLedger ledger;
+    char boot_id[40];   /* the host's, read once through proc_dir */
+    BmLedger ledger;    /* what is remembered of each domain */
+    BmTracker changes;  /* the changes of ours in flight, with their domain references */
     /* this pass's view */
     BmSnapshot snap;
     bool have_snap;
+    BmRows rows;        /* one per domain of snap: its reading, ledger entry and rules */
     BmHost host;
     bool have_host;
     BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
@@ -39,15 +42,26 @@ BmEngine *bm_engine_new(const BmEngineOptions *o)
 {
     BmEngine *e = bm_malloc0(sizeof(*e));
     e->opts = *o;
+    bm_hostmem_read_boot_id(o->proc_dir, e->boot_id, sizeof(e->boot_id));
     bm_ledger_init(&e->ledger);
+    e->changes.opts = bm_wait_options_default();
     return e;
 }
 
 static void clear_view(BmEngine *e)
 {
+    bm_rows_clear(&e->rows);
     if (e->have_snap)
         bm_snapshot_clear(&e->snap);
     e->have_snap = false;
+}
+
+/* The rows, their entries found again if the ledger moved them since they were built (a
+ * spooled change of a domain new to the ledger between two passes). */
+static const BmRows *rows(BmEngine *e)
+{
+    bm_rows_rejoin(&e->rows, &e->ledger);
+    return &e->rows;
 }
 
 static void clear_plan(BmEngine *e)
@@ -65,19 +79,30 @@ void bm_engine_free(BmEngine *e)
         return;
     clear_plan(e);
     clear_view(e);
+    bm_tracker_clear(&e->changes);
     bm_ledger_clear(&e->ledger);
     free(e);
+}
+
+/* Forgets the changes in flight (the connection they were made on is gone). */
+static void drop_changes(BmEngine *e)
+{
+    for (size_t i = 0; i < e->changes.n_items; i++)
+        bm_ledger_record_dropped(&e->ledger, e->changes.items[i].uuid);
+    bm_tracker_clear(&e->changes);
 }
 
 void bm_engine_set_conn(BmEngine *e, virConnectPtr conn)
 {
     if (conn != e->conn)
-        bm_ledger_drop_changes(&e->ledger);
+        drop_changes(e);
     e->conn = conn;
 }
 
 void bm_engine_set_policy(BmEngine *e, const BmPolicy *policy)
 {
+    if (policy != e->policy)
+        bm_rows_set_policy(&e->rows, policy);
     e->policy = policy;
 }
 
@@ -96,7 +121,7 @@ void bm_engine_forget_xml(BmEngine *e)
     e->xml_stale = true;
 }
 
-/* SG/ioeventfd of one running domain not probed yet (once per start). */
+/* SG/ioeventfd of one running domain not probed yet (once per start), into its entry. */
 static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
 {
     BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
@@ -114,38 +139,32 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     rec->deflate_on_oom = rep.feature[BM_FEATURE_DEFLATE_ON_OOM].state;
     /* a guest still booting (driver not ready) is asked again at the next reading; any other
      * verdict, unknown ones included (no monitor), stands until the domain restarts */
-    bool booting = sg->state == BM_FEAT_UNKNOWN && !rep.driver_ok && sg->reason &&
-                   strstr(sg->reason, "DRIVER_OK");
-    rec->features_known = !booting;
+    rec->features_known = !sg->not_ready;
     free(path);
     free(err);
 }
 
-/* Whether the policy's verify_features has the QEMU monitor asked about running domain d (a
- * monitor command taints the domain in libvirt): auto only for domains whose XML sets the
- * balloon's sg/ioeventfd; never a domain the policy excludes. */
-static bool wants_probe(const BmEngine *e, const BmDomain *d)
+/* Whether the policy's verify_features has the QEMU monitor asked about the running domain of
+ * row (a monitor command taints the domain in libvirt): auto only for domains whose XML sets
+ * the balloon's sg/ioeventfd; never a domain the policy excludes (not touched at all). */
+static bool wants_probe(const BmEngine *e, const BmRow *row)
 {
-    if (!e->opts.probe_features || !d || !d->active)
+    const BmDomain *d = row->dom;
+    if (!e->opts.probe_features || !d->active)
         return false;
     BmVerifyFeatures v = e->policy ? e->policy->verify_features : BM_VERIFY_AUTO;
-    if (!(v == BM_VERIFY_ALWAYS ||
-          (v == BM_VERIFY_AUTO && d->balloon_known && d->balloon.features_overridden)))
-        return false;
-    if (!e->policy)
-        return true;
-    BmGuestRules rules; /* an excluded domain is not touched at all */
-    bm_policy_rules_for(e->policy, d->name, &rules);
-    return rules.exclude != 1;
+    return bm_verify_features_asks(v, d->balloon_known, d->balloon.features_overridden) &&
+           row->rules.exclude != 1;
 }
 
 size_t bm_engine_probe(BmEngine *e, size_t max)
 {
     size_t left = 0;
-    for (size_t i = 0; e->opts.probe_features && e->conn && e->have_snap && i < e->snap.n_domains; i++) {
-        const BmDomain *d = &e->snap.domains[i];
-        BmLedgerEntry *rec = bm_ledger_entry(&e->ledger, d->uuid, d->name);
-        if (!wants_probe(e, d) || rec->features_known)
+    const BmRows *rs = rows(e);
+    for (size_t i = 0; e->opts.probe_features && e->conn && e->have_snap && i < rs->n_rows; i++) {
+        const BmRow *row = &rs->rows[i];
+        BmLedgerEntry *rec = row->entry;
+        if (!wants_probe(e, row) || rec->features_known)
             continue;
         if (max) {
             probe_one(e->conn, rec);
@@ -156,7 +175,26 @@ size_t bm_engine_probe(BmEngine *e, size_t max)
     return left;
 }
 
-/* Step 1, read: the host, then the domains (XML from the ledger's cache where it can). */
+/* The XML cache of the reading (bm_snapshot_take_cached()): the balloon configs kept in the
+ * ledger's entries. */
+static bool cache_lookup(void *ctx, const char *uuid, BmBalloonConfig *ret)
+{
+    const BmLedgerEntry *en = bm_ledger_find(ctx, uuid);
+    if (!en || !en->balloon_cached)
+        return false;
+    *ret = en->balloon;
+    return true;
+}
+
+static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
+{
+    BmLedgerEntry *en = bm_ledger_entry(ctx, uuid, NULL);
+    en->balloon = *cfg;
+    en->balloon_cached = true;
+}
+
+/* Step 1, read: the host, then the domains (XML from the ledger's cache where it can), then
+ * the one join of the reading: the rows, through which the ledger is brought in line. */
 static int read_view(BmEngine *e)
 {
     BmHost host;
@@ -173,7 +211,7 @@ static int read_view(BmEngine *e)
         bm_ledger_forget_xml(&e->ledger);
         e->xml_stale = false;
     }
-    BmXmlCache cache = bm_ledger_xml_cache(&e->ledger);
+    BmXmlCache cache = {.ctx = &e->ledger, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
     r = bm_snapshot_take_cached(e->conn, NULL, BM_SNAPSHOT_XML, e->opts.cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
@@ -183,9 +221,18 @@ static int read_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
-    bm_ledger_sync(&e->ledger, &e->snap, snap.taken_real_ns / 1000000000ull);
+    /* the one join of this reading: every step after it walks the rows */
+    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy);
+    uint64_t now_s = snap.taken_real_ns / 1000000000ull;
+    bm_ledger_sync_begin(&e->ledger);
+    for (size_t i = 0; i < e->rows.n_rows; i++)
+        bm_ledger_sync_entry(&e->ledger, e->rows.rows[i].entry, e->rows.rows[i].dom, e->boot_id,
+                             now_s);
+    bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped: the others may move */
     /* a reading just after a change ended may still show the balloon from before it */
-    bm_ledger_correct_balloons(&e->ledger, &e->snap);
+    const BmRows *rs = rows(e);
+    for (size_t i = 0; i < rs->n_rows; i++)
+        bm_ledger_correct_balloon(rs->rows[i].entry, rs->rows[i].dom, e->snap.taken_real_ns);
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;
@@ -196,9 +243,9 @@ int bm_engine_refresh(BmEngine *e)
     return read_view(e);
 }
 
-/* Step 3 for one decision: start the change, unless the domain is in a long libvirt job.
- * Returns false when it failed. */
-static bool apply_one(BmEngine *e, const BmDecision *d, BmApplied *a)
+/* Step 3 for one decision and its row: start the change, unless the domain is in a long
+ * libvirt job. Returns false when it failed. */
+static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplied *a)
 {
     virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
     /* a domain in a long job would hold the pass for libvirt's 30 s job-lock wait (and then
@@ -211,13 +258,14 @@ static bool apply_one(BmEngine *e, const BmDecision *d, BmApplied *a)
         return true;
     }
     a->attempted = true;
-    BmLedgerEntry *rec = bm_ledger_entry(&e->ledger, d->uuid, d->name);
-    const BmDomain *sd = bm_snapshot_find_uuid(&e->snap, d->uuid);
-    if (dom && wants_probe(e, sd) && !rec->features_known)
+    BmLedgerEntry *rec = row->entry;
+    if (dom && wants_probe(e, row) && !rec->features_known)
         probe_one(e->conn, rec); /* the histogram's label of this change */
-    int r = dom ? bm_ledger_start_change(&e->ledger, dom, d->uuid, d->current_bytes, d->target_bytes,
-                                         sd ? sd->rss_bytes : BM_ABSENT)
+    int r = dom ? bm_tracker_start(&e->changes, dom, d->current_bytes, d->target_bytes, d->rss_bytes,
+                                   bm_sg_label(rec->sg, rec->features_known))
                 : bm_conn_error("domain gone");
+    if (r >= 0)
+        bm_ledger_record_start(&e->ledger, d->uuid, d->current_bytes, d->target_bytes);
     if (dom)
         virDomainFree(dom);
     if (r < 0) {
@@ -229,14 +277,15 @@ static bool apply_one(BmEngine *e, const BmDecision *d, BmApplied *a)
     return true;
 }
 
-/* Step 3: every inflate and deflate of the plan. Returns false when one failed. */
+/* Step 3: every inflate and deflate of the plan, made from the rows (decision i is row i's).
+ * Returns false when one failed. */
 static bool apply(BmEngine *e)
 {
     bool ok = true;
     for (size_t i = 0; i < e->plan.n_decisions && !e->opts.dry_run; i++) {
         const BmDecision *d = &e->plan.decisions[i];
         if (d->action == BM_ACT_INFLATE || d->action == BM_ACT_DEFLATE)
-            ok &= apply_one(e, d, &e->applied[i]);
+            ok &= apply_one(e, &e->rows.rows[i], d, &e->applied[i]);
     }
     return ok;
 }
@@ -262,9 +311,9 @@ int bm_engine_pass(BmEngine *e)
         return r;
     uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
     e->pass_now_s = now_s;
-    /* 2. evaluate: the snapshot and the ledger in, the plan out */
+    /* 2. evaluate: the rows, the host and the last mode in, the plan out */
     unsigned horizon_s = e->opts.timer ? e->policy->timer_interval_s : 0;
-    r = bm_policy_eval(&e->host, &e->snap, &e->ledger, e->policy, now_s, horizon_s, &e->plan);
+    r = bm_policy_eval_rows(&e->host, rows(e), e->ledger.mode, e->policy, now_s, horizon_s, &e->plan);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return r;
@@ -278,7 +327,10 @@ int bm_engine_pass(BmEngine *e)
     /* 3. apply */
     bool ok = apply(e);
     /* 4. remember: this reading is the next pass's base */
-    bm_ledger_note_pass(&e->ledger, &e->snap, e->plan.mode, now_s, horizon_s);
+    bm_ledger_note_mode(&e->ledger, e->plan.mode);
+    for (size_t i = 0; i < e->rows.n_rows; i++)
+        bm_ledger_note_reading(e->rows.rows[i].entry, e->rows.rows[i].dom, e->plan.mode, now_s,
+                               horizon_s);
     BmCounters *c = &e->ledger.counters;
     bm_count_add(&c->passes, 1);
     uint64_t t3 = bm_now_mono_ns();
@@ -291,36 +343,42 @@ int bm_engine_pass(BmEngine *e)
     return 0;
 }
 
-/* A change of ours ended: its record in the log. */
-static void log_ended(void *ctx, const BmTracked *t)
+/* A change of ours ended: its record in the log, its outcome in the ledger. */
+static void on_ended(void *ctx, const BmTracked *t)
 {
-    (void)ctx;
+    BmEngine *e = ctx;
     bm_log_change(t->name, &t->change);
+    bm_ledger_record_change(&e->ledger, t, true, bm_now_real_ns() / 1000000000ull);
 }
 
 size_t bm_engine_poll(BmEngine *e)
 {
     if (!e->conn)
-        return e->ledger.changes.n_items;
-    return bm_ledger_poll(&e->ledger, log_ended, e);
+        return e->changes.n_items;
+    return bm_tracker_poll(&e->changes, on_ended, e);
 }
 
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx)
 {
-    e->ledger.changes.opts.progress = progress;
-    e->ledger.changes.opts.progress_ctx = ctx;
+    e->changes.opts.progress = progress;
+    e->changes.opts.progress_ctx = ctx;
+}
+
+void bm_engine_set_stop(BmEngine *e, const volatile sig_atomic_t *stop)
+{
+    e->changes.opts.stop = stop;
 }
 
 size_t bm_engine_in_flight(const BmEngine *e)
 {
-    return e->ledger.changes.n_items;
+    return e->changes.n_items;
 }
 
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
     if (!e->conn)
-        return e->ledger.changes.n_items;
-    return bm_ledger_wait(&e->ledger, timeout_s * 1000u, log_ended, e);
+        return e->changes.n_items;
+    return bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
 }
 
 const BmPlan *bm_engine_plan(const BmEngine *e)
@@ -369,17 +427,17 @@ bool bm_engine_any_ballooned(const BmEngine *e)
     return false;
 }
 
-bool bm_engine_guest_in_need(const BmEngine *e)
+bool bm_engine_guest_in_need(BmEngine *e)
 {
     return e->have_snap && e->policy &&
-           bm_policy_guest_in_need(&e->snap, &e->ledger, e->policy,
-                                   e->snap.taken_real_ns / 1000000000ull);
+           bm_policy_rows_in_need(rows(e), e->snap.taken_real_ns / 1000000000ull);
 }
 
-char *bm_engine_render(const BmEngine *e, bool libvirt_up)
+char *bm_engine_render(BmEngine *e, bool libvirt_up)
 {
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     BmView v = {.snap = e->have_snap ? &e->snap : NULL,
+                .rows = e->have_snap ? rows(e) : NULL,
                 .host = e->have_host ? &e->host : NULL,
                 .have_mode = e->have_plan,
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,

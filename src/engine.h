@@ -89,6 +89,9 @@ size_t bm_engine_poll(BmEngine *e);
  * reading of one that did not end it (NULL: nothing shown). */
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx);
 
+/* bm_engine_wait() ends early once *stop is set (a signal handler's flag); NULL: never. */
+void bm_engine_set_stop(BmEngine *e, const volatile sig_atomic_t *stop);
+
 /* How many changes are in flight. */
 size_t bm_engine_in_flight(const BmEngine *e);
 
@@ -114,8 +117,8 @@ bool bm_engine_reclaiming(const BmEngine *e);
 bool bm_engine_any_ballooned(const BmEngine *e);
 
 /* Whether a ballooned guest balloonmgr manages is short of memory or under pressure in the last
- * reading (bm_policy_guest_in_need() on it and the ledger). */
-bool bm_engine_guest_in_need(const BmEngine *e);
+ * reading (bm_policy_rows_in_need() on its rows). */
+bool bm_engine_guest_in_need(BmEngine *e);
 
 /* The exposition of everything (docs/metrics.md). Caller frees. */
-char *bm_engine_render(const BmEngine *e, bool libvirt_up);
+char *bm_engine_render(BmEngine *e, bool libvirt_up);

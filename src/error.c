@@ -55,3 +55,6 @@ void bm_error_reset(void)
     last.code = 0;
     last.detail[0] = '\0';
 }
+
+const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply", "host",      "state",
+                                                       "policy",  "push",  "web_config"};

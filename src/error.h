@@ -25,3 +25,18 @@ int bm_error_code(void);
 /* Forgets the last failure: at the start of each operation (a verb, each job of the agent's
  * loop, each library call a verb reports the failure of). */
 void bm_error_reset(void);
+
+/* The kinds of errors counted (balloonmgr_errors_total{kind}, the state file's counters). */
+typedef enum {
+    BM_ERR_LIBVIRT,
+    BM_ERR_APPLY,
+    BM_ERR_HOST,
+    BM_ERR_STATE,
+    BM_ERR_POLICY,
+    BM_ERR_PUSH,
+    BM_ERR_WEB_CONFIG, /* a web config that could not be (re)loaded or applied */
+    BM_ERR_COUNT
+} BmErrorKind;
+
+/* Their label values: "libvirt", "apply", "host", "state", "policy", "push", "web_config". */
+extern const char *const bm_error_kind_names[BM_ERR_COUNT];

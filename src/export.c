@@ -194,35 +194,22 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
     return r_ok;
 }
 
-/* The plan's decision for the domain uuid at index i of the snapshot, or NULL: decisions
- * follow the snapshot's order when the plan was made from it, else searched. */
-static const BmDecision *decision_for(const BmPlan *p, size_t i, const char *uuid)
-{
-    if (!p)
-        return NULL;
-    if (i < p->n_decisions && strcmp(p->decisions[i].uuid, uuid) == 0)
-        return &p->decisions[i];
-    for (size_t k = 0; k < p->n_decisions; k++)
-        if (strcmp(p->decisions[k].uuid, uuid) == 0)
-            return &p->decisions[k];
-    return NULL;
-}
-
-/* Every domain of the snapshot, and the sum of what was reclaimed. */
-static int add_domains(BmRegistry *r, const BmLedger *l, const BmSnapshot *snap, bool no_dups,
+/* Every domain of the rows, and the sum of what was reclaimed. The plan's decisions are the
+ * rows' when it was made from them, else found by UUID (a reading after the pass). */
+static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool no_dups,
                        const BmPlan *plan)
 {
     int r_ok = 0;
-    uint64_t reclaimed_total = 0, backed_total = 0, now_s = snap->taken_real_ns / 1000000000ull;
+    uint64_t reclaimed_total = 0, backed_total = 0;
     bool backed_known = false;
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        const BmLedgerEntry *rec = bm_ledger_find(l, d->uuid);
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        const BmDomain *d = rows->rows[i].dom;
+        const BmLedgerEntry *rec = rows->rows[i].entry;
         r_ok |= add_domain_record(r, d, rec);
         r_ok |= add_domain_features(r, d, rec);
         r_ok |= add_domain_reading(r, d, now_s, no_dups);
         const char *dl[] = {"domain", d->name, NULL};
-        const BmDecision *dec = decision_for(plan, i, d->uuid);
+        const BmDecision *dec = bm_plan_find(plan, i, d->uuid);
         if (dec)
             r_ok |= bm_registry_add(r, "balloonmgr_domain_short_of_memory", dl, dec->short_of_memory);
         /* with the last pass's estimate of QEMU's own memory (none before the first pass) */
@@ -302,8 +289,14 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
     for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
         r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
     r_ok |= add_changes(r, &l->counters);
-    if (v->snap)
-        r_ok |= add_domains(r, l, v->snap, v->no_libvirt_duplicates, v->plan);
+    if (v->snap) {
+        BmRows joined = {0};
+        if (!v->rows)
+            bm_rows_join(&joined, v->snap, l, NULL);
+        r_ok |= add_domains(r, v->rows ? v->rows : &joined, v->snap->taken_real_ns / 1000000000ull,
+                            v->no_libvirt_duplicates, v->plan);
+        bm_rows_clear(&joined);
+    }
     r_ok |= add_host(r, v);
     r_ok |= add_health(r, &l->counters, v->libvirt_up);
     return r_ok < 0 ? -EINVAL : 0;

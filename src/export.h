@@ -10,11 +10,14 @@
 #include "ledger.h"
 #include "metrics.h"
 #include "policy-eval.h"
+#include "row.h"
 #include "snapshot.h"
 
 /* The current view for the registry. Any pointer may be NULL (not known yet). */
 typedef struct {
     const BmSnapshot *snap;
+    /* snap's rows (the engine's): each domain with its ledger entry; NULL: joined here */
+    const BmRows *rows;
     const BmHost *host;
     bool have_mode;
     BmHostMode mode;

@@ -101,12 +101,12 @@ void bm_features_decide(const BmVirtioStatus *st, BmVirtioAvailability avail,
     ret->ioeventfd_reason = why;
     if (avail == BM_VIRTIO_NO_BALLOON) {
         for (int f = 0; f < BM_FEATURE_COUNT; f++)
-            ret->feature[f] = (BmFeatureVerdict){BM_FEAT_NOT_OFFERED, why, NULL};
+            ret->feature[f] = (BmFeatureVerdict){BM_FEAT_NOT_OFFERED, why, NULL, false};
         return;
     }
     if (why || !st) {
         for (int f = 0; f < BM_FEATURE_COUNT; f++)
-            ret->feature[f] = (BmFeatureVerdict){BM_FEAT_UNKNOWN, why ? why : "no status", NULL};
+            ret->feature[f] = (BmFeatureVerdict){BM_FEAT_UNKNOWN, why ? why : "no status", NULL, false};
         return;
     }
 
@@ -123,13 +123,13 @@ void bm_features_decide(const BmVirtioStatus *st, BmVirtioAvailability avail,
         }
         BmFeatureVerdict *v = &ret->feature[f];
         if (!host)
-            *v = (BmFeatureVerdict){BM_FEAT_NOT_OFFERED, "the device does not offer it", NULL};
+            *v = (BmFeatureVerdict){BM_FEAT_NOT_OFFERED, "the device does not offer it", NULL, false};
         else if (!st->driver_ok)
-            *v = (BmFeatureVerdict){BM_FEAT_UNKNOWN, "driver not ready (no DRIVER_OK)", ev_host};
+            *v = (BmFeatureVerdict){BM_FEAT_UNKNOWN, "driver not ready (no DRIVER_OK)", ev_host, true};
         else if (guest)
-            *v = (BmFeatureVerdict){BM_FEAT_NEGOTIATED, NULL, ev_guest};
+            *v = (BmFeatureVerdict){BM_FEAT_NEGOTIATED, NULL, ev_guest, false};
         else
-            *v = (BmFeatureVerdict){BM_FEAT_OFFERED, "the driver did not acknowledge it", ev_host};
+            *v = (BmFeatureVerdict){BM_FEAT_OFFERED, "the driver did not acknowledge it", ev_host, false};
     }
 }
 
@@ -158,4 +158,13 @@ const char *bm_feature_config_cell(bool config_known, bool on, BmFeatureState ve
     else
         snprintf(buf, n, "%s+%s", on ? "on" : "off", bm_feature_state_name(verdict));
     return buf;
+}
+
+const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
+
+const char *bm_sg_label(BmFeatureState s, bool known)
+{
+    if (!known || s == BM_FEAT_UNKNOWN)
+        return bm_sg_label_names[BM_SGL_UNKNOWN];
+    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
 }

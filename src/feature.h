@@ -55,6 +55,8 @@ typedef struct {
     BmFeatureState state;
     const char *reason;   /* static text; NULL for a plain negotiated */
     const char *evidence; /* for SG: "name" or "bit"; NULL otherwise */
+    bool not_ready;       /* BM_FEAT_UNKNOWN because the device offers it but its driver has not
+                           * set DRIVER_OK yet: the guest is still booting, ask again later */
 } BmFeatureVerdict;
 
 typedef struct {
@@ -76,6 +78,15 @@ int bm_feature_from_key(const char *key);
 const char *bm_feature_state_name(BmFeatureState s);
 /* "on", "off", "unsupported", "unknown". */
 const char *bm_switch_state_name(BmSwitchState s);
+
+/* The SG verdict as the latency histogram's label ("sg" in the metrics and the state file). */
+enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
+
+/* "negotiated", "not_negotiated", "unknown". */
+extern const char *const bm_sg_label_names[BM_SGL_COUNT];
+
+/* The label of verdict s (known false: none yet, "unknown"). */
+const char *bm_sg_label(BmFeatureState s, bool known);
 
 /* The table cell of a feature the domain XML turns on (free page reporting, deflate-on-oom):
  * "-" when the XML is not known (config_known false), else "on" or "off" as configured, with

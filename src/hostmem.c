@@ -183,3 +183,27 @@ int bm_hostmem_read(const char *proc_dir, BmHost *ret)
     }
     return 0;
 }
+
+const char *bm_host_mode_name(BmHostMode m)
+{
+    switch (m) {
+    case BM_HOST_HOLD: return "hold";
+    case BM_HOST_RECLAIM: return "reclaim";
+    case BM_HOST_RELEASE: return "release";
+    }
+    return "?";
+}
+
+const char *bm_hostmem_read_boot_id(const char *proc_dir, char *buf, size_t n)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/sys/kernel/random/boot_id", proc_dir ? proc_dir : "/proc");
+    _cleanup_free_ char *text = NULL;
+    if (bm_file_read(path, BM_HOSTMEM_FILE_MAX_BYTES, &text, NULL) < 0 || !text[0] || text[0] == '\n') {
+        bm_error_reset();
+        snprintf(buf, n, "-");
+        return buf;
+    }
+    text[strcspn(text, "\n")] = '\0';
+    snprintf(buf, n, "%s", text);
+    return buf;
+}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -14,6 +15,18 @@ typedef struct {
     double psi_full_avg10;        /* percent of time all non-idle tasks stalled */
     double psi_full_avg60;
 } BmHost;
+
+/* What the policy makes of the host's memory in a pass (policy-eval.h), kept by the ledger
+ * from one pass to the next (hysteresis). */
+typedef enum {
+    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
+    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
+    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
+                      * ballooned guest toward its maximum at max_step per pass */
+} BmHostMode;
+
+/* "hold", "reclaim", "release". */
+const char *bm_host_mode_name(BmHostMode m);
 
 /* Parses /proc/meminfo text into mem_total/mem_available (other fields untouched).
  * Returns 0, or -EINVAL when MemTotal is missing or a value is malformed. */
@@ -31,3 +44,8 @@ int bm_hostmem_parse_psi(const char *text, BmHost *ret);
  * regular file or larger than 64 KiB is, as for meminfo (file.h: never blocks on a FIFO).
  * Returns 0 or -errno with the reason naming the file. */
 int bm_hostmem_read(const char *proc_dir, BmHost *ret);
+
+/* The host's boot id (proc_dir/sys/kernel/random/boot_id, proc_dir NULL: "/proc") into buf:
+ * with a domain's id it names one start of the domain (bm_ledger_boot_key()). "-" when it
+ * cannot be read (then every start of a domain id looks the same). Returns buf. */
+const char *bm_hostmem_read_boot_id(const char *proc_dir, char *buf, size_t n);

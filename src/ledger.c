@@ -6,12 +6,6 @@
 
 #include "util.h"
 
-const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
-const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
-const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed"};
-const char *const bm_error_kind_names[BM_ERR_COUNT] = {"libvirt", "apply",  "host",      "state",
-                                                       "policy",  "push",   "web_config"};
-
 void bm_ledger_init(BmLedger *l)
 {
     *l = (BmLedger){.mode = BM_HOST_HOLD};
@@ -19,12 +13,10 @@ void bm_ledger_init(BmLedger *l)
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++)
             bm_histogram_init(&l->counters.latency[d][s], bm_latency_buckets, bm_latency_n_buckets);
-    l->changes.opts = bm_wait_options_default();
 }
 
 void bm_ledger_clear(BmLedger *l)
 {
-    bm_tracker_clear(&l->changes);
     free(l->entries);
     free(l->slots);
     l->entries = NULL;
@@ -55,6 +47,7 @@ static void reindex(BmLedger *l)
     while (want < l->n_entries * 2 + 2)
         want *= 2;
     free(l->slots);
+    l->moves++;
     l->slots = bm_malloc0(want * sizeof(size_t));
     l->n_slots = want;
     for (size_t i = 0; i < l->n_entries; i++)
@@ -80,6 +73,7 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     if (l->n_entries == l->cap_entries) { /* doubling: n additions cost O(n), not O(n^2) */
         l->cap_entries = l->cap_entries ? 2 * l->cap_entries : 16;
         l->entries = bm_reallocarray(l->entries, l->cap_entries, sizeof(BmLedgerEntry));
+        l->moves++;
     }
     BmLedgerEntry *e = &l->entries[l->n_entries++];
     *e = (BmLedgerEntry){.last_target_bytes = BM_ABSENT,
@@ -101,121 +95,144 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     return e;
 }
 
-void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n)
+void bm_ledger_boot_key(const char *boot_id, const BmDomain *d, char *buf, size_t n)
 {
-    static char host[40];
-    if (!host[0]) {
-        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-        if (!f || !fgets(host, sizeof(host), f))
-            snprintf(host, sizeof(host), "-");
-        host[strcspn(host, "\n")] = '\0';
-        if (f)
-            fclose(f);
-    }
-    snprintf(buf, n, "%s/%d", host, d->id);
+    snprintf(buf, n, "%s/%d", boot_id && boot_id[0] ? boot_id : "-", d->id);
 }
 
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s)
+bool bm_ledger_verdict_current(const BmLedgerEntry *e, const BmDomain *d, const char *boot_id)
 {
-    unsigned gen = ++l->generation;
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
-        e->seen = gen;
-        char boot[sizeof(e->boot)] = "";
-        if (d->active)
-            bm_ledger_boot_key(d, boot, sizeof(boot));
-        if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
-            e->features_known = false;
-            memcpy(e->boot, boot, sizeof(boot));
-        }
-        /* a hold-off from the future (a clock set back, a hand-edited state file, one from
-         * another host) would keep the domain unmanaged for ever: at most the documented
-         * hold-off from now, and saved so */
-        if (e->unresponsive && e->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
-            e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
-        if (e->unresponsive &&
-            (now_s >= e->unresponsive_until_s ||
-             (bm_present(d->actual_bytes) && d->actual_bytes != e->unresponsive_actual)))
-            e->unresponsive = false;
+    if (!e || !e->features_known || !d->active)
+        return false;
+    char boot[sizeof(e->boot)];
+    bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
+    return strcmp(e->boot, boot) == 0;
+}
+
+void bm_ledger_sync_begin(BmLedger *l)
+{
+    ++l->generation;
+}
+
+void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, const char *boot_id,
+                          uint64_t now_s)
+{
+    e->seen = l->generation;
+    char boot[sizeof(e->boot)] = "";
+    if (d->active)
+        bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
+    if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
+        e->features_known = false;
+        memcpy(e->boot, boot, sizeof(boot));
     }
-    size_t keep = 0;
+    /* a hold-off from the future (a clock set back, a hand-edited state file, one from
+     * another host) would keep the domain unmanaged for ever: at most the documented
+     * hold-off from now, and saved so */
+    if (e->unresponsive && e->unresponsive_until_s > now_s + BM_UNRESPONSIVE_HOLDOFF_S)
+        e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
+    if (e->unresponsive &&
+        (now_s >= e->unresponsive_until_s ||
+         (bm_present(d->actual_bytes) && d->actual_bytes != e->unresponsive_actual)))
+        e->unresponsive = false;
+}
+
+size_t bm_ledger_sync_end(BmLedger *l)
+{
+    size_t keep = 0, n = l->n_entries;
     for (size_t i = 0; i < l->n_entries; i++)
-        if (l->entries[i].seen == gen || l->entries[i].in_flight) /* gone: its series go too */
+        if (l->entries[i].seen == l->generation || l->entries[i].in_flight) /* gone: its series go too */
             l->entries[keep++] = l->entries[i];
     if (keep != l->n_entries) {
         l->n_entries = keep;
         reindex(l);
     }
+    return n - keep;
+}
+
+void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s)
+{
+    bm_ledger_sync_begin(l);
+    for (size_t i = 0; i < snap->n_domains; i++) {
+        const BmDomain *d = &snap->domains[i];
+        bm_ledger_sync_entry(l, bm_ledger_entry(l, d->uuid, d->name), d, boot_id, now_s);
+    }
+    bm_ledger_sync_end(l);
+}
+
+bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns)
+{
+    if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
+        !bm_present(e->last_reached_bytes) || !bm_present(d->actual_bytes) ||
+        taken_real_ns < e->last_ended_real_ns ||
+        taken_real_ns - e->last_ended_real_ns >= BM_BALLOON_READING_LAG_NS)
+        return false;
+    uint64_t a = d->actual_bytes, b = e->last_reached_bytes;
+    if ((a > b ? a - b : b - a) < (1ull << 20))
+        return false;
+    d->actual_bytes = b;
+    return true;
 }
 
 size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap)
 {
     size_t n = 0;
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        BmDomain *d = &snap->domains[i];
-        const BmLedgerEntry *e = bm_ledger_find(l, d->uuid);
-        if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
-            !bm_present(e->last_reached_bytes) || !bm_present(d->actual_bytes) ||
-            snap->taken_real_ns < e->last_ended_real_ns ||
-            snap->taken_real_ns - e->last_ended_real_ns >= BM_BALLOON_READING_LAG_NS)
-            continue;
-        uint64_t a = d->actual_bytes, b = e->last_reached_bytes;
-        if ((a > b ? a - b : b - a) < (1ull << 20))
-            continue;
-        d->actual_bytes = b;
-        n++;
-    }
+    for (size_t i = 0; i < snap->n_domains; i++)
+        n += bm_ledger_correct_balloon(bm_ledger_find(l, snap->domains[i].uuid), &snap->domains[i],
+                                       snap->taken_real_ns);
     return n;
+}
+
+void bm_ledger_note_mode(BmLedger *l, BmHostMode mode)
+{
+    l->mode = mode;
+    for (size_t i = 0; i < l->n_entries; i++)
+        l->entries[i].have_prev = false;
+}
+
+void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
+                            unsigned horizon_s)
+{
+    if (!d->active || !d->uuid[0])
+        return;
+    const uint64_t window = bm_used_peak_window_s(horizon_s);
+    uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
+    /* the peak holds until it is window old, then restarts from this reading */
+    if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
+        e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
+        now_s - e->prev.used_peak_s < window) {
+        peak = e->prev.used_peak_bytes;
+        peak_s = e->prev.used_peak_s;
+    }
+    /* memory given to it in this pressure episode: a balloon that rose by 1 MiB or more */
+    uint64_t given_s = 0;
+    if (mode != BM_HOST_RELEASE) {
+        if (bm_prev_given(&e->prev, now_s))
+            given_s = e->prev.given_s;
+        if (bm_present(e->prev.actual_bytes) && bm_present(d->actual_bytes) &&
+            d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
+            given_s = now_s;
+    }
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = d->major_faults,
+                              .swap_in_bytes = d->swap_in_bytes,
+                              .last_update_s = d->last_update_s,
+                              .taken_s = now_s,
+                              .used_bytes = used,
+                              .actual_bytes = d->actual_bytes,
+                              .used_peak_bytes = peak,
+                              .used_peak_s = peak_s,
+                              .given_s = given_s};
 }
 
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
                          unsigned horizon_s)
 {
-    const uint64_t window = bm_used_peak_window_s(horizon_s);
-    l->mode = mode;
-    for (size_t i = 0; i < l->n_entries; i++)
-        l->entries[i].have_prev = false;
+    bm_ledger_note_mode(l, mode);
     for (size_t i = 0; i < snap->n_domains; i++) {
         const BmDomain *d = &snap->domains[i];
-        if (!d->active || !d->uuid[0])
-            continue;
-        BmLedgerEntry *e = bm_ledger_entry(l, d->uuid, d->name);
-        uint64_t used = bm_domain_used_bytes(d), peak = used, peak_s = now_s;
-        /* the peak holds until it is window old, then restarts from this reading */
-        if (bm_present(used) && bm_present(e->prev.used_peak_bytes) &&
-            e->prev.used_peak_bytes > used && e->prev.used_peak_s <= now_s &&
-            now_s - e->prev.used_peak_s < window) {
-            peak = e->prev.used_peak_bytes;
-            peak_s = e->prev.used_peak_s;
-        }
-        /* memory given to it in this pressure episode: a balloon that rose by 1 MiB or more */
-        uint64_t given_s = 0;
-        if (mode != BM_HOST_RELEASE) {
-            if (bm_prev_given(&e->prev, now_s))
-                given_s = e->prev.given_s;
-            if (bm_present(e->prev.actual_bytes) && bm_present(d->actual_bytes) &&
-                d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
-                given_s = now_s;
-        }
-        e->have_prev = true;
-        e->prev = (BmPrevReading){.major_faults = d->major_faults,
-                                  .swap_in_bytes = d->swap_in_bytes,
-                                  .last_update_s = d->last_update_s,
-                                  .taken_s = now_s,
-                                  .used_bytes = used,
-                                  .actual_bytes = d->actual_bytes,
-                                  .used_peak_bytes = peak,
-                                  .used_peak_s = peak_s,
-                                  .given_s = given_s};
+        if (d->active && d->uuid[0])
+            bm_ledger_note_reading(bm_ledger_entry(l, d->uuid, d->name), d, mode, now_s, horizon_s);
     }
-}
-
-const char *bm_sg_label(BmFeatureState s, bool known)
-{
-    if (!known || s == BM_FEAT_UNKNOWN)
-        return bm_sg_label_names[BM_SGL_UNKNOWN];
-    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
 }
 
 static int sg_index(const char *label)
@@ -226,24 +243,19 @@ static int sg_index(const char *label)
     return BM_SGL_UNKNOWN;
 }
 
-int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint64_t from_bytes,
-                           uint64_t target_bytes, uint64_t rss_bytes)
+void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,
+                            uint64_t target_bytes)
 {
     BmLedgerEntry *e = bm_ledger_entry(l, uuid, NULL);
-    int r = bm_tracker_start(&l->changes, dom, from_bytes, target_bytes, rss_bytes,
-                             bm_sg_label(e->sg, e->features_known));
-    if (r < 0)
-        return r;
     e->in_flight = true;
     e->last_target_bytes = target_bytes;
     if (target_bytes != from_bytes)
         bm_count_add(&l->counters.target_changes[target_bytes < from_bytes ? BM_DIR_INFLATE
                                                                            : BM_DIR_DEFLATE],
                      1);
-    return 0;
 }
 
-void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
+void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_t now_s)
 {
     const BmChange *ch = &t->change;
     BmCounters *c = &l->counters;
@@ -280,71 +292,21 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s)
         e->unresponsive_actual = ch->reached_bytes;
         e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;
     }
+    if (ours)
+        e->in_flight = false;
 }
 
-typedef struct {
-    BmLedger *l;
-    BmChangeEnded also;
-    void *also_ctx;
-} Ended;
-
-/* A change of ours ended: the caller sees it, it is recorded, the domain is free again. */
-static void on_ended(void *ctx, const BmTracked *t)
+void bm_ledger_record_dropped(BmLedger *l, const char *uuid)
 {
-    Ended *x = ctx;
-    if (x->also)
-        x->also(x->also_ctx, t);
-    bm_ledger_record_change(x->l, t, bm_now_real_ns() / 1000000000ull);
-    bm_ledger_entry(x->l, t->uuid, NULL)->in_flight = false;
-}
-
-size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx)
-{
-    Ended x = {l, ended, ctx};
-    return bm_tracker_poll(&l->changes, on_ended, &x);
-}
-
-size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx)
-{
-    Ended x = {l, ended, ctx};
-    return bm_tracker_wait(&l->changes, max_ms, on_ended, &x);
-}
-
-void bm_ledger_drop_changes(BmLedger *l)
-{
-    for (size_t i = 0; i < l->changes.n_items; i++) {
-        BmLedgerEntry *e = (BmLedgerEntry *)bm_ledger_find(l, l->changes.items[i].uuid);
-        if (e)
-            e->in_flight = false;
-    }
-    bm_tracker_clear(&l->changes);
+    BmLedgerEntry *e = (BmLedgerEntry *)bm_ledger_find(l, uuid);
+    if (e)
+        e->in_flight = false;
 }
 
 void bm_ledger_forget_xml(BmLedger *l)
 {
     for (size_t i = 0; i < l->n_entries; i++)
         l->entries[i].balloon_cached = false;
-}
-
-static bool cache_lookup(void *ctx, const char *uuid, BmBalloonConfig *ret)
-{
-    const BmLedgerEntry *e = bm_ledger_find(ctx, uuid);
-    if (!e || !e->balloon_cached)
-        return false;
-    *ret = e->balloon;
-    return true;
-}
-
-static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
-{
-    BmLedgerEntry *e = bm_ledger_entry(ctx, uuid, NULL);
-    e->balloon = *cfg;
-    e->balloon_cached = true;
-}
-
-BmXmlCache bm_ledger_xml_cache(BmLedger *l)
-{
-    return (BmXmlCache){.ctx = l, .lookup = cache_lookup, .store = cache_store};
 }
 
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind)

@@ -1,12 +1,12 @@
-/* The ledger: what balloonmgr knows of each domain across passes, keyed by UUID, and the
+/* The ledger: what balloonmgr remembers of each domain across passes, keyed by UUID, and the
  * cumulative counters (docs/design.md). One entry per domain of the latest reading: its
- * previous reading (for rates), whether a change of ours is in flight, the unresponsive mark
- * and its hold-off, the QEMU monitor's feature verdict (SG, ioeventfd, reporting,
- * deflate-on-oom) and the balloon config read from its XML (both cached until the domain
- * restarts or is redefined), and how its last change went.
- * A snapshot is only one pass's reading; policy evaluation reads snapshot + ledger; applying
- * and observing changes write the ledger; the exporter renders it; the state file is its
- * persistent part (state.c). */
+ * previous reading (for rates, peaks, memory given), whether a change of ours is in flight,
+ * the unresponsive mark and its hold-off, the QEMU monitor's feature verdict (SG, ioeventfd,
+ * reporting, deflate-on-oom) and the balloon config read from its XML (both cached until the
+ * domain restarts or is redefined), what its inflates yield, and how its last change went.
+ * It only remembers: it calls no libvirt and reads no file. The engine (engine.h) reads,
+ * decides, starts and polls the changes, and records here what it saw and how each change
+ * ended; the exporter renders it; the state file is its persistent part (state.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -15,37 +15,12 @@
 
 #include "balloon.h"
 #include "domxml.h"
+#include "error.h"
 #include "feature.h"
+#include "hostmem.h"
 #include "metrics.h"
 #include "snapshot.h"
 #include "yield.h"
-
-typedef enum {
-    BM_HOST_HOLD,    /* between the thresholds: take nothing, give only to guests in need */
-    BM_HOST_RECLAIM, /* under pressure: take memory back until target_available */
-    BM_HOST_RELEASE, /* comfortable: give memory back, to guests in need first, then to every
-                      * ballooned guest toward its maximum at max_step per pass */
-} BmHostMode;
-
-enum { BM_DIR_INFLATE, BM_DIR_DEFLATE, BM_DIR_COUNT };
-enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
-typedef enum {
-    BM_ERR_LIBVIRT,
-    BM_ERR_APPLY,
-    BM_ERR_HOST,
-    BM_ERR_STATE,
-    BM_ERR_POLICY,
-    BM_ERR_PUSH,
-    BM_ERR_WEB_CONFIG, /* a web config that could not be (re)loaded or applied */
-    BM_ERR_COUNT
-} BmErrorKind;
-
-/* The label values of the enums above (and of BmChangeOutcome's ended outcomes) in the
- * metrics, also the keys of the state file. */
-extern const char *const bm_dir_names[BM_DIR_COUNT];
-extern const char *const bm_sg_label_names[BM_SGL_COUNT];
-extern const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT];
-extern const char *const bm_error_kind_names[BM_ERR_COUNT];
 
 /* A domain's counters as one pass read them: the base of the next pass's rates. */
 typedef struct {
@@ -94,7 +69,7 @@ typedef struct {
     /* the previous pass's reading (running domains only) */
     bool have_prev;
     BmPrevReading prev;
-    /* a change balloonmgr started is in flight (in BmLedger.changes) */
+    /* a change balloonmgr started is in flight (the engine tracks it) */
     bool in_flight;
     /* the last change stalled or timed out: not re-targeted until the balloon moves away
      * from unresponsive_actual or unresponsive_until_s passed */
@@ -140,7 +115,6 @@ typedef struct {
 typedef struct {
     BmHostMode mode;               /* the last pass's host mode (hysteresis) */
     BmCounters counters;
-    BmTracker changes;             /* the changes in flight */
     BmLedgerEntry *entries;        /* in the order they were added */
     size_t n_entries;
     size_t cap_entries;            /* allocated, grown geometrically */
@@ -148,12 +122,15 @@ typedef struct {
     size_t *slots;
     size_t n_slots;
     unsigned generation;
+    unsigned moves;                /* counts every time entries moved in memory (grown past
+                                    * cap_entries, or compacted by a sync): a pointer to an entry
+                                    * stays valid while this stays the same */
 } BmLedger;
 
-/* An empty ledger: mode hold, counters zero, the default wait options. */
+/* An empty ledger: mode hold, counters zero. */
 void bm_ledger_init(BmLedger *l);
 
-/* Frees what l holds (dropping the changes in flight) and leaves it empty (re-init to use). */
+/* Frees what l holds and leaves it empty (re-init to use). */
 void bm_ledger_clear(BmLedger *l);
 
 /* The entry of a domain, added if new; name (may be NULL) replaces the one kept. O(1). */
@@ -162,14 +139,28 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name);
 /* The entry of a domain, or NULL. O(1). */
 const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid);
 
-/* Brings the entries in line with a new reading at now_s: adds its domains, drops those not in
- * it (unless a change is in flight), forgets the SG verdict of domains not running (probed
- * again when they start), and clears unresponsive marks whose balloon moved or whose hold-off
- * passed. O(n). */
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, uint64_t now_s);
+/* Brings the entries in line with a new reading at now_s on the host boot_id
+ * (bm_hostmem_read_boot_id(); NULL: unknown): adds its domains, drops those not in it (unless
+ * a change is in flight), forgets the feature verdict of domains stopped or started again
+ * (probed again when they run), and clears unresponsive marks whose balloon moved or whose
+ * hold-off passed. O(n). */
+void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s);
 
-/* The start of a running domain d: "HOSTBOOTID/ID" into buf. */
-void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n);
+/* bm_ledger_sync() in three steps, for a caller that holds each domain's entry (rows): begin,
+ * then each domain d of the reading with its entry e (bm_ledger_entry()), then end, which drops
+ * the entries not seen since begin (unless in flight) and returns how many it dropped (the
+ * entries moved then: BmLedger.moves). */
+void bm_ledger_sync_begin(BmLedger *l);
+void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, const char *boot_id,
+                          uint64_t now_s);
+size_t bm_ledger_sync_end(BmLedger *l);
+
+/* The start of a running domain d on the host boot_id: "HOSTBOOTID/ID" into buf. */
+void bm_ledger_boot_key(const char *boot_id, const BmDomain *d, char *buf, size_t n);
+
+/* Whether e holds a feature verdict of d's current start (d running, boot_id the host's): a
+ * verdict of an earlier start, or of a domain not running, is none. e may be NULL. */
+bool bm_ledger_verdict_current(const BmLedgerEntry *e, const BmDomain *d, const char *boot_id);
 
 /* How long after a change ended a reading may still show the balloon from before it: the
  * snapshot's balloon (libvirt's bulk stats) is libvirt's copy, updated from QEMU's BALLOON_CHANGE
@@ -183,6 +174,10 @@ void bm_ledger_boot_key(const BmDomain *d, char *buf, size_t n);
  * that raises it). Returns how many domains it corrected. */
 size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap);
 
+/* The same for one domain d of a reading taken at taken_real_ns and its entry e (may be NULL).
+ * Returns whether it corrected d. */
+bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns);
+
 /* Keeps this pass's reading as the base of the next one's rates, and its host mode.
  * horizon_s: how long until the next pass (bm_used_peak_window_s()). A balloon that rose
  * since the previous reading marks the domain given memory (given_s) unless the host is
@@ -190,36 +185,30 @@ size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap);
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
                          unsigned horizon_s);
 
-/* Sets the balloon target of dom (the domain uuid of a snapshot just read: from_bytes and
- * rss_bytes are its values) and tracks the change; counts the target. Returns 0 or -errno
- * with the reason (nothing tracked then). */
-int bm_ledger_start_change(BmLedger *l, virDomainPtr dom, const char *uuid, uint64_t from_bytes,
-                           uint64_t target_bytes, uint64_t rss_bytes);
+/* bm_ledger_note_pass() in two steps, for a caller that holds each domain's entry (rows):
+ * the host mode, every previous reading forgotten; then each domain d's reading kept in its
+ * entry e (nothing for a domain not running). */
+void bm_ledger_note_mode(BmLedger *l, BmHostMode mode);
+void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
+                            unsigned horizon_s);
+
+/* Records that a change of ours to the domain uuid started (from_bytes -> target_bytes): the
+ * domain is in flight, its last target, the target counted. */
+void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,
+                            uint64_t target_bytes);
 
 /* Counts a change that ended (ours or another process's): histogram (reached only), outcome
  * counter, last duration, RSS drop of inflates and what the domain's inflates yield
- * (bm_yield_learn()), unresponsive marking (stalled/timeout) at now_s. */
-void bm_ledger_record_change(BmLedger *l, const BmTracked *t, uint64_t now_s);
+ * (bm_yield_learn()), unresponsive marking (stalled/timeout) at now_s. Ours: the domain is
+ * no longer in flight (bm_ledger_record_dropped() when the change was only forgotten). */
+void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_t now_s);
 
-/* Reads every change in flight once and records those that ended; ended(ctx, change) (may be
- * NULL) sees each one first. Returns how many are still in flight. */
-size_t bm_ledger_poll(BmLedger *l, BmChangeEnded ended, void *ctx);
-
-/* Polls until no change is in flight or max_ms passed. Returns how many are still in
- * flight. */
-size_t bm_ledger_wait(BmLedger *l, uint32_t max_ms, BmChangeEnded ended, void *ctx);
-
-/* Forgets the changes in flight (the connection they were made on is gone). */
-void bm_ledger_drop_changes(BmLedger *l);
+/* Records that a change of ours to the domain uuid was forgotten without an outcome (the
+ * connection it was made on is gone): the domain is no longer in flight. */
+void bm_ledger_record_dropped(BmLedger *l, const char *uuid);
 
 /* Drops the cached balloon configs: every XML is read again (lifecycle/define events). */
 void bm_ledger_forget_xml(BmLedger *l);
 
-/* The XML cache of bm_snapshot_take_cached() kept in l's entries. */
-BmXmlCache bm_ledger_xml_cache(BmLedger *l);
-
 /* Counts an error of that kind. */
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind);
-
-/* "negotiated", "not_negotiated", "unknown": the histogram label of a verdict. */
-const char *bm_sg_label(BmFeatureState s, bool known);

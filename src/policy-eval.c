@@ -27,16 +27,6 @@
 #define GROWTH_MIN_RATE (2.0 * MiB)
 #define GROW_AHEAD_S 30
 
-const char *bm_host_mode_name(BmHostMode m)
-{
-    switch (m) {
-    case BM_HOST_HOLD: return "hold";
-    case BM_HOST_RECLAIM: return "reclaim";
-    case BM_HOST_RELEASE: return "release";
-    }
-    return "?";
-}
-
 const char *bm_action_name(BmAction a)
 {
     switch (a) {
@@ -58,14 +48,16 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* "1.5 GiB" into a rotating set of buffers, so several can appear in one printf. */
-static const char *sz(uint64_t bytes)
+/* "1.5 GiB" (or "?" for BM_ABSENT) into buf, which the caller owns (SIZE_TEXT_LEN bytes). */
+#define SIZE_TEXT_LEN 32
+static const char *size_text(uint64_t bytes, char *buf)
 {
-    static _Thread_local char bufs[8][32];
-    static _Thread_local unsigned next;
-    char *b = bufs[next++ % 8];
-    return bm_present(bytes) ? bm_size_format(bytes, b, 32) : "?";
+    return bm_present(bytes) ? bm_size_format(bytes, buf, SIZE_TEXT_LEN) : "?";
 }
+
+/* size_text() into a buffer of the calling block (a compound literal): each SZ() of one
+ * printf has its own, however many there are. */
+#define SZ(bytes) size_text((bytes), (char[SIZE_TEXT_LEN]){""})
 
 static void say(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *buf, size_t n, const char *fmt, ...)
@@ -241,17 +233,15 @@ static uint64_t grow_room(const BmGuestPressure *gp, uint64_t keep_free, uint64_
 }
 
 /* Step 0: QEMU's own memory per domain, to tell it from guest memory the host backs. */
-static uint64_t qemu_overhead(const BmSnapshot *snap, const BmPolicy *policy, uint64_t now_s)
+static uint64_t qemu_overhead(const BmRows *rows, uint64_t now_s)
 {
     BmYieldOverhead ovh = {0};
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        const BmDomain *d = rows->rows[i].dom;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING)
             continue;
-        BmGuestRules rules;
         BmGuestPressure gp;
-        bm_policy_rules_for(policy, d->name, &rules);
-        bm_guest_pressure(d, NULL, &rules, now_s, &gp);
+        bm_guest_pressure(d, NULL, &rows->rows[i].rules, now_s, &gp);
         if (!gp.stale)
             bm_yield_overhead_add(&ovh, d->rss_bytes, gp.used_bytes);
     }
@@ -266,7 +256,7 @@ static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode pre
     uint64_t avail = h->mem_available_bytes;
     *psi_pressure = p->psi_reclaim_above >= 0 && psi >= 0 && psi > p->psi_reclaim_above;
     if (avail < below) {
-        say(why, n, "host MemAvailable %s < reclaim_below %s", sz(avail), sz(below));
+        say(why, n, "host MemAvailable %s < reclaim_below %s", SZ(avail), SZ(below));
         return BM_HOST_RECLAIM;
     }
     if (*psi_pressure) {
@@ -275,17 +265,17 @@ static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode pre
         return BM_HOST_RECLAIM;
     }
     if (prev == BM_HOST_RECLAIM && avail < target) {
-        say(why, n, "host still reclaiming: MemAvailable %s < target_available %s", sz(avail),
-            sz(target));
+        say(why, n, "host still reclaiming: MemAvailable %s < target_available %s", SZ(avail),
+            SZ(target));
         return BM_HOST_RECLAIM;
     }
     bool psi_calm = p->psi_release_below < 0 || psi < 0 || psi < p->psi_release_below;
     if (avail > above && psi_calm) {
-        say(why, n, "host comfortable: MemAvailable %s > release_above %s", sz(avail), sz(above));
+        say(why, n, "host comfortable: MemAvailable %s > release_above %s", SZ(avail), SZ(above));
         return BM_HOST_RELEASE;
     }
     say(why, n, "host holding: MemAvailable %s between reclaim_below %s and release_above %s%s",
-        sz(avail), sz(below), sz(above), psi_calm ? "" : " (PSI not calm)");
+        SZ(avail), SZ(below), SZ(above), psi_calm ? "" : " (PSI not calm)");
     return BM_HOST_HOLD;
 }
 
@@ -355,7 +345,7 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     if (ret->unmet_bytes >= MiB) {
         size_t len = strlen(ret->reason);
         say(ret->reason + len, sizeof(ret->reason) - len,
-            "; %s unmet: the guests can give back no more without going short", sz(ret->unmet_bytes));
+            "; %s unmet: the guests can give back no more without going short", SZ(ret->unmet_bytes));
     }
 }
 
@@ -679,18 +669,20 @@ static bool stats_predate(const BmDomain *d, const BmLedgerEntry *e)
 
 /* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
  * overhead: QEMU's own memory per domain (step 0). */
-static void classify(const BmDomain *d, const BmLedgerEntry *e, const BmPolicy *policy,
-                     uint64_t now_s, uint64_t overhead, unsigned horizon_s, BmHostMode mode,
-                     BmDecision *x, Work *k)
+static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, uint64_t overhead,
+                     unsigned horizon_s, BmHostMode mode, BmDecision *x, Work *k)
 {
+    const BmDomain *d = row->dom;
+    const BmLedgerEntry *e = row->entry;
     k->horizon_s = horizon_s;
     snprintf(x->uuid, sizeof(x->uuid), "%s", d->uuid);
     x->name = bm_strdup(d->name);
     x->current_bytes = x->target_bytes = d->actual_bytes;
+    x->rss_bytes = d->rss_bytes;
     x->max_bytes = d->max_bytes;
     x->floor_bytes = BM_ABSENT;
     x->action = BM_ACT_SKIP;
-    bm_policy_rules_for(policy, d->name, &k->rules);
+    k->rules = row->rules;
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
     if (skipped(d, e, &k->rules, x))
         return;
@@ -719,15 +711,15 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
     char detail[96];
     if (k->role == ROLE_GIVE_GROWING)
         say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
-            sz((uint64_t)gp->growth_rate), sz(gp->headroom_bytes), sz(k->keep_free), k->ahead_s);
+            SZ((uint64_t)gp->growth_rate), SZ(gp->headroom_bytes), SZ(k->keep_free), k->ahead_s);
     else if (k->role == ROLE_GIVE_PROTECTED)
         say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
             gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
-            sz(gp->swap_in_rate < 0       ? 0
+            SZ(gp->swap_in_rate < 0       ? 0
                : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
                                            : BM_ABSENT - 1)); /* guest-reported */
     else
-        say(detail, sizeof(detail), "usable %s < keep_free %s", sz(gp->headroom_bytes), sz(k->keep_free));
+        say(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes), SZ(k->keep_free));
     if (k->want == 0) {
         say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
     } else if (k->amount == 0) {
@@ -737,11 +729,11 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
         x->action = BM_ACT_DEFLATE;
         say(x->reason, sizeof(x->reason),
             "%s (%s): give %s%s although the host is reclaiming (taken from the others)", why,
-            detail, sz(k->amount), k->amount == k->step ? " (max_step)" : "");
+            detail, SZ(k->amount), k->amount == k->step ? " (max_step)" : "");
     } else {
         x->target_bytes = x->current_bytes + k->amount;
         x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, sz(k->amount),
+        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, SZ(k->amount),
             k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
     }
 }
@@ -751,13 +743,13 @@ static void reason_rest(BmDecision *x, const Work *k)
     if (k->amount == 0) {
         say(x->reason, sizeof(x->reason),
             "host comfortable; %s below its maximum, but no memory above release_above to give",
-            sz(x->max_bytes - x->current_bytes));
+            SZ(x->max_bytes - x->current_bytes));
         return;
     }
     x->target_bytes = x->current_bytes + k->amount;
     x->action = BM_ACT_DEFLATE;
     say(x->reason, sizeof(x->reason), "host comfortable: give back %s toward its maximum %s%s",
-        sz(k->amount), sz(x->max_bytes),
+        SZ(k->amount), SZ(x->max_bytes),
         k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
 }
 
@@ -765,11 +757,11 @@ static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
 {
     if (plan->mode != BM_HOST_RECLAIM) {
         say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
-            sz(x->idle_bytes), sz(k->keep_free));
+            SZ(x->idle_bytes), SZ(k->keep_free));
     } else if (k->amount == 0) {
         say(x->reason, sizeof(x->reason),
             "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
-            sz(plan->need_bytes), sz(x->idle_bytes), k->rules.shares);
+            SZ(plan->need_bytes), SZ(x->idle_bytes), k->rules.shares);
     } else {
         x->target_bytes = x->current_bytes - k->amount;
         x->action = BM_ACT_INFLATE;
@@ -777,7 +769,7 @@ static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
         if (k->amount + MiB > k->want)
             say(cap, sizeof(cap), " (capped by %s)", k->cap);
         say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
-            sz(plan->need_bytes), sz(k->amount), sz(x->idle_bytes), cap);
+            SZ(plan->need_bytes), SZ(k->amount), SZ(x->idle_bytes), cap);
     }
 }
 
@@ -788,30 +780,30 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
         say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
     else if (k->growing && x->current_bytes >= x->max_bytes)
         say(x->reason, sizeof(x->reason), "its use grows (+%s/s), at its maximum",
-            sz((uint64_t)x->pressure.growth_rate));
+            SZ((uint64_t)x->pressure.growth_rate));
     else if (k->growing)
         say(x->reason, sizeof(x->reason),
             "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
-            sz((uint64_t)x->pressure.growth_rate), sz(x->pressure.headroom_bytes), k->ahead_s,
-            sz(k->keep_free));
+            SZ((uint64_t)x->pressure.growth_rate), SZ(x->pressure.headroom_bytes), k->ahead_s,
+            SZ(k->keep_free));
     else if (reclaim && k->no_take && k->stats_before_change)
         say(x->reason, sizeof(x->reason),
             "not inflated this pass: its guest statistics predate its last change (%s idle by "
             "them); the next ones follow it",
-            sz(x->idle_bytes));
+            SZ(x->idle_bytes));
     else if (reclaim && k->no_take && k->given_s)
         say(x->reason, sizeof(x->reason),
             "not inflated again in this pressure episode: its balloon was raised %" PRIu64
             " s ago (no second reversal; %s idle)",
-            k->given_ago_s, sz(x->idle_bytes));
+            k->given_ago_s, SZ(x->idle_bytes));
     else if (reclaim && k->no_take && k->rules.timer_inflate == BM_TIMER_INFLATE_NEVER)
         say(x->reason, sizeof(x->reason), "not inflated by the timer: timer_inflate never (%s idle)",
-            sz(x->idle_bytes));
+            SZ(x->idle_bytes));
     else if (reclaim && k->no_take)
         say(x->reason, sizeof(x->reason),
             "not inflated by the timer: %s idle, but it cannot deflate itself (no deflate-on-oom) "
             "and nothing looks at it for %" PRIu64 " s (timer_interval)",
-            sz(x->idle_bytes), k->horizon_s);
+            SZ(x->idle_bytes), k->horizon_s);
     else if (reclaim && x->returns_nothing && k->no_return)
         say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
             k->no_return);
@@ -819,28 +811,28 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
         say(x->reason, sizeof(x->reason),
             "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
             "again once its RSS grows by %s",
-            sz(k->learned.last_inflated_bytes), sz(k->learned.last_returned_bytes),
-            sz(BM_YIELD_RETRY_GROWTH_BYTES));
+            SZ(k->learned.last_inflated_bytes), SZ(k->learned.last_returned_bytes),
+            SZ(BM_YIELD_RETRY_GROWTH_BYTES));
     else if (reclaim && k->skip && x->idle_bytes >= k->deadband && x->idle_bytes < k->skip + k->deadband)
         say(x->reason, sizeof(x->reason),
             "not inflated: %s idle, but %s of its free memory is not backed by the host "
             "(QEMU RSS %s, guest uses %s%s): an inflate would go through it and give nothing back",
-            sz(x->idle_bytes), sz(k->skip), sz(k->rss_bytes), sz(x->pressure.used_bytes),
+            SZ(x->idle_bytes), SZ(k->skip), SZ(k->rss_bytes), SZ(x->pressure.used_bytes),
             k->reports ? ", free page reporting on" : "");
     else if (reclaim && x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
              x->backed_free_bytes < k->deadband)
         say(x->reason, sizeof(x->reason),
             "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
             "%s%s%s%s, QEMU's own about %s)",
-            sz(x->idle_bytes), sz(k->rss_bytes), sz(x->pressure.used_bytes),
-            k->used_lately ? " and used " : "", k->used_lately ? sz(k->used_lately) : "",
-            k->used_lately ? " more lately" : "", sz(plan->qemu_overhead_bytes));
+            SZ(x->idle_bytes), SZ(k->rss_bytes), SZ(x->pressure.used_bytes),
+            k->used_lately ? " and used " : "", k->used_lately ? SZ(k->used_lately) : "",
+            k->used_lately ? " more lately" : "", SZ(plan->qemu_overhead_bytes));
     else if (reclaim)
         say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
-            sz(x->idle_bytes), sz(k->keep_free), sz(x->floor_bytes));
+            SZ(x->idle_bytes), SZ(k->keep_free), SZ(x->floor_bytes));
     else
         say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
-            sz(x->pressure.headroom_bytes), sz(k->keep_free));
+            SZ(x->pressure.headroom_bytes), SZ(k->keep_free));
 }
 
 /* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
@@ -853,7 +845,7 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     case ROLE_FLOOR:
         x->target_bytes = x->floor_bytes;
         x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", sz(x->floor_bytes));
+        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", SZ(x->floor_bytes));
         break;
     case ROLE_GIVE_PROTECTED:
     case ROLE_GIVE_NEEDY:
@@ -879,28 +871,31 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     }
 }
 
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
-                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
+static int cmp_decision_uuid(const void *a, const void *b)
+{
+    return strcmp((*(const BmDecision *const *)a)->uuid, (*(const BmDecision *const *)b)->uuid);
+}
+
+int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_mode,
+                        const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
 {
     *ret = (BmPlan){0};
     if (!bm_present(host->mem_total_bytes) || !bm_present(host->mem_available_bytes))
         return bm_error(-EINVAL, "host memory reading lacks MemTotal or MemAvailable");
     uint64_t surplus;
-    decide_host(host, policy, ledger ? ledger->mode : BM_HOST_HOLD, ret, &surplus);
+    decide_host(host, policy, prev_mode, ret, &surplus);
 
-    size_t n = snap->n_domains;
+    size_t n = rows->n_rows;
     ret->decisions = bm_malloc0((n + 1) * sizeof(BmDecision));
     ret->n_decisions = n;
     _cleanup_free_ Work *w = bm_malloc0((n + 1) * sizeof(Work));
 
     /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
-    ret->qemu_overhead_bytes = qemu_overhead(snap, policy, now_s);
+    ret->qemu_overhead_bytes = qemu_overhead(rows, now_s);
     /* 1. classify every domain */
-    for (size_t i = 0; i < n; i++) {
-        const BmDomain *d = &snap->domains[i];
-        classify(d, bm_ledger_find(ledger, d->uuid), policy, now_s, ret->qemu_overhead_bytes,
-                 horizon_s, ret->mode, &ret->decisions[i], &w[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        classify(&rows->rows[i], policy, now_s, ret->qemu_overhead_bytes, horizon_s, ret->mode,
+                 &ret->decisions[i], &w[i]);
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_FLOOR)
@@ -916,7 +911,21 @@ int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *l
     /* 4. targets and reasons */
     for (size_t i = 0; i < n; i++)
         finish(ret, &ret->decisions[i], &w[i]);
+    /* 5. the index by UUID (the export after a new reading) */
+    ret->by_uuid = bm_malloc0((n + 1) * sizeof(BmDecision *));
+    for (size_t i = 0; i < n; i++)
+        ret->by_uuid[i] = &ret->decisions[i];
+    qsort(ret->by_uuid, n, sizeof(BmDecision *), cmp_decision_uuid);
     return 0;
+}
+
+int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
+                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
+{
+    _cleanup_(bm_rows_clear) BmRows rows;
+    bm_rows_join(&rows, snap, ledger, policy);
+    return bm_policy_eval_rows(host, &rows, ledger ? ledger->mode : BM_HOST_HOLD, policy, now_s,
+                               horizon_s, ret);
 }
 
 void bm_plan_clear(BmPlan *p)
@@ -926,7 +935,27 @@ void bm_plan_clear(BmPlan *p)
     for (size_t i = 0; i < p->n_decisions; i++)
         free(p->decisions[i].name);
     free(p->decisions);
+    free(p->by_uuid);
     *p = (BmPlan){0};
+}
+
+const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid)
+{
+    if (!p)
+        return NULL;
+    if (hint < p->n_decisions && strcmp(p->decisions[hint].uuid, uuid) == 0)
+        return &p->decisions[hint];
+    if (!p->by_uuid) {
+        for (size_t i = 0; i < p->n_decisions; i++)
+            if (strcmp(p->decisions[i].uuid, uuid) == 0)
+                return &p->decisions[i];
+        return NULL;
+    }
+    BmDecision key;
+    snprintf(key.uuid, sizeof(key.uuid), "%s", uuid);
+    const BmDecision *kp = &key, **hit = bsearch(&kp, p->by_uuid, p->n_decisions,
+                                                 sizeof(BmDecision *), cmp_decision_uuid);
+    return hit ? *hit : NULL;
 }
 
 bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
@@ -941,22 +970,28 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
 bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
                              uint64_t now_s)
 {
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
+    _cleanup_(bm_rows_clear) BmRows rows;
+    bm_rows_join(&rows, snap, ledger, p);
+    return bm_policy_rows_in_need(&rows, now_s);
+}
+
+bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
+{
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        const BmDomain *d = rows->rows[i].dom;
+        const BmGuestRules *rules = &rows->rows[i].rules;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING || (d->balloon_known && !d->balloon.present) ||
             !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
             continue;
-        BmGuestRules rules;
-        bm_policy_rules_for(p, d->name, &rules);
-        if (rules.exclude == 1)
+        if (rules->exclude == 1)
             continue;
-        const BmLedgerEntry *e = bm_ledger_find(ledger, d->uuid);
+        const BmLedgerEntry *e = rows->rows[i].entry;
         if (e && (e->in_flight || e->unresponsive))
             continue;
         BmGuestPressure gp;
-        bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &rules, now_s, &gp);
-        uint64_t keep_free = bm_amount_bytes(rules.keep_free, d->max_bytes);
-        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules.deadband, d->max_bytes),
+        bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, rules, now_s, &gp);
+        uint64_t keep_free = bm_amount_bytes(rules->keep_free, d->max_bytes);
+        uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules->deadband, d->max_bytes),
                                   GROW_AHEAD_S);
         if (!gp.stale && (gp.under_pressure || gp.headroom_bytes < keep_free ||
                           (bm_present(room) && room > 0)))

@@ -1,6 +1,7 @@
-/* The policy decision: a pure function of (host, this pass's snapshot, the ledger, policy) to
- * one decision per domain with its reason. Reads the ledger (previous readings, changes in
- * flight, unresponsive marks, the last host mode), writes nothing but the plan. No I/O. */
+/* The policy decision: a pure function of (host, this pass's rows, the last host mode, policy)
+ * to one decision per domain with its reason. A row (row.h) is a domain's reading, its ledger
+ * entry (previous reading, change in flight, unresponsive mark, yield) and its rules. Writes
+ * nothing but the plan. No I/O. */
 #pragma once
 
 #include <stdbool.h>
@@ -10,6 +11,7 @@
 #include "hostmem.h"
 #include "ledger.h"
 #include "policy.h"
+#include "row.h"
 #include "snapshot.h"
 
 typedef enum {
@@ -39,6 +41,8 @@ typedef struct {
     BmAction action;
     uint64_t current_bytes;
     uint64_t target_bytes;   /* == current_bytes unless inflate/deflate */
+    uint64_t rss_bytes;      /* the QEMU RSS of the reading (BM_ABSENT): where a change's RSS
+                              * drop is measured from */
     uint64_t max_bytes;
     uint64_t floor_bytes;    /* max(floor, min_guarantee) */
     uint64_t idle_bytes;     /* could be taken without breaking headroom/floor (before caps) */
@@ -72,12 +76,12 @@ typedef struct {
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */
     char reason[256];
-    BmDecision *decisions;   /* one per domain of the snapshot, same order */
+    BmDecision *decisions;   /* one per row (domain of the snapshot), same order */
     size_t n_decisions;
+    const BmDecision **by_uuid; /* the same, sorted by UUID (NULL in a hand-made plan) */
 } BmPlan;
 
-/* "hold", "reclaim", "release" / "none", "inflate", "deflate", "skip". */
-const char *bm_host_mode_name(BmHostMode m);
+/* "none", "inflate", "deflate", "skip". */
 const char *bm_action_name(BmAction a);
 
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
@@ -85,8 +89,9 @@ const char *bm_action_name(BmAction a);
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret);
 
-/* Decides every domain. ledger may be NULL (first pass, nothing known). horizon_s: how long
- * until the next pass looks at the guests: 0 for the agent (a pass every interval, and a look
+/* Decides every row (decision i is row i's; a row without an entry: nothing known of it yet),
+ * from the host reading and prev_mode, the last pass's host mode (hysteresis). horizon_s: how
+ * long until the next pass looks at the guests: 0 for the agent (a pass every interval, a look
  * every second at ballooned guests), the policy's timer_interval for a timer's pass (`run
  * --once`), which then takes only from guests that can deflate themselves (timer_inflate),
  * moves up to timer_interval / interval times max_step, and gives growing guests room for
@@ -99,16 +104,29 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
  * deflated in every mode; the expected returns of one pass's inflates add up to at most what
  * the host needs plus what short guests were given, each inflate at most max_step; what cannot
  * be met is unmet_bytes. */
+int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_mode,
+                        const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret);
+
+/* bm_policy_eval_rows() on the rows of snap joined with ledger (bm_rows_join()), the ledger's
+ * last mode (hold without a ledger): for callers that have no rows (status, tests). */
 int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
                    const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret);
 
 void bm_plan_clear(BmPlan *p);
 
-/* Whether a guest balloonmgr manages and has ballooned (balloon below its maximum) is short of
- * memory (usable below keep_free) or under pressure (protect_* rates since the ledger's
- * previous reading; ledger may be NULL), with fresh statistics: the agent's guest watch checks
+/* The decision for the domain uuid, or NULL: decisions[hint] when it is that domain's (the
+ * plan was made from the rows being walked), else O(log n) by UUID (linear in a hand-made
+ * plan). */
+const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid);
+
+/* Whether the guest of a row that balloonmgr manages and has ballooned (balloon below its
+ * maximum) is short of memory (usable below keep_free) or under pressure (protect_* rates
+ * since its entry's previous reading; no entry: none), with fresh statistics: the agent's guest watch checks
  * this between passes and starts a pass at once, so a growing guest gets memory back within
  * seconds. Pure. */
+bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s);
+
+/* bm_policy_rows_in_need() on the rows of snap joined with ledger and p. */
 bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
                              uint64_t now_s);
 

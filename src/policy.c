@@ -105,6 +105,11 @@ const char *bm_timer_inflate_name(BmTimerInflate v)
                                          : "deflate-on-oom";
 }
 
+bool bm_verify_features_asks(BmVerifyFeatures v, bool xml_known, bool overridden)
+{
+    return v == BM_VERIFY_ALWAYS || (v == BM_VERIFY_AUTO && xml_known && overridden);
+}
+
 const char *bm_verify_features_name(BmVerifyFeatures v)
 {
     return v == BM_VERIFY_ALWAYS ? "always" : v == BM_VERIFY_NEVER ? "never" : "auto";
@@ -1083,8 +1088,11 @@ static void apply_rules(BmGuestRules *r, const BmGuestRules *s)
     r->line = s->line;
 }
 
+unsigned long bm_policy_rules_lookups;
+
 void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret)
 {
+    bm_policy_rules_lookups++;
     BmGuestRules r = guest_defaults();
     apply_rules(&r, &p->guest);
     for (size_t i = 0; domain_name && i < p->n_domains; i++)

@@ -61,6 +61,12 @@ typedef enum {
 /* "auto", "always", "never". */
 const char *bm_verify_features_name(BmVerifyFeatures v);
 
+/* Whether verify_features v has the QEMU monitor asked about a running domain (a monitor
+ * command taints it in libvirt): always, or auto for a domain whose XML sets the balloon's
+ * sg/ioeventfd (xml_known: its XML was read; overridden: BmBalloonConfig.features_overridden).
+ * Exclusion aside: the caller leaves an excluded domain alone. Pure. */
+bool bm_verify_features_asks(BmVerifyFeatures v, bool xml_known, bool overridden);
+
 typedef struct {
     char *path;                  /* file it came from, or "(built-in)" */
     unsigned interval_s;         /* the agent's pass interval, 1..3600 */
@@ -110,6 +116,9 @@ DEFINE_CLEANUP(BmPolicy *, bm_policy_free)
  * (later ones override earlier ones, field by field). Every field of *ret is set; ret->glob is
  * NULL. Pure; no allocation. */
 void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret);
+
+/* How many times bm_policy_rules_for() ran in this process (tests: once per domain per pass). */
+extern unsigned long bm_policy_rules_lookups;
 
 /* An amount in bytes: bytes, or permille of reference_bytes. */
 uint64_t bm_amount_bytes(BmAmount a, uint64_t reference_bytes);

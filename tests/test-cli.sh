@@ -109,10 +109,11 @@ jq -e '[.counters.domains[] | select(.name == "both1") | .features | .reporting,
 ok $? "run with verify_features = always keeps the reporting and deflate-on-oom verdicts in the state file"
 jq '(.counters.domains[] | select(.name == "both1" or .name == "plain1") | .features) |= (.reporting = "negotiated" | .deflate_on_oom = "offered")' \
     "$fprd/s.json" >"$fprd/s2.json"
-expect 0 "" -- -c "$FPRHOST" status -o name,fpr,autodefl --state "$fprd/s2.json" both1 plain1
+# status reads the host's boot id through the same --proc root as the run that kept the verdicts
+expect 0 "" -- -c "$FPRHOST" status -o name,fpr,autodefl --proc "$ROOT/demo/proc" --state "$fprd/s2.json" both1 plain1
 [ "$(sed -n '3,$p' "$out" | tr -s ' ' | tr '\n' '|')" = "both1 on+negotiated on+offered|plain1 off+negotiated off+offered|" ]
 ok $? "status: the state file's verdicts after the XML's setting: $(sed -n '3,$p' "$out" | tr -s ' ' | tr '\n' '|')"
-expect 0 "" -- -c "$FPRHOST" status --json --state "$fprd/s2.json" both1
+expect 0 "" -- -c "$FPRHOST" status --json --proc "$ROOT/demo/proc" --state "$fprd/s2.json" both1
 jq -e '.domains[0] | .free_page_reporting == "negotiated" and .deflate_on_oom == "offered" and .free_page_reporting_configured' "$out" >/dev/null
 ok $? "status --json: the state file's verdicts"
 expect 0 "" -- -c "$FPRHOST" status -o name,fpr,autodefl --state "$fprd/s.json" both1

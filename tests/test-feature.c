@@ -81,6 +81,8 @@ static void test_reason_no_driver(void)
            "no driver: stats unknown because the driver is not ready");
     is_str(rep.feature[BM_FEATURE_SG].reason, "the device does not offer it",
            "no driver: SG still definitely not offered by stock QEMU");
+    ok(rep.feature[BM_FEATURE_STATS].not_ready && !rep.feature[BM_FEATURE_SG].not_ready,
+       "no driver: the offered feature's verdict is not ready, the one not offered is final");
     bm_virtio_status_clear(&st);
 }
 
@@ -106,6 +108,7 @@ static void test_reasons_without_status(void)
                rep.feature[BM_FEATURE_STATS].state == unavailable[i].state,
            "%s: %s", unavailable[i].reason, bm_feature_state_name(unavailable[i].state));
         is_str(rep.feature[BM_FEATURE_SG].reason, unavailable[i].reason, "reason");
+        ok(!rep.feature[BM_FEATURE_SG].not_ready, "  a final verdict (not asked again)");
         ok(rep.ioeventfd == BM_SWITCH_UNKNOWN, "ioeventfd unknown too");
     }
 }

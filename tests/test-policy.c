@@ -169,6 +169,13 @@ static void test_good_values(void)
     if (p) {
         ok(p->interval_s == 120 && p->apply_timeout_s == 0, "interval 2m, apply_timeout 0");
         ok(p->verify_features == BM_VERIFY_NEVER, "verify_features never");
+        ok(!bm_verify_features_asks(p->verify_features, true, true),
+           "  never asks the monitor, not even about a domain with sg/ioeventfd set");
+        ok(bm_verify_features_asks(BM_VERIFY_ALWAYS, false, false) &&
+               bm_verify_features_asks(BM_VERIFY_AUTO, true, true) &&
+               !bm_verify_features_asks(BM_VERIFY_AUTO, true, false) &&
+               !bm_verify_features_asks(BM_VERIFY_AUTO, false, false),
+           "  always asks; auto only where the XML sets sg/ioeventfd");
         ok(is_bytes(p->reclaim_below, 2 * GiB), "reclaim_below 2G: bytes");
         ok(is_bytes(p->target_available, 3000000000ull), "target_available 3000MB: 1000-based");
         ok(is_bytes(p->release_above, 4 * GiB), "release_above 4GiB");
