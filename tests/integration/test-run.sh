@@ -8,7 +8,7 @@ set -euo pipefail
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-bm_define_guest idle 512 touch=400
+bm_define_guest idle 512 touch=400 retouch=400
 bm_define_guest floor 512 touch=100
 bm_wait_guest_ready idle
 bm_wait_guest_ready floor
@@ -124,7 +124,22 @@ floor = 90%
 POL
 # the idle guest back at its maximum (the pass above took all it could give), settled
 "$BM" -c "$BM_URI" set "$idle" 512M --wait=60 >/dev/null || bm_fail "set $idle 512M failed"
+# memory a deflate gives back is not backed by the host until the guest touches it again (an
+# inflate of it would return nothing, and balloonmgr knows it): the guest touches it again
+retouched() { grep -q "bm: retouched" "$(bm_console_log idle)"; }
+bm_wait_until 60 "$idle to touch its memory again" retouched || bm_fail "$idle did not touch its memory again"
 bm_wait_until 60 "$idle to settle" idle_settled || bm_fail "$idle did not settle after its deflate"
+# and until a dry-run pass under the fake /proc (it changes nothing, writes no state) would
+# inflate it: statistics taken during the touch read it short
+would_inflate_idle() {
+    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/fake.policy" --proc "$work/proc" 2>/dev/null |
+        jq -e --arg d "$idle" '.decisions[] | select(.name == $d) | .action == "inflate"' >/dev/null
+}
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass to find $idle's memory idle again" would_inflate_idle || {
+    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/fake.policy" --proc "$work/proc" 2>/dev/null |
+        jq -c --arg d "$idle" '.decisions[] | select(.name == $d) | {action, reason}' || true
+    bm_fail "no pass would inflate $idle again within 60 s of its retouch"
+}
 before_idle=$(actual "$idle")
 # stderr on a terminal (a pty from script(1)), stdout to the file: progress while it waits
 script -qec "$(printf '%q ' "$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/fake-state.json") >$(printf '%q' "$work/fake.json")" "$work/pty.out" >/dev/null ||
