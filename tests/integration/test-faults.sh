@@ -108,6 +108,13 @@ retouched() { grep -q "bm: retouched" "$(bm_console_log busy)"; }
 bm_wait_until 60 "$busy to touch its memory again" retouched || bm_fail "$busy did not touch its memory again"
 bm_wait_fresh_stats busy free
 victim=$busy
+# statistics taken during the touch read it short: wait until a dry-run pass would inflate it
+would_inflate_victim() {
+    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/pressure.policy" 2>/dev/null |
+        jq -e --arg d "$victim" '.decisions[] | select(.name == $d) | .action == "inflate"' >/dev/null
+}
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass to find $victim's memory idle again" would_inflate_victim ||
+    bm_fail "no pass would inflate $victim within 60 s of its retouch"
 # 5% of a CPU: the guest still reports its statistics, an inflate of 256 MiB takes ~10 s
 bm_virsh schedinfo "$victim" --live vcpu_quota=5000 vcpu_period=100000 >/dev/null ||
     bm_fail "cannot throttle $victim (cgroup cpu controller?)"
