@@ -254,11 +254,20 @@ run_one() {
 
     # --- steady, then the hog
     sleep_until "$t_hog"
-    "$HOG" --target-available "$HOG_TARGET" --floor "$HOG_FLOOR" --rate 4096 >"$W/hog.log" 2>&1 &
+    # The hog is a workload of a size that arrives: what takes MemAvailable to the target now
+    # (--size), not "whatever keeps MemAvailable at the target": that one also ate what the
+    # agent gave back while it still grew (its first inflates come at reclaim_below, 2% above
+    # the target), and whether the host was relieved hung on which came first.
+    local hog_size=()
+    case "$HOG_TARGET" in
+        *%) hog_size=(--size "$(awk -v p="${HOG_TARGET%\%}" '/^MemTotal:/ { t = $2 } /^MemAvailable:/ { a = $2 }
+                END { s = (a - t * p / 100) / 1024; printf "%dM", s > 0 ? s : 0 }' /proc/meminfo)") ;;
+    esac
+    "$HOG" --target-available "$HOG_TARGET" "${hog_size[@]}" --floor "$HOG_FLOOR" --rate 4096 >"$W/hog.log" 2>&1 &
     HOG_PID=$!
     echo "$HOG_PID" >"$W/hog.pid"
     bm_add_cleanup "kill $HOG_PID 2>/dev/null || true"
-    event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, floor $HOG_FLOOR)"
+    event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, ${hog_size[*]:-no size}, floor $HOG_FLOOR)"
     if [ "$mode" = control ]; then
         sleep 10
         # what an administrator would set once: idle guests to the floor, the others to
