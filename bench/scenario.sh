@@ -261,7 +261,7 @@ run_one() {
     local hog_size=()
     case "$HOG_TARGET" in
         *%) hog_size=(--size "$(awk -v p="${HOG_TARGET%\%}" '/^MemTotal:/ { t = $2 } /^MemAvailable:/ { a = $2 }
-                END { s = (a - t * p / 100) / 1024; printf "%dM", s > 0 ? s : 0 }' /proc/meminfo)") ;;
+                END { s = (a - t * p / 100) / 1024; printf "%dM", (s > 0 ? s : 0) }' /proc/meminfo)") ;;
     esac
     "$HOG" --target-available "$HOG_TARGET" "${hog_size[@]}" --floor "$HOG_FLOOR" --rate 4096 >"$W/hog.log" 2>&1 &
     HOG_PID=$!
