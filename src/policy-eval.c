@@ -502,10 +502,9 @@ static uint64_t unbacked_free(const BmDomain *d, uint64_t used, uint64_t overhea
     if (!bm_present(bm_yield_backed_free(d->rss_bytes, used)) || !bm_present(d->available_bytes) ||
         !bm_present(d->unused_bytes))
         return 0;
-    uint64_t total = d->available_bytes;
-    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON && bm_present(d->actual_bytes) &&
-        bm_present(d->max_bytes) && d->actual_bytes < d->max_bytes)
-        total -= min_u64(total, d->max_bytes - d->actual_bytes);
+    uint64_t total = d->available_bytes, held = bm_domain_reclaimed_bytes(d);
+    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON && bm_present(held))
+        total -= min_u64(total, held);
     uint64_t backed = d->rss_bytes - min_u64(d->rss_bytes, overhead);
     uint64_t unbacked = total > backed ? total - backed : 0;
     return min_u64(unbacked, d->unused_bytes);
