@@ -129,17 +129,8 @@ POL
 retouched() { grep -q "bm: retouched" "$(bm_console_log idle)"; }
 bm_wait_until 60 "$idle to touch its memory again" retouched || bm_fail "$idle did not touch its memory again"
 bm_wait_until 60 "$idle to settle" idle_settled || bm_fail "$idle did not settle after its deflate"
-# and until a dry-run pass under the fake /proc (it changes nothing, writes no state) would
-# inflate it: statistics taken during the touch read it short
-would_inflate_idle() {
-    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/fake.policy" --proc "$work/proc" 2>/dev/null |
-        jq -e --arg d "$idle" '.decisions[] | select(.name == $d) | .action == "inflate"' >/dev/null
-}
-BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass to find $idle's memory idle again" would_inflate_idle || {
-    "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/fake.policy" --proc "$work/proc" 2>/dev/null |
-        jq -c --arg d "$idle" '.decisions[] | select(.name == $d) | {action, reason}' || true
-    bm_fail "no pass would inflate $idle again within 60 s of its retouch"
-}
+# and until a pass under the fake /proc would inflate it
+bm_wait_would_inflate "$idle" --policy "$work/fake.policy" --proc "$work/proc"
 before_idle=$(actual "$idle")
 # stderr on a terminal (a pty from script(1)), stdout to the file: progress while it waits
 script -qec "$(printf '%q ' "$BM" -c "$BM_URI" run --once --json --policy "$work/fake.policy" --proc "$work/proc" --state "$work/fake-state.json") >$(printf '%q' "$work/fake.json")" "$work/pty.out" >/dev/null ||

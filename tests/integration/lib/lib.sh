@@ -743,6 +743,29 @@ bm_wait_fresh_stats() {
         bm_fail "no fresh guest statistics for ${doms[*]}"
 }
 
+# bm_wait_would_inflate "DOM..." RUN_ARG...: waits up to 60 s until a dry-run pass
+#   (`$BM run --once --dry-run --json RUN_ARG...`: it changes nothing and writes no state) would
+#   inflate every DOM (full names); fails the test with their decisions otherwise. Fresh
+#   statistics are not enough: statistics taken during a touch read a guest short, and memory a
+#   deflate gave back is not backed until the guest touches it again.
+_bm_would_inflate() {
+    local doms=$1
+    shift
+    "$BM" -c "$BM_URI" run --once --dry-run --json "$@" 2>/dev/null |
+        jq -e --arg d "$doms" '($d | split(" ")) as $w |
+            [.decisions[] | select(.name as $n | $w | index($n)) | select(.action == "inflate")] |
+            length == ($w | length)' >/dev/null
+}
+bm_wait_would_inflate() {
+    local doms=$1
+    BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass that would inflate $doms" _bm_would_inflate "$@" && return 0
+    shift
+    "$BM" -c "$BM_URI" run --once --dry-run --json "$@" 2>/dev/null |
+        jq -c --arg d "$doms" '($d | split(" ")) as $w | .decisions[] | select(.name as $n | $w | index($n)) |
+            {name, action, reason}' || true
+    bm_fail "no pass would inflate $doms within 60 s"
+}
+
 # bm_pressure_policy FILE [INTERVAL] [MAX_STEP] [TIMER_INFLATE]: a policy under which the real
 # host is "under pressure" (every threshold just below 100% of MemTotal) and only this test's
 # domains are managed; INTERVAL and MAX_STEP set when given. The tests' guests have no
