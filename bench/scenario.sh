@@ -11,6 +11,9 @@
 #   cache    reads 600 MiB of its disk (a read-only virtio disk of random bytes) into its page
 #            cache at boot and keeps it open, holds 32 MiB: memory free page reporting cannot
 #            return, an inflate can (the guest drops cache)
+# With BM_SCENARIO_SPARE=cache (the page-cache scenario of issue #21) the idle guest's spare
+# memory is page cache too: it reads 700 MiB of its own disk and keeps it open instead of
+# touching and freeing 800 MiB (the default, BM_SCENARIO_SPARE=free: its spare memory is free).
 # and a host process (bm-mem-hog) that takes the host's real MemAvailable down to 8% of
 # MemTotal (below default.policy's reclaim_below, 10%), never below a 1.5 GiB safety floor.
 # Phases: steady (nothing should change) -> host pressure begins -> the grower's demand
@@ -38,7 +41,8 @@
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
 # image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G),
 # BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
-# JSON as guest_options). The timer runs every timer_interval of the policy (60 s without it).
+# JSON as guest_options), BM_SCENARIO_SPARE (free or cache: the idle guest's spare memory, above;
+# in the JSON as spare). The timer runs every timer_interval of the policy (60 s without it).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
 set -euo pipefail
@@ -56,6 +60,9 @@ MIB=1048576
 TIMER_INTERVAL=60
 # extra bm_define_guest options for every guest (e.g. autodeflate=on), recorded in the JSON
 GUEST_OPTS=${BM_SCENARIO_GUEST_OPTS:-}
+# the idle guest's spare memory: free (touched and freed) or cache (its disk in the page cache)
+SPARE=${BM_SCENARIO_SPARE:-free}
+IDLE_CACHE_MIB=700
 
 die() { echo "scenario: $*" >&2; exit 2; }
 now() { echo "$EPOCHREALTIME"; }
@@ -77,6 +84,7 @@ run_one() {
         fpr) kind=none; fpr_opt=freepagereporting=on ;;
         *) die "mode '$mode': expected agent, timer, timer-stock, control, fpr or agent-fpr" ;;
     esac
+    case "$SPARE" in free|cache) ;; *) die "BM_SCENARIO_SPARE '$SPARE': expected free or cache" ;; esac
     [ -x "$BM" ] || die "no balloonmgr at $BM (meson setup build && ninja -C build, or BALLOONMGR=)"
     [ -x "$HOG" ] || die "no bm-mem-hog at $HOG (BM_MEM_HOG=)"
     # phase lengths (s): steady, pressure before the demand step, pressure after it, release
@@ -143,7 +151,11 @@ run_one() {
     local t_boot; t_boot=$(now)
     [ -z "$GUEST_OPTS" ] || bm_log "every guest with: $GUEST_OPTS (BM_SCENARIO_GUEST_OPTS)"
     # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
-    bm_define_guest idle 1024 load=0:touch:800 $fpr_opt $GUEST_OPTS
+    case "$SPARE" in
+        free) bm_define_guest idle 1024 load=0:touch:800 $fpr_opt $GUEST_OPTS ;;
+        cache) bm_log "the idle guest's spare memory is page cache (BM_SCENARIO_SPARE=cache)"
+               bm_define_guest idle 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB $fpr_opt $GUEST_OPTS ;;
+    esac
     # shellcheck disable=SC2086
     bm_define_guest fresh 1024 $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
@@ -155,6 +167,11 @@ run_one() {
     BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the cache guest to read its disk" \
         grep -q 'bm-load: t=[0-9.]* cached 600 MiB' "$(bm_console_log cache)" ||
         bm_fail "the cache guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log cache)" | tail -n 3)"
+    if [ "$SPARE" = cache ]; then
+        BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the idle guest to read its disk" \
+            grep -q "bm-load: t=[0-9.]* cached $IDLE_CACHE_MIB MiB" "$(bm_console_log idle)" ||
+            bm_fail "the idle guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log idle)" | tail -n 3)"
+    fi
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
     # shellcheck disable=SC2086
     bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" $fpr_opt $GUEST_OPTS
@@ -339,10 +356,10 @@ run_one() {
     printf '%s\n' "${args[@]:2}" |
         jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
                   interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r,
-                  guest_options: $o }' \
+                  guest_options: $o, spare: $sp }' \
             --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
             --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
-            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" \
+            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" \
             >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
@@ -395,7 +412,7 @@ analyse() {
     jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" --arg kind "$kind" \
         --rawfile rec "${RECORDS:-/dev/null}" --argjson have_rec "$([ -n "${RECORDS:-}" ] && echo true || echo false)" \
         --argjson release_above "$RELEASE_ABOVE" --argjson interval "$INTERVAL_S" \
-        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" \
+        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" --arg spare "$SPARE" \
         --argjson t_hog "$t_hog" --argjson t_hog_end "$t_hog_end" --argjson t_end "$t_end" \
         --argjson timer "$timer_passes" --argjson total "$total" --argjson reclaim_below "$RECLAIM_BELOW" \
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
@@ -472,7 +489,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts,
+      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -561,6 +578,7 @@ reanalyse() {
     RECLAIM_BELOW=$(jq '.reclaim_below' "$a") RELEASE_ABOVE=$(jq '.release_above' "$a")
     INTERVAL_S=$(jq '.interval_s' "$a") TIMER_INTERVAL=$(jq '.timer_interval_s' "$a")
     BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
+    SPARE=$(jq -r '.spare // "free"' "$a")
     read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
     local args=()
     mapfile -t args < <(jq -r '.analyse[]' "$a")
