@@ -30,6 +30,22 @@ static BmDomain running(const char *uuid, const char *name, int id, uint64_t act
     return d;
 }
 
+/* A new ledger with one running domain, U1 ("a", 2048 MiB of balloon) that uses `used`,
+ * synced at NOW: the start of the tests of one domain. */
+typedef struct {
+    BmLedger l;
+    BmDomain d;
+    BmSnapshot s;
+} OneDomain;
+
+static void one_domain(OneDomain *f, uint64_t used)
+{
+    bm_ledger_init(&f->l);
+    f->d = running(U1, "a", 1, 2048 * MiB, used);
+    f->s = (BmSnapshot){.domains = &f->d, .n_domains = 1};
+    bm_ledger_sync(&f->l, &f->s, BOOT, NOW);
+}
+
 /* A tracked change of uuid that ended with outcome, from -> reached, taking secs. */
 static BmTracked ended(const char *uuid, BmChangeOutcome outcome, uint64_t from, uint64_t target,
                        uint64_t reached, double secs)
@@ -96,116 +112,107 @@ static void test_sync(void)
 
 static void test_hold_off(void)
 {
-    BmLedger l;
-    bm_ledger_init(&l);
-    BmDomain d = running(U1, "a", 1, 2048 * MiB, 512 * MiB);
-    BmSnapshot s = {.domains = &d, .n_domains = 1};
-    bm_ledger_sync(&l, &s, BOOT, NOW);
-    bm_ledger_record_start(&l, U1, 2048 * MiB, 1024 * MiB);
+    OneDomain f;
+    one_domain(&f, 512 * MiB);
+    bm_ledger_record_start(&f.l, U1, 2048 * MiB, 1024 * MiB);
     BmTracked t = ended(U1, BM_CHANGE_STALLED, 2048 * MiB, 1024 * MiB, 2000 * MiB, 10);
-    bm_ledger_record_change(&l, &t, true, NOW);
-    const BmLedgerEntry *e = bm_ledger_find(&l, U1);
+    bm_ledger_record_change(&f.l, &t, true, NOW);
+    const BmLedgerEntry *e = bm_ledger_find(&f.l, U1);
     ok(e->unresponsive && e->unresponsive_actual == 2000 * MiB &&
            e->unresponsive_until_s == NOW + BM_UNRESPONSIVE_HOLDOFF_S,
        "a stalled change marks the domain unresponsive for %d s at its balloon",
        BM_UNRESPONSIVE_HOLDOFF_S);
     ok(!e->in_flight, "  and ends its flight");
-    d.actual_bytes = 2000 * MiB;
-    bm_ledger_sync(&l, &s, BOOT, NOW + 60);
-    ok(bm_ledger_find(&l, U1)->unresponsive, "hold-off: still unresponsive a minute later");
-    d.actual_bytes = 1900 * MiB;
-    bm_ledger_sync(&l, &s, BOOT, NOW + 61);
-    ok(!bm_ledger_find(&l, U1)->unresponsive, "  over once its balloon moved");
+    f.d.actual_bytes = 2000 * MiB;
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 60);
+    ok(bm_ledger_find(&f.l, U1)->unresponsive, "hold-off: still unresponsive a minute later");
+    f.d.actual_bytes = 1900 * MiB;
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 61);
+    ok(!bm_ledger_find(&f.l, U1)->unresponsive, "  over once its balloon moved");
 
     t = ended(U1, BM_CHANGE_TIMEOUT, 1900 * MiB, 1024 * MiB, 1900 * MiB, 120);
-    bm_ledger_record_change(&l, &t, true, NOW + 100);
-    bm_ledger_sync(&l, &s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S - 1);
-    ok(bm_ledger_find(&l, U1)->unresponsive, "a timeout marks it too, until the hold-off ends");
-    bm_ledger_sync(&l, &s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S);
-    ok(!bm_ledger_find(&l, U1)->unresponsive, "  and not after");
-    bm_ledger_clear(&l);
+    bm_ledger_record_change(&f.l, &t, true, NOW + 100);
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S - 1);
+    ok(bm_ledger_find(&f.l, U1)->unresponsive, "a timeout marks it too, until the hold-off ends");
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S);
+    ok(!bm_ledger_find(&f.l, U1)->unresponsive, "  and not after");
+    bm_ledger_clear(&f.l);
 }
 
 static void test_usage_peak(void)
 {
-    BmLedger l;
-    bm_ledger_init(&l);
-    BmDomain d = running(U1, "a", 1, 2048 * MiB, 900 * MiB);
-    BmSnapshot s = {.domains = &d, .n_domains = 1};
-    bm_ledger_sync(&l, &s, BOOT, NOW);
-    bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, NOW, 0);
-    const BmLedgerEntry *e = bm_ledger_find(&l, U1);
+    OneDomain f;
+    one_domain(&f, 900 * MiB);
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW, 0);
+    const BmLedgerEntry *e = bm_ledger_find(&f.l, U1);
     ok(e->have_prev && e->prev.used_bytes == 900 * MiB && e->prev.used_peak_bytes == 900 * MiB,
        "note: the reading kept, its use the peak");
-    ok(l.mode == BM_HOST_RECLAIM, "  and the host mode");
-    d.usable_bytes = d.available_bytes - 300 * MiB; /* it now uses 300 MiB */
-    bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, NOW + 30, 0);
+    ok(f.l.mode == BM_HOST_RECLAIM, "  and the host mode");
+    f.d.usable_bytes = f.d.available_bytes - 300 * MiB; /* it now uses 300 MiB */
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + 30, 0);
     ok(e->prev.used_bytes == 300 * MiB && e->prev.used_peak_bytes == 900 * MiB &&
            e->prev.used_peak_s == NOW,
        "usage peak: what it used 30 s ago still counts");
-    bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, NOW + BM_USED_PEAK_S, 0);
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + BM_USED_PEAK_S, 0);
     ok(e->prev.used_peak_bytes == 300 * MiB && e->prev.used_peak_s == NOW + BM_USED_PEAK_S,
        "  not after %d s: the peak restarts from this reading", BM_USED_PEAK_S);
     ok(bm_used_peak_window_s(60) == 150, "a timer's window: 2.5 of its intervals");
 
     /* the balloon rose while the host was not comfortable: given memory */
-    d.actual_bytes = 2200 * MiB;
-    d.available_bytes = 2200 * MiB;
-    bm_ledger_note_pass(&l, &s, BM_HOST_HOLD, NOW + 70, 0);
+    f.d.actual_bytes = 2200 * MiB;
+    f.d.available_bytes = 2200 * MiB;
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_HOLD, NOW + 70, 0);
     ok(e->prev.given_s == NOW + 70 && bm_prev_given(&e->prev, NOW + 71),
        "a risen balloon marks the domain given memory");
-    bm_ledger_note_pass(&l, &s, BM_HOST_RELEASE, NOW + 80, 0);
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RELEASE, NOW + 80, 0);
     ok(e->prev.given_s == 0, "  a comfortable host ends the episode");
-    bm_ledger_clear(&l);
+    bm_ledger_clear(&f.l);
 }
 
 static void test_record_change(void)
 {
-    BmLedger l;
-    bm_ledger_init(&l);
-    BmDomain d = running(U1, "a", 1, 2048 * MiB, 512 * MiB);
-    BmSnapshot s = {.domains = &d, .n_domains = 1};
-    bm_ledger_sync(&l, &s, BOOT, NOW);
-    bm_ledger_record_start(&l, U1, 2048 * MiB, 1024 * MiB);
-    const BmLedgerEntry *e = bm_ledger_find(&l, U1);
+    OneDomain f;
+    one_domain(&f, 512 * MiB);
+    bm_ledger_record_start(&f.l, U1, 2048 * MiB, 1024 * MiB);
+    const BmLedgerEntry *e = bm_ledger_find(&f.l, U1);
     ok(e->in_flight && e->last_target_bytes == 1024 * MiB, "start: in flight, its target kept");
-    is_u64(l.counters.target_changes[BM_DIR_INFLATE], 1, "  one inflate target counted");
+    is_u64(f.l.counters.target_changes[BM_DIR_INFLATE], 1, "  one inflate target counted");
 
     BmTracked t = ended(U1, BM_CHANGE_REACHED, 2048 * MiB, 1024 * MiB, 1024 * MiB, 0.5);
     t.rss_before_bytes = 2100 * MiB;
     t.rss_after_bytes = 1150 * MiB;
-    bm_ledger_record_change(&l, &t, true, NOW + 1);
+    bm_ledger_record_change(&f.l, &t, true, NOW + 1);
     ok(!e->in_flight && !e->unresponsive, "reached: no longer in flight, not unresponsive");
-    is_u64(l.counters.changes[BM_DIR_INFLATE][BM_CHANGE_REACHED], 1, "  counted reached");
-    is_u64(l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN].count, 1, "  its latency observed");
+    is_u64(f.l.counters.changes[BM_DIR_INFLATE][BM_CHANGE_REACHED], 1, "  counted reached");
+    is_u64(f.l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN].count, 1, "  its latency observed");
     ok(e->last_duration_s == 0.5 && e->last_direction == BM_DIR_INFLATE, "  duration, direction");
     is_u64(e->last_rss_drop_bytes, 950 * MiB, "  the QEMU RSS drop");
-    is_u64(l.counters.rss_dropped_bytes, 950 * MiB, "  summed");
+    is_u64(f.l.counters.rss_dropped_bytes, 950 * MiB, "  summed");
     ok(e->yield.inflated_bytes == 1024 * MiB && e->yield.returned_bytes == 950 * MiB,
        "  what the inflate yielded, learned");
     ok(e->last_reached_bytes == 1024 * MiB && e->last_ended_real_ns == NOW * 1000000000ull,
        "  the balloon it reached and when (the reading's correction)");
 
     /* another process's change (spooled) does not end a flight of ours */
-    bm_ledger_record_start(&l, U1, 1024 * MiB, 2048 * MiB);
+    bm_ledger_record_start(&f.l, U1, 1024 * MiB, 2048 * MiB);
     t = ended(U1, BM_CHANGE_FAILED, 1024 * MiB, 1500 * MiB, BM_ABSENT, 1);
-    bm_ledger_record_change(&l, &t, false, NOW + 2);
+    bm_ledger_record_change(&f.l, &t, false, NOW + 2);
     ok(e->in_flight, "another process's change: ours still in flight");
-    is_u64(l.counters.changes[BM_DIR_DEFLATE][BM_CHANGE_FAILED], 1, "  its outcome counted");
-    is_u64(l.counters.latency[BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count, 0,
+    is_u64(f.l.counters.changes[BM_DIR_DEFLATE][BM_CHANGE_FAILED], 1, "  its outcome counted");
+    is_u64(f.l.counters.latency[BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count, 0,
            "  a failed change has no latency");
-    bm_ledger_record_dropped(&l, U1);
+    bm_ledger_record_dropped(&f.l, U1);
     ok(!e->in_flight, "a change forgotten (connection gone): no longer in flight");
 
     /* a known verdict labels a change that came without one */
-    BmLedgerEntry *w = bm_ledger_entry(&l, U1, NULL);
+    BmLedgerEntry *w = bm_ledger_entry(&f.l, U1, NULL);
     w->features_known = true;
     w->sg = BM_FEAT_NEGOTIATED;
     t = ended(U1, BM_CHANGE_REACHED, 1024 * MiB, 2048 * MiB, 2048 * MiB, 0.2);
-    bm_ledger_record_change(&l, &t, false, NOW + 3);
-    is_u64(l.counters.latency[BM_DIR_DEFLATE][BM_SGL_NEGOTIATED].count, 1,
+    bm_ledger_record_change(&f.l, &t, false, NOW + 3);
+    is_u64(f.l.counters.latency[BM_DIR_DEFLATE][BM_SGL_NEGOTIATED].count, 1,
            "a change labelled unknown gets the domain's known verdict");
-    bm_ledger_clear(&l);
+    bm_ledger_clear(&f.l);
 }
 
 static void test_persistence(void)
