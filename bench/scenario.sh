@@ -601,8 +601,10 @@ table() {
         elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
     def mib: if . == null then "-" else (. / 1048576 | round | tostring) end;
     def num: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
-    group_by(.mode) | map(. as $runs | {
-        mode: .[0].mode, runs: length,
+    # runs of the page-cache scenario (BM_SCENARIO_SPARE=cache) are a row of their own
+    group_by([(.spare // "free"), .mode]) | map(. as $runs | {
+        mode: (.[0].mode + (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end)),
+        runs: length,
         relief: [$runs[] | .host.relief.seconds] | median,
         relieved: ([$runs[] | select(.host.relief.to != null and .host.relief.to < .phases.pressure[1] - 5)] | length),
         passes: [$runs[] | .host.relief.passes] | median,
