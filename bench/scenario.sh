@@ -164,14 +164,8 @@ run_one() {
     bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 $fpr_opt $GUEST_OPTS
     local g t_anchor
     for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
-    BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the cache guest to read its disk" \
-        grep -q 'bm-load: t=[0-9.]* cached 600 MiB' "$(bm_console_log cache)" ||
-        bm_fail "the cache guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log cache)" | tail -n 3)"
-    if [ "$SPARE" = cache ]; then
-        BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the idle guest to read its disk" \
-            grep -q "bm-load: t=[0-9.]* cached $IDLE_CACHE_MIB MiB" "$(bm_console_log idle)" ||
-            bm_fail "the idle guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log idle)" | tail -n 3)"
-    fi
+    wait_cached cache 600
+    [ "$SPARE" != cache ] || wait_cached idle "$IDLE_CACHE_MIB"
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
     # shellcheck disable=SC2086
     bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" $fpr_opt $GUEST_OPTS
@@ -365,6 +359,15 @@ run_one() {
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
     bm_log "run written to $out"
+}
+
+# wait_cached GUEST MIB: waits until GUEST's load has read MIB MiB of its disk into its page
+# cache (its "cached MIB MiB" console line); fails the run otherwise.
+wait_cached() {
+    local g=$1 mib=$2
+    BM_WAIT_INTERVAL=0.5 bm_wait_until 120 "the $g guest to read its disk" \
+        grep -q "bm-load: t=[0-9.]* cached $mib MiB" "$(bm_console_log "$g")" ||
+        bm_fail "the $g guest did not read its disk: $(grep -a 'bm-load' "$(bm_console_log "$g")" | tail -n 3)"
 }
 
 # stamp_lines RAW STAMPED: copies stdin to RAW, and to STAMPED with each line after the epoch

@@ -748,22 +748,23 @@ bm_wait_fresh_stats() {
 #   inflate every DOM (full names); fails the test with their decisions otherwise. Fresh
 #   statistics are not enough: statistics taken during a touch read a guest short, and memory a
 #   deflate gave back is not backed until the guest touches it again.
-_bm_would_inflate() {
+# _bm_dry_run_decisions "DOM..." RUN_ARG...: the dry-run pass's decisions of DOMs, a JSON line each
+_bm_dry_run_decisions() {
     local doms=$1
     shift
     "$BM" -c "$BM_URI" run --once --dry-run --json "$@" 2>/dev/null |
-        jq -e --arg d "$doms" '($d | split(" ")) as $w |
-            [.decisions[] | select(.name as $n | $w | index($n)) | select(.action == "inflate")] |
-            length == ($w | length)' >/dev/null
+        jq -c --arg d "$doms" '($d | split(" ")) as $w | .decisions[] | select(.name | IN($w[])) |
+            {name, action, reason}'
+}
+_bm_would_inflate() {
+    local n
+    n=$(_bm_dry_run_decisions "$@" | jq -s '[.[] | select(.action == "inflate")] | length') || return 1
+    [ "$n" -eq "$(wc -w <<<"$1")" ]
 }
 bm_wait_would_inflate() {
-    local doms=$1
-    BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass that would inflate $doms" _bm_would_inflate "$@" && return 0
-    shift
-    "$BM" -c "$BM_URI" run --once --dry-run --json "$@" 2>/dev/null |
-        jq -c --arg d "$doms" '($d | split(" ")) as $w | .decisions[] | select(.name as $n | $w | index($n)) |
-            {name, action, reason}' || true
-    bm_fail "no pass would inflate $doms within 60 s"
+    BM_WAIT_INTERVAL=1 bm_wait_until 60 "a pass that would inflate $1" _bm_would_inflate "$@" && return 0
+    _bm_dry_run_decisions "$@" || true
+    bm_fail "no pass would inflate $1 within 60 s"
 }
 
 # bm_pressure_policy FILE [INTERVAL] [MAX_STEP] [TIMER_INFLATE]: a policy under which the real
