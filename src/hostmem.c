@@ -1,10 +1,12 @@
 #include "hostmem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "file.h"
@@ -151,7 +153,8 @@ int bm_hostmem_parse_psi(const char *text, BmHost *ret)
 
 int bm_hostmem_read(const char *proc_dir, BmHost *ret)
 {
-    *ret = (BmHost){.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT};
+    *ret = (BmHost){.mem_total_bytes = BM_ABSENT, .mem_available_bytes = BM_ABSENT,
+                    .percpu_free_bytes = BM_ABSENT, .percpu_rest_bytes = BM_ABSENT};
     const char *dir = proc_dir ? proc_dir : "/proc";
     _cleanup_free_ char *meminfo = bm_asprintf("%s/meminfo", dir);
     _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", dir);
@@ -182,6 +185,138 @@ int bm_hostmem_read(const char *proc_dir, BmHost *ret)
         return bm_error_prefix(r, "%s", psi); /* NaN or garbage is no reading: refused */
     }
     return 0;
+}
+
+/* The number after "key:" at the start of a zoneinfo line (after its indent), in *ret; 1 when
+ * the line is such a line, 0 when it is another, -EINVAL when its value is not a number. */
+static int zoneinfo_value(const char *text, const char *line, const char *key, uint64_t *ret)
+{
+    const char *p = line + strspn(line, " \t");
+    size_t klen = strlen(key);
+    if (strncmp(p, key, klen) != 0 || p[klen] != ':')
+        return 0;
+    p += klen + 1;
+    p += strspn(p, " \t");
+    size_t digits = strspn(p, "0123456789");
+    uint64_t v = 0;
+    bool overflow = digits == 0 || digits > 19;
+    for (size_t i = 0; i < digits && !overflow; i++)
+        overflow = __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(p[i] - '0'), &v);
+    if (overflow || (p[digits] != '\n' && p[digits] != '\0' && p[digits] != ' '))
+        return bm_error(-EINVAL, "line %u: %s: not a number of pages", line_of(text, line), key);
+    *ret = v;
+    return 1;
+}
+
+int bm_hostmem_parse_zoneinfo(const char *text, uint64_t page_bytes, BmHost *ret)
+{
+    uint64_t free_pages = 0, rest_pages = 0;
+    bool have_free = false, have_rest = false, in_pagesets = false;
+    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (!strncmp(l, "Node ", 5)) { /* a zone: its pagesets follow its counters */
+            in_pagesets = false;
+            continue;
+        }
+        const char *p = l + strspn(l, " \t");
+        if (!strncmp(p, "pagesets", 8) && (p[8] == '\n' || p[8] == '\0')) {
+            in_pagesets = true;
+            continue;
+        }
+        if (!in_pagesets)
+            continue;
+        uint64_t v;
+        int r = zoneinfo_value(text, l, "count", &v);
+        if (r > 0) {
+            have_free = true;
+            if (__builtin_add_overflow(free_pages, v, &free_pages))
+                return bm_error(-EINVAL, "line %u: count: the sum overflows", line_of(text, l));
+            continue;
+        }
+        if (r == 0)
+            r = zoneinfo_value(text, l, "high_min", &v);
+        if (r < 0)
+            return r;
+        if (r > 0) {
+            have_rest = true;
+            if (__builtin_add_overflow(rest_pages, v, &rest_pages))
+                return bm_error(-EINVAL, "line %u: high_min: the sum overflows", line_of(text, l));
+        }
+    }
+    uint64_t fb, rb;
+    if ((have_free && __builtin_mul_overflow(free_pages, page_bytes, &fb)) ||
+        (have_rest && __builtin_mul_overflow(rest_pages, page_bytes, &rb)))
+        return bm_error(-EINVAL, "the per-CPU lists' pages overflow 64 bits of bytes");
+    ret->percpu_free_bytes = have_free ? fb : BM_ABSENT;
+    ret->percpu_rest_bytes = have_rest ? rb : BM_ABSENT;
+    return 0;
+}
+
+int bm_hostmem_read_percpu(const char *proc_dir, BmHost *ret)
+{
+    ret->percpu_free_bytes = ret->percpu_rest_bytes = BM_ABSENT;
+    _cleanup_free_ char *path = bm_asprintf("%s/zoneinfo", proc_dir ? proc_dir : "/proc");
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
+    int r = bm_file_read(path, BM_HOSTMEM_ZONEINFO_MAX_BYTES, &buf, &len);
+    if (r < 0)
+        return bm_error_prefix(r, "%s", path);
+    if (strlen(buf) != len)
+        return bm_error(-EINVAL, "%s: contains a NUL byte", path);
+    long page = sysconf(_SC_PAGESIZE);
+    r = bm_hostmem_parse_zoneinfo(buf, page > 0 ? (uint64_t)page : 4096, ret);
+    if (r < 0) {
+        ret->percpu_free_bytes = ret->percpu_rest_bytes = BM_ABSENT;
+        return bm_error_prefix(r, "%s", path);
+    }
+    return 0;
+}
+
+uint64_t bm_hostmem_percpu_excess(const BmHost *h)
+{
+    if (!bm_present(h->percpu_free_bytes) || !bm_present(h->percpu_rest_bytes) ||
+        h->percpu_free_bytes <= h->percpu_rest_bytes)
+        return 0;
+    return h->percpu_free_bytes - h->percpu_rest_bytes;
+}
+
+#define DRAIN_DONE_BYTES (16ull * 1024 * 1024)
+#define DRAIN_MAX_WRITES 4096
+#define DRAIN_MAX_NS 1000000000ull
+#define DRAIN_STALLS 3
+
+int bm_hostmem_drain_percpu(const char *proc_dir, BmHost *h, uint64_t *ret_drained_bytes)
+{
+    *ret_drained_bytes = 0;
+    _cleanup_free_ char *path = bm_asprintf("%s/sys/vm/stat_refresh", proc_dir ? proc_dir : "/proc");
+    int r = bm_hostmem_read_percpu(proc_dir, h);
+    if (r < 0)
+        return r;
+    uint64_t first = h->percpu_free_bytes, lowest = first, t0 = bm_now_mono_ns();
+    int writes = 0, stalls = 0;
+    while (bm_hostmem_percpu_excess(h) > DRAIN_DONE_BYTES && writes < DRAIN_MAX_WRITES &&
+           stalls < DRAIN_STALLS && bm_now_mono_ns() - t0 < DRAIN_MAX_NS) {
+        /* no O_CREAT: a /proc without the file is no place to make one; no symlink followed */
+        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+        if (fd < 0)
+            return bm_error(-errno, "%s: %s", path, strerror(errno));
+        ssize_t n = write(fd, "1\n", 2);
+        int e = errno;
+        close(fd);
+        if (n < 0)
+            return bm_error(-e, "%s: %s", path, strerror(e));
+        writes++;
+        r = bm_hostmem_read_percpu(proc_dir, h);
+        if (r < 0)
+            return r;
+        if (h->percpu_free_bytes < lowest) {
+            lowest = h->percpu_free_bytes;
+            stalls = 0;
+        } else {
+            stalls++;
+        }
+    }
+    *ret_drained_bytes = first > lowest ? first - lowest : 0;
+    return writes;
 }
 
 const char *bm_host_mode_name(BmHostMode m)

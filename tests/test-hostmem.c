@@ -1,8 +1,18 @@
 /* Host memory readers against fake /proc trees (tests/data/proc/NAME/). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <inttypes.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
+#include "file.h"
+#include "fixture.h"
 #include "hostmem.h"
 #include "tap.h"
 #include "util.h"
@@ -104,11 +114,165 @@ static void test_parsers(void)
        "old kernel: MemFree + Cached estimate capped at MemTotal");
 }
 
+#define PAGE 4096ull
+
+/* /proc/zoneinfo: the per-CPU lists' free pages and, on Linux >= 6.8, what they hold at rest */
+static void test_zoneinfo(void)
+{
+    char dir[4096];
+    BmHost h = {0};
+    snprintf(dir, sizeof(dir), "%s/tests/data/proc/pressure-high", SOURCE_ROOT);
+    ok(bm_hostmem_read_percpu(dir, &h) == 0, "zoneinfo of Linux 6.8+ reads");
+    long page = sysconf(_SC_PAGESIZE);
+    is_u64(h.percpu_free_bytes, (8891 + 301000) * (uint64_t)page, "free pages of every zone and CPU");
+    is_u64(h.percpu_rest_bytes, (6 + 6 + 10081 + 10081) * (uint64_t)page, "high_min of every zone and CPU");
+    is_u64(bm_hostmem_percpu_excess(&h), (8891 + 301000 - 6 - 6 - 10081 - 10081) * (uint64_t)page,
+           "the excess: what the lists hold above their rest");
+
+    snprintf(dir, sizeof(dir), "%s/tests/data/proc/old-kernel", SOURCE_ROOT);
+    ok(bm_hostmem_read_percpu(dir, &h) == 0 && h.percpu_free_bytes == 197 * (uint64_t)page &&
+           !bm_present(h.percpu_rest_bytes) && bm_hostmem_percpu_excess(&h) == 0,
+       "before 6.8 (no high_min): the count read, no rest, no excess (the lists do not grow)");
+    snprintf(dir, sizeof(dir), "%s/tests/data/proc/no-psi", SOURCE_ROOT);
+    bm_error_reset();
+    int r = bm_hostmem_read_percpu(dir, &h);
+    ok(r == -ENOENT && strstr(bm_error_detail(r), "no-psi/zoneinfo") && !bm_present(h.percpu_free_bytes),
+       "no zoneinfo: -ENOENT naming it, nothing known: %s", bm_error_detail(r));
+
+    ok(bm_hostmem_parse_zoneinfo("Node 0, zone Normal\n  count: 5\n", PAGE, &h) == 0 &&
+           !bm_present(h.percpu_free_bytes),
+       "a count: outside pagesets is not a per-CPU list");
+    ok(bm_hostmem_parse_zoneinfo("", PAGE, &h) == 0 && !bm_present(h.percpu_free_bytes),
+       "empty: nothing known");
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"Node 0, zone Normal\n  pagesets\n    cpu: 0\n      count: x\n", "line 4: count: not a number of pages"},
+        {"Node 0, zone Normal\n  pagesets\n      count: -1\n", "line 3: count: not a number"},
+        {"Node 0, zone Normal\n  pagesets\n      high_min: 12kB\n", "line 3: high_min: not a number"},
+        {"Node 0, zone Normal\n  pagesets\n      count: 99999999999999999999\n", "line 3: count: not a number"},
+        {"Node 0, zone Normal\n  pagesets\n      count: 9223372036854775807\n"
+         "      count: 9223372036854775807\n      count: 9223372036854775807\n",
+         "line 5: count: the sum overflows"},
+        {"Node 0, zone Normal\n  pagesets\n      count: 4611686018427387904\n", "overflow 64 bits of bytes"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = bm_hostmem_parse_zoneinfo(bad[i].text, PAGE, &h);
+        ok(r == -EINVAL && strstr(bm_error_detail(r), bad[i].why), "zoneinfo %zu refused: %s", i,
+           r < 0 ? bm_error_detail(r) : "accepted");
+    }
+}
+
+/* Writes text to dir/name. */
+static void put(const char *dir, const char *name, const char *text)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* The drain against a fake /proc whose lists never shrink: it writes stat_refresh, re-reads
+ * zoneinfo and stops when nothing falls; a /proc without stat_refresh is refused by name. */
+static void test_drain_fake(void)
+{
+    char dir[] = "/tmp/bm-test-hostmem.XXXXXX";
+    if (!mkdtemp(dir)) {
+        ok(false, "mkdtemp");
+        return;
+    }
+    _cleanup_free_ char *src = fixture_read("proc/pressure-high/zoneinfo");
+    put(dir, "zoneinfo", src ? src : "");
+    BmHost h = {0};
+    uint64_t drained = 1;
+    bm_error_reset();
+    int r = bm_hostmem_drain_percpu(dir, &h, &drained);
+    ok(r == -ENOENT && strstr(bm_error_detail(r), "/sys/vm/stat_refresh") && drained == 0,
+       "no sys/vm/stat_refresh: -ENOENT naming it: %s", bm_error_detail(r));
+
+    _cleanup_free_ char *sys = bm_asprintf("%s/sys", dir), *vm = bm_asprintf("%s/sys/vm", dir);
+    mkdir(sys, 0755);
+    mkdir(vm, 0755);
+    put(dir, "sys/vm/stat_refresh", "");
+    r = bm_hostmem_drain_percpu(dir, &h, &drained);
+    ok(r == 3 && drained == 0, "lists that do not fall: 3 writes, then it stops (got %d, %" PRIu64 " drained)",
+       r, drained);
+    _cleanup_free_ char *written = bm_asprintf("%s/sys/vm/stat_refresh", dir);
+    _cleanup_free_ char *text = NULL;
+    ok(bm_file_read(written, 64, &text, NULL) == 0 && strcmp(text, "1\n") == 0, "it wrote \"1\" to stat_refresh");
+
+    put(dir, "zoneinfo", "Node 0, zone Normal\n  pagesets\n    count: 4000\n    high_min: 1000\n");
+    r = bm_hostmem_drain_percpu(dir, &h, &drained);
+    ok(r == 0 && drained == 0, "an excess under 16 MiB: no write");
+
+    _cleanup_free_ char *rm = bm_asprintf("rm -rf '%s'", dir);
+    ok(system(rm) == 0, "fake /proc removed");
+}
+
+/* On this machine's kernel: zoneinfo reads; as root, a drain runs (whatever the lists hold)
+ * and ends within its bounds. */
+static void test_real_percpu(void)
+{
+    BmHost h = {0};
+    ok(bm_hostmem_read_percpu(NULL, &h) == 0 && bm_present(h.percpu_free_bytes),
+       "the real /proc/zoneinfo has per-CPU lists (%" PRIu64 " KiB)", h.percpu_free_bytes / 1024);
+    if (geteuid() != 0) {
+        ok(true, "# SKIP not root: stat_refresh is root's");
+        return;
+    }
+    uint64_t drained = 0;
+    int r = bm_hostmem_drain_percpu(NULL, &h, &drained);
+    ok(r >= 0 && r <= 4096, "a drain of the real lists ends (%d writes, %" PRIu64 " KiB drained)", r,
+       drained / 1024);
+
+    /* the real condition: 512 MiB touched and freed on one CPU wait on its list (Linux >= 6.8
+     * raises a list's high mark while its CPU allocates); the drain gives them to MemAvailable */
+    if (!bm_present(h.percpu_rest_bytes)) {
+        ok(true, "# SKIP lists without high_min (Linux < 6.8): they do not grow so");
+        return;
+    }
+    cpu_set_t one, was;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    bool pinned = sched_getaffinity(0, sizeof(was), &was) == 0 && sched_setaffinity(0, sizeof(one), &one) == 0;
+    size_t len = 512u << 20;
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        ok(false, "mmap 512 MiB: %s", strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < len; i += 4096)
+        m[i] = 1;
+    munmap(m, len);
+    BmHost before = {0}, after = {0};
+    ok(bm_hostmem_read(NULL, &before) == 0 && bm_hostmem_read_percpu(NULL, &before) == 0, "read after the free");
+    uint64_t parked = bm_hostmem_percpu_excess(&before);
+    if (parked < (256ull << 20)) {
+        ok(true, "# SKIP this kernel left %" PRIu64 " MiB of the 512 on the lists", parked >> 20);
+    } else {
+        r = bm_hostmem_drain_percpu(NULL, &h, &drained);
+        ok(bm_hostmem_read(NULL, &after) == 0, "read after the drain");
+        ok(r > 0 && bm_hostmem_percpu_excess(&h) < (64ull << 20),
+           "the drain took the lists from %" PRIu64 " to %" PRIu64 " MiB above their rest (%d writes)",
+           parked >> 20, bm_hostmem_percpu_excess(&h) >> 20, r);
+        ok(after.mem_available_bytes >= before.mem_available_bytes + drained / 2,
+           "MemAvailable counts them now: %" PRIu64 " -> %" PRIu64 " MiB (%" PRIu64 " MiB drained)",
+           before.mem_available_bytes >> 20, after.mem_available_bytes >> 20, drained >> 20);
+    }
+    if (pinned)
+        sched_setaffinity(0, sizeof(was), &was);
+}
+
 int main(void)
 {
     test_fake_proc_trees();
     test_bad_trees();
     test_real_proc();
     test_parsers();
+    test_zoneinfo();
+    test_drain_fake();
+    test_real_percpu();
     return tap_done();
 }
