@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ struct BmEngine {
     BmRows rows;        /* one per domain of snap: its reading, ledger entry and rules */
     BmHost host;
     bool have_host;
+    bool drain_due;     /* an inflate of ours ended since the per-CPU lists were last drained */
+    bool drain_warned;  /* a failed drain was logged (once per engine) */
     BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
     bool have_ksm;
     BmPlan plan;
@@ -193,12 +196,67 @@ static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
     en->balloon_cached = true;
 }
 
+/* The free pages a balloon gave back can sit on the kernel's per-CPU lists, out of MemFree
+ * and MemAvailable, for minutes (Linux >= 6.8: a list grows up to 1/8 of its zone while its CPU
+ * frees much): the host would look as short as before and the policy take more. They are given
+ * back to the kernel's free lists when an inflate of ours ended since the last time, and in a
+ * reading of a host below release_above; never in a dry run. Returns true when *h's
+ * MemAvailable must be read again. */
+static bool drain_percpu(BmEngine *e, BmHost *h)
+{
+    bool due = e->drain_due;
+    e->drain_due = false; /* looked at: what an inflate left is on the lists now or never */
+    if (e->opts.dry_run || bm_hostmem_percpu_excess(h) < BM_HOSTMEM_PERCPU_DRAIN_MIN_BYTES)
+        return false;
+    bool short_host = e->policy && bm_present(h->mem_available_bytes) &&
+                      h->mem_available_bytes < bm_amount_bytes(e->policy->release_above, h->mem_total_bytes);
+    if (!due && !short_host)
+        return false;
+    uint64_t before = h->percpu_free_bytes, drained = 0;
+    int r = bm_hostmem_drain_percpu(e->opts.proc_dir, h, &drained);
+    if (r < 0) {
+        if (!e->drain_warned)
+            bm_log(LOG_WARNING, "cannot give the %" PRIu64 " MiB on the per-CPU free lists back to "
+                   "MemAvailable (logged once): %s", bm_hostmem_percpu_excess(h) >> 20, bm_error_detail(r));
+        e->drain_warned = true;
+        bm_error_reset();
+        return false;
+    }
+    bm_count_add(&e->ledger.counters.percpu_drained_bytes, drained);
+    if (drained > 0)
+        bm_log(LOG_INFO, "per-CPU free lists: gave %" PRIu64 " MiB back to MemAvailable (%" PRIu64
+               " -> %" PRIu64 " MiB, %d write(s) of stat_refresh)", drained >> 20, before >> 20,
+               h->percpu_free_bytes >> 20, r);
+    return drained > 0;
+}
+
+/* The host's memory: meminfo and PSI, the per-CPU lists, and MemAvailable again after they
+ * were drained. */
+static int read_host(BmEngine *e, BmHost *ret)
+{
+    int r = bm_hostmem_read(e->opts.proc_dir, ret);
+    if (r < 0)
+        return r;
+    if (bm_hostmem_read_percpu(e->opts.proc_dir, ret) < 0)
+        bm_error_reset(); /* no zoneinfo: the lists unknown, left alone */
+    if (drain_percpu(e, ret)) {
+        BmHost again;
+        if (bm_hostmem_read(e->opts.proc_dir, &again) == 0) {
+            again.percpu_free_bytes = ret->percpu_free_bytes;
+            again.percpu_rest_bytes = ret->percpu_rest_bytes;
+            *ret = again;
+        }
+        bm_error_reset();
+    }
+    return 0;
+}
+
 /* Step 1, read: the host, then the domains (XML from the ledger's cache where it can), then
  * the one join of the reading: the rows, through which the ledger is brought in line. */
 static int read_view(BmEngine *e)
 {
     BmHost host;
-    int r = bm_hostmem_read(e->opts.proc_dir, &host);
+    int r = read_host(e, &host);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return bm_error_prefix(r, "host memory");
@@ -348,14 +406,36 @@ static void on_ended(void *ctx, const BmTracked *t)
 {
     BmEngine *e = ctx;
     bm_log_change(t->name, &t->change);
+    if (t->change.target_bytes < t->change.from_bytes)
+        e->drain_due = true; /* what it gave may wait on a per-CPU list: drained at the next reading */
     bm_ledger_record_change(&e->ledger, t, true, bm_now_real_ns() / 1000000000ull);
+}
+
+/* After changes ended: the free pages an inflate of them gave back, drained from the per-CPU
+ * lists now rather than at the next reading (the timer's pass has none). The pass's host
+ * reading keeps its MemAvailable (the plan's reason quotes it); its lists are updated. */
+static void drain_after_changes(BmEngine *e)
+{
+    if (!e->drain_due || !e->have_host)
+        return;
+    BmHost h = e->host;
+    if (bm_hostmem_read_percpu(e->opts.proc_dir, &h) < 0) {
+        bm_error_reset();
+        e->drain_due = false; /* no zoneinfo: nothing to drain from */
+        return;
+    }
+    drain_percpu(e, &h);
+    e->host.percpu_free_bytes = h.percpu_free_bytes;
+    e->host.percpu_rest_bytes = h.percpu_rest_bytes;
 }
 
 size_t bm_engine_poll(BmEngine *e)
 {
     if (!e->conn)
         return e->changes.n_items;
-    return bm_tracker_poll(&e->changes, on_ended, e);
+    size_t left = bm_tracker_poll(&e->changes, on_ended, e);
+    drain_after_changes(e);
+    return left;
 }
 
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx)
@@ -378,7 +458,9 @@ size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
     if (!e->conn)
         return e->changes.n_items;
-    return bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
+    size_t left = bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
+    drain_after_changes(e);
+    return left;
 }
 
 const BmPlan *bm_engine_plan(const BmEngine *e)

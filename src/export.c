@@ -59,6 +59,10 @@ static const struct {
     {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, "Memory reclaimed from all domains."},
     {"balloonmgr_host_memory_total_bytes", BM_METRIC_GAUGE, "Host MemTotal."},
     {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, "Host MemAvailable."},
+    {"balloonmgr_host_memory_percpu_free_bytes", BM_METRIC_GAUGE,
+     "Free pages on the kernel's per-CPU lists, which MemAvailable does not count."},
+    {"balloonmgr_host_memory_percpu_drained_bytes_total", BM_METRIC_COUNTER,
+     "Free pages balloonmgr gave back from the per-CPU lists to the free lists MemAvailable counts."},
     {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE, "Host PSI memory some avg10, 0..1."},
     {"balloonmgr_host_memory_pressure_full_ratio", BM_METRIC_GAUGE, "Host PSI memory full avg10, 0..1."},
     {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the host's current policy mode."},
@@ -106,6 +110,8 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
     r_ok |= bm_registry_add(r, "balloonmgr_rss_dropped_bytes_total", NULL, (double)c->rss_dropped_bytes);
+    r_ok |= bm_registry_add(r, "balloonmgr_host_memory_percpu_drained_bytes_total", NULL,
+                            (double)c->percpu_drained_bytes);
     return r_ok;
 }
 
@@ -236,6 +242,7 @@ static int add_host(BmRegistry *r, const BmView *v)
     if (h) {
         ADD("balloonmgr_host_memory_total_bytes", NULL, h->mem_total_bytes);
         ADD("balloonmgr_host_memory_available_bytes", NULL, h->mem_available_bytes);
+        ADD("balloonmgr_host_memory_percpu_free_bytes", NULL, h->percpu_free_bytes);
         if (h->psi_present) {
             r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_some_ratio", NULL, h->psi_some_avg10 / 100);
             r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_full_ratio", NULL, h->psi_full_avg10 / 100);

@@ -108,6 +108,7 @@ typedef struct {
     uint64_t passes;
     uint64_t errors[BM_ERR_COUNT];
     uint64_t rss_dropped_bytes;
+    uint64_t percpu_drained_bytes; /* free pages given back from the per-CPU lists */
     double last_pass_duration_s;   /* < 0: none yet */
     uint64_t last_success_s;       /* 0: never */
 } BmCounters;

@@ -131,6 +131,7 @@ static json_object *counters_json(const BmLedger *l)
     json_object_object_add(o, "errors", er);
     json_object_object_add(o, "passes", json_object_new_uint64(c->passes));
     json_object_object_add(o, "rss_dropped_bytes", json_object_new_uint64(c->rss_dropped_bytes));
+    json_object_object_add(o, "percpu_drained_bytes", json_object_new_uint64(c->percpu_drained_bytes));
     json_object_object_add(o, "last_success", json_object_new_uint64(c->last_success_s));
     json_object_object_add(o, "last_pass_duration_s", json_finite(c->last_pass_duration_s));
     json_object *doms = json_object_new_array();
@@ -328,6 +329,7 @@ static int counters_parse(json_object *o, BmLedger *l)
             COUNT(er, bm_error_kind_names[e], c->errors[e]);
     COUNT(o, "passes", c->passes);
     COUNT(o, "rss_dropped_bytes", c->rss_dropped_bytes);
+    COUNT(o, "percpu_drained_bytes", c->percpu_drained_bytes);
     COUNT(o, "last_success", c->last_success_s);
     SECONDS(o, "counters: ", "last_pass_duration_s", -1, c->last_pass_duration_s);
     if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array) &&

@@ -21,6 +21,11 @@
 
 static char proc[] = "/tmp/bm-test-engine.XXXXXX";
 
+/* per-CPU free lists 77000 pages (300 MiB of 4 KiB pages) above their rest */
+#define ZONEINFO "Node 0, zone Normal\n  pagesets\n    cpu: 0\n      count: 87000\n      high_min: 10000\n" \
+                 "    cpu: 1\n      count: 10000\n      high_min: 10000\n"
+
+
 static void put(const char *rel, const char *text)
 {
     _cleanup_free_ char *path = bm_asprintf("%s/%s", proc, rel);
@@ -37,7 +42,7 @@ static void make_proc(void)
     if (!mkdtemp(proc))
         return;
     for (const char *const *d = (const char *const[]){"pressure", "sys", "sys/kernel",
-                                                      "sys/kernel/random", NULL};
+                                                      "sys/kernel/random", "sys/vm", NULL};
          *d; d++) {
         _cleanup_free_ char *path = bm_asprintf("%s/%s", proc, *d);
         mkdir(path, 0755);
@@ -46,13 +51,35 @@ static void make_proc(void)
     put("pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
                            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
     put("sys/kernel/random/boot_id", BOOT "\n");
+    /* 300 MiB free on the per-CPU lists above their rest, which never fall */
+    put("zoneinfo", ZONEINFO);
+    put("sys/vm/stat_refresh", "");
+}
+
+
+/* What was written to the fake stat_refresh since the last call (emptied). */
+static char *refreshed(void)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/sys/vm/stat_refresh", proc);
+    char *text = NULL;
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+    if (f) {
+        text = bm_malloc0(64);
+        n = fread(text, 1, 63, f);
+        fclose(f);
+    }
+    if (text)
+        text[n] = '\0';
+    put("sys/vm/stat_refresh", "");
+    return text;
 }
 
 static void remove_proc(void)
 {
     static const char *const files[] = {"sys/kernel/random/boot_id", "sys/kernel/random",
-                                        "sys/kernel", "sys", "pressure/memory", "pressure",
-                                        "meminfo"};
+                                        "sys/kernel", "sys/vm/stat_refresh", "sys/vm", "sys",
+                                        "pressure/memory", "pressure", "meminfo", "zoneinfo"};
     for (size_t i = 0; i < BM_ARRAY_SIZE(files); i++) {
         _cleanup_free_ char *path = bm_asprintf("%s/%s", proc, files[i]);
         if (unlink(path) < 0)
@@ -192,6 +219,35 @@ int main(void)
         found &= strstr(text, series) != NULL;
     }
     ok(found, "  the export finds every domain's decision of the last pass");
+
+    /* the per-CPU free lists: drained (stat_refresh written) by a reading of a host below
+     * release_above; not by one of a comfortable host with no inflate ended since; never in a
+     * dry run */
+    free(refreshed());
+    ok(bm_engine_refresh(e) == 0, "a reading of the short host");
+    _cleanup_free_ char *w1 = refreshed();
+    ok(w1 && strcmp(w1, "1\n") == 0, "  the lists 300 MiB above their rest: stat_refresh written");
+    const BmHost *hr = bm_engine_host(e);
+    is_u64(hr ? hr->percpu_free_bytes : 0, 97000 * (uint64_t)sysconf(_SC_PAGESIZE),
+           "  the lists' free pages in the host reading");
+    _cleanup_free_ char *prom = bm_engine_render(e, true);
+    ok(prom && strstr(prom, "\nballoonmgr_host_memory_percpu_free_bytes ") &&
+           strstr(prom, "\nballoonmgr_host_memory_percpu_drained_bytes_total 0\n"),
+       "  exported: the lists' free pages, and 0 drained (these never fall)");
+    put("meminfo", "MemTotal: 67108864 kB\nMemAvailable: 60000000 kB\n");
+    ok(bm_engine_refresh(e) == 0, "a reading of the host made comfortable");
+    _cleanup_free_ char *w2 = refreshed();
+    ok(w2 && !w2[0], "  comfortable, no inflate ended since: the lists left alone");
+    put("meminfo", "MemTotal: 67108864 kB\nMemAvailable: 2097152 kB\n");
+    BmEngineOptions dry = {.proc_dir = proc, .dry_run = true};
+    _cleanup_(bm_engine_freep) BmEngine *de = bm_engine_new(&dry);
+    bm_engine_set_conn(de, conn);
+    bm_engine_set_policy(de, policy);
+    ok(bm_engine_pass(de) == 0, "a dry-run pass of the short host");
+    _cleanup_free_ char *w3 = refreshed();
+    ok(w3 && !w3[0], "  a dry run never drains");
+    bm_engine_set_conn(de, NULL);
+
     bm_engine_set_conn(e, NULL);
     virConnectClose(conn);
     remove_proc();

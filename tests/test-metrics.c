@@ -818,6 +818,7 @@ static void test_export(void)
     BmSnapshot snap = {.domains = doms, .n_domains = BM_ARRAY_SIZE(doms), .taken_real_ns = 1718000000ull * 1000000000ull};
     BmLedger l;
     bm_ledger_init(&l);
+    l.counters.percpu_drained_bytes = 1178ull << 20;
     BmLedgerEntry *e = bm_ledger_entry(&l, doms[2].uuid, "web1");
     e->features_known = true;
     e->sg = BM_FEAT_NOT_OFFERED;
@@ -825,7 +826,8 @@ static void test_export(void)
     e->reporting = BM_FEAT_NEGOTIATED;
     e->deflate_on_oom = BM_FEAT_OFFERED;
     BmPlan plan = {.mode = BM_HOST_HOLD, .qemu_overhead_bytes = 20ull << 20};
-    BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 8ull << 30};
+    BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 8ull << 30,
+                   .percpu_free_bytes = 81ull << 20, .percpu_rest_bytes = 78ull << 20};
     BmView v = {.snap = &snap, .host = &host, .have_mode = true, .mode = BM_HOST_HOLD,
                 .libvirt_up = true, .plan = &plan};
 
