@@ -163,21 +163,27 @@ BALLOONMGR_URI=test:///default "${argv[@]}" >"$work/run.out" 2>"$work/run.err" |
     { cat "$work/run.out" "$work/run.err"; fail "the policy service's command line failed: $cmdline"; }
 [ -f "$textdir/balloonmgr.prom" ] || fail "no $textdir/balloonmgr.prom after $cmdline"
 pass "the policy service with the textfile drop-in wrote $textdir/balloonmgr.prom"
-# node_exporter on a free loopback port, its textfile collector at its Debian default
+# node_exporter on a free loopback port, its textfile collector at its Debian default; another
+# port when it exits (the port taken) or does not answer within 20 s (a loaded machine). Under
+# set -e the kill and wait of one that already exited must not end the test (a CI run ended
+# here, silently, after one attempt).
 ne_port=""
-for _ in 1 2 3 4 5; do
+for attempt in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
+    echo "--- attempt $attempt, port $port" >>"$work/node-exporter.log"
     prometheus-node-exporter --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
-        --collector.textfile >"$work/node-exporter.log" 2>&1 &
+        --collector.textfile >>"$work/node-exporter.log" 2>&1 &
     ne_pid=$!
-    for _ in $(seq 50); do
+    for _ in $(seq 200); do
         curl -sf "http://127.0.0.1:$port/metrics" >"$work/ne.metrics" 2>/dev/null && { ne_port=$port; break 2; }
         kill -0 "$ne_pid" 2>/dev/null || break
         sleep 0.1
     done
-    kill "$ne_pid" 2>/dev/null; wait "$ne_pid" 2>/dev/null; ne_pid=""
+    kill "$ne_pid" 2>/dev/null || true
+    wait "$ne_pid" 2>/dev/null || true
+    ne_pid=""
 done
-[ -n "$ne_port" ] || { cat "$work/node-exporter.log"; fail "node_exporter did not serve /metrics"; }
+[ -n "$ne_port" ] || { cat "$work/node-exporter.log"; fail "node_exporter did not serve /metrics in 5 attempts"; }
 grep -q '^balloonmgr_passes_total 1$' "$work/ne.metrics" &&
     grep -q '^balloonmgr_domain_info{domain="test",' "$work/ne.metrics" &&
     grep -q '^node_textfile_scrape_error 0$' "$work/ne.metrics" ||
