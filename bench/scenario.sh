@@ -327,13 +327,13 @@ run_one() {
 
     local timer_passes='[]'
     [ "$kind" = timer ] && timer_passes=$(sed -n 's/^=== //p' "$W/timer.log" | jq -sc '.')
-    # balloonmgr's change records, "T<TAB>record" (T: seconds since the steady phase began; the
-    # agent's: when the line arrived; the timer's: the start of the run that wrote it)
+    # balloonmgr's change and mode records, "T<TAB>record" (T: seconds since the steady phase
+    # began; the agent's: when the line arrived; the timer's: the start of the run that wrote it)
     RECORDS=$W/records.tsv
     case "$kind" in
-        agent) awk -F '\t' -v s="$t_steady" '$2 ~ /change domain=/ { printf "%.1f\t%s\n", $1 - s, $2 }' \
+        agent) awk -F '\t' -v s="$t_steady" '$2 ~ /change domain=|mode from=/ { printf "%.1f\t%s\n", $1 - s, $2 }' \
                    "$W/agent-stamped.log" >"$RECORDS" ;;
-        timer) awk '/^=== / { t = $2 } /change domain=/ { printf "%s\t%s\n", t, $0 }' "$W/timer.log" >"$RECORDS" ;;
+        timer) awk '/^=== / { t = $2 } /change domain=|mode from=/ { printf "%s\t%s\n", t, $0 }' "$W/timer.log" >"$RECORDS" ;;
         *) RECORDS="" ;;
     esac
     local args
@@ -432,10 +432,19 @@ analyse() {
     # per-guest series
     def series($g): [$S[] | . as $x | ($x.doms[] | select(.name | short_name == $g)) + { t: $x.t }];
     def at($g; $t): (series($g) | map(select(.t <= $t)) | last) // (series($g) | first);
-    # host relief: first sample below reclaim_below after the hog started, then the first one
-    # back at or above it
+    # host relief: the first reading below reclaim_below after the hog started, then the first
+    # sample back at or above it. A reading is a sample, or one of balloonmgr: its mode record
+    # "mode from=X to=reclaim reason=(quote)host MemAvailable A < reclaim_below B" (an agent that
+    # relieves the host within a second can leave no sample below it; the samples come every
+    # second). "by" says which reading it was.
     ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end + 5)]) as $P |
-    (($P | map(select(.avail < $reclaim_below)) | first) // null) as $below |
+    (($rec | split("\n") | map(select(length > 0) | split("\t") |
+        { t: (.[0] | tonumber), line: (.[1:] | join("\t")) } |
+        select(.t >= $t_hog and .t <= $t_hog_end + 5) |
+        select(.line | test("mode from=[a-z]+ to=reclaim reason=.host MemAvailable [^<]*< reclaim_below"))) | first) // null) as $seen |
+    (($P | map(select(.avail < $reclaim_below)) | first) // null) as $sbelow |
+    (if $sbelow != null and ($seen == null or $sbelow.t <= $seen.t) then { t: $sbelow.t, by: "samples" }
+     elif $seen != null then { t: $seen.t, by: "balloonmgr" } else null end) as $below |
     (if $below == null then null else ($S | map(select(.t > $below.t and .avail >= $reclaim_below)) | first) end) as $back |
     # passes in a window (agent: the passes counter; timer: its runs)
     def passes($a; $b):
@@ -502,7 +511,7 @@ analyse() {
         seconds_below_reclaim_below: ($S | secs(.avail < $reclaim_below)),
         seconds_below_reclaim_below_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $reclaim_below)),
         relief: (if $below == null then { below: false }
-                 else { below: true, from: $below.t, to: ($back.t // null),
+                 else { below: true, by: $below.by, from: $below.t, to: ($back.t // null),
                         seconds: (if $back then ($back.t - $below.t) * 10 | round / 10 else null end),
                         passes: (if $back then passes($below.t; $back.t) else passes($below.t; $t_hog_end) end) } end),
         balloon_reclaimed_bytes: ([$G[] | . as $g | (at($g; $t_hog).cur // 0) - ([series($g)[] | select(.t >= $t_hog and .t <= $t_hog_end) | .cur] | min // 0)] | add),

@@ -6,7 +6,10 @@
 # reclaim_below (never below 1.5 GiB), then ending.
 # With the agent (default.policy, interval 2s, stats every 1 s):
 #   - no guest workload is OOM-killed, no guest panics;
-#   - the host is relieved: MemAvailable comes back above reclaim_below before the hog ends;
+#   - the host is relieved: MemAvailable comes back above reclaim_below before the hog ends
+#     (from the first reading below it: a sample, or the agent's own reading in its mode record
+#     "to=reclaim reason='host MemAvailable ... < reclaim_below ...'": an agent that relieves
+#     the host within a second may leave no 1 s sample below it);
 #   - the host gets back at least 0.7 GiB of QEMU RSS per GiB inflated (the bench's target is
 #     0.9; a generous bound for a shared machine);
 #   - the grower, ballooned when its demand steps up, gets room within 15 s (the bench's target
