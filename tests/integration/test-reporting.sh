@@ -25,6 +25,14 @@ bm_define_guest plain 384 load=0:touch:200
 bm_wait_guest_ready rep
 bm_wait_guest_ready plain
 rep=$(bm_dom rep) plain=$(bm_dom plain)
+# Statistics taken while a guest touches read it short (usable 110 MiB, not 300): the checks
+# below start from statistics both guests sent after their touch ended (QEMU's last_update,
+# host time, past the second the console said so).
+touched() { grep -q "touched and freed 200 MiB" "$(bm_console_log rep)" && grep -q "touched and freed 200 MiB" "$(bm_console_log plain)"; }
+bm_wait_until 60 "both guests touched and freed 200 MiB" touched || bm_fail "a guest did not touch and free 200 MiB (console logs)"
+touched_s=$(date +%s)
+stats_after() { [ "$(bm_memstat rep last_update)" -gt "$touched_s" ] && [ "$(bm_memstat plain last_update)" -gt "$touched_s" ]; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 30 "statistics of both guests taken after the touch" stats_after || bm_fail "no guest statistics after the touch"
 bm_wait_fresh_stats rep plain
 
 export BM_QMP_LOG=$work/qmp.log
@@ -126,8 +134,11 @@ bm_pass "verify: reporting and deflate-on-oom configured and negotiated for $rep
     echo "[domain \"$plain\"]"; echo "exclude = no"
 } >"$work/always.policy"
 mkdir -p "$work/textfile"
-bm run --once --policy "$work/always.policy" --state "$work/state.json" --textfile "$work/textfile" >/dev/null ||
+bm run --once --json --policy "$work/always.policy" --state "$work/state.json" --textfile "$work/textfile" >"$work/run.json" ||
     bm_fail "run --once failed"
+jq -c '(.host | {mode, reason, qemu_overhead_bytes}), (.decisions[] | {name, action, current_bytes, target_bytes, idle_bytes, backed_free_bytes, reason})' "$work/run.json"
+bm status --json "$rep" "$plain" >"$work/status-after.json" || bm_fail "status --json failed"
+jq -c '(.host | {mem_available_bytes, qemu_overhead_bytes}), (.domains[] | {name, rss_bytes, available_bytes, usable_bytes, backed_free_bytes})' "$work/status-after.json"
 prom=$work/textfile/balloonmgr.prom
 grep -E "^balloonmgr_(domain_feature_|domain_backed_free|host_backed_free)" "$prom" | grep -E "$rep|$plain|host_backed" || true
 for l in "balloonmgr_domain_feature_configured{domain=\"$rep\",feature=\"free_page_reporting\"} 1" \
