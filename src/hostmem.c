@@ -288,9 +288,6 @@ int bm_hostmem_drain_percpu(const char *proc_dir, BmHost *h, uint64_t *ret_drain
 {
     *ret_drained_bytes = 0;
     _cleanup_free_ char *path = bm_asprintf("%s/sys/vm/stat_refresh", proc_dir ? proc_dir : "/proc");
-    int r = bm_hostmem_read_percpu(proc_dir, h);
-    if (r < 0)
-        return r;
     uint64_t first = h->percpu_free_bytes, lowest = first, t0 = bm_now_mono_ns();
     int writes = 0, stalls = 0;
     while (bm_hostmem_percpu_excess(h) > DRAIN_DONE_BYTES && writes < DRAIN_MAX_WRITES &&
@@ -305,7 +302,7 @@ int bm_hostmem_drain_percpu(const char *proc_dir, BmHost *h, uint64_t *ret_drain
         if (n < 0)
             return bm_error(-e, "%s: %s", path, strerror(e));
         writes++;
-        r = bm_hostmem_read_percpu(proc_dir, h);
+        int r = bm_hostmem_read_percpu(proc_dir, h);
         if (r < 0)
             return r;
         if (h->percpu_free_bytes < lowest) {

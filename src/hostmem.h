@@ -75,7 +75,8 @@ uint64_t bm_hostmem_percpu_excess(const BmHost *h);
 /* Gives the free pages on the per-CPU lists above their rest back to the kernel's free lists,
  * where MemFree and MemAvailable count them: the kernel trims every CPU's list one step (up to
  * 8 MiB a CPU) on each write to proc_dir/sys/vm/stat_refresh, which is what it does by itself
- * once a second. Writes until the excess is under 16 MiB, it stopped falling for 3 writes, 4096
+ * once a second. Starts from *h's reading of the lists (bm_hostmem_read_percpu(); none: nothing
+ * written) and writes until the excess is under 16 MiB, it stopped falling for 3 writes, 4096
  * writes or 1 s; re-reads zoneinfo after each. *h holds the last reading (percpu fields only);
  * *ret_drained_bytes what the lists lost. Returns the number of writes, or -errno with the
  * reason naming the file (not root, a read-only /proc/sys). */

@@ -3,6 +3,7 @@
 
 #include <glob.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,26 @@ static inline char *fixture_read(const char *rel)
     fclose(f);
     buf[got] = '\0';
     return buf;
+}
+
+/* Writes text to path (created or truncated); false when it cannot be written whole. For the
+ * fake /proc and state files tests build. */
+static inline bool fixture_write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* fixture_write() of DIR/REL. */
+static inline bool fixture_write_in(const char *dir, const char *rel, const char *text)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, rel) >= sizeof(path))
+        return false;
+    return fixture_write(path, text);
 }
 
 /* Defines parse_fixture(rel, ret, ret_errors): PARSE(text, rel, ret, ret_errors) on the text of

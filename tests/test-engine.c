@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "engine.h"
 #include "error.h"
+#include "fixture.h"
 #include "tap.h"
 #include "util.h"
 
@@ -28,12 +29,8 @@ static char proc[] = "/tmp/bm-test-engine.XXXXXX";
 
 static void put(const char *rel, const char *text)
 {
-    _cleanup_free_ char *path = bm_asprintf("%s/%s", proc, rel);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    if (!fixture_write_in(proc, rel, text))
+        ok(false, "cannot write the fake %s/%s", proc, rel);
 }
 
 /* A fake /proc: 64 GiB, 2 GiB available (below the default reclaim_below), calm PSI, a boot id. */

@@ -163,17 +163,6 @@ static void test_zoneinfo(void)
     }
 }
 
-/* Writes text to dir/name. */
-static void put(const char *dir, const char *name, const char *text)
-{
-    _cleanup_free_ char *path = bm_asprintf("%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* The drain against a fake /proc whose lists never shrink: it writes stat_refresh, re-reads
  * zoneinfo and stops when nothing falls; a /proc without stat_refresh is refused by name. */
 static void test_drain_fake(void)
@@ -184,18 +173,22 @@ static void test_drain_fake(void)
         return;
     }
     _cleanup_free_ char *src = fixture_read("proc/pressure-high/zoneinfo");
-    put(dir, "zoneinfo", src ? src : "");
+    fixture_write_in(dir, "zoneinfo", src ? src : "");
     BmHost h = {0};
     uint64_t drained = 1;
-    bm_error_reset();
     int r = bm_hostmem_drain_percpu(dir, &h, &drained);
+    ok(r == 0 && drained == 0, "no reading of the lists: nothing written");
+    bm_error_reset();
+    ok(bm_hostmem_read_percpu(dir, &h) == 0, "the lists read");
+    r = bm_hostmem_drain_percpu(dir, &h, &drained);
     ok(r == -ENOENT && strstr(bm_error_detail(r), "/sys/vm/stat_refresh") && drained == 0,
        "no sys/vm/stat_refresh: -ENOENT naming it: %s", bm_error_detail(r));
 
     _cleanup_free_ char *sys = bm_asprintf("%s/sys", dir), *vm = bm_asprintf("%s/sys/vm", dir);
     mkdir(sys, 0755);
     mkdir(vm, 0755);
-    put(dir, "sys/vm/stat_refresh", "");
+    fixture_write_in(dir, "sys/vm/stat_refresh", "");
+    bm_hostmem_read_percpu(dir, &h);
     r = bm_hostmem_drain_percpu(dir, &h, &drained);
     ok(r == 3 && drained == 0, "lists that do not fall: 3 writes, then it stops (got %d, %" PRIu64 " drained)",
        r, drained);
@@ -203,7 +196,8 @@ static void test_drain_fake(void)
     _cleanup_free_ char *text = NULL;
     ok(bm_file_read(written, 64, &text, NULL) == 0 && strcmp(text, "1\n") == 0, "it wrote \"1\" to stat_refresh");
 
-    put(dir, "zoneinfo", "Node 0, zone Normal\n  pagesets\n    count: 4000\n    high_min: 1000\n");
+    fixture_write_in(dir, "zoneinfo", "Node 0, zone Normal\n  pagesets\n    count: 4000\n    high_min: 1000\n");
+    bm_hostmem_read_percpu(dir, &h);
     r = bm_hostmem_drain_percpu(dir, &h, &drained);
     ok(r == 0 && drained == 0, "an excess under 16 MiB: no write");
 
@@ -252,6 +246,7 @@ static void test_real_percpu(void)
     if (parked < (256ull << 20)) {
         ok(true, "# SKIP this kernel left %" PRIu64 " MiB of the 512 on the lists", parked >> 20);
     } else {
+        h = before; /* the drain starts from this reading */
         r = bm_hostmem_drain_percpu(NULL, &h, &drained);
         ok(bm_hostmem_read(NULL, &after) == 0, "read after the drain");
         ok(r > 0 && bm_hostmem_percpu_excess(&h) < (64ull << 20),

@@ -10,6 +10,7 @@
 #include <dirent.h>
 
 #include "error.h"
+#include "fixture.h"
 #include "process.h"
 #include "tap.h"
 #include "util.h"
@@ -52,15 +53,6 @@ static void test_fake(void)
     }
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 static void test_bad(void)
 {
     char tmpl[] = "/tmp/bm-proc.XXXXXX";
@@ -76,17 +68,17 @@ static void test_bad(void)
                        *btime = bm_asprintf("%s/stat", tmpl), *limits = bm_asprintf("%s/self/limits", tmpl),
                        *fd = bm_asprintf("%s/self/fd", tmpl);
     mkdir(self, 0755);
-    write_file(stat, "1 (x) S 1 2 3\n");
+    fixture_write(stat, "1 (x) S 1 2 3\n");
     r = bm_process_read(tmpl, &p);
     ok(r == -EINVAL && strstr(bm_error_detail(r), "not a process status line"),
        "short stat: -EINVAL (%s)", bm_error_detail(r));
-    write_file(stat, "1 (x) S 1 1 1 0 -1 0 0 0 0 0 10 10 0 0 20 0 1 0 100 4096 1 0\n");
-    write_file(btime, "cpu 1\n");
+    fixture_write(stat, "1 (x) S 1 1 1 0 -1 0 0 0 0 0 10 10 0 0 20 0 1 0 100 4096 1 0\n");
+    fixture_write(btime, "cpu 1\n");
     r = bm_process_read(tmpl, &p);
     ok(r == -EINVAL && strstr(bm_error_detail(r), "no line 'btime '"), "no btime: -EINVAL (%s)",
        bm_error_detail(r));
-    write_file(btime, "btime 5\n");
-    write_file(limits, "Max open files            unlimited            unlimited            files\n");
+    fixture_write(btime, "btime 5\n");
+    fixture_write(limits, "Max open files            unlimited            unlimited            files\n");
     mkdir(fd, 0755);
     r = bm_process_read(tmpl, &p);
     ok(r == 0 && !bm_present(p.max_fds) && p.open_fds == 0, "unlimited fds: process_max_fds left out");

@@ -15,17 +15,11 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fixture.h"
 #include "file.h"
 #include "state.h"
 #include "tap.h"
 #include "util.h"
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
 /* Values read back are bounded: a count that overflowed is refused naming it, a hold-off
  * from the future is cut to the documented one. */
@@ -432,7 +426,7 @@ static void test_missing_and_corrupt(void)
     };
     _cleanup_free_ char *corrupt = in_dir("corrupt.json");
     for (size_t i = 0; i < BM_ARRAY_SIZE(bad); i++) {
-        write_file(corrupt, bad[i].text);
+        fixture_write(corrupt, bad[i].text);
         bm_error_reset();
         int r = bm_state_load(corrupt, &back);
         ok(r == -EINVAL, "corrupt state %zu refused", i);
@@ -466,7 +460,7 @@ static void test_read_only_directory(void)
 static void test_no_previous_file(void)
 {
     _cleanup_free_ char *nodir = in_dir("file/state.json"), *file = in_dir("file");
-    write_file(file, "x");
+    fixture_write(file, "x");
     bm_error_reset();
     int r = bm_state_save(nodir, &prev, 1);
     ok(r == -ENOTDIR, "directory is a file: -ENOTDIR");
@@ -477,14 +471,14 @@ static void test_no_previous_file(void)
 static void test_set_aside(void)
 {
     _cleanup_free_ char *corrupt = in_dir("corrupt.json");
-    write_file(corrupt, "{");
+    fixture_write(corrupt, "{");
     _cleanup_free_ char *aside = NULL;
     ok(bm_state_set_aside(corrupt, &aside) == 0, "set aside");
     _cleanup_free_ char *want_aside = bm_asprintf("%s.corrupt", corrupt);
     is_str(aside, want_aside, "as FILE.corrupt");
     ok(access(corrupt, F_OK) < 0 && access(aside, F_OK) == 0, "renamed");
     /* an older copy (a regular file) is replaced */
-    write_file(corrupt, "{{");
+    fixture_write(corrupt, "{{");
     free(aside);
     aside = NULL;
     ok(bm_state_set_aside(corrupt, &aside) == 0 && strcmp(aside, want_aside) == 0,
@@ -500,7 +494,7 @@ static void test_set_aside(void)
         _cleanup_free_ char *taken = bm_asprintf("%s.corrupt", path);
         _cleanup_free_ char *target = bm_asprintf("%s/target%d", dir, k);
         _cleanup_free_ char *want = bm_asprintf("%s.corrupt.1", path);
-        write_file(path, "not json");
+        fixture_write(path, "not json");
         int made = k == 0 ? mkdir(taken, 0755) : k == 1 ? mkfifo(taken, 0644) : symlink(target, taken);
         struct stat before, after;
         lstat(taken, &before);
@@ -520,7 +514,7 @@ static void test_set_aside(void)
 
     /* every name taken: an error, the corrupt file stays where it was */
     _cleanup_free_ char *path = in_dir("full.json");
-    write_file(path, "not json");
+    fixture_write(path, "not json");
     _cleanup_free_ char *taken = bm_asprintf("%s.corrupt", path);
     mkdir(taken, 0755);
     for (int i = 1; i <= BM_STATE_ASIDE_MAX; i++) {
@@ -550,7 +544,7 @@ static void test_temporary_files_of_killed_writers(void)
     int locked = -1;
     for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++) {
         _cleanup_free_ char *t = bm_asprintf("%s%s", path, tmps[i].suffix);
-        write_file(t, "{\"version\": 1, \"dom");
+        fixture_write(t, "{\"version\": 1, \"dom");
         if (strcmp(tmps[i].suffix, ".tmp.balloonmgr-locked") == 0) {
             locked = open(t, O_RDONLY | O_CLOEXEC);
             ok(flock(locked, LOCK_EX) == 0, "lock %s", t);
@@ -577,7 +571,7 @@ static void test_failing_saves_reported_once(void)
 {
     BmStateWriter w = {0};
     _cleanup_free_ char *blocker = in_dir("blocker"), *blocked = bm_asprintf("%s/x", blocker);
-    write_file(blocker, "not a directory");
+    fixture_write(blocker, "not a directory");
     ok(bm_state_save_tracked(&w, blocked, &prev, 1) == BM_SAVE_FAILED, "first failure: report");
     is_str(w.reported, "cannot write: Not a directory", "the reason");
     ok(bm_state_save_tracked(&w, blocked, &prev, 2) == BM_SAVE_FAILED_QUIET, "again: quiet");
