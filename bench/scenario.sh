@@ -558,7 +558,7 @@ analyse() {
         grower_current_at_step_bytes: ($gs.cur // null),
         grower_ballooned_at_step: (if $gs == null then null else $gs.cur < $gs.max end),
         latency_s: (if $gs == null or $gs.cur >= $gs.max then null
-                    elif $room == null then null else ($room.t - $t_step) end)
+                    elif $room == null then null else ($room.t - $t_step) * 10 | round / 10 end)
       },
       timeline: [$S[] | . as $x | [.t, .avail, .hog, .passes, .psi_some] +
                   [$G[] as $g | (($x.doms[] | select(.name | short_name == $g)) // {}) | .cur, .usable, .rss]],
