@@ -188,7 +188,8 @@ static void test_drain_fake(void)
     mkdir(sys, 0755);
     mkdir(vm, 0755);
     fixture_write_in(dir, "sys/vm/stat_refresh", "");
-    bm_hostmem_read_percpu(dir, &h);
+    ok(bm_hostmem_read_percpu(dir, &h) == 0 && bm_hostmem_percpu_excess(&h) > (16ull << 20),
+       "the lists read, above 16 MiB over their rest");
     r = bm_hostmem_drain_percpu(dir, &h, &drained);
     ok(r == 3 && drained == 0, "lists that do not fall: 3 writes, then it stops (got %d, %" PRIu64 " drained)",
        r, drained);
@@ -197,7 +198,8 @@ static void test_drain_fake(void)
     ok(bm_file_read(written, 64, &text, NULL) == 0 && strcmp(text, "1\n") == 0, "it wrote \"1\" to stat_refresh");
 
     fixture_write_in(dir, "zoneinfo", "Node 0, zone Normal\n  pagesets\n    count: 4000\n    high_min: 1000\n");
-    bm_hostmem_read_percpu(dir, &h);
+    ok(bm_hostmem_read_percpu(dir, &h) == 0 && bm_present(h.percpu_free_bytes),
+       "the small lists read");
     r = bm_hostmem_drain_percpu(dir, &h, &drained);
     ok(r == 0 && drained == 0, "an excess under 16 MiB: no write");
 
