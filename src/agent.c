@@ -60,6 +60,7 @@ typedef struct {
     bool stop;
     bool guest_in_need;          /* what the last guest watch saw */
     bool ready_sent;             /* READY=1 went to the service manager */
+    bool policy_stale;           /* the last reload failed: the last good policy runs */
     /* the jobs on the event loop */
     int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe,
         t_watchdog, h_signal;
@@ -226,7 +227,8 @@ static bool try_connect(Agent *a)
                                                      VIR_DOMAIN_EVENT_CALLBACK(on_balloon), a, NULL);
     virResetLastError();
     a->backoff_s = 1;
-    bm_reportp(LOG_INFO, "agent", NULL, "connected to %s", a->o->uri ? a->o->uri : "libvirt");
+    bm_reportp(LOG_INFO, "agent", NULL, "connected to %s",
+               a->uri ? a->uri : a->o->uri ? a->o->uri : "libvirt");
     return true;
 }
 
@@ -262,10 +264,11 @@ static void notify_pass(Agent *a)
             reclaimed += r;
     }
     char size[32], status[256];
-    snprintf(status, sizeof(status), "mode %s, reclaimed %s, %zu domains (%zu running)%s",
+    snprintf(status, sizeof(status), "mode %s, reclaimed %s, %zu domains (%zu running)%s%s",
              plan ? bm_host_mode_name(plan->mode) : "unknown",
              bm_size_format(reclaimed, size, sizeof(size)), snap ? snap->n_domains : 0, running,
-             a->o->monitor_only ? ", monitoring only" : "");
+             a->o->monitor_only ? ", monitoring only" : "",
+             a->policy_stale ? "; policy not reloaded (see the log): the last good one runs" : "");
     notify_status(a, status);
 }
 
@@ -461,7 +464,9 @@ static void reload(Agent *a)
         a->policy = fresh;
         bm_engine_set_policy(a->e, fresh);
         bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", fresh->path);
+        a->policy_stale = false;
     } else {
+        a->policy_stale = true;
         bm_engine_count_error(a->e, BM_ERR_POLICY);
         bm_report("agent", NULL, "policy %s not reloaded: keeping the last good one",
                   a->o->policy_path);
@@ -469,6 +474,8 @@ static void reload(Agent *a)
     if (a->o->web_config)
         reload_web_config(a, a->o->web_config);
     publish(a);
+    if (a->ready_sent) /* `systemctl status` shows a failed reload at once, not a pass later */
+        notify_pass(a);
 }
 
 /* Handle: the signals, read from the signalfd. */
