@@ -343,11 +343,13 @@ static bool in_block(const HeaderScan *scan, const char *p)
     return scan->block && p >= scan->block && p <= scan->block_end;
 }
 
-/* Whether the bytes from a header value's end (its terminating NUL) to q are only the line
- * ends MHD replaced by NULs: CR LF or LF, n_lines times. MHD 0.9 parses the request in place
- * and cuts a value at a NUL the client sent (strlen): the bytes after it show here, as
- * non-NUL bytes or too many. (A NUL that is the last byte of a value before a bare LF looks
- * like a CR and goes through: the value is cut at it, nothing after it is lost.) */
+/* Whether the bytes from a header value's end (its terminating NUL) to q are only line ends:
+ * CR LF or LF, n_lines times, each byte as sent or replaced by a NUL. MHD parses the request
+ * in place and cuts a value at a NUL the client sent (strlen): the bytes after it show here,
+ * as other bytes or too many. MHD 0.9 (Debian 12) replaces the line ends by NULs, MHD 1.0
+ * (Debian 13) keeps some of them: both are line ends. (A NUL that is the last byte of a value
+ * before a bare LF looks like a CR and goes through: the value is cut at it, nothing after it
+ * is lost.) */
 static bool only_line_ends(const HeaderScan *scan, const char *end, const char *q, int n_lines)
 {
     if (!in_block(scan, end) || !in_block(scan, q) || q < end)
@@ -356,7 +358,7 @@ static bool only_line_ends(const HeaderScan *scan, const char *end, const char *
     if (gap < (size_t)n_lines || gap > 2 * (size_t)n_lines)
         return false;
     for (const char *p = end; p < q; p++)
-        if (*p) /* a byte the value lost at its NUL */
+        if (*p && *p != '\r' && *p != '\n') /* a byte the value lost at its NUL */
             return false;
     return true;
 }
