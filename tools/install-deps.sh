@@ -14,7 +14,8 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev scdoc libvirt-dev libxml2
 test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace
-           debhelper dpkg-dev build-essential lintian systemd clang libclang-rt-14-dev python3)
+           debhelper dpkg-dev build-essential lintian systemd clang libclang-rt-14-dev python3
+           mmdebstrap systemd-container)
 # libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
@@ -25,6 +26,9 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # (test-readonly runs the monitoring-only agent as nobody).
 # debhelper, dpkg-dev, build-essential, lintian: tests/integration/test-deb.sh builds the
 # Debian package (debian/) with dpkg-buildpackage, checks it with lintian and installs it.
+# mmdebstrap, systemd-container: tests/integration/test-host.sh builds a Debian 12 and a Debian
+# 13 root file system and boots each with systemd-nspawn (systemd as PID 1) to install the
+# package there and run its units.
 # systemd: systemd-journald, journalctl and systemd-cat for tests/test-journal.sh (a private
 # journald in a mount namespace).
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).

@@ -29,6 +29,10 @@
 #   BM_KERNEL_PKG    force a kernel package (e.g. linux-image-6.1.0-57-amd64
 #                    or linux-image-6.1.0-57-amd64-unsigned) instead of the one
 #                    behind linux-image-amd64
+#   BM_KERNEL_SUITE  the kernel of another Debian suite (e.g. trixie: Linux 6.12), looked
+#                    up and downloaded with an apt state of its own under
+#                    BM_GUEST_CACHE/apt-SUITE (the host's apt is not touched) and cached
+#                    in BM_GUEST_CACHE/suite-SUITE
 #   BM_GUEST_FORCE=1 rebuild even if the stamp matches
 #   BM_GUEST_LOAD    the static bm-guest-load binary meson builds (the integration
 #                    tests' environment sets it); unset: built here from guest-load.c
@@ -93,6 +97,19 @@ set -euo pipefail
 SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
 OUTDIR=${1:-${BM_GUEST_DIR:-/var/lib/libvirt/images/balloonmgr-test}}
 CACHE=${BM_GUEST_CACHE:-/var/cache/balloonmgr-test}
+# BM_KERNEL_SUITE=SUITE (e.g. trixie): the kernel of another Debian suite than this host's,
+# looked up and downloaded through an apt state of its own (this host's sources and
+# packages untouched), cached apart (CACHE/suite-SUITE) so each suite prunes only its own.
+APT_OPTS=()
+if [ -n "${BM_KERNEL_SUITE:-}" ]; then
+    case "$BM_KERNEL_SUITE" in *[!a-z0-9-]*) echo "build-guest: ERROR: BM_KERNEL_SUITE '$BM_KERNEL_SUITE': not a suite name" >&2; exit 1 ;; esac
+    APT_DIR=$CACHE/apt-$BM_KERNEL_SUITE
+    CACHE=$CACHE/suite-$BM_KERNEL_SUITE
+    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial"
+    echo "deb http://deb.debian.org/debian $BM_KERNEL_SUITE main" >"$APT_DIR/sources.list"
+    APT_OPTS=(-o "Dir::Etc::SourceList=$APT_DIR/sources.list" -o Dir::Etc::SourceParts=/dev/null
+              -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache")
+fi
 
 # Load order used by /init. Dependencies (from the modules' depends= info):
 # virtio -> virtio_ring; virtio_pci -> virtio_ring, virtio, *_dev;
@@ -114,8 +131,8 @@ export DEBIAN_FRONTEND=noninteractive
 APT_UPDATED=0
 apt_update_once() {
     if [ "$APT_UPDATED" -eq 0 ]; then
-        msg "running apt-get update"
-        apt-get update -qq >/dev/null || die "apt-get update failed"
+        msg "running apt-get update${BM_KERNEL_SUITE:+ ($BM_KERNEL_SUITE)}" >&2
+        apt-get "${APT_OPTS[@]}" update -qq >/dev/null || die "apt-get update failed"
         APT_UPDATED=1
     fi
 }
@@ -142,7 +159,7 @@ ensure_pkgs() {
 # ---------------------------------------------------------------------------
 # Prints the versioned package behind the linux-image-amd64 metapackage.
 kernel_pkg_from_apt() {
-    apt-cache depends linux-image-amd64 2>/dev/null |
+    apt-cache "${APT_OPTS[@]}" depends linux-image-amd64 2>/dev/null |
         sed -n 's/^ *Depends: *<\{0,1\}\(linux-image-[0-9][^ >]*\)>\{0,1\}.*/\1/p' | head -n1
 }
 
@@ -230,9 +247,9 @@ DEB=$(ls -1 "$CACHE/debs/${KPKG}"_*.deb 2>/dev/null | sort -V | tail -n1 || true
 if [ -z "$DEB" ]; then
     msg "downloading $KPKG into $CACHE/debs"
     # APT::Sandbox::User=root: the cache dir is not writable by _apt.
-    if ! (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null); then
+    if ! (cd "$CACHE/debs" && apt-get "${APT_OPTS[@]}" download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null); then
         apt_update_once
-        (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null) ||
+        (cd "$CACHE/debs" && apt-get "${APT_OPTS[@]}" download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null) ||
             die "apt-get download $KPKG failed"
     fi
     DEB=$(ls -1 "$CACHE/debs/${KPKG}"_*.deb | sort -V | tail -n1)

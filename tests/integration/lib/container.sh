@@ -1,0 +1,163 @@
+# shellcheck shell=bash
+# container.sh: a Debian host with systemd as PID 1, in a container, for tests that need the
+# real init (the package's maintainer scripts, the units under their sandbox, reboots).
+#
+# Sourced by tests/integration/test-host.sh. Root only. Needs mmdebstrap and systemd-nspawn
+# (systemd-container); tools/install-deps.sh test installs both.
+#
+#   bm_ct_root SUITE            build (or reuse) a root file system of Debian SUITE (bookworm,
+#                               trixie) with systemd, libvirt, QEMU and what builds the package;
+#                               prints its path. Cached under $BM_CT_CACHE/SUITE with a stamp of
+#                               the suite and the package list: a changed list builds it anew.
+#   bm_ct_boot NAME ROOT DIR [NSPAWN-OPTION...]
+#                               boot ROOT (read-only lower layer) with an overlay whose upper
+#                               layer is DIR/upper (kept: a second boot on the same DIR is a
+#                               reboot of the same host), private network, DIR/shared bound at
+#                               /bm, the host's /proc/sys/vm/stat_refresh writable (the rest of
+#                               /proc/sys read-only, as nspawn makes it); waits until systemd
+#                               inside says running (or degraded). Sets BM_CT_PID (nspawn) and
+#                               BM_CT_LEADER (the container's PID 1, for nsenter).
+#   bm_ct_exec CMD...           run CMD inside the booted container (all its namespaces)
+#   bm_ct_sh 'SCRIPT'           bash -c SCRIPT inside
+#   bm_ct_stop                  power it off (SIGRTMIN+3 to its PID 1 through nspawn's SIGTERM),
+#                               wait up to 60 s, then KILL nspawn; unmounts the overlay and removes
+#                               the cgroup this lib made. Only what bm_ct_boot started is stopped.
+#
+# This host's cgroup layout is hybrid (v1 controllers, v2 at /sys/fs/cgroup/unified): systemd-
+# nspawn's scope allocation fails there ("Failed to allocate scope"), so the container runs in a
+# cgroup of its own under the unified hierarchy (--keep-unit --register=no) with
+# SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1. On a pure cgroup v2 host the same works.
+
+BM_CT_CACHE=${BM_CT_CACHE:-/var/cache/balloonmgr-test/ct}
+BM_CT_TIMEOUT=${BM_CT_TIMEOUT:-120}
+
+# What a host of the suite runs (systemd, libvirt with QEMU, node_exporter) and what builds the
+# package there (debian/control's Build-Depends, so the .deb is built against the suite's own
+# libvirt), curl and jq for the checks, python3 to leave free pages on a per-CPU list.
+_bm_ct_packages() {
+    echo systemd systemd-sysv dbus libnss-systemd polkitd \
+        libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 \
+        prometheus-node-exporter curl jq procps iproute2 python3 \
+        debhelper dpkg-dev build-essential meson ninja-build pkgconf scdoc bash-completion \
+        libvirt-dev libxml2-dev libjson-c-dev libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev \
+        libgnutls28-dev libcrypt-dev zlib1g-dev libsmartcols-dev libsystemd-dev
+}
+
+# _bm_ct_rm DIR: remove a root file system, never through a mount (an mmdebstrap that was
+# killed can leave /proc, /sys or /dev mounted inside it): anything mounted below DIR is
+# unmounted first, and rm stays on DIR's file system.
+_bm_ct_rm() {
+    local m
+    [ -e "$1" ] || return 0
+    for m in $(findmnt -rn -o TARGET | grep -F "$1/" | sort -r || true); do
+        umount -l "$m" || bm_fail "cannot unmount $m: not removing $1"
+    done
+    rm -rf --one-file-system "$1"
+}
+
+bm_ct_root() {
+    local suite=$1 dir stamp want tmp log
+    dir=$BM_CT_CACHE/$suite
+    want=$(printf '%s\n' "$suite" $(_bm_ct_packages) | sha256sum | cut -c1-16)
+    stamp=$(cat "$dir/.bm-stamp" 2>/dev/null || true)
+    if [ "$stamp" = "$want" ] && [ -x "$dir/root/lib/systemd/systemd" ]; then
+        echo "$dir/root"
+        return 0
+    fi
+    mkdir -p "$BM_CT_CACHE"
+    tmp=$BM_CT_CACHE/.$suite.$$
+    log=$BM_CT_CACHE/$suite.mmdebstrap.log
+    _bm_ct_rm "$tmp"
+    mkdir -p "$tmp"
+    bm_log "mmdebstrap $suite into $tmp (log: $log)" >&2
+    if ! mmdebstrap --mode=root --variant=apt \
+            --include="$(_bm_ct_packages | tr ' ' ',')" \
+            --customize-hook='echo bm-host >"$1/etc/hostname"' \
+            --customize-hook='rm -f "$1/etc/machine-id"; : >"$1/etc/machine-id"' \
+            "$suite" "$tmp/root" http://deb.debian.org/debian >"$log" 2>&1; then
+        tail -20 "$log" >&2
+        _bm_ct_rm "$tmp"
+        bm_fail "mmdebstrap $suite failed (log: $log)"
+    fi
+    echo "$want" >"$tmp/.bm-stamp"
+    _bm_ct_rm "$dir"
+    mv "$tmp" "$dir"
+    echo "$dir/root"
+}
+
+_bm_ct_leader() {
+    local child
+    child=$(pgrep -P "$BM_CT_PID" 2>/dev/null | head -1)
+    [ -n "$child" ] || return 1
+    BM_CT_LEADER=$child
+}
+
+_bm_ct_running() {
+    local s
+    s=$(nsenter -t "$BM_CT_LEADER" -a systemctl is-system-running 2>/dev/null) || true
+    case "$s" in running|degraded) return 0 ;; *) return 1 ;; esac
+}
+
+bm_ct_boot() {
+    local name=$1 root=$2 dir=$3 cg
+    shift 3
+    mkdir -p "$dir/upper" "$dir/work" "$dir/merged" "$dir/shared"
+    mount -t overlay overlay -o "lowerdir=$root,upperdir=$dir/upper,workdir=$dir/work" \
+        "$dir/merged" || bm_fail "cannot mount the overlay on $dir/merged"
+    BM_CT_DIR=$dir
+    # hybrid: the v2 hierarchy is /sys/fs/cgroup/unified; pure v2: /sys/fs/cgroup itself
+    cg=/sys/fs/cgroup/bm-ct-$name
+    [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] || cg=/sys/fs/cgroup/unified/bm-ct-$name
+    mkdir -p "$cg" || bm_fail "cannot make the cgroup $cg"
+    BM_CT_CGROUP=$cg
+    # nspawn mounts /proc/sys read-only; a host's /proc/sys is writable by root, and the units
+    # open one file of it (ReadWritePaths=/proc/sys/vm/stat_refresh): that file is bound into
+    # the container and made writable there after the boot, nothing else of /proc/sys
+    local statref=""
+    [ -w /proc/sys/vm/stat_refresh ] && statref=--bind=/proc/sys/vm/stat_refresh:/proc/sys/vm/stat_refresh
+    # the launcher moves itself into the cgroup first, then becomes nspawn; its fds 3+ closed
+    (
+        echo $BASHPID >"$cg/cgroup.procs"
+        exec env SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 systemd-nspawn -q -D "$dir/merged" -M "$name" \
+            --boot --register=no --keep-unit --private-network --console=passive \
+            --bind="$dir/shared:/bm" $statref "$@" </dev/null >"$dir/nspawn.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+    ) &
+    BM_CT_PID=$!
+    echo "$BM_CT_PID" >"$dir/nspawn.pid"
+    BM_WAIT_INTERVAL=0.5 bm_wait_until 30 "the container's PID 1" _bm_ct_leader ||
+        { cat "$dir/nspawn.log" >&2; bm_fail "systemd-nspawn did not start a container"; }
+    if [ -n "$statref" ]; then
+        nsenter -t "$BM_CT_LEADER" -m mount -o remount,rw,bind /proc/sys/vm/stat_refresh ||
+            bm_fail "cannot make /proc/sys/vm/stat_refresh writable in $name"
+    fi
+    if ! BM_WAIT_INTERVAL=1 bm_wait_until "$BM_CT_TIMEOUT" "systemd in $name to boot" _bm_ct_running; then
+        nsenter -t "$BM_CT_LEADER" -a systemctl --failed --no-pager >&2 || true
+        bm_fail "$name: systemd did not reach running within $BM_CT_TIMEOUT s"
+    fi
+}
+
+bm_ct_exec() { nsenter -t "$BM_CT_LEADER" -a -- "$@"; }
+bm_ct_sh() { nsenter -t "$BM_CT_LEADER" -a -- bash -c "$1"; }
+
+bm_ct_stop() {
+    [ -n "${BM_CT_PID:-}" ] || return 0
+    if kill -0 "$BM_CT_PID" 2>/dev/null; then
+        kill -TERM "$BM_CT_PID" 2>/dev/null || true
+        local i
+        for ((i = 0; i < 120; i++)); do
+            kill -0 "$BM_CT_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        kill -KILL "$BM_CT_PID" 2>/dev/null || true
+    fi
+    wait "$BM_CT_PID" 2>/dev/null || true
+    BM_CT_PID=""
+    umount "$BM_CT_DIR/merged" 2>/dev/null || umount -l "$BM_CT_DIR/merged" 2>/dev/null || true
+    # the container's systemd made its own cgroups below ours: remove them deepest first
+    if [ -n "${BM_CT_CGROUP:-}" ] && [ -d "$BM_CT_CGROUP" ]; then
+        find "$BM_CT_CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null ||
+            bm_warn "could not remove the cgroup $BM_CT_CGROUP"
+    fi
+    BM_CT_CGROUP=""
+    return 0
+}

@@ -1,0 +1,370 @@
+#!/bin/bash
+# test-host SUITE: the Debian package as installed on a host with systemd as PID 1.
+#
+# A Debian SUITE (bookworm: Debian 12, QEMU 7.2, libvirt 9.0; trixie: Debian 13, QEMU 10.0,
+# libvirt 11.3) root file system booted with systemd-nspawn (lib/container.sh), libvirtd
+# started by its systemd, two TCG guests booting SUITE's own kernel (6.1 / 6.12). Inside it:
+#   package   dpkg-buildpackage against SUITE's libvirt-dev, apt-get install: the agent
+#             enabled and not started, and a message saying so; the docs shipped
+#   agent     starts under its sandbox (READY), STATUS=, WATCHDOG=1 (a 4 s WatchdogSec= drop-in:
+#             not restarted), the URI in the log, the QEMU processes' RSS in /metrics and in
+#             `balloonmgr status`, a change record with journal fields, the per-CPU drain through
+#             /proc/sys/vm/stat_refresh, the state file; reload with a good policy and with a
+#             broken one (reload fails, the status says so, the agent runs on); a pass started
+#             by hand is refused by the lock and the agent keeps running
+#   timer     README's steps (the agent disabled, the textfile drop-in): the timer's own pass,
+#             node_exporter serves the textfile; after a reboot only the timer is active
+#   monitor   README's steps: connects as its dynamic user, serves the guests' RSS, changes no
+#             balloon and no state; after a reboot only the monitor is active
+#   life      upgrade with the timer, then with the agent running: each runs again on the new
+#             binary, units reloaded; remove: nothing of balloonmgr runs; purge: state and
+#             conffile gone; reinstall: enabled, not started
+# Root only (77 otherwise). The root file system is cached (BM_CT_CACHE); the first run on a
+# machine builds it (about 3-4 minutes a suite).
+set -euo pipefail
+. "$(dirname "$0")/lib/lib.sh"
+. "$(dirname "$0")/lib/container.sh"
+
+suite=${1:-${BM_HOST_SUITE:-bookworm}}
+case "$suite" in
+    bookworm) kernel_suite="" ;;
+    trixie) kernel_suite=trixie ;;
+    *) bm_fail "test-host: suite '$suite': expected bookworm or trixie" ;;
+esac
+src=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+bm_require_root
+for tool in mmdebstrap systemd-nspawn nsenter; do
+    command -v "$tool" >/dev/null || bm_fail "'$tool' missing (tools/install-deps.sh test)"
+done
+
+name=bm-$suite-$$
+work=$(mktemp -d "/var/tmp/balloonmgr-host-$suite.XXXXXX")
+checks=0
+ok() { checks=$((checks + 1)); bm_pass "[$suite] $*"; }
+cleanup() {
+    local rc=$?
+    if [ "$rc" -ne 0 ] && [ -n "${BM_CT_PID:-}" ]; then
+        echo "--- journal of the balloonmgr units in $name (tail) ---" >&2
+        ct journalctl --no-pager -n 60 -u balloonmgr -u balloonmgr-policy -u balloonmgr-monitor >&2 || true
+    fi
+    bm_ct_stop
+    if [ "$rc" -eq 0 ] || [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
+        _bm_ct_rm "$work"
+    else
+        echo "kept $work" >&2
+    fi
+}
+trap cleanup EXIT
+
+ct() { bm_ct_exec "$@"; }
+cts() { bm_ct_sh "$1"; }
+prop() { ct systemctl show -P "$2" "$1"; }
+active() { [ "$(ct systemctl is-active "$1" 2>/dev/null || true)" = active ]; }
+
+t_all=$(bm_now)
+# --- the root file system and the guests' kernel -------------------------------------------
+t0=$(bm_now)
+root=$(bm_ct_root "$suite")
+bm_log "root file system of $suite: $root ($(bm_elapsed "$t0") s)"
+gdir=/var/lib/libvirt/images/balloonmgr-test${kernel_suite:+-$kernel_suite}
+BM_KERNEL_SUITE=$kernel_suite bash "$BM_LIB_DIR/build-guest.sh" "$gdir" >"$work/build-guest.log" 2>&1 ||
+    { cat "$work/build-guest.log"; bm_fail "build-guest.sh ($suite kernel) failed"; }
+kver=$(cat "$gdir/kernel-version")
+
+# --- boot, copy the source in, build the package against SUITE's libraries ----------------
+boot() {
+    local t
+    t=$(bm_now)
+    bm_ct_boot "$name" "$root" "$work/ct"
+    bm_log "$name: systemd running after $(bm_elapsed "$t") s"
+}
+boot
+mkdir -p "$work/ct/shared/src"
+(cd "$src" && git ls-files -z --cached --others --exclude-standard |
+    tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$work/ct/shared/src" -xf -
+ct systemctl is-system-running >/dev/null 2>&1 || true
+t0=$(bm_now)
+if ! cts 'cd /bm/src && DEB_BUILD_OPTIONS="nocheck parallel=2" dpkg-buildpackage -us -uc -b -Pnocheck' \
+        >"$work/dpkg-buildpackage.log" 2>&1; then
+    tail -30 "$work/dpkg-buildpackage.log"
+    bm_fail "dpkg-buildpackage failed in $suite"
+fi
+version=$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version)
+deb=/bm/balloonmgr_${version}_amd64.deb
+libvirt_v=$(ct dpkg-query -W -f '${Version}' libvirt-dev)
+qemu_v=$(ct dpkg-query -W -f '${Version}' qemu-system-x86)
+ok "dpkg-buildpackage against libvirt-dev $libvirt_v built $(basename "$deb") in $(bm_elapsed "$t0") s"
+
+# Rebuilt versions for the upgrades: the same package, a newer version, a unit file changed (the
+# upgrade must reload systemd's view of it).
+repack() {
+    local v=$1 d=$work/repack-$1
+    rm -rf "$d"
+    dpkg-deb -R "$work/ct/shared/balloonmgr_${version}_amd64.deb" "$d"
+    sed -i "s/^Version: .*/Version: $v/" "$d/DEBIAN/control"
+    # /lib/systemd/system on bookworm, /usr/lib/systemd/system on trixie
+    find "$d" -path '*/systemd/system/balloonmgr.service' -o -path '*/systemd/system/balloonmgr-policy.timer' |
+        while read -r u; do echo "# upgraded to $v" >>"$u"; done
+    (cd "$d" && find . -path ./DEBIAN -prune -o -type f -print0 | sed -z 's|^\./||' |
+        xargs -0 md5sum >DEBIAN/md5sums)
+    dpkg-deb -b "$d" "$work/ct/shared/balloonmgr_${v}_amd64.deb" >/dev/null
+}
+repack "$version+up1"
+repack "$version+up2"
+
+# --- install --------------------------------------------------------------------------------
+out=$(ct env DEBIAN_FRONTEND=noninteractive apt-get install -y "$deb" 2>&1) ||
+    { echo "$out"; bm_fail "apt-get install $deb failed"; }
+grep -q "balloonmgr.service (the agent) is enabled but not started" <<<"$out" ||
+    { echo "$out"; bm_fail "install: no message that the agent is enabled and not started"; }
+[ "$(ct systemctl is-enabled balloonmgr.service)" = enabled ] || bm_fail "install: agent not enabled"
+! active balloonmgr.service || bm_fail "install: the agent was started"
+for u in balloonmgr-monitor.service balloonmgr-policy.timer; do
+    [ "$(ct systemctl is-enabled "$u" || true)" = disabled ] || bm_fail "install: $u is not disabled"
+done
+for f in README.md metrics.md examples/prometheus/balloonmgr-alerts.yml examples/grafana/balloonmgr-dashboard.json; do
+    ct test -s "/usr/share/doc/balloonmgr/$f" || ct test -s "/usr/share/doc/balloonmgr/$f.gz" ||
+        bm_fail "install: /usr/share/doc/balloonmgr/$f missing (balloonmgr(8) points there)"
+done
+ok "apt-get install: the agent enabled, not started, and the message says so; docs and examples shipped"
+
+# --- two guests on SUITE's QEMU, booting SUITE's kernel -------------------------------------
+ct mkdir -p /var/lib/libvirt/images/bm
+cp "$gdir/vmlinuz" "$gdir/initrd.img" "$work/ct/merged/var/lib/libvirt/images/bm/"
+chmod 0644 "$work/ct/merged/var/lib/libvirt/images/bm/"*
+define_guest() {
+    cat >"$work/ct/shared/$1.xml" <<EOF
+<domain type='qemu'>
+  <name>$1</name>
+  <memory unit='MiB'>512</memory>
+  <currentMemory unit='MiB'>512</currentMemory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>/var/lib/libvirt/images/bm/vmlinuz</kernel>
+    <initrd>/var/lib/libvirt/images/bm/initrd.img</initrd>
+    <cmdline>console=ttyS0 quiet panic=-1 no_timer_check bm.touch=200</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <devices>
+    <controller type='usb' model='none'/>
+    <serial type='file'><source path='/var/lib/libvirt/images/bm/$1.console'/><target port='0'/></serial>
+    <memballoon model='virtio'><stats period='1'/></memballoon>
+  </devices>
+</domain>
+EOF
+    ct virsh -q -c qemu:///system define "/bm/$1.xml" >/dev/null
+}
+start_guests() {
+    local g
+    for g in bm-a bm-b; do
+        ct rm -f "/var/lib/libvirt/images/bm/$g.console"
+        ct virsh -q -c qemu:///system start "$g" >/dev/null || bm_fail "virsh start $g failed in $suite"
+    done
+    for g in bm-a bm-b; do
+        BM_WAIT_INTERVAL=1 bm_wait_until 180 "$g to boot" \
+            ct grep -q BALLOONMGR-GUEST-READY "/var/lib/libvirt/images/bm/$g.console" || {
+            ct tail -20 "/var/lib/libvirt/images/bm/$g.console" || true
+            bm_fail "$g did not boot in $suite"
+        }
+    done
+}
+define_guest bm-a
+define_guest bm-b
+t0=$(bm_now)
+start_guests
+ok "two guests ready on QEMU $qemu_v with kernel $kver after $(bm_elapsed "$t0") s"
+
+# --- the agent ------------------------------------------------------------------------------
+# every threshold just below MemTotal: this host is "under pressure", the agent inflates
+policy='[host]
+interval = 2s
+reclaim_below = 99%
+target_available = 99.5%
+release_above = 99.9%
+[guest]
+max_step = 64M
+timer_inflate = always
+'
+printf '%s' "$policy" | ct tee /etc/balloonmgr/balloonmgr.policy >/dev/null
+ct systemctl start balloonmgr.service ||
+    bm_fail "systemctl start balloonmgr: $(prop balloonmgr.service Result) (signal/status $(prop balloonmgr.service ExecMainStatus))"
+pid=$(prop balloonmgr.service MainPID)
+[ "$pid" -gt 0 ] && active balloonmgr.service || bm_fail "agent not running after start"
+ok "agent started under its sandbox (Type=notify: READY=1 arrived), MainPID $pid"
+
+status_has() { case "$(prop balloonmgr.service StatusText)" in *"$1"*) return 0 ;; esac; return 1; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "STATUS= with the domains" status_has "2 domains (2 running)" ||
+    bm_fail "StatusText: '$(prop balloonmgr.service StatusText)'"
+ok "STATUS=: $(prop balloonmgr.service StatusText)"
+grep -q "connected to qemu:///system" <<<"$(ct journalctl -u balloonmgr -o cat)" ||
+    bm_fail "the log does not say which URI the agent connected to"
+ok "the log names the URI: connected to qemu:///system"
+
+metrics() { ct curl -sf http://127.0.0.1:9736/metrics; }
+rss_of() { metrics | awk -v d="$1" '$1 == "balloonmgr_domain_rss_bytes{domain=\"" d "\"}" { print int($2) }'; }
+rss_seen() { [ "$(rss_of bm-a)" -gt 0 ] 2>/dev/null && [ "$(rss_of bm-b)" -gt 0 ] 2>/dev/null; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "RSS of both QEMU processes in /metrics" rss_seen ||
+    { metrics | grep rss >&2 || true; bm_fail "/metrics has no RSS of the QEMU processes"; }
+st=$(ct balloonmgr status --bytes --raw -o NAME,RSS)
+for g in bm-a bm-b; do
+    [ "$(awk -v g="$g" '$1 == g { print $2 }' <<<"$st")" -gt 0 ] 2>/dev/null ||
+        { echo "$st"; bm_fail "balloonmgr status shows no RSS of $g"; }
+done
+ok "the QEMU processes' RSS in /metrics (bm-a $(( $(rss_of bm-a) >> 20 )) MiB, bm-b $(( $(rss_of bm-b) >> 20 )) MiB) and in balloonmgr status"
+
+changed() { [ -n "$(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN="$1" -o cat 2>/dev/null)" ]; }
+BM_WAIT_INTERVAL=1 bm_wait_until 60 "a change record of bm-a in the journal" changed bm-a ||
+    bm_fail "no journal record with BALLOONMGR_DOMAIN=bm-a"
+ok "journal: $(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN=bm-a -o cat | head -1)"
+
+# the per-CPU drain: 512 MiB touched and freed on one CPU stay on its per-CPU list; the host
+# is below release_above (the policy), so the next pass gives them back through stat_refresh
+ct taskset -c 0 python3 -c 'b = b"\1" * (512 << 20); del b'
+drained() { grep -q "per-CPU free lists: gave" <<<"$(ct journalctl -u balloonmgr -o cat)"; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "the per-CPU drain" drained || {
+    ct journalctl -u balloonmgr -o cat | grep -i "per-cpu" >&2 || true
+    bm_fail "no per-CPU drain by the agent under its sandbox"
+}
+! grep -q "cannot give the" <<<"$(ct journalctl -u balloonmgr -o cat)" || bm_fail "the drain failed in the sandbox"
+ok "$(ct journalctl -u balloonmgr -o cat | grep "per-CPU free lists: gave" | tail -1)"
+
+ct jq -e '.domains | length >= 2' /var/lib/balloonmgr/state.json >/dev/null 2>&1 ||
+    ct jq -e '. | tostring | contains("bm-a")' /var/lib/balloonmgr/state.json >/dev/null ||
+    bm_fail "no state file with the domains in /var/lib/balloonmgr"
+ok "state file /var/lib/balloonmgr/state.json saved"
+
+# WATCHDOG=1: with WatchdogSec=4s the agent pings every 2 s; systemd would kill it otherwise
+ct mkdir -p /etc/systemd/system/balloonmgr.service.d
+printf '[Service]\nWatchdogSec=4s\n' | ct tee /etc/systemd/system/balloonmgr.service.d/wd.conf >/dev/null
+ct systemctl daemon-reload
+ct systemctl restart balloonmgr.service
+pid=$(prop balloonmgr.service MainPID)
+w1=$(prop balloonmgr.service WatchdogTimestampMonotonic)
+sleep 10  # the condition is "not killed for 10 s at a 4 s watchdog": a duration by nature
+w2=$(prop balloonmgr.service WatchdogTimestampMonotonic)
+[ "$(prop balloonmgr.service MainPID)" = "$pid" ] && active balloonmgr.service ||
+    bm_fail "the agent did not survive a 4 s watchdog (Result $(prop balloonmgr.service Result))"
+[ "$w2" -gt "$w1" ] || bm_fail "WatchdogTimestamp did not advance ($w1 -> $w2)"
+ct rm -rf /etc/systemd/system/balloonmgr.service.d
+ct systemctl daemon-reload
+ct systemctl restart balloonmgr.service
+ok "WATCHDOG=1 reaches systemd: alive 10 s under WatchdogSec=4s, last ping advanced $(( (w2 - w1) / 1000 )) ms"
+
+pid=$(prop balloonmgr.service MainPID)
+printf '%s# reloaded\n' "$policy" | ct tee /etc/balloonmgr/balloonmgr.policy >/dev/null
+ct systemctl reload balloonmgr.service || bm_fail "systemctl reload with a good policy failed"
+grep -q "policy /etc/balloonmgr/balloonmgr.policy reloaded" <<<"$(ct journalctl -u balloonmgr -o cat)" ||
+    bm_fail "no 'reloaded' in the journal"
+printf '[guest]\nfloor = zz\n' | ct tee /etc/balloonmgr/balloonmgr.policy >/dev/null
+if ct systemctl reload balloonmgr.service 2>/dev/null; then
+    bm_fail "systemctl reload with a broken policy exited 0"
+fi
+ct kill -HUP "$pid"  # as if sent by hand: the agent keeps the last good one and says so
+BM_WAIT_INTERVAL=0.5 bm_wait_until 10 "the status to name the failed reload" status_has "policy not reloaded" ||
+    bm_fail "StatusText after a broken reload: '$(prop balloonmgr.service StatusText)'"
+[ "$(prop balloonmgr.service MainPID)" = "$pid" ] && active balloonmgr.service || bm_fail "the agent died on a broken reload"
+printf '%s' "$policy" | ct tee /etc/balloonmgr/balloonmgr.policy >/dev/null
+ct systemctl reload balloonmgr.service || bm_fail "reload after the fix failed"
+BM_WAIT_INTERVAL=0.5 bm_wait_until 10 "the status to drop the failed reload" bm_not status_has "policy not reloaded" ||
+    bm_fail "StatusText still names the failed reload"
+ok "reload: a good policy reloads; a broken one fails 'systemctl reload' and shows in the status line; the agent runs on"
+
+if ct systemctl start balloonmgr-policy.service 2>/dev/null; then
+    bm_fail "a pass by hand ran beside the agent"
+fi
+[ "$(prop balloonmgr.service MainPID)" = "$pid" ] && active balloonmgr.service ||
+    bm_fail "starting balloonmgr-policy.service by hand stopped the agent"
+grep -q "in use by PID $pid" <<<"$(ct journalctl -u balloonmgr-policy -o cat)" ||
+    bm_fail "the refused pass does not name the agent"
+ct systemctl reset-failed balloonmgr-policy.service
+ok "a pass started by hand meets the lock (exit $(prop balloonmgr-policy.service ExecMainStatus)), the agent runs on"
+
+# --- the timer, as README says ----------------------------------------------------------
+cts 'systemctl disable --now balloonmgr.service &&
+     mkdir -p /etc/systemd/system/balloonmgr-policy.service.d &&
+     cp /usr/share/balloonmgr/systemd/textfile.conf /etc/systemd/system/balloonmgr-policy.service.d/ &&
+     systemctl daemon-reload && systemctl enable --now balloonmgr-policy.timer' 2>/dev/null ||
+    bm_fail "README's timer steps failed"
+passed() { [ "$(prop balloonmgr-policy.service ExecMainExitTimestampMonotonic)" -gt 0 ]; }
+BM_WAIT_INTERVAL=1 bm_wait_until 75 "the timer's first pass" passed || bm_fail "the timer ran no pass"
+[ "$(prop balloonmgr-policy.service Result)" = success ] ||
+    bm_fail "the timer's pass: $(prop balloonmgr-policy.service Result), status $(prop balloonmgr-policy.service ExecMainStatus)"
+ct systemctl start prometheus-node-exporter.service
+textfile() { ct curl -sf http://127.0.0.1:9100/metrics | grep -c '^balloonmgr_domain_rss_bytes{'; }
+BM_WAIT_INTERVAL=1 bm_wait_until 20 "node_exporter to serve the textfile" test "$(textfile || echo 0)" -ge 2 ||
+    bm_fail "node_exporter serves no balloonmgr_domain_rss_bytes"
+ok "timer: its pass succeeded; node_exporter serves $(textfile) domains' RSS from the textfile"
+
+reboot() {
+    bm_ct_stop
+    boot
+}
+reboot
+active balloonmgr-policy.timer && ! active balloonmgr.service && ! active balloonmgr-monitor.service ||
+    bm_fail "after a reboot with the timer chosen: timer $(ct systemctl is-active balloonmgr-policy.timer), agent $(ct systemctl is-active balloonmgr.service)"
+ok "reboot: only the timer is active"
+
+# --- the monitor, as README says --------------------------------------------------------
+start_guests
+cts 'systemctl disable --now balloonmgr-policy.timer && systemctl enable --now balloonmgr-monitor.service' \
+    2>/dev/null || bm_fail "README's monitor steps failed"
+state_before=$(ct stat -c %Y.%s /var/lib/balloonmgr/state.json)
+actual_before=$(ct virsh -q -c qemu:///system dommemstat bm-a | awk '$1 == "actual" { print $2 }')
+BM_WAIT_INTERVAL=0.5 bm_wait_until 30 "the monitor's RSS" rss_seen || {
+    ct journalctl -u balloonmgr-monitor -o cat | tail -20 >&2
+    bm_fail "the monitor serves no RSS"
+}
+sleep 5  # "changes nothing" over a few of its 2 s passes: a duration by nature
+! grep -q "Failed to find user record" <<<"$(ct journalctl -u balloonmgr-monitor -o cat)" ||
+    bm_fail "the monitor's dynamic user does not resolve"
+[ "$(ct stat -c %Y.%s /var/lib/balloonmgr/state.json)" = "$state_before" ] || bm_fail "the monitor wrote the state"
+[ "$(ct virsh -q -c qemu:///system dommemstat bm-a | awk '$1 == "actual" { print $2 }')" = "$actual_before" ] ||
+    bm_fail "the monitor moved a balloon"
+ok "monitor: connects as its dynamic user, serves the RSS, moved no balloon, wrote no state"
+reboot
+active balloonmgr-monitor.service && ! active balloonmgr.service && ! active balloonmgr-policy.timer ||
+    bm_fail "after a reboot with the monitor chosen: monitor $(ct systemctl is-active balloonmgr-monitor.service), agent $(ct systemctl is-active balloonmgr.service)"
+ok "reboot: only the monitor is active"
+
+# --- upgrades, removal, purge, reinstall ------------------------------------------------
+cts 'systemctl disable --now balloonmgr-monitor.service && systemctl enable --now balloonmgr-policy.timer' 2>/dev/null
+upgrade() {
+    ct env DEBIAN_FRONTEND=noninteractive apt-get install -y "/bm/balloonmgr_$1_amd64.deb" >"$work/upgrade-$1.log" 2>&1 ||
+        { cat "$work/upgrade-$1.log"; bm_fail "upgrade to $1 failed"; }
+    ! grep -qi "changed on disk" "$work/upgrade-$1.log" || bm_fail "upgrade to $1: units not reloaded"
+    [ "$(prop "$2" NeedDaemonReload)" = no ] || bm_fail "upgrade to $1: $2 needs a daemon-reload"
+}
+upgrade "$version+up1" balloonmgr-policy.timer
+active balloonmgr-policy.timer || bm_fail "the upgrade left the timer stopped"
+ok "upgrade to $version+up1 with the timer: the timer active again, units reloaded"
+cts 'systemctl disable --now balloonmgr-policy.timer && systemctl enable --now balloonmgr.service' 2>/dev/null
+old=$(prop balloonmgr.service MainPID)
+upgrade "$version+up2" balloonmgr.service
+pid=$(prop balloonmgr.service MainPID)
+active balloonmgr.service && [ "$pid" -gt 0 ] || bm_fail "the upgrade left the agent stopped"
+[ "$pid" != "$old" ] || bm_fail "the agent was not restarted by the upgrade"
+case "$(ct readlink "/proc/$pid/exe")" in *deleted*) bm_fail "the agent runs the old binary" ;; esac
+ok "upgrade to $version+up2 with the agent: PID $old -> $pid, on the new /usr/bin/balloonmgr"
+
+ct env DEBIAN_FRONTEND=noninteractive apt-get remove -y balloonmgr >"$work/remove.log" 2>&1 ||
+    { cat "$work/remove.log"; bm_fail "apt-get remove failed"; }
+if ct pgrep -x balloonmgr >/dev/null; then
+    bm_fail "balloonmgr still runs after remove: $(ct pgrep -a -x balloonmgr)"
+fi
+ct test -f /etc/balloonmgr/balloonmgr.policy || bm_fail "remove took the conffile"
+ok "remove: nothing of balloonmgr runs; the policy (a conffile) stays"
+ct env DEBIAN_FRONTEND=noninteractive apt-get purge -y balloonmgr >"$work/purge.log" 2>&1 ||
+    { cat "$work/purge.log"; bm_fail "apt-get purge failed"; }
+for f in /etc/balloonmgr /var/lib/balloonmgr /usr/bin/balloonmgr; do
+    ! ct test -e "$f" || bm_fail "purge left $f"
+done
+ok "purge: the state and the conffile are gone"
+out=$(ct env DEBIAN_FRONTEND=noninteractive apt-get install -y "$deb" 2>&1) || { echo "$out"; bm_fail "reinstall failed"; }
+grep -q "enabled but not started" <<<"$out" || bm_fail "reinstall: no message"
+[ "$(ct systemctl is-enabled balloonmgr.service)" = enabled ] && ! active balloonmgr.service ||
+    bm_fail "reinstall: the agent is not enabled-and-stopped"
+ok "reinstall: the agent enabled and not started again"
+
+echo "test-host $suite: $checks checks passed in $(bm_elapsed "$t_all") s (libvirt $libvirt_v, QEMU $qemu_v, guest kernel $kver)"
