@@ -33,11 +33,14 @@ BM_CT_TIMEOUT=${BM_CT_TIMEOUT:-120}
 
 # What a host of the suite runs (systemd, libvirt with QEMU, node_exporter) and what builds the
 # package there (debian/control's Build-Depends, so the .deb is built against the suite's own
-# libvirt), curl and jq for the checks, python3 to leave free pages on a per-CPU list.
+# libvirt), curl and jq for the checks, python3 to leave free pages on a per-CPU list; what the
+# integration tests run there by test-stack.sh need besides (lib.sh's bm_ensure_packages:
+# busybox-static, cpio; test-agent: Prometheus and the Pushgateway).
 _bm_ct_packages() {
     echo systemd systemd-sysv dbus libnss-systemd polkitd \
         libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 \
         prometheus-node-exporter curl jq procps iproute2 python3 \
+        busybox-static cpio prometheus prometheus-pushgateway \
         debhelper dpkg-dev build-essential meson ninja-build pkgconf scdoc bash-completion \
         libvirt-dev libxml2-dev libjson-c-dev libcurl4-openssl-dev libmicrohttpd-dev libyaml-dev \
         libgnutls28-dev libcrypt-dev zlib1g-dev libsmartcols-dev libsystemd-dev
