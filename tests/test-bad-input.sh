@@ -8,6 +8,7 @@ ROOT=$2
 TEST_QMP=$3
 TABLE=$ROOT/tests/data/bad-input.tsv
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 
 T=$(mktemp -d)
 # keep set away from the system's /run/balloonmgr
@@ -179,24 +180,17 @@ run_cli_row() {
 }
 
 # --- rows that talk HTTP to the agent
-# start_agent [ARGS...]: on a free port, with ARGS (e.g. --web-config FILE); sets port, apid.
-# With a web config, its user is alice/secret.
+# start_agent [ARGS...]: on a free port, with ARGS (e.g. --web-config FILE); sets port, apid once
+# its first pass is served. With a web config, its user is alice/secret.
+served_pass() {
+    curl -sf -u alice:secret "http://127.0.0.1:$agent_port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]'
+}
 start_agent() {
-    for _ in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 20000))
-        "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --state "${AGENT_STATE:-$T/agent-state.json}" --listen "127.0.0.1:$port" "$@" 2>"${AGENT_LOG:-$T/agent.err}" &
-        apid=$!
-        for _ in $(seq 100); do
-            curl -sf -u alice:secret "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' && return 0
-            kill -0 "$apid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -TERM "$apid" 2>/dev/null
-        wait "$apid" 2>/dev/null
-        apid=""
-    done
-    return 1
+    agent_start "${AGENT_LOG:-$T/agent.err}" "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
+        --proc "$ROOT/demo/proc" --state "${AGENT_STATE:-$T/agent-state.json}" --listen 127.0.0.1:0 "$@" || return 1
+    port=$agent_port apid=$agent_pid
+    agent_pid="" # stopped by this script (two at once)
+    _agent_poll "$apid" served_pass
 }
 
 # raw FORMAT: sends printf FORMAT on a new connection; the answer (at most 2 s) goes to $out
