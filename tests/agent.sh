@@ -13,6 +13,8 @@
 #       $AGENT_WAIT_S seconds pass (1). A condition, not a fixed sleep.
 #   wait_until CMD...        the same without an agent: polls CMD until it succeeds or
 #       $AGENT_WAIT_S seconds pass.
+#   agent_addr_in LOG        prints the first address of LOG's serving line (for an agent
+#       started otherwise, e.g. under valgrind: poll with _agent_poll PID CMD...).
 #   agent_stop [SIGNAL]      sends SIGNAL (TERM) to the agent and waits for it; returns its exit
 #       status (0 when none runs) and clears agent_pid.
 # Several agents at once: save agent_pid/agent_port after agent_start, set them back before
@@ -42,6 +44,8 @@ agent_wait() { _agent_poll "$agent_pid" "$@"; }
 
 _agent_serving() { grep -q 'serving /metrics on ' "$1"; }
 
+agent_addr_in() { sed -n 's/.*serving \/metrics on .* at \([^ ,]*\).*/\1/p' "$1" | head -1; }
+
 agent_start() {
     local log=$1 rc
     shift
@@ -60,7 +64,7 @@ agent_start() {
         [ "$rc" -eq 0 ] && rc=1
         return "$rc"
     fi
-    agent_addr=$(sed -n 's/.*serving \/metrics on .* at \([^ ,]*\).*/\1/p' "$log" | head -1)
+    agent_addr=$(agent_addr_in "$log")
     agent_port=${agent_addr##*:}
     return 0
 }
