@@ -18,12 +18,17 @@ export BALLOONMGR_RUNTIME_DIR=$tmp/run
 . "$ROOT/tests/agent.sh"
 trap 'agent_stop; rm -rf "$tmp"' EXIT
 
-# start_agent FLAG ARG...: the agent on a free port given as FLAG :0 (every address)
+# start_agent FLAG ARG...: the agent on a free port given as FLAG :0 (every address); returns
+# once /metrics has its first pass
+first_pass() {
+    curl -sf --max-time 5 "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]'
+}
 start_agent() {
     local flag=$1; shift
     agent_start "$tmp/agent.log" env -C / "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" \
         --proc "$ROOT/demo/proc" --state "$tmp/state.json" --dry-run "$flag" ":0" "$@" || return 1
     port=$agent_port apid=$agent_pid
+    agent_wait first_pass
 }
 stop_agent() { agent_stop; }
 
