@@ -29,15 +29,18 @@
 #       freePageReporting='on', nothing else done), agent-fpr (the agent, every guest with
 #       freePageReporting='on')
 #   bench/scenario.sh bench [RUNS=3] [MODES=agent,control,timer,fpr,agent-fpr]
-#       RUNS runs of each mode into bench/scenario/MODE-N.json, then the table (median)
-#   bench/scenario.sh table [DIR=bench/scenario]   the table of the JSON files in DIR
+#       RUNS runs of each mode into $BM_BENCH_RESULTS/scenario/MODE-N.json (outside the
+#       repository: /var/tmp/balloonmgr-bench by default), then the table (median)
+#   bench/scenario.sh table [DIR=$BM_BENCH_RESULTS/scenario]   the table of the JSON files in DIR
 #   bench/scenario.sh reanalyse RUN.json...         the measurements again from RUN.d/ (runs
 #       since issue #21 keep what that needs)
 #   bench/scenario.sh plot RUN.json OUT.png          the timeline picture (gnuplot)
 # --short: the integration test's timing (steady 30 s, pressure 140 s, release 45 s instead of
 # 60, 210 and 90 s; the timer's pressure and release are longer, see run_one).
 #
-# Environment: BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
+# Results stay out of the tree; bench/scenario/reference/ holds one kept run, the analyser's
+# fixture (`reanalyse` and `table` work on it; bench/README.md).
+# Environment: BM_BENCH_RESULTS (default /var/tmp/balloonmgr-bench), BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
 # image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G),
 # BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
@@ -55,6 +58,7 @@ POLICY_SRC=${BM_SCENARIO_POLICY:-$ROOT/policies/default.policy}
 HOG_TARGET=${BM_HOG_TARGET:-8%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
 GUESTS=(idle fresh steady grower cache)
+RESULTS=${BM_BENCH_RESULTS:-/var/tmp/balloonmgr-bench}
 MIB=1048576
 # as balloonmgr-policy.timer: OnUnitActiveSec=1min (the policy's timer_interval when it has one)
 TIMER_INTERVAL=60
@@ -715,7 +719,7 @@ EOF
 }
 
 bench() {
-    local runs=${1:-3} modes=${2:-agent,control,timer,fpr,agent-fpr} m i dir=$ROOT/bench/scenario
+    local runs=${1:-3} modes=${2:-agent,control,timer,fpr,agent-fpr} m i dir=$RESULTS/scenario
     mkdir -p "$dir"
     for ((i = 1; i <= runs; i++)); do
         for m in ${modes//,/ }; do
@@ -730,7 +734,7 @@ case "${1:-}" in
     run) [ $# -ge 3 ] || die "usage: scenario.sh run MODE OUT.json [--short]"
          run_one "$2" "$3" "${4:-}" ;;
     bench) bench "${2:-3}" "${3:-agent,control,timer,fpr,agent-fpr}" ;;
-    table) table "${2:-$ROOT/bench/scenario}" ;;
+    table) table "${2:-$RESULTS/scenario}" ;;
     reanalyse) [ $# -ge 2 ] || die "usage: scenario.sh reanalyse RUN.json..."
                shift; for r in "$@"; do reanalyse "$r"; done ;;
     plot) [ $# -eq 3 ] || die "usage: scenario.sh plot RUN.json OUT.png"

@@ -1,6 +1,6 @@
 /* Fuzzes the metrics endpoint (src/http.h): bm_http_parse_listen on the input, and the input
- * sent as a raw HTTP request to a server started once (bm_http_start on a free loopback port
- * in LLVMFuzzerInitialize). An answer must be HTTP and complete within a deadline; a complete,
+ * sent as a raw HTTP request to a server started once (bm_http_start on 127.0.0.1:0, a free
+ * loopback port, in LLVMFuzzerInitialize). An answer must be HTTP and complete within a deadline; a complete,
  * well-formed request must get one; and after every input the server must still answer a
  * scrape on another connection. libmicrohttpd itself is not instrumented, so coverage guides
  * only our handler: the request path is a robustness check.
@@ -31,22 +31,6 @@ static void stop_server(void)
     server = NULL;
 }
 
-/* A port nobody listens on now (the kernel's pick for port 0), or 0. */
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    unsigned port = 0;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -54,19 +38,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *env = getenv("BM_FUZZ_HTTP_SERVER");
     if (env && strcmp(env, "0") == 0)
         return 0;
-    for (int attempt = 0; attempt < 5 && !server; attempt++) {
-        unsigned port = free_port();
+    /* port 0: the kernel's pick, read back from the address served ("127.0.0.1:PORT") */
+    char addrs[64];
+    unsigned port = 0;
+    if (bm_http_start("127.0.0.1:0", NULL, &server) == 0) {
+        const char *colon = strrchr(bm_http_addresses(server, addrs, sizeof(addrs)), ':');
+        port = colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0;
         if (!port)
-            break;
-        char listen[32];
-        snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
-        if (bm_http_start(listen, NULL, &server) == 0) {
-            server_addr = (struct sockaddr_in){.sin_family = AF_INET,
-                                               .sin_port = htons((uint16_t)port),
-                                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-            bm_http_set_metrics(server, METRICS);
-            atexit(stop_server);
-        }
+            stop_server();
+    }
+    if (server) {
+        server_addr = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        bm_http_set_metrics(server, METRICS);
+        atexit(stop_server);
     }
     if (!server)
         fprintf(stderr, "fuzz-http: no loopback server (%s): fuzzing the listen parser only\n",
@@ -258,10 +243,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int r = bm_http_parse_listen(s, &ss, &len);
     fuzz_assert(r == 0 || r == -EINVAL, "bm_http_parse_listen returned %d", r);
     if (r == 0) {
-        fuzz_assert((ss.ss_family == AF_INET && len == sizeof(struct sockaddr_in) &&
-                     ((struct sockaddr_in *)&ss)->sin_port != 0) ||
-                        (ss.ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6) &&
-                         ((struct sockaddr_in6 *)&ss)->sin6_port != 0),
+        /* port 0 is a free port the kernel picks */
+        fuzz_assert((ss.ss_family == AF_INET && len == sizeof(struct sockaddr_in)) ||
+                        (ss.ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6)),
                     "'%s': family %d, length %u", s, ss.ss_family, len);
     }
     free(s);

@@ -99,9 +99,9 @@ static int split_listen(const char *s, char *host, long *ret_port)
     }
     char *end = NULL;
     long port = strtol(port_s, &end, 10);
-    /* digits only: strtol() would take "+19727", " 19727" */
-    if (!isdigit((unsigned char)port_s[0]) || *end || port < 1 || port > 65535)
-        return bm_error(-EINVAL, "port '%s' is not a number from 1 to 65535", port_s);
+    /* digits only: strtol() would take "+19727", " 19727"; 0 is a free port the kernel picks */
+    if (!isdigit((unsigned char)port_s[0]) || *end || port < 0 || port > 65535)
+        return bm_error(-EINVAL, "port '%s' is not a number from 0 to 65535", port_s);
     *ret_port = port;
     return 0;
 }
@@ -785,6 +785,32 @@ static int prepare(const BmWebConfig *wc, BmBasicAuth **ret_auth)
     return bm_basic_auth_new(wc, ret_auth);
 }
 
+/* The port of a sockaddr_in or sockaddr_in6, host order. */
+static uint16_t addr_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+static void set_addr_port(struct sockaddr_storage *ss, uint16_t port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+/* The port a listening socket is bound to (0 if getsockname() fails). */
+static uint16_t bound_port(int fd)
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return 0;
+    return addr_port(&ss);
+}
+
 int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
 {
     BmListenAddrs addrs;
@@ -808,6 +834,9 @@ int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret)
     h->listen = bm_strdup(listen);
     h->auth = auth;
     for (size_t i = 0; i < addrs.n; i++) {
+        /* port 0: the first socket's free port, and the same one for a name's other addresses */
+        if (h->n_listen && addr_port(&addrs.addr[i]) == 0)
+            set_addr_port(&addrs.addr[i], bound_port(h->listen_fd[0]));
         int fd = open_listener(&addrs.addr[i], addrs.len[i]);
         /* a name's address of a family this host lacks (::1 without IPv6) is left out */
         if (fd < 0 && addrs.n > 1 && (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL))

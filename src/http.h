@@ -27,7 +27,8 @@ typedef struct BmHttp BmHttp;
 #define BM_HTTP_REQUEST_TIMEOUT_S 10
 
 /* Parses "ADDR:PORT" ("127.0.0.1:9736", "[::1]:9736", "0.0.0.0:9736") or ":PORT" (every address,
- * IPv6 and IPv4, as "[::]:PORT": the listener takes IPv4 too). Returns 0 and fills
+ * IPv6 and IPv4, as "[::]:PORT": the listener takes IPv4 too); PORT 0 to 65535, 0 being a free
+ * port the kernel picks (bm_http_addresses() says which). Returns 0 and fills
  * ret_addr (struct sockaddr_storage) / *ret_len, or -EINVAL with the reason. */
 int bm_http_parse_listen(const char *s, void *ret_addr, unsigned *ret_len);
 
@@ -54,7 +55,8 @@ void bm_http_format_addr(const void *addr, char *buf, size_t n);
  * plain HTTP, no auth). With users, every path answers 401 with WWW-Authenticate: Basic
  * realm="balloonmgr" to requests without their credentials. Returns 0 and *ret, or -errno
  * with the reason: -EINVAL bad listen address, -ENOTSUP libmicrohttpd without TLS or basic
- * auth, else e.g. the port in use. */
+ * auth, else e.g. the port in use. Port 0 binds a free port, the same one for each address of a
+ * host name (-EADDRINUSE if another address has it taken). */
 int bm_http_start(const char *listen, const BmWebConfig *wc, BmHttp **ret);
 
 /* Serves with wc from now on (NULL: plain HTTP, no auth). New users apply to the next request.

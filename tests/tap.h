@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tap_n, tap_failed;
@@ -41,6 +42,26 @@ static int tap_n, tap_failed;
         printf("# ");                                                                              \
         printf(__VA_ARGS__);                                                                       \
         printf("\n");                                                                              \
+    } while (0)
+
+/* A check of how long something took: checked only when BM_TEST_TIMING=1 (the slow tier runs
+ * the same test binary so, tests/meson.build); otherwise a skipped check, so that the unit
+ * tier has no timing threshold. */
+static inline int tap_timing(void)
+{
+    const char *e = getenv("BM_TEST_TIMING");
+    return e && strcmp(e, "1") == 0;
+}
+
+#define timed_ok(cond, ...)                                                                        \
+    do {                                                                                           \
+        if (tap_timing()) {                                                                        \
+            ok(cond, __VA_ARGS__);                                                                 \
+        } else {                                                                                   \
+            printf("ok %d # SKIP timing (slow tier, BM_TEST_TIMING=1): ", ++tap_n);                \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
 
 static inline int tap_done(void)

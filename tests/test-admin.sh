@@ -10,12 +10,12 @@ set -u
 BM=$1
 ROOT=$2
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 DEMO="test://$ROOT/demo/host.xml"
 export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 T=$(mktemp -d)
 out=$T/out err=$T/err
-apid=""
-trap '[ -n "$apid" ] && kill "$apid" 2>/dev/null && wait "$apid" 2>/dev/null; rm -rf "$T" "$BALLOONMGR_RUNTIME_DIR"' EXIT
+trap 'agent_stop; rm -rf "$T" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 PASS=(--policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc")
 
 # run_bm ARGS...: runs balloonmgr with stdout in $out and stderr in $err; sets rc
@@ -211,32 +211,23 @@ if command -v script >/dev/null; then
 fi
 
 # --- listen: host names, [::1]:PORT and :PORT, as exporters take them; each address of a name
-# agent_on LISTEN [PREFIX...]: starts the agent with --listen LISTEN (PORT in it replaced by a
-# free port, a few tries), PREFIX before the command (e.g. unshare); sets port, apid; the log
-# in $T/agent.log. Returns 0 when it serves /metrics on one of its addresses.
+# agent_on LISTEN [PREFIX...]: starts the agent with --listen LISTEN (PORT in it replaced by 0:
+# a free port), PREFIX before the command (e.g. unshare); sets port. The log in $T/agent.log.
+# Returns 0 when it says it serves /metrics.
 agent_on() {
-    local spec=$1 try url; shift
-    for try in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 20000))
-        "$@" "$BM" -c "$DEMO" agent --dry-run --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-            --state "$T/agent.json" --listen "${spec//PORT/$port}" 2>"$T/agent.log" &
-        apid=$!
-        for _ in $(seq 50); do
-            kill -0 "$apid" 2>/dev/null || break
-            grep -q 'serving /metrics' "$T/agent.log" && return 0
-            sleep 0.1
-        done
-        stop_agent
-        grep -q "cannot listen" "$T/agent.log" || break
-    done
-    return 1
+    local spec=$1; shift
+    agent_start "$T/agent.log" "$@" "$BM" -c "$DEMO" agent --dry-run --policy "$ROOT/demo/demo.policy" \
+        --proc "$ROOT/demo/proc" --state "$T/agent.json" --listen "${spec//PORT/0}"
+    local rc=$?
+    port=$agent_port
+    return $rc
 }
-stop_agent() { [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null; apid=""; }
+stop_agent() { agent_stop; }
 answers() { curl -sf -o /dev/null --max-time 3 "http://$1/metrics"; }
 agent_on localhost:PORT
 ok $? "listen: --listen localhost:PORT starts" "$(cat "$T/agent.log")"
 answers "127.0.0.1:$port"; ok $? "listen:   and answers on 127.0.0.1 (localhost here: $(getent ahosts localhost | awk '$2 == "STREAM" { print $1 }' | tr '\n' ' '))"
-grep -q "serving /metrics on localhost:$port (http, no auth) at 127.0.0.1:$port" "$T/agent.log"
+grep -q "serving /metrics on localhost:0 (http, no auth) at 127.0.0.1:$port" "$T/agent.log"
 ok $? "listen:   its message names the addresses" "$(head -1 "$T/agent.log")"
 stop_agent
 if [ -e /proc/net/if_inet6 ] && grep -q '^0*1 ' /proc/net/if_inet6; then

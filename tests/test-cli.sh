@@ -5,11 +5,12 @@ set -u
 BM=$1
 ROOT=$2
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 DEMO="test://$ROOT/demo/host.xml"
 # keep run/set away from the system's /run/balloonmgr
 export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 out=$(mktemp) err=$(mktemp) tmp_floor=$(mktemp)
-trap 'rm -rf "$out" "$err" "$tmp_floor" "$BALLOONMGR_RUNTIME_DIR"' EXIT
+trap 'agent_stop; rm -rf "$out" "$err" "$tmp_floor" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 
 # expect STATUS STDERR_SUBSTRING -- ARGS...: runs balloonmgr, checks exit status and stderr
 expect() {
@@ -305,20 +306,21 @@ rm -rf "$tmpd"
 
 # --- agent: bad options, then a real one on the demo host
 expect 2 "agent: --listen 'nowhere': expected ADDR:PORT" -- -c "$DEMO" agent --listen nowhere
-expect 2 "agent: --listen '127.0.0.1:99999': port '99999' is not a number from 1 to 65535" -- -c "$DEMO" agent --listen 127.0.0.1:99999
+expect 2 "agent: --listen '127.0.0.1:99999': port '99999' is not a number from 0 to 65535" -- -c "$DEMO" agent --listen 127.0.0.1:99999
 expect 2 "run: --textfile and --push go with --once" -- -c "$DEMO" run --textfile /tmp
-port=$((20000 + RANDOM % 20000))
 tmpd=$(mktemp -d)
-"$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen "127.0.0.1:$port" --state "$tmpd/agent.json" 2>/dev/null &
-apid=$!
-for _ in $(seq 50); do curl -sf "127.0.0.1:$port/metrics" >"$out" 2>/dev/null && grep -q '^balloonmgr_passes_total 1' "$out" && break; sleep 0.1; done
+agent_start "$tmpd/agent.log" "$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --listen 127.0.0.1:0 --state "$tmpd/agent.json"
+ok $? "agent --listen 127.0.0.1:0 serves on a free port ($agent_addr)" "$(cat "$tmpd/agent.log")"
+port=$agent_port
+first_pass() { curl -sf "127.0.0.1:$port/metrics" >"$out" 2>/dev/null && grep -q '^balloonmgr_passes_total 1' "$out"; }
+agent_wait first_pass
 grep -q '^balloonmgr_libvirt_up 1$' "$out"; ok $? "agent on the demo host serves /metrics"
 grep -q '^balloonmgr_domain_info{domain="web1",uuid="3b1e2a50-6d1f-4a0e-9a51-000000000001",state="running",sg="unknown",ioeventfd="unknown"} 1$' "$out"; ok $? "  domain_info with uuid, state and sg"
 if command -v promtool >/dev/null; then promtool check metrics <"$out" >/dev/null 2>&1; ok $? "  promtool check metrics is clean"; fi
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "127.0.0.1:$port/metrics")" = 405 ]; ok $? "  POST /metrics: 405"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$port/secret")" = 404 ]; ok $? "  GET /secret: 404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -I "127.0.0.1:$port/metrics")" = 200 ]; ok $? "  HEAD /metrics: 200"
-kill -TERM $apid; wait $apid; ok $? "  SIGTERM: exit 0"
+agent_stop; ok $? "  SIGTERM: exit 0"
 jq -e '.version == 1 and .counters.passes >= 1 and (.domains | length) == 5' "$tmpd/agent.json" >/dev/null; ok $? "  and the agent saved its state"
 rm -rf "$tmpd"
 

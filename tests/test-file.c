@@ -4,9 +4,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -145,7 +147,10 @@ static void test_short_reads(void)
             memset(piece, 'a' + i, sizeof(piece));
             if (write(p[1], piece, sizeof(piece)) != (ssize_t)sizeof(piece))
                 _exit(1);
-            usleep(20000);
+            /* the next piece once the reader has taken this one: a short read each time */
+            int queued;
+            while (ioctl(p[1], FIONREAD, &queued) == 0 && queued > 0)
+                sched_yield();
         }
         _exit(0);
     }

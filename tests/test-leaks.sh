@@ -21,6 +21,7 @@ BM=$1
 ROOT=$2
 SANITIZE=${3:-none}
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 
 DEMO="test://$ROOT/demo/host.xml"
 URI=${BM_LEAK_URI:-$DEMO}
@@ -138,24 +139,16 @@ check 2 "status of an unknown domain (an error path)" -- -c "$URI" status "${dom
 cp "$POLICY" "$T/agent.policy"
 log=$T/log.agent
 agent_ok=1
-for attempt in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    launch "$log" -- -c "$URI" agent "${dry[@]}" --policy "$T/agent.policy" --state "$T/agent-state.json" \
-        --proc "$PROC" --listen "127.0.0.1:$port"
-    apid=$pid
-    # under valgrind the first pass takes a few seconds
-    for _ in $(seq 600); do
-        curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]' &&
-            { agent_ok=0; break; }
-        kill -0 "$apid" 2>/dev/null || break
-        sleep 0.1
-    done
-    [ $agent_ok -eq 0 ] && break
-    grep -q 'cannot listen' "$log" || break # only a taken port is worth another try
-    kill -KILL "$apid" 2>/dev/null
-    wait "$apid" 2>/dev/null
-    apid=""
-done
+launch "$log" -- -c "$URI" agent "${dry[@]}" --policy "$T/agent.policy" --state "$T/agent-state.json" \
+    --proc "$PROC" --listen 127.0.0.1:0
+apid=$pid
+port=""
+# under valgrind the first pass takes a few seconds
+first_pass() {
+    [ -n "$port" ] || port=$(agent_addr_in "$log" | sed 's/.*://')
+    [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^balloonmgr_passes_total [1-9]'
+}
+_agent_poll "$apid" first_pass && agent_ok=0
 ok $agent_ok "agent: first pass done, serving on 127.0.0.1:$port" "$(tail -60 "$log" 2>/dev/null)"
 if [ $agent_ok -eq 0 ]; then
     scrapes=0
@@ -170,13 +163,13 @@ if [ $agent_ok -eq 0 ]; then
     ok $? "agent: 10 scrapes of /metrics and / answered (got $scrapes)"
 
     kill -HUP "$apid"
-    for _ in $(seq 100); do grep -q 'reloaded' "$log" && break; sleep 0.1; done
+    _agent_poll "$apid" grep -q 'reloaded' "$log"
     grep -q "policy $T/agent.policy reloaded" "$log"
     ok $? "agent: SIGHUP with a good policy: reloaded" "$(tail -60 "$log" 2>/dev/null)"
 
     printf '[guest]\nflor = 5%%\n' >"$T/agent.policy"
     kill -HUP "$apid"
-    for _ in $(seq 100); do grep -q 'not reloaded' "$log" && break; sleep 0.1; done
+    _agent_poll "$apid" grep -q 'not reloaded' "$log"
     grep -q "not reloaded: keeping the last good one" "$log"
     ok $? "agent: SIGHUP with a broken policy: the last good one kept" "$(tail -60 "$log" 2>/dev/null)"
 

@@ -11,9 +11,9 @@ ROOT=$(realpath "$2")
 HOST="test:///$ROOT/demo/host.xml"
 tmp=$(mktemp -d)
 export BALLOONMGR_RUNTIME_DIR=$tmp/run
-apid=""
-trap '[ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null; rm -rf "$tmp"' EXIT
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
+trap 'agent_stop; rm -rf "$tmp"' EXIT
 # these are the lines of the stream: where a journald listens, balloonmgr would send its
 # records there instead (tests/test-journal.sh), so hide its socket in a mount namespace
 if [ -S /run/systemd/journal/socket ] && [ -z "${BM_LOG_HIDDEN_JOURNAL:-}" ]; then
@@ -83,22 +83,11 @@ ok $(grep -c 'change domain=' "$tmp/corrupt.err" | grep -qx 0; echo $?) "a dry r
 
 # the agent: <6> for its own progress, <5> records, nothing below <6> about normal operation
 : >"$tmp/agent.err"
-for try in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    JOURNAL_STREAM=$(stat -c '%d:%i' "$tmp/agent.err") "$BM" -c "$HOST" agent \
-        --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmp/agent.json" \
-        --listen "127.0.0.1:$port" 2>>"$tmp/agent.err" &
-    apid=$!
-    for _ in $(seq 50); do
-        grep -q 'change domain=.cache1' "$tmp/agent.err" && break
-        kill -0 "$apid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$apid" 2>/dev/null && break
-    wait "$apid"; apid=""
-    grep -q "cannot listen" "$tmp/agent.err" || break
-done
-kill -TERM "$apid"; wait "$apid"; arc=$?; apid=""
+agent_start "$tmp/agent.err" env JOURNAL_STREAM="$(stat -c '%d:%i' "$tmp/agent.err")" "$BM" -c "$HOST" agent \
+    --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmp/agent.json" \
+    --listen 127.0.0.1:0
+agent_wait grep -q 'change domain=.cache1' "$tmp/agent.err"
+agent_stop; arc=$?
 ok $arc "agent stops with 0 on SIGTERM"
 ok $(grep -q '^<6>balloonmgr: agent: serving /metrics on ' "$tmp/agent.err"; echo $?) "agent: 'serving' is <6>"
 ok $(grep -q '^<6>balloonmgr: agent: stopping$' "$tmp/agent.err"; echo $?) "agent: 'stopping' is <6>"

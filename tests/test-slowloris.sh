@@ -16,9 +16,9 @@ set -u
 BM=$1 SLOW=$2 ROOT=$3
 export BALLOONMGR_RUNTIME_DIR=$(mktemp -d)
 work=$(mktemp -d)
-agent=""
-trap '[ -n "$agent" ] && kill "$agent" 2>/dev/null; rm -rf "$work" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
+trap 'agent_stop; rm -rf "$work" "$BALLOONMGR_RUNTIME_DIR"' EXIT
 
 # scrapes N PAUSE [CURL_ARGS...]: N scrapes of /metrics, PAUSE s apart; sets good (how many
 # got 200) and worst (the slowest, in seconds)
@@ -34,28 +34,21 @@ scrapes() {
     done
 }
 
-# sigterm_ok DESC: SIGTERM to $agent and wait for it; ok if it exited 0 within a second
+# sigterm_ok DESC: SIGTERM to the agent ($agent_pid) and wait for it; ok if it exited 0 within a second
 sigterm_ok() {
     local t0 t1 rc took
     t0=$(date +%s.%N)
-    kill -TERM "$agent"; wait "$agent"; rc=$?
+    agent_stop; rc=$?
     t1=$(date +%s.%N)
-    agent=""
     took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
     [ "$rc" -eq 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 1) }'
     ok $? "$1: exit $rc in $took s (< 1 s)"
 }
 
 port=""
-for _ in $(seq 20); do
-    p=$((30000 + RANDOM % 20000))
-    "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-        --dry-run --state "$work/state.json" --listen "127.0.0.1:$p" >"$work/agent.log" 2>&1 &
-    agent=$!
-    for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$p/metrics" && break; sleep 0.1; done
-    if curl -sf -o /dev/null "http://127.0.0.1:$p/metrics"; then port=$p; break; fi
-    kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null; agent=""
-done
+agent_start "$work/agent.log" "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --dry-run --state "$work/state.json" --listen 127.0.0.1:0 &&
+    agent_wait curl -sf -o /dev/null "http://127.0.0.1:$agent_port/metrics" && port=$agent_port
 [ -n "$port" ]; ok $? "agent serves on a free port ($port)"
 [ -n "$port" ] || { tap_done; exit 1; }
 
@@ -74,7 +67,7 @@ read -r _ opened _ _ _ closed _ open <"$work/trickle"
 [ "$open" -le 16 ] && [ "$closed" -ge $((opened - 16)) ]; ok $? "trickling address held at most 16 connections ($open still open of $opened)"
 read -r _ opened _ _ _ closed _ open <"$work/silent"
 [ "$opened" -ge 1 ] && [ "$open" -eq 0 ]; ok $? "silent connections closed by the idle timeout ($closed of $opened)"
-kill -0 "$agent"; ok $? "agent still running"
+kill -0 "$agent_pid"; ok $? "agent still running"
 
 # --- 80 trickling connections from 5 addresses: more than the 64 slots, 16 per address (the
 # per-address limit). The server keeps room for new clients (a client holding fewer
@@ -98,7 +91,7 @@ for a in 2 3 4 5 6; do
 done
 [ "$opened" -ge 64 ] && [ "$still" -eq 0 ]
 ok $? "  every trickling request was ended by the server within 14 s ($opened opened, $still still open): the 10 s request deadline"
-kill -0 "$agent"; ok $? "agent still running"
+kill -0 "$agent_pid"; ok $? "agent still running"
 
 # --- SIGTERM during a slow client: the agent is gone within a second
 "$SLOW" 127.0.0.2 127.0.0.1 "$port" 16 1000 5 >/dev/null &
@@ -111,11 +104,12 @@ wait "$slowpid"
 printf 'basic_auth_users:\n  alice: %s\n' '$2b$10$jK6m/3JJcpCpdliHa0bX0eFXSh8pat8EzcLwNh1NAClRA0T2Y5v1K' >"$work/web.yml"
 # no LeakSanitizer scan at exit in a sanitized build (test-leaks checks the agent for leaks):
 # it stops every thread to scan, which on a busy host is counted as stop time below
-ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-    --dry-run --state "$work/state.json" --listen "127.0.0.1:$port" --web-config "$work/web.yml" \
-    >"$work/agent2.log" 2>&1 &
-agent=$!
-for _ in $(seq 50); do [ "$(curl -s -o /dev/null -w '%{http_code}' -u alice:secret "http://127.0.0.1:$port/metrics")" = 200 ] && break; sleep 0.1; done
+agent_start "$work/agent2.log" env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$BM" \
+    -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
+    --dry-run --state "$work/state.json" --listen 127.0.0.1:0 --web-config "$work/web.yml"
+port=$agent_port
+authed_200() { [ "$(curl -s -o /dev/null -w '%{http_code}' -u alice:secret "http://127.0.0.1:$port/metrics")" = 200 ]; }
+agent_wait authed_200
 c=$(curl -s -o /dev/null -w '%{http_code}' -u alice:secret "http://127.0.0.1:$port/metrics"); [ "$c" = 200 ]; ok $? "basic auth agent: right password 200 (cached from now on)"
 flood=()
 for i in $(seq 8); do
@@ -131,8 +125,8 @@ awk -v w="$worst" 'BEGIN { exit !(w < 0.2) }'; ok $? "slowest scrape during the 
 # --- SIGTERM while credentialed requests are in flight (bcrypt cost 12, the maximum: wrong
 # passwords are never cached, so each one is a bcrypt computation; 16 clients queue them)
 printf 'basic_auth_users:\n  alice: %s\n' '$2b$12$TAdJQPTVWSkwDfpJ5Qtr0OcziFkfaWyUy/EcMamDXMuSKhWQ36bcO' >"$work/web.yml"
-kill -HUP "$agent"
-for _ in $(seq 50); do grep -q "web.yml reloaded" "$work/agent2.log" && break; sleep 0.1; done
+kill -HUP "$agent_pid"
+agent_wait grep -q "web.yml reloaded" "$work/agent2.log"
 flood=()
 for i in $(seq 16); do
     ( for j in $(seq 20); do curl -s -o /dev/null -m 30 --interface 127.0.0.3 -u "alice:wrong$j" "http://127.0.0.1:$port/metrics"; done ) &
@@ -144,10 +138,9 @@ kill "${flood[@]}" 2>/dev/null; wait "${flood[@]}" 2>/dev/null
 
 # --- SIGTERM during a pass: right when the agent connected (its first pass runs then)
 for i in 1 2 3; do
-    "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-        --dry-run --state "$work/state.json" --listen "127.0.0.1:$port" >"$work/agent3.log" 2>&1 &
-    agent=$!
-    for _ in $(seq 200); do grep -q "connected to" "$work/agent3.log" && break; sleep 0.01; done
+    agent_start "$work/agent3.log" "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$ROOT/demo/demo.policy" \
+        --proc "$ROOT/demo/proc" --dry-run --state "$work/state.json" --listen 127.0.0.1:0
+    agent_wait grep -q "connected to" "$work/agent3.log"
     sigterm_ok "SIGTERM at the first pass ($i)"
 done
 tap_done

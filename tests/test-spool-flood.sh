@@ -8,13 +8,14 @@ set -u
 BM=$1
 ROOT=$2
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 command -v curl >/dev/null || tap_skip_all "curl is not installed"
 base=/tmp
 [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm # 30000 files: in memory when possible
 T=$(mktemp -d "$base/bm-spool-flood.XXXXXX")
 apid=""
 cleanup() {
-    [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+    agent_stop
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -33,18 +34,10 @@ n=$(find "$T/run/changes" -name '??????.json' | wc -l)
 (cd "$T/run/changes" && seq -f 'junk-%05g' 0 29999 | xargs touch)
 [ "$(find "$T/run/changes" -name 'junk-*' | wc -l)" -eq 30000 ]; ok $? "and 30000 junk files beside them"
 
-for _ in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-        --listen "127.0.0.1:$port" --state "$T/state.json" --dry-run 2>"$T/agent.log" &
-    apid=$!
-    for _ in $(seq 40); do
-        curl -sf "127.0.0.1:$port/metrics" >/dev/null 2>&1 && break 2
-        kill -0 "$apid" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill "$apid" 2>/dev/null; wait "$apid" 2>/dev/null; apid=""
-done
+apid=""
+agent_start "$T/agent.log" "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
+    --listen 127.0.0.1:0 --state "$T/state.json" --dry-run &&
+    agent_wait curl -sf "127.0.0.1:$agent_port/metrics" -o /dev/null && apid=$agent_pid port=$agent_port
 [ -n "$apid" ]; ok $? "an agent on test:///default serves" "$(cat "$T/agent.log")"
 start=$(date +%s%N)
 counted=0

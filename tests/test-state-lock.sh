@@ -8,14 +8,14 @@ set -u
 BM=$1
 ROOT=$2
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 command -v curl >/dev/null || tap_skip_all "curl is not installed"
 DEMO="test://$ROOT/demo/host.xml"
 T=$(mktemp -d)
 export BALLOONMGR_RUNTIME_DIR=$T/run
 mkdir -p "$T/run"
-apid=""
 cleanup() {
-    [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
+    agent_stop
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -24,18 +24,9 @@ RUN=(-c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/
 passes() { jq -r '.counters.passes' "$1" 2>/dev/null; }
 
 # the agent, on a free port, until its first pass is saved
-for _ in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    "$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-        --listen "127.0.0.1:$port" --state "$S" 2>"$T/agent.log" &
-    apid=$!
-    for _ in $(seq 100); do
-        [ -s "$S" ] && curl -sf "127.0.0.1:$port/metrics" >/dev/null 2>&1 && break 2
-        kill -0 "$apid" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill "$apid" 2>/dev/null; wait "$apid" 2>/dev/null; apid=""
-done
+saved_and_serving() { [ -s "$S" ] && curl -sf "127.0.0.1:$agent_port/metrics" >/dev/null 2>&1; }
+agent_start "$T/agent.log" "$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
+    --listen 127.0.0.1:0 --state "$S" && agent_wait saved_and_serving && apid=$agent_pid || apid=""
 [ -n "$apid" ]; ok $? "an agent on $S serves and saved its state" "$(cat "$T/agent.log")"
 [ "$(head -1 "$S.lock")" = "$apid" ]; ok $? "  its lock file $S.lock holds its PID" "$(cat "$S.lock")"
 
@@ -54,9 +45,8 @@ done
 ok $? "  in one line, before any pass (no change or mode record)" "$(cat "$T/err")"
 
 # a second agent: refused before it serves
-port2=$((port + 1))
 timeout 10 "$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-    --listen "127.0.0.1:$port2" --state "$S" >"$T/out" 2>"$T/err2"
+    --listen 127.0.0.1:0 --state "$S" >"$T/out" 2>"$T/err2"
 st=$?
 [ "$st" -eq 4 ] && grep -qx "balloonmgr: agent: state '$S': in use by PID $apid (.* agent .*) (lock '$S.lock'): one writer at a time" "$T/err2"
 ok $? "a second agent on the same state exits 4 naming the first (got $st)" "$(cat "$T/err2")"
@@ -68,7 +58,7 @@ st=$?
 [ "$st" -eq 0 ]; ok $? "run --once --dry-run while the agent runs: exit 0 (got $st)" "$(cat "$T/err")"
 
 # the agent's counters: all its passes, none lost to another writer
-kill -TERM "$apid"; wait "$apid"; st=$?; apid=""
+agent_stop; st=$?
 [ "$st" -eq 0 ]; ok $? "the agent stops: exit 0 (got $st)"
 agent_passes=$(passes "$S")
 [ -n "$agent_passes" ] && [ "$agent_passes" -ge "$(passes "$T/before.json")" ]

@@ -17,16 +17,8 @@ HASH_NEWSECRET='$2b$06$KN.D2XQTf0Oc6mnO4g2O4OsYfk70r6cPhwwBshjSYtsOKy1fa3xSK' # 
 
 tmp=$(mktemp -d)
 export BALLOONMGR_RUNTIME_DIR=$tmp/run
-apid=""
-agent_rc=""
-stop_agent() {
-    if [ -n "$apid" ]; then
-        kill -TERM "$apid" 2>/dev/null
-        wait "$apid" 2>/dev/null
-        agent_rc=$?
-        apid=""
-    fi
-}
+. "$ROOT/tests/agent.sh"
+stop_agent() { agent_stop; agent_rc=$?; }
 trap 'stop_agent; rm -rf "$tmp"' EXIT
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -49,40 +41,23 @@ code() {
     curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' --max-time 5 --cacert "$tmp/cert.pem" "$@" "$url"
 }
 
-# start_agent: on a free port (a few tries), as a background job; waits until it answers
+# start_agent: on a free port, as a background job; waits until it answers; sets port, apid
+answers_401() { [ "$(code "https://127.0.0.1:$agent_port/metrics")" = 401 ]; }
 start_agent() {
-    local try
-    for try in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 20000))
-        (cd / && exec "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" \
-            --proc "$ROOT/demo/proc" --state "$tmp/state.json" --listen "127.0.0.1:$port" --web-config "$tmp/web.yml") \
-            2>"$tmp/agent.log" &
-        apid=$!
-        for _ in $(seq 50); do
-            if ! kill -0 "$apid" 2>/dev/null; then break; fi
-            [ "$(code "https://127.0.0.1:$port/metrics")" = 401 ] && return 0
-            sleep 0.1
-        done
-        [ -n "$apid" ] && kill -TERM "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
-        grep -q "cannot listen" "$tmp/agent.log" || break
-    done
-    return 1
+    agent_start "$tmp/agent.log" env -C / "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" \
+        --proc "$ROOT/demo/proc" --state "$tmp/state.json" --listen 127.0.0.1:0 --web-config "$tmp/web.yml" &&
+        port=$agent_port apid=$agent_pid && agent_wait answers_401
 }
 
-# wait_reload PATTERN: waits until the agent's log has PATTERN (after SIGHUP)
-wait_reload() { # wait_reload PATTERN [N]: until PATTERN is in the log N times (default 1)
-    for _ in $(seq 50); do
-        [ "$(grep -c "$1" "$tmp/agent.log")" -ge "${2:-1}" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
+# wait_reload PATTERN [N]: waits until the agent's log has PATTERN N times (default 1; after SIGHUP)
+reloaded_n() { [ "$(grep -c "$1" "$tmp/agent.log")" -ge "$2" ]; }
+wait_reload() { agent_wait reloaded_n "$1" "${2:-1}"; }
 
 # --- TLS and basic auth
 write_tls_config "$HASH_SECRET"
 start_agent; ok $? "agent --web-config with TLS and a user starts (port $port)" ||
     sed 's/^/# /' "$tmp/agent.log"
-grep -q "serving /metrics on 127.0.0.1:$port (https, basic auth (1 user))" "$tmp/agent.log"
+grep -q "serving /metrics on 127.0.0.1:0 (https, basic auth (1 user)) at 127.0.0.1:$port," "$tmp/agent.log"
 ok $? "  and says https, basic auth"
 URL=https://127.0.0.1:$port
 c=$(code "$URL/metrics" -u alice:secret); [ "$c" = 200 ]; ok $? "https, right password: 200 (got $c)"

@@ -8,25 +8,23 @@
 #   wrong type is refused and the last good config kept: 401 without credentials stays 401,
 #   200 with them; a well-formed config is applied, and one that drops basic auth is logged
 #   at warning as a security change.
-# Usage: test-webconfig-types.sh BALLOONMGR SOURCE_ROOT   (TAP output, libvirt's test driver)
+# The property itself, every key with every variant, is checked in-process against the parser
+# by test-webconfig (unit); this is the end-to-end side.
+# Usage: test-webconfig-types.sh BALLOONMGR SOURCE_ROOT [few|all]   (TAP output, libvirt's test
+# driver; few (the default): three variants per key, all: every variant)
 set -u
 BM=$(realpath "$1")
 ROOT=$2
+WHICH=${3:-few}
 . "$ROOT/tests/tap.sh"
+. "$ROOT/tests/agent.sh"
 command -v curl >/dev/null || tap_skip_all "curl is not installed"
 HASH='$2y$06$qvgJh/M1aEa1hNWRpZ.UtutuUBDvwg92FKESHEBH4JZGwSdMsUHpK' # secret, cost 6
 CERT=$ROOT/tests/data/webconfig/load/cert.pem
 KEY=$ROOT/tests/data/webconfig/load/key.pem
 T=$(mktemp -d)
 export BALLOONMGR_RUNTIME_DIR=$T/run
-apid=""
-stop_agent() {
-    if [ -n "$apid" ]; then
-        kill -TERM "$apid" 2>/dev/null
-        wait "$apid" 2>/dev/null
-        apid=""
-    fi
-}
+stop_agent() { agent_stop; apid=""; }
 trap 'stop_agent; rm -rf "$T"' EXIT
 
 # Every value tried; @S@ is a good value of the key's own type (a string, true).
@@ -37,6 +35,8 @@ VARIANTS=(
     '!!timestamp 2001-12-14' '!!seq' '!!seq []' '[]' '[@S@]' '!!map' '!!map {}' '{}' '!!set {}'
     '!!omap []' '!local @S@' '! @S@' '""' "''" '"@S@"' '@S@' '5'
 )
+# few: well-formed for the maps (''), for strings and booleans ('@S@'), and a tag of the wrong type
+[ "$WHICH" = all ] || VARIANTS=('' '@S@' '!!binary aGk=')
 # the variants that are well-formed for each type of key
 valid_for() { # valid_for TYPE VARIANT
     case $1:$2 in
@@ -93,30 +93,17 @@ code() {
 }
 
 # start_agent FILE: an agent on a free port with that web config; returns its exit status if
-# it exits within 5 s, 0 once it answers on /metrics (apid set), 1 if it neither answers nor exits
+# it exits first, 0 once it answers on /metrics (apid set), 1 if it neither answers nor exits
+answers() {
+    local c
+    c=$(code https -u alice:secret); [ "$c" = 000 ] && c=$(code http -u alice:secret)
+    [ "$c" != 000 ]
+}
 start_agent() {
-    local try
-    for try in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 20000))
-        "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
-            --state "$T/state.json" --listen "127.0.0.1:$port" --web-config "$1" 2>"$T/agent.log" &
-        apid=$!
-        for _ in $(seq 100); do
-            if ! kill -0 "$apid" 2>/dev/null; then
-                wait "$apid"
-                local rc=$?
-                apid=""
-                grep -q "cannot listen\|Address already in use" "$T/agent.log" && continue 2
-                return $rc
-            fi
-            local c
-            c=$(code https -u alice:secret); [ "$c" = 000 ] && c=$(code http -u alice:secret)
-            [ "$c" != 000 ] && return 0
-            sleep 0.05
-        done
-        return 1
-    done
-    return 1
+    agent_start "$T/agent.log" "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
+        --state "$T/state.json" --listen 127.0.0.1:0 --web-config "$1" || return
+    port=$agent_port apid=$agent_pid
+    agent_wait answers
 }
 
 # served: "SCHEME ANON AUTHED": the scheme that answers, the status without and with
@@ -174,15 +161,12 @@ hup() {
     before=$(grep -c "$pattern" "$T/agent.log")
     printf '%s\n' "$1" >"$T/live.yml"
     kill -HUP "$apid"
-    for _ in $(seq 100); do
-        local line
-        line=$(grep "$pattern" "$T/agent.log" | sed -n "$((before + 1))p")
-        if [ -n "$line" ]; then
-            case $line in *"not reloaded"* | *"not applied"*) echo refused ;; *) echo reloaded ;; esac
-            return
-        fi
-        sleep 0.05
-    done
+    local line
+    word() { line=$(grep "$pattern" "$T/agent.log" | sed -n "$((before + 1))p"); [ -n "$line" ]; }
+    if agent_wait word; then
+        case $line in *"not reloaded"* | *"not applied"*) echo refused ;; *) echo reloaded ;; esac
+        return
+    fi
     echo none
 }
 

@@ -1,7 +1,9 @@
 /* Web config files (exporter-toolkit format): every good fixture parses to what it says, every
  * bad fixture fails with exactly the messages of its .err file, relative cert/key paths resolve
  * against the file's directory, the loader reads and checks the TLS files (and names them when
- * it cannot), and the gnutls priorities follow min_version / max_version. */
+ * it cannot), and the gnutls priorities follow min_version / max_version. Every key given every
+ * YAML type and tag never fails open: a well-formed value is accepted as it says, any other is
+ * refused with file:line:col. */
 #include <errno.h>
 #include <glob.h>
 #include <libgen.h>
@@ -200,6 +202,162 @@ static void test_robust(void)
        "billion laughs: unknown keys, not expanded");
 }
 
+/* ---- every key given every YAML type and tag: the parser never fails open ----
+ * (tests/test-webconfig-types.sh runs a few of these end to end: at start and on SIGHUP.) */
+
+/* What is tried as each key's value; @S@ is a good value of the key's own type. */
+static const char *const variants[] = {
+    "", "~", "null", "!!null", "!!null ~",
+    "!!str", "!!str null", "!!str ~", "!!str \"\"", "!!str @S@", "!<tag:yaml.org,2002:str> @S@",
+    "!!binary", "!!binary aGk=", "!!int", "!!int 5", "!!float 1.5", "!!bool", "!!bool true",
+    "!!timestamp 2001-12-14", "!!seq", "!!seq []", "[]", "[@S@]", "!!map", "!!map {}", "{}",
+    "!!set {}", "!!omap []", "!local @S@", "! @S@", "\"\"", "''", "\"@S@\"", "@S@", "5",
+};
+
+/* KEY_FILE: a string naming a file; a scalar of another type may name one too ("5", "!!str
+ * null"), which the loader then cannot read. */
+typedef enum { KEY_MAP, KEY_TLSMAP, KEY_STR, KEY_BOOL, KEY_FILE } KeyType;
+
+#define CERT "cert.pem"
+#define KEY "key.pem"
+#define AUTH "basic_auth_users:\n  alice: " H1 "\n"
+#define TLS_HEAD "tls_server_config:\n  cert_file: " CERT "\n  key_file: " KEY "\n"
+
+/* name, type, the good value (@S@), the config around the value tried (@V@) */
+static const struct {
+    const char *name;
+    KeyType type;
+    const char *good, *tmpl;
+} keys[] = {
+    {"basic_auth_users", KEY_MAP, "x", "basic_auth_users: @V@\n"},
+    {"http_server_config", KEY_MAP, "x", AUTH "http_server_config: @V@\n"},
+    {"tls_server_config", KEY_TLSMAP, "x", AUTH "tls_server_config: @V@\n"},
+    {"http2", KEY_BOOL, "true", AUTH "http_server_config:\n  http2: @V@\n"},
+    {"the password", KEY_STR, H1, "basic_auth_users:\n  alice: @V@\n"},
+    {"cert_file", KEY_FILE, CERT,
+     "tls_server_config:\n  cert_file: @V@\n  key_file: " KEY "\n" AUTH},
+    {"key_file", KEY_FILE, KEY, "tls_server_config:\n  cert_file: " CERT "\n  key_file: @V@\n" AUTH},
+    {"min_version", KEY_STR, "TLS12", TLS_HEAD "  min_version: @V@\n" AUTH},
+    {"max_version", KEY_STR, "TLS13", TLS_HEAD "  max_version: @V@\n" AUTH},
+    {"client_auth_type", KEY_STR, "NoClientCert", TLS_HEAD "  client_auth_type: @V@\n" AUTH},
+    {"prefer_server_cipher_suites", KEY_BOOL, "true",
+     TLS_HEAD "  prefer_server_cipher_suites: @V@\n" AUTH},
+};
+
+/* Whether variant v is a well-formed value for a key of type t. */
+static bool valid_for(KeyType t, const char *v)
+{
+    static const char *const map[] = {"", "~", "null", "{}", "!!map {}", NULL};
+    static const char *const str[] = {"!!str @S@", "!<tag:yaml.org,2002:str> @S@", "\"@S@\"", "@S@",
+                                      NULL};
+    static const char *const boolean[] = {"!!bool true", "@S@", NULL};
+    const char *const *list = t == KEY_MAP                   ? map
+                              : t == KEY_STR || t == KEY_FILE ? str
+                              : t == KEY_BOOL                 ? boolean
+                                                              : NULL;
+    for (; list && *list; list++)
+        if (strcmp(*list, v) == 0)
+            return true;
+    return false;
+}
+
+/* s with every "from" replaced by "to". Caller frees. */
+static char *replace(const char *s, const char *from, const char *to)
+{
+    size_t n = 0, lf = strlen(from), lt = strlen(to);
+    for (const char *p = strstr(s, from); p; p = strstr(p + lf, from))
+        n++;
+    char *out = malloc(strlen(s) + n * lt + 1), *o = out;
+    for (const char *p; (p = strstr(s, from)); s = p + lf) {
+        memcpy(o, s, (size_t)(p - s));
+        o += p - s;
+        memcpy(o, to, lt);
+        o += lt;
+    }
+    strcpy(o, s);
+    return out;
+}
+
+/* Each error line "path:LINE:COL: message". */
+static bool errors_located(const char *errors)
+{
+    if (!errors || !*errors)
+        return false;
+    for (const char *l = errors; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        unsigned line, col;
+        int n = 0;
+        if (sscanf(l, "web.yml:%u:%u: %n", &line, &col, &n) != 2 || n == 0 || line == 0)
+            return false;
+    }
+    return true;
+}
+
+/* bm_webconfig_load() of text as web.yml in an empty directory (its cert and key files absent):
+ * refused with file:line:col? */
+static bool load_refused(const char *text)
+{
+    char dir[] = "/tmp/test-webconfig-XXXXXX", cwd[4096];
+    if (!mkdtemp(dir) || !getcwd(cwd, sizeof(cwd)) || chdir(dir) < 0)
+        return false;
+    FILE *f = fopen("web.yml", "w");
+    bool refused = false;
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+        _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
+        _cleanup_free_ char *errors = NULL;
+        refused = bm_webconfig_load("web.yml", &c, &errors) < 0 && !c && errors_located(errors);
+        unlink("web.yml");
+    }
+    refused &= chdir(cwd) == 0;
+    rmdir(dir);
+    return refused;
+}
+
+static void test_types(void)
+{
+    size_t bad = 0, checked = 0;
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+            _cleanup_free_ char *v = replace(variants[i], "@S@", keys[k].good);
+            _cleanup_free_ char *text = replace(keys[k].tmpl, "@V@", v);
+            _cleanup_(bm_webconfig_freep) BmWebConfig *c = NULL;
+            _cleanup_free_ char *errors = NULL;
+            int r = bm_webconfig_parse(text, "web.yml", &c, &errors);
+            int r_check = bm_webconfig_parse(text, "web.yml", NULL, NULL);
+            bool good;
+            if (valid_for(keys[k].type, variants[i])) {
+                /* serves as it says: HTTPS with tls_server_config, 401 without credentials
+                 * with users */
+                bool tls = strstr(text, "tls_server_config:") != NULL;
+                bool users = strstr(text, "\n  alice: ") != NULL;
+                good = r == 0 && r_check == 0 && c && c->tls == tls && (c->n_users > 0) == users;
+                if (!good)
+                    printf("# %s: '%s' should be well-formed (%d, tls %d, users %zu)\n%s# %s\n",
+                           keys[k].name, variants[i], r, c ? c->tls : -1, c ? c->n_users : 0,
+                           text, errors ? errors : "");
+            } else if (keys[k].type == KEY_FILE && r == 0) {
+                /* another file's name, which the loader refuses */
+                const char *name = strcmp(keys[k].name, "cert_file") == 0 ? c->cert_file : c->key_file;
+                good = r_check == 0 && strcmp(name, keys[k].good) != 0 && load_refused(text);
+                if (!good)
+                    printf("# %s: '%s' should name another file, refused at load\n%s", keys[k].name,
+                           variants[i], text);
+            } else {
+                good = r == -EINVAL && r_check == -EINVAL && !c && errors_located(errors);
+                if (!good)
+                    printf("# %s: '%s' should be refused with file:line:col (%d)\n%s# %s\n",
+                           keys[k].name, variants[i], r, text, errors ? errors : "(no errors)");
+            }
+            checked++;
+            bad += !good;
+        }
+    }
+    ok(bad == 0, "types: %zu keys x %zu YAML types and tags: each well-formed one accepted as it "
+                 "says, each other one refused with file:line:col (%zu of %zu wrong)",
+       sizeof(keys) / sizeof(keys[0]), sizeof(variants) / sizeof(variants[0]), bad, checked);
+}
+
 int main(void)
 {
     test_good();
@@ -207,5 +365,6 @@ int main(void)
     test_load();
     test_bcrypt();
     test_robust();
+    test_types();
     return tap_done();
 }

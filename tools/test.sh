@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, and run every test: the unit tests (also
-# under AddressSanitizer + UBSan) and the integration tests (real libvirtd, QEMU TCG guests;
-# they need root). Ends with one line "N passed, N failed, N skipped"; exits 1 if any failed.
+# README command 2: install what is missing, build, and run the tests tier by tier (meson
+# suites, see tests/meson.build): unit and cli in the normal build and under AddressSanitizer +
+# UBSan, then slow (normal build), integration and pressure (real libvirtd, QEMU TCG guests,
+# real host memory pressure; they need root) and the fuzz targets.
+#   tools/test.sh           everything
+#   tools/test.sh --quick   unit + cli in both builds only (a few minutes, no root, no guests)
+# Ends with one line "N passed, N failed, N skipped" over every suite it ran; exits 1 if any
+# failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+--quick) quick=1 ;;
+"") ;;
+*) echo "usage: tools/test.sh [--quick]" >&2; exit 2 ;;
+esac
 tools/install-deps.sh test
 
 [ -d build ] || meson setup build >/dev/null
@@ -12,24 +23,37 @@ ninja -C build
 ninja -C build-asan
 
 status=0
+logs=()
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-meson test -C build --suite unit --print-errorlogs --logbase unit || status=1
-meson test -C build-asan --suite unit --print-errorlogs --logbase unit || status=1
-# Integration tests start libvirtd/virtlogd themselves when run alone; here they are started
-# once for all of them (in a subshell, so lib.sh's settings stay out of this shell) and only
-# what was started is stopped.
-if [ "$(id -u)" -eq 0 ]; then
-    (. tests/integration/lib/lib.sh && bm_start_daemons)
-    trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
-fi
-meson test -C build --suite integration --print-errorlogs --logbase integration || status=1
-# the libFuzzer targets (fuzz/) build with clang and run 5 s each on their corpus, so that
-# they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
-bench/fuzz 5 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
+# lane BUILD_DIR NAME SUITE...: one meson test run of those suites; its JSON log is summed at
+# the end
+lane() {
+    local dir=$1 name=$2 s args=()
+    shift 2
+    for s in "$@"; do args+=(--suite "$s"); done
+    meson test -C "$dir" "${args[@]}" --print-errorlogs --logbase "$name" || status=1
+    logs+=("$dir/meson-logs/$name.json")
+}
 
-# one summary line over the three runs (meson writes one JSON object per test)
-cat build/meson-logs/unit.json build-asan/meson-logs/unit.json \
-    build/meson-logs/integration.json | jq -rs '
+lane build quick unit cli
+lane build-asan quick unit cli
+if [ $quick -eq 0 ]; then
+    lane build slow slow
+    # Integration tests start libvirtd/virtlogd themselves when run alone; here they are started
+    # once for all of them (in a subshell, so lib.sh's settings stay out of this shell) and only
+    # what was started is stopped.
+    if [ "$(id -u)" -eq 0 ]; then
+        (. tests/integration/lib/lib.sh && bm_start_daemons)
+        trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
+    fi
+    lane build integration integration pressure
+    # the libFuzzer targets (fuzz/) build with clang and run 5 s each on their corpus, so that
+    # they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
+    bench/fuzz 5 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
+fi
+
+# one summary line over the lanes (meson writes one JSON object per test)
+cat "${logs[@]}" | jq -rs '
     def n(s): map(select(.result == s)) | length;
     "\(n("OK") + n("EXPECTEDFAIL")) passed, \(n("FAIL") + n("ERROR") + n("TIMEOUT") + n("UNEXPECTEDPASS")) failed, \(n("SKIP")) skipped"'
 exit $status

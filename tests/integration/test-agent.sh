@@ -39,10 +39,10 @@ policy "$work/calm.policy"
 policy "$work/pressure.policy" "reclaim_below = 99%" "target_available = 99.5%" "release_above = 99.9%"
 cp "$work/calm.policy" "$work/agent.policy"
 
-port=$(bm_prom_free_port)
 bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/agent.policy" \
-    --listen "127.0.0.1:$port" --state "$work/agent-state.json"
+    --listen 127.0.0.1:0 --state "$work/agent-state.json"
 agent=$BM_AGENT_PID
+port=$(bm_agent_port "$work/agent.log")
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
 # grep that reads all its input: `metrics | grep -q` under pipefail fails when grep exits at
 # the first match and curl then dies of SIGPIPE writing the rest (a false "not found")

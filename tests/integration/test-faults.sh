@@ -103,9 +103,9 @@ bm_virsh schedinfo "$victim" --live vcpu_quota=5000 vcpu_period=100000 >/dev/nul
 # what a pass would do now (in the log, for a failure below)
 "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/pressure.policy" 2>/dev/null |
     jq -c --arg d "$victim" '.decisions[] | select(.name == $d) | {action, reason}' || true
-port=$(bm_prom_free_port)
 bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/pressure.policy" \
-    --state "$work/agent-state.json" --listen "127.0.0.1:$port"
+    --state "$work/agent-state.json" --listen 127.0.0.1:0
+port=$(bm_agent_port "$work/agent.log")
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
 max=$((512 * 1024))
 caught=""

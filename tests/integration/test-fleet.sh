@@ -28,11 +28,11 @@ grep -q '<name>b-web1</name>' "$work/host-b.xml" || bm_fail "host-b.xml: no b-we
 
 start_agent() { # start_agent NAME URI POLICY [ARGS...]: prints nothing, sets port_NAME
     local name=$1 uri=$2 policy=$3 port; shift 3
-    port=$(bm_prom_free_port)
-    "$BM" -c "$uri" agent --policy "$policy" --listen "127.0.0.1:$port" \
+    "$BM" -c "$uri" agent --policy "$policy" --listen 127.0.0.1:0 \
         --state "$work/$name-state.json" "$@" >"$work/$name.log" 2>&1 &
     bm_add_cleanup "kill $! 2>/dev/null || true"
-    for _ in $(seq 50); do curl -sf -o /dev/null "127.0.0.1:$port/metrics" && break; sleep 0.1; done
+    port=$(bm_agent_port "$work/$name.log")
+    bm_wait_until 5 "agent $name to serve /metrics" curl -sf -o /dev/null "127.0.0.1:$port/metrics" || true
     curl -sf "127.0.0.1:$port/metrics" | promtool check metrics ||
         bm_fail "agent $name: /metrics not served or not clean (log: $(tail -3 "$work/$name.log"))"
     printf -v "port_$name" %s "$port"

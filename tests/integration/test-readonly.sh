@@ -68,10 +68,10 @@ jq -e --arg d "$dom" '.host.mode == "reclaim" and (.decisions[] | select(.name =
 bm_pass "-r run --once --dry-run as nobody plans an inflate of $dom"
 
 # --- the monitoring-only agent
-port=$(bm_prom_free_port)
 bm_start_agent "$work/agent.log" "${nobody[@]}" "$BM" -c "$BM_URI" -r agent --policy "$work/pressure.policy" \
-    --listen "127.0.0.1:$port"
+    --listen 127.0.0.1:0
 agent=$BM_AGENT_PID
+port=$(bm_agent_port "$work/agent.log")
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
 three_passes() { # /metrics (saved in $work/m) has the domain's series and 3 passes
     metrics >"$work/m" 2>/dev/null && grep -q "^balloonmgr_domain_balloon_current_bytes{domain=\"$dom\"}" "$work/m" &&

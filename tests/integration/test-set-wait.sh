@@ -123,10 +123,10 @@ work=$BM_WORKDIR/spool
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$BALLOONMGR_RUNTIME_DIR"
 printf '[guest]\nexclude = yes\n' >"$work/none.policy"
-port=$((30000 + RANDOM % 20000))
 bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --dry-run --policy "$work/none.policy" \
-    --state "$work/agent-state.json" --listen "127.0.0.1:$port"
+    --state "$work/agent-state.json" --listen 127.0.0.1:0
 agent=$BM_AGENT_PID
+port=$(bm_agent_port "$work/agent.log")
 serving_with_spool() { curl -sf "127.0.0.1:$port/metrics" >/dev/null && [ -d "$BALLOONMGR_RUNTIME_DIR/changes" ]; }
 bm_wait_until 10 "the agent to serve and make its spool" serving_with_spool || true
 curl -sf "127.0.0.1:$port/metrics" >/dev/null || bm_fail "the agent does not serve: $(cat "$work/agent.log")"

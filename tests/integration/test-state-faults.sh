@@ -141,11 +141,11 @@ else
 fi
 
 # --- the agent: full, then read-only, then room again
-port=$((20000 + RANDOM % 20000))
 printf '[host]\ninterval = 1s\n[guest]\nmax_stats_age = off\n' >"$work/agent.policy"
 dd if=/dev/zero of="$mnt/fill" bs=4k 2>/dev/null || true
 bm_start_agent "$work/agent.log" "$BM" -c "$uri" agent --policy "$work/agent.policy" --proc "$ROOT/demo/proc" \
-    --listen "127.0.0.1:$port" --state "$state"
+    --listen 127.0.0.1:0 --state "$state"
+port=$(bm_agent_port "$work/agent.log")
 metric() { curl -sf "127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 errors() { metric 'balloonmgr_errors_total{kind="state"}'; }
 errors_at_least() { local e; e=$(errors 2>/dev/null || true); [ -n "$e" ] && [ "$e" -ge "$1" ]; }

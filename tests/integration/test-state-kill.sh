@@ -57,13 +57,12 @@ bm_log "$DOMAINS domains ($running running), state file $(stat -c %s "$state") b
 
 # one_kill TRACED: start the agent (under strace when TRACED=1), wait until it is connected,
 # kill -9 it at a random moment within the next 2 s (about two passes and saves), check.
-port=$((20000 + RANDOM % 20000))
 mid=0 kills=0 removed=0
 connected_or_dead() { grep -q "connected to" "$work/agent.log" || ! bm_agent_alive; }
 one_kill() {
     local traced=$1 delay n new
     local agent=("$BM" -c "$uri" agent --policy "$work/p.policy" --proc "$ROOT/demo/proc"
-                 --listen "127.0.0.1:$port" --state "$state")
+                 --listen 127.0.0.1:0 --state "$state")
     touch "$work/start.stamp"
     if [ "$traced" = 1 ]; then
         bm_start_agent --child "$work/agent.log" strace -f -qq -o /dev/null -e trace=fsync \

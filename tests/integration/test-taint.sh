@@ -87,11 +87,11 @@ bm_pass "run --once with verify_features = auto: $dom not tainted, nothing probe
 
 # --- the agent: several passes, then stopped
 fresh
-port=$(bm_prom_free_port)
-LD_PRELOAD=$preload "$BM" -c "$BM_URI" agent --policy "$work/auto.policy" --listen "127.0.0.1:$port" \
+LD_PRELOAD=$preload "$BM" -c "$BM_URI" agent --policy "$work/auto.policy" --listen 127.0.0.1:0 \
     --state "$work/agent-state.json" >"$work/agent.log" 2>&1 &
 agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
+port=$(bm_agent_port "$work/agent.log")
 passes=0
 for _ in $(seq 100); do
     passes=$(curl -sf "127.0.0.1:$port/metrics" | sed -n 's/^balloonmgr_passes_total \([0-9]*\)$/\1/p' || true)

@@ -665,6 +665,19 @@ bm_start_agent() {
     bm_add_cleanup _bm_stop_agents
 }
 
+# bm_agent_port LOG [TIMEOUT_S]: waits up to TIMEOUT_S [30] for the "serving /metrics on ... at
+# ADDR:PORT" line of an agent started with --listen ADDR:0 (a free port the kernel picks; no
+# random port and retry) and prints PORT; fails the test when no line comes. The line is read
+# as tests/agent.sh's agent_addr_in reads it.
+bm_agent_port() {
+    local log=$1 addr
+    _bm_serving() { grep -q 'serving /metrics on ' "$log"; }
+    BM_WAIT_INTERVAL=0.02 bm_wait_until "${2:-30}" "the agent's serving line in $log" _bm_serving ||
+        bm_fail "the agent never said where it serves: $(cat "$log")"
+    addr=$(sed -n 's/.*serving \/metrics on .* at \([^ ,]*\).*/\1/p' "$log" | head -1)
+    echo "${addr##*:}"
+}
+
 # bm_stop_agent [SIGNAL [TIMEOUT_S]]: sends SIGNAL [TERM] to the last agent started
 # (BM_AGENT_PID), waits up to TIMEOUT_S [15] for it to end; returns 1 if it still runs then.
 # Else reaps it and sets BM_AGENT_STATUS to the exit status of its job (the wrapper's with
