@@ -319,6 +319,15 @@ BM_FPH_XML="<iothreads>1</iothreads><qemu:override><qemu:device alias='balloon0'
 <qemu:property name='free-page-hint' type='bool' value='true'/>\
 </qemu:frontend></qemu:device></qemu:override>"
 
+# bm_qemu_balloon_has PROP: the default emulator's virtio-balloon-pci has property PROP (QEMU
+# >= 10.0 has ioeventfd; 7.2 has not). Asks the binary itself (-device ...,help), no guest.
+bm_qemu_balloon_has() {
+    local qemu
+    qemu=$(command -v qemu-system-x86_64) || return 1
+    "$qemu" -nodefaults -machine none -device virtio-balloon-pci,help 2>/dev/null |
+        grep -q "^ *$1="
+}
+
 # bm_disk_image MIB: prints the path of $BM_GUEST_DIR/disk-MIBM.img, MIB MiB from /dev/urandom
 # (random: no zero pages for KSM or the host to share), made once and kept for the next runs,
 # 0644: libvirt-qemu reads it.
