@@ -4,7 +4,8 @@
 #
 # Boots SUITE's root file system (lib/container.sh; trixie: QEMU 10.0, libvirt 11.3), builds
 # this tree there with meson against SUITE's libraries, and runs the given integration tests
-# (default: status, set --wait, verify, configure, run, agent, reporting, autodeflate) inside it
+# (default: status, set --wait, verify, configure, run, agent, reporting, autodeflate, and a
+# short pressure run: test-pressure's agent run alone, BM_PRESSURE_MODES=agent) inside it
 # with `meson test`, against the libvirtd its systemd started and guests booting SUITE's kernel
 # (build-guest.sh BM_KERNEL_SUITE=SUITE, built here and bound in). Each test's own PASS lines
 # and its result are printed; the test fails when one of them fails.
@@ -17,7 +18,7 @@ suite=${1:-trixie}
 shift || true
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(test-status test-set-wait test-verify test-configure test-run
-                                  test-agent test-reporting test-autodeflate)
+                                  test-agent test-reporting test-autodeflate test-pressure)
 case "$suite" in
     bookworm) kernel_suite="" ;;
     trixie) kernel_suite=trixie ;;
@@ -51,7 +52,13 @@ BM_KERNEL_SUITE=$kernel_suite bash "$BM_LIB_DIR/build-guest.sh" "$gdir" >"$work/
 kver=$(cat "$gdir/kernel-version")
 # the guest directory at the path the tests use; its files are the host's (the tests' disk
 # images are made there, and libvirt labels the kernel for the QEMU user while a guest runs)
-bm_ct_boot "$name" "$root" "$work/ct" --bind="$gdir:/var/lib/libvirt/images/balloonmgr-test"
+# (and the extracted kernel tree it names in modules-dir, read-only, where it is on the host:
+# build-guest.sh's stamp check wants it)
+mdir=$(cat "$gdir/modules-dir")
+bm_ct_boot "$name" "$root" "$work/ct" --bind="$gdir:/var/lib/libvirt/images/balloonmgr-test" \
+    --bind-ro="$mdir:$mdir"
+# Debian's prometheus packages start their services at boot: the tests start their own
+ct systemctl disable --now prometheus.service prometheus-pushgateway.service >/dev/null 2>&1 || true
 mkdir -p "$work/ct/shared/src"
 (cd "$src" && git ls-files -z --cached --others --exclude-standard |
     tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$work/ct/shared/src" -xf -
@@ -63,7 +70,7 @@ bm_log "built in $suite in $(bm_elapsed "$t0") s (libvirt $(ct dpkg-query -W -f 
 # build-guest.sh in the container finds the image up to date (same script, kernel, workload):
 # the package is named so that it asks no apt (the container has no network)
 status=0
-ct env BM_KERNEL_PKG="linux-image-$kver" meson test -C /bm/build --print-errorlogs \
+ct env BM_KERNEL_PKG="linux-image-$kver" BM_PRESSURE_MODES=agent meson test -C /bm/build --print-errorlogs \
     --num-processes 1 "${tests[@]}" >"$work/meson-test.log" 2>&1 || status=1
 grep -E '^(PASS|FAIL|SKIP): ' "$work/ct/shared/build/meson-logs/testlog.txt" || true
 grep -E '^ *[0-9]+/[0-9]+ ' "$work/meson-test.log" || cat "$work/meson-test.log"
