@@ -278,6 +278,10 @@ static void catch_terminate(BmEngine *e)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     bm_engine_set_stop(e, &terminated);
+    /* a pass that acted always records what it did: an output pipe that closes (| head) is a
+     * write error on standard output reported at the exit (status 1), not a SIGPIPE that
+     * kills it before the wait, the state save, the textfile and the push */
+    signal(SIGPIPE, SIG_IGN);
 }
 
 /* bm_engine_wait(), showing its progress on a terminal. */
