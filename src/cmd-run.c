@@ -237,7 +237,7 @@ static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     case OUT_SUMMARY: print_summary(o, e); break;
     case OUT_QUIET: break;
     }
-    fflush(stdout);
+    bm_cli_flush_stdout();
     return ret;
 }
 

@@ -50,7 +50,7 @@ static int close_stdout(int status)
     errno = 0;
     if (fclose(stdout) == 0 && !failed)
         return status;
-    int err = errno;
+    int err = errno ? errno : bm_cli_stdout_errno();
     if (err == EBADF && !failed)
         return status;
     if (err)
