@@ -1,6 +1,7 @@
 /* balloonmgr: virtio-balloon memory management for libvirt/KVM hosts. argv -> verb. */
 #include <errno.h>
 #include <getopt.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +65,9 @@ static int run_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+    /* the character type only (no translations, numbers stay "1.5"): the tables escape a
+     * name once, keeping the characters the terminal's locale can show (café in UTF-8) */
+    setlocale(LC_CTYPE, "");
     return close_stdout(run_main(argc, argv));
 }
 

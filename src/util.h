@@ -118,6 +118,11 @@ char *bm_utf8_sanitize(const char *s);
  * Caller frees. */
 char *bm_escape_name(const char *s);
 
+/* bm_escape_name() for a value inside quotes (log records' domain='...'): also the quote
+ * characters ' and " as \\x27 and \\x22, so a name never ends the value it is in. Caller
+ * frees. */
+char *bm_escape_quoted(const char *s);
+
 /* Copies src into dst (size bytes) cut on a UTF-8 character boundary (bm_utf8_cut()). */
 void bm_copy_name(char *dst, size_t size, const char *src);
 
