@@ -442,6 +442,10 @@ static int run(BmGlobal *g, int argc, char **argv)
      * is bad input (exit 2) */
     if (state_explicit && !bm_cli_state_check("status", state_path, false))
         return BM_EXIT_USAGE;
+    /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
+     * directory: it read /meminfo) */
+    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
+        return BM_EXIT_USAGE;
 
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
