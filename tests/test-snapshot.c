@@ -101,8 +101,8 @@ static void test_unknown_name(virConnectPtr conn)
 /* A guest reporting what it likes: the test driver's virDomainMemoryStats(), with the tags of
  * shim_tags replaced by shim_vals (in libvirt's units, KiB or counts) while shim_n > 0. */
 static int shim_n;
-static int shim_tags[8];
-static unsigned long long shim_vals[8];
+static int shim_tags[16];
+static unsigned long long shim_vals[16];
 
 int virDomainMemoryStats(virDomainPtr dom, virDomainMemoryStatPtr stats, unsigned int nr_stats,
                          unsigned int flags)
@@ -152,12 +152,18 @@ static void test_extreme_statistics(virConnectPtr conn)
         shim_set(VIR_DOMAIN_MEMORY_STAT_USABLE, 0);
         shim_set(VIR_DOMAIN_MEMORY_STAT_RSS, vals[v]);
         shim_set(VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_UNUSED, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_DISK_CACHES, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_SWAP_OUT, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT, vals[v]);
         BmSnapshot s;
         char *names[] = {"web1", NULL};
         int r = bm_snapshot_take(conn, names, 0, &s);
         const BmDomain *d = r == 0 ? bm_snapshot_find(&s, "web1") : NULL;
         ok(d && bounded(d->major_faults) && bounded(d->swap_in_bytes) &&
                bounded(d->available_bytes) && bounded(d->rss_bytes) && bounded(d->last_update_s) &&
+               bounded(d->unused_bytes) && bounded(d->disk_caches_bytes) &&
+               bounded(d->swap_out_bytes) && bounded(d->minor_faults) &&
                !bm_present(d->swap_in_bytes) && bm_present(d->major_faults) == (vals[v] < 1ull << 63),
            "a guest reporting %llu: taken as not reported (faults %s)", vals[v],
            d && bm_present(d->major_faults) ? "kept" : "absent");
