@@ -5,6 +5,7 @@
 
 
 #include <errno.h>
+#include <inttypes.h>
 
 #include "conn.h"
 #include "domxml.h"
@@ -45,14 +46,17 @@ int bm_balloon_read_live(virDomainPtr dom, uint64_t *ret_actual_bytes, uint64_t 
     *ret_rss_bytes = BM_ABSENT;
     for (int i = 0; i < n; i++) {
         if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON) {
-            *ret_actual_bytes = st[i].val * 1024;
+            *ret_actual_bytes = bm_reported(st[i].val, 1024);
             have_actual = true;
         } else if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_RSS) {
-            *ret_rss_bytes = st[i].val * 1024;
+            *ret_rss_bytes = bm_reported(st[i].val, 1024);
         }
     }
     if (!have_actual)
         return bm_error(-ENOTSUP, "the driver does not report the balloon size");
+    if (!bm_present(*ret_actual_bytes))
+        return bm_error(-ERANGE, "the balloon size reported is out of range (over %" PRIu64
+                        " bytes)", BM_COUNT_MAX);
     return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -376,4 +377,24 @@ size_t bm_cli_report_applied(const char *verb, const BmEngine *e)
         }
     }
     return failed;
+}
+
+static int stdout_errno;
+
+void bm_cli_flush_stdout(void)
+{
+    if (fflush(stdout) != 0 && !stdout_errno)
+        stdout_errno = errno;
+    if (!ferror(stdout) || stdout_errno)
+        return;
+    /* a write inside printf failed and its buffer was dropped: a pipe without a reader says
+     * POLLERR on its write end */
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR))
+        stdout_errno = EPIPE;
+}
+
+int bm_cli_stdout_errno(void)
+{
+    return stdout_errno;
 }

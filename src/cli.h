@@ -161,3 +161,11 @@ int bm_cli_spool_ingest(const char *verb, BmLedger *l, const char *uri, char **l
 /* Reports the domains the last pass of e left alone (busy: a warning) or failed to change
  * ("REASON, skipping domain"). Returns how many it failed to change. */
 size_t bm_cli_report_applied(const char *verb, const BmEngine *e);
+
+/* fflush(stdout), keeping the errno of the first write to it that failed (a closed pipe:
+ * EPIPE, with SIGPIPE ignored) for the report at the exit, which fclose() alone would lose
+ * once the buffer was dropped. */
+void bm_cli_flush_stdout(void);
+
+/* That errno, or 0. */
+int bm_cli_stdout_errno(void);

@@ -265,9 +265,10 @@ static int prepare_device(const Configure *o, char **ret_new_xml, char **ret_cha
 /* Step 2: the persistent definition, in one call. Returns -1 to go on, or the exit status. */
 static int define(const Configure *o, const char *new_xml, char *changes)
 {
+    _cleanup_free_ char *name = bm_escape_name(o->name); /* one line each, as list prints it */
     if (!changes || !*changes) {
         if (o->device)
-            printf("%s: device settings already as requested\n", o->name);
+            printf("%s: device settings already as requested\n", name);
         return -1;
     }
     int r = bm_conn_define(o->conn, new_xml);
@@ -276,7 +277,7 @@ static int define(const Configure *o, const char *new_xml, char *changes)
         return BM_EXIT_FAILURE;
     }
     for (char *save = NULL, *l = strtok_r(changes, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        printf("%s: %s (persistent; applies on the next start)\n", o->name, l);
+        printf("%s: %s (persistent; applies on the next start)\n", name, l);
     return -1;
 }
 
@@ -296,7 +297,8 @@ static int set_period(const Configure *o, bool device_changed)
     char old[32] = "unknown";
     if (cur.stats_period_s >= 0)
         snprintf(old, sizeof(old), "%d s", cur.stats_period_s);
-    printf("%s: stats period: %s -> %d s (%s)\n", o->name, old, o->period,
+    _cleanup_free_ char *name = bm_escape_name(o->name);
+    printf("%s: stats period: %s -> %d s (%s)\n", name, old, o->period,
            o->period_live && o->period_config ? "live and persistent" : o->period_live ? "live" : "persistent");
     return BM_EXIT_OK;
 }

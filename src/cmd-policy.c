@@ -21,7 +21,8 @@ static const char options_help[] =
     "  -h, --help       show this help (an option anywhere, also after 'check')\n"
     "  --               the arguments after it are files, even '-h'\n"
     "\nWarnings (\"FILE:LINE:COL: warning: ...\") do not change the exit status: a size\n"
-    "written as a bare number under 1 MiB (a bare number is KiB), a keep_free of 0, and\n"
+    "written as a bare number under 1 MiB (a bare number is KiB), a keep_free of 0, a\n"
+    "floor below the absolute minimum (128 MiB, 5% of the maximum: the passes keep it), and\n"
     "with --host a floor or keep_free not below a domain's maximum or a [host] size not\n"
     "below MemTotal.\n";
 

@@ -185,8 +185,7 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrlw");
     for (size_t i = 0; i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];
-        char name[256];
-        bm_table_cell(t, "%s", bm_printable(d->name, name, sizeof(name)));
+        bm_table_cell(t, "%s", d->name); /* escaped once, by the table */
         bm_table_cell(t, "%s", bm_action_name(d->action));
         bm_table_cell(t, "%s", bm_present(d->current_bytes) ? bm_size_format(d->current_bytes, a, sizeof(a)) : "-");
         bm_table_cell(t, "%s", bm_present(d->target_bytes) ? bm_size_format(d->target_bytes, b, sizeof(b)) : "-");
@@ -237,7 +236,7 @@ static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
     case OUT_SUMMARY: print_summary(o, e); break;
     case OUT_QUIET: break;
     }
-    fflush(stdout);
+    bm_cli_flush_stdout();
     return ret;
 }
 
@@ -278,6 +277,10 @@ static void catch_terminate(BmEngine *e)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     bm_engine_set_stop(e, &terminated);
+    /* a pass that acted always records what it did: an output pipe that closes (| head) is a
+     * write error on standard output reported at the exit (status 1), not a SIGPIPE that
+     * kills it before the wait, the state save, the textfile and the push */
+    signal(SIGPIPE, SIG_IGN);
 }
 
 /* bm_engine_wait(), showing its progress on a terminal. */
@@ -323,8 +326,9 @@ static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
                    bm_error_detail(r));
     for (size_t i = 0; o->output == OUT_TABLE && i < n_applied; i++) {
         const BmLedgerEntry *d = bm_ledger_find(bm_engine_ledger(e), applied[i]);
+        _cleanup_free_ char *name = d ? bm_escape_name(d->name) : NULL;
         if (d && d->last_duration_s >= 0)
-            printf("%s: %s %s in %.3f s\n", d->name,
+            printf("%s: %s %s in %.3f s\n", name,
                    d->last_direction == BM_DIR_INFLATE ? "inflate" : "deflate",
                    d->unresponsive ? "did not complete (stalled or timed out)" : "ended",
                    d->last_duration_s);

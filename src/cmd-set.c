@@ -85,11 +85,11 @@ static void print_json(const char *name, const BmChange *ch, bool waited, bool l
 
 static void print_text(const char *name, const BmChange *ch, bool waited, bool live, bool config)
 {
-    char from[32], target[32], reached[32], printable[256];
+    char from[32], target[32], reached[32];
     bm_size_format(ch->from_bytes, from, sizeof(from));
     bm_size_format(ch->target_bytes, target, sizeof(target));
     bm_size_format(ch->reached_bytes, reached, sizeof(reached));
-    bm_printable(name, printable, sizeof(printable));
+    _cleanup_free_ char *printable = bm_escape_name(name); /* whole, as list prints it */
     const char *dir = bm_change_direction(ch->from_bytes, ch->target_bytes);
     if (!live)
         printf("%s: next boot's balloon (<currentMemory>) from %s to %s\n", printable, from, target);

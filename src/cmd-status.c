@@ -149,11 +149,9 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "deflate_on_oom", json_object_new_string(verdict_name(sg, sg->deflate_on_oom)));
     uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes) : BM_ABSENT;
     json_object_object_add(o, "backed_free_bytes", json_u64(backed));
-    char cmd[1400];
-    json_object_object_add(o, "free_page_reporting_command",
-                           bm_summary_fpr_would_return(d, backed)
-                               ? bm_json_name(bm_summary_fpr_command(d->name, uri, cmd, sizeof(cmd)))
-                               : NULL);
+    _cleanup_free_ char *cmd = bm_summary_fpr_would_return(d, backed)
+                                   ? bm_summary_fpr_command(d->name, uri) : NULL;
+    json_object_object_add(o, "free_page_reporting_command", cmd ? bm_json_name(cmd) : NULL);
     const char *no_return = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
     json_object_object_add(o, "returns_nothing", no_return ? json_object_new_string(no_return) : NULL);
     json_object_object_add(o, "error", d->error ? json_object_new_string(d->error) : NULL);
@@ -211,8 +209,7 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
     char b[32];
     for (size_t i = 0; i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
-        char name[256];
-        bm_table_cell(t, "%s", bm_printable(d->name, name, sizeof(name)));
+        bm_table_cell(t, "%s", d->name); /* escaped once, by the table */
         bm_table_cell(t, "%s", bm_snapshot_run_state_name(d->state));
         bm_table_cell(t, "%s", size_cell(d->max_bytes, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->actual_bytes, b, sizeof(b)));
@@ -248,20 +245,19 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
     for (size_t i = 0; headings && !raw && i < s->n_domains; i++) {
         const BmDomain *d = &s->domains[i];
         const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
-        char name[256];
+        /* the name escaped once, as list prints it; the command is already a shell word */
+        _cleanup_free_ char *name = bm_escape_name(d->name);
         if (why)
-            printf("%s: never inflated: ballooning returns nothing to the host: %s\n",
-                   bm_printable(d->name, name, sizeof(name)), why);
+            printf("%s: never inflated: ballooning returns nothing to the host: %s\n", name, why);
         uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes)
                                                 : BM_ABSENT;
         if (bm_summary_fpr_would_return(d, backed)) {
-            char size[32], cmd[1400], shown[1400];
-            bm_summary_fpr_command(d->name, uri, cmd, sizeof(cmd));
+            char size[32];
+            _cleanup_free_ char *cmd = bm_summary_fpr_command(d->name, uri);
             printf("%s: QEMU holds %s of free guest memory that free page reporting would hand "
                    "back (Linux guests 5.7 or later): '%s', then shut the domain down and start "
                    "it again (a reboot keeps the QEMU process)\n",
-                   bm_printable(d->name, name, sizeof(name)), bm_size_format(backed, size, sizeof(size)),
-                   bm_printable(cmd, shown, sizeof(shown)));
+                   name, bm_size_format(backed, size, sizeof(size)), cmd);
         }
     }
 }
@@ -445,6 +441,10 @@ static int run(BmGlobal *g, int argc, char **argv)
     /* the same input, the same status as run and agent: a --state that is not a regular file
      * is bad input (exit 2) */
     if (state_explicit && !bm_cli_state_check("status", state_path, false))
+        return BM_EXIT_USAGE;
+    /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
+     * directory: it read /meminfo) */
+    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
         return BM_EXIT_USAGE;
 
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */

@@ -139,8 +139,7 @@ static void print_table(const Result *res, size_t n)
     for (size_t i = 0; i < n; i++) {
         const BmFeatureReport *rep = &res[i].rep;
         const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];
-        char name[256];
-        bm_table_cell(t, "%s", bm_printable(res[i].name, name, sizeof(name)));
+        bm_table_cell(t, "%s", res[i].name); /* escaped once, by the table */
         bm_table_cell(t, "%s", bm_feature_state_name(sg->state));
         bm_table_cell(t, "%s", bm_switch_state_name(rep->ioeventfd));
         for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++) {
@@ -183,9 +182,8 @@ static bool meets(const Result *r, Requirement req, const char *uri)
     const char *opt = req.feature == BM_FEATURE_REPORTING        ? "--free-page-reporting on"
                       : req.feature == BM_FEATURE_DEFLATE_ON_OOM ? "--autodeflate on"
                                                                  : NULL;
-    char cmd[1400] = "";
-    if (opt && xml_setting(r, (BmFeature)req.feature) == BM_TRI_OFF)
-        bm_summary_configure_command(r->name, uri, opt, cmd, sizeof(cmd));
+    _cleanup_free_ char *cmd = opt && xml_setting(r, (BmFeature)req.feature) == BM_TRI_OFF
+                                   ? bm_summary_configure_command(r->name, uri, opt) : bm_strdup("");
     bm_report("verify", r->name, "%s is %s%s%s%s%s%s", bm_feature_key(req.feature),
               bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "",
               cmd[0] ? "; the domain XML leaves it off ('" : "", cmd,

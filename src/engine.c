@@ -405,7 +405,7 @@ int bm_engine_pass(BmEngine *e)
 static void on_ended(void *ctx, const BmTracked *t)
 {
     BmEngine *e = ctx;
-    bm_log_change(t->name, &t->change);
+    bm_log_change(t->name, t->uuid, &t->change);
     if (t->change.target_bytes < t->change.from_bytes)
         e->drain_due = true; /* what it gave may wait on a per-CPU list: drained at the next reading */
     bm_ledger_record_change(&e->ledger, t, true, bm_now_real_ns() / 1000000000ull);

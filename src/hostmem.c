@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -292,10 +293,22 @@ int bm_hostmem_drain_percpu(const char *proc_dir, BmHost *h, uint64_t *ret_drain
     int writes = 0, stalls = 0;
     while (bm_hostmem_percpu_excess(h) > DRAIN_DONE_BYTES && writes < DRAIN_MAX_WRITES &&
            stalls < DRAIN_STALLS && bm_now_mono_ns() - t0 < DRAIN_MAX_NS) {
-        /* no O_CREAT: a /proc without the file is no place to make one; no symlink followed */
-        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+        /* no O_CREAT: a /proc without the file is no place to make one; no symlink followed;
+         * never blocks (a FIFO without a reader would block open() for ever, holding the
+         * state lock): O_NONBLOCK, and only a regular file (as procfs shows it) is written */
+        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0 && errno == ENXIO)
+            return bm_error(-ENODEV, "%s: is a FIFO, not the kernel's file", path);
         if (fd < 0)
             return bm_error(-errno, "%s: %s", path, strerror(errno));
+        struct stat st = {0};
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            int e = errno;
+            close(fd);
+            if (!st.st_mode)
+                return bm_error(-e, "%s: %s", path, strerror(e));
+            return bm_error(-ENODEV, "%s: is %s, not the kernel's file", path, bm_file_kind(st.st_mode));
+        }
         ssize_t n = write(fd, "1\n", 2);
         int e = errno;
         close(fd);

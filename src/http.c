@@ -336,7 +336,20 @@ typedef struct {
     unsigned content_length;       /* Content-Length headers */
     bool host;                     /* a Host header */
     bool nul;                      /* a NUL byte in a header's name or value */
+    bool bad_name;                 /* a header name that is not a token (white space before
+                                    * the colon: "Content-Length : 34") */
 } HeaderScan;
+
+/* Whether key is a token (RFC 9110 5.6.2), as a field name must be. */
+static bool is_token(const char *key)
+{
+    if (!*key)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        if (!(isalnum(*p) && *p < 0x80) && !strchr("!#$%&'*+-.^_`|~", *p))
+            return false;
+    return true;
+}
 
 static bool in_block(const HeaderScan *scan, const char *p)
 {
@@ -373,6 +386,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     if (key && scan->prev_end && !only_line_ends(scan, scan->prev_end, key, 1))
         scan->nul = true;
     scan->prev_end = value ? value + value_size : NULL;
+    if (key && !is_token(key))
+        scan->bad_name = true;
     if (key && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
         scan->content_length++;
     if (key && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
@@ -382,7 +397,9 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
 
 /* A request that RFC 9112 says to refuse with 400 and that MHD answers: HTTP/1.1 without Host
  * (3.2), more than one Content-Length (6.3: a request smuggling vector), a NUL byte in a header
- * (5: field values never hold one; MHD would cut the value there and go on). method is the
+ * (5: field values never hold one; MHD would cut the value there and go on), white space
+ * between a header's name and its colon (5.1: MHD keeps "Content-Length " as another header,
+ * and the body would be read as the next request). method is the
  * handler's, the start of the request as MHD keeps it. */
 static bool malformed(struct MHD_Connection *c, const char *method, const char *version)
 {
@@ -397,7 +414,7 @@ static bool malformed(struct MHD_Connection *c, const char *method, const char *
     /* the last header: its line end and the empty line */
     if (scan.prev_end && !only_line_ends(&scan, scan.prev_end, scan.block_end, 2))
         scan.nul = true;
-    return scan.nul || scan.content_length > 1 ||
+    return scan.nul || scan.bad_name || scan.content_length > 1 ||
            (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && !scan.host);
 }
 

@@ -131,34 +131,33 @@ void bm_log_text(int prio, const char *text)
         emit(prio, text);
 }
 
-const char *bm_log_format_change(const char *domain, const BmChange *c, char *buf, size_t n)
+char *bm_log_format_change(const char *domain, const char *uuid, const BmChange *c)
 {
-    char name[512];
-    snprintf(buf, n,
-             "change domain='%s' direction=%s from_bytes=%" PRIu64 " target_bytes=%" PRIu64
-             " reached_bytes=%" PRIu64 " outcome=%s duration_s=%.3f",
-             bm_printable(domain, name, sizeof(name)),
-             bm_change_direction(c->from_bytes, c->target_bytes), c->from_bytes, c->target_bytes,
-             c->reached_bytes, bm_change_outcome_name(c->outcome), c->duration_ns / 1e9);
-    return buf;
+    _cleanup_free_ char *name = bm_escape_quoted(domain);
+    _cleanup_free_ char *id = bm_escape_quoted(uuid ? uuid : "");
+    return bm_asprintf("change domain='%s' direction=%s from_bytes=%" PRIu64 " target_bytes=%" PRIu64
+                       " reached_bytes=%" PRIu64 " outcome=%s duration_s=%.3f uuid=%s",
+                       name, bm_change_direction(c->from_bytes, c->target_bytes), c->from_bytes,
+                       c->target_bytes, c->reached_bytes, bm_change_outcome_name(c->outcome),
+                       c->duration_ns / 1e9, id[0] ? id : "-");
 }
 
-void bm_log_change(const char *domain, const BmChange *c)
+void bm_log_change(const char *domain, const char *uuid, const BmChange *c)
 {
-    char buf[1024];
     int prio = c->outcome == BM_CHANGE_REACHED ? LOG_NOTICE : LOG_WARNING;
     if (bm_log_to_journal()) {
         /* the identifiers are fields; the message says what happened */
-        char name[512], from[32], target[32], reached[32];
+        char from[32], target[32], reached[32];
         const char *dir = bm_change_direction(c->from_bytes, c->target_bytes);
         const char *outcome = bm_change_outcome_name(c->outcome);
-        bm_printable(domain, name, sizeof(name));
+        _cleanup_free_ char *name = bm_escape_name(domain);
         _cleanup_free_ char *msg = bm_asprintf(
             "%s: %s from %s to %s: %s %s after %.3f s", name, dir,
             bm_size_format(c->from_bytes, from, sizeof(from)),
             bm_size_format(c->target_bytes, target, sizeof(target)), outcome,
             bm_size_format(c->reached_bytes, reached, sizeof(reached)), c->duration_ns / 1e9);
         char *f[] = {bm_asprintf("BALLOONMGR_DOMAIN=%s", domain),
+                     bm_asprintf("BALLOONMGR_DOMAIN_UUID=%s", uuid ? uuid : ""),
                      bm_asprintf("BALLOONMGR_DIRECTION=%s", dir),
                      bm_asprintf("BALLOONMGR_OUTCOME=%s", outcome),
                      bm_asprintf("BALLOONMGR_FROM_BYTES=%" PRIu64, c->from_bytes),
@@ -171,13 +170,13 @@ void bm_log_change(const char *domain, const BmChange *c)
         if (r >= 0)
             return;
     }
-    bm_log(prio, "balloonmgr: %s", bm_log_format_change(domain, c, buf, sizeof(buf)));
+    _cleanup_free_ char *rec = bm_log_format_change(domain, uuid, c);
+    bm_log(prio, "balloonmgr: %s", rec);
 }
 
 void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason)
 {
-    char r[512];
-    bm_printable(reason ? reason : "", r, sizeof(r));
+    _cleanup_free_ char *r = bm_escape_quoted(reason ? reason : "");
     if (bm_log_to_journal()) {
         _cleanup_free_ char *msg = bm_asprintf("host mode %s -> %s: %s", bm_host_mode_name(from),
                                                bm_host_mode_name(to), r);

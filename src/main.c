@@ -1,6 +1,7 @@
 /* balloonmgr: virtio-balloon memory management for libvirt/KVM hosts. argv -> verb. */
 #include <errno.h>
 #include <getopt.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +51,7 @@ static int close_stdout(int status)
     errno = 0;
     if (fclose(stdout) == 0 && !failed)
         return status;
-    int err = errno;
+    int err = errno ? errno : bm_cli_stdout_errno();
     if (err == EBADF && !failed)
         return status;
     if (err)
@@ -64,6 +65,9 @@ static int run_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+    /* the character type only (no translations, numbers stay "1.5"): the tables escape a
+     * name once, keeping the characters the terminal's locale can show (café in UTF-8) */
+    setlocale(LC_CTYPE, "");
     return close_stdout(run_main(argc, argv));
 }
 

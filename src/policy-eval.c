@@ -449,7 +449,9 @@ static uint64_t pace_step(uint64_t step, unsigned pace)
 static void set_limits(const BmDomain *d, unsigned pace, BmDecision *x, Work *k)
 {
     uint64_t maxb = d->max_bytes, cur = d->actual_bytes;
-    uint64_t floor = bm_amount_bytes(k->rules.floor, maxb);
+    /* never below the absolute minimum, whatever floor, keep_free and deadband say (a floor
+     * of 0% aimed a guest at 0 bytes, which libvirt refuses) */
+    uint64_t floor = max_u64(bm_amount_bytes(k->rules.floor, maxb), bm_absolute_floor(maxb));
     if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
         floor = max_u64(floor, d->balloon.min_guarantee_bytes);
     x->floor_bytes = floor = min_u64(floor, maxb);
@@ -999,12 +1001,16 @@ bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
     return false;
 }
 
+uint64_t bm_absolute_floor(uint64_t max_bytes)
+{
+    uint64_t floor = (uint64_t)((unsigned __int128)max_bytes * BM_SET_MIN_PERMILLE / 1000);
+    return min_u64(max_u64(floor, BM_SET_MIN_BYTES), max_bytes);
+}
+
 uint64_t bm_manual_floor(uint64_t max_bytes, uint64_t min_guarantee_bytes,
                          uint64_t policy_floor_bytes, const char **ret_why)
 {
-    uint64_t floor = (uint64_t)((unsigned __int128)max_bytes * BM_SET_MIN_PERMILLE / 1000);
-    if (floor < BM_SET_MIN_BYTES)
-        floor = BM_SET_MIN_BYTES;
+    uint64_t floor = max_u64(bm_absolute_floor(max_bytes), BM_SET_MIN_BYTES);
     const char *why = "the absolute minimum (the larger of 128 MiB and 5% of the maximum)";
     if (bm_present(min_guarantee_bytes) && min_guarantee_bytes > floor) {
         floor = min_guarantee_bytes;

@@ -135,10 +135,15 @@ bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, con
  * passes and starts a pass at once. Pure. */
 bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p);
 
-/* The smallest manual target (`set`) taken without --force: 128 MiB, and no less than 5% of
- * the maximum. */
+/* The absolute minimum of a balloon: 128 MiB, and no less than 5% of the maximum. No pass
+ * aims a guest below it, whatever the policy's floor, keep_free and deadband say; the smallest
+ * manual target (`set`) taken without --force. */
 #define BM_SET_MIN_BYTES (128ull << 20)
 #define BM_SET_MIN_PERMILLE 50
+
+/* The absolute minimum of a domain of max_bytes: the larger of BM_SET_MIN_BYTES and
+ * BM_SET_MIN_PERMILLE of it, never above max_bytes. Pure. */
+uint64_t bm_absolute_floor(uint64_t max_bytes);
 
 /* The lowest target `set` accepts for a domain of max_bytes without --force: the largest of
  * the absolute minimum (BM_SET_MIN_BYTES, BM_SET_MIN_PERMILLE of the maximum), <min_guarantee>

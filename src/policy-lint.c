@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "diag.h"
+#include "policy-eval.h"
 #include "size.h"
 #include "util.h"
 
@@ -103,6 +104,20 @@ static bool is_bare_number(const char *v)
             return false;
     }
     return digit;
+}
+
+/* Whether a floor's value v (bytes when parsed) is below the absolute minimum the engine
+ * keeps (policy-eval.h: BM_SET_MIN_BYTES, BM_SET_MIN_PERMILLE of the maximum): a percentage
+ * under 5%, a size under 128 MiB. */
+static bool below_minimum(const char *v, bool parsed, uint64_t bytes)
+{
+    size_t n = strlen(v);
+    if (n && v[n - 1] == '%') {
+        char *end = NULL;
+        double pct = strtod(v, &end);
+        return end == v + n - 1 && pct * 10 < BM_SET_MIN_PERMILLE;
+    }
+    return parsed && bytes < BM_SET_MIN_BYTES;
 }
 
 static const Written *find(const Written *w, size_t n, unsigned section_line, const char *key)
@@ -212,6 +227,10 @@ size_t bm_policy_lint(const char *text, size_t len, const char *path, const BmPo
                          "warning: %s: '%s' is %s KiB: a bare number is KiB (as in virsh); write "
                          "'%sK' if you meant that, else the unit you meant (%s'%sM')",
                          w[i].key, v, v, v, pct, v);
+        } else if (strcmp(w[i].key, "floor") == 0 && below_minimum(v, parsed, bytes)) {
+            bm_diags_add(&d, w[i].line, w[i].col,
+                         "warning: floor: '%s' is below the absolute minimum, the larger of 128 MiB "
+                         "and 5%% of the maximum: no pass aims a guest below that", v);
         }
     }
     if (host)

@@ -36,10 +36,10 @@ static uint64_t *field(BmDomain *d, size_t offset)
     return (uint64_t *)((char *)d + offset);
 }
 
+/* A reported value in our unit, absent when beyond BM_COUNT_MAX (bm_reported()). */
 static void set_scaled(uint64_t *dst, unsigned long long v, uint64_t scale)
 {
-    uint64_t r;
-    *dst = __builtin_mul_overflow((uint64_t)v, scale, &r) ? BM_ABSENT : r;
+    *dst = bm_reported((uint64_t)v, scale);
 }
 
 static void domain_init(BmDomain *d)

@@ -115,14 +115,18 @@ int bm_spool_write(const BmTracked *t, const char *uri)
     return r < 0 ? bm_error(r, "%s: cannot record the change: %s", dir, strerror(-r)) : 1;
 }
 
-static uint64_t u64_of(json_object *o, const char *key)
+/* An entry's number, untrusted: BM_ABSENT when missing, not a whole number, or beyond max. */
+static uint64_t u64_of(json_object *o, const char *key, uint64_t max)
 {
     json_object *v;
     if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
-        json_object_get_int64(v) < 0)
+        json_object_get_int64(v) < 0 || json_object_get_uint64(v) > max)
         return BM_ABSENT;
     return json_object_get_uint64(v);
 }
+
+/* No change takes a year (the state file's bound on a duration) */
+#define SPOOL_MAX_DURATION_NS (365ull * 86400 * 1000000000)
 
 /* Whether name is one bm_spool_write() gives: six letters or digits, ".json". */
 static bool entry_name(const char *name)
@@ -217,12 +221,12 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
         bm_copy_name(t.name, sizeof(t.name),
                      json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "");
         t.change.outcome = (BmChangeOutcome)json_object_get_int(out);
-        t.change.from_bytes = u64_of(o, "from_bytes");
-        t.change.target_bytes = u64_of(o, "target_bytes");
-        t.change.reached_bytes = u64_of(o, "reached_bytes");
-        t.change.duration_ns = u64_of(o, "duration_ns");
-        t.rss_before_bytes = u64_of(o, "rss_before_bytes");
-        t.rss_after_bytes = u64_of(o, "rss_after_bytes");
+        t.change.from_bytes = u64_of(o, "from_bytes", BM_COUNT_MAX);
+        t.change.target_bytes = u64_of(o, "target_bytes", BM_COUNT_MAX);
+        t.change.reached_bytes = u64_of(o, "reached_bytes", BM_COUNT_MAX);
+        t.change.duration_ns = u64_of(o, "duration_ns", SPOOL_MAX_DURATION_NS);
+        t.rss_before_bytes = u64_of(o, "rss_before_bytes", BM_COUNT_MAX);
+        t.rss_after_bytes = u64_of(o, "rss_after_bytes", BM_COUNT_MAX);
         if (!bm_present(t.change.from_bytes) || !bm_present(t.change.target_bytes) ||
             !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING) {
             json_object_put(o);

@@ -36,43 +36,80 @@
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
+/* The writer's side of every bound the reader checks: whatever is kept in memory is written
+ * as a value the reader takes back (tests/test-state.c round-trips the extremes of every
+ * field). */
+
+/* A count (or bytes, epoch seconds): saturated at COUNT_MAX, what count_member() reads. */
+static json_object *json_count(uint64_t v)
+{
+    return json_object_new_uint64(v > COUNT_MAX ? COUNT_MAX : v);
+}
+
+/* An optional one: null when absent (get_u64() reads BM_ABSENT), else json_count(). */
 static json_object *u64_or_null(uint64_t v)
 {
-    return bm_present(v) ? json_object_new_uint64(v) : NULL;
+    return bm_present(v) ? json_count(v) : NULL;
+}
+
+/* No pass or change takes a year; a latency sum is at most that per counted change. */
+#define SECONDS_MAX (365.0 * 86400)
+
+/* A number of seconds seconds_member() reads back: JSON has no Infinity or NaN (json-c would
+ * write them so, and no reader takes them back), so what is not finite is written as none;
+ * none (what is below 0, or NaN) is dflt (-1 or 0); the rest at most max. */
+static json_object *json_seconds(double v, double dflt, double max)
+{
+    if (isnan(v) || v < 0)
+        return json_object_new_double(dflt);
+    return json_object_new_double(v > max ? max : v);
 }
 
 static json_object *counters_json(const BmLedger *l);
 
-/* A double for the state file: JSON has no Infinity or NaN (json-c would write them so, and
- * no reader takes them back), so what is not finite is written as 0. */
-static json_object *json_finite(double v)
+/* The fields of a domain's previous reading, for both the writer and the reader: an optional
+ * value (null: BM_ABSENT), or a time where 0 is none (left out). */
+static const struct {
+    const char *key;
+    size_t offset;
+    bool zero_is_none;
+} reading_fields[] = {
+    {"major_faults", offsetof(BmPrevReading, major_faults), false},
+    {"swap_in_bytes", offsetof(BmPrevReading, swap_in_bytes), false},
+    {"last_update", offsetof(BmPrevReading, last_update_s), false},
+    {"taken_at", offsetof(BmPrevReading, taken_s), true},
+    {"used_bytes", offsetof(BmPrevReading, used_bytes), false},
+    {"actual_bytes", offsetof(BmPrevReading, actual_bytes), false},
+    {"used_peak_bytes", offsetof(BmPrevReading, used_peak_bytes), false},
+    {"used_peak_at", offsetof(BmPrevReading, used_peak_s), true},
+    {"given_at", offsetof(BmPrevReading, given_s), true},
+};
+
+static uint64_t *reading_field(BmPrevReading *d, size_t k)
 {
-    return json_object_new_double(isfinite(v) ? v : 0);
+    return (uint64_t *)((char *)d + reading_fields[k].offset);
 }
 
 char *bm_state_format(const BmLedger *l, uint64_t now_s)
 {
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     json_object_object_add(root, "version", json_object_new_int(STATE_VERSION));
-    json_object_object_add(root, "written_at", json_object_new_uint64(now_s));
+    json_object_object_add(root, "written_at", json_count(now_s));
     json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(l->mode)));
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++) {
         if (!l->entries[i].have_prev)
             continue;
-        const BmPrevReading *d = &l->entries[i].prev;
+        BmPrevReading d = l->entries[i].prev;
         json_object *o = json_object_new_object();
         json_object_object_add(o, "uuid", json_object_new_string(l->entries[i].uuid));
-        json_object_object_add(o, "major_faults", u64_or_null(d->major_faults));
-        json_object_object_add(o, "swap_in_bytes", u64_or_null(d->swap_in_bytes));
-        json_object_object_add(o, "last_update", u64_or_null(d->last_update_s));
-        json_object_object_add(o, "taken_at", json_object_new_uint64(d->taken_s));
-        json_object_object_add(o, "used_bytes", u64_or_null(d->used_bytes));
-        json_object_object_add(o, "actual_bytes", u64_or_null(d->actual_bytes));
-        json_object_object_add(o, "used_peak_bytes", u64_or_null(d->used_peak_bytes));
-        json_object_object_add(o, "used_peak_at", json_object_new_uint64(d->used_peak_s));
-        if (d->given_s)
-            json_object_object_add(o, "given_at", json_object_new_uint64(d->given_s));
+        for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
+            uint64_t v = *reading_field(&d, k);
+            if (!reading_fields[k].zero_is_none)
+                json_object_object_add(o, reading_fields[k].key, u64_or_null(v));
+            else if (v && bm_present(v))
+                json_object_object_add(o, reading_fields[k].key, json_count(v));
+        }
         json_object_array_add(arr, o);
     }
     json_object_object_add(root, "domains", arr);
@@ -108,11 +145,17 @@ static json_object *counters_json(const BmLedger *l)
             json_object *e = json_object_new_object(), *b = json_object_new_array();
             json_object_object_add(e, "direction", json_object_new_string(bm_dir_names[d]));
             json_object_object_add(e, "sg", json_object_new_string(bm_sg_label_names[s]));
-            for (size_t i = 0; i <= h->n_bounds; i++)
-                json_object_array_add(b, json_object_new_uint64(h->counts[i]));
+            /* the reader takes the count as the sum of the buckets, at most COUNT_MAX */
+            uint64_t total = 0;
+            for (size_t i = 0; i <= h->n_bounds; i++) {
+                uint64_t n = h->counts[i] > COUNT_MAX - total ? COUNT_MAX - total : h->counts[i];
+                total += n;
+                json_object_array_add(b, json_object_new_uint64(n));
+            }
             json_object_object_add(e, "buckets", b);
-            json_object_object_add(e, "sum", json_finite(h->sum));
-            json_object_object_add(e, "count", json_object_new_uint64(h->count));
+            /* no sum without a count */
+            json_object_object_add(e, "sum", json_seconds(total ? h->sum : 0, 0, DBL_MAX));
+            json_object_object_add(e, "count", json_object_new_uint64(total));
             json_object_array_add(lat, e);
         }
     json_object_object_add(o, "latency", lat);
@@ -120,20 +163,20 @@ static json_object *counters_json(const BmLedger *l)
     for (int d = 0; d < BM_DIR_COUNT; d++) {
         json_object *x = json_object_new_object();
         for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
-            json_object_object_add(x, bm_outcome_names[k], json_object_new_uint64(c->changes[d][k]));
+            json_object_object_add(x, bm_outcome_names[k], json_count(c->changes[d][k]));
         json_object_object_add(ch, bm_dir_names[d], x);
-        json_object_object_add(tc, bm_dir_names[d], json_object_new_uint64(c->target_changes[d]));
+        json_object_object_add(tc, bm_dir_names[d], json_count(c->target_changes[d]));
     }
     for (int e = 0; e < BM_ERR_COUNT; e++)
-        json_object_object_add(er, bm_error_kind_names[e], json_object_new_uint64(c->errors[e]));
+        json_object_object_add(er, bm_error_kind_names[e], json_count(c->errors[e]));
     json_object_object_add(o, "changes", ch);
     json_object_object_add(o, "target_changes", tc);
     json_object_object_add(o, "errors", er);
-    json_object_object_add(o, "passes", json_object_new_uint64(c->passes));
-    json_object_object_add(o, "rss_dropped_bytes", json_object_new_uint64(c->rss_dropped_bytes));
-    json_object_object_add(o, "percpu_drained_bytes", json_object_new_uint64(c->percpu_drained_bytes));
-    json_object_object_add(o, "last_success", json_object_new_uint64(c->last_success_s));
-    json_object_object_add(o, "last_pass_duration_s", json_finite(c->last_pass_duration_s));
+    json_object_object_add(o, "passes", json_count(c->passes));
+    json_object_object_add(o, "rss_dropped_bytes", json_count(c->rss_dropped_bytes));
+    json_object_object_add(o, "percpu_drained_bytes", json_count(c->percpu_drained_bytes));
+    json_object_object_add(o, "last_success", json_count(c->last_success_s));
+    json_object_object_add(o, "last_pass_duration_s", json_seconds(c->last_pass_duration_s, -1, SECONDS_MAX));
     json_object *doms = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++) {
         const BmLedgerEntry *r = &l->entries[i];
@@ -141,20 +184,20 @@ static json_object *counters_json(const BmLedger *l)
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
         json_object_object_add(x, "name", bm_json_name(r->name));
         json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
-        json_object_object_add(x, "last_duration_s", json_finite(r->last_duration_s));
-        json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction));
+        json_object_object_add(x, "last_duration_s", json_seconds(r->last_duration_s, -1, SECONDS_MAX));
+        json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction >= 0 && r->last_direction < BM_DIR_COUNT ? r->last_direction : -1));
         json_object_object_add(x, "last_rss_drop_bytes", u64_or_null(r->last_rss_drop_bytes));
         json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
-        json_object_object_add(x, "unresponsive_actual", json_object_new_uint64(r->unresponsive_actual));
-        json_object_object_add(x, "unresponsive_until", json_object_new_uint64(r->unresponsive_until_s));
+        json_object_object_add(x, "unresponsive_actual", json_count(r->unresponsive_actual));
+        json_object_object_add(x, "unresponsive_until", json_count(r->unresponsive_until_s));
         if (r->yield.inflated_bytes > 0) {
             json_object *y = json_object_new_object();
-            json_object_object_add(y, "inflated_bytes", json_object_new_uint64(r->yield.inflated_bytes));
-            json_object_object_add(y, "returned_bytes", json_object_new_uint64(r->yield.returned_bytes));
-            json_object_object_add(y, "last_inflated_bytes", json_object_new_uint64(r->yield.last_inflated_bytes));
-            json_object_object_add(y, "last_returned_bytes", json_object_new_uint64(r->yield.last_returned_bytes));
+            json_object_object_add(y, "inflated_bytes", json_count(r->yield.inflated_bytes));
+            json_object_object_add(y, "returned_bytes", json_count(r->yield.returned_bytes));
+            json_object_object_add(y, "last_inflated_bytes", json_count(r->yield.last_inflated_bytes));
+            json_object_object_add(y, "last_returned_bytes", json_count(r->yield.last_returned_bytes));
             json_object_object_add(y, "returns_nothing", json_object_new_boolean(r->yield.nothing));
-            json_object_object_add(y, "returns_nothing_rss_bytes", json_object_new_uint64(r->yield.nothing_rss_bytes));
+            json_object_object_add(y, "returns_nothing_rss_bytes", json_count(r->yield.nothing_rss_bytes));
             json_object_object_add(x, "yield", y);
         }
         if (r->features_known && r->boot[0]) { /* the verdict of this start, for the next run */
@@ -256,9 +299,6 @@ static int seconds_member(json_object *o, const char *what, const char *key, dou
     *ret = d;
     return 0;
 }
-
-/* No pass or change takes a year; a latency sum is at most that per counted change. */
-#define SECONDS_MAX (365.0 * 86400)
 
 #define SECONDS(o, what, key, dflt, dst)                                                           \
     do {                                                                                           \
@@ -393,20 +433,13 @@ static int readings_parse(json_object *arr, BmLedger *l)
             !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
             json_object_get_string_len(uuid) >= (int)sizeof(l->entries->uuid))
             return bm_error(-EINVAL, "domain %zu: no uuid", i);
-        uint64_t taken, peak_at, given_at;
-        if ((r = get_u64(o, "major_faults", &d->major_faults)) < 0 ||
-            (r = get_u64(o, "swap_in_bytes", &d->swap_in_bytes)) < 0 ||
-            (r = get_u64(o, "last_update", &d->last_update_s)) < 0 ||
-            (r = get_u64(o, "taken_at", &taken)) < 0 ||
-            (r = get_u64(o, "used_bytes", &d->used_bytes)) < 0 ||
-            (r = get_u64(o, "actual_bytes", &d->actual_bytes)) < 0 ||
-            (r = get_u64(o, "used_peak_bytes", &d->used_peak_bytes)) < 0 ||
-            (r = get_u64(o, "used_peak_at", &peak_at)) < 0 ||
-            (r = get_u64(o, "given_at", &given_at)) < 0)
-            return r;
-        d->given_s = bm_present(given_at) ? given_at : 0;
-        d->taken_s = bm_present(taken) ? taken : 0;
-        d->used_peak_s = bm_present(peak_at) ? peak_at : 0;
+        for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
+            uint64_t *v = reading_field(d, k);
+            if ((r = get_u64(o, reading_fields[k].key, v)) < 0)
+                return r;
+            if (reading_fields[k].zero_is_none && !bm_present(*v))
+                *v = 0;
+        }
         BmLedgerEntry *e = bm_ledger_entry(l, json_object_get_string(uuid), NULL);
         e->have_prev = true;
         e->prev = reading;

@@ -29,52 +29,76 @@ bool bm_summary_fpr_would_return(const BmDomain *d, uint64_t backed_free_bytes)
            bm_present(backed_free_bytes) && backed_free_bytes >= BM_SUMMARY_FPR_MIN_BYTES;
 }
 
-/* s as one word of a POSIX shell: as is when it has only safe characters, else in single
- * quotes (a quote as '\''). */
-static void shell_word(const char *s, char *buf, size_t n)
+/* Whether s has a byte a terminal would act on or that is not UTF-8: a control byte, DEL, a
+ * C1 control (U+0080 to U+009F), an invalid sequence. */
+static bool needs_escapes(const char *s)
 {
-    size_t k = 0;
+    if (bm_utf8_invalid(s, strlen(s)) != SIZE_MAX)
+        return true;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0))
+            return true;
+    return false;
+}
+
+/* s as one word of a shell, allocated: as is when it has only safe characters; in single
+ * quotes (a quote as '\'') when it is printable UTF-8; else as $'...' (bash, ksh, zsh, and
+ * POSIX since 2024) with every byte that is not printable ASCII as \xNN, so that what is
+ * shown is what is typed and names that very domain. */
+static char *shell_word(const char *s)
+{
     bool plain = *s != '\0';
     for (const char *p = s; *p; p++)
         if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-+:/@%=,", *p))
             plain = false;
-    if (plain || n < 3) {
-        snprintf(buf, n, "%s", s);
-        return;
-    }
-    buf[k++] = '\'';
-    for (const char *p = s; *p && k + 6 < n; p++) {
-        if (*p == '\'') {
-            memcpy(buf + k, "'\\''", 4);
-            k += 4;
-        } else {
-            buf[k++] = *p;
+    if (plain)
+        return bm_strdup(s);
+    size_t n = strlen(s), k = 0;
+    char *buf = bm_malloc0(n * 4 + 4);
+    if (needs_escapes(s)) {
+        buf[k++] = '$';
+        buf[k++] = '\'';
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+            if (*p == '\'' || *p == '\\') {
+                buf[k++] = '\\';
+                buf[k++] = (char)*p;
+            } else if (*p < 0x20 || *p >= 0x7f) {
+                k += (size_t)sprintf(buf + k, "\\x%02x", *p);
+            } else {
+                buf[k++] = (char)*p;
+            }
+        }
+    } else {
+        buf[k++] = '\'';
+        for (const char *p = s; *p; p++) {
+            if (*p == '\'') {
+                memcpy(buf + k, "'\\''", 4);
+                k += 4;
+            } else {
+                buf[k++] = *p;
+            }
         }
     }
     buf[k++] = '\'';
     buf[k] = '\0';
-}
-
-const char *bm_summary_configure_command(const char *name, const char *uri, const char *setting,
-                                         char *buf, size_t n)
-{
-    char qname[600], quri[600] = "";
-    shell_word(name, qname, sizeof(qname));
-    if (uri)
-        shell_word(uri, quri, sizeof(quri));
-    /* a name that starts with '-' would be taken for an option: after "--" */
-    if (name[0] == '-')
-        snprintf(buf, n, "balloonmgr %s%s%sconfigure %s -- %s", uri ? "-c " : "", quri, uri ? " " : "",
-                 setting, qname);
-    else
-        snprintf(buf, n, "balloonmgr %s%s%sconfigure %s %s", uri ? "-c " : "", quri, uri ? " " : "",
-                 qname, setting);
     return buf;
 }
 
-const char *bm_summary_fpr_command(const char *name, const char *uri, char *buf, size_t n)
+char *bm_summary_configure_command(const char *name, const char *uri, const char *setting)
 {
-    return bm_summary_configure_command(name, uri, "--free-page-reporting on", buf, n);
+    _cleanup_free_ char *qname = shell_word(name);
+    _cleanup_free_ char *quri = uri ? shell_word(uri) : NULL;
+    /* a name that starts with '-' would be taken for an option: after "--" */
+    if (name[0] == '-')
+        return bm_asprintf("balloonmgr %s%s%sconfigure %s -- %s", uri ? "-c " : "",
+                           uri ? quri : "", uri ? " " : "", setting, qname);
+    return bm_asprintf("balloonmgr %s%s%sconfigure %s %s", uri ? "-c " : "", uri ? quri : "",
+                       uri ? " " : "", qname, setting);
+}
+
+char *bm_summary_fpr_command(const char *name, const char *uri)
+{
+    return bm_summary_configure_command(name, uri, "--free-page-reporting on");
 }
 
 void bm_summary_add_backed_free(BmHostSummary *s, const BmSnapshot *snap, uint64_t qemu_overhead_bytes)

@@ -42,15 +42,16 @@ typedef struct {
 bool bm_summary_fpr_would_return(const BmDomain *d, uint64_t backed_free_bytes);
 
 /* "balloonmgr [-c URI] configure NAME SETTING" (setting e.g. "--autodeflate on"), name and uri
- * quoted for a POSIX shell where needed, into buf (size n). Returns buf. */
-const char *bm_summary_configure_command(const char *name, const char *uri, const char *setting,
-                                         char *buf, size_t n);
+ * whole, quoted for a shell where needed: in single quotes, or as $'...' with \\xNN for bytes
+ * that are not printable (control bytes, invalid UTF-8). The result is printable as it is:
+ * print it without escaping it again. Caller frees. */
+char *bm_summary_configure_command(const char *name, const char *uri, const char *setting);
 
 /* The command that turns free page reporting on for domain name (uri: the -c given, or NULL),
- * quoted for a POSIX shell where needed ("balloonmgr configure web1 --free-page-reporting on"),
- * into buf (size n). It changes the persistent definition: the domain must be shut down and
- * started again (a reboot inside the guest keeps the QEMU process). Returns buf. */
-const char *bm_summary_fpr_command(const char *name, const char *uri, char *buf, size_t n);
+ * quoted as bm_summary_configure_command() does ("balloonmgr configure web1
+ * --free-page-reporting on"). It changes the persistent definition: the domain must be shut
+ * down and started again (a reboot inside the guest keeps the QEMU process). Caller frees. */
+char *bm_summary_fpr_command(const char *name, const char *uri);
 
 /* Adds up the active (running or paused) domains of snap (all the host's domains) into s. */
 void bm_summary_add_domains(BmHostSummary *s, const BmSnapshot *snap);

@@ -186,17 +186,21 @@ char *bm_utf8_sanitize(const char *s)
     return out;
 }
 
-char *bm_escape_name(const char *s)
+/* bm_escape_name(), and also the quote characters when quotes is set. */
+static char *escape_name(const char *s, bool quotes)
 {
     size_t n = strlen(s ? s : ""), o = 0;
     char *out = bm_malloc0(n * 4 + 1);
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         size_t k = c >= 0x80 ? utf8_char_len(s + i, n - i) : 0;
+        /* C1 controls (U+0080 to U+009F: CSI is one) are controls as well */
+        if (k == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0)
+            k = 0;
         if (k) {
             memcpy(out + o, s + i, k);
             o += k, i += k;
-        } else if (c < 0x20 || c >= 0x7f || c == '\\') {
+        } else if (c < 0x20 || c >= 0x7f || c == '\\' || (quotes && (c == '\'' || c == '"'))) {
             o += (size_t)sprintf(out + o, "\\x%02x", c);
             i++;
         } else {
@@ -206,6 +210,16 @@ char *bm_escape_name(const char *s)
     }
     out[o] = '\0';
     return out;
+}
+
+char *bm_escape_name(const char *s)
+{
+    return escape_name(s, false);
+}
+
+char *bm_escape_quoted(const char *s)
+{
+    return escape_name(s, true);
 }
 
 void bm_copy_name(char *dst, size_t size, const char *src)

@@ -21,6 +21,16 @@ static inline bool bm_present(uint64_t v)
  * count is always one the state file reads back (json-c also saturates larger numbers). */
 #define BM_COUNT_MAX ((uint64_t)INT64_MAX)
 
+/* A value reported by a guest, QEMU or libvirt (v in the source's unit, scale to ours: 1024 for
+ * KiB, 1 for a count or seconds): v * scale, or BM_ABSENT when that is beyond BM_COUNT_MAX.
+ * Everything such a source reports is untrusted; bounded where it enters, whatever is kept
+ * of it is a value the state file reads back. */
+static inline uint64_t bm_reported(uint64_t v, uint64_t scale)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(v, scale, &r) || r > BM_COUNT_MAX ? BM_ABSENT : r;
+}
+
 /* *c += n, saturating at BM_COUNT_MAX. */
 static inline void bm_count_add(uint64_t *c, uint64_t n)
 {
@@ -107,6 +117,11 @@ char *bm_utf8_sanitize(const char *s);
  * valid UTF-8 as \\xNN; valid UTF-8 characters kept (so `list` still prints "caf\u00e9").
  * Caller frees. */
 char *bm_escape_name(const char *s);
+
+/* bm_escape_name() for a value inside quotes (log records' domain='...'): also the quote
+ * characters ' and " as \\x27 and \\x22, so a name never ends the value it is in. Caller
+ * frees. */
+char *bm_escape_quoted(const char *s);
 
 /* Copies src into dst (size bytes) cut on a UTF-8 character boundary (bm_utf8_cut()). */
 void bm_copy_name(char *dst, size_t size, const char *src);

@@ -154,6 +154,13 @@ ok $? "sizes:   keep_free = 0" "$(cat "$err")"
 grep -qF "$T/sizes.policy:11:12: warning: max_step: '512.5' is 512.5 KiB" "$err" && ! grep -qF "'512.5%'" "$err"
 ok $? "sizes:   max_step = 512.5 (no percentage above 100 suggested)" "$(cat "$err")"
 ! grep -q ":8:.*deadband" "$err"; ok $? "sizes:   deadband = 0 is not misread (0 is 0 in every unit)"
+# issue 31: a floor below the absolute minimum (128 MiB, 5% of the maximum) is said to be
+printf '[guest]\nfloor = 0%%\n[domain "a*"]\nfloor = 64M\n[domain "b*"]\nfloor = 5%%\n[domain "c*"]\nfloor = 128M\n' >"$T/minimum.policy"
+run_bm policy check "$T/minimum.policy"
+[ "$rc" -eq 0 ] && grep -qx "$T/minimum.policy: ok, 2 warning(s)" "$out" &&
+    grep -qxF "$T/minimum.policy:2:9: warning: floor: '0%' is below the absolute minimum, the larger of 128 MiB and 5% of the maximum: no pass aims a guest below that" "$err" &&
+    grep -qF "$T/minimum.policy:4:9: warning: floor: '64M' is below the absolute minimum" "$err"
+ok $? "minimum: policy check warns of floor = 0% and 64M, not of 5% or 128M (exit $rc)" "$(cat "$out" "$err")"
 run_bm -c "$DEMO" policy check --host --proc "$ROOT/demo/proc" "$T/sizes.policy"
 [ "$rc" -eq 0 ] && grep -qx "$T/sizes.policy: ok, 5 warning(s)" "$out"
 ok $? "sizes: policy check --host: 2 more warnings (exit $rc)" "$(cat "$out" "$err")"

@@ -203,6 +203,28 @@ static void test_drain_fake(void)
     r = bm_hostmem_drain_percpu(dir, &h, &drained);
     ok(r == 0 && drained == 0, "an excess under 16 MiB: no write");
 
+    /* issue 31: a FIFO there never hangs a pass (open() blocked for ever, holding the state
+     * lock, and SIGTERM restarted it): refused at once, with or without a reader */
+    fixture_write_in(dir, "zoneinfo", src ? src : "");
+    ok(bm_hostmem_read_percpu(dir, &h) == 0, "the lists read again");
+    unlink(written);
+    ok(mkfifo(written, 0600) == 0, "sys/vm/stat_refresh made a FIFO");
+    alarm(10); /* on a hang: killed, the test fails */
+    bm_error_reset();
+    r = bm_hostmem_drain_percpu(dir, &h, &drained);
+    ok(r == -ENODEV && strstr(bm_error_detail(r), "FIFO"), "a FIFO without a reader: refused at once (%s)",
+       bm_error_detail(r));
+    int reader = open(written, O_RDONLY | O_NONBLOCK);
+    bm_error_reset();
+    r = bm_hostmem_drain_percpu(dir, &h, &drained);
+    ok(r == -ENODEV && strstr(bm_error_detail(r), "FIFO"), "a FIFO with a reader: refused, nothing written (%s)",
+       bm_error_detail(r));
+    char buf[8];
+    ok(reader >= 0 && read(reader, buf, sizeof(buf)) <= 0, "  the reader got nothing");
+    if (reader >= 0)
+        close(reader);
+    alarm(0);
+
     _cleanup_free_ char *rm = bm_asprintf("rm -rf '%s'", dir);
     ok(system(rm) == 0, "fake /proc removed");
 }

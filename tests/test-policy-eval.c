@@ -281,6 +281,62 @@ static void test_deadband_and_hysteresis(void)
 }
 
 /* floors: below floor is raised even without stats; min_guarantee raises the floor */
+/* Issue 31: the engine keeps the absolute minimum (the larger of 128 MiB and 5% of the
+ * maximum) whatever a valid policy says: floor = 0%, keep_free = 0%, deadband = 0 (or the
+ * default deadband) aimed an idle guest at 0 bytes (libvirt refuses; the run exited 1). */
+static void test_absolute_minimum(void)
+{
+    static const char *const texts[] = {
+        "[guest]\nfloor = 0%\nkeep_free = 0%\ndeadband = 0\nmax_step = 100%\n",
+        "[guest]\nfloor = 0%\nkeep_free = 0%\nmax_step = 100%\n",
+        "[guest]\nfloor = 0\nkeep_free = 0\ndeadband = 0\nmax_step = 100%\n",
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(texts); i++) {
+        _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
+        _cleanup_free_ char *errors = NULL;
+        ok(bm_policy_parse(texts[i], "min.policy", &pol, &errors) == 0, "policy %zu parses", i);
+        if (!pol)
+            continue;
+        BmHost h = host(MEM_TOTAL, 1 * GiB);
+        /* all free: the guests' whole memory is idle */
+        BmDomain d[] = {guest("tiny", 1 * GiB, 1 * GiB, 1 * GiB), guest("big", 16 * GiB, 16 * GiB, 16 * GiB),
+                        guest("under", 1 * GiB, 64 * MiB, 64 * MiB)};
+        BmPlan p = eval(&h, d, 3, NULL, pol);
+        const BmDecision *tiny = dec(&p, "tiny"), *big = dec(&p, "big"), *under = dec(&p, "under");
+        ok(tiny->target_bytes >= 128 * MiB && tiny->floor_bytes == 128 * MiB,
+           "policy %zu: a 1 GiB guest is never aimed below 128 MiB (target %" PRIu64 " MiB)", i,
+           tiny->target_bytes / MiB);
+        ok(big->target_bytes >= 16 * GiB / 20 && big->floor_bytes == 16 * GiB / 20,
+           "  a 16 GiB guest never below 5%% (target %" PRIu64 " MiB)", big->target_bytes / MiB);
+        ok(under->action != BM_ACT_INFLATE, "  one already below the minimum is not inflated");
+        bm_plan_clear(&p);
+        /* pass after pass, every inflate applied and its memory free in the guest: the lowest
+         * target stays at the minimum */
+        BmDomain g = guest("alone", 1 * GiB, 1 * GiB, 1 * GiB);
+        uint64_t lowest = g.actual_bytes;
+        for (int pass = 0; pass < 200; pass++) {
+            BmPlan q = eval(&h, &g, 1, NULL, pol);
+            const BmDecision *x = &q.decisions[0];
+            bool inflate = x->action == BM_ACT_INFLATE;
+            if (inflate) {
+                uint64_t take = x->current_bytes - x->target_bytes;
+                lowest = x->target_bytes < lowest ? x->target_bytes : lowest;
+                g.actual_bytes -= take;
+                g.available_bytes -= take;
+                g.usable_bytes -= take;
+                g.unused_bytes = g.usable_bytes / 2;
+                g.disk_caches_bytes = g.usable_bytes / 4;
+                g.rss_bytes = g.actual_bytes;
+            }
+            bm_plan_clear(&q);
+            if (!inflate)
+                break;
+        }
+        ok(lowest >= 128 * MiB, "  pass after pass, the lowest target is %" PRIu64 " MiB (>= 128 MiB)",
+           lowest / MiB);
+    }
+}
+
 static void test_floors_and_min_guarantee(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -1148,6 +1204,7 @@ int main(void)
     test_short_guest_gets_memory_back();
     test_deadband_and_hysteresis();
     test_floors_and_min_guarantee();
+    test_absolute_minimum();
     test_skips();
     test_psi_pressure_alone();
     test_bad_host_reading();

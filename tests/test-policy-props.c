@@ -417,6 +417,12 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
                    (m->no_return && d->actual_bytes >= d->max_bytes);
     if (!m->must_skip) {
         uint64_t floor = bm_amount_bytes(r->floor, d->max_bytes);
+        /* the absolute minimum: 128 MiB, at least 5% of the maximum (issue 31) */
+        uint64_t minimum = (uint64_t)((unsigned __int128)d->max_bytes * 5 / 100);
+        if (minimum < 128 * MiB)
+            minimum = 128 * MiB;
+        if (minimum > floor)
+            floor = minimum;
         if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes) &&
             d->balloon.min_guarantee_bytes > floor)
             floor = d->balloon.min_guarantee_bytes;
@@ -556,7 +562,7 @@ enum {
 static const char *const prop_names[P_COUNT] = {
     [P_EVAL] = "bm_policy_eval succeeds on a complete host reading",
     [P_RANGE] = "inflate/deflate targets within floor_bytes..max_bytes",
-    [P_FLOOR] = "floor_bytes = max(floor, min_guarantee), capped at the maximum",
+    [P_FLOOR] = "floor_bytes = max(floor, min_guarantee, 128 MiB, 5%), capped at the maximum",
     [P_UNCHANGED] = "none and skip keep target == current",
     [P_SKIP] = "not running, paused, no balloon, busy, unresponsive, excluded, size unknown, "
                "returns nothing at its maximum: skipped",

@@ -1,9 +1,14 @@
 /* Snapshots on libvirt's test driver: the per-domain fallback (no bulk balloon stats), shut-off
  * and paused domains, name filters, unknown names, and the libvirt call count. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 
+#include "balloon.h"
 #include "conn.h"
+#include "ledger.h"
+#include "state.h"
 #include "error.h"
 #include "snapshot.h"
 #include "tap.h"
@@ -93,6 +98,102 @@ static void test_unknown_name(virConnectPtr conn)
     bm_snapshot_clear(NULL);
 }
 
+/* A guest reporting what it likes: the test driver's virDomainMemoryStats(), with the tags of
+ * shim_tags replaced by shim_vals (in libvirt's units, KiB or counts) while shim_n > 0. */
+static int shim_n;
+static int shim_tags[16];
+static unsigned long long shim_vals[16];
+
+int virDomainMemoryStats(virDomainPtr dom, virDomainMemoryStatPtr stats, unsigned int nr_stats,
+                         unsigned int flags)
+{
+    static int (*real)(virDomainPtr, virDomainMemoryStatPtr, unsigned int, unsigned int);
+    if (!real)
+        real = (int (*)(virDomainPtr, virDomainMemoryStatPtr, unsigned int, unsigned int))dlsym(
+            RTLD_NEXT, "virDomainMemoryStats");
+    int n = real(dom, stats, nr_stats, flags);
+    for (int k = 0; n >= 0 && k < shim_n; k++) {
+        int i = 0;
+        while (i < n && stats[i].tag != shim_tags[k])
+            i++;
+        if (i == n && (unsigned)n < nr_stats)
+            n++;
+        if (i < n) {
+            stats[i].tag = shim_tags[k];
+            stats[i].val = shim_vals[k];
+        }
+    }
+    return n;
+}
+
+static bool bounded(uint64_t v)
+{
+    return !bm_present(v) || v <= BM_COUNT_MAX;
+}
+
+static void shim_set(int tag, unsigned long long val)
+{
+    shim_tags[shim_n] = tag;
+    shim_vals[shim_n++] = val;
+}
+
+/* Issue 31: a guest (or QEMU) reporting a major-fault count >= 2^63, swap-in >= 2^53 KiB, a
+ * balloon >= 2^63 bytes: the snapshot takes them as not reported (bounded where they enter),
+ * and the state saved from that pass is read back (the next run kept its state). */
+static void test_extreme_statistics(virConnectPtr conn)
+{
+    const unsigned long long vals[] = {1ull << 63, ~0ull, 1ull << 53, (1ull << 53) + 7, ~0ull - 1};
+    for (size_t v = 0; v < BM_ARRAY_SIZE(vals); v++) {
+        shim_n = 0;
+        shim_set(VIR_DOMAIN_MEMORY_STAT_MAJOR_FAULT, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_SWAP_IN, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_AVAILABLE, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_USABLE, 0);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_RSS, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_LAST_UPDATE, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_UNUSED, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_DISK_CACHES, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_SWAP_OUT, vals[v]);
+        shim_set(VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT, vals[v]);
+        BmSnapshot s;
+        char *names[] = {"web1", NULL};
+        int r = bm_snapshot_take(conn, names, 0, &s);
+        const BmDomain *d = r == 0 ? bm_snapshot_find(&s, "web1") : NULL;
+        ok(d && bounded(d->major_faults) && bounded(d->swap_in_bytes) &&
+               bounded(d->available_bytes) && bounded(d->rss_bytes) && bounded(d->last_update_s) &&
+               bounded(d->unused_bytes) && bounded(d->disk_caches_bytes) &&
+               bounded(d->swap_out_bytes) && bounded(d->minor_faults) &&
+               !bm_present(d->swap_in_bytes) && bm_present(d->major_faults) == (vals[v] < 1ull << 63),
+           "a guest reporting %llu: taken as not reported (faults %s)", vals[v],
+           d && bm_present(d->major_faults) ? "kept" : "absent");
+        ok(d && bounded(d->actual_bytes), "  the balloon too (actual %s)",
+           d && bm_present(d->actual_bytes) ? "kept" : "absent or from GetInfo");
+        BmLedger l, back;
+        bm_ledger_init(&l);
+        if (r == 0)
+            bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, 1800000000, 60);
+        char *text = bm_state_format(&l, 1800000000);
+        r = bm_state_parse(text, &back);
+        ok(r == 0 && back.n_entries == 1 && back.entries[0].have_prev,
+           "  the state saved from that pass is read back (%s)", r < 0 ? bm_error_detail(r) : "ok");
+        free(text);
+        bm_ledger_clear(&back);
+        bm_ledger_clear(&l);
+        bm_snapshot_clear(&s);
+        virDomainPtr dom = virDomainLookupByName(conn, "web1");
+        uint64_t actual = 0;
+        r = dom ? bm_balloon_read_actual(dom, &actual) : -ENOENT;
+        ok(vals[v] * 1024 / 1024 == vals[v] && vals[v] <= BM_COUNT_MAX / 1024
+               ? r == 0
+               : r == -ERANGE && !strstr(bm_error_detail(r), "18446"),
+           "  a change's reading of the balloon refuses it (%s)", r < 0 ? bm_error_detail(r) : "ok");
+        if (dom)
+            virDomainFree(dom);
+    }
+    shim_n = 0;
+}
+
 int main(void)
 {
     ok(bm_conn_init() == 0, "libvirt initialised");
@@ -103,5 +204,6 @@ int main(void)
     test_active_only(conn);
     test_named_domains(conn);
     test_unknown_name(conn);
+    test_extreme_statistics(conn);
     return tap_done();
 }

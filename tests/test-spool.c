@@ -15,6 +15,7 @@
 #include "error.h"
 #include "ledger.h"
 #include "spool.h"
+#include "state.h"
 #include "tap.h"
 #include "util.h"
 
@@ -129,6 +130,38 @@ static void test_entry_named_flood(const char *dir)
     bm_ledger_clear(&l);
 }
 
+/* Issue 31: a spool entry is untrusted. One saying a change took two years, or moved a
+ * balloon of 2^63 bytes or more: counted or dropped, the state saved after is read back. */
+static void test_extreme_entries(const char *dir)
+{
+    const char *texts[] = {
+        "{\"uri\":\"test:///default\",\"uuid\":\"aaaaaaaa-0000-0000-0000-000000000000\","
+        "\"name\":\"g\",\"sg\":\"unknown\",\"from_bytes\":2147483648,\"target_bytes\":"
+        "1073741824,\"reached_bytes\":1073741824,\"outcome\":0,\"duration_ns\":"
+        "63072000000000000,\"rss_before_bytes\":4294967296,\"rss_after_bytes\":1073741824}",
+        "{\"uri\":\"test:///default\",\"uuid\":\"bbbbbbbb-0000-0000-0000-000000000000\","
+        "\"name\":\"g\",\"sg\":\"unknown\",\"from_bytes\":18446744073709551614,"
+        "\"target_bytes\":9223372036854775808,\"reached_bytes\":9223372036854775808,"
+        "\"outcome\":0,\"duration_ns\":100000000,\"rss_before_bytes\":18446744073709551614,"
+        "\"rss_after_bytes\":0}",
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(texts); i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "xtrem%zu.json", i);
+        touch(dir, name, texts[i]);
+    }
+    BmLedger l, back;
+    bm_ledger_init(&l);
+    _cleanup_free_ char *skipped = NULL;
+    int n = bm_spool_ingest(&l, URI, 1800000000, &skipped);
+    ok(n >= 0, "entries with extreme values ingested (%d counted)", n);
+    _cleanup_free_ char *text = bm_state_format(&l, 1800000000);
+    int r = bm_state_parse(text, &back);
+    ok(r == 0, "  the state saved after them is read back (%s)", r < 0 ? bm_error_detail(r) : "ok");
+    bm_ledger_clear(&back);
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     const char *root = mkdtemp(root_shm);
@@ -140,6 +173,7 @@ int main(void)
     _cleanup_free_ char *dir = bm_spool_dir();
     test_junk_by_name(dir);
     test_entry_named_flood(dir);
+    test_extreme_entries(dir);
     _cleanup_free_ char *rm = bm_asprintf("rm -rf %s", root);
     ok(system(rm) == 0, "cleanup");
     return tap_done();

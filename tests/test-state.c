@@ -2,6 +2,7 @@
  * temporary files of killed writers, reporting a failing save once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <float.h>
 #include <math.h>
 #include <sys/file.h>
@@ -621,8 +622,83 @@ static void test_features_of_older_file(void)
     bm_ledger_clear(&l);
 }
 
+/* Issue 31: whatever the writer can write, the reader reads back. Every field of a reading,
+ * a record and the counters set to each extreme a guest, QEMU, a spool file or a long uptime
+ * can bring (2^64-2, 2^63, 2^63-1, 0; NaN, +-Inf, -0.5, DBL_MAX, past a year, a denormal):
+ * the file is read back, and written again it is the same text (nothing is lost twice). */
+static void fill_extreme(BmLedger *l, uint64_t u, double s)
+{
+    bm_ledger_init(l);
+    BmCounters *c = &l->counters;
+    for (int d = 0; d < BM_DIR_COUNT; d++) {
+        for (int g = 0; g < BM_SGL_COUNT; g++) {
+            BmHistogram *h = &c->latency[d][g];
+            for (size_t k = 0; k <= h->n_bounds; k++)
+                h->counts[k] = u;
+            h->count = u;
+            h->sum = s;
+        }
+        for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
+            c->changes[d][k] = u;
+        c->target_changes[d] = u;
+    }
+    for (int e = 0; e < BM_ERR_COUNT; e++)
+        c->errors[e] = u;
+    c->passes = c->rss_dropped_bytes = c->percpu_drained_bytes = c->last_success_s = u;
+    c->last_pass_duration_s = s;
+    BmLedgerEntry *e = bm_ledger_entry(l, "11111111-2222-3333-4444-555555555555", "web1");
+    e->have_prev = true;
+    e->prev = (BmPrevReading){.major_faults = u, .swap_in_bytes = u, .last_update_s = u,
+                              .taken_s = u, .used_bytes = u, .actual_bytes = u,
+                              .used_peak_bytes = u, .used_peak_s = u, .given_s = u};
+    e->unresponsive = true;
+    e->unresponsive_actual = e->unresponsive_until_s = u;
+    e->last_target_bytes = e->last_rss_drop_bytes = u;
+    e->last_duration_s = s;
+    e->last_direction = (int)(u & 0x7fffffff);
+    e->yield = (BmYield){.inflated_bytes = u ? u : 1, .returned_bytes = u, .last_inflated_bytes = u,
+                         .last_returned_bytes = u, .nothing = true, .nothing_rss_bytes = u};
+}
+
+static void test_extremes_read_back(void)
+{
+    const uint64_t us[] = {UINT64_MAX - 1, (uint64_t)1 << 63, BM_COUNT_MAX, BM_COUNT_MAX - 1, 0,
+                           1ull << 53};
+    const double ss[] = {NAN, INFINITY, -INFINITY, -0.5, -1, DBL_MAX, 366.0 * 86400, 4.9e-324,
+                         0, 1e300};
+    int bad = 0;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(us); i++)
+        for (size_t j = 0; j < BM_ARRAY_SIZE(ss); j++) {
+            BmLedger l, back, again;
+            fill_extreme(&l, us[i], ss[j]);
+            _cleanup_free_ char *text = bm_state_format(&l, us[i]);
+            int r = bm_state_parse(text, &back);
+            if (r < 0) {
+                if (bad++ < 3)
+                    diag("%" PRIu64 ", %g: %s", us[i], ss[j], bm_error_detail(r));
+                bm_ledger_clear(&l);
+                continue;
+            }
+            _cleanup_free_ char *text2 = bm_state_format(&back, us[i]);
+            r = bm_state_parse(text2, &again);
+            _cleanup_free_ char *text3 = r == 0 ? bm_state_format(&again, us[i]) : NULL;
+            if (!text3 || strcmp(text2, text3) != 0 || !back.entries[0].have_prev ||
+                back.entries[0].yield.inflated_bytes == 0) {
+                if (bad++ < 3)
+                    diag("%" PRIu64 ", %g: not the same when written again", us[i], ss[j]);
+            }
+            if (r == 0)
+                bm_ledger_clear(&again);
+            bm_ledger_clear(&back);
+            bm_ledger_clear(&l);
+        }
+    ok(bad == 0, "every field at its extremes (%zu x %zu): read back, and written again the same",
+       BM_ARRAY_SIZE(us), BM_ARRAY_SIZE(ss));
+}
+
 int main(void)
 {
+    test_extremes_read_back();
     test_bounds();
     test_value_ranges();
     test_counters_saturate();

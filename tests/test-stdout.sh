@@ -43,4 +43,28 @@ for c in "${cases[@]}" "RUN"; do
     grep -q '^balloonmgr: write error on standard output' "$T/err"
     ok $? "  and says so" "$(cat "$T/err")"
 done
+
+# Issue 31: a pass that acted records what it did when its output pipe closes (| head -c1):
+# no SIGPIPE before the wait, the state save and the textfile; the write error is reported
+# and the exit status is 1. The pipe's reader is closed before balloonmgr starts (python3
+# restores SIGPIPE's default action in the child); prints "rc=N" or "signal=N".
+closed_pipe() {
+    python3 -c '
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+st = subprocess.call(sys.argv[1:], stdout=w)
+print("signal=%d" % -st if st < 0 else "rc=%d" % st)' "$@"
+}
+for fmt in --json --table ""; do
+    rm -f "$T/acted.json" "$T/prom/"*
+    mkdir -p "$T/prom"
+    st=$(closed_pipe "$BM" -c "$DEMO" run --once $fmt --policy "$ROOT/demo/demo.policy" \
+        --proc "$ROOT/demo/proc" --state "$T/acted.json" --textfile "$T/prom" 2>"$T/err")
+    [ "$st" = rc=1 ]; ok $? "run --once ${fmt:-(summary)} | (closed): exit 1, not killed by SIGPIPE (got $st)" "$(cat "$T/err")"
+    [ -s "$T/acted.json" ] && jq -e '.counters.target_changes.inflate >= 1' "$T/acted.json" >/dev/null
+    ok $? "  the pass's changes are in the state file"
+    [ -s "$T/prom/balloonmgr.prom" ]; ok $? "  and the textfile is written" "$(ls "$T/prom")"
+    grep -q '^balloonmgr: write error on standard output: Broken pipe' "$T/err"; ok $? "  the write error is reported"
+done
 tap_done

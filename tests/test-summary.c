@@ -73,18 +73,43 @@ static void test_would_return(void)
 
 static void test_command(void)
 {
-    char b[512];
-    is_str(bm_summary_fpr_command("web1", NULL, b, sizeof(b)),
-           "balloonmgr configure web1 --free-page-reporting on", "the configure command");
-    is_str(bm_summary_fpr_command("web 1", "qemu:///system", b, sizeof(b)),
-           "balloonmgr -c qemu:///system configure 'web 1' --free-page-reporting on",
-           "with the -c given, a name with a space quoted");
-    is_str(bm_summary_fpr_command("it's", NULL, b, sizeof(b)),
-           "balloonmgr configure 'it'\\''s' --free-page-reporting on", "a quote in a name");
-    is_str(bm_summary_configure_command("db1", NULL, "--autodeflate on", b, sizeof(b)),
-           "balloonmgr configure db1 --autodeflate on", "another setting");
-    is_str(bm_summary_fpr_command("-x", NULL, b, sizeof(b)),
-           "balloonmgr configure --free-page-reporting on -- -x", "a name like an option after --");
+    static const struct {
+        const char *name, *uri, *setting, *want, *what;
+    } cases[] = {
+        {"web1", NULL, NULL, "balloonmgr configure web1 --free-page-reporting on", "the configure command"},
+        {"web 1", "qemu:///system", NULL,
+         "balloonmgr -c qemu:///system configure 'web 1' --free-page-reporting on",
+         "with the -c given, a name with a space quoted"},
+        {"it's", NULL, NULL, "balloonmgr configure 'it'\\''s' --free-page-reporting on", "a quote in a name"},
+        {"db1", NULL, "--autodeflate on", "balloonmgr configure db1 --autodeflate on", "another setting"},
+        {"-x", NULL, NULL, "balloonmgr configure --free-page-reporting on -- -x", "a name like an option after --"},
+        /* issue 31: printed as is (escaped once, for the shell), the command names that domain */
+        {"caf\xc3\xa9", NULL, NULL, "balloonmgr configure 'caf\xc3\xa9' --free-page-reporting on",
+         "UTF-8 kept, quoted"},
+        {"a\\b", NULL, NULL, "balloonmgr configure 'a\\b' --free-page-reporting on",
+         "a backslash kept in single quotes"},
+        {"tab\tname", NULL, NULL, "balloonmgr configure $'tab\\x09name' --free-page-reporting on",
+         "a control byte: $'...' with \\x09"},
+        {"x'\n\\y", NULL, NULL, "balloonmgr configure $'x\\'\\x0a\\\\y' --free-page-reporting on",
+         "a quote, a newline and a backslash: $'...'"},
+        {"bad\xff", NULL, NULL, "balloonmgr configure $'bad\\xff' --free-page-reporting on",
+         "invalid UTF-8: $'...'"},
+        {"csi\xc2\x9b", NULL, NULL, "balloonmgr configure $'csi\\xc2\\x9b' --free-page-reporting on",
+         "a C1 control: $'...'"},
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(cases); i++) {
+        _cleanup_free_ char *got =
+            cases[i].setting ? bm_summary_configure_command(cases[i].name, cases[i].uri, cases[i].setting)
+                             : bm_summary_fpr_command(cases[i].name, cases[i].uri);
+        is_str(got, cases[i].want, "%s", cases[i].what);
+    }
+    /* a name longer than any buffer is quoted whole */
+    char long_name[2001];
+    memset(long_name, 'a', 2000);
+    long_name[0] = ' ';
+    long_name[2000] = '\0';
+    _cleanup_free_ char *got = bm_summary_fpr_command(long_name, NULL);
+    ok(strstr(got, long_name) != NULL, "a name of 2000 bytes is quoted whole");
 }
 
 static void test_host(void)
