@@ -25,36 +25,15 @@ set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
 . "$(dirname "$0")/lib/container.sh"
 
-suite=${1:-${BM_HOST_SUITE:-bookworm}}
-case "$suite" in
-    bookworm) kernel_suite="" ;;
-    trixie) kernel_suite=trixie ;;
-    *) bm_fail "test-host: suite '$suite': expected bookworm or trixie" ;;
-esac
+bm_ct_lane host "${1:-${BM_HOST_SUITE:-bookworm}}"
+suite=$BM_CT_SUITE name=$BM_CT_NAME work=$BM_CT_WORK
 src=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-bm_require_root
-for tool in mmdebstrap systemd-nspawn nsenter; do
-    command -v "$tool" >/dev/null || bm_fail "'$tool' missing (tools/install-deps.sh test)"
-done
-
-name=bm-$suite-$$
-work=$(mktemp -d "/var/tmp/balloonmgr-host-$suite.XXXXXX")
 checks=0
 ok() { checks=$((checks + 1)); bm_pass "[$suite] $*"; }
-cleanup() {
-    local rc=$?
-    if [ "$rc" -ne 0 ] && [ -n "${BM_CT_PID:-}" ]; then
-        echo "--- journal of the balloonmgr units in $name (tail) ---" >&2
-        ct journalctl --no-pager -n 60 -u balloonmgr -u balloonmgr-policy -u balloonmgr-monitor >&2 || true
-    fi
-    bm_ct_stop
-    if [ "$rc" -eq 0 ] || [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
-        _bm_ct_rm "$work"
-    else
-        echo "kept $work" >&2
-    fi
+bm_ct_on_failure() {
+    echo "--- journal of the balloonmgr units in $name (tail) ---" >&2
+    ct journalctl --no-pager -n 60 -u balloonmgr -u balloonmgr-policy -u balloonmgr-monitor >&2
 }
-trap cleanup EXIT
 
 ct() { bm_ct_exec "$@"; }
 cts() { bm_ct_sh "$1"; }
@@ -66,10 +45,8 @@ t_all=$(bm_now)
 t0=$(bm_now)
 root=$(bm_ct_root "$suite")
 bm_log "root file system of $suite: $root ($(bm_elapsed "$t0") s)"
-gdir=/var/lib/libvirt/images/balloonmgr-test${kernel_suite:+-$kernel_suite}
-BM_KERNEL_SUITE=$kernel_suite bash "$BM_LIB_DIR/build-guest.sh" "$gdir" >"$work/build-guest.log" 2>&1 ||
-    { cat "$work/build-guest.log"; bm_fail "build-guest.sh ($suite kernel) failed"; }
-kver=$(cat "$gdir/kernel-version")
+bm_ct_guest_kernel
+gdir=$BM_CT_GDIR kver=$BM_CT_KVER
 
 # --- boot, copy the source in, build the package against SUITE's libraries ----------------
 boot() {
@@ -79,10 +56,7 @@ boot() {
     bm_log "$name: systemd running after $(bm_elapsed "$t") s"
 }
 boot
-mkdir -p "$work/ct/shared/src"
-(cd "$src" && git ls-files -z --cached --others --exclude-standard |
-    tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$work/ct/shared/src" -xf -
-ct systemctl is-system-running >/dev/null 2>&1 || true
+bm_ct_copy_source "$src"
 t0=$(bm_now)
 if ! cts 'cd /bm/src && DEB_BUILD_OPTIONS="nocheck parallel=2" dpkg-buildpackage -us -uc -b -Pnocheck' \
         >"$work/dpkg-buildpackage.log" 2>&1; then
@@ -115,18 +89,13 @@ repack "$version+up2"
 # --- install --------------------------------------------------------------------------------
 out=$(ct env DEBIAN_FRONTEND=noninteractive apt-get install -y "$deb" 2>&1) ||
     { echo "$out"; bm_fail "apt-get install $deb failed"; }
-grep -q "balloonmgr.service (the agent) is enabled but not started" <<<"$out" ||
-    { echo "$out"; bm_fail "install: no message that the agent is enabled and not started"; }
+install_out=$out
 [ "$(ct systemctl is-enabled balloonmgr.service)" = enabled ] || bm_fail "install: agent not enabled"
 ! active balloonmgr.service || bm_fail "install: the agent was started"
 for u in balloonmgr-monitor.service balloonmgr-policy.timer; do
     [ "$(ct systemctl is-enabled "$u" || true)" = disabled ] || bm_fail "install: $u is not disabled"
 done
-for f in README.md metrics.md examples/prometheus/balloonmgr-alerts.yml examples/grafana/balloonmgr-dashboard.json; do
-    ct test -s "/usr/share/doc/balloonmgr/$f" || ct test -s "/usr/share/doc/balloonmgr/$f.gz" ||
-        bm_fail "install: /usr/share/doc/balloonmgr/$f missing (balloonmgr(8) points there)"
-done
-ok "apt-get install: the agent enabled, not started, and the message says so; docs and examples shipped"
+ok "apt-get install: the agent enabled and not started, the monitor and the timer disabled"
 
 # --- two guests on SUITE's QEMU, booting SUITE's kernel -------------------------------------
 ct mkdir -p /var/lib/libvirt/images/bm
@@ -193,6 +162,16 @@ ct systemctl start balloonmgr.service ||
 pid=$(prop balloonmgr.service MainPID)
 [ "$pid" -gt 0 ] && active balloonmgr.service || bm_fail "agent not running after start"
 ok "agent started under its sandbox (Type=notify: READY=1 arrived), MainPID $pid"
+
+# (checked after the start, the most severe finding: a failed start is what a run on a tree
+# without the fixes reports first)
+grep -q "balloonmgr.service (the agent) is enabled but not started" <<<"$install_out" ||
+    { echo "$install_out"; bm_fail "install: no message that the agent is enabled and not started"; }
+for f in README.md metrics.md examples/prometheus/balloonmgr-alerts.yml examples/grafana/balloonmgr-dashboard.json; do
+    ct test -s "/usr/share/doc/balloonmgr/$f" || ct test -s "/usr/share/doc/balloonmgr/$f.gz" ||
+        bm_fail "install: /usr/share/doc/balloonmgr/$f missing (balloonmgr(8) points there)"
+done
+ok "the install said the agent is enabled and not started; docs and examples shipped"
 
 status_has() { case "$(prop balloonmgr.service StatusText)" in *"$1"*) return 0 ;; esac; return 1; }
 BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "STATUS= with the domains" status_has "2 domains (2 running)" ||

@@ -14,54 +14,29 @@ set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
 . "$(dirname "$0")/lib/container.sh"
 
-suite=${1:-trixie}
+bm_ct_lane stack "${1:-trixie}"
 shift || true
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(test-status test-set-wait test-verify test-configure test-run
                                   test-agent test-reporting test-autodeflate test-pressure)
-case "$suite" in
-    bookworm) kernel_suite="" ;;
-    trixie) kernel_suite=trixie ;;
-    *) bm_fail "test-stack: suite '$suite': expected bookworm or trixie" ;;
-esac
+suite=$BM_CT_SUITE work=$BM_CT_WORK
 src=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-bm_require_root
-for tool in mmdebstrap systemd-nspawn nsenter; do
-    command -v "$tool" >/dev/null || bm_fail "'$tool' missing (tools/install-deps.sh test)"
-done
-
-name=bm-stack-$suite-$$
-work=$(mktemp -d "/var/tmp/balloonmgr-stack-$suite.XXXXXX")
-cleanup() {
-    local rc=$?
-    bm_ct_stop
-    if [ "$rc" -eq 0 ] || [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
-        _bm_ct_rm "$work"
-    else
-        echo "kept $work" >&2
-    fi
-}
-trap cleanup EXIT
 ct() { bm_ct_exec "$@"; }
 
 t_all=$(bm_now)
 root=$(bm_ct_root "$suite")
-gdir=/var/lib/libvirt/images/balloonmgr-test${kernel_suite:+-$kernel_suite}
-BM_KERNEL_SUITE=$kernel_suite bash "$BM_LIB_DIR/build-guest.sh" "$gdir" >"$work/build-guest.log" 2>&1 ||
-    { cat "$work/build-guest.log"; bm_fail "build-guest.sh ($suite kernel) failed"; }
-kver=$(cat "$gdir/kernel-version")
+bm_ct_guest_kernel
+gdir=$BM_CT_GDIR kver=$BM_CT_KVER
 # the guest directory at the path the tests use; its files are the host's (the tests' disk
 # images are made there, and libvirt labels the kernel for the QEMU user while a guest runs)
 # (and the extracted kernel tree it names in modules-dir, read-only, where it is on the host:
 # build-guest.sh's stamp check wants it)
 mdir=$(cat "$gdir/modules-dir")
-bm_ct_boot "$name" "$root" "$work/ct" --bind="$gdir:/var/lib/libvirt/images/balloonmgr-test" \
+bm_ct_boot "$BM_CT_NAME" "$root" "$work/ct" --bind="$gdir:/var/lib/libvirt/images/balloonmgr-test" \
     --bind-ro="$mdir:$mdir"
 # Debian's prometheus packages start their services at boot: the tests start their own
 ct systemctl disable --now prometheus.service prometheus-pushgateway.service >/dev/null 2>&1 || true
-mkdir -p "$work/ct/shared/src"
-(cd "$src" && git ls-files -z --cached --others --exclude-standard |
-    tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$work/ct/shared/src" -xf -
+bm_ct_copy_source "$src"
 t0=$(bm_now)
 ct bash -c 'meson setup /bm/build /bm/src -Dfuzz=false && ninja -C /bm/build' >"$work/build.log" 2>&1 ||
     { tail -30 "$work/build.log"; bm_fail "the build against $suite's libraries failed"; }

@@ -17,6 +17,16 @@
 #                               /proc/sys read-only, as nspawn makes it); waits until systemd
 #                               inside says running (or degraded). Sets BM_CT_PID (nspawn) and
 #                               BM_CT_LEADER (the container's PID 1, for nsenter).
+#   bm_ct_lane TEST SUITE       what a test of SUITE in a container sets up first: root and
+#                               the tools, BM_CT_SUITE, BM_CT_NAME, a work directory BM_CT_WORK
+#                               (/var/tmp/balloonmgr-TEST-SUITE.*), and an EXIT trap that runs
+#                               the test's bm_ct_on_failure (if defined) on failure, stops the
+#                               container and removes BM_CT_WORK (kept on failure with
+#                               BM_KEEP_WORKDIR=1)
+#   bm_ct_guest_kernel          the guest image of BM_CT_SUITE's kernel (build-guest.sh; trixie:
+#                               BM_KERNEL_SUITE=trixie); sets BM_CT_GDIR and BM_CT_KVER
+#   bm_ct_copy_source SRC       the files git tracks in SRC (and its uncommitted changes) to
+#                               BM_CT_WORK/ct/shared/src: /bm/src in the container
 #   bm_ct_exec CMD...           run CMD inside the booted container (all its namespaces)
 #   bm_ct_sh 'SCRIPT'           bash -c SCRIPT inside
 #   bm_ct_stop                  power it off (SIGRTMIN+3 to its PID 1 through nspawn's SIGTERM),
@@ -163,4 +173,48 @@ bm_ct_stop() {
     fi
     BM_CT_CGROUP=""
     return 0
+}
+
+bm_ct_lane() {
+    BM_CT_SUITE=$2
+    case "$BM_CT_SUITE" in
+        bookworm|trixie) ;;
+        *) bm_fail "$1: suite '$BM_CT_SUITE': expected bookworm or trixie" ;;
+    esac
+    bm_require_root
+    local tool
+    for tool in mmdebstrap systemd-nspawn nsenter; do
+        command -v "$tool" >/dev/null || bm_fail "'$tool' missing (tools/install-deps.sh test)"
+    done
+    BM_CT_NAME=bm-$1-$BM_CT_SUITE-$$
+    BM_CT_WORK=$(mktemp -d "/var/tmp/balloonmgr-$1-$BM_CT_SUITE.XXXXXX")
+    trap _bm_ct_lane_exit EXIT
+}
+
+_bm_ct_lane_exit() {
+    local rc=$?
+    if [ "$rc" -ne 0 ] && [ -n "${BM_CT_PID:-}" ] && declare -F bm_ct_on_failure >/dev/null; then
+        bm_ct_on_failure || true
+    fi
+    bm_ct_stop
+    if [ "$rc" -eq 0 ] || [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
+        _bm_ct_rm "$BM_CT_WORK"
+    else
+        echo "kept $BM_CT_WORK" >&2
+    fi
+}
+
+bm_ct_guest_kernel() {
+    local ks=""
+    [ "$BM_CT_SUITE" = bookworm ] || ks=$BM_CT_SUITE
+    BM_CT_GDIR=/var/lib/libvirt/images/balloonmgr-test${ks:+-$ks}
+    BM_KERNEL_SUITE=$ks bash "$BM_LIB_DIR/build-guest.sh" "$BM_CT_GDIR" >"$BM_CT_WORK/build-guest.log" 2>&1 ||
+        { cat "$BM_CT_WORK/build-guest.log"; bm_fail "build-guest.sh ($BM_CT_SUITE kernel) failed"; }
+    BM_CT_KVER=$(cat "$BM_CT_GDIR/kernel-version")
+}
+
+bm_ct_copy_source() {
+    mkdir -p "$BM_CT_WORK/ct/shared/src"
+    (cd "$1" && git ls-files -z --cached --others --exclude-standard |
+        tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$BM_CT_WORK/ct/shared/src" -xf -
 }
