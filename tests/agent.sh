@@ -42,9 +42,10 @@ _agent_poll() {
 wait_until() { _agent_poll "" "$@"; }
 agent_wait() { _agent_poll "$agent_pid" "$@"; }
 
-_agent_serving() { grep -q 'serving /metrics on ' "$1"; }
+_agent_serving() { [ -n "$(agent_addr_in "$1")" ]; }
 
-agent_addr_in() { sed -n 's/.*serving \/metrics on .* at \([^ ,]*\).*/\1/p' "$1" | head -1; }
+# (the address counts once the comma after it is written: a line can be read half-written)
+agent_addr_in() { sed -n 's/.*serving \/metrics on .* at \([^ ,]*:[0-9][0-9]*\),.*/\1/p' "$1" | head -1; }
 
 agent_start() {
     local log=$1 rc

@@ -59,8 +59,14 @@ bm_prom_wait 'balloonmgr_libvirt_up == 1' 30 >/dev/null || bm_fail "Prometheus n
 bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not-offered\"}" 30 >/dev/null ||
     bm_fail "domain_info with sg not-offered not in Prometheus"
 
-# --- a CLI change: set --wait, handed to the agent through the spool
-"$BM" -c "$BM_URI" set "$dom" 50% --wait --json | jq -c .
+# --- a CLI change: set --wait, handed to the agent through the spool. The agent is stopped
+# while the change runs: on a comfortable host its release gives ballooned guests back, and a
+# slower guest (Linux 6.12 under QEMU 10 in the trixie container) was deflated by it at 59 of
+# 256 MiB, so the change never reached its target (set: stalled, exit 3). The order is what
+# matters: the change ends, then the agent counts it from the spool and may release.
+kill -STOP "$agent"
+"$BM" -c "$BM_URI" set "$dom" 50% --wait --json | jq -c . || { kill -CONT "$agent"; bm_fail "set 50% --wait failed"; }
+kill -CONT "$agent"
 q='balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
 bm_prom_wait "$q" 30 >/dev/null || bm_fail "histogram count for inflate/not_negotiated never reached 1"
 # the comfortable host's release may already be giving it back: compare status and Prometheus

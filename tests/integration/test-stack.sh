@@ -49,5 +49,7 @@ ct env BM_KERNEL_PKG="linux-image-$kver" BM_PRESSURE_MODES=agent meson test -C /
     --num-processes 1 "${tests[@]}" >"$work/meson-test.log" 2>&1 || status=1
 grep -E '^(PASS|FAIL|SKIP): ' "$work/ct/shared/build/meson-logs/testlog.txt" || true
 grep -E '^ *[0-9]+/[0-9]+ ' "$work/meson-test.log" || cat "$work/meson-test.log"
-[ "$status" -eq 0 ] || { tail -60 "$work/ct/shared/build/meson-logs/testlog.txt"; bm_fail "integration tests on $suite failed"; }
+# on failure: meson's error logs of the failed tests (--print-errorlogs), not only the last test's
+[ "$status" -eq 0 ] || { sed -n '/^=\{10,\} [0-9]*\/[0-9]* =\{10,\}$/,$p' "$work/meson-test.log" | tail -200
+                         bm_fail "integration tests on $suite failed"; }
 bm_pass "${#tests[@]} integration tests on $suite (QEMU $(ct dpkg-query -W -f '${Version}' qemu-system-x86), libvirt $(ct dpkg-query -W -f '${Version}' libvirt-daemon), kernel $kver) in $(bm_elapsed "$t_all") s"
