@@ -111,6 +111,7 @@ typedef struct BmTracked {
     char name[256];
     char uuid[VIR_UUID_STRING_BUFLEN];
     char sg[16];               /* "negotiated", "not_negotiated" or "unknown": histogram label */
+    char why[32];              /* the policy's cause of the change (BmDecision.why); "" by hand */
     BmChange change;           /* outcome, from/target/reached, times */
     uint64_t rss_before_bytes; /* QEMU RSS when the change started (BM_ABSENT if unknown) */
     uint64_t rss_after_bytes;  /* ... at the last reading */

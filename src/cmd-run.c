@@ -121,6 +121,12 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "reason", json_object_new_string(d->reason));
     json_object_object_add(x, "major_faults_per_second", ratej(d->pressure.major_fault_rate));
     json_object_object_add(x, "swap_in_bytes_per_second", ratej(d->pressure.swap_in_rate));
+    json_object_object_add(x, "disk_read_bytes_per_second", ratej(d->pressure.disk_read_rate));
+    json_object_object_add(x, "page_cache_hot", json_object_new_boolean(d->cache_hot));
+    json_object_object_add(x, "why", d->why ? json_object_new_string(d->why) : NULL);
+    json_object_object_add(x, "take_free_bytes", json_object_new_uint64(d->take_free_bytes));
+    json_object_object_add(x, "take_page_cache_bytes", json_object_new_uint64(d->take_cache_bytes));
+    json_object_object_add(x, "take_hot_page_cache_bytes", json_object_new_uint64(d->take_hot_bytes));
     json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));

@@ -27,7 +27,7 @@ static const char options_help[] =
     "  -j, --json             print JSON (sizes in bytes, absent statistics as null)\n"
     "  -o, --output COLUMNS   the table's columns, comma-separated, in that order (NAME,STATE,\n"
     "                         MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL)\n"
+    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)\n"
     "      --no-headings      neither the host line nor the header row\n"
     "  -b, --bytes            sizes in the table in bytes\n"
     "      --raw              the table for scripts: no host line, no alignment, one domain a\n"
@@ -47,7 +47,9 @@ static const char options_help[] =
     "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
     "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
     "free guest memory the QEMU processes hold; below the table, the configure command for\n"
-    "each domain that free page reporting would hand 64 MiB or more of it back for.\n";
+    "each domain that free page reporting would hand 64 MiB or more of it back for. READ (only\n"
+    "with -o): read from all the domain's disks since it started (QEMU): a guest refaulting its\n"
+    "page cache reads it again.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -129,6 +131,7 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "swap_in_bytes", json_u64(d->swap_in_bytes));
     json_object_object_add(o, "swap_out_bytes", json_u64(d->swap_out_bytes));
     json_object_object_add(o, "major_faults", json_u64(d->major_faults));
+    json_object_object_add(o, "disk_read_bytes", json_u64(d->disk_read_bytes));
     json_object_object_add(o, "minor_faults", json_u64(d->minor_faults));
     json_object_object_add(o, "stats_period_s",
                            d->balloon_known && d->balloon.stats_period_s >= 0
@@ -202,9 +205,9 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
                                     "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
-                                    "FPR",    "AUTODEFL"};
+                                    "FPR",    "AUTODEFL", "READ"};
     _cleanup_(bm_table_freep) BmTable *t =
-        bm_table_new(BM_ARRAY_SIZE(headers), headers, "tlrrrrrrrrrrrrrlll");
+        bm_table_new(BM_ARRAY_SIZE(headers), headers, "tlrrrrrrrrrrrrrlllr");
     bm_table_set_raw(t, raw);
     char b[32];
     for (size_t i = 0; i < s->n_domains; i++) {
@@ -232,13 +235,15 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
         bm_table_cell(t, "%s", sg_name(&sg[i]));
         bm_table_cell(t, "%s", config_cell(d, d->balloon.free_page_reporting, sg[i].reporting, b, sizeof(b)));
         bm_table_cell(t, "%s", config_cell(d, d->balloon.autodeflate, sg[i].deflate_on_oom, b, sizeof(b)));
+        bm_table_cell(t, "%s", size_cell(d->disk_read_bytes, b, sizeof(b)));
     }
     _cleanup_free_ size_t *cols = NULL;
     size_t n_cols = 0;
     if (!columns || bm_table_parse_columns(t, columns, &cols, &n_cols) < 0) {
         free(cols);
         cols = bm_malloc0(BM_ARRAY_SIZE(headers) * sizeof(size_t));
-        for (n_cols = 0; n_cols < BM_ARRAY_SIZE(headers); n_cols++)
+        /* READ only when asked for (-o): the default columns stay what scripts parse */
+        for (n_cols = 0; n_cols < BM_ARRAY_SIZE(headers) - 1; n_cols++)
             cols[n_cols] = n_cols;
     }
     bm_table_print_columns(t, stdout, cols, n_cols, headings);
@@ -268,7 +273,7 @@ static int check_columns(const char *columns)
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
                                     "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
                                     "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
-                                    "FPR",    "AUTODEFL"};
+                                    "FPR",    "AUTODEFL", "READ"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "");
     _cleanup_free_ size_t *cols = NULL;
     size_t n = 0;

@@ -322,8 +322,11 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
     int r = dom ? bm_tracker_start(&e->changes, dom, d->current_bytes, d->target_bytes, d->rss_bytes,
                                    bm_sg_label(rec->sg, rec->features_known))
                 : bm_conn_error("domain gone");
-    if (r >= 0)
+    if (r >= 0) {
         bm_ledger_record_start(&e->ledger, d->uuid, d->current_bytes, d->target_bytes);
+        snprintf(e->changes.items[e->changes.n_items - 1].why,
+                 sizeof(e->changes.items->why), "%s", d->why ? d->why : "");
+    }
     if (dom)
         virDomainFree(dom);
     if (r < 0) {
@@ -390,6 +393,16 @@ int bm_engine_pass(BmEngine *e)
         bm_ledger_note_reading(e->rows.rows[i].entry, e->rows.rows[i].dom, e->plan.mode, now_s,
                                horizon_s);
     BmCounters *c = &e->ledger.counters;
+    for (size_t i = 0; i < e->plan.n_decisions; i++) {
+        const BmDecision *x = &e->plan.decisions[i];
+        bool inflated = x->action == BM_ACT_INFLATE && e->applied[i].applied;
+        double reads = x->pressure.disk_read_rate;
+        bm_ledger_note_episode(e->rows.rows[i].entry, inflated ? x->current_bytes : BM_ABSENT,
+                               reads >= 0 && reads < 0x1p63 ? (uint64_t)reads : BM_ABSENT,
+                               x->cache_found_hot, now_s);
+        if (inflated)
+            bm_count_add(&c->hot_cache_taken_bytes, x->take_hot_bytes);
+    }
     bm_count_add(&c->passes, 1);
     uint64_t t3 = bm_now_mono_ns();
     e->timing.apply_s = (t3 - t2) / 1e9;
@@ -405,7 +418,7 @@ int bm_engine_pass(BmEngine *e)
 static void on_ended(void *ctx, const BmTracked *t)
 {
     BmEngine *e = ctx;
-    bm_log_change(t->name, t->uuid, &t->change);
+    bm_log_change(t->name, t->uuid, t->why, &t->change);
     if (t->change.target_bytes < t->change.from_bytes)
         e->drain_due = true; /* what it gave may wait on a per-CPU list: drained at the next reading */
     bm_ledger_record_change(&e->ledger, t, true, bm_now_real_ns() / 1000000000ull);

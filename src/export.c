@@ -26,6 +26,8 @@ static const struct {
     {"balloonmgr_domain_last_change_rss_drop_bytes", BM_METRIC_GAUGE,
      "QEMU RSS before minus after the domain's last inflate."},
     {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER, "Sum of QEMU RSS drops observed after inflates."},
+    {"balloonmgr_hot_cache_inflated_bytes_total", BM_METRIC_COUNTER,
+     "Balloon growth taken from hot guest page caches, only with the host near its own OOM."},
     {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE,
      "QEMU RSS drop per byte of balloon growth over the domain's inflates, 0..1."},
     {"balloonmgr_domain_returns_nothing", BM_METRIC_GAUGE,
@@ -46,6 +48,10 @@ static const struct {
     {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER, "Guest major page faults."},
     {"balloonmgr_domain_guest_swap_in_bytes_total", BM_METRIC_COUNTER, "Guest swap-in."},
     {"balloonmgr_domain_guest_swap_out_bytes_total", BM_METRIC_COUNTER, "Guest swap-out."},
+    {"balloonmgr_domain_disk_read_bytes_total", BM_METRIC_COUNTER,
+     "Bytes read from all the domain's disks (QEMU's block statistics)."},
+    {"balloonmgr_domain_page_cache_hot", BM_METRIC_GAUGE,
+     "1 when the guest's disk reads rose after an inflate in this pressure episode: its page cache is taken last."},
     {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
      "When the guest last updated its memory statistics, Unix time."},
     {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, "1 when VIRTIO_BALLOON_F_SG is negotiated."},
@@ -110,6 +116,8 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
     r_ok |= bm_registry_add(r, "balloonmgr_rss_dropped_bytes_total", NULL, (double)c->rss_dropped_bytes);
+    r_ok |= bm_registry_add(r, "balloonmgr_hot_cache_inflated_bytes_total", NULL,
+                            (double)c->hot_cache_taken_bytes);
     r_ok |= bm_registry_add(r, "balloonmgr_host_memory_percpu_drained_bytes_total", NULL,
                             (double)c->percpu_drained_bytes);
     return r_ok;
@@ -194,6 +202,8 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
         ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
         ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
         ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
+        if (d->active)
+            ADD("balloonmgr_domain_disk_read_bytes_total", dl, d->disk_read_bytes);
     }
     if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
         ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
@@ -216,8 +226,10 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool n
         r_ok |= add_domain_reading(r, d, now_s, no_dups);
         const char *dl[] = {"domain", d->name, NULL};
         const BmDecision *dec = bm_plan_find(plan, i, d->uuid);
-        if (dec)
+        if (dec) {
             r_ok |= bm_registry_add(r, "balloonmgr_domain_short_of_memory", dl, dec->short_of_memory);
+            r_ok |= bm_registry_add(r, "balloonmgr_domain_page_cache_hot", dl, dec->cache_hot);
+        }
         /* with the last pass's estimate of QEMU's own memory (none before the first pass) */
         uint64_t backed = plan ? bm_domain_backed_free_bytes(d, plan->qemu_overhead_bytes) : BM_ABSENT;
         ADD("balloonmgr_domain_backed_free_bytes", dl, backed);

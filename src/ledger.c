@@ -76,7 +76,8 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
         l->moves++;
     }
     BmLedgerEntry *e = &l->entries[l->n_entries++];
-    *e = (BmLedgerEntry){.last_target_bytes = BM_ABSENT,
+    *e = (BmLedgerEntry){.prev = {.inflated_from_bytes = BM_ABSENT, .read_base_Bps = BM_ABSENT},
+                         .last_target_bytes = BM_ABSENT,
                          .last_reached_bytes = BM_ABSENT,
                          .last_duration_s = -1,
                          .last_direction = -1,
@@ -212,6 +213,13 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
             d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
             given_s = now_s;
     }
+    /* the episode's marks hold until the host is comfortable */
+    uint64_t from = BM_ABSENT, base = BM_ABSENT, hot_s = 0;
+    if (mode != BM_HOST_RELEASE) {
+        from = e->prev.inflated_from_bytes;
+        base = e->prev.read_base_Bps;
+        hot_s = bm_prev_cache_hot(&e->prev, now_s) ? e->prev.cache_hot_s : 0;
+    }
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = d->major_faults,
                               .swap_in_bytes = d->swap_in_bytes,
@@ -221,7 +229,22 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .actual_bytes = d->actual_bytes,
                               .used_peak_bytes = peak,
                               .used_peak_s = peak_s,
-                              .given_s = given_s};
+                              .given_s = given_s,
+                              .disk_read_bytes = d->disk_read_bytes,
+                              .inflated_from_bytes = from,
+                              .read_base_Bps = base,
+                              .cache_hot_s = hot_s};
+}
+
+void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
+                            bool cache_hot, uint64_t now_s)
+{
+    if (bm_present(from_bytes) && !bm_present(e->prev.inflated_from_bytes)) {
+        e->prev.inflated_from_bytes = from_bytes;
+        e->prev.read_base_Bps = read_Bps;
+    }
+    if (cache_hot)
+        e->prev.cache_hot_s = now_s;
 }
 
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,

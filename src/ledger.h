@@ -35,6 +35,13 @@ typedef struct {
     uint64_t given_s;         /* when its balloon last rose (memory given to it, by a change
                                * or by the guest itself) while the host was not comfortable;
                                * 0: not in this pressure episode */
+    uint64_t disk_read_bytes; /* read from its disks, cumulative (QEMU); BM_ABSENT */
+    uint64_t inflated_from_bytes; /* its balloon before our first inflate of this pressure
+                                   * episode; BM_ABSENT: not inflated in it */
+    uint64_t read_base_Bps;   /* its disks' read rate (bytes/s) in the pass that made that
+                               * inflate; BM_ABSENT: unknown */
+    uint64_t cache_hot_s;     /* when its page cache was found hot in this episode (its reads
+                               * rose after our inflate); 0: not */
 } BmPrevReading;
 
 /* How long the most a guest used counts against its free memory: memory a guest gives up
@@ -58,6 +65,13 @@ static inline uint64_t bm_used_peak_window_s(unsigned horizon_s)
 static inline bool bm_prev_given(const BmPrevReading *prev, uint64_t now_s)
 {
     return prev->given_s > 0 && prev->given_s <= now_s && now_s - prev->given_s < BM_GIVEN_HOLD_S;
+}
+
+/* Whether prev marks the guest's page cache hot within BM_GIVEN_HOLD_S of now_s. */
+static inline bool bm_prev_cache_hot(const BmPrevReading *prev, uint64_t now_s)
+{
+    return prev->cache_hot_s > 0 && prev->cache_hot_s <= now_s &&
+           now_s - prev->cache_hot_s < BM_GIVEN_HOLD_S;
 }
 
 /* How long an unresponsive domain is left alone unless its balloon moves. */
@@ -108,6 +122,8 @@ typedef struct {
     uint64_t passes;
     uint64_t errors[BM_ERR_COUNT];
     uint64_t rss_dropped_bytes;
+    uint64_t hot_cache_taken_bytes; /* inflates' parts taken from hot page caches (the host near
+                                     * its own OOM) */
     uint64_t percpu_drained_bytes; /* free pages given back from the per-CPU lists */
     double last_pass_duration_s;   /* < 0: none yet */
     uint64_t last_success_s;       /* 0: never */
@@ -192,6 +208,14 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
 void bm_ledger_note_mode(BmLedger *l, BmHostMode mode);
 void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
                             unsigned horizon_s);
+
+/* What this pass did that its pressure episode remembers (call after
+ * bm_ledger_note_reading() of the same pass): an inflate of ours started from from_bytes
+ * (BM_ABSENT: none) while its disks read read_Bps bytes a second (BM_ABSENT: unknown), the
+ * first of the episode sets where it began; cache_hot: its page cache was found hot now. The
+ * marks last until the host is comfortable (mode release) or BM_GIVEN_HOLD_S. */
+void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
+                            bool cache_hot, uint64_t now_s);
 
 /* Records that a change of ours to the domain uuid started (from_bytes -> target_bytes): the
  * domain is in flight, its last target, the target counted. */

@@ -95,6 +95,23 @@ static void growth(const BmDomain *d, const BmPrevReading *prev, uint64_t used, 
     ret->growth_rate = (double)ret->growth_bytes / (double)dt_s;
 }
 
+/* What our inflates of this episode took from the guest, and whether its disk reads rose
+ * since the pass that made the first of them: by protect_cache_reads and to at least twice
+ * that pass's rate (an unknown rate then counts as none). */
+static void episode_reads(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
+                          BmGuestPressure *ret)
+{
+    if (!bm_present(prev->inflated_from_bytes) || !bm_present(d->actual_bytes) ||
+        d->actual_bytes + MiB > prev->inflated_from_bytes)
+        return;
+    ret->taken_bytes = prev->inflated_from_bytes - d->actual_bytes;
+    double base = bm_present(prev->read_base_Bps) ? (double)prev->read_base_Bps : 0;
+    ret->read_base_rate = bm_present(prev->read_base_Bps) ? base : -1;
+    ret->refaulting = rules->protect_cache_reads > 0 && ret->disk_read_rate >= 0 &&
+                      ret->disk_read_rate > 2 * base &&
+                      ret->disk_read_rate - base > (double)rules->protect_cache_reads;
+}
+
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret)
 {
@@ -104,7 +121,9 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
                              .swap_in_rate = -1,
                              .stats_age_s = BM_ABSENT,
                              .growth_bytes = BM_ABSENT,
-                             .growth_rate = -1};
+                             .growth_rate = -1,
+                             .disk_read_rate = -1,
+                             .read_base_rate = -1};
 
     ret->headroom_bytes = bm_domain_headroom_bytes(d);
     ret->used_bytes = bm_domain_used_bytes(d);
@@ -127,6 +146,10 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
         ret->major_fault_rate = rate(d->major_faults, prev->major_faults, dt);
         ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
         growth(d, prev, ret->used_bytes, dt, ret);
+        /* QEMU's counters: the readings' clock */
+        ret->disk_read_rate = rate(d->disk_read_bytes, prev->disk_read_bytes,
+                                   now_s > prev->taken_s ? now_s - prev->taken_s : 0);
+        episode_reads(d, prev, rules, ret);
     }
     ret->under_pressure =
         (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||
@@ -143,6 +166,8 @@ typedef struct {
         ROLE_GIVE_PROTECTED,
         ROLE_GIVE_NEEDY,
         ROLE_GIVE_GROWING,
+        ROLE_GIVE_BACK, /* what our inflates of the episode took: it thrashed, or the host
+                         * got nothing of it */
         ROLE_FLOOR,
         ROLE_REST
     } role;
@@ -166,6 +191,10 @@ typedef struct {
     uint64_t horizon_s; /* the time until the next pass (0: the agent) */
     uint64_t given_s;   /* memory was given to it in this pressure episode then (0: no) */
     uint64_t given_ago_s; /* now - given_s */
+    uint64_t unused;    /* the guest's free memory (MemFree); BM_ABSENT */
+    uint64_t free_end;  /* take: its balloon growth up to the end of its free memory (skip,
+                         * then free memory the host backs); page cache beyond */
+    bool hot;           /* take: its page cache is hot: taken last (tier_cap()) */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -290,36 +319,69 @@ static int cmp_order(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Water-filling in host bytes: splits need among takers in proportion to weight, none above
- * its cap; a taker's inflate counts for what its yield says the host gets back. Returns the
- * expected host bytes of all takes. */
-static uint64_t distribute_take(Work *w, size_t n, uint64_t need)
+/* The tiers of what is taken, cheapest first: free memory, page cache not known hot, and a
+ * hot page cache only while the host is near its own OOM. */
+enum { TIER_FREE, TIER_CACHE, TIER_HOT, N_TIERS };
+
+/* A taker's balloon growth up to the end of tier t. */
+static uint64_t tier_cap(const Work *x, int t)
+{
+    if (t == TIER_FREE || (t == TIER_CACHE && x->hot))
+        return min_u64(x->want, x->free_end);
+    return x->want;
+}
+
+/* The host bytes an inflate of amount returns: beyond the free memory it does not back, times
+ * the yield. */
+static uint64_t back_of(const Work *x, uint64_t amount)
+{
+    return expected_return(amount > x->skip ? amount - x->skip : 0, x->yield);
+}
+
+/* Water-filling in host bytes within tier t: splits need among takers with room in it in
+ * proportion to weight, none beyond its cap; a taker's inflate counts for what its yield says
+ * the host gets back. Adds to each taker's amount; returns the expected host bytes added. */
+static uint64_t fill_tier(Work *w, size_t n, uint64_t need, int t)
 {
     _cleanup_free_ Order *ord = bm_malloc0((n + 1) * sizeof(Order));
     size_t m = 0;
     double total_w = 0;
-    for (size_t i = 0; i < n; i++)
-        if (w[i].role == ROLE_TAKE) {
-            ord[m++] = (Order){i, (double)expected_return(w[i].want - w[i].skip, w[i].yield) /
-                                      w[i].weight};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t cap = tier_cap(&w[i], t), now = back_of(&w[i], w[i].amount);
+        if (w[i].role == ROLE_TAKE && back_of(&w[i], cap) > now) {
+            ord[m++] = (Order){i, (double)(back_of(&w[i], cap) - now) / w[i].weight};
             total_w += w[i].weight;
         }
+    }
     qsort(ord, m, sizeof(Order), cmp_order);
     uint64_t remaining = need, expected = 0;
     for (size_t k = 0; k < m && remaining > 0; k++) {
         Work *x = &w[ord[k].idx];
         double share = total_w > 0 ? (double)remaining * x->weight / total_w : 0;
-        /* the balloon growth that returns share to the host */
-        uint64_t take = min_u64((uint64_t)(share * 1000 / x->yield) + x->skip, x->want);
+        uint64_t before = back_of(x, x->amount);
+        /* the balloon growth that returns what it returned so far plus share to the host */
+        uint64_t take = min_u64((uint64_t)((before + share) * 1000 / x->yield) + x->skip,
+                                tier_cap(x, t));
         take &= ~(MiB - 1); /* whole MiB: readable targets */
-        if (take < x->deadband + x->skip || take == 0)
-            take = 0;
+        if (take < x->deadband + x->skip || take < x->amount)
+            take = x->amount;
         x->amount = take;
-        uint64_t back = expected_return(take > x->skip ? take - x->skip : 0, x->yield);
+        uint64_t back = back_of(x, take) - before;
         remaining -= min_u64(back, remaining);
         expected += back;
         total_w -= x->weight;
     }
+    return expected;
+}
+
+/* Splits need among the takers tier by tier (the hot tier only when allowed). Returns the
+ * expected host bytes of all takes. */
+static uint64_t distribute_take(Work *w, size_t n, uint64_t need, bool allow_hot)
+{
+    uint64_t expected = 0;
+    for (int t = 0; t < N_TIERS && expected < need; t++)
+        if (t != TIER_HOT || allow_hot)
+            expected += fill_tier(w, n, need - expected, t);
     return expected;
 }
 
@@ -333,15 +395,28 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
             w[i].role == ROLE_GIVE_GROWING) {
             w[i].amount = w[i].want & ~(MiB - 1);
             ret->guard_bytes += w[i].amount;
+        } else if (w[i].role == ROLE_GIVE_BACK) {
+            /* the host loses what it got of it */
+            w[i].amount = w[i].want & ~(MiB - 1);
+            ret->guard_bytes += expected_return(w[i].amount, ret->decisions[i].yield_permille);
         }
     uint64_t asked = ret->need_bytes + ret->guard_bytes;
-    ret->expected_return_bytes = distribute_take(w, n, asked);
+    ret->expected_return_bytes = distribute_take(w, n, asked, ret->hot_cache_allowed);
     /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
     uint64_t potential = 0;
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_TAKE)
             potential += w[i].potential;
     ret->unmet_bytes = asked > potential ? asked - potential : 0;
+    uint64_t spared = 0;
+    for (size_t i = 0; i < n && !ret->hot_cache_allowed && ret->expected_return_bytes < asked; i++)
+        if (w[i].role == ROLE_TAKE && w[i].hot)
+            spared += tier_cap(&w[i], TIER_HOT) - max_u64(tier_cap(&w[i], TIER_CACHE), w[i].amount);
+    if (spared >= MiB) {
+        size_t len = strlen(ret->reason);
+        say(ret->reason + len, sizeof(ret->reason) - len,
+            "; %s of hot page cache spared (taken only below half of reclaim_below)", SZ(spared));
+    }
     if (ret->unmet_bytes >= MiB) {
         size_t len = strlen(ret->reason);
         say(ret->reason + len, sizeof(ret->reason) - len,
@@ -405,6 +480,7 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
                             ret->reason, sizeof(ret->reason));
     *surplus = avail > above ? avail - above : 0;
     if (ret->mode == BM_HOST_RECLAIM) {
+        ret->hot_cache_allowed = avail < below / 2;
         ret->need_bytes = avail < target ? target - avail : 0;
         if (psi_pressure)
             ret->need_bytes = max_u64(ret->need_bytes, total / 1000 * PSI_ONLY_NEED_PERMILLE);
@@ -528,6 +604,7 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
         x->backed_free_bytes -= min_u64(x->backed_free_bytes, overhead + k->used_lately);
     x->returns_nothing = k->no_return || bm_yield_returns_nothing(&k->learned, d->rss_bytes);
     k->reports = d->balloon_known && d->balloon.free_page_reporting == BM_TRI_ON;
+    k->unused = d->unused_bytes;
     k->skip = unbacked_free(d, x->pressure.used_bytes, overhead);
     /* without reporting, less than the cap of QEMU's own memory cannot be told from an error
      * of its estimate: the learned yield and a probe serve there */
@@ -586,6 +663,11 @@ static void set_take(BmDecision *x, Work *k)
         k->want = probe;
         k->cap = "a first, probing inflate";
     }
+    /* where its free memory ends (the balloon takes free pages first: those the host does not
+     * back, skip, among them); the rest of its idle memory is page cache (all free when the
+     * guest does not say) */
+    k->free_end = bm_present(k->unused) ? min_u64(k->want, k->unused) : k->want;
+    k->hot = x->cache_hot;
     unsigned shares = k->rules.shares ? k->rules.shares : 100;
     uint64_t basis = bm_present(x->backed_free_bytes) ? min_u64(x->idle_bytes, x->backed_free_bytes)
                                                       : x->idle_bytes;
@@ -617,9 +699,18 @@ static void set_role(BmDecision *x, Work *k)
                 "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
                 gp->stats_age_s, k->rules.max_stats_age_s);
     } else if (gp->under_pressure) {
+        /* it thrashes after our inflates: they are given back, and its cache is hot */
         k->role = ROLE_GIVE_PROTECTED;
         x->short_of_memory = true;
-        k->want = min_u64(k->step, maxb - cur);
+        k->want = min_u64(max_u64(k->step, gp->taken_bytes), maxb - cur);
+        x->cache_found_hot |= gp->taken_bytes > 0;
+    } else if (gp->refaulting) {
+        k->role = ROLE_GIVE_BACK;
+        x->cache_found_hot = true;
+        k->want = min_u64(gp->taken_bytes, maxb - cur);
+    } else if (x->returns_nothing && gp->taken_bytes >= k->deadband) {
+        k->role = ROLE_GIVE_BACK; /* it gave the host nothing: not kept */
+        k->want = min_u64(gp->taken_bytes, maxb - cur);
     } else if (gp->headroom_bytes < k->keep_free) {
         k->role = ROLE_GIVE_NEEDY;
         x->short_of_memory = true;
@@ -700,7 +791,34 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     k->given_ago_s = k->given_s && now_s > k->given_s ? now_s - k->given_s : 0;
     k->stats_before_change = stats_predate(d, e);
     k->no_take = no_take_reason(k, d->balloon_known && d->balloon.autodeflate == BM_TRI_ON);
+    x->cache_hot = e && bm_prev_cache_hot(&e->prev, now_s);
     set_role(x, k);
+    x->cache_hot |= x->cache_found_hot;
+}
+
+/* Giving back what our inflates of the episode took: the guest refaults its page cache, or
+ * the host got nothing of them. */
+static void reason_give_back(BmDecision *x, const Work *k)
+{
+    const BmGuestPressure *gp = &x->pressure;
+    x->target_bytes = x->current_bytes + k->amount;
+    x->action = k->amount ? BM_ACT_DEFLATE : BM_ACT_NONE;
+    if (gp->refaulting) {
+        char base[32] = "none";
+        if (gp->read_base_rate >= 0)
+            say(base, sizeof(base), "%s/s", SZ((uint64_t)gp->read_base_rate));
+        say(x->reason, sizeof(x->reason),
+            "page cache hot: its disk reads rose to %s/s (%s before our inflate) after %s was "
+            "taken in this episode; give it back, its cache taken last until the host is "
+            "comfortable",
+            SZ((uint64_t)gp->disk_read_rate), base, SZ(gp->taken_bytes));
+    } else {
+        say(x->reason, sizeof(x->reason),
+            "our inflates of this episode took %s and its last gave the host back %s of %s "
+            "(QEMU RSS): give it back",
+            SZ(gp->taken_bytes), SZ(k->learned.last_returned_bytes),
+            SZ(k->learned.last_inflated_bytes));
+    }
 }
 
 static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
@@ -721,6 +839,10 @@ static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
                                            : BM_ABSENT - 1)); /* guest-reported */
     else
         say(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes), SZ(k->keep_free));
+    if (k->role == ROLE_GIVE_PROTECTED && gp->taken_bytes > 0) {
+        size_t len = strlen(detail);
+        say(detail + len, sizeof(detail) - len, " after %s taken: cache hot", SZ(gp->taken_bytes));
+    }
     if (k->want == 0) {
         say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
     } else if (k->amount == 0) {
@@ -754,11 +876,27 @@ static void reason_rest(BmDecision *x, const Work *k)
         k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
 }
 
+/* What an inflate of amount takes: free memory, then page cache (hot or not). */
+static void take_parts(BmDecision *x, const Work *k, uint64_t amount)
+{
+    x->take_free_bytes = min_u64(amount, k->free_end);
+    uint64_t cache = amount - x->take_free_bytes;
+    if (k->hot)
+        x->take_hot_bytes = cache;
+    else
+        x->take_cache_bytes = cache;
+}
+
 static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
 {
     if (plan->mode != BM_HOST_RECLAIM) {
         say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
             SZ(x->idle_bytes), SZ(k->keep_free));
+    } else if (k->amount == 0 && k->hot && k->want > k->free_end) {
+        say(x->reason, sizeof(x->reason),
+            "host needs %s; its page cache is hot (%s idle): spared while MemAvailable stays "
+            "above half of reclaim_below",
+            SZ(plan->need_bytes), SZ(x->idle_bytes));
     } else if (k->amount == 0) {
         say(x->reason, sizeof(x->reason),
             "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
@@ -766,11 +904,19 @@ static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
     } else {
         x->target_bytes = x->current_bytes - k->amount;
         x->action = BM_ACT_INFLATE;
-        char cap[48] = "";
+        take_parts(x, k, k->amount);
+        char cap[48] = "", parts[160];
         if (k->amount + MiB > k->want)
             say(cap, sizeof(cap), " (capped by %s)", k->cap);
-        say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s",
-            SZ(plan->need_bytes), SZ(k->amount), SZ(x->idle_bytes), cap);
+        say(parts, sizeof(parts), "%s%s%s%s%s", x->take_free_bytes ? SZ(x->take_free_bytes) : "",
+            x->take_free_bytes ? " free" : "", x->take_free_bytes && k->amount > x->take_free_bytes ? ", " : "",
+            k->amount > x->take_free_bytes ? SZ(k->amount - x->take_free_bytes) : "",
+            x->take_hot_bytes    ? " of a HOT page cache: the host is near its own OOM "
+                                   "(MemAvailable below half of reclaim_below)"
+            : x->take_cache_bytes ? " page cache"
+                                  : "");
+        say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s: %s",
+            SZ(plan->need_bytes), SZ(k->amount), SZ(x->idle_bytes), cap, parts);
     }
 }
 
@@ -851,10 +997,21 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     case ROLE_GIVE_PROTECTED:
     case ROLE_GIVE_NEEDY:
     case ROLE_GIVE_GROWING: reason_give(plan, x, k); break;
+    case ROLE_GIVE_BACK: reason_give_back(x, k); break;
     case ROLE_REST: reason_rest(x, k); break;
     case ROLE_TAKE: reason_take(plan, x, k); break;
     case ROLE_NONE: reason_none(plan, x, k); break;
     }
+    static const char *const give_why[] = {
+        [ROLE_GIVE_PROTECTED] = "under-pressure", [ROLE_GIVE_NEEDY] = "short-of-memory",
+        [ROLE_GIVE_GROWING] = "growing",          [ROLE_REST] = "release",
+        [ROLE_FLOOR] = "floor"};
+    if (k->role == ROLE_TAKE)
+        x->why = x->take_hot_bytes ? "hot-page-cache" : x->take_cache_bytes ? "page-cache" : "free";
+    else if (k->role == ROLE_GIVE_BACK)
+        x->why = x->pressure.refaulting ? "cache-refault" : "returns-nothing";
+    else if ((size_t)k->role < BM_ARRAY_SIZE(give_why))
+        x->why = give_why[k->role];
     /* safety net: a target set is never below the floor, never above the maximum (one left
      * alone stays where it is, even above the maximum) */
     if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
@@ -863,10 +1020,13 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
         x->target_bytes = x->max_bytes;
     if (x->target_bytes == cur)
         x->action = BM_ACT_NONE;
+    if (x->action != BM_ACT_INFLATE && x->action != BM_ACT_DEFLATE)
+        x->why = NULL;
     if (x->action == BM_ACT_INFLATE) {
         uint64_t take = cur - x->target_bytes;
         x->expected_return_bytes = expected_return(take > k->skip ? take - k->skip : 0, k->yield);
         plan->planned_inflate_bytes += take;
+        plan->hot_cache_bytes += x->take_hot_bytes;
     } else if (x->action == BM_ACT_DEFLATE) {
         plan->planned_deflate_bytes += x->target_bytes - cur;
     }
@@ -905,6 +1065,11 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
     if (ret->mode == BM_HOST_RECLAIM) {
         plan_reclaim(ret, w, n);
     } else {
+        /* what our inflates took from a thrashing guest, or gave the host nothing: back,
+         * budget or not */
+        for (size_t i = 0; i < n; i++)
+            if (w[i].role == ROLE_GIVE_BACK)
+                w[i].amount = w[i].want & ~(MiB - 1);
         uint64_t left = distribute_give(w, n, ret->budget_bytes);
         if (ret->mode == BM_HOST_RELEASE)
             distribute_rest(ret, w, n, min_u64(left, surplus));
@@ -994,8 +1159,8 @@ bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
         uint64_t keep_free = bm_amount_bytes(rules->keep_free, d->max_bytes);
         uint64_t room = grow_room(&gp, keep_free, bm_amount_bytes(rules->deadband, d->max_bytes),
                                   GROW_AHEAD_S);
-        if (!gp.stale && (gp.under_pressure || gp.headroom_bytes < keep_free ||
-                          (bm_present(room) && room > 0)))
+        if (gp.refaulting || (!gp.stale && (gp.under_pressure || gp.headroom_bytes < keep_free ||
+                                            (bm_present(room) && room > 0))))
             return true;
     }
     return false;

@@ -33,6 +33,15 @@ typedef struct {
     double growth_rate;      /* growth_bytes per second; < 0 unknown */
     bool stale;              /* no stats, or older than max_stats_age */
     bool under_pressure;     /* a protect_* threshold is exceeded */
+    double disk_read_rate;   /* its disks' reads, bytes per second (QEMU, host side); < 0
+                              * unknown */
+    double read_base_rate;   /* that rate in the pass of our first inflate of the episode; < 0
+                              * unknown or none */
+    uint64_t taken_bytes;    /* what our inflates of this pressure episode took: its balloon
+                              * below where the first began (0: none, or given back) */
+    bool refaulting;         /* taken from, and its disk reads rose by protect_cache_reads
+                              * and at least doubled since: it reads again the page cache the
+                              * balloon took (a hot cache; buffered reads take no fault) */
 } BmGuestPressure;
 
 typedef struct {
@@ -57,6 +66,18 @@ typedef struct {
                               * or VFIO/locked/hugepage memory in its XML) */
     bool short_of_memory;    /* a managed guest with fresh stats under pressure (protect_*) or
                               * with usable memory below keep_free: to be given memory */
+    bool cache_hot;          /* its page cache is hot in this episode: found now (it thrashed
+                              * after our inflate: pressure.refaulting, or major faults or
+                              * swap-in), or marked by an earlier pass (the ledger) */
+    bool cache_found_hot;    /* found hot by this pass: the ledger marks it (engine) */
+    const char *why;         /* a change's cause, one word for its record (why=): free,
+                              * page-cache, hot-page-cache (an inflate: the costliest part it
+                              * takes); under-pressure, short-of-memory, growing, cache-refault,
+                              * returns-nothing, release, floor (a deflate); NULL: no change */
+    uint64_t take_free_bytes;  /* inflate: the part of it free memory in the guest */
+    uint64_t take_cache_bytes; /* inflate: the part of it page cache not known hot */
+    uint64_t take_hot_bytes;   /* inflate: the part of it a hot page cache, taken only while
+                                * the host is near its own OOM (BmPlan.hot_cache_allowed) */
     char reason[256];
 } BmDecision;
 
@@ -72,6 +93,10 @@ typedef struct {
                                      * (each times its domain's yield) */
     uint64_t qemu_overhead_bytes; /* QEMU's own resident memory per domain, estimated (yield.h);
                                    * subtracted from each domain's backed free memory */
+    bool hot_cache_allowed;  /* RECLAIM with MemAvailable below half of reclaim_below: the
+                              * host is near its own OOM, and a hot page cache may be taken too
+                              * (last, after free memory and page cache not known hot) */
+    uint64_t hot_cache_bytes; /* of planned_inflate_bytes: taken from hot page caches */
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */
@@ -121,9 +146,10 @@ const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid);
 
 /* Whether the guest of a row that balloonmgr manages and has ballooned (balloon below its
  * maximum) is short of memory (usable below keep_free) or under pressure (protect_* rates
- * since its entry's previous reading; no entry: none), with fresh statistics: the agent's guest watch checks
- * this between passes and starts a pass at once, so a growing guest gets memory back within
- * seconds. Pure. */
+ * since its entry's previous reading; no entry: none), with fresh statistics, or refaults its
+ * page cache after our inflates (BmGuestPressure.refaulting; host-side reads, fresh or not):
+ * the agent's guest watch checks this between passes and starts a pass at once, so a growing
+ * guest gets memory back within seconds. Pure. */
 bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s);
 
 /* bm_policy_rows_in_need() on the rows of snap joined with ledger and p. */

@@ -15,7 +15,7 @@
 /* The keys whose value is a size (a bare number is KiB). */
 static const char *const size_keys[] = {"reclaim_below", "target_available", "release_above",
                                         "floor", "keep_free", "max_step", "deadband",
-                                        "protect_swap_in"};
+                                        "protect_swap_in", "protect_cache_reads"};
 
 /* Where a size key was written: the section it is in (the line of its header, 0 before any)
  * and its value's position. */

@@ -37,6 +37,7 @@ typedef enum {
     K_SHARES,
     K_PROTECT_MAJOR_FAULTS,
     K_PROTECT_SWAP_IN,
+    K_PROTECT_CACHE_READS,
     K_MAX_STATS_AGE,
     K_EXCLUDE,
     K_TIMER_INTERVAL,
@@ -65,6 +66,7 @@ static const struct {
     [K_SHARES] = {"shares", false, 0, 0, false},
     [K_PROTECT_MAJOR_FAULTS] = {"protect_major_faults", false, 0, 0, false},
     [K_PROTECT_SWAP_IN] = {"protect_swap_in", false, 0, 0, false},
+    [K_PROTECT_CACHE_READS] = {"protect_cache_reads", false, 0, 0, false},
     [K_MAX_STATS_AGE] = {"max_stats_age", false, 0, MAX_STATS_AGE_MAX_S, true},
     [K_EXCLUDE] = {"exclude", false, 0, 0, false},
     [K_TIMER_INTERVAL] = {"timer_interval", true, 10, 3600, false},
@@ -91,6 +93,8 @@ static BmGuestRules guest_defaults(void)
         .protect_major_faults = 50,
         .protect_swap_in_set = true,
         .protect_swap_in = 1ull << 20,
+        .protect_cache_reads_set = true,
+        .protect_cache_reads = 4ull << 20,
         .max_stats_age_set = true,
         .max_stats_age_s = 30,
         .exclude = 0,
@@ -461,6 +465,10 @@ static int set_value(Parser *ps, Key k, const char *v)
     case K_PROTECT_SWAP_IN:
         r = parse_size_rate(v, &g->protect_swap_in);
         g->protect_swap_in_set |= r == 0;
+        return r;
+    case K_PROTECT_CACHE_READS:
+        r = parse_size_rate(v, &g->protect_cache_reads);
+        g->protect_cache_reads_set |= r == 0;
         return r;
     case K_MAX_STATS_AGE:
         r = parse_duration(v, k, &g->max_stats_age_s);
@@ -1079,6 +1087,8 @@ static void apply_rules(BmGuestRules *r, const BmGuestRules *s)
         r->protect_major_faults = s->protect_major_faults;
     if (s->protect_swap_in_set)
         r->protect_swap_in = s->protect_swap_in;
+    if (s->protect_cache_reads_set)
+        r->protect_cache_reads = s->protect_cache_reads;
     if (s->max_stats_age_set)
         r->max_stats_age_s = s->max_stats_age_s;
     if (s->exclude >= 0)

@@ -31,6 +31,10 @@ typedef struct {
     double protect_major_faults; /* per second; above: guest under pressure (0 = off) */
     bool protect_swap_in_set;
     uint64_t protect_swap_in;    /* bytes per second; above: under pressure (0 = off) */
+    bool protect_cache_reads_set;
+    uint64_t protect_cache_reads; /* bytes per second its disk reads rose by since before its
+                                   * first inflate of the episode: its page cache is hot (0 =
+                                   * off) */
     bool max_stats_age_set;
     unsigned max_stats_age_s;    /* older guest stats are stale (0 = no limit) */
     int exclude;                 /* -1 unset, 0 no, 1 yes: never touch this domain */

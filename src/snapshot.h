@@ -31,6 +31,9 @@ typedef struct {
     uint64_t major_faults;      /* cumulative count */
     uint64_t minor_faults;
     uint64_t last_update_s;     /* epoch seconds of the guest's last stats update */
+    uint64_t disk_read_bytes;   /* read from all its disks, cumulative (QEMU's block stats:
+                                 * a guest that refaults its page cache reads it again) */
+    uint64_t disk_read_reqs;    /* read requests of all its disks, cumulative */
     bool balloon_known;         /* balloon config read from the XML */
     BmBalloonConfig balloon;
     char *error;                /* why part of this domain could not be read, or NULL */
@@ -70,6 +73,14 @@ typedef struct {
 /* bm_snapshot_take() with BM_SNAPSHOT_XML served from cache where it can. */
 int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned flags,
                             const BmXmlCache *cache, BmSnapshot *ret);
+
+/* A domain with nothing read: every statistic BM_ABSENT, no state. */
+void bm_snapshot_domain_init(BmDomain *d);
+
+/* Fills d from one bulk-stats record's parameters: state, balloon statistics, the sums of
+ * its disks' reads (block.N.rd.bytes, rd.reqs; from block.count on). Values beyond
+ * BM_COUNT_MAX, negative ones and unknown keys are left absent. Pure. */
+void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n);
 
 /* Frees what a snapshot holds and zeroes it. NULL-safe. */
 void bm_snapshot_clear(BmSnapshot *s);

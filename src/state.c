@@ -83,6 +83,10 @@ static const struct {
     {"used_peak_bytes", offsetof(BmPrevReading, used_peak_bytes), false},
     {"used_peak_at", offsetof(BmPrevReading, used_peak_s), true},
     {"given_at", offsetof(BmPrevReading, given_s), true},
+    {"disk_read_bytes", offsetof(BmPrevReading, disk_read_bytes), false},
+    {"inflated_from_bytes", offsetof(BmPrevReading, inflated_from_bytes), false},
+    {"read_base_bytes_per_second", offsetof(BmPrevReading, read_base_Bps), false},
+    {"cache_hot_at", offsetof(BmPrevReading, cache_hot_s), true},
 };
 
 static uint64_t *reading_field(BmPrevReading *d, size_t k)
@@ -174,6 +178,7 @@ static json_object *counters_json(const BmLedger *l)
     json_object_object_add(o, "errors", er);
     json_object_object_add(o, "passes", json_count(c->passes));
     json_object_object_add(o, "rss_dropped_bytes", json_count(c->rss_dropped_bytes));
+    json_object_object_add(o, "hot_cache_taken_bytes", json_count(c->hot_cache_taken_bytes));
     json_object_object_add(o, "percpu_drained_bytes", json_count(c->percpu_drained_bytes));
     json_object_object_add(o, "last_success", json_count(c->last_success_s));
     json_object_object_add(o, "last_pass_duration_s", json_seconds(c->last_pass_duration_s, -1, SECONDS_MAX));
@@ -369,6 +374,7 @@ static int counters_parse(json_object *o, BmLedger *l)
             COUNT(er, bm_error_kind_names[e], c->errors[e]);
     COUNT(o, "passes", c->passes);
     COUNT(o, "rss_dropped_bytes", c->rss_dropped_bytes);
+    COUNT(o, "hot_cache_taken_bytes", c->hot_cache_taken_bytes);
     COUNT(o, "percpu_drained_bytes", c->percpu_drained_bytes);
     COUNT(o, "last_success", c->last_success_s);
     SECONDS(o, "counters: ", "last_pass_duration_s", -1, c->last_pass_duration_s);

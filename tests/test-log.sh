@@ -43,7 +43,7 @@ ok $(grep -q '^NAME  *ACTION  *CURRENT  *TARGET  *RESULT  *REASON$' "$tmp/table.
 "$BM" -c "$HOST" run --once -q --dry-run --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" >"$tmp/quiet.out" 2>"$tmp/quiet.err"
 ok $([ ! -s "$tmp/quiet.out" ] && grep -q '^balloonmgr: mode ' "$tmp/quiet.err"; echo $?) "run -q: nothing on stdout, the records on stderr"
 ok $(grep -vc '^<[0-7]>' "$tmp/run.err" | grep -qx 0; echo $?) "every stderr line has a priority prefix"
-changes=$(grep -c "^<5>balloonmgr: change domain='[a-z0-9]*' direction=inflate from_bytes=[0-9]* target_bytes=[0-9]* reached_bytes=[0-9]* outcome=reached duration_s=[0-9.]* uuid=[0-9a-f-]*$" "$tmp/run.err")
+changes=$(grep -c "^<5>balloonmgr: change domain='[a-z0-9]*' direction=inflate from_bytes=[0-9]* target_bytes=[0-9]* reached_bytes=[0-9]* outcome=reached duration_s=[0-9.]* why=[a-z-]* uuid=[0-9a-f-]*$" "$tmp/run.err")
 ok $(( changes == sets ? 0 : 1 )) "one <5> change record per target set ($changes of $sets)"
 for d in web2 cache1; do
     ok $(grep -c "^<5>balloonmgr: change domain='$d' " "$tmp/run.err" | grep -qx 1; echo $?) "exactly one record for $d"

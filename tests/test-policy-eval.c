@@ -518,7 +518,7 @@ static void test_never_touched_guest_is_probed_then_left(void)
     const BmDecision *x = dec(&p, "fresh");
     ok(x->action == BM_ACT_INFLATE && x->current_bytes - x->target_bytes == 32 * MiB,
        "first inflate of a guest the host backs little of: a 32 MiB probe");
-    is_str(x->reason, "host needs 5.6 GiB; take 32 MiB of 6 GiB idle (capped by a first, probing inflate)", "reason");
+    is_str(x->reason, "host needs 5.6 GiB; take 32 MiB of 6 GiB idle (capped by a first, probing inflate): 32 MiB page cache", "reason");
     is_u64(p.unmet_bytes, p.need_bytes - 128 * MiB, "unmet: all but the 128 MiB the host may back");
     bm_plan_clear(&p);
 
@@ -1191,6 +1191,179 @@ static void test_stale_balloon_reading_corrected(void)
     bm_ledger_clear(&l);
 }
 
+/* Issue #32: what costs the guests nothing is taken first. Two 2 GiB guests with 1.5 GiB
+ * usable each: "free" has it free (touched and freed: the host backs it), "cache" holds it as
+ * page cache. An 8 GiB host: reclaim_below 819 MiB, target 1229 MiB. */
+static void two_spare_guests(BmDomain *d)
+{
+    d[0] = guest("free", 2 * GiB, 2 * GiB, 1536 * MiB);
+    d[0].unused_bytes = 1536 * MiB;
+    d[0].disk_caches_bytes = 0;
+    d[1] = guest("cache", 2 * GiB, 2 * GiB, 1536 * MiB);
+    d[1].unused_bytes = 64 * MiB;
+    d[1].disk_caches_bytes = 1472 * MiB;
+}
+
+static uint64_t taken(const BmDecision *x)
+{
+    return x->action == BM_ACT_INFLATE ? x->current_bytes - x->target_bytes : 0;
+}
+
+static void test_free_memory_taken_before_page_cache(void)
+{
+    BmDomain d[2];
+    two_spare_guests(d);
+    BmHost h = host(8 * GiB, 700 * MiB); /* needs 529 MiB */
+    BmPlan p = eval(&h, d, 2, NULL, P);
+    const BmDecision *f = dec(&p, "free"), *c = dec(&p, "cache");
+    diag("free: %s", f->reason);
+    diag("cache: %s", c->reason);
+    ok(taken(f) + taken(c) >= p.need_bytes - MiB, "the need is met (%" PRIu64 " MiB)", (taken(f) + taken(c)) / MiB);
+    ok(taken(c) <= 64 * MiB && c->take_cache_bytes == 0, "none of the page cache is taken (%" PRIu64 " MiB of its free)",
+       taken(c) / MiB);
+    ok(strstr(f->reason, " free") && !strstr(f->reason, "page cache"), "the reason says it took free memory");
+    bm_plan_clear(&p);
+
+    h = host(8 * GiB, 300 * MiB); /* needs 929 MiB: more than the free memory */
+    p = eval(&h, d, 2, NULL, P);
+    f = dec(&p, "free");
+    c = dec(&p, "cache");
+    diag("cache: %s", c->reason);
+    ok(f->take_free_bytes == taken(f) && taken(f) >= 690 * MiB, "all the free memory it may give (%" PRIu64 " MiB)",
+       taken(f) / MiB);
+    ok(c->take_cache_bytes > 0 && c->take_free_bytes <= 64 * MiB, "then page cache (%" PRIu64 " MiB)",
+       c->take_cache_bytes / MiB);
+    ok(strstr(c->reason, "page cache") != NULL, "the reason says it took page cache");
+    bm_plan_clear(&p);
+}
+
+/* A page cache found hot is taken last: not at all while the host is short but not near its
+ * own OOM (the host's reason says what was spared), and only below half of reclaim_below. */
+static void test_hot_cache_taken_last(void)
+{
+    BmDomain d[2];
+    two_spare_guests(d);
+    BmLedger l;
+    ledger_with_yield(&l, d, 2, (BmYield){0});
+    bm_ledger_entry(&l, d[1].uuid, NULL)->prev.cache_hot_s = NOW - 5;
+    BmHost h = host(8 * GiB, 420 * MiB); /* needs 809 MiB, above half of reclaim_below */
+    BmPlan p = eval(&h, d, 2, &l, P);
+    const BmDecision *c = dec(&p, "cache");
+    diag("cache: %s", c->reason);
+    diag("host: %s", p.reason);
+    ok(c->cache_hot && c->take_cache_bytes == 0 && c->take_hot_bytes == 0, "its cache is spared");
+    ok(!p.hot_cache_allowed && strstr(p.reason, "hot page cache spared"), "the host's reason says so");
+    bm_plan_clear(&p);
+
+    h = host(8 * GiB, 300 * MiB); /* below half of reclaim_below (409 MiB) */
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    diag("cache: %s", c->reason);
+    ok(p.hot_cache_allowed && c->take_hot_bytes > 0 && p.hot_cache_bytes == c->take_hot_bytes,
+       "near the host's own OOM it is taken (%" PRIu64 " MiB)", c->take_hot_bytes / MiB);
+    ok(strstr(c->reason, "HOT page cache") && strstr(c->reason, "own OOM"), "and the reason says why");
+    bm_plan_clear(&p);
+
+    /* a comfortable host ends the episode: no mark */
+    BmSnapshot s = {.domains = d, .n_domains = 2};
+    bm_ledger_note_pass(&l, &s, BM_HOST_RELEASE, NOW, 0);
+    ok(bm_ledger_find(&l, d[1].uuid)->prev.cache_hot_s == 0, "a comfortable host forgets the mark");
+    bm_ledger_clear(&l);
+}
+
+/* A guest inflated in this episode whose disk reads rise after it re-reads the page cache the
+ * balloon took (buffered reads: no fault at all): what was taken is given back at once, and
+ * the pass marks its cache hot; the agent's guest watch sees it between passes. */
+static void test_refaulting_guest_given_back(void)
+{
+    BmDomain d[] = {guest("hot", 2 * GiB, 1536 * MiB, 800 * MiB)};
+    d[0].disk_read_bytes = 10 * GiB + 200 * MiB; /* 200 MiB/s since the previous reading */
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.disk_read_bytes = 10 * GiB;
+    e->prev.inflated_from_bytes = 2 * GiB;
+    e->prev.read_base_Bps = 1 * MiB;
+    BmHost h = host(8 * GiB, 700 * MiB);
+    BmPlan p = eval(&h, d, 1, &l, P);
+    const BmDecision *x = &p.decisions[0];
+    diag("reason: %s", x->reason);
+    ok(x->pressure.refaulting && x->action == BM_ACT_DEFLATE && x->target_bytes == 2 * GiB,
+       "deflated back to where the episode's inflates began");
+    ok(x->cache_found_hot && x->cache_hot, "its cache found hot");
+    ok(strstr(x->reason, "page cache hot") && strstr(x->reason, "200 MiB/s"), "the reason gives the reads");
+    ok(p.guard_bytes == 512 * MiB, "what the host got of it is taken from the others (%" PRIu64 " MiB)",
+       p.guard_bytes / MiB);
+    bm_plan_clear(&p);
+    BmSnapshot s = {.domains = d, .n_domains = 1};
+    BmRows rows;
+    bm_rows_join(&rows, &s, &l, P);
+    ok(bm_policy_rows_in_need(&rows, NOW), "the guest watch starts a pass");
+    bm_rows_clear(&rows);
+
+    /* reads that rose by less than protect_cache_reads (4 MiB/s): not hot */
+    d[0].disk_read_bytes = 10 * GiB + 4 * MiB;
+    p = eval(&h, d, 1, &l, P);
+    ok(!p.decisions[0].pressure.refaulting && p.decisions[0].action != BM_ACT_DEFLATE,
+       "reads up by 3 MiB/s: left as is");
+    bm_plan_clear(&p);
+    /* protect_cache_reads = 0 turns the check off */
+    d[0].disk_read_bytes = 10 * GiB + 200 * MiB;
+    BmPolicy *off = NULL;
+    char *errors = NULL;
+    ok(bm_policy_parse("[guest]\nprotect_cache_reads = 0\n", "off.policy", &off, &errors) == 0,
+       "protect_cache_reads = 0 parses");
+    p = eval(&h, d, 1, &l, off);
+    ok(!p.decisions[0].pressure.refaulting && p.decisions[0].action != BM_ACT_DEFLATE,
+       "protect_cache_reads = 0: not given back");
+    bm_plan_clear(&p);
+    bm_policy_free(off);
+    free(errors);
+    /* the mark, kept by the ledger: its cache is taken last from now on */
+    bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, NOW, 0);
+    bm_ledger_note_episode(bm_ledger_entry(&l, d[0].uuid, NULL), BM_ABSENT, BM_ABSENT, true, NOW);
+    e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    ok(e->prev.cache_hot_s == NOW && e->prev.inflated_from_bytes == 2 * GiB,
+       "the ledger keeps the mark and where the episode began");
+    bm_ledger_clear(&l);
+}
+
+/* An inflate that gave the host nothing is given back, and one after which the guest faults
+ * (protect_major_faults) gives back all the episode took, beyond max_step. */
+static void test_inflates_that_cost_or_give_nothing_given_back(void)
+{
+    BmDomain d[] = {guest("g", 2 * GiB, 1536 * MiB, 800 * MiB)};
+    BmYield y = {0};
+    bm_yield_learn(&y, 512 * MiB, 10 * MiB, 2 * GiB, 2 * GiB - 10 * MiB);
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, y);
+    bm_ledger_entry(&l, d[0].uuid, NULL)->prev.inflated_from_bytes = 2 * GiB;
+    BmHost h = host(8 * GiB, 700 * MiB);
+    BmPlan p = eval(&h, d, 1, &l, P);
+    const BmDecision *x = &p.decisions[0];
+    diag("reason: %s", x->reason);
+    ok(x->returns_nothing && x->action == BM_ACT_DEFLATE && x->target_bytes == 2 * GiB,
+       "returns nothing: given back");
+    ok(strstr(x->reason, "give it back") != NULL, "the reason says so");
+    ok(p.guard_bytes < 20 * MiB, "the host loses only what it got (%" PRIu64 " MiB)", p.guard_bytes / MiB);
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+
+    d[0].actual_bytes = d[0].available_bytes = 1 * GiB; /* 1 GiB taken, max_step 512 MiB */
+    d[0].major_faults = 1000 + 200;                     /* 200 a second */
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.inflated_from_bytes = 2 * GiB;
+    e->prev.major_faults = 1000;
+    p = eval(&h, d, 1, &l, P);
+    x = &p.decisions[0];
+    diag("reason: %s", x->reason);
+    ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 2 * GiB && x->cache_found_hot,
+       "faulting after the inflates: all of them given back, cache hot");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -1232,5 +1405,9 @@ int main(void)
     test_unbacked_free_against_the_guests_own_total();
     test_no_inflate_from_statistics_older_than_the_change();
     test_stale_balloon_reading_corrected();
+    test_free_memory_taken_before_page_cache();
+    test_hot_cache_taken_last();
+    test_refaulting_guest_given_back();
+    test_inflates_that_cost_or_give_nothing_given_back();
     return tap_done();
 }

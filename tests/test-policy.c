@@ -107,6 +107,9 @@ static void test_default_file_matches(void)
     ok(fg->protect_swap_in_set == dg->protect_swap_in_set &&
            fg->protect_swap_in == dg->protect_swap_in,
        "default.policy: protect_swap_in");
+    ok(fg->protect_cache_reads_set == dg->protect_cache_reads_set &&
+           fg->protect_cache_reads == dg->protect_cache_reads,
+       "default.policy: protect_cache_reads");
     ok(fg->max_stats_age_set == dg->max_stats_age_set && fg->max_stats_age_s == dg->max_stats_age_s,
        "default.policy: max_stats_age");
     ok(fg->exclude == dg->exclude, "default.policy: exclude");

@@ -194,10 +194,50 @@ static void test_extreme_statistics(virConnectPtr conn)
     shim_n = 0;
 }
 
+/* Issue #32: the disks' reads summed from the bulk record (block.count first), a huge or
+ * negative counter leaving the sum absent, other block keys ignored. */
+static void param_ull(virTypedParameter *p, const char *key, unsigned long long v)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->field, sizeof(p->field), "%s", key);
+    p->type = VIR_TYPED_PARAM_ULLONG;
+    p->value.ul = v;
+}
+
+static void test_block_reads(void)
+{
+    virTypedParameter p[8];
+    param_ull(&p[0], "block.count", 2);
+    param_ull(&p[1], "block.0.name", 7);
+    param_ull(&p[2], "block.0.rd.bytes", 1000);
+    param_ull(&p[3], "block.0.rd.reqs", 10);
+    param_ull(&p[4], "block.1.rd.bytes", 24);
+    param_ull(&p[5], "block.1.rd.reqs", 2);
+    param_ull(&p[6], "block.1.wr.bytes", 5555);
+    param_ull(&p[7], "block.x.rd.bytes", 99);
+    BmDomain d;
+    bm_snapshot_domain_init(&d);
+    bm_snapshot_fill_domain(&d, p, 8);
+    ok(d.disk_read_bytes == 1024 && d.disk_read_reqs == 12, "two disks' reads summed (%" PRIu64 " bytes)",
+       d.disk_read_bytes);
+    bm_snapshot_domain_init(&d);
+    bm_snapshot_fill_domain(&d, p + 2, 4);
+    ok(!bm_present(d.disk_read_bytes), "without block.count: absent");
+    param_ull(&p[4], "block.1.rd.bytes", 1ull << 63);
+    bm_snapshot_domain_init(&d);
+    bm_snapshot_fill_domain(&d, p, 8);
+    ok(!bm_present(d.disk_read_bytes) && d.disk_read_reqs == 12, "a counter past 2^63-1: the sum absent");
+    param_ull(&p[4], "block.1.rd.bytes", (1ull << 63) - 1000);
+    bm_snapshot_domain_init(&d);
+    bm_snapshot_fill_domain(&d, p, 8);
+    ok(!bm_present(d.disk_read_bytes), "a sum past 2^63-1: absent");
+}
+
 int main(void)
 {
     ok(bm_conn_init() == 0, "libvirt initialised");
     _cleanup_(virConnectClosep) virConnectPtr conn = open_demo();
+    test_block_reads();
     if (!conn)
         return tap_done();
     test_all_domains(conn);

@@ -102,7 +102,7 @@ cat "$work/run.err"
 n_applied=$(jq '[.decisions[] | select(.applied)] | length' "$work/run.json")
 n_records=$(grep -c "^<[45]>balloonmgr: change domain=" "$work/run.err" || true)
 [ "$n_records" -eq "$n_applied" ] || bm_fail "$n_records change records for $n_applied changes"
-grep -Eq "^<5>balloonmgr: change domain='$idle' direction=inflate from_bytes=$before_idle target_bytes=$target_idle reached_bytes=[0-9]+ outcome=reached duration_s=[0-9]+\.[0-9]{3} uuid=[0-9a-f-]{36}$" "$work/run.err" ||
+grep -Eq "^<5>balloonmgr: change domain='$idle' direction=inflate from_bytes=$before_idle target_bytes=$target_idle reached_bytes=[0-9]+ outcome=reached duration_s=[0-9]+\.[0-9]{3} why=[a-z-]+ uuid=[0-9a-f-]{36}$" "$work/run.err" ||
     bm_fail "no <5> change record of the idle guest's inflate from $before_idle to $target_idle"
 [ "$(grep -c '^<5>balloonmgr: mode from=hold to=reclaim ' "$work/run.err")" -eq 1 ] || bm_fail "no single <5> mode record hold -> reclaim"
 ! grep -q '^<[0-4]>' "$work/run.err" || bm_fail "a pass without problems logged at warning or worse"
