@@ -4,6 +4,7 @@
  * the invariants test-pressure.sh checks of a real run; and the five-guest scenario against the
  * kept real run of bench/scenario.sh (bench/scenario/reference/agent-1), with the bounds it is
  * held to. Each scenario prints its numbers (# lines). */
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -105,12 +106,13 @@ typedef struct {
  * memory (680 MiB) is what its samples at rest leave besides MemAvailable and the QEMU RSS.
  * The hog as bm-mem-hog ran there (hog.log: 10.4 GiB in 10 s, then about 250 MiB/s), sized at
  * its start to take MemAvailable to 8% of MemTotal, never below 1.5 GiB. */
-static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grower_load, bool autodeflate)
+static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grower_load, bool autodeflate,
+                     const char *cache_load)
 {
     SimHost *h = &run->host;
     sim_host_init(h, 25276059648.0, 680 * MIB, 5);
     for (size_t i = 0; i < 5; i++) {
-        const char *load = i == 2 && grower_load ? grower_load : five_loads[i];
+        const char *load = i == 2 && grower_load ? grower_load : i == 0 && cache_load ? cache_load : five_loads[i];
         _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
         sim_guest_init(h, i, name, GIB, load, i == 2 ? T0 : 0);
         h->g[i].autodeflate = autodeflate;
@@ -230,7 +232,7 @@ static void five_guests(void)
     if (!pol)
         return;
     Run run;
-    run_five(&run, pol, true, NULL, false);
+    run_five(&run, pol, true, NULL, false, NULL);
     sim_print("five guests (bench/scenario.sh, agent)", &run.r, run.cpu_s);
     check_invariants("five guests", &run.r, true, true);
     ok(run.r.give_back_s >= 0 && run.r.give_back_s <= 15,
@@ -270,11 +272,118 @@ static void five_guests(void)
     sim_clear(&run.sim);
     sim_host_clear(&run.host);
 
+    /* the cache guest's page cache as a hot working set (issue #32): its work rate and disk
+     * reads under pressure, printed */
+    run_five(&run, pol, true, NULL, false, "0:hot:600,1:32");
+    sim_print("five guests, the cache guest's cache hot", &run.r, run.cpu_s);
+    check_invariants("five guests, hot cache", &run.r, true, true);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+
     /* the control: no agent, one setmem per guest; the grower's workload is OOM-killed, as in
      * test-pressure's control run (the check can fail) */
-    run_five(&run, pol, false, NULL, false);
+    run_five(&run, pol, false, NULL, false, NULL);
     sim_print("five guests, control (no agent, one setmem each)", &run.r, run.cpu_s);
     ok(run.r.oom_kills >= 1, "control: without the agent the grower is OOM-killed (%u kills)", run.r.oom_kills);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+/* ---- larger hosts ---- */
+
+/* n guests of 1 GiB with the five-guest scenario's loads in turn (the growers' steps spread over
+ * 10 s in the middle of the pressure), every 7th with free page reporting, every 4th with
+ * deflate-on-oom; a host of 1 GiB a guest plus 4 GiB (Linux >= 6.8: half of what the QEMU
+ * processes free lands on 16 CPUs' per-CPU lists first), a hog sized at its start to take
+ * MemAvailable to 8% of MemTotal in about 40 s. */
+static void run_fleet(Run *run, const BmPolicy *pol, size_t n, double steady, double pressure,
+                      double release)
+{
+    SimHost *h = &run->host;
+    sim_host_init(h, (double)n * GIB + 4 * GIB, 2 * GIB, n);
+    h->percpu_share = 0.5;
+    h->cpus = 16;
+    Sim *s = &run->sim;
+    double step = steady + pressure / 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t kind = i % 5;
+        _cleanup_free_ char *name = bm_asprintf("g%05zu-%s", i, five_names[kind]);
+        _cleanup_free_ char *grow = bm_asprintf("0:touch:600,10:96,%.0f:700@25", step + (double)(i % 10));
+        sim_guest_init(h, i, name, GIB, kind == 2 ? grow : five_loads[kind], 0);
+        h->g[i].reporting = i % 7 == 3;
+        h->g[i].autodeflate = i % 4 == 1;
+    }
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + steady;
+    s->t_hog_end = s->t_hog + pressure;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.08 * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 40);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 1.5 * GIB);
+    sim_run(s, s->t_hog_end + release);
+    run->cpu_s = cpu_now() - c0;
+    sim_result(s, &run->r);
+}
+
+static void fleet(const BmPolicy *pol, size_t n, double steady, double pressure, double release)
+{
+    Run run;
+    run_fleet(&run, pol, n, steady, pressure, release);
+    _cleanup_free_ char *title = bm_asprintf("a host of %zu guests", n);
+    sim_print(title, &run.r, run.cpu_s);
+    printf("#   per-CPU lists drained with %" PRIu64 " writes\n", run.host.percpu_drain_writes);
+    check_invariants(title, &run.r, true, true);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+/* A day of diurnal demand: 20 guests of 2 GiB whose loads follow the hours (between 200 MiB at
+ * night and 1400 MiB at their peak, the peaks spread from 12:00 to 17:00, 2 MiB/s of growth;
+ * what they free stays backed), on a host of 44 GiB whose own work peaks at 8 GiB at 20:00,
+ * when the guests' backed free memory is there to take. The first hour is the rest. */
+static void day(const BmPolicy *pol)
+{
+    Run run;
+    SimHost *h = &run.host;
+    const size_t n = 20;
+    sim_host_init(h, 44 * GIB, 2 * GIB, n);
+    for (size_t i = 0; i < n; i++) {
+        char sched[2048] = "";
+        for (int hour = 0; hour <= 24; hour++) {
+            double phase = 12 + (double)(i % 6);
+            double mib = 200 + 1200 * (1 + cos(2 * M_PI * (hour - phase) / 24)) / 2;
+            snprintf(sched + strlen(sched), sizeof(sched) - strlen(sched), "%s%d:%.0f@2",
+                     hour ? "," : "", hour * 3600, mib);
+        }
+        _cleanup_free_ char *name = bm_asprintf("d%03zu", i);
+        sim_guest_init(h, i, name, 2 * GIB, sched, 0);
+        h->g[i].autodeflate = i % 4 == 1;
+    }
+    char hog[1024] = "";
+    for (int hour = 0; hour <= 24; hour++)
+        snprintf(hog + strlen(hog), sizeof(hog) - strlen(hog), "%s%d:%.0f@20", hour ? "," : "",
+                 hour * 3600, 8192 * (1 + cos(2 * M_PI * (hour - 20) / 24)) / 2);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = 0;
+    s->t_hog = 3600;
+    s->t_hog_end = 24 * 3600;
+    sim_host_hog(h, hog, 0, 24 * 3600 + 1, 1e15, 1.5 * GIB);
+    double c0 = cpu_now();
+    sim_run(s, 24 * 3600);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a day of diurnal demand", &run.r, run.cpu_s);
+    /* relief is not checked here: from 16:40 the policy finds the guests' free memory mostly
+     * not backed (it counts an inflate as going through that first) and reports it unmet, while
+     * the model's balloon takes backed free pages first (as the reference run's 94% RSS return
+     * says); which is right for this host is open (issue #33) */
+    SimResult r = run.r;
+    r.relief_due = false;
+    check_invariants("a day", &r, false, false);
+    ok(run.r.changes > 0, "a day: the balloons moved (%zu changes in %zu passes)", run.r.changes, run.r.passes);
     sim_clear(&run.sim);
     sim_host_clear(&run.host);
 }
@@ -282,5 +391,11 @@ static void five_guests(void)
 int main(void)
 {
     five_guests();
+    _cleanup_(bm_policy_freep) BmPolicy *pol = scenario_policy(NULL);
+    if (pol) {
+        fleet(pol, 100, 60, 210, 90);
+        fleet(pol, 1000, 30, 120, 60);
+        day(pol);
+    }
     return tap_done();
 }

@@ -276,6 +276,10 @@ static void run_hog(SimHost *h, double dt)
         rate = h->hog_sched.items[i].rate_mib_s * SIM_MIB;
     }
     want = fmin(want, h->hog_size);
+    if (want < h->hog) {
+        h->hog = want; /* shrinking is immediate */
+        return;
+    }
     double x = fmin(want - h->hog, rate > 0 ? rate * dt : want);
     x = fmin(x, sim_available(h) - h->hog_floor);
     if (x > 0)

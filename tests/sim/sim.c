@@ -149,7 +149,7 @@ static void observe(Sim *s, double dt)
             s->keep_free_worst_guest = i;
         }
         if (g->hot_ws > 0) {
-            if (t < s->t_hog) {
+            if (t >= s->t_steady && t < s->t_hog) {
                 s->hot_work_before += g->work_rate * dt;
                 s->hot_time_before += dt;
             } else if (pressure) {
