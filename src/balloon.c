@@ -71,16 +71,27 @@ static uint64_t distance(uint64_t a, uint64_t b)
     return a > b ? a - b : b - a;
 }
 
-int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes, BmChange *ret)
+/* A change from from_bytes to target_bytes whose target is set at started_real_ns. */
+static BmChange pending(uint64_t from_bytes, uint64_t target_bytes, uint64_t started_real_ns)
 {
-    *ret = (BmChange){.outcome = BM_CHANGE_PENDING,
+    return (BmChange){.outcome = BM_CHANGE_PENDING,
                       .from_bytes = from_bytes,
                       .target_bytes = target_bytes,
-                      .reached_bytes = from_bytes};
-    ret->started_real_ns = bm_now_real_ns();
+                      .reached_bytes = from_bytes,
+                      .started_real_ns = started_real_ns};
+}
+
+static int set_live(virDomainPtr dom, uint64_t target_bytes)
+{
     if (BM_LV(virDomainSetMemoryFlags)(dom, target_bytes / 1024, VIR_DOMAIN_AFFECT_LIVE) < 0)
         return bm_conn_error("cannot set the balloon target");
     return 0;
+}
+
+int bm_balloon_change(virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes, BmChange *ret)
+{
+    *ret = pending(from_bytes, target_bytes, bm_now_real_ns());
+    return set_live(dom, target_bytes);
 }
 
 int bm_balloon_read_config(virDomainPtr dom, uint64_t *ret_max_bytes, uint64_t *ret_current_bytes)
@@ -166,21 +177,24 @@ BmWaitOptions bm_wait_options_default(void)
                            .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
 }
 
-int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
-                     uint64_t rss_bytes, const char *sg_label)
+/* Sets the target of the change (through t->ops, or libvirt's dom) and adds it to t. */
+static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *uuid,
+                 uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes, const char *sg_label)
 {
     BmTracked x = {0};
-    uint64_t t0 = bm_now_mono_ns();
-    int r = bm_balloon_change(dom, from_bytes, target_bytes, &x.change);
+    const BmClock *clock = t->opts.clock;
+    uint64_t t0 = bm_clock_mono_ns(clock);
+    x.change = pending(from_bytes, target_bytes, bm_clock_real_ns(clock));
+    int r = t->ops ? t->ops->set_target(t->ops->ctx, uuid, target_bytes) : set_live(dom, target_bytes);
     if (r < 0)
         return r;
-    bm_copy_name(x.name, sizeof(x.name), virDomainGetName(dom));
-    if (virDomainGetUUIDString(dom, x.uuid) < 0)
-        x.uuid[0] = '\0';
+    bm_copy_name(x.name, sizeof(x.name), name);
+    snprintf(x.uuid, sizeof(x.uuid), "%s", uuid);
     snprintf(x.sg, sizeof(x.sg), "%s", sg_label ? sg_label : "unknown");
     x.rss_before_bytes = rss_bytes;
     x.rss_after_bytes = BM_ABSENT;
-    virDomainRef(dom);
+    if (dom)
+        virDomainRef(dom);
     x.dom = dom;
     x.started_mono_ns = x.last_progress_mono_ns = t0;
     x.last_actual_bytes = from_bytes;
@@ -189,15 +203,31 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
     return 0;
 }
 
+int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
+                     uint64_t rss_bytes, const char *sg_label)
+{
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    if (virDomainGetUUIDString(dom, uuid) < 0)
+        uuid[0] = '\0';
+    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg_label);
+}
+
+int bm_tracker_start_ops(BmTracker *t, const char *name, const char *uuid, uint64_t from_bytes,
+                         uint64_t target_bytes, uint64_t rss_bytes, const char *sg_label)
+{
+    return track(t, NULL, name, uuid, from_bytes, target_bytes, rss_bytes, sg_label);
+}
+
 /* One reading of one tracked change: true when it ended (outcome set). */
-static bool poll_one(BmTracked *x, const BmWaitOptions *o)
+static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *ops)
 {
     const uint64_t ms = 1000000ull;
     BmChange *ch = &x->change;
-    uint64_t before = bm_now_mono_ns(), before_real = bm_now_real_ns();
+    uint64_t before = bm_clock_mono_ns(o->clock), before_real = bm_clock_real_ns(o->clock);
     uint64_t actual = 0, rss = BM_ABSENT;
-    int r = bm_balloon_read_live(x->dom, &actual, &rss);
-    uint64_t after = bm_now_mono_ns();
+    int r = ops ? ops->read_live(ops->ctx, x->uuid, &actual, &rss)
+                : bm_balloon_read_live(x->dom, &actual, &rss);
+    uint64_t after = bm_clock_mono_ns(o->clock);
     /* the value was read somewhere inside the call: take its middle */
     uint64_t at = before + (after - before) / 2;
     ch->polls++;
@@ -244,7 +274,7 @@ size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
     size_t keep = 0;
     for (size_t i = 0; i < t->n_items; i++) {
         BmTracked *x = &t->items[i];
-        if (poll_one(x, &t->opts)) {
+        if (poll_one(x, &t->opts, t->ops)) {
             drop_dom(x);
             if (ended)
                 ended(ctx, x);
@@ -259,13 +289,14 @@ size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
 size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void *ctx)
 {
     const uint64_t ms = 1000000ull;
-    uint64_t deadline = bm_now_mono_ns() + (uint64_t)max_ms * ms;
-    while (t->n_items && bm_now_mono_ns() < deadline && !(t->opts.stop && *t->opts.stop)) {
-        uint64_t before = bm_now_mono_ns();
+    const BmClock *clock = t->opts.clock;
+    uint64_t deadline = bm_clock_mono_ns(clock) + (uint64_t)max_ms * ms;
+    while (t->n_items && bm_clock_mono_ns(clock) < deadline && !(t->opts.stop && *t->opts.stop)) {
+        uint64_t before = bm_clock_mono_ns(clock);
         bm_tracker_poll(t, ended, ctx);
-        uint64_t spent_ms = (bm_now_mono_ns() - before) / ms;
+        uint64_t spent_ms = (bm_clock_mono_ns(clock) - before) / ms;
         if (t->n_items && spent_ms < t->opts.poll_ms)
-            bm_sleep_ms(t->opts.poll_ms - (unsigned)spent_ms);
+            bm_clock_sleep_ms(clock, t->opts.poll_ms - (unsigned)spent_ms);
     }
     return t->n_items;
 }

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 typedef enum {
     BM_CHANGE_REACHED,  /* within the tolerance of the target */
     BM_CHANGE_TIMEOUT,  /* deadline passed while still moving */
@@ -32,6 +34,8 @@ typedef struct {
     void *progress_ctx;
     /* optional: the wait ends early once *stop is set (a signal handler's flag) */
     const volatile sig_atomic_t *stop;
+    /* optional: the clock of the times, durations and sleeps (NULL: the system's) */
+    const BmClock *clock;
 } BmWaitOptions;
 
 #define BM_WAIT_DEFAULT_TIMEOUT_S 120
@@ -122,8 +126,19 @@ typedef struct BmTracked {
     uint64_t last_actual_bytes;
 } BmTracked;
 
+/* Where a tracker's changes are made and read when it is not libvirt: a model of a host
+ * (tests/sim). set_target() sets the balloon target of the domain of that UUID, read_live() reads
+ * its balloon and QEMU RSS (BM_ABSENT: unknown) as bm_balloon_read_live() does; both return 0 or
+ * -errno with the reason (bm_error()). */
+typedef struct {
+    void *ctx;
+    int (*set_target)(void *ctx, const char *uuid, uint64_t target_bytes);
+    int (*read_live)(void *ctx, const char *uuid, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes);
+} BmBalloonOps;
+
 typedef struct {
     BmWaitOptions opts;
+    const BmBalloonOps *ops; /* NULL: libvirt, through each change's domain reference */
     BmTracked *items; /* in flight */
     size_t n_items;
 } BmTracker;
@@ -140,6 +155,11 @@ BmWaitOptions bm_wait_options_default(void);
  * the reason when the target could not be set (nothing is tracked then). */
 int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
                      uint64_t rss_bytes, const char *sg_label);
+
+/* The same for a tracker with ops: the domain named by its name and UUID, its target set with
+ * ops->set_target(). */
+int bm_tracker_start_ops(BmTracker *t, const char *name, const char *uuid, uint64_t from_bytes,
+                         uint64_t target_bytes, uint64_t rss_bytes, const char *sg_label);
 
 /* Reads every change in flight once; those that ended go to ended(ctx, item) and leave the
  * tracker. Returns the number still in flight. */

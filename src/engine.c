@@ -18,6 +18,8 @@
 
 struct BmEngine {
     BmEngineOptions opts;
+    const BmHostModel *model; /* opts.model: a model of a host in place of /proc and libvirt */
+    const BmClock *clock;     /* the model's clock, or NULL: the system's */
     virConnectPtr conn;
     const BmPolicy *policy;
     bool xml_stale;
@@ -45,9 +47,13 @@ BmEngine *bm_engine_new(const BmEngineOptions *o)
 {
     BmEngine *e = bm_malloc0(sizeof(*e));
     e->opts = *o;
+    e->model = o->model;
+    e->clock = o->model ? o->model->clock : NULL;
     bm_hostmem_read_boot_id(o->proc_dir, e->boot_id, sizeof(e->boot_id));
     bm_ledger_init(&e->ledger);
     e->changes.opts = bm_wait_options_default();
+    e->changes.opts.clock = e->clock;
+    e->changes.ops = o->model ? &o->model->balloon : NULL;
     return e;
 }
 
@@ -213,7 +219,8 @@ static bool drain_percpu(BmEngine *e, BmHost *h)
     if (!due && !short_host)
         return false;
     uint64_t before = h->percpu_free_bytes, drained = 0;
-    int r = bm_hostmem_drain_percpu(e->opts.proc_dir, h, &drained);
+    int r = e->model ? e->model->drain_percpu(e->model->ctx, h, &drained)
+                     : bm_hostmem_drain_percpu(e->opts.proc_dir, h, &drained);
     if (r < 0) {
         if (!e->drain_warned)
             bm_log(LOG_WARNING, "cannot give the %" PRIu64 " MiB on the per-CPU free lists back to "
@@ -230,18 +237,31 @@ static bool drain_percpu(BmEngine *e, BmHost *h)
     return drained > 0;
 }
 
+/* meminfo and PSI, from the host's /proc or the model. */
+static int read_meminfo(BmEngine *e, BmHost *ret)
+{
+    return e->model ? e->model->read_host(e->model->ctx, ret) : bm_hostmem_read(e->opts.proc_dir, ret);
+}
+
+/* The per-CPU lists, from the host's zoneinfo or the model. */
+static int read_percpu(BmEngine *e, BmHost *ret)
+{
+    return e->model ? e->model->read_percpu(e->model->ctx, ret)
+                    : bm_hostmem_read_percpu(e->opts.proc_dir, ret);
+}
+
 /* The host's memory: meminfo and PSI, the per-CPU lists, and MemAvailable again after they
  * were drained. */
 static int read_host(BmEngine *e, BmHost *ret)
 {
-    int r = bm_hostmem_read(e->opts.proc_dir, ret);
+    int r = read_meminfo(e, ret);
     if (r < 0)
         return r;
-    if (bm_hostmem_read_percpu(e->opts.proc_dir, ret) < 0)
+    if (read_percpu(e, ret) < 0)
         bm_error_reset(); /* no zoneinfo: the lists unknown, left alone */
     if (drain_percpu(e, ret)) {
         BmHost again;
-        if (bm_hostmem_read(e->opts.proc_dir, &again) == 0) {
+        if (read_meminfo(e, &again) == 0) {
             again.percpu_free_bytes = ret->percpu_free_bytes;
             again.percpu_rest_bytes = ret->percpu_rest_bytes;
             *ret = again;
@@ -263,7 +283,7 @@ static int read_view(BmEngine *e)
     }
     e->host = host;
     e->have_host = true;
-    e->have_ksm = bm_ksm_read(NULL, &e->ksm) == 0; /* unreadable KSM: not exported */
+    e->have_ksm = !e->model && bm_ksm_read(NULL, &e->ksm) == 0; /* unreadable KSM: not exported */
 
     if (e->xml_stale) {
         bm_ledger_forget_xml(&e->ledger);
@@ -271,7 +291,8 @@ static int read_view(BmEngine *e)
     }
     BmXmlCache cache = {.ctx = &e->ledger, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
-    r = bm_snapshot_take_cached(e->conn, NULL, BM_SNAPSHOT_XML, e->opts.cache_xml ? &cache : NULL, &snap);
+    r = e->model ? e->model->read_domains(e->model->ctx, &snap)
+                 : bm_snapshot_take_cached(e->conn, NULL, BM_SNAPSHOT_XML, e->opts.cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_LIBVIRT);
         return r;
@@ -301,10 +322,35 @@ int bm_engine_refresh(BmEngine *e)
     return read_view(e);
 }
 
+/* What starting d's change returned (r: 0 or -errno), into the ledger and *a. Returns false when
+ * it failed. */
+static bool applied(BmEngine *e, const BmDecision *d, BmApplied *a, int r)
+{
+    if (r >= 0) {
+        bm_ledger_record_start(&e->ledger, d->uuid, d->current_bytes, d->target_bytes);
+        snprintf(e->changes.items[e->changes.n_items - 1].why,
+                 sizeof(e->changes.items->why), "%s", d->why ? d->why : "");
+    }
+    if (r < 0) {
+        snprintf(a->error, sizeof(a->error), "%s", bm_error_detail(r));
+        bm_ledger_count_error(&e->ledger, BM_ERR_APPLY);
+        return false;
+    }
+    a->applied = true;
+    return true;
+}
+
 /* Step 3 for one decision and its row: start the change, unless the domain is in a long
  * libvirt job. Returns false when it failed. */
 static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplied *a)
 {
+    if (e->model) {
+        a->attempted = true;
+        int r = bm_tracker_start_ops(&e->changes, row->dom->name, d->uuid, d->current_bytes,
+                                     d->target_bytes, d->rss_bytes,
+                                     bm_sg_label(row->entry->sg, row->entry->features_known));
+        return applied(e, d, a, r);
+    }
     virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
     /* a domain in a long job would hold the pass for libvirt's 30 s job-lock wait (and then
      * fail): skip it this pass; it is planned again at the next one */
@@ -322,20 +368,9 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
     int r = dom ? bm_tracker_start(&e->changes, dom, d->current_bytes, d->target_bytes, d->rss_bytes,
                                    bm_sg_label(rec->sg, rec->features_known))
                 : bm_conn_error("domain gone");
-    if (r >= 0) {
-        bm_ledger_record_start(&e->ledger, d->uuid, d->current_bytes, d->target_bytes);
-        snprintf(e->changes.items[e->changes.n_items - 1].why,
-                 sizeof(e->changes.items->why), "%s", d->why ? d->why : "");
-    }
     if (dom)
         virDomainFree(dom);
-    if (r < 0) {
-        snprintf(a->error, sizeof(a->error), "%s", bm_error_detail(r));
-        bm_ledger_count_error(&e->ledger, BM_ERR_APPLY);
-        return false;
-    }
-    a->applied = true;
-    return true;
+    return applied(e, d, a, r);
 }
 
 /* Step 3: every inflate and deflate of the plan, made from the rows (decision i is row i's).
@@ -360,13 +395,13 @@ static double cpu_s(void)
 
 int bm_engine_pass(BmEngine *e)
 {
-    uint64_t t0 = bm_now_mono_ns();
+    uint64_t t0 = bm_clock_mono_ns(e->clock);
     double c0 = cpu_s();
     unsigned long calls0 = bm_libvirt_calls;
     clear_plan(e);
     /* 1. read */
     int r = read_view(e);
-    uint64_t t1 = bm_now_mono_ns();
+    uint64_t t1 = bm_clock_mono_ns(e->clock);
     e->timing.read_s = (t1 - t0) / 1e9;
     if (r < 0)
         return r;
@@ -383,7 +418,7 @@ int bm_engine_pass(BmEngine *e)
     if (e->plan.mode != e->ledger.mode)
         bm_log_mode(e->ledger.mode, e->plan.mode, e->plan.reason);
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
-    uint64_t t2 = bm_now_mono_ns();
+    uint64_t t2 = bm_clock_mono_ns(e->clock);
     e->timing.eval_s = (t2 - t1) / 1e9;
     /* 3. apply */
     bool ok = apply(e);
@@ -404,7 +439,7 @@ int bm_engine_pass(BmEngine *e)
             bm_count_add(&c->hot_cache_taken_bytes, x->take_hot_bytes);
     }
     bm_count_add(&c->passes, 1);
-    uint64_t t3 = bm_now_mono_ns();
+    uint64_t t3 = bm_clock_mono_ns(e->clock);
     e->timing.apply_s = (t3 - t2) / 1e9;
     e->timing.pass_s = c->last_pass_duration_s = (t3 - t0) / 1e9;
     e->timing.cpu_s = cpu_s() - c0;
@@ -421,7 +456,7 @@ static void on_ended(void *ctx, const BmTracked *t)
     bm_log_change(t->name, t->uuid, t->why, &t->change);
     if (t->change.target_bytes < t->change.from_bytes)
         e->drain_due = true; /* what it gave may wait on a per-CPU list: drained at the next reading */
-    bm_ledger_record_change(&e->ledger, t, true, bm_now_real_ns() / 1000000000ull);
+    bm_ledger_record_change(&e->ledger, t, true, bm_clock_real_ns(e->clock) / 1000000000ull);
 }
 
 /* After changes ended: the free pages an inflate of them gave back, drained from the per-CPU
@@ -432,7 +467,7 @@ static void drain_after_changes(BmEngine *e)
     if (!e->drain_due || !e->have_host)
         return;
     BmHost h = e->host;
-    if (bm_hostmem_read_percpu(e->opts.proc_dir, &h) < 0) {
+    if (read_percpu(e, &h) < 0) {
         bm_error_reset();
         e->drain_due = false; /* no zoneinfo: nothing to drain from */
         return;
@@ -444,7 +479,7 @@ static void drain_after_changes(BmEngine *e)
 
 size_t bm_engine_poll(BmEngine *e)
 {
-    if (!e->conn)
+    if (!e->conn && !e->model)
         return e->changes.n_items;
     size_t left = bm_tracker_poll(&e->changes, on_ended, e);
     drain_after_changes(e);
@@ -469,7 +504,7 @@ size_t bm_engine_in_flight(const BmEngine *e)
 
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
-    if (!e->conn)
+    if (!e->conn && !e->model)
         return e->changes.n_items;
     size_t left = bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
     drain_after_changes(e);

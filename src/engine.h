@@ -8,6 +8,7 @@
 #include <libvirt/libvirt.h>
 #include <stdbool.h>
 
+#include "balloon.h"
 #include "hostmem.h"
 #include "ksm.h"
 #include "ledger.h"
@@ -29,6 +30,28 @@ typedef struct {
     unsigned long libvirt_calls;
 } BmPassTiming;
 
+/* A model of a host in place of /proc and libvirt: tests/sim/ runs the real engine and policy
+ * on it in simulated time. NULL in production. Each function gets ctx and returns 0 (or, for
+ * drain_percpu, the number of writes) or -errno with the reason (bm_error()), as the reader it
+ * stands for:
+ *   read_host      MemTotal, MemAvailable and PSI (bm_hostmem_read());
+ *   read_percpu    the per-CPU free lists into percpu_* (bm_hostmem_read_percpu());
+ *   drain_percpu   gives the lists above their rest back (bm_hostmem_drain_percpu());
+ *   read_domains   every domain with its balloon config (bm_snapshot_take_cached() with
+ *                  BM_SNAPSHOT_XML), taken_real_ns by clock; freed with bm_snapshot_clear();
+ *   balloon        sets a domain's balloon target and reads it back (the engine's tracker);
+ *   clock          the time and sleeps of the engine and its tracker.
+ * KSM is not read and no domain is probed or looked up in libvirt. */
+typedef struct {
+    void *ctx;
+    int (*read_host)(void *ctx, BmHost *ret);
+    int (*read_percpu)(void *ctx, BmHost *ret);
+    int (*drain_percpu)(void *ctx, BmHost *h, uint64_t *ret_drained_bytes);
+    int (*read_domains)(void *ctx, BmSnapshot *ret);
+    BmBalloonOps balloon;
+    const BmClock *clock;
+} BmHostModel;
+
 typedef struct {
     const char *proc_dir;        /* NULL: /proc */
     bool dry_run;                /* decide, never change a balloon */
@@ -41,6 +64,7 @@ typedef struct {
                                   * guests in between (the agent looks every second) */
     bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
                                   * export too (BmView.no_libvirt_duplicates) */
+    const BmHostModel *model;    /* NULL: the host's /proc and libvirt (the connection) */
 } BmEngineOptions;
 
 typedef struct BmEngine BmEngine;

@@ -1,0 +1,128 @@
+/* A model of a host and its guests in simulated time (issue #33, part 4), behind the engine's
+ * seam (engine.h: BmHostModel): the real engine and policy read it and move its balloons.
+ *
+ * A guest: its balloon (moves toward its target at SIM_INFLATE_MIB_S / SIM_DEFLATE_MIB_S and
+ * stalls when only memory in use is left), its kernel's memory, the anonymous memory its load
+ * holds, its page cache (cold: read once; hot: a working set it re-reads all the time), and its
+ * free memory, backed by the host (touched and freed) or not (never touched, taken back by a
+ * balloon, returned by free page reporting). Its demand follows a schedule in the syntax of
+ * bm-guest-load (tests/integration/lib/guest-load.c), plus `SECS:hot:MIB`. An allocation takes
+ * free memory (backed first), then cold cache, then hot cache; what is still missing is taken
+ * from the balloon with deflate-on-oom, or else is a guest OOM (the load's worker is killed,
+ * its memory freed, and restarts 1 s later, as bm-guest-load's supervisor does). The QEMU RSS is
+ * QEMU's own memory plus every guest page in use or free but backed; an inflate takes free
+ * memory (the pages freed last, backed, first), then cold and hot cache, and gives the host
+ * the backed part. A hot working set short of its size is re-read from disk: disk read
+ * bytes and major faults rise and the guest's work rate drops. The guest's statistics are a
+ * copy taken every whole second (the stats period).
+ *
+ * The host: MemTotal, memory of its own, a hog (a process following a schedule of the same
+ * syntax, never taking MemAvailable below its floor), the QEMU processes' RSS, and the per-CPU
+ * free lists of Linux >= 6.8 (a share of what the QEMU processes free lands there, out of
+ * MemAvailable, trimmed by 8 MiB a CPU a second or by the engine's drain).
+ *
+ * Not modelled: PSI (always 0), swap, KSM, libvirt's lagging copy of the balloon (the engine
+ * reads the live one), QEMU's own memory growing, the guest's kernel reclaim beyond its page
+ * cache. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+#define SIM_MIB (1024.0 * 1024.0)
+/* balloon speeds measured in bench/scenario/reference (TCG guests on 2 cores) */
+#define SIM_INFLATE_MIB_S 180.0
+#define SIM_DEFLATE_MIB_S 1000.0
+
+typedef enum { SIM_HOLD, SIM_TOUCH, SIM_CACHE, SIM_HOT } SimItemKind;
+
+typedef struct {
+    double at_s;
+    double mib;
+    double rate_mib_s; /* 0: as fast as the guest touches memory */
+    SimItemKind kind;
+} SimItem;
+
+#define SIM_MAX_ITEMS 64
+
+/* A demand schedule: bm-guest-load's SCHEDULE, ITEM[,ITEM...] with times ascending, each
+ * SECS:MIB, SECS:MIB@RATE, SECS:touch:MIB, SECS:cache:MIB, or the model's SECS:hot:MIB. */
+typedef struct {
+    SimItem items[SIM_MAX_ITEMS];
+    size_t n;
+} SimSchedule;
+
+/* Parses text into *ret. Returns 0 or -EINVAL. */
+int sim_schedule_parse(const char *text, SimSchedule *ret);
+
+typedef struct {
+    char name[64];
+    char uuid[37];
+    bool autodeflate, reporting;
+    /* bytes */
+    double max, reserved, actual, target;
+    double kernel, anon, cold, hot, hot_ws;
+    double free_backed, free_unbacked;
+    /* the load */
+    SimSchedule sched;
+    double start_s;     /* when its schedule's t=0 is */
+    size_t phase;       /* items started so far */
+    double want;        /* the anonymous memory the current phase holds at full growth */
+    double rate;        /* bytes/s of growth (0: fast) */
+    double cache_want;  /* cold cache still to read */
+    bool touching;      /* a touch item: free what it wrote once it reached want */
+    double restart_at;  /* after an OOM kill: the worker restarts then (< 0: running) */
+    bool growing;       /* the load's memory grew in the last step */
+    /* counters */
+    unsigned oom_kills;
+    double rd_bytes, major_faults, work, work_time;
+    double work_rate;   /* of the last step: 1 with the hot set in cache */
+    /* statistics as of the last whole second */
+    struct {
+        double avail, usable, unused, caches, majflt;
+        uint64_t at_s;
+    } st;
+} SimGuest;
+
+typedef struct {
+    double t;               /* seconds since the start */
+    uint64_t epoch_ns;      /* wall clock at t = 0 */
+    double total, other;    /* bytes */
+    /* the hog */
+    SimSchedule hog_sched;
+    double hog, hog_start, hog_end, hog_size, hog_floor;
+    /* the per-CPU lists: share of freed RSS landing there (0: before 6.8), what they hold */
+    double percpu_share, percpu_excess;
+    unsigned cpus;
+    uint64_t percpu_drain_writes;
+    SimGuest *g;
+    size_t n;
+    BmClock clock;
+    BmHostModel model;
+} SimHost;
+
+/* A host of total_bytes with other_bytes of its own and n guests (their fields from
+ * sim_guest_init()). */
+void sim_host_init(SimHost *h, double total_bytes, double other_bytes, size_t n);
+void sim_host_clear(SimHost *h);
+
+/* Guest i: max_bytes, named name, its load schedule (NULL: none) from start_s. Returns 0 or
+ * -EINVAL for a bad schedule. */
+int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, const char *schedule,
+                   double start_s);
+
+/* The hog: its schedule from start_s to end_s, growing until size_bytes, never below floor. */
+int sim_host_hog(SimHost *h, const char *schedule, double start_s, double end_s, double size_bytes,
+                 double floor_bytes);
+
+/* Advances the model by dt seconds (in steps of at most 50 ms). */
+void sim_advance(SimHost *h, double dt);
+
+/* The host's MemAvailable; a guest's QEMU RSS, usable memory (MemAvailable) now. */
+double sim_available(const SimHost *h);
+double sim_rss(const SimGuest *g);
+double sim_usable(const SimGuest *g);
+double sim_free(const SimGuest *g);

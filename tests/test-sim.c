@@ -1,0 +1,401 @@
+#define _GNU_SOURCE
+/* The closed loop in simulated time (issue #33, part 4): the real engine and policy on a model
+ * of a host and its guests (tests/sim/), in the scenarios of bench/scenario.sh and beyond, with
+ * the invariants test-pressure.sh checks of a real run; and the five-guest scenario against the
+ * kept real run of bench/scenario.sh (bench/scenario/reference/agent-1), with the bounds it is
+ * held to. Each scenario prints its numbers (# lines). */
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "policy.h"
+#include "sim/model.h"
+#include "sim/sim.h"
+#include "tap.h"
+#include "util.h"
+
+#define MIB SIM_MIB
+#define GIB (1024 * SIM_MIB)
+#define REF "bench/scenario/reference/agent-1"
+
+/* the invariants' bounds */
+#define RELIEF_PASSES_MAX 3   /* relief within 3 passes where there is memory to take */
+#define KEEP_FREE_S_MAX 5.0   /* a ballooned growing guest below keep_free: the give-back target */
+
+static double cpu_now(void)
+{
+    return (double)clock() / CLOCKS_PER_SEC;
+}
+
+static char *read_source(const char *rel)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/%s", SOURCE_ROOT, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = bm_malloc0(1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* policies/default.policy with the agent's interval of bench/scenario.sh (2 s) and extra text. */
+static BmPolicy *scenario_policy(const char *extra)
+{
+    _cleanup_free_ char *text = read_source("policies/default.policy");
+    if (!text)
+        return NULL;
+    char *iv = strstr(text, "interval = 10s\n");
+    if (iv)
+        memcpy(iv, "interval =  2s\n", 15);
+    _cleanup_free_ char *all = bm_asprintf("%s\n%s", text, extra ? extra : "");
+    BmPolicy *p = NULL;
+    _cleanup_free_ char *errors = NULL;
+    if (bm_policy_parse(all, "scenario.policy", &p, &errors) < 0)
+        printf("# policy: %s\n", errors ? errors : "?");
+    return p;
+}
+
+/* The checks every scenario is held to, with its numbers. */
+static void check_invariants(const char *name, const SimResult *r, bool steady, bool release)
+{
+    ok(r->oom_kills == 0, "%s: no guest OOM (%u kills)", name, r->oom_kills);
+    ok(r->keep_free_worst_s <= KEEP_FREE_S_MAX,
+       "%s: no ballooned guest below keep_free while it grows for more than %.0f s (longest %.2f s)",
+       name, KEEP_FREE_S_MAX, r->keep_free_worst_s);
+    if (r->relief_due)
+        ok(r->relief_s >= 0 && r->relief_passes <= RELIEF_PASSES_MAX,
+           "%s: relief within %d passes where there is memory to take (%zu passes, %.1f s)", name,
+           RELIEF_PASSES_MAX, r->relief_passes, r->relief_s);
+    ok(r->reversals_max <= 1, "%s: at most one reversal per domain per episode (max %u)", name,
+       r->reversals_max);
+    if (steady)
+        ok(r->steady_changes == 0, "%s: nothing moves in the steady state (%zu changes)", name,
+           r->steady_changes);
+    if (release)
+        ok(r->back_passes >= 0 && r->back_passes <= (double)(r->back_bound_passes > 2 ? r->back_bound_passes : 2),
+           "%s: everything back within 2 passes of comfort, or max_step a pass (%.0f passes, bound %zu)",
+           name, r->back_passes, r->back_bound_passes > 2 ? r->back_bound_passes : 2);
+}
+
+/* ---- the five-guest scenario of bench/scenario.sh ---- */
+
+/* The reference run's phases (bench/scenario.sh, not --short): steady 60 s, pressure 210 s, the
+ * grower's step 180 s after its start, release 90 s. The model's guests boot at 0, the grower
+ * and the agent start at T0 (the scenario's t = 0). */
+#define T0 30.0
+static const char *const five_names[] = {"cache", "fresh", "grower", "idle", "steady"};
+static const char *const five_loads[] = {"0:cache:600,1:32", NULL, "0:touch:600,10:96,180:700@25",
+                                         "0:touch:800", "0:384"};
+
+typedef struct {
+    Sim sim;
+    SimHost host;
+    SimResult r;
+    double cpu_s;
+} Run;
+
+/* The reference host: 2 CPUs, Linux 6.1 (no per-CPU list growth), MemTotal 24105 MiB; its own
+ * memory (680 MiB) is what its samples at rest leave besides MemAvailable and the QEMU RSS.
+ * The hog as bm-mem-hog ran there (hog.log: 10.4 GiB in 10 s, then about 250 MiB/s), sized at
+ * its start to take MemAvailable to 8% of MemTotal, never below 1.5 GiB. */
+static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grower_load, bool autodeflate,
+                     const char *cache_load)
+{
+    SimHost *h = &run->host;
+    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
+    for (size_t i = 0; i < 5; i++) {
+        const char *load = i == 2 && grower_load ? grower_load : i == 0 && cache_load ? cache_load : five_loads[i];
+        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
+        sim_guest_init(h, i, name, GIB, load, i == 2 ? T0 : 0);
+        h->g[i].autodeflate = autodeflate;
+    }
+    Sim *s = &run->sim;
+    sim_init(s, h, pol);
+    s->no_agent = !agent;
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    s->step_guest = 2;
+    s->t_step = T0 + 180;
+    sim_host_hog(h, "0:10400@1000,10.4:12896@247,20.5:15808@275,31.1:100000@254", s->t_hog,
+                 s->t_hog_end, 0, 1.5 * GIB);
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    h->hog_size = sim_available(h) - 0.08 * h->total;
+    if (!agent) {
+        /* the control of bench/scenario.sh: one virsh setmem per guest 10 s into the pressure */
+        sim_run(s, s->t_hog + 10);
+        static const double set_mib[] = {384, 256, 400, 256, 512};
+        for (size_t i = 0; i < 5; i++)
+            h->g[i].target = set_mib[i] * MIB;
+    }
+    sim_run(s, T0 + 360);
+    run->cpu_s = cpu_now() - c0;
+    sim_result(s, &run->r);
+}
+
+/* The reference run's change records (records.tsv): "T<TAB>balloonmgr: change domain='P-NAME'
+ * direction=D ...", as "NAME:i" / "NAME:d" words in order. */
+static char *reference_order(void)
+{
+    _cleanup_free_ char *text = read_source(REF ".d/records.tsv");
+    if (!text)
+        return NULL;
+    char *out = bm_malloc0(strlen(text) + 1);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *d = strstr(line, "domain='"), *dir = strstr(line, "direction=");
+        if (!d || !dir)
+            continue;
+        char *end = strchr(d + 8, '\'');
+        char *dash = end ? memrchr(d + 8, '-', (size_t)(end - d - 8)) : NULL;
+        if (!dash)
+            continue;
+        sprintf(out + strlen(out), "%s%.*s:%c", out[0] ? " " : "", (int)(end - dash - 1), dash + 1,
+                dir[10]);
+    }
+    return out;
+}
+
+/* The same of the simulation, in the order the changes ended (a change started in a pass ends
+ * after the ones started before it, in the reference by the time its balloon took: here by
+ * start, then the size of the change). */
+static int cmp_end(const void *a, const void *b)
+{
+    const SimChange *x = a, *y = b;
+    double ex = x->t + fabs(x->target - x->from) / ((x->dir < 0 ? SIM_INFLATE_MIB_S : SIM_DEFLATE_MIB_S) * MIB);
+    double ey = y->t + fabs(y->target - y->from) / ((y->dir < 0 ? SIM_INFLATE_MIB_S : SIM_DEFLATE_MIB_S) * MIB);
+    return ex < ey ? -1 : ex > ey;
+}
+
+static char *sim_order(const Sim *s)
+{
+    SimChange *c = bm_malloc0((s->n_changes + 1) * sizeof(SimChange));
+    memcpy(c, s->changes, s->n_changes * sizeof(SimChange));
+    qsort(c, s->n_changes, sizeof(SimChange), cmp_end);
+    char *out = bm_malloc0(s->n_changes * 16 + 1);
+    for (size_t i = 0; i < s->n_changes; i++)
+        sprintf(out + strlen(out), "%s%s:%c", i ? " " : "", five_names[c[i].guest], c[i].dir < 0 ? 'i' : 'd');
+    free(c);
+    return out;
+}
+
+/* Per domain, its directions with repeats merged ("idle:i,d grower:i,d ..."): the shape of the
+ * decisions. */
+static char *shape(const char *order)
+{
+    char *out = bm_malloc0(256);
+    for (size_t g = 0; g < BM_ARRAY_SIZE(five_names); g++) {
+        char last = 0;
+        sprintf(out + strlen(out), "%s%s:", g ? " " : "", five_names[g]);
+        for (const char *p = order; (p = strstr(p, five_names[g])); p += strlen(five_names[g])) {
+            if ((p != order && p[-1] != ' ') || p[strlen(five_names[g])] != ':')
+                continue;
+            char dir = p[strlen(five_names[g]) + 1];
+            if (dir != last)
+                sprintf(out + strlen(out), "%s%c", last ? "," : "", dir);
+            last = dir;
+        }
+    }
+    return out;
+}
+
+static double ref_number(json_object *root, const char *path)
+{
+    json_object *o = root;
+    _cleanup_free_ char *copy = bm_strdup(path);
+    for (char *k = strtok(copy, "."); k && o; k = strtok(NULL, "."))
+        if (!json_object_object_get_ex(o, k, &o))
+            o = NULL;
+    return o ? json_object_get_double(o) : NAN;
+}
+
+/* Within bound (a share) of the reference's value; prints both. */
+static void close_to(const char *what, double sim, double ref, double bound)
+{
+    double off = fabs(sim - ref) / fabs(ref);
+    ok(isfinite(ref) && off <= bound, "calibration: %s %.1f in simulation, %.1f in the reference run: "
+       "%.0f%% apart (bound %.0f%%)", what, sim, ref, off * 100, bound * 100);
+}
+
+static void five_guests(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *pol = scenario_policy(NULL);
+    ok(pol != NULL, "the scenario's policy (default.policy, interval 2s)");
+    if (!pol)
+        return;
+    Run run;
+    run_five(&run, pol, true, NULL, false, NULL);
+    sim_print("five guests (bench/scenario.sh, agent)", &run.r, run.cpu_s);
+    check_invariants("five guests", &run.r, true, true);
+    ok(run.r.give_back_s >= 0 && run.r.give_back_s <= 15,
+       "five guests: the grower got room within 15 s of its demand step (%.1f s)", run.r.give_back_s);
+
+    /* calibration against the reference run */
+    _cleanup_free_ char *ref_text = read_source(REF ".json");
+    json_object *ref = ref_text ? json_tokener_parse(ref_text) : NULL;
+    ok(ref != NULL, "the reference run %s.json", REF);
+    _cleanup_free_ char *ro = reference_order(), *so = sim_order(&run.sim);
+    _cleanup_free_ char *rs = ro ? shape(ro) : NULL, *ss = shape(so);
+    printf("# reference order:  %s\n# simulation order: %s\n", ro ? ro : "-", so);
+    is_str(ss, rs, "calibration: each domain's decisions in the same order of directions (%s)", ss);
+    size_t same = 0;
+    for (size_t i = 0; ro && ro[i] && ro[i] == so[i]; i++)
+        same += ro[i] == ' ';
+    ok(same >= 5, "calibration: the first %zu decisions the same, in the same order (bound: the "
+       "reference's first two passes under pressure, 5 changes)", same);
+    if (ref) {
+        close_to("QEMU RSS at rest MiB", run.r.rss_rest_bytes / MIB,
+                 ref_number(ref, "host.qemu_rss.at_rest_bytes") / MIB, 0.05);
+        close_to("lowest QEMU RSS under pressure MiB", run.r.rss_min_bytes / MIB,
+                 ref_number(ref, "host.qemu_rss.min_under_pressure_bytes") / MIB, 0.15);
+        close_to("balloons MiB", run.r.ballooned_bytes / MIB,
+                 ref_number(ref, "host.balloon_reclaimed_bytes") / MIB, 0.15);
+        double ref_give = ref_number(ref, "give_back.latency_s");
+        ok(run.r.give_back_s >= 0 && fabs(run.r.give_back_s - ref_give) <= 5,
+           "calibration: the grower's room %.1f s after its step in simulation, %.1f s in the "
+           "reference run (bound: 5 s apart)", run.r.give_back_s, ref_give);
+        double ref_relief = ref_number(ref, "host.relief.passes");
+        ok(run.r.relief_s >= 0 && fabs((double)run.r.relief_passes - ref_relief) <= 1,
+           "calibration: relief in %zu passes (%.1f s) in simulation, %.0f (%.1f s) in the reference "
+           "run (bound: 1 pass apart)", run.r.relief_passes, run.r.relief_s, ref_relief,
+           ref_number(ref, "host.relief.seconds"));
+        json_object_put(ref);
+    }
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+
+    /* the cache guest's page cache as a hot working set (issue #32): its work rate and disk
+     * reads under pressure, printed */
+    run_five(&run, pol, true, NULL, false, "0:hot:600,1:32");
+    sim_print("five guests, the cache guest's cache hot", &run.r, run.cpu_s);
+    check_invariants("five guests, hot cache", &run.r, true, true);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+
+    /* the control: no agent, one setmem per guest; the grower's workload is OOM-killed, as in
+     * test-pressure's control run (the check can fail) */
+    run_five(&run, pol, false, NULL, false, NULL);
+    sim_print("five guests, control (no agent, one setmem each)", &run.r, run.cpu_s);
+    ok(run.r.oom_kills >= 1, "control: without the agent the grower is OOM-killed (%u kills)", run.r.oom_kills);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+/* ---- larger hosts ---- */
+
+/* n guests of 1 GiB with the five-guest scenario's loads in turn (the growers' steps spread over
+ * 10 s in the middle of the pressure), every 7th with free page reporting, every 4th with
+ * deflate-on-oom; a host of 1 GiB a guest plus 4 GiB (Linux >= 6.8: half of what the QEMU
+ * processes free lands on 16 CPUs' per-CPU lists first), a hog sized at its start to take
+ * MemAvailable to 8% of MemTotal in about 40 s. */
+static void run_fleet(Run *run, const BmPolicy *pol, size_t n, double steady, double pressure,
+                      double release)
+{
+    SimHost *h = &run->host;
+    sim_host_init(h, (double)n * GIB + 4 * GIB, 2 * GIB, n);
+    h->percpu_share = 0.5;
+    h->cpus = 16;
+    Sim *s = &run->sim;
+    double step = steady + pressure / 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t kind = i % 5;
+        _cleanup_free_ char *name = bm_asprintf("g%05zu-%s", i, five_names[kind]);
+        _cleanup_free_ char *grow = bm_asprintf("0:touch:600,10:96,%.0f:700@25", step + (double)(i % 10));
+        sim_guest_init(h, i, name, GIB, kind == 2 ? grow : five_loads[kind], 0);
+        h->g[i].reporting = i % 7 == 3;
+        h->g[i].autodeflate = i % 4 == 1;
+    }
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + steady;
+    s->t_hog_end = s->t_hog + pressure;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.08 * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 40);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 1.5 * GIB);
+    sim_run(s, s->t_hog_end + release);
+    run->cpu_s = cpu_now() - c0;
+    sim_result(s, &run->r);
+}
+
+static void fleet(const BmPolicy *pol, size_t n, double steady, double pressure, double release)
+{
+    Run run;
+    run_fleet(&run, pol, n, steady, pressure, release);
+    _cleanup_free_ char *title = bm_asprintf("a host of %zu guests", n);
+    sim_print(title, &run.r, run.cpu_s);
+    printf("#   per-CPU lists drained with %" PRIu64 " writes\n", run.host.percpu_drain_writes);
+    check_invariants(title, &run.r, true, true);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+/* A day of diurnal demand: 20 guests of 2 GiB whose loads follow the hours (between 200 MiB at
+ * night and 1400 MiB at their peak, the peaks spread from 12:00 to 17:00, 2 MiB/s of growth;
+ * what they free stays backed), on a host of 44 GiB whose own work peaks at 8 GiB at 20:00,
+ * when the guests' backed free memory is there to take. The first hour is the rest. */
+static void day(const BmPolicy *pol)
+{
+    Run run;
+    SimHost *h = &run.host;
+    const size_t n = 20;
+    sim_host_init(h, 44 * GIB, 2 * GIB, n);
+    for (size_t i = 0; i < n; i++) {
+        char sched[2048] = "";
+        for (int hour = 0; hour <= 24; hour++) {
+            double phase = 12 + (double)(i % 6);
+            double mib = 200 + 1200 * (1 + cos(2 * M_PI * (hour - phase) / 24)) / 2;
+            snprintf(sched + strlen(sched), sizeof(sched) - strlen(sched), "%s%d:%.0f@2",
+                     hour ? "," : "", hour * 3600, mib);
+        }
+        _cleanup_free_ char *name = bm_asprintf("d%03zu", i);
+        sim_guest_init(h, i, name, 2 * GIB, sched, 0);
+        h->g[i].autodeflate = i % 4 == 1;
+    }
+    char hog[1024] = "";
+    for (int hour = 0; hour <= 24; hour++)
+        snprintf(hog + strlen(hog), sizeof(hog) - strlen(hog), "%s%d:%.0f@20", hour ? "," : "",
+                 hour * 3600, 8192 * (1 + cos(2 * M_PI * (hour - 20) / 24)) / 2);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = 0;
+    s->t_hog = 3600;
+    s->t_hog_end = 24 * 3600;
+    sim_host_hog(h, hog, 0, 24 * 3600 + 1, 1e15, 1.5 * GIB);
+    double c0 = cpu_now();
+    sim_run(s, 24 * 3600);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a day of diurnal demand", &run.r, run.cpu_s);
+    /* relief is not checked here: from 16:40 the policy finds the guests' free memory mostly
+     * not backed (it counts an inflate as going through that first) and reports it unmet, while
+     * the model's balloon takes backed free pages first (as the reference run's 94% RSS return
+     * says); which is right for this host is open (issue #33) */
+    SimResult r = run.r;
+    r.relief_due = false;
+    check_invariants("a day", &r, false, false);
+    ok(run.r.changes > 0, "a day: the balloons moved (%zu changes in %zu passes)", run.r.changes, run.r.passes);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+int main(void)
+{
+    five_guests();
+    _cleanup_(bm_policy_freep) BmPolicy *pol = scenario_policy(NULL);
+    if (pol) {
+        fleet(pol, 100, 60, 210, 90);
+        fleet(pol, 1000, 30, 120, 60);
+        day(pol);
+    }
+    return tap_done();
+}
