@@ -18,7 +18,7 @@ bm_ct_lane stack "${1:-trixie}"
 shift || true
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(test-status test-set-wait test-verify test-configure test-run
-                                  test-agent test-reporting test-autodeflate test-pressure)
+                                  test-agent test-reporting test-autodeflate test-hotcache test-pressure)
 suite=$BM_CT_SUITE work=$BM_CT_WORK
 src=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 ct() { bm_ct_exec "$@"; }

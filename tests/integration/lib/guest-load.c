@@ -14,6 +14,11 @@
  *                       disk=MIB) once, with buffered reads: page cache, resident in QEMU; the
  *                       file descriptor stays open; then hold nothing (a later item's anonymous
  *                       memory comes on top of the cache, which stays until the kernel drops it)
+ *     SECS:hot:MIB      re-read the first MIB MiB of the disk for ever, 1 MiB buffered read()s
+ *                       in a loop (a HOT page cache: a database's or web server's working set;
+ *                       a miss is a disk read, not a page fault); hold nothing else
+ *     SECS:hotmap:MIB   the same through a shared read-only mmap of the disk, one byte of
+ *                       every page (a miss is a major page fault)
  * SECS count from the program's start on the guest's monotonic clock. (Not the wall clock: a
  * TCG guest's wall clock was measured a minute ahead of the host's after a slow boot, while
  * its monotonic clock kept the host's pace: 10.0 s per 10 s.) The first line,
@@ -31,6 +36,7 @@
  *   cache read FAILED at MIB of MIB MiB of DEVICE: ERROR
  *   allocation FAILED at MIB of MIB MiB: ERROR
  *   status: holding MIB MiB, touch pass MS ms           (every 30 s)
+ *   hot: RATE MiB/s over S s, MIB MiB in all             (every 5 s of a hot phase: its work)
  *   OOM: worker PID killed by SIGKILL (phase N, holding MIB MiB); restarting in 1 s
  *   worker PID exited with status N / killed by signal S
  * A supervisor process (oom_score_adj -1000) runs the schedule in a worker (oom_score_adj 0),
@@ -60,6 +66,7 @@ typedef struct {
     double rate_mib_s; /* 0: as fast as possible */
     int touch_only;
     int cache_only; /* read the disk into the page cache */
+    int hot;        /* re-read it for ever: 1 read(), 2 mmap */
 } Item;
 
 /* Shared between the supervisor and its worker (MAP_SHARED): what the worker is doing. */
@@ -126,6 +133,13 @@ static int parse_schedule(const char *s)
         } else if (strncmp(tok, "cache:", 6) == 0) {
             it.cache_only = 1;
             tok += 6;
+        } else if (strncmp(tok, "hot:", 4) == 0) {
+            it.cache_only = it.hot = 1;
+            tok += 4;
+        } else if (strncmp(tok, "hotmap:", 7) == 0) {
+            it.cache_only = 1;
+            it.hot = 2;
+            tok += 7;
         }
         errno = 0;
         it.mib = strtoul(tok, &end, 10);
@@ -233,6 +247,75 @@ static void cache_disk(unsigned long mib)
 }
 
 /* The worker: runs the schedule forever. */
+/* The hot working set: the disk re-read for ever (Item.hot), its position and what it read. */
+static struct {
+    int mode; /* 0 none, 1 read(), 2 mmap */
+    int fd;
+    unsigned char *map;
+    unsigned long mib, pos_mib;
+    double since, bytes, total;
+} hot = {.fd = -1};
+
+static void hot_start(int mode, unsigned long mib)
+{
+    if (hot.map)
+        munmap(hot.map, hot.mib * MIB);
+    if (hot.fd >= 0)
+        close(hot.fd);
+    hot.map = NULL;
+    hot.mode = 0;
+    hot.fd = open(CACHE_DEVICE, O_RDONLY);
+    if (hot.fd < 0) {
+        say("hot read FAILED: %s: %s", CACHE_DEVICE, strerror(errno));
+        return;
+    }
+    if (mode == 2) {
+        hot.map = mmap(NULL, mib * MIB, PROT_READ, MAP_SHARED, hot.fd, 0);
+        if (hot.map == MAP_FAILED) {
+            say("hot mmap FAILED: %s: %s", CACHE_DEVICE, strerror(errno));
+            hot.map = NULL;
+            return;
+        }
+    }
+    hot.mode = mode;
+    hot.mib = mib;
+    hot.pos_mib = 0;
+    hot.since = sched_t();
+    hot.bytes = hot.total = 0;
+}
+
+/* Re-reads the working set for about s seconds (the loop's pause), reporting every 5 s. */
+static void hot_for(double s)
+{
+    static char buf[MIB];
+    double end = sched_t() + s;
+    volatile unsigned sum = 0;
+    while (sched_t() < end) {
+        if (hot.mode == 1) {
+            ssize_t n = pread(hot.fd, buf, MIB, (off_t)(hot.pos_mib * MIB));
+            if (n <= 0) {
+                say("hot read FAILED at %lu MiB: %s", hot.pos_mib, n < 0 ? strerror(errno) : "end of disk");
+                hot.mode = 0;
+                return;
+            }
+        } else {
+            const unsigned char *p = hot.map + hot.pos_mib * MIB;
+            for (unsigned long off = 0; off < MIB; off += 4096)
+                sum += p[off];
+        }
+        hot.bytes += MIB;
+        hot.total += MIB;
+        hot.pos_mib = (hot.pos_mib + 1) % hot.mib;
+    }
+    double t = sched_t();
+    if (t - hot.since >= 5) {
+        say("hot: %.1f MiB/s over %.1f s, %.0f MiB in all", hot.bytes / MIB / (t - hot.since),
+            t - hot.since, hot.total / MIB);
+        hot.since = t;
+        hot.bytes = 0;
+    }
+}
+
 static void worker(void)
 {
     int fd = open("/proc/self/oom_score_adj", O_WRONLY);
@@ -262,6 +345,12 @@ static void worker(void)
                     ;
                 say("touched and freed %lu MiB in %.1f s", n_chunks, sched_t() - phase_start);
                 shrink_to(0);
+                reached = 1;
+            } else if (p >= 0 && items[p].hot) {
+                say("phase %d: re-read %lu MiB of %s for ever (%s)", p + 1, items[p].mib,
+                    CACHE_DEVICE, items[p].hot == 2 ? "mmap" : "read");
+                shrink_to(0);
+                hot_start(items[p].hot, items[p].mib);
                 reached = 1;
             } else if (p >= 0 && items[p].cache_only) {
                 say("phase %d: cache %lu MiB of %s", p + 1, items[p].mib, CACHE_DEVICE);
@@ -305,7 +394,10 @@ static void worker(void)
                 last_status = sched_t();
             }
         }
-        sleep_s(0.1);
+        if (hot.mode && p >= 0 && items[p].hot)
+            hot_for(0.1);
+        else
+            sleep_s(0.1);
     }
 }
 
@@ -314,7 +406,7 @@ int main(int argc, char **argv)
     int fd, i = 1;
     if (argc != i + 1 || parse_schedule(argv[i]) < 0) {
         fprintf(stderr, "bm-load: schedule '%s': expected SECS:MIB[@RATE], SECS:touch:MIB or "
-                        "SECS:cache:MIB, comma-separated, times ascending\n", argc > i ? argv[i] : "");
+                        "SECS:cache:MIB, SECS:hot:MIB or SECS:hotmap:MIB, comma-separated, times ascending\n", argc > i ? argv[i] : "");
         return 2;
     }
     start_mono = now(CLOCK_MONOTONIC);
