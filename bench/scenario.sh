@@ -11,6 +11,11 @@
 #   cache    reads 600 MiB of its disk (a read-only virtio disk of random bytes) into its page
 #            cache at boot and keeps it open, holds 32 MiB: memory free page reporting cannot
 #            return, an inflate can (the guest drops cache)
+#   hot      (issue #32) re-reads the first 400 MiB of its own 512 MiB disk for ever with
+#            buffered read()s (a database's or web server's working set: a HOT page cache; the
+#            disk has cache='none', so a miss is a real read and no page fault); its re-read
+#            rate is its work, measured before, under and after the pressure. BM_SCENARIO_HOT=
+#            mmap: the same through mmap (a miss is a major fault); none: no such guest
 # With BM_SCENARIO_SPARE=cache (the page-cache scenario of issue #21) the idle guest's spare
 # memory is page cache too: it reads 700 MiB of its own disk and keeps it open instead of
 # touching and freeing 800 MiB (the default, BM_SCENARIO_SPARE=free: its spare memory is free).
@@ -45,7 +50,8 @@
 # image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G),
 # BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
 # JSON as guest_options), BM_SCENARIO_SPARE (free or cache: the idle guest's spare memory, above;
-# in the JSON as spare). The timer runs every timer_interval of the policy (60 s without it).
+# in the JSON as spare), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON
+# as hot). The timer runs every timer_interval of the policy (60 s without it).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
 set -euo pipefail
@@ -58,6 +64,10 @@ POLICY_SRC=${BM_SCENARIO_POLICY:-$ROOT/policies/default.policy}
 HOG_TARGET=${BM_HOG_TARGET:-8%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
 GUESTS=(idle fresh steady grower cache)
+# the hot guest (issue #32): read (default), mmap, none
+HOT=${BM_SCENARIO_HOT:-read}
+case "$HOT" in read|mmap) GUESTS+=(hot) ;; none) ;; *) echo "scenario: BM_SCENARIO_HOT '$HOT': expected read, mmap or none" >&2; exit 2 ;; esac
+HOT_MIB=400
 RESULTS=${BM_BENCH_RESULTS:-/var/tmp/balloonmgr-bench}
 MIB=1048576
 # as balloonmgr-policy.timer: OnUnitActiveSec=1min (the policy's timer_interval when it has one)
@@ -167,8 +177,21 @@ run_one() {
     # shellcheck disable=SC2086
     bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 $fpr_opt $GUEST_OPTS
     local g t_anchor
+    if [ "$HOT" != none ]; then
+        local hot_item=hot
+        [ "$HOT" = mmap ] && hot_item=hotmap
+        # shellcheck disable=SC2086
+        bm_define_guest hot 1024 disk=512 load=0:$hot_item:$HOT_MIB $fpr_opt $GUEST_OPTS
+    fi
     for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
     wait_cached cache 600
+    if [ "$HOT" != none ]; then
+        bm_wait_guest_ready hot 300
+        # its working set read once (two rate lines: 10 s of re-reading) before the steady phase
+        BM_WAIT_INTERVAL=0.5 bm_wait_until 180 "the hot guest to re-read its disk" \
+            eval '[ "$(grep -c "bm-load: t=[0-9.]* hot: " "$(bm_console_log hot)")" -ge 2 ]' ||
+            bm_fail "the hot guest does not re-read its disk: $(grep -a 'bm-load' "$(bm_console_log hot)" | tail -n 3)"
+    fi
     [ "$SPARE" != cache ] || wait_cached idle "$IDLE_CACHE_MIB"
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
     # shellcheck disable=SC2086
@@ -213,7 +236,7 @@ run_one() {
                   passes: $met.passes, mode: $met.mode, unmet: $met.unmet,
                   doms: [$st.domains[] | { name, state, cur: .current_bytes, max: .maximum_bytes,
                           usable: .usable_bytes, avail: .available_bytes, rss: .rss_bytes,
-                          caches: .disk_caches_bytes,
+                          caches: .disk_caches_bytes, reads: .disk_read_bytes,
                           majflt: .major_faults, swapin: .swap_in_bytes, age: .stats_age_s }] }' \
                 >>"$SAMPLES" 2>/dev/null || true
             for i in "${!GUESTS[@]}"; do
@@ -354,10 +377,10 @@ run_one() {
     printf '%s\n' "${args[@]:2}" |
         jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
                   interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r,
-                  guest_options: $o, spare: $sp }' \
+                  guest_options: $o, spare: $sp, hot: $hot }' \
             --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
             --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
-            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" \
+            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" --arg hot "$HOT" \
             >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
@@ -419,7 +442,7 @@ analyse() {
     jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" --arg kind "$kind" \
         --rawfile rec "${RECORDS:-/dev/null}" --argjson have_rec "$([ -n "${RECORDS:-}" ] && echo true || echo false)" \
         --argjson release_above "$RELEASE_ABOVE" --argjson interval "$INTERVAL_S" \
-        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" --arg spare "$SPARE" \
+        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" --arg spare "$SPARE" --arg hot "$HOT" \
         --argjson t_hog "$t_hog" --argjson t_hog_end "$t_hog_end" --argjson t_end "$t_end" \
         --argjson timer "$timer_passes" --argjson total "$total" --argjson reclaim_below "$RECLAIM_BELOW" \
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
@@ -505,7 +528,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
+      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare, hot: $hot,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -558,6 +581,25 @@ analyse() {
           disk_caches_at_rest_bytes: ([series($g)[] | select(.t <= $t_hog)] | last | .caches // null),
           min_disk_caches_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .caches // empty] | min)
         } }] | from_entries),
+      # issue #32: the work of the hot guest, its re-read rate (the "hot: R MiB/s over S s"
+      # lines of its console, each at the time the sampler read it): before (the last 40 s of the steady
+      # phase), under pressure (from the start of the hog to its end), in the minute after; as ratios to
+      # before, with the worst line from the start of the hog to a minute after; and what it read
+      # from its disk under pressure (the block statistics of QEMU)
+      hot: (if ($G | index("hot")) == null then null else
+        ([$E[] | select(.dom == "hot") | . as $e | (.line | capture("bm-load: t=[0-9.]+ hot: (?<r>[0-9.]+) MiB/s")) // null |
+          select(. != null) | { t: $e.t, r: (.r | tonumber) }]) as $H |
+        def mean: if length == 0 then null else add / length end;
+        ([$H[] | select(.t > $t_hog - 40 and .t <= $t_hog) | .r] | mean) as $b |
+        ([$H[] | select(.t > $t_hog and .t <= $t_hog_end) | .r] | mean) as $u |
+        ([$H[] | select(.t > $t_hog_end and .t <= $t_hog_end + 60) | .r] | mean) as $a |
+        ([$H[] | select(.t > $t_hog and .t <= $t_hog_end + 60) | .r] | min) as $w |
+        def ratio($x): if $x == null or $b == null or $b == 0 then null else ($x / $b * 1000 | round / 1000) end;
+        { mode: $hot, rate_before_mib_s: $b, rate_under_pressure_mib_s: $u, rate_after_mib_s: $a,
+          under_pressure_ratio: ratio($u), after_ratio: ratio($a), worst_ratio: ratio($w),
+          read_under_pressure_bytes: (([series("hot")[] | select(.t >= $t_hog and .t <= $t_hog_end) | .reads // empty]) as $r |
+              if ($r | length) < 2 then null else ($r | max) - ($r | min) end),
+          min_current_bytes: ([series("hot")[] | select(.t >= $t_hog and .t <= $t_hog_end + 60) | .cur] | min) } end),
       give_back: {
         grower_current_at_step_bytes: ($gs.cur // null),
         grower_ballooned_at_step: (if $gs == null then null else $gs.cur < $gs.max end),
@@ -580,7 +622,8 @@ analyse() {
            " reversals max \(.host.reversals.samples_max) sum \(.host.reversals.samples_sum)" +
            " (records: max \(.host.reversals.records_max // "-") sum \(.host.reversals.records_sum // "-"));" +
            " QEMU RSS total at rest \(.host.qemu_rss.at_rest_bytes | mib) MiB, lowest under pressure \(.host.qemu_rss.min_under_pressure_bytes | mib) MiB;" +
-           " still ballooned 2 passes after comfortable \(.host.after_comfortable.still_ballooned_bytes | mib) MiB"' "$out"
+           " still ballooned 2 passes after comfortable \(.host.after_comfortable.still_ballooned_bytes | mib) MiB" +
+           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst \(.hot.worst_ratio // "-") x, read \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" end)' "$out"
 }
 
 # reanalyse RUN.json: the measurements again, from the raw material a run kept in RUN.d/ (the
@@ -594,7 +637,7 @@ reanalyse() {
     RECLAIM_BELOW=$(jq '.reclaim_below' "$a") RELEASE_ABOVE=$(jq '.release_above' "$a")
     INTERVAL_S=$(jq '.interval_s' "$a") TIMER_INTERVAL=$(jq '.timer_interval_s' "$a")
     BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
-    SPARE=$(jq -r '.spare // "free"' "$a")
+    SPARE=$(jq -r '.spare // "free"' "$a") HOT=$(jq -r '.hot // "none"' "$a")
     read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
     local args=()
     mapfile -t args < <(jq -r '.analyse[]' "$a")
@@ -618,8 +661,9 @@ table() {
     def mib: if . == null then "-" else (. / 1048576 | round | tostring) end;
     def num: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
     # runs of the page-cache scenario (BM_SCENARIO_SPARE=cache) are a row of their own
-    group_by([(.spare // "free"), .mode]) | map(. as $runs | {
-        mode: (.[0].mode + (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end)),
+    group_by([(.spare // "free"), (.hot // "none"), .mode]) | map(. as $runs | {
+        mode: (.[0].mode + (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end) +
+               (if (.[0].hot // "none") == "mmap" then " (hot: mmap)" else "" end)),
         runs: length,
         relief: [$runs[] | .host.relief.seconds] | median,
         relieved: ([$runs[] | select(.host.relief.to != null and .host.relief.to < .phases.pressure[1] - 5)] | length),
@@ -646,11 +690,17 @@ table() {
         recrevsum: [$runs[] | .host.reversals.records_sum] | median,
         rssrest: [$runs[] | .host.qemu_rss.at_rest_bytes] | median,
         rssmin: [$runs[] | .host.qemu_rss.min_under_pressure_bytes] | median,
-        left2: [$runs[] | .host.after_comfortable.still_ballooned_bytes] | median
+        left2: [$runs[] | .host.after_comfortable.still_ballooned_bytes] | median,
+        # issue #32: the hot guest (runs before it: "-")
+        hotu: [$runs[] | .hot.under_pressure_ratio] | median,
+        hota: [$runs[] | .hot.after_ratio] | median,
+        hotw: [$runs[] | .hot.worst_ratio] | median,
+        hotread: [$runs[] | .hot.read_under_pressure_bytes] | median,
+        hotmin: [$runs[] | .hot.min_current_bytes] | median
       }) |
-    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable |"),
-    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
-    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) |")
+    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) |")
     ' $files
 }
 
