@@ -117,8 +117,19 @@ _bm_daemon_pid() {
     local pid=""
     [ -r "/run/$1.pid" ] && pid=$(cat "/run/$1.pid" 2>/dev/null || true)
     if _bm_pid_is "$1" "$pid"; then echo "$pid"; return 0; fi
-    pid=$(pgrep -x "$1" 2>/dev/null | head -n1 || true)
-    echo "$pid"
+    _bm_pgrep_here "$1"
+}
+
+# _bm_pgrep_here NAME: the first process called NAME in this shell's mount namespace (a
+# libvirtd in a container, which the host's pgrep also lists, serves none of our sockets: the
+# scenario took a container's libvirtd for the host's and found no socket).
+_bm_pgrep_here() {
+    local pid here
+    here=$(readlink /proc/self/ns/mnt)
+    for pid in $(pgrep -x "$1" 2>/dev/null); do
+        [ "$(readlink "/proc/$pid/ns/mnt" 2>/dev/null)" = "$here" ] && { echo "$pid"; return 0; }
+    done
+    return 0
 }
 
 _bm_libvirt_answers() { timeout 30 virsh -q -c "$BM_URI" version >/dev/null 2>&1; }
@@ -170,7 +181,7 @@ _bm_start_polkit() {
         echo "dbus-daemon $pid" >>"$(_bm_owner_file)"
         bm_log "dbus-daemon --system started, pid $pid"
     fi
-    pid=$(pgrep -x polkitd | head -n1 || true)
+    pid=$(_bm_pgrep_here polkitd)
     if [ -n "$pid" ]; then
         bm_log "polkitd already running (pid $pid), leaving it alone"
         return 0
