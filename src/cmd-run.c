@@ -122,6 +122,7 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "major_faults_per_second", ratej(d->pressure.major_fault_rate));
     json_object_object_add(x, "swap_in_bytes_per_second", ratej(d->pressure.swap_in_rate));
     json_object_object_add(x, "disk_read_bytes_per_second", ratej(d->pressure.disk_read_rate));
+    json_object_object_add(x, "cpu_share", ratej(d->pressure.cpu_rate));
     json_object_object_add(x, "page_cache_hot", json_object_new_boolean(d->cache_hot));
     json_object_object_add(x, "why", d->why ? json_object_new_string(d->why) : NULL);
     json_object_object_add(x, "take_free_bytes", json_object_new_uint64(d->take_free_bytes));

@@ -231,6 +231,7 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .used_peak_s = peak_s,
                               .given_s = given_s,
                               .disk_read_bytes = d->disk_read_bytes,
+                              .cpu_time_ns = d->cpu_time_ns,
                               .inflated_from_bytes = from,
                               .read_base_Bps = base,
                               .cache_hot_s = hot_s};

@@ -36,6 +36,7 @@ typedef struct {
                                * or by the guest itself) while the host was not comfortable;
                                * 0: not in this pressure episode */
     uint64_t disk_read_bytes; /* read from its disks, cumulative (QEMU); BM_ABSENT */
+    uint64_t cpu_time_ns;     /* its CPU time, cumulative; BM_ABSENT */
     uint64_t inflated_from_bytes; /* its balloon before our first inflate of this pressure
                                    * episode; BM_ABSENT: not inflated in it */
     uint64_t read_base_Bps;   /* its disks' read rate (bytes/s) in the pass that made that

@@ -26,6 +26,10 @@
 #define GROWTH_MIN_BYTES (24 * MiB)
 #define GROWTH_MIN_RATE (2.0 * MiB)
 #define GROW_AHEAD_S 30
+/* A guest whose vCPUs used this share of one CPU or more since the previous reading is busy:
+ * its page cache may be in use, and is taken after the caches of idle guests (an idle TCG guest
+ * uses 1-5%; a guest re-reading its cache, one vCPU's worth). */
+#define BUSY_CPU_SHARE 0.2
 
 const char *bm_action_name(BmAction a)
 {
@@ -123,6 +127,7 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
                              .growth_bytes = BM_ABSENT,
                              .growth_rate = -1,
                              .disk_read_rate = -1,
+                             .cpu_rate = -1,
                              .read_base_rate = -1};
 
     ret->headroom_bytes = bm_domain_headroom_bytes(d);
@@ -147,8 +152,11 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
         ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
         growth(d, prev, ret->used_bytes, dt, ret);
         /* QEMU's counters: the readings' clock */
-        ret->disk_read_rate = rate(d->disk_read_bytes, prev->disk_read_bytes,
-                                   now_s > prev->taken_s ? now_s - prev->taken_s : 0);
+        uint64_t host_dt = now_s > prev->taken_s ? now_s - prev->taken_s : 0;
+        ret->disk_read_rate = rate(d->disk_read_bytes, prev->disk_read_bytes, host_dt);
+        ret->cpu_rate = rate(d->cpu_time_ns, prev->cpu_time_ns, host_dt);
+        if (ret->cpu_rate >= 0)
+            ret->cpu_rate /= 1e9;
         episode_reads(d, prev, rules, ret);
     }
     ret->under_pressure =
@@ -195,6 +203,7 @@ typedef struct {
     uint64_t free_end;  /* take: its balloon growth up to the end of its free memory (skip,
                          * then free memory the host backs); page cache beyond */
     bool hot;           /* take: its page cache is hot: taken last (tier_cap()) */
+    bool busy;          /* take: its vCPUs are busy (BUSY_CPU_SHARE): its cache after idle ones' */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -319,16 +328,17 @@ static int cmp_order(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The tiers of what is taken, cheapest first: free memory, page cache not known hot, and a
- * hot page cache only while the host is near its own OOM. */
-enum { TIER_FREE, TIER_CACHE, TIER_HOT, N_TIERS };
+/* The tiers of what is taken, cheapest first: free memory; the page cache of idle guests
+ * (nothing uses it now); that of busy guests (it may be in use); a hot page cache, only while
+ * the host is near its own OOM. */
+enum { TIER_FREE, TIER_IDLE_CACHE, TIER_BUSY_CACHE, TIER_HOT, N_TIERS };
 
 /* A taker's balloon growth up to the end of tier t. */
 static uint64_t tier_cap(const Work *x, int t)
 {
-    if (t == TIER_FREE || (t == TIER_CACHE && x->hot))
-        return min_u64(x->want, x->free_end);
-    return x->want;
+    bool cache = t == TIER_HOT || (t == TIER_BUSY_CACHE && !x->hot) ||
+                 (t == TIER_IDLE_CACHE && !x->hot && !x->busy);
+    return cache ? x->want : min_u64(x->want, x->free_end);
 }
 
 /* The host bytes an inflate of amount returns: beyond the free memory it does not back, times
@@ -411,7 +421,7 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     uint64_t spared = 0;
     for (size_t i = 0; i < n && !ret->hot_cache_allowed && ret->expected_return_bytes < asked; i++)
         if (w[i].role == ROLE_TAKE && w[i].hot)
-            spared += tier_cap(&w[i], TIER_HOT) - max_u64(tier_cap(&w[i], TIER_CACHE), w[i].amount);
+            spared += tier_cap(&w[i], TIER_HOT) - max_u64(tier_cap(&w[i], TIER_BUSY_CACHE), w[i].amount);
     if (spared >= MiB) {
         size_t len = strlen(ret->reason);
         say(ret->reason + len, sizeof(ret->reason) - len,
@@ -668,6 +678,7 @@ static void set_take(BmDecision *x, Work *k)
      * guest does not say) */
     k->free_end = bm_present(k->unused) ? min_u64(k->want, k->unused) : k->want;
     k->hot = x->cache_hot;
+    k->busy = x->pressure.cpu_rate >= BUSY_CPU_SHARE;
     unsigned shares = k->rules.shares ? k->rules.shares : 100;
     uint64_t basis = bm_present(x->backed_free_bytes) ? min_u64(x->idle_bytes, x->backed_free_bytes)
                                                       : x->idle_bytes;
@@ -913,6 +924,8 @@ static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
             k->amount > x->take_free_bytes ? SZ(k->amount - x->take_free_bytes) : "",
             x->take_hot_bytes    ? " of a HOT page cache: the host is near its own OOM "
                                    "(MemAvailable below half of reclaim_below)"
+            : x->take_cache_bytes && k->busy ? " page cache of a busy guest (vCPUs over 20%: after "
+                                               "idle guests' caches)"
             : x->take_cache_bytes ? " page cache"
                                   : "");
         say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s: %s",

@@ -35,6 +35,7 @@ typedef struct {
     bool under_pressure;     /* a protect_* threshold is exceeded */
     double disk_read_rate;   /* its disks' reads, bytes per second (QEMU, host side); < 0
                               * unknown */
+    double cpu_rate;         /* its CPU time per second (1.0: one CPU busy); < 0 unknown */
     double read_base_rate;   /* that rate in the pass of our first inflate of the episode; < 0
                               * unknown or none */
     uint64_t taken_bytes;    /* what our inflates of this pressure episode took: its balloon

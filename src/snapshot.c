@@ -49,7 +49,7 @@ void bm_snapshot_domain_init(BmDomain *d)
     d->max_bytes = BM_ABSENT;
     for (size_t i = 0; i < BM_ARRAY_SIZE(balloon_fields); i++)
         *field(d, balloon_fields[i].offset) = BM_ABSENT;
-    d->disk_read_bytes = d->disk_read_reqs = BM_ABSENT;
+    d->disk_read_bytes = d->disk_read_reqs = d->cpu_time_ns = BM_ABSENT;
 }
 
 static void domain_note_error(BmDomain *d, const char *what, int r)
@@ -113,6 +113,10 @@ void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n
         }
         if (strcmp(p->field, "state.state") == 0) {
             d->state = (int)v;
+            continue;
+        }
+        if (strcmp(p->field, "cpu.time") == 0) {
+            set_scaled(&d->cpu_time_ns, v, 1);
             continue;
         }
         if (strcmp(p->field, "balloon.maximum") == 0) {
@@ -246,7 +250,8 @@ static void index_by_uuid(BmSnapshot *s)
 static int bulk_stats(BmSnapshot *s, virConnectPtr conn, virDomainPtr *doms, unsigned list_flags,
                       virDomainStatsRecordPtr **ret_recs)
 {
-    const unsigned types = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON | VIR_DOMAIN_STATS_BLOCK;
+    const unsigned types = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON |
+                           VIR_DOMAIN_STATS_BLOCK | VIR_DOMAIN_STATS_CPU_TOTAL;
     unsigned nowait = VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT;
     for (int attempt = 0; attempt < 2; attempt++, nowait = 0) {
         int n;

@@ -34,6 +34,8 @@ typedef struct {
     uint64_t disk_read_bytes;   /* read from all its disks, cumulative (QEMU's block stats:
                                  * a guest that refaults its page cache reads it again) */
     uint64_t disk_read_reqs;    /* read requests of all its disks, cumulative */
+    uint64_t cpu_time_ns;       /* CPU time of the domain (cpu.time), cumulative: a guest whose
+                                 * vCPUs idle is using no page cache */
     bool balloon_known;         /* balloon config read from the XML */
     BmBalloonConfig balloon;
     char *error;                /* why part of this domain could not be read, or NULL */

@@ -84,6 +84,7 @@ static const struct {
     {"used_peak_at", offsetof(BmPrevReading, used_peak_s), true},
     {"given_at", offsetof(BmPrevReading, given_s), true},
     {"disk_read_bytes", offsetof(BmPrevReading, disk_read_bytes), false},
+    {"cpu_time_ns", offsetof(BmPrevReading, cpu_time_ns), false},
     {"inflated_from_bytes", offsetof(BmPrevReading, inflated_from_bytes), false},
     {"read_base_bytes_per_second", offsetof(BmPrevReading, read_base_Bps), false},
     {"cache_hot_at", offsetof(BmPrevReading, cache_hot_s), true},

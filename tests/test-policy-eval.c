@@ -1237,6 +1237,39 @@ static void test_free_memory_taken_before_page_cache(void)
     bm_plan_clear(&p);
 }
 
+/* The page cache of an idle guest is taken before that of a busy one (its vCPUs over a fifth
+ * of a CPU since the previous reading: it may be using its cache). */
+static void test_idle_guests_cache_before_busy_guests(void)
+{
+    BmDomain d[2];
+    two_spare_guests(d);
+    d[0] = d[1];
+    d[0].name = "busy";
+    snprintf(d[0].uuid, sizeof(d[0].uuid), "00000000-0000-0000-0000-00000000b051");
+    d[0].cpu_time_ns = 1000000000ull + 950000000ull; /* 95% of a CPU over the last second */
+    d[1].cpu_time_ns = 1000000000ull + 20000000ull;  /* 2% */
+    BmLedger l;
+    ledger_with_yield(&l, d, 2, (BmYield){0});
+    for (int i = 0; i < 2; i++)
+        bm_ledger_entry(&l, d[i].uuid, NULL)->prev.cpu_time_ns = 1000000000ull;
+    BmHost h = host(8 * GiB, 700 * MiB); /* needs 529 MiB: more than both free, less than one cache */
+    BmPlan p = eval(&h, d, 2, &l, P);
+    const BmDecision *b = dec(&p, "busy"), *c = dec(&p, "cache");
+    diag("busy: %s", b->reason);
+    diag("cache: %s", c->reason);
+    ok(c->take_cache_bytes > 0 && b->take_cache_bytes == 0, "the idle guest's cache is taken, not the busy one's");
+    ok(b->pressure.cpu_rate > 0.9 && c->pressure.cpu_rate < 0.05, "CPU shares read (%.2f, %.2f)",
+       b->pressure.cpu_rate, c->pressure.cpu_rate);
+    bm_plan_clear(&p);
+    h = host(8 * GiB, 300 * MiB); /* needs 929 MiB: more than the idle guest has */
+    p = eval(&h, d, 2, &l, P);
+    b = dec(&p, "busy");
+    diag("busy: %s", b->reason);
+    ok(b->take_cache_bytes > 0 && strstr(b->reason, "busy guest"), "then the busy guest's, and the reason says so");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
 /* A page cache found hot is taken last: not at all while the host is short but not near its
  * own OOM (the host's reason says what was spared), and only below half of reclaim_below. */
 static void test_hot_cache_taken_last(void)
@@ -1407,6 +1440,7 @@ int main(void)
     test_stale_balloon_reading_corrected();
     test_free_memory_taken_before_page_cache();
     test_hot_cache_taken_last();
+    test_idle_guests_cache_before_busy_guests();
     test_refaulting_guest_given_back();
     test_inflates_that_cost_or_give_nothing_given_back();
     return tap_done();
