@@ -49,6 +49,7 @@ static void domain_init(BmDomain *d)
     d->max_bytes = BM_ABSENT;
     for (size_t i = 0; i < BM_ARRAY_SIZE(balloon_fields); i++)
         *field(d, balloon_fields[i].offset) = BM_ABSENT;
+    d->starve = BM_STARVE_STATS_ABSENT; /* read by the engine, through the monitor */
 }
 
 static void domain_note_error(BmDomain *d, const char *what, int r)
