@@ -123,6 +123,8 @@ void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, cons
         bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
     if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
         e->features_known = false;
+        e->qom_path[0] = '\0';
+        e->starve_warned = false;
         memcpy(e->boot, boot, sizeof(boot));
     }
     /* a hold-off from the future (a clock set back, a hand-edited state file, one from
@@ -212,6 +214,7 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
             d->actual_bytes >= e->prev.actual_bytes + (1ull << 20))
             given_s = now_s;
     }
+    uint64_t oom_s = mode != BM_HOST_RELEASE ? bm_prev_oom_at(&e->prev, d, now_s) : 0;
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = d->major_faults,
                               .swap_in_bytes = d->swap_in_bytes,
@@ -221,7 +224,11 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .actual_bytes = d->actual_bytes,
                               .used_peak_bytes = peak,
                               .used_peak_s = peak_s,
-                              .given_s = given_s};
+                              .given_s = given_s,
+                              .oom_kills = d->starve.oom_kills,
+                              .alloc_stalls = d->starve.alloc_stalls,
+                              .direct_reclaim_bytes = d->starve.direct_reclaim_bytes,
+                              .oom_s = oom_s};
 }
 
 void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,

@@ -32,8 +32,25 @@ typedef struct {
                               * an inflate between the two took); BM_ABSENT unknown */
     double growth_rate;      /* growth_bytes per second; < 0 unknown */
     bool stale;              /* no stats, or older than max_stats_age */
-    bool under_pressure;     /* a protect_* threshold is exceeded */
+    bool under_pressure;     /* a protect_* threshold is exceeded, the guest starves or an OOM
+                              * kill was seen since the previous reading */
+    /* Linux 6.12's starvation statistics (BmStarveStats: where the QEMU monitor may be asked) */
+    uint64_t oom_kills;      /* OOM kills since the previous reading; BM_ABSENT unknown */
+    uint64_t oom_s;          /* when an OOM kill was seen in this pressure episode (this reading
+                              * or the ledger's mark, bm_prev_oom_at()); 0: none */
+    uint64_t oom_ago_s;      /* now - oom_s */
+    double alloc_stall_rate; /* allocation stalls per second; < 0 unknown, or the balloon was
+                              * inflated between the two readings (its own allocations stall) */
+    double direct_reclaim_rate; /* bytes per second reclaimed in direct reclaim; < 0 as above */
+    bool starving;           /* alloc_stall_rate or direct_reclaim_rate at its line
+                              * (BM_STARVE_STALL_RATE, BM_STARVE_DIRECT_RECLAIM_RATE) */
 } BmGuestPressure;
+
+/* A guest whose allocations stall this often a second, or whose direct reclaim reclaims this
+ * much a second, between two readings with no inflate between them, starves: it is under
+ * pressure (deflated like one past protect_major_faults, never inflated). */
+#define BM_STARVE_STALL_RATE 1.0
+#define BM_STARVE_DIRECT_RECLAIM_RATE (1024.0 * 1024.0)
 
 typedef struct {
     char uuid[40];           /* the domain's, copied */

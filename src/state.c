@@ -83,6 +83,10 @@ static const struct {
     {"used_peak_bytes", offsetof(BmPrevReading, used_peak_bytes), false},
     {"used_peak_at", offsetof(BmPrevReading, used_peak_s), true},
     {"given_at", offsetof(BmPrevReading, given_s), true},
+    {"oom_kills", offsetof(BmPrevReading, oom_kills), false},
+    {"alloc_stalls", offsetof(BmPrevReading, alloc_stalls), false},
+    {"direct_reclaim_bytes", offsetof(BmPrevReading, direct_reclaim_bytes), false},
+    {"oom_at", offsetof(BmPrevReading, oom_s), true},
 };
 
 static uint64_t *reading_field(BmPrevReading *d, size_t k)
