@@ -154,18 +154,21 @@ grep -q "balloonmgr_domain_guest_oom_kills_total{domain=\"$dom\"} [1-9]" "$work/
     bm_fail "no OOM kills in the textfile"
 BM_WAIT_INTERVAL=0.5 bm_wait_until 60 "the worker to hold its 340 MiB" logged "bm-load: .*holding 340 MiB" ||
     bm_fail "the guest's worker did not get its 340 MiB after the deflate"
-bm_pass "OOM kill ($(stat_of "$work/guest-stats-oom.json" oom-kills) counted by QEMU): the reclaim pass deflated it to $(actual_mib) MiB at once and the worker then held its 340 MiB: $r"
+bm_pass "OOM kill ($(stat_of "$work/guest-stats-oom.json" oom-kills) counted by QEMU): the reclaim pass deflated it to $(actual_mib) MiB at once and the worker then held its 340 MiB: $r; QEMU's qom-get guest-stats: $(jq -c .return "$work/guest-stats-oom.json")"
 
 # --- idle again in the same episode: not inflated (the ledger's OOM mark, not its given_at)
 BM_WAIT_INTERVAL=0.5 bm_wait_until 90 "the guest to free its memory" logged "bm-load: .*phase 5" ||
     bm_fail "the guest's load did not end its phase 4"
 sleep 3
-jq '.domains |= map(del(.given_at))' "$work/state.json" >"$work/state.tmp" && mv "$work/state.tmp" "$work/state.json"
+# as if its balloon had risen in an earlier pass and that mark had passed: only the OOM mark holds
+jq --argjson a "$(($(bm_memstat starve actual) * 1024))" '.domains |= map(del(.given_at) | .actual_bytes = $a)' \
+    "$work/state.json" >"$work/state.tmp" && mv "$work/state.tmp" "$work/state.json"
 act reclaim
 decision "$f" '.action == "none" and .oom_at != null' &&
     grep -q "^OOM kill in the guest (seen [0-9]* s ago): at its maximum; not inflated again in this pressure episode$" <<<"$r" ||
     bm_fail "the guest OOM-killed in this episode was not held: $r"
-jq '.domains |= map(del(.oom_at))' "$work/state.json" >"$work/nomark.json"
+jq --argjson a "$(($(bm_memstat starve actual) * 1024))" '.domains |= map(del(.oom_at, .given_at) | .actual_bytes = $a)' \
+    "$work/state.json" >"$work/nomark.json"
 pass reclaim --dry-run --state "$work/nomark.json"
 f=$F
 decision "$f" '.action == "inflate"' ||
