@@ -6,6 +6,7 @@
 #include "feature.h"
 #include "fuzz.h"
 #include "qmp.h"
+#include "util.h"
 
 static void check_code(int r, const char *what)
 {
@@ -97,6 +98,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     BmFeatureReport rep = {.ioeventfd = BM_SWITCH_UNKNOWN};
     bm_features_decide_ioeventfd(r, b, &rep);
     fuzz_assert(rep.ioeventfd != BM_SWITCH_UNKNOWN || rep.ioeventfd_reason, "ioeventfd reason");
+
+    /* guest-stats: every statistic absent or within what a guest may report (2^63-1) */
+    BmStarveStats gs;
+    r = bm_qmp_parse_guest_stats(reply, &gs);
+    check_code(r, "bm_qmp_parse_guest_stats");
+    const uint64_t v[] = {gs.oom_kills, gs.alloc_stalls, gs.async_scan_bytes, gs.direct_scan_bytes,
+                          gs.async_reclaim_bytes, gs.direct_reclaim_bytes};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        fuzz_assert(!bm_present(v[i]) || (v[i] <= BM_COUNT_MAX && r >= 0),
+                    "guest-stats value %zu: %llu (r %d)", i, (unsigned long long)v[i], r);
 
     free(reply);
     return 0;

@@ -128,6 +128,10 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "take_free_bytes", json_object_new_uint64(d->take_free_bytes));
     json_object_object_add(x, "take_page_cache_bytes", json_object_new_uint64(d->take_cache_bytes));
     json_object_object_add(x, "take_hot_page_cache_bytes", json_object_new_uint64(d->take_hot_bytes));
+    json_object_object_add(x, "oom_kills", u64j(d->pressure.oom_kills));
+    json_object_object_add(x, "oom_at", d->pressure.oom_s ? json_object_new_uint64(d->pressure.oom_s) : NULL);
+    json_object_object_add(x, "alloc_stalls_per_second", ratej(d->pressure.alloc_stall_rate));
+    json_object_object_add(x, "direct_reclaim_bytes_per_second", ratej(d->pressure.direct_reclaim_rate));
     json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));

@@ -149,6 +149,8 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     /* a guest still booting (driver not ready) is asked again at the next reading; any other
      * verdict, unknown ones included (no monitor), stands until the domain restarts */
     rec->features_known = !sg->not_ready;
+    if (path && strlen(path) < sizeof(rec->qom_path))
+        snprintf(rec->qom_path, sizeof(rec->qom_path), "%s", path);
     free(path);
     free(err);
 }
@@ -164,6 +166,45 @@ static bool wants_probe(const BmEngine *e, const BmRow *row)
     BmVerifyFeatures v = e->policy ? e->policy->verify_features : BM_VERIFY_AUTO;
     return bm_verify_features_asks(v, d->balloon_known, d->balloon.features_overridden) &&
            row->rules.exclude != 1;
+}
+
+/* Linux 6.12's starvation statistics of the running domain of row, where verify_features lets
+ * the monitor be asked (the same rule as the probe): one qom-get of guest-stats a reading, and
+ * an x-query-virtio once per start for the balloon's path. A failure leaves them absent
+ * (logged once per start; a domain that stopped or a driver without monitor is not logged). */
+static void read_starve(BmEngine *e, const BmRow *row)
+{
+    BmDomain *d = row->dom;
+    BmLedgerEntry *rec = row->entry;
+    if (!e->conn || !wants_probe(e, row) || d->state != VIR_DOMAIN_RUNNING ||
+        (d->balloon_known && !d->balloon.present))
+        return;
+    virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
+    if (!dom) {
+        bm_error_reset();
+        return;
+    }
+    int r = 0;
+    if (!rec->qom_path[0]) {
+        _cleanup_free_ char *path = NULL;
+        r = bm_qmp_balloon_path(dom, &path);
+        if (r >= 0 && strlen(path) >= sizeof(rec->qom_path))
+            r = bm_error(-ENAMETOOLONG, "the balloon's QOM path is longer than %zu bytes",
+                         sizeof(rec->qom_path) - 1);
+        if (r >= 0)
+            snprintf(rec->qom_path, sizeof(rec->qom_path), "%s", path);
+    }
+    if (r >= 0)
+        r = bm_qmp_read_starve_stats(dom, rec->qom_path, &d->starve);
+    virDomainFree(dom);
+    if (r < 0) {
+        rec->qom_path[0] = '\0'; /* looked up again at the next reading */
+        if (!rec->starve_warned && r != -ENOTSUP && r != -ESRCH)
+            bm_log(LOG_WARNING, "cannot read the starvation statistics of domain '%s' through "
+                   "the QEMU monitor (logged once per start): %s", d->name, bm_error_detail(r));
+        rec->starve_warned |= r != -ENOTSUP && r != -ESRCH;
+        bm_error_reset();
+    }
 }
 
 size_t bm_engine_probe(BmEngine *e, size_t max)
@@ -310,8 +351,10 @@ static int read_view(BmEngine *e)
     bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped: the others may move */
     /* a reading just after a change ended may still show the balloon from before it */
     const BmRows *rs = rows(e);
-    for (size_t i = 0; i < rs->n_rows; i++)
+    for (size_t i = 0; i < rs->n_rows; i++) {
         bm_ledger_correct_balloon(rs->rows[i].entry, rs->rows[i].dom, e->snap.taken_real_ns);
+        read_starve(e, &rs->rows[i]);
+    }
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;

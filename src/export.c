@@ -52,6 +52,14 @@ static const struct {
      "Bytes read from all the domain's disks (QEMU's block statistics)."},
     {"balloonmgr_domain_page_cache_hot", BM_METRIC_GAUGE,
      "1 when the guest's disk reads rose after an inflate in this pressure episode: its page cache is taken last."},
+    {"balloonmgr_domain_guest_oom_kills_total", BM_METRIC_COUNTER,
+     "Guest OOM kills (Linux 6.10+ guests, read through the QEMU monitor where allowed)."},
+    {"balloonmgr_domain_guest_alloc_stalls_total", BM_METRIC_COUNTER,
+     "Guest allocations that entered direct reclaim (Linux 6.10+, QEMU monitor)."},
+    {"balloonmgr_domain_guest_scanned_bytes_total", BM_METRIC_COUNTER,
+     "Guest memory scanned for reclaim, by kswapd or direct reclaim (Linux 6.10+, QEMU monitor)."},
+    {"balloonmgr_domain_guest_reclaimed_bytes_total", BM_METRIC_COUNTER,
+     "Guest memory reclaimed, by kswapd or direct reclaim (Linux 6.10+, QEMU monitor)."},
     {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
      "When the guest last updated its memory statistics, Unix time."},
     {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, "1 when VIRTIO_BALLOON_F_SG is negotiated."},
@@ -205,6 +213,16 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
         if (d->active)
             ADD("balloonmgr_domain_disk_read_bytes_total", dl, d->disk_read_bytes);
     }
+    /* Linux 6.12's starvation statistics: libvirt drops them, so never a duplicate */
+    const BmStarveStats *st = &d->starve;
+    ADD("balloonmgr_domain_guest_oom_kills_total", dl, st->oom_kills);
+    ADD("balloonmgr_domain_guest_alloc_stalls_total", dl, st->alloc_stalls);
+    const char *kswapd[] = {"domain", d->name, "reclaimer", "kswapd", NULL};
+    const char *direct[] = {"domain", d->name, "reclaimer", "direct", NULL};
+    ADD("balloonmgr_domain_guest_scanned_bytes_total", kswapd, st->async_scan_bytes);
+    ADD("balloonmgr_domain_guest_scanned_bytes_total", direct, st->direct_scan_bytes);
+    ADD("balloonmgr_domain_guest_reclaimed_bytes_total", kswapd, st->async_reclaim_bytes);
+    ADD("balloonmgr_domain_guest_reclaimed_bytes_total", direct, st->direct_reclaim_bytes);
     if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
         ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
     return r_ok;

@@ -124,6 +124,8 @@ void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, cons
         bm_ledger_boot_key(boot_id, d, boot, sizeof(boot));
     if (strcmp(boot, e->boot) != 0) { /* stopped or started again: probed when it runs */
         e->features_known = false;
+        e->qom_path[0] = '\0';
+        e->starve_warned = false;
         memcpy(e->boot, boot, sizeof(boot));
     }
     /* a hold-off from the future (a clock set back, a hand-edited state file, one from
@@ -220,6 +222,7 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
         base = e->prev.read_base_Bps;
         hot_s = bm_prev_cache_hot(&e->prev, now_s) ? e->prev.cache_hot_s : 0;
     }
+    uint64_t oom_s = mode != BM_HOST_RELEASE ? bm_prev_oom_at(&e->prev, d, now_s) : 0;
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = d->major_faults,
                               .swap_in_bytes = d->swap_in_bytes,
@@ -234,7 +237,11 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .cpu_time_ns = d->cpu_time_ns,
                               .inflated_from_bytes = from,
                               .read_base_Bps = base,
-                              .cache_hot_s = hot_s};
+                              .cache_hot_s = hot_s,
+                              .oom_kills = d->starve.oom_kills,
+                              .alloc_stalls = d->starve.alloc_stalls,
+                              .direct_reclaim_bytes = d->starve.direct_reclaim_bytes,
+                              .oom_s = oom_s};
 }
 
 void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,

@@ -43,6 +43,13 @@ typedef struct {
                                * inflate; BM_ABSENT: unknown */
     uint64_t cache_hot_s;     /* when its page cache was found hot in this episode (its reads
                                * rose after our inflate); 0: not */
+    /* Linux 6.12's starvation counters then (BmStarveStats, read through the QEMU monitor;
+     * BM_ABSENT where not read), and the OOM mark */
+    uint64_t oom_kills;
+    uint64_t alloc_stalls;
+    uint64_t direct_reclaim_bytes;
+    uint64_t oom_s;           /* when an OOM kill in the guest was last seen while the host was
+                               * not comfortable; 0: none in this pressure episode */
 } BmPrevReading;
 
 /* How long the most a guest used counts against its free memory: memory a guest gives up
@@ -75,6 +82,19 @@ static inline bool bm_prev_cache_hot(const BmPrevReading *prev, uint64_t now_s)
            now_s - prev->cache_hot_s < BM_GIVEN_HOLD_S;
 }
 
+/* When an OOM kill in the guest was last seen in this pressure episode, as of reading d: now_s
+ * when its OOM kills (Linux 6.12's statistic) rose since prev, else prev's mark while it holds
+ * (BM_GIVEN_HOLD_S), else 0. The host's mode is the caller's: release ends the episode. */
+static inline uint64_t bm_prev_oom_at(const BmPrevReading *prev, const BmDomain *d, uint64_t now_s)
+{
+    if (bm_present(d->starve.oom_kills) && bm_present(prev->oom_kills) &&
+        d->starve.oom_kills > prev->oom_kills)
+        return now_s;
+    if (prev->oom_s > 0 && prev->oom_s <= now_s && now_s - prev->oom_s < BM_GIVEN_HOLD_S)
+        return prev->oom_s;
+    return 0;
+}
+
 /* How long an unresponsive domain is left alone unless its balloon moves. */
 #define BM_UNRESPONSIVE_HOLDOFF_S 600
 
@@ -99,6 +119,10 @@ typedef struct {
     BmSwitchState ioeventfd;
     BmFeatureState reporting;      /* VIRTIO_BALLOON_F_REPORTING (free page reporting) */
     BmFeatureState deflate_on_oom; /* VIRTIO_BALLOON_F_DEFLATE_ON_OOM */
+    /* where its starvation statistics are read (qmp.c): the balloon's QOM path, found once per
+     * start ("" not yet); whether a failed read was logged (once per start) */
+    char qom_path[128];
+    bool starve_warned;
     /* the balloon config of the XML (agent cache, dropped on lifecycle/define events) */
     bool balloon_cached;
     BmBalloonConfig balloon;

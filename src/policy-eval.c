@@ -116,6 +116,27 @@ static void episode_reads(const BmDomain *d, const BmPrevReading *prev, const Bm
                       ret->disk_read_rate - base > (double)rules->protect_cache_reads;
 }
 
+/* Linux 6.12's starvation statistics since the previous reading: OOM kills (and the episode's
+ * OOM mark), the rates of allocation stalls and direct reclaim. Those two only when the
+ * balloon was not inflated in between: the balloon's own allocations may enter direct reclaim
+ * (they may reclaim page cache), which is the inflate's work, not the guest starving. */
+static void starve(const BmDomain *d, const BmPrevReading *prev, uint64_t dt_s, uint64_t now_s,
+                   BmGuestPressure *ret)
+{
+    const BmStarveStats *s = &d->starve;
+    if (bm_present(s->oom_kills) && bm_present(prev->oom_kills) && s->oom_kills >= prev->oom_kills)
+        ret->oom_kills = s->oom_kills - prev->oom_kills;
+    ret->oom_s = bm_prev_oom_at(prev, d, now_s);
+    ret->oom_ago_s = ret->oom_s ? now_s - ret->oom_s : 0;
+    if (!bm_present(prev->actual_bytes) || !bm_present(d->actual_bytes) ||
+        d->actual_bytes + MiB <= prev->actual_bytes)
+        return;
+    ret->alloc_stall_rate = rate(s->alloc_stalls, prev->alloc_stalls, dt_s);
+    ret->direct_reclaim_rate = rate(s->direct_reclaim_bytes, prev->direct_reclaim_bytes, dt_s);
+    ret->starving = ret->alloc_stall_rate >= BM_STARVE_STALL_RATE ||
+                    ret->direct_reclaim_rate >= BM_STARVE_DIRECT_RECLAIM_RATE;
+}
+
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,
                        uint64_t now_s, BmGuestPressure *ret)
 {
@@ -128,7 +149,10 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
                              .growth_rate = -1,
                              .disk_read_rate = -1,
                              .cpu_rate = -1,
-                             .read_base_rate = -1};
+                             .read_base_rate = -1,
+                             .oom_kills = BM_ABSENT,
+                             .alloc_stall_rate = -1,
+                             .direct_reclaim_rate = -1};
 
     ret->headroom_bytes = bm_domain_headroom_bytes(d);
     ret->used_bytes = bm_domain_used_bytes(d);
@@ -158,10 +182,12 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
         if (ret->cpu_rate >= 0)
             ret->cpu_rate /= 1e9;
         episode_reads(d, prev, rules, ret);
+        starve(d, prev, dt, now_s, ret);
     }
     ret->under_pressure =
         (rules->protect_major_faults > 0 && ret->major_fault_rate > rules->protect_major_faults) ||
-        (rules->protect_swap_in > 0 && ret->swap_in_rate > (double)rules->protect_swap_in);
+        (rules->protect_swap_in > 0 && ret->swap_in_rate > (double)rules->protect_swap_in) ||
+        ret->starving || (bm_present(ret->oom_kills) && ret->oom_kills > 0);
 }
 
 /* Per-domain working state of one evaluation. */
@@ -696,7 +722,13 @@ static void set_role(BmDecision *x, Work *k)
 {
     uint64_t maxb = x->max_bytes, cur = x->current_bytes, room;
     const BmGuestPressure *gp = &x->pressure;
-    if (cur < x->floor_bytes) {
+    if (gp->oom_s && cur <= maxb) {
+        /* an OOM kill in this pressure episode: all of its memory back at once (not paced by
+         * max_step: it already lost a process), and none taken again in the episode */
+        k->role = ROLE_GIVE_PROTECTED;
+        x->short_of_memory = cur < maxb;
+        k->want = maxb - cur;
+    } else if (cur < x->floor_bytes) {
         k->role = ROLE_FLOOR;
         k->want = x->floor_bytes - cur;
     } else if (cur > maxb) {
@@ -832,22 +864,60 @@ static void reason_give_back(BmDecision *x, const Work *k)
     }
 }
 
+/* A guest-reported rate in bytes as a size: 0 when unknown, bounded. */
+static uint64_t rate_bytes(double r)
+{
+    return r < 0 ? 0 : r < 0x1p64 ? (uint64_t)r : BM_ABSENT - 1;
+}
+
+/* The reason of a guest given memory after an OOM kill in it (gp->oom_s). */
+static void reason_oom(const BmPlan *plan, BmDecision *x, const Work *k)
+{
+    const BmGuestPressure *gp = &x->pressure;
+    char seen[64];
+    if (bm_present(gp->oom_kills) && gp->oom_kills > 0)
+        say(seen, sizeof(seen), "%" PRIu64 " since the previous reading", gp->oom_kills);
+    else
+        say(seen, sizeof(seen), "seen %" PRIu64 " s ago", gp->oom_ago_s);
+    if (k->want == 0)
+        say(x->reason, sizeof(x->reason),
+            "OOM kill in the guest (%s): at its maximum; not inflated again in this pressure episode",
+            seen);
+    else if (k->amount == 0)
+        say(x->reason, sizeof(x->reason),
+            "OOM kill in the guest (%s): %s below its maximum, but the host has no budget to give",
+            seen, SZ(k->want));
+    else {
+        x->target_bytes = x->current_bytes + k->amount;
+        x->action = BM_ACT_DEFLATE;
+        say(x->reason, sizeof(x->reason),
+            "OOM kill in the guest (%s): give %s at once%s%s; not inflated again in this pressure "
+            "episode", seen, SZ(k->amount), k->amount + MiB > k->want ? ", to its maximum" : " (host budget)",
+            plan->mode == BM_HOST_RECLAIM ? " although the host is reclaiming" : "");
+    }
+}
+
 static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
 {
     const BmGuestPressure *gp = &x->pressure;
+    if (k->role == ROLE_GIVE_PROTECTED && gp->oom_s) {
+        reason_oom(plan, x, k);
+        return;
+    }
     const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure"
                       : k->role == ROLE_GIVE_NEEDY   ? "guest short of memory"
                                                      : "guest's use grows";
-    char detail[96];
+    char detail[160];
     if (k->role == ROLE_GIVE_GROWING)
         say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
             SZ((uint64_t)gp->growth_rate), SZ(gp->headroom_bytes), SZ(k->keep_free), k->ahead_s);
+    else if (k->role == ROLE_GIVE_PROTECTED && gp->starving)
+        say(detail, sizeof(detail), "allocation stalls %.1f/s, direct reclaim %s/s, major faults %.0f/s",
+            gp->alloc_stall_rate < 0 ? 0 : gp->alloc_stall_rate, SZ(rate_bytes(gp->direct_reclaim_rate)),
+            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate);
     else if (k->role == ROLE_GIVE_PROTECTED)
         say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
-            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
-            SZ(gp->swap_in_rate < 0       ? 0
-               : gp->swap_in_rate < 0x1p64 ? (uint64_t)gp->swap_in_rate
-                                           : BM_ABSENT - 1)); /* guest-reported */
+            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate, SZ(rate_bytes(gp->swap_in_rate)));
     else
         say(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes), SZ(k->keep_free));
     if (k->role == ROLE_GIVE_PROTECTED && gp->taken_bytes > 0) {
@@ -1023,6 +1093,10 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
         x->why = x->take_hot_bytes ? "hot-page-cache" : x->take_cache_bytes ? "page-cache" : "free";
     else if (k->role == ROLE_GIVE_BACK)
         x->why = x->pressure.refaulting ? "cache-refault" : "returns-nothing";
+    else if (k->role == ROLE_GIVE_PROTECTED && x->pressure.oom_s)
+        x->why = "oom-kill";
+    else if (k->role == ROLE_GIVE_PROTECTED && x->pressure.starving)
+        x->why = "starving";
     else if ((size_t)k->role < BM_ARRAY_SIZE(give_why))
         x->why = give_why[k->role];
     /* safety net: a target set is never below the floor, never above the maximum (one left

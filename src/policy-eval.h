@@ -32,7 +32,6 @@ typedef struct {
                               * an inflate between the two took); BM_ABSENT unknown */
     double growth_rate;      /* growth_bytes per second; < 0 unknown */
     bool stale;              /* no stats, or older than max_stats_age */
-    bool under_pressure;     /* a protect_* threshold is exceeded */
     double disk_read_rate;   /* its disks' reads, bytes per second (QEMU, host side); < 0
                               * unknown */
     double cpu_rate;         /* its CPU time per second (1.0: one CPU busy); < 0 unknown */
@@ -43,7 +42,25 @@ typedef struct {
     bool refaulting;         /* taken from, and its disk reads rose by protect_cache_reads
                               * and at least doubled since: it reads again the page cache the
                               * balloon took (a hot cache; buffered reads take no fault) */
+    bool under_pressure;     /* a protect_* threshold is exceeded, the guest starves or an OOM
+                              * kill was seen since the previous reading */
+    /* Linux 6.12's starvation statistics (BmStarveStats: where the QEMU monitor may be asked) */
+    uint64_t oom_kills;      /* OOM kills since the previous reading; BM_ABSENT unknown */
+    uint64_t oom_s;          /* when an OOM kill was seen in this pressure episode (this reading
+                              * or the ledger's mark, bm_prev_oom_at()); 0: none */
+    uint64_t oom_ago_s;      /* now - oom_s */
+    double alloc_stall_rate; /* allocation stalls per second; < 0 unknown, or the balloon was
+                              * inflated between the two readings (its own allocations stall) */
+    double direct_reclaim_rate; /* bytes per second reclaimed in direct reclaim; < 0 as above */
+    bool starving;           /* alloc_stall_rate or direct_reclaim_rate at its line
+                              * (BM_STARVE_STALL_RATE, BM_STARVE_DIRECT_RECLAIM_RATE) */
 } BmGuestPressure;
+
+/* A guest whose allocations stall this often a second, or whose direct reclaim reclaims this
+ * much a second, between two readings with no inflate between them, starves: it is under
+ * pressure (deflated like one past protect_major_faults, never inflated). */
+#define BM_STARVE_STALL_RATE 1.0
+#define BM_STARVE_DIRECT_RECLAIM_RATE (1024.0 * 1024.0)
 
 typedef struct {
     char uuid[40];           /* the domain's, copied */
@@ -73,7 +90,8 @@ typedef struct {
     bool cache_found_hot;    /* found hot by this pass: the ledger marks it (engine) */
     const char *why;         /* a change's cause, one word for its record (why=): free,
                               * page-cache, hot-page-cache (an inflate: the costliest part it
-                              * takes); under-pressure, short-of-memory, growing, cache-refault,
+                              * takes); under-pressure, oom-kill, starving, short-of-memory,
+                              * growing, cache-refault,
                               * returns-nothing, release, floor (a deflate); NULL: no change */
     uint64_t take_free_bytes;  /* inflate: the part of it free memory in the guest */
     uint64_t take_cache_bytes; /* inflate: the part of it page cache not known hot */

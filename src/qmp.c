@@ -1,6 +1,7 @@
 #include "qmp.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <json-c/json.h>
 #include <libvirt/libvirt-qemu.h>
 #include <stdio.h>
@@ -274,6 +275,49 @@ int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret)
     return 0;
 }
 
+/* QEMU's names of Linux 6.12's starvation statistics (tags 10-15) and where each goes. */
+static const struct {
+    const char *name;
+    size_t offset;
+} starve_fields[] = {
+    {"stat-oom-kills", offsetof(BmStarveStats, oom_kills)},
+    {"stat-alloc-stalls", offsetof(BmStarveStats, alloc_stalls)},
+    {"stat-async-scans", offsetof(BmStarveStats, async_scan_bytes)},
+    {"stat-direct-scans", offsetof(BmStarveStats, direct_scan_bytes)},
+    {"stat-async-reclaims", offsetof(BmStarveStats, async_reclaim_bytes)},
+    {"stat-direct-reclaims", offsetof(BmStarveStats, direct_reclaim_bytes)},
+};
+
+int bm_qmp_parse_guest_stats(const char *reply, BmStarveStats *ret)
+{
+    *ret = BM_STARVE_STATS_ABSENT;
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *gs, *stats;
+    int r = parse_typed(reply, json_type_object, "qom-get guest-stats: \"return\" is not an object",
+                        &o, &gs);
+    if (r < 0)
+        return r;
+    if (!json_object_object_get_ex(gs, "stats", &stats) ||
+        !json_object_is_type(stats, json_type_object))
+        return bm_error(-EINVAL, "qom-get guest-stats: no \"stats\" object");
+    BmStarveStats s = BM_STARVE_STATS_ABSENT;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(starve_fields); i++) {
+        json_object *v;
+        if (!json_object_object_get_ex(stats, starve_fields[i].name, &v))
+            continue; /* QEMU before 9.2 */
+        if (!json_object_is_type(v, json_type_int))
+            return bm_error(-EINVAL, "qom-get guest-stats: \"%s\" is not an integer",
+                            starve_fields[i].name);
+        /* QEMU writes a statistic the guest did not send as 2^64-1 (json-c saturates a larger
+         * number to that too), an older one as -1; the rest is the guest's: bounded */
+        if (json_object_get_int64(v) < 0)
+            continue;
+        *(uint64_t *)((char *)&s + starve_fields[i].offset) = bm_reported(json_object_get_uint64(v), 1);
+    }
+    *ret = s;
+    return 0;
+}
+
 /* Runs one command built as {"execute": execute, "arguments": args} (args consumed). */
 static int command(virDomainPtr dom, const char *execute, json_object *args, char **ret_reply)
 {
@@ -300,21 +344,41 @@ static BmVirtioAvailability availability_for(int r)
     }
 }
 
+int bm_qmp_balloon_path(virDomainPtr dom, char **ret_path)
+{
+    _cleanup_free_ char *list = NULL;
+    int r = command(dom, "x-query-virtio", NULL, &list);
+    if (r < 0)
+        return r;
+    return bm_qmp_parse_virtio_list(list, "virtio-balloon", ret_path);
+}
+
+int bm_qmp_read_starve_stats(virDomainPtr dom, const char *path, BmStarveStats *ret)
+{
+    *ret = BM_STARVE_STATS_ABSENT;
+    json_object *args = json_object_new_object();
+    json_object_object_add(args, "path", json_object_new_string(path));
+    json_object_object_add(args, "property", json_object_new_string("guest-stats"));
+    _cleanup_free_ char *reply = NULL;
+    int r = command(dom, "qom-get", args, &reply);
+    if (r < 0)
+        return r;
+    return bm_qmp_parse_guest_stats(reply, ret);
+}
+
 void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeatureReport *ret,
                           char **ret_path, char **ret_error)
 {
     *ret_path = NULL;
     *ret_error = NULL;
-    _cleanup_free_ char *list = NULL, *status_reply = NULL, *path = NULL;
+    _cleanup_free_ char *status_reply = NULL, *path = NULL;
     BmVirtioStatus st = {0};
 
     if (BM_LV(virDomainIsActive)(dom) == 0) {
         bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, opts, ret);
         return;
     }
-    int r = command(dom, "x-query-virtio", NULL, &list);
-    if (r >= 0)
-        r = bm_qmp_parse_virtio_list(list, "virtio-balloon", &path);
+    int r = bm_qmp_balloon_path(dom, &path);
     if (r >= 0) {
         json_object *args = json_object_new_object();
         json_object_object_add(args, "path", json_object_new_string(path));

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "feature.h"
+#include "snapshot.h"
 #include "virtio.h"
 
 /* Sends a QMP command (JSON text) to a domain's monitor. Returns 0 and *ret_reply (caller frees;
@@ -41,6 +42,14 @@ int bm_qmp_parse_name_list(const char *reply, char ***ret_names);
  * property, -EINVAL when the value is not a bool. */
 int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret);
 
+/* qom-get of the balloon's guest-stats ({"stats": {"stat-oom-kills": N, ...}, "last-update":
+ * T}): Linux 6.12's starvation statistics into *ret. A statistic QEMU does not name (before
+ * 9.2), or names with -1 or 2^64-1 (the guest did not send it), or a guest's value beyond
+ * 2^63-1, is BM_ABSENT. Returns 0, -EINVAL when "stats" is not an object or one of the six
+ * is not an integer (the reason names it; *ret is then all BM_ABSENT), or an error as
+ * bm_qmp_check_reply(). */
+int bm_qmp_parse_guest_stats(const char *reply, BmStarveStats *ret);
+
 
 
 /* Everything verify needs from one domain's monitor: finds the balloon by name in
@@ -50,6 +59,15 @@ int bm_qmp_parse_qom_get_bool(const char *reply, bool *ret);
  * or NULL (both caller frees). Makes up to three monitor calls. */
 void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeatureReport *ret,
                           char **ret_path, char **ret_error);
+
+/* The QOM path of the domain's virtio-balloon (x-query-virtio), as bm_qmp_probe_balloon()
+ * finds it. Returns 0 and *ret_path (caller frees), -ENODEV without a balloon, or -errno. */
+int bm_qmp_balloon_path(virDomainPtr dom, char **ret_path);
+
+/* Reads the starvation statistics of the balloon at QOM path (bm_qmp_balloon_path()) with one
+ * qom-get of guest-stats (bm_qmp_parse_guest_stats()). Returns 0 and *ret, or -errno (*ret is
+ * then all BM_ABSENT). */
+int bm_qmp_read_starve_stats(virDomainPtr dom, const char *path, BmStarveStats *ret);
 
 /* Whether this domain's QEMU knows property prop on device type typename
  * (device-list-properties). Returns 0 and *ret_has, or -errno (e.g. -ENOTSUP without monitor). */

@@ -50,6 +50,7 @@ void bm_snapshot_domain_init(BmDomain *d)
     for (size_t i = 0; i < BM_ARRAY_SIZE(balloon_fields); i++)
         *field(d, balloon_fields[i].offset) = BM_ABSENT;
     d->disk_read_bytes = d->disk_read_reqs = d->cpu_time_ns = BM_ABSENT;
+    d->starve = BM_STARVE_STATS_ABSENT; /* read by the engine, through the monitor */
 }
 
 static void domain_note_error(BmDomain *d, const char *what, int r)

@@ -11,6 +11,24 @@
 #include "domxml.h"
 #include "yield.h"
 
+/* Linux 6.12's own statistics of a guest starving (virtio-balloon statistics tags 10-15, sent
+ * by Linux 6.10 and later), cumulative since the guest booted. libvirt (up to 12.9) does not
+ * pass them on: they are read through the QEMU monitor (qom-get guest-stats, names of QEMU
+ * 9.2 and later; qmp.c), and only where the policy's verify_features lets the monitor be
+ * asked. BM_ABSENT where they were not read, or QEMU or the guest does not have them. */
+typedef struct {
+    uint64_t oom_kills;            /* OOM kills (stat-oom-kills) */
+    uint64_t alloc_stalls;         /* allocations that entered direct reclaim (stat-alloc-stalls) */
+    uint64_t async_scan_bytes;     /* memory kswapd scanned (stat-async-scans) */
+    uint64_t direct_scan_bytes;    /* memory direct reclaim scanned (stat-direct-scans) */
+    uint64_t async_reclaim_bytes;  /* memory kswapd reclaimed (stat-async-reclaims) */
+    uint64_t direct_reclaim_bytes; /* memory direct reclaim reclaimed (stat-direct-reclaims) */
+} BmStarveStats;
+
+/* A BmStarveStats of nothing read: every field BM_ABSENT. */
+#define BM_STARVE_STATS_ABSENT                                                                     \
+    ((BmStarveStats){BM_ABSENT, BM_ABSENT, BM_ABSENT, BM_ABSENT, BM_ABSENT, BM_ABSENT})
+
 /* One domain. Every size is in bytes; a statistic the driver or guest did not report is
  * BM_ABSENT. */
 typedef struct {
@@ -38,6 +56,9 @@ typedef struct {
                                  * vCPUs idle is using no page cache */
     bool balloon_known;         /* balloon config read from the XML */
     BmBalloonConfig balloon;
+    /* Linux 6.12's starvation statistics: not in libvirt's reading; the engine adds them
+     * through the QEMU monitor where the policy allows it (all BM_ABSENT otherwise) */
+    BmStarveStats starve;
     char *error;                /* why part of this domain could not be read, or NULL */
 } BmDomain;
 

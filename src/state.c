@@ -88,6 +88,10 @@ static const struct {
     {"inflated_from_bytes", offsetof(BmPrevReading, inflated_from_bytes), false},
     {"read_base_bytes_per_second", offsetof(BmPrevReading, read_base_Bps), false},
     {"cache_hot_at", offsetof(BmPrevReading, cache_hot_s), true},
+    {"oom_kills", offsetof(BmPrevReading, oom_kills), false},
+    {"alloc_stalls", offsetof(BmPrevReading, alloc_stalls), false},
+    {"direct_reclaim_bytes", offsetof(BmPrevReading, direct_reclaim_bytes), false},
+    {"oom_at", offsetof(BmPrevReading, oom_s), true},
 };
 
 static uint64_t *reading_field(BmPrevReading *d, size_t k)

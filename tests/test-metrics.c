@@ -793,6 +793,7 @@ static BmDomain export_domain(char *name, const char *uuid, int state, uint64_t 
                   .disk_caches_bytes = BM_ABSENT, .rss_bytes = active ? rss_mib * MiB : BM_ABSENT,
                   .swap_in_bytes = BM_ABSENT, .swap_out_bytes = BM_ABSENT, .major_faults = BM_ABSENT,
                   .minor_faults = BM_ABSENT, .last_update_s = BM_ABSENT, .balloon_known = true};
+    d.starve = BM_STARVE_STATS_ABSENT;
     snprintf(d.uuid, sizeof(d.uuid), "%s", uuid);
     d.balloon = (BmBalloonConfig){.present = true, .autodeflate = doom, .free_page_reporting = fpr,
                                   .stats_period_s = 5, .min_guarantee_bytes = BM_ABSENT,
@@ -815,6 +816,10 @@ static void test_export(void)
         export_domain("web1", "3b1e2a50-6d1f-4a0e-9a51-00000000000c", VIR_DOMAIN_RUNNING, 300, 420,
                       BM_TRI_ON, BM_TRI_ON),
     };
+    /* web1 is a Linux 6.12 guest whose monitor may be asked: its starvation statistics */
+    doms[2].starve = (BmStarveStats){.oom_kills = 2, .alloc_stalls = 5403, .async_scan_bytes = 912ull << 20,
+                                     .direct_scan_bytes = 301ull << 20, .async_reclaim_bytes = 655ull << 20,
+                                     .direct_reclaim_bytes = 97ull << 20};
     BmSnapshot snap = {.domains = doms, .n_domains = BM_ARRAY_SIZE(doms), .taken_real_ns = 1718000000ull * 1000000000ull};
     BmLedger l;
     bm_ledger_init(&l);
@@ -851,6 +856,11 @@ static void test_export(void)
            strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"web1\",feature=\"deflate_on_oom\"} 0\n") &&
            !strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"db1\""),
        "export: negotiated where the monitor was asked (offered is 0), absent where not");
+    ok(strstr(text, "balloonmgr_domain_guest_oom_kills_total{domain=\"web1\"} 2\n") &&
+           strstr(text, "balloonmgr_domain_guest_reclaimed_bytes_total{domain=\"web1\",reclaimer=\"direct\"} 101711872\n") &&
+           !strstr(text, "balloonmgr_domain_guest_oom_kills_total{domain=\"db1\"") &&
+           !strstr(text, "balloonmgr_domain_guest_alloc_stalls_total{domain=\"db1\""),
+       "export: Linux 6.12's starvation statistics where read, absent (not 0) where not");
     /* web1: 420 - 300 - 20 = 100 MiB; db1: 900 - 600 - 20 = 280 MiB; off1: not running */
     ok(strstr(text, "balloonmgr_domain_backed_free_bytes{domain=\"web1\"} 104857600\n") &&
            strstr(text, "balloonmgr_domain_backed_free_bytes{domain=\"db1\"} 293601280\n") &&

@@ -1397,6 +1397,173 @@ static void test_inflates_that_cost_or_give_nothing_given_back(void)
     bm_ledger_clear(&l);
 }
 
+/* Linux 6.12's starvation statistics as a 6.12 guest under QEMU 9.2+ sends them (all set) */
+static void starve_stats(BmDomain *d, uint64_t oom_kills, uint64_t stalls, uint64_t direct_reclaim)
+{
+    d->starve = (BmStarveStats){.oom_kills = oom_kills,
+                                .alloc_stalls = stalls,
+                                .async_scan_bytes = 0,
+                                .direct_scan_bytes = direct_reclaim,
+                                .async_reclaim_bytes = 0,
+                                .direct_reclaim_bytes = direct_reclaim};
+}
+
+/* An OOM kill in a ballooned guest: all of its memory back at once (not paced by max_step),
+ * even while the host reclaims, and not inflated again in the pressure episode (the ledger's
+ * own mark); a comfortable host ends the episode. */
+static void test_oom_kill_deflates_at_once_and_holds(void)
+{
+    BmDomain d[] = {guest("oomed", 1 * GiB, 400 * MiB, 300 * MiB), guest("twin", 1 * GiB, 1 * GiB, 900 * MiB)};
+    starve_stats(&d[0], 2, 40, 0);
+    starve_stats(&d[1], 0, 0, 0);
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 2, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&prev, d[0].uuid, NULL);
+    e->prev.oom_kills = 1;
+    e->prev.alloc_stalls = 40;
+    e->prev.direct_reclaim_bytes = 0;
+    BmHost h = host(MEM_TOTAL, 4 * GiB); /* reclaiming */
+    BmPlan p = eval(&h, d, 2, &prev, P);
+    const BmDecision *x = dec(&p, "oomed");
+    diag("reason: %s", x->reason);
+    ok(x->pressure.oom_kills == 1 && x->pressure.oom_s == NOW && x->pressure.under_pressure,
+       "one OOM kill since the previous reading: seen, under pressure");
+    ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 1 * GiB,
+       "deflated to its maximum at once (624 MiB, max_step is 256 MiB), although the host reclaims");
+    ok(strstr(x->reason, "OOM kill in the guest (1 since the previous reading): give 624 MiB at once, "
+                         "to its maximum although the host is reclaiming; not inflated again") != NULL,
+       "the reason says so");
+    ok(x->short_of_memory, "exported as short of memory");
+    invariants(&p, "OOM kill");
+    bm_plan_clear(&p);
+    {
+        BmSnapshot s = {.domains = d, .n_domains = 1};
+        ok(bm_policy_guest_in_need(&s, &prev, P, NOW), "the guest watch starts a pass at once");
+    }
+
+    /* the ledger marks it; the next pass finds it deflated and idle: not inflated again */
+    BmSnapshot s = {.domains = d, .n_domains = 2};
+    bm_ledger_note_pass(&prev, &s, BM_HOST_RECLAIM, NOW, 0);
+    ok(bm_ledger_find(&prev, d[0].uuid)->prev.oom_s == NOW, "the ledger marks the OOM kill");
+    d[0].actual_bytes = d[0].available_bytes = d[0].rss_bytes = 1 * GiB;
+    d[0].usable_bytes = 900 * MiB;
+    d[0].last_update_s = NOW - 1;
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.given_s = 0; /* the OOM mark alone */
+    p = eval(&h, d, 2, &prev, P);
+    x = dec(&p, "oomed");
+    diag("reason: %s", x->reason);
+    ok(dec(&p, "twin")->action == BM_ACT_INFLATE, "its idle twin is inflated");
+    ok(x->action == BM_ACT_NONE && x->pressure.oom_kills == 0 &&
+           strstr(x->reason, "OOM kill in the guest (seen 0 s ago): at its maximum; not inflated again "
+                             "in this pressure episode"),
+       "it is not, though as idle");
+    ok(!x->short_of_memory, "at its maximum: not short of memory");
+    bm_plan_clear(&p);
+    /* below its maximum again (the guest itself, a `set`): given back toward it */
+    d[0].actual_bytes = d[0].available_bytes = 700 * MiB;
+    d[0].usable_bytes = 600 * MiB;
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.actual_bytes = 700 * MiB;
+    p = eval(&h, d, 2, &prev, P);
+    ok(dec(&p, "oomed")->action == BM_ACT_DEFLATE && dec(&p, "oomed")->target_bytes == 1 * GiB,
+       "held: below its maximum in the episode, given all of it back");
+    bm_plan_clear(&p);
+    d[0].actual_bytes = d[0].available_bytes = 1 * GiB;
+    d[0].usable_bytes = 900 * MiB;
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.actual_bytes = 1 * GiB;
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.used_bytes = bm_domain_used_bytes(&d[0]);
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.oom_s = NOW - BM_GIVEN_HOLD_S;
+    p = eval(&h, d, 2, &prev, P);
+    diag("reason: %s", dec(&p, "oomed")->reason);
+    ok(dec(&p, "oomed")->action == BM_ACT_INFLATE, "inflated again once BM_GIVEN_HOLD_S passed");
+    bm_plan_clear(&p);
+    bm_ledger_entry(&prev, d[0].uuid, NULL)->prev.oom_s = NOW - 10;
+    bm_ledger_note_pass(&prev, &s, BM_HOST_RELEASE, NOW, 0);
+    ok(bm_ledger_find(&prev, d[0].uuid)->prev.oom_s == 0, "a comfortable host ends the episode");
+
+    /* an OOM kill in a guest at its maximum: nothing to give, but not inflated in the episode */
+    starve_stats(&d[1], 1, 0, 0);
+    p = eval(&h, d, 2, &prev, P);
+    ok(dec(&p, "twin")->action == BM_ACT_NONE && strstr(dec(&p, "twin")->reason, "OOM kill"),
+       "an OOM kill at its maximum: not inflated");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+}
+
+/* Allocation stalls or direct reclaim that rise between two readings (no inflate between
+ * them): the guest starves: under pressure, deflated by max_step like one past
+ * protect_major_faults, never inflated. Below their lines, or across an inflate (the
+ * balloon's own allocations reclaim), they count for nothing. */
+static void test_stalls_and_direct_reclaim_stop_inflating(void)
+{
+    BmDomain d[] = {guest("stalls", 8 * GiB, 4 * GiB, 3 * GiB)};
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&prev, d[0].uuid, NULL);
+    e->prev.last_update_s = NOW - 12; /* the guest's clock: 10 s between the two */
+    e->prev.oom_kills = 0;
+    e->prev.alloc_stalls = 100;
+    e->prev.direct_reclaim_bytes = 64 * MiB;
+    BmHost h = host(MEM_TOTAL, 4 * GiB); /* reclaiming */
+    static const struct {
+        uint64_t stalls, direct;
+        bool starving;
+        const char *what;
+    } cases[] = {
+        {100 + 50, 64 * MiB, true, "5 stalls/s"},
+        {100, 64 * MiB + 20 * MiB, true, "2 MiB/s of direct reclaim"},
+        {100 + 10, 64 * MiB, true, "1 stall/s: at the line"},
+        {100 + 5, 64 * MiB + 5 * MiB, false, "0.5 stalls/s and 0.5 MiB/s of direct reclaim"},
+        {100, 64 * MiB, false, "none"},
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(cases); i++) {
+        starve_stats(&d[0], 0, cases[i].stalls, cases[i].direct);
+        BmPlan p = eval(&h, d, 1, &prev, P);
+        const BmDecision *x = &p.decisions[0];
+        diag("%s: %s", cases[i].what, x->reason);
+        ok(x->pressure.starving == cases[i].starving && x->pressure.under_pressure == cases[i].starving,
+           "%s: %s", cases[i].what, cases[i].starving ? "starving, under pressure" : "not starving");
+        if (cases[i].starving)
+            ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 6 * GiB &&
+                   strstr(x->reason, "guest under pressure (allocation stalls "),
+               "%s: deflated by max_step, never inflated; the reason names the stalls", cases[i].what);
+        else
+            ok(x->action == BM_ACT_INFLATE, "%s: inflated as an idle guest", cases[i].what);
+        bm_plan_clear(&p);
+    }
+    /* an inflate between the two readings: its own allocations may stall: not counted */
+    starve_stats(&d[0], 0, 100 + 500, 64 * MiB + 200 * MiB);
+    e->prev.actual_bytes = 5 * GiB;
+    BmPlan p = eval(&h, d, 1, &prev, P);
+    ok(p.decisions[0].pressure.alloc_stall_rate < 0 && p.decisions[0].pressure.direct_reclaim_rate < 0 &&
+           !p.decisions[0].pressure.starving,
+       "an inflate between the readings: stalls and direct reclaim not counted");
+    bm_plan_clear(&p);
+    e->prev.actual_bytes = 4 * GiB;
+
+    /* no statistics (a guest before 6.10, QEMU before 9.2, or the monitor not asked): unknown,
+     * not zero; the other rules as before */
+    d[0].starve = BM_STARVE_STATS_ABSENT;
+    p = eval(&h, d, 1, &prev, P);
+    ok(p.decisions[0].pressure.alloc_stall_rate < 0 && p.decisions[0].pressure.direct_reclaim_rate < 0 &&
+           !bm_present(p.decisions[0].pressure.oom_kills) && p.decisions[0].action == BM_ACT_INFLATE,
+       "absent statistics: rates unknown, no OOM kills known, inflated as an idle guest");
+    bm_plan_clear(&p);
+    d[0].major_faults = e->prev.major_faults + 10 * 500;
+    p = eval(&h, d, 1, &prev, P);
+    ok(p.decisions[0].pressure.under_pressure && p.decisions[0].action == BM_ACT_DEFLATE,
+       "absent statistics: the major-fault rule still protects it");
+    bm_plan_clear(&p);
+    /* present now, absent in the previous reading (an older state file): no rate yet */
+    starve_stats(&d[0], 3, 1000, 1 * GiB);
+    d[0].major_faults = e->prev.major_faults;
+    e->prev.oom_kills = e->prev.alloc_stalls = e->prev.direct_reclaim_bytes = BM_ABSENT;
+    p = eval(&h, d, 1, &prev, P);
+    ok(!p.decisions[0].pressure.under_pressure && p.decisions[0].pressure.oom_s == 0,
+       "no previous counters: no kill and no rate read from counters since boot");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -1443,5 +1610,7 @@ int main(void)
     test_idle_guests_cache_before_busy_guests();
     test_refaulting_guest_given_back();
     test_inflates_that_cost_or_give_nothing_given_back();
+    test_oom_kill_deflates_at_once_and_holds();
+    test_stalls_and_direct_reclaim_stop_inflating();
     return tap_done();
 }

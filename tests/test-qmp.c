@@ -1,6 +1,7 @@
 /* QMP reply parsers on real QEMU 7.2 replies (tests/integration/lib/record-qmp.sh) and on broken
  * ones: every refusal has its exact reason (tests/data/qmp/bad.txt). */
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "conn.h"
@@ -120,6 +121,82 @@ static void test_qom_get_and_errors(void)
     ok(bm_qmp_check_reply("{\"error\": 5}") == -EIO, "odd error object still an error");
 }
 
+/* qom-get guest-stats: Linux 6.12's starvation statistics, as QEMU 10 sends them for a 6.12
+ * guest (guest-stats-*.json: recorded by test-starve; synth-*: the 6.12 one with the six as QEMU sends what a guest never sent), for an older guest (named, never sent:
+ * 2^64-1) and as QEMU 7.2 sends them (not named); and hostile replies */
+static void test_guest_stats(void)
+{
+    BmStarveStats s;
+    _cleanup_free_ char *q10 = fixture_read("qmp/guest-stats-qemu10-linux612.json");
+    ok(bm_qmp_parse_guest_stats(q10, &s) == 0, "QEMU 10, Linux 6.12: parses");
+    ok(bm_present(s.oom_kills) && s.oom_kills >= 1, "an OOM kill (%" PRIu64 ")", s.oom_kills);
+    ok(bm_present(s.alloc_stalls) && s.alloc_stalls >= 1, "allocation stalls (%" PRIu64 ")", s.alloc_stalls);
+    ok(bm_present(s.async_scan_bytes) && bm_present(s.direct_scan_bytes) &&
+           bm_present(s.async_reclaim_bytes) && bm_present(s.direct_reclaim_bytes) &&
+           s.direct_reclaim_bytes <= s.direct_scan_bytes && s.async_reclaim_bytes <= s.async_scan_bytes,
+       "scans and reclaims, each reclaim at most its scan");
+    ok(s.direct_reclaim_bytes % 4096 == 0 && s.async_scan_bytes % 4096 == 0, "in bytes: whole pages");
+
+    _cleanup_free_ char *old = fixture_read("qmp/synth-guest-stats-qemu10-linux61.json");
+    ok(bm_qmp_parse_guest_stats(old, &s) == 0, "QEMU 10, Linux 6.1: parses");
+    ok(!bm_present(s.oom_kills) && !bm_present(s.alloc_stalls) && !bm_present(s.direct_reclaim_bytes),
+       "statistics the guest never sent (2^64-1) are absent, not 0");
+    _cleanup_free_ char *q72 = fixture_read("qmp/guest-stats-qemu72.json");
+    ok(bm_qmp_parse_guest_stats(q72, &s) == 0, "QEMU 7.2: parses");
+    ok(!bm_present(s.oom_kills) && !bm_present(s.async_scan_bytes), "names it lacks are absent");
+
+    static const struct {
+        const char *reply;
+        int r;
+        const char *reason; /* NULL: parsed */
+        uint64_t oom_kills;
+    } cases[] = {
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 3}}}", 0, NULL, 3},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": -1}}}", 0, NULL, BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 18446744073709551615}}}", 0, NULL, BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 9223372036854775807}}}", 0, NULL,
+         9223372036854775807ull},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 9223372036854775808}}}", 0, NULL, BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 1000000000000000000000000000000}}}", 0, NULL,
+         BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": -1000000000000000000000000000000}}}", 0, NULL,
+         BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 1, \"stat-oom-kills\": 2}}}", 0, NULL, 2},
+        {"{\"return\": {\"stats\": {}, \"last-update\": 0}}", 0, NULL, BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 1.5}}}", -EINVAL,
+         "qom-get guest-stats: \"stat-oom-kills\" is not an integer", BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 1, \"stat-direct-reclaims\": \"4096\"}}}",
+         -EINVAL, "qom-get guest-stats: \"stat-direct-reclaims\" is not an integer", BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-alloc-stalls\": null}}}", -EINVAL,
+         "qom-get guest-stats: \"stat-alloc-stalls\" is not an integer", BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-async-scans\": {\"a\": 1}}}}", -EINVAL,
+         "qom-get guest-stats: \"stat-async-scans\" is not an integer", BM_ABSENT},
+        {"{\"return\": {\"stats\": [1, 2]}}", -EINVAL, "qom-get guest-stats: no \"stats\" object",
+         BM_ABSENT},
+        {"{\"return\": {\"last-update\": 5}}", -EINVAL, "qom-get guest-stats: no \"stats\" object",
+         BM_ABSENT},
+        {"{\"return\": [{\"stats\": {}}]}", -EINVAL,
+         "qom-get guest-stats: \"return\" is not an object", BM_ABSENT},
+        {"{\"return\": {\"stats\": {\"stat-oom-kills\": 1}}} x", -EINVAL, "QMP reply has trailing data",
+         BM_ABSENT},
+        {"{\"error\": {\"class\": \"GenericError\", \"desc\": \"Property 'virtio-balloon-device.guest-stats' "
+         "not found\"}}", -ENOENT,
+         "QEMU: GenericError: Property 'virtio-balloon-device.guest-stats' not found", BM_ABSENT},
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(cases); i++) {
+        bm_error_reset();
+        s = (BmStarveStats){1, 1, 1, 1, 1, 1};
+        int r = bm_qmp_parse_guest_stats(cases[i].reply, &s);
+        ok(r == cases[i].r, "guest-stats case %zu: %d (got %d)", i, cases[i].r, r);
+        if (cases[i].reason)
+            is_str(bm_error_detail(r), cases[i].reason, "guest-stats case %zu: the reason", i);
+        is_u64(s.oom_kills, cases[i].oom_kills, "guest-stats case %zu: OOM kills", i);
+        if (r < 0)
+            ok(!bm_present(s.alloc_stalls) && !bm_present(s.direct_reclaim_bytes),
+               "guest-stats case %zu: refused: nothing taken", i);
+    }
+}
+
 int main(void)
 {
     test_virtio_list();
@@ -127,5 +204,6 @@ int main(void)
     test_bad_replies();
     test_property_lists();
     test_qom_get_and_errors();
+    test_guest_stats();
     return tap_done();
 }

@@ -650,7 +650,9 @@ static void fill_extreme(BmLedger *l, uint64_t u, double s)
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = u, .swap_in_bytes = u, .last_update_s = u,
                               .taken_s = u, .used_bytes = u, .actual_bytes = u,
-                              .used_peak_bytes = u, .used_peak_s = u, .given_s = u};
+                              .used_peak_bytes = u, .used_peak_s = u, .given_s = u,
+                              .oom_kills = u, .alloc_stalls = u, .direct_reclaim_bytes = u,
+                              .oom_s = u};
     e->unresponsive = true;
     e->unresponsive_actual = e->unresponsive_until_s = u;
     e->last_target_bytes = e->last_rss_drop_bytes = u;
