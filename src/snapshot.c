@@ -65,43 +65,55 @@ static void domain_note_error(BmDomain *d, const char *what, int r)
     d->error = msg;
 }
 
-/* Adds a disk's counter ("block.N.rd.bytes", "block.N.rd.reqs") to the domain's sum: every
- * disk of the domain (no backing images: the bulk call does not ask for them). QEMU's own
- * counters, but bounded as a guest's statistics are; a sum past BM_COUNT_MAX is absent.
- * Returns whether key was a block key. */
-static bool add_block_counter(BmDomain *d, const char *key, unsigned long long v)
+/* The disks' read counters of one bulk record ("block.N.rd.bytes", "block.N.rd.reqs") summed
+ * over every disk (no backing images: the bulk call does not ask for them). QEMU's own
+ * counters, bounded as a guest's statistics are. */
+typedef struct {
+    uint64_t count;  /* block.count; BM_ABSENT before it */
+    uint64_t sum[2]; /* read bytes, read requests */
+    uint64_t seen[2];
+    bool bad[2];     /* a counter beyond BM_COUNT_MAX, or the sum past it */
+} BlockSums;
+
+/* Takes key into *b; returns whether it was a block key. */
+static bool add_block_counter(BlockSums *b, const char *key, unsigned long long v)
 {
-    static const struct {
-        const char *suffix;
-        size_t offset;
-    } block_fields[] = {
-        {".rd.bytes", offsetof(BmDomain, disk_read_bytes)},
-        {".rd.reqs", offsetof(BmDomain, disk_read_reqs)},
-    };
+    static const char *const suffixes[2] = {".rd.bytes", ".rd.reqs"};
     if (strncmp(key, "block.", 6) != 0)
         return false;
-    if (strcmp(key, "block.count") == 0) { /* libvirt's first block key: the sums start */
-        d->disk_read_bytes = d->disk_read_reqs = 0;
+    if (strcmp(key, "block.count") == 0) {
+        b->count = bm_reported((uint64_t)v, 1);
         return true;
     }
     const char *p = key + 6;
     size_t digits = strspn(p, "0123456789");
     if (digits == 0)
         return false;
-    for (size_t k = 0; k < BM_ARRAY_SIZE(block_fields); k++) {
-        if (strcmp(p + digits, block_fields[k].suffix) != 0)
+    for (size_t k = 0; k < 2; k++) {
+        if (strcmp(p + digits, suffixes[k]) != 0)
             continue;
-        /* absent before block.count, and for good once a sum overflowed */
-        uint64_t *sum = field(d, block_fields[k].offset), x = bm_reported((uint64_t)v, 1);
-        if (bm_present(*sum))
-            *sum = bm_present(x) && *sum <= BM_COUNT_MAX - x ? *sum + x : BM_ABSENT;
+        uint64_t x = bm_reported((uint64_t)v, 1);
+        b->bad[k] |= !bm_present(x) || b->sum[k] > BM_COUNT_MAX - x;
+        b->sum[k] += b->bad[k] ? 0 : x;
+        b->seen[k]++;
         return true;
     }
     return false;
 }
 
+/* A sum of the record, or BM_ABSENT: unless every disk of block.count reported its counter (a
+ * record of a domain busy with a job has block.count and no counters: a sum of 0 there made
+ * the next reading's reads jump by all the disk ever read) and none overflowed. */
+static uint64_t block_sum(const BlockSums *b, size_t k)
+{
+    return bm_present(b->count) && b->count > 0 && b->seen[k] == b->count && !b->bad[k]
+               ? b->sum[k]
+               : BM_ABSENT;
+}
+
 void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n)
 {
+    BlockSums blocks = {.count = BM_ABSENT};
     for (int i = 0; i < n; i++) {
         const virTypedParameter *p = &params[i];
         unsigned long long v;
@@ -124,12 +136,14 @@ void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n
             set_scaled(&d->max_bytes, v, 1024);
             continue;
         }
-        if (add_block_counter(d, p->field, v))
+        if (add_block_counter(&blocks, p->field, v))
             continue;
         for (size_t k = 0; k < BM_ARRAY_SIZE(balloon_fields); k++)
             if (strcmp(p->field, balloon_fields[k].key) == 0)
                 set_scaled(field(d, balloon_fields[k].offset), v, balloon_fields[k].scale);
     }
+    d->disk_read_bytes = block_sum(&blocks, 0);
+    d->disk_read_reqs = block_sum(&blocks, 1);
 }
 
 /* State, maximum and current memory from BM_LV(virDomainGetInfo)(): the fallback for drivers

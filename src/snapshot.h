@@ -101,7 +101,7 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
 void bm_snapshot_domain_init(BmDomain *d);
 
 /* Fills d from one bulk-stats record's parameters: state, balloon statistics, the sums of
- * its disks' reads (block.N.rd.bytes, rd.reqs; from block.count on). Values beyond
+ * its disks' reads (block.N.rd.bytes, rd.reqs: absent unless every disk of block.count reported its counter). Values beyond
  * BM_COUNT_MAX, negative ones and unknown keys are left absent. Pure. */
 void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n);
 
