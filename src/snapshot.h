@@ -100,9 +100,10 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
 /* A domain with nothing read: every statistic BM_ABSENT, no state. */
 void bm_snapshot_domain_init(BmDomain *d);
 
-/* Fills d from one bulk-stats record's parameters: state, balloon statistics, the sums of
- * its disks' reads (block.N.rd.bytes, rd.reqs: absent unless every disk of block.count reported its counter). Values beyond
- * BM_COUNT_MAX, negative ones and unknown keys are left absent. Pure. */
+/* Fills d from one bulk-stats record's parameters: state, balloon statistics, CPU time, the
+ * sums of its disks' reads (block.N.rd.bytes, rd.reqs: absent unless every disk of
+ * block.count reported its counter). Values beyond BM_COUNT_MAX, negative ones and unknown
+ * keys are left absent. Pure. */
 void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n);
 
 /* Frees what a snapshot holds and zeroes it. NULL-safe. */
