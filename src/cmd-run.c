@@ -31,30 +31,43 @@
 
 #define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
-static const char options_help[] =
-    "      --once          one pass, then exit (what the systemd timer runs; required:\n"
-    "                      the long-running loop is 'balloonmgr agent')\n"
-    "  -p, --policy FILE   policy file (default " DEFAULT_POLICY ";\n"
-    "                      built-in defaults when that file does not exist)\n"
-    "  -n, --dry-run       decide and print, change nothing (no balloon, no state file)\n"
-    "  -j, --json          print JSON\n"
-    "      --table         print the table of decisions also when standard output is not\n"
-    "                      a terminal (there: one summary line a pass)\n"
-    "  -q, --quiet         print nothing on standard output (problems and the records of\n"
-    "                      changes still go to standard error)\n"
-    "      --state FILE    state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
-    "                      through FILE.lock for the run: exit 4 if another writer holds it\n"
-    "      --proc DIR      read host memory from DIR/meminfo, DIR/pressure/memory and\n"
-    "                      DIR/zoneinfo (and write DIR/sys/vm/stat_refresh) instead of\n"
-    "                      /proc (for tests and demos)\n"
-    "      --textfile DIR  with --once: write the metrics to DIR/balloonmgr.prom\n"
-    "                      (node_exporter's textfile collector), atomically\n"
-    "      --push URL      with --once: PUT the metrics to the Pushgateway at URL\n"
-    "                      (URL/metrics/job/balloonmgr/instance/HOSTNAME)\n"
-    "      --no-libvirt-duplicates\n"
-    "                      with --textfile/--push: leave out the per-domain series\n"
-    "                      libvirt exporters export too\n"
-    "  -h, --help          show this help\n";
+static const BmOptDef options[] = {
+    {0, "once", 'o', NULL,
+     "one pass, then exit (what the systemd timer runs; required:\n"
+     "the long-running loop is 'balloonmgr agent')",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_POLICY("policy file (default " DEFAULT_POLICY ";\n"
+                     "built-in defaults when that file does not exist)"),
+    BM_OPTDEF_DRY_RUN("decide and print, change nothing (no balloon, no state file)"),
+    BM_OPTDEF_JSON("print JSON"),
+    {0, "table", 'T', NULL,
+     "print the table of decisions also when standard output is not\n"
+     "a terminal (there: one summary line a pass)",
+     BM_COMPLETE_NONE, NULL},
+    {'q', "quiet", 'q', NULL,
+     "print nothing on standard output (problems and the records of\n"
+     "changes still go to standard error)",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_STATE("state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
+                    "through FILE.lock for the run: exit 4 if another writer holds it"),
+    BM_OPTDEF_PROC("read host memory from DIR/meminfo, DIR/pressure/memory and\n"
+                   "DIR/zoneinfo (and write DIR/sys/vm/stat_refresh) instead of\n"
+                   "/proc (for tests and demos)"),
+    {0, "textfile", 't', " DIR",
+     "with --once: write the metrics to DIR/balloonmgr.prom\n"
+     "(node_exporter's textfile collector), atomically",
+     BM_COMPLETE_DIR, NULL},
+    {0, "push", 'u', " URL",
+     "with --once: PUT the metrics to the Pushgateway at URL\n"
+     "(URL/metrics/job/balloonmgr/instance/HOSTNAME)",
+     BM_COMPLETE_NONE, NULL},
+    {0, "no-libvirt-duplicates", 'D', NULL,
+     "\nwith --textfile/--push: leave out the per-domain series\n"
+     "libvirt exporters export too",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -405,23 +418,8 @@ static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, in
 /* The options, checked. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
-    static const struct option opts[] = {
-        {"once", no_argument, NULL, 'o'},
-        BM_CLI_OPT_POLICY,
-        BM_CLI_OPT_DRY_RUN,
-        BM_CLI_OPT_JSON,
-        BM_CLI_OPT_STATE,
-        BM_CLI_OPT_PROC,
-        {"textfile", required_argument, NULL, 't'},
-        {"push", required_argument, NULL, 'u'},
-        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
-        {"table", no_argument, NULL, 'T'},
-        {"quiet", no_argument, NULL, 'q'},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv, "p:njqh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv)) != -1) {
         switch (c) {
         case 'o': o->once = true; break;
         case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
@@ -434,7 +432,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         case 'D': o->no_libvirt_duplicates = true; break;
         case 'T': o->table = true; break;
         case 'q': o->quiet = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -518,6 +516,8 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_run = {
     .name = "run",
+    .options = options,
+    .help_column = 22,
     .reads_host = true,
     .run = run,
     .synopsis = "run --once [--policy FILE] [--dry-run] [--json|--table|--quiet] [--state FILE]\n"

@@ -23,26 +23,39 @@
 #include "summary.h"
 #include "table.h"
 
-static const char options_help[] =
-    "  -j, --json             print JSON (sizes in bytes, absent statistics as null)\n"
-    "  -o, --output COLUMNS   the table's columns, comma-separated, in that order (NAME,STATE,\n"
-    "                         MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)\n"
-    "      --no-headings      neither the host line nor the header row\n"
-    "  -b, --bytes            sizes in the table in bytes\n"
-    "      --raw              the table for scripts: no host line, no alignment, one domain a\n"
-    "                         line, fields separated by one space, blanks in a field as \\x20\n"
-    "                         ('shut\\x20off'); otherwise the table fits a terminal's width\n"
-    "  -p, --policy FILE      the policy deciding the host's mode (default\n"
-    "                         " BM_POLICY_DEFAULT_PATH ")\n"
-    "      --state FILE       the previous pass's mode, for hysteresis (default\n"
-    "                         " BM_STATE_DEFAULT_PATH ", if readable)\n"
-    "      --proc DIR         read host memory from DIR instead of /proc (tests)\n"
-    "      --probe            ask the QEMU monitor of running domains for SG, free page\n"
-    "                         reporting and deflate-on-oom (libvirt marks them tainted);\n"
-    "                         without it they are what the agent or the timer found at this\n"
-    "                         start of the domain (--state), or not-probed\n"
-    "  -h, --help             show this help\n"
+enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
+
+static const BmOptDef options[] = {
+    BM_OPTDEF_JSON("print JSON (sizes in bytes, absent statistics as null)"),
+    {'o', "output", 'o', " COLUMNS",
+     "the table's columns, comma-separated, in that order (NAME,STATE,\n"
+     "MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
+     "SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)",
+     BM_COMPLETE_LIST, "NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN "
+                       "SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL READ"},
+    {0, "no-headings", OPT_NO_HEADINGS, NULL, "neither the host line nor the header row",
+     BM_COMPLETE_NONE, NULL},
+    {'b', "bytes", 'b', NULL, "sizes in the table in bytes", BM_COMPLETE_NONE, NULL},
+    {0, "raw", OPT_RAW, NULL,
+     "the table for scripts: no host line, no alignment, one domain a\n"
+     "line, fields separated by one space, blanks in a field as \\x20\n"
+     "('shut\\x20off'); otherwise the table fits a terminal's width",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_POLICY("the policy deciding the host's mode (default\n" BM_POLICY_DEFAULT_PATH ")"),
+    BM_OPTDEF_STATE("the previous pass's mode, for hysteresis (default\n" BM_STATE_DEFAULT_PATH
+                    ", if readable)"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc (tests)"),
+    {0, "probe", OPT_PROBE, NULL,
+     "ask the QEMU monitor of running domains for SG, free page\n"
+     "reporting and deflate-on-oom (libvirt marks them tainted);\n"
+     "without it they are what the agent or the timer found at this\n"
+     "start of the domain (--state), or not-probed",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "\nFPR and AUTODEFL: free page reporting and deflate-on-oom as the domain XML sets them\n"
     "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
     "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
@@ -393,26 +406,12 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
-    static const struct option opts[] = {
-        BM_CLI_OPT_JSON,
-        {"output", required_argument, NULL, 'o'},
-        {"no-headings", no_argument, NULL, OPT_NO_HEADINGS},
-        BM_CLI_OPT_POLICY,
-        BM_CLI_OPT_STATE,
-        BM_CLI_OPT_PROC,
-        {"probe", no_argument, NULL, OPT_PROBE},
-        {"bytes", no_argument, NULL, 'b'},
-        {"raw", no_argument, NULL, OPT_RAW},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
     bool probe = false, raw = false;
     const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
     const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = g->proc_dir;
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv, "jo:p:bh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv)) != -1) {
         switch (c) {
         case BM_OPT_JSON: json = true; break;
         case 'o': columns = optarg; break;
@@ -423,7 +422,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         case OPT_PROBE: probe = true; break;
         case 'b': bytes_cells = true; break;
         case OPT_RAW: raw = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -512,6 +511,9 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_status = {
     .name = "status",
+    .options = options,
+    .help_column = 25,
+    .help_after = help_after,
     .reads_host = true,
     .run = run,
     .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--bytes] [--raw]\n"
