@@ -89,11 +89,6 @@ typedef struct {
 
 #define PUSH_TIMEOUT_S 10
 
-static json_object *u64j(uint64_t v)
-{
-    return bm_present(v) ? json_object_new_uint64(v) : NULL;
-}
-
 static json_object *ratej(double v)
 {
     return v >= 0 ? json_object_new_double(v) : NULL;
@@ -104,8 +99,8 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
     json_object *host = json_object_new_object();
     json_object_object_add(host, "mode", json_object_new_string(bm_host_mode_name(plan->mode)));
     json_object_object_add(host, "reason", json_object_new_string(plan->reason));
-    json_object_object_add(host, "mem_total_bytes", u64j(h->mem_total_bytes));
-    json_object_object_add(host, "mem_available_bytes", u64j(h->mem_available_bytes));
+    json_object_object_add(host, "mem_total_bytes", bm_json_u64_or_null(h->mem_total_bytes));
+    json_object_object_add(host, "mem_available_bytes", bm_json_u64_or_null(h->mem_available_bytes));
     /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
     json_object_object_add(host, "psi_some_avg10_ratio",
                            h->psi_present ? json_object_new_double(h->psi_some_avg10 / 100) : NULL);
@@ -123,12 +118,12 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object *x = json_object_new_object();
     json_object_object_add(x, "name", bm_json_name(d->name));
     json_object_object_add(x, "action", json_object_new_string(bm_action_name(d->action)));
-    json_object_object_add(x, "current_bytes", u64j(d->current_bytes));
-    json_object_object_add(x, "target_bytes", u64j(d->target_bytes));
-    json_object_object_add(x, "maximum_bytes", u64j(d->max_bytes));
-    json_object_object_add(x, "floor_bytes", u64j(d->floor_bytes));
+    json_object_object_add(x, "current_bytes", bm_json_u64_or_null(d->current_bytes));
+    json_object_object_add(x, "target_bytes", bm_json_u64_or_null(d->target_bytes));
+    json_object_object_add(x, "maximum_bytes", bm_json_u64_or_null(d->max_bytes));
+    json_object_object_add(x, "floor_bytes", bm_json_u64_or_null(d->floor_bytes));
     json_object_object_add(x, "idle_bytes", json_object_new_uint64(d->idle_bytes));
-    json_object_object_add(x, "backed_free_bytes", u64j(d->backed_free_bytes));
+    json_object_object_add(x, "backed_free_bytes", bm_json_u64_or_null(d->backed_free_bytes));
     json_object_object_add(x, "inflate_yield_ratio", json_object_new_double(d->yield_permille / 1000.0));
     json_object_object_add(x, "returns_nothing", json_object_new_boolean(d->returns_nothing));
     json_object_object_add(x, "reason", json_object_new_string(d->reason));
@@ -141,11 +136,11 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "take_free_bytes", json_object_new_uint64(d->take_free_bytes));
     json_object_object_add(x, "take_page_cache_bytes", json_object_new_uint64(d->take_cache_bytes));
     json_object_object_add(x, "take_hot_page_cache_bytes", json_object_new_uint64(d->take_hot_bytes));
-    json_object_object_add(x, "oom_kills", u64j(d->pressure.oom_kills));
+    json_object_object_add(x, "oom_kills", bm_json_u64_or_null(d->pressure.oom_kills));
     json_object_object_add(x, "oom_at", d->pressure.oom_s ? json_object_new_uint64(d->pressure.oom_s) : NULL);
     json_object_object_add(x, "alloc_stalls_per_second", ratej(d->pressure.alloc_stall_rate));
     json_object_object_add(x, "direct_reclaim_bytes_per_second", ratej(d->pressure.direct_reclaim_rate));
-    json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
+    json_object_object_add(x, "stats_age_s", bm_json_u64_or_null(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));
     json_object_object_add(x, "short_of_memory", json_object_new_boolean(d->short_of_memory));

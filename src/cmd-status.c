@@ -66,11 +66,6 @@ static const char help_after[] =
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
-static json_object *json_u64(uint64_t v)
-{
-    return bm_present(v) ? json_object_new_uint64(v) : NULL;
-}
-
 /* When the host booted, wall-clock seconds. */
 static uint64_t boot_real_s(void)
 {
@@ -133,25 +128,25 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
     json_object_object_add(o, "state", json_object_new_string(bm_snapshot_run_state_name(d->state)));
     json_object_object_add(o, "active", json_object_new_boolean(d->active));
-    json_object_object_add(o, "maximum_bytes", json_u64(d->max_bytes));
-    json_object_object_add(o, "current_bytes", json_u64(d->actual_bytes));
-    json_object_object_add(o, "reclaimed_bytes", json_u64(bm_domain_reclaimed_bytes(d)));
-    json_object_object_add(o, "available_bytes", json_u64(d->available_bytes));
-    json_object_object_add(o, "usable_bytes", json_u64(d->usable_bytes));
-    json_object_object_add(o, "unused_bytes", json_u64(d->unused_bytes));
-    json_object_object_add(o, "disk_caches_bytes", json_u64(d->disk_caches_bytes));
-    json_object_object_add(o, "rss_bytes", json_u64(d->rss_bytes));
-    json_object_object_add(o, "swap_in_bytes", json_u64(d->swap_in_bytes));
-    json_object_object_add(o, "swap_out_bytes", json_u64(d->swap_out_bytes));
-    json_object_object_add(o, "major_faults", json_u64(d->major_faults));
-    json_object_object_add(o, "disk_read_bytes", json_u64(d->disk_read_bytes));
-    json_object_object_add(o, "minor_faults", json_u64(d->minor_faults));
+    json_object_object_add(o, "maximum_bytes", bm_json_u64_or_null(d->max_bytes));
+    json_object_object_add(o, "current_bytes", bm_json_u64_or_null(d->actual_bytes));
+    json_object_object_add(o, "reclaimed_bytes", bm_json_u64_or_null(bm_domain_reclaimed_bytes(d)));
+    json_object_object_add(o, "available_bytes", bm_json_u64_or_null(d->available_bytes));
+    json_object_object_add(o, "usable_bytes", bm_json_u64_or_null(d->usable_bytes));
+    json_object_object_add(o, "unused_bytes", bm_json_u64_or_null(d->unused_bytes));
+    json_object_object_add(o, "disk_caches_bytes", bm_json_u64_or_null(d->disk_caches_bytes));
+    json_object_object_add(o, "rss_bytes", bm_json_u64_or_null(d->rss_bytes));
+    json_object_object_add(o, "swap_in_bytes", bm_json_u64_or_null(d->swap_in_bytes));
+    json_object_object_add(o, "swap_out_bytes", bm_json_u64_or_null(d->swap_out_bytes));
+    json_object_object_add(o, "major_faults", bm_json_u64_or_null(d->major_faults));
+    json_object_object_add(o, "disk_read_bytes", bm_json_u64_or_null(d->disk_read_bytes));
+    json_object_object_add(o, "minor_faults", bm_json_u64_or_null(d->minor_faults));
     json_object_object_add(o, "stats_period_s",
                            d->balloon_known && d->balloon.stats_period_s >= 0
                                ? json_object_new_int(d->balloon.stats_period_s)
                                : NULL);
-    json_object_object_add(o, "stats_last_update", json_u64(d->last_update_s));
-    json_object_object_add(o, "stats_age_s", json_u64(stats_age_s(d, now_real_ns)));
+    json_object_object_add(o, "stats_last_update", bm_json_u64_or_null(d->last_update_s));
+    json_object_object_add(o, "stats_age_s", bm_json_u64_or_null(stats_age_s(d, now_real_ns)));
     json_object_object_add(o, "balloon_model",
                            d->balloon_known ? json_object_new_string(d->balloon.present
                                                                          ? d->balloon.model
@@ -164,7 +159,7 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "deflate_on_oom_configured", configured_json(d, d->balloon.autodeflate));
     json_object_object_add(o, "deflate_on_oom", json_object_new_string(verdict_name(sg, sg->deflate_on_oom)));
     uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes) : BM_ABSENT;
-    json_object_object_add(o, "backed_free_bytes", json_u64(backed));
+    json_object_object_add(o, "backed_free_bytes", bm_json_u64_or_null(backed));
     _cleanup_free_ char *cmd = bm_summary_fpr_would_return(d, backed)
                                    ? bm_summary_fpr_command(d->name, uri) : NULL;
     json_object_object_add(o, "free_page_reporting_command", cmd ? bm_json_name(cmd) : NULL);

@@ -46,12 +46,6 @@ static json_object *json_count(uint64_t v)
     return json_object_new_uint64(v > COUNT_MAX ? COUNT_MAX : v);
 }
 
-/* An optional one: null when absent (get_u64() reads BM_ABSENT), else json_count(). */
-static json_object *u64_or_null(uint64_t v)
-{
-    return bm_present(v) ? json_count(v) : NULL;
-}
-
 /* No pass or change takes a year; a latency sum is at most that per counted change. */
 #define SECONDS_MAX (365.0 * 86400)
 
@@ -115,7 +109,7 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
         for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
             uint64_t v = *reading_field(&d, k);
             if (!reading_fields[k].zero_is_none)
-                json_object_object_add(o, reading_fields[k].key, u64_or_null(v));
+                json_object_object_add(o, reading_fields[k].key, bm_json_u64_or_null(v));
             else if (v && bm_present(v))
                 json_object_object_add(o, reading_fields[k].key, json_count(v));
         }
@@ -193,10 +187,10 @@ static json_object *counters_json(const BmLedger *l)
         json_object *x = json_object_new_object();
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
         json_object_object_add(x, "name", bm_json_name(r->name));
-        json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
+        json_object_object_add(x, "last_target_bytes", bm_json_u64_or_null(r->last_target_bytes));
         json_object_object_add(x, "last_duration_s", json_seconds(r->last_duration_s, -1, SECONDS_MAX));
         json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction >= 0 && r->last_direction < BM_DIR_COUNT ? r->last_direction : -1));
-        json_object_object_add(x, "last_rss_drop_bytes", u64_or_null(r->last_rss_drop_bytes));
+        json_object_object_add(x, "last_rss_drop_bytes", bm_json_u64_or_null(r->last_rss_drop_bytes));
         json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
         json_object_object_add(x, "unresponsive_actual", json_count(r->unresponsive_actual));
         json_object_object_add(x, "unresponsive_until", json_count(r->unresponsive_until_s));
