@@ -241,7 +241,7 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
             label = json_object_get_string(sgj);
         snprintf(t.sg, sizeof(t.sg), "%s", label);
         json_object_put(o);
-        bm_ledger_record_change(l, &t, false, now_s);
+        bm_ledger_record_change(l, NULL, &t, false, now_s);
         n++;
     }
     closedir(d);

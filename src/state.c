@@ -101,11 +101,11 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
     json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(l->mode)));
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++) {
-        if (!l->entries[i].have_prev)
+        if (!l->entries[i]->have_prev)
             continue;
-        BmPrevReading d = l->entries[i].prev;
+        BmPrevReading d = l->entries[i]->prev;
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i].uuid));
+        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i]->uuid));
         for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
             uint64_t v = *reading_field(&d, k);
             if (!reading_fields[k].zero_is_none)
@@ -183,7 +183,7 @@ static json_object *counters_json(const BmLedger *l)
     json_object_object_add(o, "last_pass_duration_s", json_seconds(c->last_pass_duration_s, -1, SECONDS_MAX));
     json_object *doms = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++) {
-        const BmLedgerEntry *r = &l->entries[i];
+        const BmLedgerEntry *r = l->entries[i];
         json_object *x = json_object_new_object();
         json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
         json_object_object_add(x, "name", bm_json_name(r->name));
@@ -436,7 +436,7 @@ static int readings_parse(json_object *arr, BmLedger *l)
         int r;
         if (!json_object_is_type(o, json_type_object) ||
             !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
-            json_object_get_string_len(uuid) >= (int)sizeof(l->entries->uuid))
+            json_object_get_string_len(uuid) >= (int)sizeof(((BmLedgerEntry *)0)->uuid))
             return bm_error(-EINVAL, "domain %zu: no uuid", i);
         for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
             uint64_t *v = reading_field(d, k);
