@@ -399,6 +399,62 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
     return cells;
 }
 
+/* The checks of status's options before anything is read: --output's columns, what goes
+ * with --json, a --state (explicit_state, NULL when not given) and --proc that are what they
+ * must be. Returns false after reporting (the caller exits BM_EXIT_USAGE). */
+static bool options_valid(const char *columns, bool json, bool raw, const char *explicit_state,
+                          const char *proc_dir)
+{
+    int r = columns ? check_columns(columns) : 0;
+    if (r < 0) {
+        char shown[256];
+        bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
+                  bm_error_detail(r));
+        return false;
+    }
+    if (json && (raw || bytes_cells)) {
+        bm_report("status", NULL, "--raw and --bytes are for the table, not --json (sizes are bytes there)");
+        return false;
+    }
+    if (columns && json) {
+        bm_report("status", NULL, "--output is for the table, not --json");
+        return false;
+    }
+    /* the same input, the same status as run and agent: a --state that is not a regular file
+     * is bad input (exit 2) */
+    if (explicit_state && !bm_cli_state_check("status", explicit_state, false))
+        return false;
+    /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
+     * directory: it read /meminfo) */
+    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
+        return false;
+    return true;
+}
+
+/* Prints the host line and the domains of snap (with their SG cells sg) as JSON or as the
+ * table (columns: -o, NULL for all; headings: the host line and the header; raw: --raw). */
+static void print_status(const BmSnapshot *s, const SgCell *sg, const BmHostSummary *summary,
+                         const char *uri, const char *columns, bool json, bool headings, bool raw)
+{
+    if (json) {
+        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+        json_object_object_add(root, "host", bm_summary_json(summary));
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < s->n_domains; i++)
+            json_object_array_add(arr, domain_json(&s->domains[i], &sg[i], summary, uri,
+                                                   s->taken_real_ns));
+        json_object_object_add(root, "domains", arr);
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    } else {
+        if (headings && !raw) {
+            char line[512];
+            puts(bm_summary_format(summary, line, sizeof(line)));
+        }
+        print_table(s, sg, summary, uri, columns, headings, raw);
+    }
+}
+
 static int run(BmGlobal *g, int argc, char **argv)
 {
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
@@ -422,34 +478,13 @@ static int run(BmGlobal *g, int argc, char **argv)
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
-    int r = columns ? check_columns(columns) : 0;
-    if (r < 0) {
-        char shown[256];
-        bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
-                  bm_error_detail(r));
-        return BM_EXIT_USAGE;
-    }
-    if (json && (raw || bytes_cells)) {
-        bm_report("status", NULL, "--raw and --bytes are for the table, not --json (sizes are bytes there)");
-        return BM_EXIT_USAGE;
-    }
-    if (columns && json) {
-        bm_report("status", NULL, "--output is for the table, not --json");
-        return BM_EXIT_USAGE;
-    }
-    /* the same input, the same status as run and agent: a --state that is not a regular file
-     * is bad input (exit 2) */
-    if (state_explicit && !bm_cli_state_check("status", state_path, false))
-        return BM_EXIT_USAGE;
-    /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
-     * directory: it read /meminfo) */
-    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
+    if (!options_valid(columns, json, raw, state_explicit ? state_path : NULL, proc_dir))
         return BM_EXIT_USAGE;
 
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     bool readonly = g->readonly || !probe;
-    r = bm_conn_open(g->uri, readonly, &conn);
+    int r = bm_conn_open(g->uri, readonly, &conn);
     if (r == -EACCES && !readonly) {
         readonly = true;
         r = bm_conn_open(g->uri, true, &conn);
@@ -483,23 +518,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         return rc;
     }
 
-    if (json) {
-        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-        json_object_object_add(root, "host", bm_summary_json(&summary));
-        json_object *arr = json_object_new_array();
-        for (size_t i = 0; i < snap.n_domains; i++)
-            json_object_array_add(arr, domain_json(&snap.domains[i], &sg[i], &summary, g->uri,
-                                                   snap.taken_real_ns));
-        json_object_object_add(root, "domains", arr);
-        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
-    } else {
-        if (headings && !raw) {
-            char line[512];
-            puts(bm_summary_format(&summary, line, sizeof(line)));
-        }
-        print_table(&snap, sg, &summary, g->uri, columns, headings, raw);
-    }
+    print_status(&snap, sg, &summary, g->uri, columns, json, headings, raw);
     bm_snapshot_clear(&snap);
     return BM_EXIT_OK;
 }
