@@ -38,7 +38,7 @@ static void check_same(const BmLedger *a, const BmLedger *b)
                 "scalar counters");
     fuzz_assert(a->n_entries == b->n_entries, "%zu vs %zu entries", a->n_entries, b->n_entries);
     for (size_t i = 0; i < a->n_entries; i++) {
-        const BmLedgerEntry *x = &a->entries[i], *y = bm_ledger_find(b, x->uuid);
+        const BmLedgerEntry *x = a->entries[i], *y = bm_ledger_find(b, x->uuid);
         fuzz_assert(y != NULL, "entry '%s' lost in a round trip", x->uuid);
         fuzz_assert(strcmp(x->name, y->name) == 0, "entry '%s': name '%s' vs '%s'", x->uuid,
                     x->name, y->name);
@@ -66,9 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_assert(l.n_entries == 0, "failure leaves entries");
     } else {
         for (size_t i = 0; i < l.n_entries; i++) {
-            fuzz_assert(l.entries[i].last_direction >= -1 && l.entries[i].last_direction < BM_DIR_COUNT,
-                        "last_direction %d", l.entries[i].last_direction);
-            fuzz_assert(bm_ledger_find(&l, l.entries[i].uuid) == &l.entries[i], "entry lookup");
+            fuzz_assert(l.entries[i]->last_direction >= -1 && l.entries[i]->last_direction < BM_DIR_COUNT,
+                        "last_direction %d", l.entries[i]->last_direction);
+            fuzz_assert(bm_ledger_find(&l, l.entries[i]->uuid) == l.entries[i], "entry lookup");
         }
         char *again = bm_state_format(&l, 1700000000);
         BmLedger l2;

@@ -116,6 +116,8 @@ typedef struct BmTracked {
     char uuid[VIR_UUID_STRING_BUFLEN];
     char sg[16];               /* "negotiated", "not_negotiated" or "unknown": histogram label */
     char why[32];              /* the policy's cause of the change (BmDecision.why); "" by hand */
+    void *owner;               /* the starter's, kept with the change (the engine: its domain's
+                                * ledger entry); NULL by hand */
     BmChange change;           /* outcome, from/target/reached, times */
     uint64_t rss_before_bytes; /* QEMU RSS when the change started (BM_ABSENT if unknown) */
     uint64_t rss_after_bytes;  /* ... at the last reading */

@@ -62,11 +62,75 @@ int bm_exit_for(int r)
     return (r == -ENOENT || r == -EINVAL || r == -ERANGE) ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
 }
 
-void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f)
+const BmVerb *const bm_verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
+                                   &bm_verb_verify, &bm_verb_configure, &bm_verb_run,
+                                   &bm_verb_policy, &bm_verb_agent, NULL};
+
+const BmOptDef bm_cli_global_options[] = {
+    {'c', "connect", 'c', " URI",
+     "libvirt connection URI (default: $BALLOONMGR_URI, else\nlibvirt's default)",
+     BM_COMPLETE_NONE, NULL},
+    {'r', "readonly", BM_OPT_READONLY, NULL,
+     "monitoring only: libvirt's read-only socket; verbs that\nchange domains are refused, the "
+     "agent only exports", BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_PROC("for status, run and agent: read host memory from DIR\ninstead of /proc (as "
+                   "their own --proc)"),
+    BM_OPTDEF_HELP("show this help ('balloonmgr VERB --help' for a verb)"),
+    {'V', "version", 'V', NULL, "print the version", BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_END,
+};
+
+void bm_cli_getopt_tables(const BmOptDef *defs, const char *prefix, struct option *longs,
+                          size_t n_longs, char *shorts, size_t n_shorts)
+{
+    size_t n = 0, o = (size_t)snprintf(shorts, n_shorts, "%s", prefix);
+    for (const BmOptDef *d = defs; d->name && n + 1 < n_longs; d++) {
+        int has_arg = !d->arg ? no_argument : d->arg[0] == '[' ? optional_argument
+                                                                : required_argument;
+        longs[n++] = (struct option){d->name, has_arg, NULL, d->val};
+        if (d->short_name && o + 4 < n_shorts)
+            o += (size_t)snprintf(shorts + o, n_shorts - o, "%c%s", d->short_name,
+                                  has_arg == required_argument ? ":" : "");
+    }
+    longs[n] = (struct option){0};
+}
+
+void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f)
+{
+    for (const BmOptDef *d = defs; d->name; d++) {
+        if (!d->help)
+            continue; /* an alias */
+        char spec[128];
+        int w = d->short_name ? snprintf(spec, sizeof(spec), "  -%c, --%s%s", d->short_name,
+                                         d->name, d->arg ? d->arg : "")
+                              : snprintf(spec, sizeof(spec), "      --%s%s", d->name,
+                                         d->arg ? d->arg : "");
+        const char *line = d->help;
+        bool below = *line == '\n'; /* the text starts below the option */
+        if (below)
+            fprintf(f, "%s\n", spec);
+        else
+            fprintf(f, "%s%*s", spec, w + 2 > help_column ? 2 : help_column - w, "");
+        for (line += below;; line++) {
+            size_t len = strcspn(line, "\n");
+            if (below)
+                fprintf(f, "%*s", help_column, "");
+            fprintf(f, "%.*s\n", (int)len, line);
+            below = true;
+            line += len;
+            if (!*line)
+                break;
+        }
+    }
+}
+
+void bm_verb_usage(const BmVerb *v, FILE *f)
 {
     fprintf(f, "Usage: balloonmgr [-c URI] %s\n\n%s\n", v->synopsis, v->summary);
-    if (options_help && *options_help)
-        fprintf(f, "\nOptions:\n%s", options_help);
+    fputs("\nOptions:\n", f);
+    bm_cli_print_options(v->options, v->help_column, f);
+    if (v->help_after)
+        fputs(v->help_after, f);
 }
 
 void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c)
@@ -108,28 +172,29 @@ void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs,
         bm_report(verb, NULL, "unknown option '%s' (%s)", shown, see);
 }
 
-enum { OPT_CONNECT = 0x7f00, OPT_READONLY };
-
-int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv, const char *shorts,
-                  const struct option *longs)
+int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv)
 {
-    /* the verb's options and the global ones, for getopt; rebuilt per call (a few entries) */
+    /* the verb's options and the two global ones after them, for getopt; rebuilt per call */
     static struct option all[64];
     static char all_shorts[64];
+    BmOptDef defs[BM_ARRAY_SIZE(all)];
     size_t n = 0;
-    for (; longs[n].name && n < BM_ARRAY_SIZE(all) - 3; n++)
-        all[n] = longs[n];
-    all[n++] = (struct option){"connect", required_argument, NULL, OPT_CONNECT};
-    all[n++] = (struct option){"readonly", no_argument, NULL, OPT_READONLY};
-    all[n] = (struct option){0};
-    bool own_r = strchr(shorts, 'r') != NULL;
-    snprintf(all_shorts, sizeof(all_shorts), ":%sc:%s", shorts, own_r ? "" : "r");
+    bool own_r = false;
+    for (; v->options[n].name && n < BM_ARRAY_SIZE(defs) - 3; n++) {
+        defs[n] = v->options[n];
+        own_r |= defs[n].short_name == 'r';
+    }
+    defs[n] = bm_cli_global_options[0]; /* --connect */
+    defs[n + 1] = bm_cli_global_options[1]; /* --readonly */
+    if (own_r)
+        defs[n + 1].short_name = 0; /* -r is the verb's */
+    defs[n + 2] = (BmOptDef)BM_OPTDEF_END;
+    bm_cli_getopt_tables(defs, ":", all, BM_ARRAY_SIZE(all), all_shorts, sizeof(all_shorts));
     opterr = 0;
     for (;;) {
         int c = getopt_long(argc, argv, all_shorts, all, NULL);
         switch (c) {
         case 'c':
-        case OPT_CONNECT:
             if (!*optarg) {
                 bm_report(v->name, NULL, "-c '': empty URI (leave -c out for libvirt's default)");
                 return '?';
@@ -141,7 +206,7 @@ int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv, const cha
                 return c;
             g->readonly = true;
             continue;
-        case OPT_READONLY:
+        case BM_OPT_READONLY:
             g->readonly = true;
             continue;
         case '?':

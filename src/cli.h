@@ -21,10 +21,9 @@ enum {
     BM_EXIT_BUSY = 4,    /* the state file is written by another process (its lock is held) */
 };
 
-/* The options verbs share, one entry each for the verbs' getopt_long() tables (as virsh's
- * VIRSH_COMMON_OPT_*): a verb lists those it takes among its own, and its switch handles the
- * value each returns. The short forms (-p, -n, -j, -h) are in the verb's shorts as before;
- * --state and --proc have none. */
+/* What getopt returns for the options verbs share (as virsh's VIRSH_COMMON_OPT_*): a verb
+ * lists those it takes in its table (BM_OPTDEF_*) and its switch handles the value each
+ * returns. --state and --proc have no short form. */
 enum {
     BM_OPT_POLICY = 'p',   /* --policy FILE */
     BM_OPT_DRY_RUN = 'n',  /* --dry-run */
@@ -32,14 +31,49 @@ enum {
     BM_OPT_HELP = 'h',     /* --help */
     BM_OPT_STATE = 0x7e00, /* --state FILE */
     BM_OPT_PROC,           /* --proc DIR (before the verb too: BmGlobal.proc_dir) */
+    BM_OPT_READONLY,       /* --readonly (-r unless the verb has an -r of its own) */
 };
 
-#define BM_CLI_OPT_POLICY {"policy", required_argument, NULL, BM_OPT_POLICY}
-#define BM_CLI_OPT_STATE {"state", required_argument, NULL, BM_OPT_STATE}
-#define BM_CLI_OPT_PROC {"proc", required_argument, NULL, BM_OPT_PROC}
-#define BM_CLI_OPT_DRY_RUN {"dry-run", no_argument, NULL, BM_OPT_DRY_RUN}
-#define BM_CLI_OPT_JSON {"json", no_argument, NULL, BM_OPT_JSON}
-#define BM_CLI_OPT_HELP {"help", no_argument, NULL, BM_OPT_HELP}
+/* How the bash completion completes an option's argument. */
+typedef enum {
+    BM_COMPLETE_NONE,  /* nothing to offer (a URL, a number) */
+    BM_COMPLETE_FILE,  /* a file name */
+    BM_COMPLETE_DIR,   /* a directory name */
+    BM_COMPLETE_WORDS, /* one of BmOptDef.words */
+    BM_COMPLETE_LIST,  /* a comma-separated list of BmOptDef.words */
+} BmComplete;
+
+/* One option of a verb, declared once (virsh's vshCmdOptDef): getopt_long()'s row, the
+ * verb's --help line and the bash completion (bash-completion/generate.c) are made from it.
+ * A table ends with an entry whose name is NULL. */
+typedef struct {
+    char short_name;     /* -x, or 0 */
+    const char *name;    /* the long name without "--" */
+    /* what getopt_long() returns for it: short_name where there is one (-r is returned as 'r',
+     * --readonly as BM_OPT_READONLY, as verify's -r is its --require) */
+    int val;
+    /* its argument as --help spells it after the name: " FILE" (the next word or =FILE),
+     * "=N" (the same, shown with '='), "[=SECONDS]" (optional, only with '='); NULL: none */
+    const char *arg;
+    /* the help text, lines split by '\n' (the first empty: it starts below the option); NULL:
+     * an alias, not listed in --help */
+    const char *help;
+    BmComplete complete; /* for an option with an argument */
+    const char *words;   /* BM_COMPLETE_WORDS, BM_COMPLETE_LIST: the words, space-separated */
+} BmOptDef;
+
+#define BM_OPTDEF_POLICY(help) {'p', "policy", BM_OPT_POLICY, " FILE", help, BM_COMPLETE_FILE, NULL}
+#define BM_OPTDEF_STATE(help) {0, "state", BM_OPT_STATE, " FILE", help, BM_COMPLETE_FILE, NULL}
+#define BM_OPTDEF_PROC(help) {0, "proc", BM_OPT_PROC, " DIR", help, BM_COMPLETE_DIR, NULL}
+#define BM_OPTDEF_DRY_RUN(help) {'n', "dry-run", BM_OPT_DRY_RUN, NULL, help, BM_COMPLETE_NONE, NULL}
+#define BM_OPTDEF_JSON(help) {'j', "json", BM_OPT_JSON, NULL, help, BM_COMPLETE_NONE, NULL}
+#define BM_OPTDEF_HELP(help) {'h', "help", BM_OPT_HELP, NULL, help, BM_COMPLETE_NONE, NULL}
+#define BM_OPTDEF_END {0, NULL, 0, NULL, NULL, BM_COMPLETE_NONE, NULL}
+
+/* The options before the verb (main.c); the first two, -c/--connect and -r/--readonly, are
+ * taken after the verb too (bm_cli_getopt()). */
+extern const BmOptDef bm_cli_global_options[];
+#define BM_CLI_GLOBAL_HELP_COLUMN 21
 
 typedef struct {
     const char *uri;      /* -c/--connect, else $BALLOONMGR_URI, else NULL */
@@ -54,10 +88,16 @@ typedef struct {
     const char *synopsis; /* after "balloonmgr " */
     const char *summary;
     bool reads_host;      /* takes --proc DIR (also as a global option before the verb) */
+    const BmOptDef *options; /* its options, BM_OPTDEF_END last */
+    int help_column;         /* where --help's option texts start */
+    const char *help_after;  /* --help's text after the options, or NULL */
 } BmVerb;
 
 extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
     bm_verb_configure, bm_verb_run, bm_verb_policy, bm_verb_agent;
+
+/* Every verb, in the order --help lists them, NULL last. */
+extern const BmVerb *const bm_verbs[];
 
 /* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line:
  * the object is quoted and made printable, control characters in MESSAGE become \xNN. Its
@@ -74,23 +114,31 @@ void bm_reportp(int prio, const char *verb, const char *object, const char *fmt,
  * raised by parsing user input, 1 otherwise. */
 int bm_exit_for(int r);
 
-/* getopt_long() for verb v's options (shorts and longs as getopt_long() takes them): returns
- * the next option of the verb's own, or -1 at the end. The global options, anywhere among the
- * verb's arguments, are applied to g and not returned: -c URI / --connect URI and
- * --readonly, and -r unless shorts has an -r of its own (verify's --require). An unknown
- * option, an ambiguous abbreviation, a missing or an unexpected argument is reported in one
- * line naming it and "see 'balloonmgr VERB --help'", and '?' is returned (the verb exits
- * BM_EXIT_USAGE). */
-int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv, const char *shorts,
-                  const struct option *longs);
+/* getopt_long() for verb v's options (v->options): returns the val of the next of them, or
+ * -1 at the end. The global options -c/--connect URI and -r/--readonly (-r only when the verb
+ * has no -r of its own: verify's --require), anywhere among the verb's arguments, are applied
+ * to g and not returned. An unknown option, an ambiguous abbreviation, a missing or an
+ * unexpected argument is reported in one line naming it and "see 'balloonmgr VERB --help'",
+ * and '?' is returned (the verb exits BM_EXIT_USAGE). */
+int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv);
+
+/* getopt_long()'s tables for the options defs (BM_OPTDEF_END last): at most n_longs - 1 rows
+ * into longs (a zero row after them) and the short options into shorts (n_shorts bytes),
+ * after prefix (":" or "+:"). */
+void bm_cli_getopt_tables(const BmOptDef *defs, const char *prefix, struct option *longs,
+                          size_t n_longs, char *shorts, size_t n_shorts);
+
+/* Prints the --help lines of the options defs, their texts from column help_column. */
+void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f);
 
 /* Reports a bad option of the global options before the verb (verb NULL) or of verb v in one
  * line, after getopt_long() returned c ('?' or ':', with opterr 0 and a ':' first in its
  * shorts). */
 void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c);
 
-/* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS" and its option help) to f. */
-void bm_verb_usage(const BmVerb *v, const char *options_help, FILE *f);
+/* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS", its summary, its options from its
+ * table and its help_after) to f. */
+void bm_verb_usage(const BmVerb *v, FILE *f);
 
 /* getopt_long() would read a negative size such as "-512M" as options. Returns a copy of argv
  * (argc entries + NULL) in which such arguments are protected; bm_cli_unprotect() gives

@@ -11,50 +11,50 @@
 #include "state.h"
 
 #define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
+/* what the completion offers for --listen */
+#define LISTEN_WORDS "127.0.0.1:9736 localhost:9736 [::1]:9736 0.0.0.0:9736 :9736 127.0.0.1:0"
 
-static const char options_help[] =
-    "  -p, --policy FILE        policy file (default " DEFAULT_POLICY ";\n"
-    "                           built-in defaults when that file does not exist)\n"
-    "  -l, --listen ADDR:PORT   serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
-    "                           ADDR an IPv4 address, [IPv6], or a host name (each of its\n"
-    "                           addresses: localhost:9736); :PORT is every address; port 0\n"
-    "                           a free port, named in the 'serving' line; alias\n"
-    "                           --web.listen-address\n"
-    "      --no-libvirt-duplicates\n"
-    "                           leave out the per-domain series libvirt exporters export\n"
-    "                           too (balloon current, maximum, guest memory statistics,\n"
-    "                           RSS, faults, swap): for hosts that run both\n"
-    "      --web-config FILE    TLS and basic auth for /metrics: a YAML file in the format of\n"
-    "                           Prometheus' exporter-toolkit (tls_server_config,\n"
-    "                           basic_auth_users); alias --web.config.file\n"
-    "      --state FILE         state file, read at start, saved after every pass and at\n"
-    "                           stop (default " BM_STATE_DEFAULT_PATH ", shared with the\n"
-    "                           timer's run --once: a host runs one or the other; locked\n"
-    "                           through FILE.lock, a second writer exits 4)\n"
-    "      --proc DIR           read host memory from DIR instead of /proc (tests)\n"
-    "  -n, --dry-run            decide and export, never change a balloon or the state file\n"
-    "  -h, --help               show this help\n"
+static const BmOptDef options[] = {
+    BM_OPTDEF_POLICY("policy file (default " DEFAULT_POLICY ";\n"
+                     "built-in defaults when that file does not exist)"),
+    {'l', "listen", 'l', " ADDR:PORT",
+     "serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
+     "ADDR an IPv4 address, [IPv6], or a host name (each of its\n"
+     "addresses: localhost:9736); :PORT is every address; port 0\n"
+     "a free port, named in the 'serving' line; alias\n"
+     "--web.listen-address",
+     BM_COMPLETE_WORDS, LISTEN_WORDS},
+    {0, "web.listen-address", 'l', " ADDR:PORT", NULL, BM_COMPLETE_WORDS, LISTEN_WORDS},
+    {0, "no-libvirt-duplicates", 'D', NULL,
+     "\nleave out the per-domain series libvirt exporters export\n"
+     "too (balloon current, maximum, guest memory statistics,\n"
+     "RSS, faults, swap): for hosts that run both",
+     BM_COMPLETE_NONE, NULL},
+    {0, "web-config", 'W', " FILE",
+     "TLS and basic auth for /metrics: a YAML file in the format of\n"
+     "Prometheus' exporter-toolkit (tls_server_config,\n"
+     "basic_auth_users); alias --web.config.file",
+     BM_COMPLETE_FILE, NULL},
+    {0, "web.config.file", 'W', " FILE", NULL, BM_COMPLETE_FILE, NULL},
+    BM_OPTDEF_STATE("state file, read at start, saved after every pass and at\n"
+                    "stop (default " BM_STATE_DEFAULT_PATH ", shared with the\n"
+                    "timer's run --once: a host runs one or the other; locked\n"
+                    "through FILE.lock, a second writer exits 4)"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc (tests)"),
+    BM_OPTDEF_DRY_RUN("decide and export, never change a balloon or the state file"),
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "\nSignals: SIGHUP reloads the policy and the web config (a bad one is reported, the last\n"
     "good one kept); SIGTERM and SIGINT stop the agent.\n";
 
 /* The options. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
 {
-    static const struct option opts[] = {
-        BM_CLI_OPT_POLICY,
-        {"listen", required_argument, NULL, 'l'},
-        {"web.listen-address", required_argument, NULL, 'l'},
-        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
-        {"web-config", required_argument, NULL, 'W'},
-        {"web.config.file", required_argument, NULL, 'W'},
-        BM_CLI_OPT_STATE,
-        BM_CLI_OPT_PROC,
-        BM_CLI_OPT_DRY_RUN,
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_agent, argc, argv, "p:l:nh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_agent, argc, argv)) != -1) {
         switch (c) {
         case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
         case 'l': o->listen = optarg; break;
@@ -63,7 +63,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
         case BM_OPT_PROC: o->proc_dir = optarg; break;
         case BM_OPT_DRY_RUN: o->dry_run = true; break;
         case 'D': o->no_libvirt_duplicates = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_agent, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_agent, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -88,6 +88,9 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_agent = {
     .name = "agent",
+    .options = options,
+    .help_column = 27,
+    .help_after = help_after,
     .reads_host = true,
     .run = run,
     .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"

@@ -16,20 +16,32 @@
 #include "error.h"
 #include "qmp.h"
 
-static const char options_help[] =
-    "      --sg on|off               QEMU device property 'sg' (VIRTIO_BALLOON_F_SG; needs a\n"
-    "                                QEMU with the SG balloon patch)\n"
-    "      --ioeventfd on|off        virtio-balloon-pci property 'ioeventfd' (needs a QEMU\n"
-    "                                with that option)\n"
-    "      --autodeflate on|off      deflate on guest OOM (memballoon autodeflate)\n"
-    "      --free-page-reporting on|off  memballoon freePageReporting\n"
-    "      --stats-period SECONDS    guest statistics period (0 disables)\n"
-    "      --live                    change the running domain only (stats period)\n"
-    "      --config                  change the persistent definition only\n"
-    "      --probe                   check sg/ioeventfd by asking the QEMU monitor of a\n"
-    "                                running domain with the same QEMU (libvirt marks it\n"
-    "                                tainted) instead of running the QEMU binary\n"
-    "  -h, --help                    show this help\n"
+static const BmOptDef options[] = {
+    {0, "sg", 's', " on|off",
+     "QEMU device property 'sg' (VIRTIO_BALLOON_F_SG; needs a\nQEMU with the SG balloon patch)",
+     BM_COMPLETE_WORDS, "on off"},
+    {0, "ioeventfd", 'i', " on|off",
+     "virtio-balloon-pci property 'ioeventfd' (needs a QEMU\nwith that option)",
+     BM_COMPLETE_WORDS, "on off"},
+    {0, "autodeflate", 'a', " on|off", "deflate on guest OOM (memballoon autodeflate)",
+     BM_COMPLETE_WORDS, "on off"},
+    {0, "free-page-reporting", 'f', " on|off", "memballoon freePageReporting", BM_COMPLETE_WORDS,
+     "on off"},
+    {0, "stats-period", 'p', " SECONDS", "guest statistics period (0 disables)",
+     BM_COMPLETE_WORDS, "0 1 2 5 10"},
+    {0, "live", 'L', NULL, "change the running domain only (stats period)", BM_COMPLETE_NONE,
+     NULL},
+    {0, "config", 'C', NULL, "change the persistent definition only", BM_COMPLETE_NONE, NULL},
+    {0, "probe", 'P', NULL,
+     "check sg/ioeventfd by asking the QEMU monitor of a\n"
+     "running domain with the same QEMU (libvirt marks it\n"
+     "tainted) instead of running the QEMU binary",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "\nDevice settings (sg, ioeventfd, autodeflate, free-page-reporting) change the\n"
     "persistent definition and apply on the next start; sg and ioeventfd go through\n"
     "libvirt's <qemu:override> and are refused unless this domain's QEMU has them\n"
@@ -134,21 +146,9 @@ typedef struct {
 /* The options, checked. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
 {
-    static const struct option opts[] = {
-        {"sg", required_argument, NULL, 's'},
-        {"ioeventfd", required_argument, NULL, 'i'},
-        {"autodeflate", required_argument, NULL, 'a'},
-        {"free-page-reporting", required_argument, NULL, 'f'},
-        {"stats-period", required_argument, NULL, 'p'},
-        {"live", no_argument, NULL, 'L'},
-        {"config", no_argument, NULL, 'C'},
-        {"probe", no_argument, NULL, 'P'},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     BmBalloonEdit *edit = &o->edit;
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_configure, argc, argv, "h", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_configure, argc, argv)) != -1) {
         int r = 0;
         unsigned v;
         switch (c) {
@@ -165,7 +165,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'P': o->probe = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_configure, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_configure, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
         if (r < 0)
@@ -333,6 +333,9 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_configure = {
     .name = "configure",
+    .options = options,
+    .help_column = 32,
+    .help_after = help_after,
     .run = run,
     .synopsis = "configure DOMAIN [--sg on|off] [--ioeventfd on|off] [--stats-period SEC]\n"
                 "             [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]\n"

@@ -7,29 +7,25 @@
 #include "conn.h"
 #include "error.h"
 
-static const char options_help[] = "  -a, --all    include domains that are not running\n"
-                                   "      --id     print their IDs instead (running domains only)\n"
-                                   "      --uuid   print their UUIDs instead\n"
-                                   "  -h, --help   show this help\n";
+static const BmOptDef options[] = {
+    {'a', "all", 'a', NULL, "include domains that are not running", BM_COMPLETE_NONE, NULL},
+    {0, "id", 'I', NULL, "print their IDs instead (running domains only)", BM_COMPLETE_NONE, NULL},
+    {0, "uuid", 'U', NULL, "print their UUIDs instead", BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"all", no_argument, NULL, 'a'},
-        {"id", no_argument, NULL, 'I'},
-        {"uuid", no_argument, NULL, 'U'},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     bool all = false;
     BmDomainKey key = BM_KEY_NAME;
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_list, argc, argv, "ah", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_list, argc, argv)) != -1) {
         switch (c) {
         case 'a': all = true; break;
         case 'I': key = BM_KEY_ID; break;
         case 'U': key = BM_KEY_UUID; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_list, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_list, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -58,6 +54,8 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_list = {
     .name = "list",
+    .options = options,
+    .help_column = 15,
     .run = run,
     .synopsis = "list [--all] [--id|--uuid]",
     .summary = "Print the names of the running domains (with --all, of every domain), one per line\n"

@@ -14,11 +14,19 @@
 #include "policy.h"
 #include "snapshot.h"
 
-static const char options_help[] =
-    "      --host       also check the sizes against this host: its MemTotal (/proc, or\n"
-    "                   --proc DIR) and the maximum of every domain of the connection\n"
-    "      --proc DIR   read MemTotal from DIR/meminfo (tests)\n"
-    "  -h, --help       show this help (an option anywhere, also after 'check')\n"
+enum { OPT_HOST = 0x100 };
+
+static const BmOptDef options[] = {
+    {0, "host", OPT_HOST, NULL,
+     "also check the sizes against this host: its MemTotal (/proc, or\n"
+     "--proc DIR) and the maximum of every domain of the connection",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_PROC("read MemTotal from DIR/meminfo (tests)"),
+    BM_OPTDEF_HELP("show this help (an option anywhere, also after 'check')"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "  --               the arguments after it are files, even '-h'\n"
     "\nWarnings (\"FILE:LINE:COL: warning: ...\") do not change the exit status: a size\n"
     "written as a bare number under 1 MiB (a bare number is KiB), a keep_free of 0, a\n"
@@ -58,21 +66,16 @@ static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, B
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_HOST = 0x100 };
-    static const struct option opts[] = {{"host", no_argument, NULL, OPT_HOST},
-                                         BM_CLI_OPT_PROC,
-                                         BM_CLI_OPT_HELP,
-                                         {0}};
     bool host = false;
     const char *proc_dir = g->proc_dir;
     int c;
     /* options anywhere ("policy check -h"); "--" ends them: "policy check -- -h" checks a
      * file named -h */
-    while ((c = bm_cli_getopt(g, &bm_verb_policy, argc, argv, "h", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_policy, argc, argv)) != -1) {
         switch (c) {
         case OPT_HOST: host = true; break;
         case BM_OPT_PROC: proc_dir = optarg; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_policy, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_policy, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -120,6 +123,9 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_policy = {
     .name = "policy",
+    .options = options,
+    .help_column = 19,
+    .help_after = help_after,
     .run = run,
     .synopsis = "policy check [--host] [--proc DIR] FILE...",
     .summary = "Check policy files (balloonmgr.policy(5)); every error is listed as FILE:LINE:COL,\n"

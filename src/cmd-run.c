@@ -31,30 +31,43 @@
 
 #define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
-static const char options_help[] =
-    "      --once          one pass, then exit (what the systemd timer runs; required:\n"
-    "                      the long-running loop is 'balloonmgr agent')\n"
-    "  -p, --policy FILE   policy file (default " DEFAULT_POLICY ";\n"
-    "                      built-in defaults when that file does not exist)\n"
-    "  -n, --dry-run       decide and print, change nothing (no balloon, no state file)\n"
-    "  -j, --json          print JSON\n"
-    "      --table         print the table of decisions also when standard output is not\n"
-    "                      a terminal (there: one summary line a pass)\n"
-    "  -q, --quiet         print nothing on standard output (problems and the records of\n"
-    "                      changes still go to standard error)\n"
-    "      --state FILE    state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
-    "                      through FILE.lock for the run: exit 4 if another writer holds it\n"
-    "      --proc DIR      read host memory from DIR/meminfo, DIR/pressure/memory and\n"
-    "                      DIR/zoneinfo (and write DIR/sys/vm/stat_refresh) instead of\n"
-    "                      /proc (for tests and demos)\n"
-    "      --textfile DIR  with --once: write the metrics to DIR/balloonmgr.prom\n"
-    "                      (node_exporter's textfile collector), atomically\n"
-    "      --push URL      with --once: PUT the metrics to the Pushgateway at URL\n"
-    "                      (URL/metrics/job/balloonmgr/instance/HOSTNAME)\n"
-    "      --no-libvirt-duplicates\n"
-    "                      with --textfile/--push: leave out the per-domain series\n"
-    "                      libvirt exporters export too\n"
-    "  -h, --help          show this help\n";
+static const BmOptDef options[] = {
+    {0, "once", 'o', NULL,
+     "one pass, then exit (what the systemd timer runs; required:\n"
+     "the long-running loop is 'balloonmgr agent')",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_POLICY("policy file (default " DEFAULT_POLICY ";\n"
+                     "built-in defaults when that file does not exist)"),
+    BM_OPTDEF_DRY_RUN("decide and print, change nothing (no balloon, no state file)"),
+    BM_OPTDEF_JSON("print JSON"),
+    {0, "table", 'T', NULL,
+     "print the table of decisions also when standard output is not\n"
+     "a terminal (there: one summary line a pass)",
+     BM_COMPLETE_NONE, NULL},
+    {'q', "quiet", 'q', NULL,
+     "print nothing on standard output (problems and the records of\n"
+     "changes still go to standard error)",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_STATE("state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
+                    "through FILE.lock for the run: exit 4 if another writer holds it"),
+    BM_OPTDEF_PROC("read host memory from DIR/meminfo, DIR/pressure/memory and\n"
+                   "DIR/zoneinfo (and write DIR/sys/vm/stat_refresh) instead of\n"
+                   "/proc (for tests and demos)"),
+    {0, "textfile", 't', " DIR",
+     "with --once: write the metrics to DIR/balloonmgr.prom\n"
+     "(node_exporter's textfile collector), atomically",
+     BM_COMPLETE_DIR, NULL},
+    {0, "push", 'u', " URL",
+     "with --once: PUT the metrics to the Pushgateway at URL\n"
+     "(URL/metrics/job/balloonmgr/instance/HOSTNAME)",
+     BM_COMPLETE_NONE, NULL},
+    {0, "no-libvirt-duplicates", 'D', NULL,
+     "\nwith --textfile/--push: leave out the per-domain series\n"
+     "libvirt exporters export too",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -76,11 +89,6 @@ typedef struct {
 
 #define PUSH_TIMEOUT_S 10
 
-static json_object *u64j(uint64_t v)
-{
-    return bm_present(v) ? json_object_new_uint64(v) : NULL;
-}
-
 static json_object *ratej(double v)
 {
     return v >= 0 ? json_object_new_double(v) : NULL;
@@ -91,8 +99,8 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
     json_object *host = json_object_new_object();
     json_object_object_add(host, "mode", json_object_new_string(bm_host_mode_name(plan->mode)));
     json_object_object_add(host, "reason", json_object_new_string(plan->reason));
-    json_object_object_add(host, "mem_total_bytes", u64j(h->mem_total_bytes));
-    json_object_object_add(host, "mem_available_bytes", u64j(h->mem_available_bytes));
+    json_object_object_add(host, "mem_total_bytes", bm_json_u64_or_null(h->mem_total_bytes));
+    json_object_object_add(host, "mem_available_bytes", bm_json_u64_or_null(h->mem_available_bytes));
     /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
     json_object_object_add(host, "psi_some_avg10_ratio",
                            h->psi_present ? json_object_new_double(h->psi_some_avg10 / 100) : NULL);
@@ -110,12 +118,12 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object *x = json_object_new_object();
     json_object_object_add(x, "name", bm_json_name(d->name));
     json_object_object_add(x, "action", json_object_new_string(bm_action_name(d->action)));
-    json_object_object_add(x, "current_bytes", u64j(d->current_bytes));
-    json_object_object_add(x, "target_bytes", u64j(d->target_bytes));
-    json_object_object_add(x, "maximum_bytes", u64j(d->max_bytes));
-    json_object_object_add(x, "floor_bytes", u64j(d->floor_bytes));
+    json_object_object_add(x, "current_bytes", bm_json_u64_or_null(d->current_bytes));
+    json_object_object_add(x, "target_bytes", bm_json_u64_or_null(d->target_bytes));
+    json_object_object_add(x, "maximum_bytes", bm_json_u64_or_null(d->max_bytes));
+    json_object_object_add(x, "floor_bytes", bm_json_u64_or_null(d->floor_bytes));
     json_object_object_add(x, "idle_bytes", json_object_new_uint64(d->idle_bytes));
-    json_object_object_add(x, "backed_free_bytes", u64j(d->backed_free_bytes));
+    json_object_object_add(x, "backed_free_bytes", bm_json_u64_or_null(d->backed_free_bytes));
     json_object_object_add(x, "inflate_yield_ratio", json_object_new_double(d->yield_permille / 1000.0));
     json_object_object_add(x, "returns_nothing", json_object_new_boolean(d->returns_nothing));
     json_object_object_add(x, "reason", json_object_new_string(d->reason));
@@ -128,11 +136,11 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "take_free_bytes", json_object_new_uint64(d->take_free_bytes));
     json_object_object_add(x, "take_page_cache_bytes", json_object_new_uint64(d->take_cache_bytes));
     json_object_object_add(x, "take_hot_page_cache_bytes", json_object_new_uint64(d->take_hot_bytes));
-    json_object_object_add(x, "oom_kills", u64j(d->pressure.oom_kills));
+    json_object_object_add(x, "oom_kills", bm_json_u64_or_null(d->pressure.oom_kills));
     json_object_object_add(x, "oom_at", d->pressure.oom_s ? json_object_new_uint64(d->pressure.oom_s) : NULL);
     json_object_object_add(x, "alloc_stalls_per_second", ratej(d->pressure.alloc_stall_rate));
     json_object_object_add(x, "direct_reclaim_bytes_per_second", ratej(d->pressure.direct_reclaim_rate));
-    json_object_object_add(x, "stats_age_s", u64j(d->pressure.stats_age_s));
+    json_object_object_add(x, "stats_age_s", bm_json_u64_or_null(d->pressure.stats_age_s));
     json_object_object_add(x, "stale", json_object_new_boolean(d->pressure.stale));
     json_object_object_add(x, "under_pressure", json_object_new_boolean(d->pressure.under_pressure));
     json_object_object_add(x, "short_of_memory", json_object_new_boolean(d->short_of_memory));
@@ -405,23 +413,8 @@ static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, in
 /* The options, checked. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
-    static const struct option opts[] = {
-        {"once", no_argument, NULL, 'o'},
-        BM_CLI_OPT_POLICY,
-        BM_CLI_OPT_DRY_RUN,
-        BM_CLI_OPT_JSON,
-        BM_CLI_OPT_STATE,
-        BM_CLI_OPT_PROC,
-        {"textfile", required_argument, NULL, 't'},
-        {"push", required_argument, NULL, 'u'},
-        {"no-libvirt-duplicates", no_argument, NULL, 'D'},
-        {"table", no_argument, NULL, 'T'},
-        {"quiet", no_argument, NULL, 'q'},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv, "p:njqh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_run, argc, argv)) != -1) {
         switch (c) {
         case 'o': o->once = true; break;
         case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
@@ -434,7 +427,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         case 'D': o->no_libvirt_duplicates = true; break;
         case 'T': o->table = true; break;
         case 'q': o->quiet = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -518,6 +511,8 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_run = {
     .name = "run",
+    .options = options,
+    .help_column = 22,
     .reads_host = true,
     .run = run,
     .synopsis = "run --once [--policy FILE] [--dry-run] [--json|--table|--quiet] [--state FILE]\n"

@@ -27,23 +27,36 @@
 
 #define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
-static const char options_help[] =
-    "      --live            change the running domain (the default, as virsh setmem's)\n"
-    "      --config          change its definition: the balloon of its next boot\n"
-    "                        (<currentMemory>; also of a domain that is shut off)\n"
-    "      --current         the running domain if it runs, else its definition\n"
-    "                        (not with --live or --config)\n"
-    "  -w, --wait[=SECONDS]  wait until the balloon reaches the target (within 1 MiB),\n"
-    "                        at most SECONDS (default 120); exit 3 on timeout or stall\n"
-    "      --stall=SECONDS   with --wait: give up when the balloon has not moved for\n"
-    "                        SECONDS (default 10)\n"
-    "  -p, --policy FILE     take the domain's floor and verify_features from FILE\n"
-    "                        (default " SET_POLICY ", when it exists)\n"
-    "  -f, --force           set a target below the domain's floor too\n"
-    "  -j, --json            print JSON\n"
-    "  -q, --quiet           print nothing on standard output: the exit status says how\n"
-    "                        it went (problems still go to standard error)\n"
-    "  -h, --help            show this help\n"
+static const BmOptDef options[] = {
+    {0, "live", 'L', NULL, "change the running domain (the default, as virsh setmem's)",
+     BM_COMPLETE_NONE, NULL},
+    {0, "config", 'C', NULL,
+     "change its definition: the balloon of its next boot\n"
+     "(<currentMemory>; also of a domain that is shut off)",
+     BM_COMPLETE_NONE, NULL},
+    {0, "current", 'K', NULL,
+     "the running domain if it runs, else its definition\n(not with --live or --config)",
+     BM_COMPLETE_NONE, NULL},
+    {'w', "wait", 'w', "[=SECONDS]",
+     "wait until the balloon reaches the target (within 1 MiB),\n"
+     "at most SECONDS (default 120); exit 3 on timeout or stall",
+     BM_COMPLETE_NONE, NULL},
+    {0, "stall", 's', "=SECONDS",
+     "with --wait: give up when the balloon has not moved for\nSECONDS (default 10)",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_POLICY("take the domain's floor and verify_features from FILE\n"
+                     "(default " SET_POLICY ", when it exists)"),
+    {'f', "force", 'f', NULL, "set a target below the domain's floor too", BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_JSON("print JSON"),
+    {'q', "quiet", 'q', NULL,
+     "print nothing on standard output: the exit status says how\n"
+     "it went (problems still go to standard error)",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
     "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
     "from the current balloon.\n"
@@ -116,21 +129,8 @@ typedef struct {
 /* The options, checked. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
 {
-    static const struct option opts[] = {
-        {"wait", optional_argument, NULL, 'w'},
-        {"stall", required_argument, NULL, 's'},
-        BM_CLI_OPT_JSON,
-        BM_CLI_OPT_POLICY,
-        {"force", no_argument, NULL, 'f'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"live", no_argument, NULL, 'L'},
-        {"config", no_argument, NULL, 'C'},
-        {"current", no_argument, NULL, 'K'},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_set, argc, args, "wjp:fqh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_set, argc, args)) != -1) {
         switch (c) {
         case 'w':
             o->wait = true;
@@ -154,7 +154,7 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'K': o->current = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_set, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_set, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -450,6 +450,9 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_set = {
     .name = "set",
+    .options = options,
+    .help_column = 24,
+    .help_after = help_after,
     .run = run,
     .synopsis = "set DOMAIN SIZE [--live] [--config] [--current] [--wait[=SECONDS]] [--stall=SECONDS]\n"
                 "           [--policy FILE] [--force] [--json|--quiet]",

@@ -23,26 +23,39 @@
 #include "summary.h"
 #include "table.h"
 
-static const char options_help[] =
-    "  -j, --json             print JSON (sizes in bytes, absent statistics as null)\n"
-    "  -o, --output COLUMNS   the table's columns, comma-separated, in that order (NAME,STATE,\n"
-    "                         MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-    "                         SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)\n"
-    "      --no-headings      neither the host line nor the header row\n"
-    "  -b, --bytes            sizes in the table in bytes\n"
-    "      --raw              the table for scripts: no host line, no alignment, one domain a\n"
-    "                         line, fields separated by one space, blanks in a field as \\x20\n"
-    "                         ('shut\\x20off'); otherwise the table fits a terminal's width\n"
-    "  -p, --policy FILE      the policy deciding the host's mode (default\n"
-    "                         " BM_POLICY_DEFAULT_PATH ")\n"
-    "      --state FILE       the previous pass's mode, for hysteresis (default\n"
-    "                         " BM_STATE_DEFAULT_PATH ", if readable)\n"
-    "      --proc DIR         read host memory from DIR instead of /proc (tests)\n"
-    "      --probe            ask the QEMU monitor of running domains for SG, free page\n"
-    "                         reporting and deflate-on-oom (libvirt marks them tainted);\n"
-    "                         without it they are what the agent or the timer found at this\n"
-    "                         start of the domain (--state), or not-probed\n"
-    "  -h, --help             show this help\n"
+enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
+
+static const BmOptDef options[] = {
+    BM_OPTDEF_JSON("print JSON (sizes in bytes, absent statistics as null)"),
+    {'o', "output", 'o', " COLUMNS",
+     "the table's columns, comma-separated, in that order (NAME,STATE,\n"
+     "MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
+     "SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)",
+     BM_COMPLETE_LIST, "NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN "
+                       "SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL READ"},
+    {0, "no-headings", OPT_NO_HEADINGS, NULL, "neither the host line nor the header row",
+     BM_COMPLETE_NONE, NULL},
+    {'b', "bytes", 'b', NULL, "sizes in the table in bytes", BM_COMPLETE_NONE, NULL},
+    {0, "raw", OPT_RAW, NULL,
+     "the table for scripts: no host line, no alignment, one domain a\n"
+     "line, fields separated by one space, blanks in a field as \\x20\n"
+     "('shut\\x20off'); otherwise the table fits a terminal's width",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_POLICY("the policy deciding the host's mode (default\n" BM_POLICY_DEFAULT_PATH ")"),
+    BM_OPTDEF_STATE("the previous pass's mode, for hysteresis (default\n" BM_STATE_DEFAULT_PATH
+                    ", if readable)"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc (tests)"),
+    {0, "probe", OPT_PROBE, NULL,
+     "ask the QEMU monitor of running domains for SG, free page\n"
+     "reporting and deflate-on-oom (libvirt marks them tainted);\n"
+     "without it they are what the agent or the timer found at this\n"
+     "start of the domain (--state), or not-probed",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "\nFPR and AUTODEFL: free page reporting and deflate-on-oom as the domain XML sets them\n"
     "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
     "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
@@ -52,11 +65,6 @@ static const char options_help[] =
     "page cache reads it again.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
-
-static json_object *json_u64(uint64_t v)
-{
-    return bm_present(v) ? json_object_new_uint64(v) : NULL;
-}
 
 /* When the host booted, wall-clock seconds. */
 static uint64_t boot_real_s(void)
@@ -120,25 +128,25 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
     json_object_object_add(o, "state", json_object_new_string(bm_snapshot_run_state_name(d->state)));
     json_object_object_add(o, "active", json_object_new_boolean(d->active));
-    json_object_object_add(o, "maximum_bytes", json_u64(d->max_bytes));
-    json_object_object_add(o, "current_bytes", json_u64(d->actual_bytes));
-    json_object_object_add(o, "reclaimed_bytes", json_u64(bm_domain_reclaimed_bytes(d)));
-    json_object_object_add(o, "available_bytes", json_u64(d->available_bytes));
-    json_object_object_add(o, "usable_bytes", json_u64(d->usable_bytes));
-    json_object_object_add(o, "unused_bytes", json_u64(d->unused_bytes));
-    json_object_object_add(o, "disk_caches_bytes", json_u64(d->disk_caches_bytes));
-    json_object_object_add(o, "rss_bytes", json_u64(d->rss_bytes));
-    json_object_object_add(o, "swap_in_bytes", json_u64(d->swap_in_bytes));
-    json_object_object_add(o, "swap_out_bytes", json_u64(d->swap_out_bytes));
-    json_object_object_add(o, "major_faults", json_u64(d->major_faults));
-    json_object_object_add(o, "disk_read_bytes", json_u64(d->disk_read_bytes));
-    json_object_object_add(o, "minor_faults", json_u64(d->minor_faults));
+    json_object_object_add(o, "maximum_bytes", bm_json_u64_or_null(d->max_bytes));
+    json_object_object_add(o, "current_bytes", bm_json_u64_or_null(d->actual_bytes));
+    json_object_object_add(o, "reclaimed_bytes", bm_json_u64_or_null(bm_domain_reclaimed_bytes(d)));
+    json_object_object_add(o, "available_bytes", bm_json_u64_or_null(d->available_bytes));
+    json_object_object_add(o, "usable_bytes", bm_json_u64_or_null(d->usable_bytes));
+    json_object_object_add(o, "unused_bytes", bm_json_u64_or_null(d->unused_bytes));
+    json_object_object_add(o, "disk_caches_bytes", bm_json_u64_or_null(d->disk_caches_bytes));
+    json_object_object_add(o, "rss_bytes", bm_json_u64_or_null(d->rss_bytes));
+    json_object_object_add(o, "swap_in_bytes", bm_json_u64_or_null(d->swap_in_bytes));
+    json_object_object_add(o, "swap_out_bytes", bm_json_u64_or_null(d->swap_out_bytes));
+    json_object_object_add(o, "major_faults", bm_json_u64_or_null(d->major_faults));
+    json_object_object_add(o, "disk_read_bytes", bm_json_u64_or_null(d->disk_read_bytes));
+    json_object_object_add(o, "minor_faults", bm_json_u64_or_null(d->minor_faults));
     json_object_object_add(o, "stats_period_s",
                            d->balloon_known && d->balloon.stats_period_s >= 0
                                ? json_object_new_int(d->balloon.stats_period_s)
                                : NULL);
-    json_object_object_add(o, "stats_last_update", json_u64(d->last_update_s));
-    json_object_object_add(o, "stats_age_s", json_u64(stats_age_s(d, now_real_ns)));
+    json_object_object_add(o, "stats_last_update", bm_json_u64_or_null(d->last_update_s));
+    json_object_object_add(o, "stats_age_s", bm_json_u64_or_null(stats_age_s(d, now_real_ns)));
     json_object_object_add(o, "balloon_model",
                            d->balloon_known ? json_object_new_string(d->balloon.present
                                                                          ? d->balloon.model
@@ -151,7 +159,7 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "deflate_on_oom_configured", configured_json(d, d->balloon.autodeflate));
     json_object_object_add(o, "deflate_on_oom", json_object_new_string(verdict_name(sg, sg->deflate_on_oom)));
     uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes) : BM_ABSENT;
-    json_object_object_add(o, "backed_free_bytes", json_u64(backed));
+    json_object_object_add(o, "backed_free_bytes", bm_json_u64_or_null(backed));
     _cleanup_free_ char *cmd = bm_summary_fpr_would_return(d, backed)
                                    ? bm_summary_fpr_command(d->name, uri) : NULL;
     json_object_object_add(o, "free_page_reporting_command", cmd ? bm_json_name(cmd) : NULL);
@@ -391,28 +399,70 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
     return cells;
 }
 
+/* The checks of status's options before anything is read: --output's columns, what goes
+ * with --json, a --state (explicit_state, NULL when not given) and --proc that are what they
+ * must be. Returns false after reporting (the caller exits BM_EXIT_USAGE). */
+static bool options_valid(const char *columns, bool json, bool raw, const char *explicit_state,
+                          const char *proc_dir)
+{
+    int r = columns ? check_columns(columns) : 0;
+    if (r < 0) {
+        char shown[256];
+        bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
+                  bm_error_detail(r));
+        return false;
+    }
+    if (json && (raw || bytes_cells)) {
+        bm_report("status", NULL, "--raw and --bytes are for the table, not --json (sizes are bytes there)");
+        return false;
+    }
+    if (columns && json) {
+        bm_report("status", NULL, "--output is for the table, not --json");
+        return false;
+    }
+    /* the same input, the same status as run and agent: a --state that is not a regular file
+     * is bad input (exit 2) */
+    if (explicit_state && !bm_cli_state_check("status", explicit_state, false))
+        return false;
+    /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
+     * directory: it read /meminfo) */
+    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
+        return false;
+    return true;
+}
+
+/* Prints the host line and the domains of snap (with their SG cells sg) as JSON or as the
+ * table (columns: -o, NULL for all; headings: the host line and the header; raw: --raw). */
+static void print_status(const BmSnapshot *s, const SgCell *sg, const BmHostSummary *summary,
+                         const char *uri, const char *columns, bool json, bool headings, bool raw)
+{
+    if (json) {
+        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+        json_object_object_add(root, "host", bm_summary_json(summary));
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < s->n_domains; i++)
+            json_object_array_add(arr, domain_json(&s->domains[i], &sg[i], summary, uri,
+                                                   s->taken_real_ns));
+        json_object_object_add(root, "domains", arr);
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    } else {
+        if (headings && !raw) {
+            char line[512];
+            puts(bm_summary_format(summary, line, sizeof(line)));
+        }
+        print_table(s, sg, summary, uri, columns, headings, raw);
+    }
+}
+
 static int run(BmGlobal *g, int argc, char **argv)
 {
-    enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
-    static const struct option opts[] = {
-        BM_CLI_OPT_JSON,
-        {"output", required_argument, NULL, 'o'},
-        {"no-headings", no_argument, NULL, OPT_NO_HEADINGS},
-        BM_CLI_OPT_POLICY,
-        BM_CLI_OPT_STATE,
-        BM_CLI_OPT_PROC,
-        {"probe", no_argument, NULL, OPT_PROBE},
-        {"bytes", no_argument, NULL, 'b'},
-        {"raw", no_argument, NULL, OPT_RAW},
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
     bool probe = false, raw = false;
     const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
     const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = g->proc_dir;
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv, "jo:p:bh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv)) != -1) {
         switch (c) {
         case BM_OPT_JSON: json = true; break;
         case 'o': columns = optarg; break;
@@ -423,39 +473,18 @@ static int run(BmGlobal *g, int argc, char **argv)
         case OPT_PROBE: probe = true; break;
         case 'b': bytes_cells = true; break;
         case OPT_RAW: raw = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
-    int r = columns ? check_columns(columns) : 0;
-    if (r < 0) {
-        char shown[256];
-        bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
-                  bm_error_detail(r));
-        return BM_EXIT_USAGE;
-    }
-    if (json && (raw || bytes_cells)) {
-        bm_report("status", NULL, "--raw and --bytes are for the table, not --json (sizes are bytes there)");
-        return BM_EXIT_USAGE;
-    }
-    if (columns && json) {
-        bm_report("status", NULL, "--output is for the table, not --json");
-        return BM_EXIT_USAGE;
-    }
-    /* the same input, the same status as run and agent: a --state that is not a regular file
-     * is bad input (exit 2) */
-    if (state_explicit && !bm_cli_state_check("status", state_path, false))
-        return BM_EXIT_USAGE;
-    /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
-     * directory: it read /meminfo) */
-    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
+    if (!options_valid(columns, json, raw, state_explicit ? state_path : NULL, proc_dir))
         return BM_EXIT_USAGE;
 
     /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     bool readonly = g->readonly || !probe;
-    r = bm_conn_open(g->uri, readonly, &conn);
+    int r = bm_conn_open(g->uri, readonly, &conn);
     if (r == -EACCES && !readonly) {
         readonly = true;
         r = bm_conn_open(g->uri, true, &conn);
@@ -489,29 +518,16 @@ static int run(BmGlobal *g, int argc, char **argv)
         return rc;
     }
 
-    if (json) {
-        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-        json_object_object_add(root, "host", bm_summary_json(&summary));
-        json_object *arr = json_object_new_array();
-        for (size_t i = 0; i < snap.n_domains; i++)
-            json_object_array_add(arr, domain_json(&snap.domains[i], &sg[i], &summary, g->uri,
-                                                   snap.taken_real_ns));
-        json_object_object_add(root, "domains", arr);
-        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
-    } else {
-        if (headings && !raw) {
-            char line[512];
-            puts(bm_summary_format(&summary, line, sizeof(line)));
-        }
-        print_table(&snap, sg, &summary, g->uri, columns, headings, raw);
-    }
+    print_status(&snap, sg, &summary, g->uri, columns, json, headings, raw);
     bm_snapshot_clear(&snap);
     return BM_EXIT_OK;
 }
 
 const BmVerb bm_verb_status = {
     .name = "status",
+    .options = options,
+    .help_column = 25,
+    .help_after = help_after,
     .reads_host = true,
     .run = run,
     .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--bytes] [--raw]\n"

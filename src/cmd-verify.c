@@ -17,16 +17,25 @@
 #include "summary.h"
 #include "table.h"
 
-static const char options_help[] =
-    "  -r, --require FEATURE[,FEATURE]  exit 3 unless every domain has each feature\n"
-    "                        negotiated (ioeventfd: on). Features: sg, ioeventfd, stats,\n"
-    "                        deflate-on-oom, free-page-hint, page-poison, reporting,\n"
-    "                        must-tell-host\n"
-    "      --sg-bit=N        also take undecoded feature bit N as SG (default 3, the 2017\n"
-    "                        series' bit; -1: by name only). A bit QEMU decodes as another\n"
-    "                        feature (bit 3 = FREE_PAGE_HINT) never counts as SG.\n"
-    "  -j, --json            print JSON\n"
-    "  -h, --help            show this help\n"
+static const BmOptDef options[] = {
+    {'r', "require", 'r', " FEATURE[,FEATURE]",
+     "exit 3 unless every domain has each feature\n"
+     "negotiated (ioeventfd: on). Features: sg, ioeventfd, stats,\n"
+     "deflate-on-oom, free-page-hint, page-poison, reporting,\n"
+     "must-tell-host",
+     BM_COMPLETE_LIST, "sg ioeventfd stats deflate-on-oom free-page-hint page-poison reporting "
+                       "must-tell-host"},
+    {0, "sg-bit", 'b', "=N",
+     "also take undecoded feature bit N as SG (default 3, the 2017\n"
+     "series' bit; -1: by name only). A bit QEMU decodes as another\n"
+     "feature (bit 3 = FREE_PAGE_HINT) never counts as SG.",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_JSON("print JSON"),
+    BM_OPTDEF_HELP("show this help"),
+    BM_OPTDEF_END,
+};
+
+static const char help_after[] =
     "\nWithout DOMAIN, every running domain is verified. DEFLATE-ON-OOM and REPORTING (free\n"
     "page reporting) show the domain XML's setting (memballoon autodeflate, freePageReporting:\n"
     "on, off) with QEMU's verdict: on+negotiated, on+offered (the guest's driver did not take\n"
@@ -202,15 +211,8 @@ typedef struct {
 /* The options. Returns -1 to go on, or the exit status. */
 static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
 {
-    static const struct option opts[] = {
-        {"require", required_argument, NULL, 'r'},
-        {"sg-bit", required_argument, NULL, 'b'},
-        BM_CLI_OPT_JSON,
-        BM_CLI_OPT_HELP,
-        {0},
-    };
     int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_verify, argc, argv, "r:jh", opts)) != -1) {
+    while ((c = bm_cli_getopt(g, &bm_verb_verify, argc, argv)) != -1) {
         switch (c) {
         case 'r':
             if (parse_require(optarg, &o->reqs, &o->n_reqs) < 0)
@@ -228,7 +230,7 @@ static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
             break;
         }
         case BM_OPT_JSON: o->json = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_verify, options_help, stdout); return BM_EXIT_OK;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_verify, stdout); return BM_EXIT_OK;
         default: return BM_EXIT_USAGE; /* reported */
         }
     }
@@ -333,6 +335,9 @@ static int run(BmGlobal *g, int argc, char **argv)
 
 const BmVerb bm_verb_verify = {
     .name = "verify",
+    .options = options,
+    .help_column = 24,
+    .help_after = help_after,
     .run = run,
     .synopsis = "verify [DOMAIN...] [--require FEATURE[,FEATURE]] [--sg-bit=N] [--json]",
     .summary = "Show which virtio-balloon features each domain negotiated (SG, stats, ...) and\n"

@@ -65,14 +65,6 @@ static void clear_view(BmEngine *e)
     e->have_snap = false;
 }
 
-/* The rows, their entries found again if the ledger moved them since they were built (a
- * spooled change of a domain new to the ledger between two passes). */
-static const BmRows *rows(BmEngine *e)
-{
-    bm_rows_rejoin(&e->rows, &e->ledger);
-    return &e->rows;
-}
-
 static void clear_plan(BmEngine *e)
 {
     if (e->have_plan)
@@ -97,7 +89,7 @@ void bm_engine_free(BmEngine *e)
 static void drop_changes(BmEngine *e)
 {
     for (size_t i = 0; i < e->changes.n_items; i++)
-        bm_ledger_record_dropped(&e->ledger, e->changes.items[i].uuid);
+        bm_ledger_record_dropped(e->changes.items[i].owner);
     bm_tracker_clear(&e->changes);
 }
 
@@ -210,7 +202,7 @@ static void read_starve(BmEngine *e, const BmRow *row)
 size_t bm_engine_probe(BmEngine *e, size_t max)
 {
     size_t left = 0;
-    const BmRows *rs = rows(e);
+    const BmRows *rs = &e->rows;
     for (size_t i = 0; e->opts.probe_features && e->conn && e->have_snap && i < rs->n_rows; i++) {
         const BmRow *row = &rs->rows[i];
         BmLedgerEntry *rec = row->entry;
@@ -348,12 +340,11 @@ static int read_view(BmEngine *e)
     for (size_t i = 0; i < e->rows.n_rows; i++)
         bm_ledger_sync_entry(&e->ledger, e->rows.rows[i].entry, e->rows.rows[i].dom, e->boot_id,
                              now_s);
-    bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped: the others may move */
+    bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped; the rows' stay */
     /* a reading just after a change ended may still show the balloon from before it */
-    const BmRows *rs = rows(e);
-    for (size_t i = 0; i < rs->n_rows; i++) {
-        bm_ledger_correct_balloon(rs->rows[i].entry, rs->rows[i].dom, e->snap.taken_real_ns);
-        read_starve(e, &rs->rows[i]);
+    for (size_t i = 0; i < e->rows.n_rows; i++) {
+        bm_ledger_correct_balloon(e->rows.rows[i].entry, e->rows.rows[i].dom, e->snap.taken_real_ns);
+        read_starve(e, &e->rows.rows[i]);
     }
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
@@ -365,14 +356,15 @@ int bm_engine_refresh(BmEngine *e)
     return read_view(e);
 }
 
-/* What starting d's change returned (r: 0 or -errno), into the ledger and *a. Returns false when
- * it failed. */
-static bool applied(BmEngine *e, const BmDecision *d, BmApplied *a, int r)
+/* What starting the change of d and its row returned (r: 0 or -errno), into the ledger, the
+ * change in flight and *a. Returns false when it failed. */
+static bool applied(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplied *a, int r)
 {
     if (r >= 0) {
-        bm_ledger_record_start(&e->ledger, d->uuid, d->current_bytes, d->target_bytes);
-        snprintf(e->changes.items[e->changes.n_items - 1].why,
-                 sizeof(e->changes.items->why), "%s", d->why ? d->why : "");
+        bm_ledger_record_start(&e->ledger, row->entry, d->current_bytes, d->target_bytes);
+        BmTracked *t = &e->changes.items[e->changes.n_items - 1];
+        snprintf(t->why, sizeof(t->why), "%s", d->why ? d->why : "");
+        t->owner = row->entry; /* recorded into it when it ends */
     }
     if (r < 0) {
         snprintf(a->error, sizeof(a->error), "%s", bm_error_detail(r));
@@ -392,7 +384,7 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
         int r = bm_tracker_start_ops(&e->changes, row->dom->name, d->uuid, d->current_bytes,
                                      d->target_bytes, d->rss_bytes,
                                      bm_sg_label(row->entry->sg, row->entry->features_known));
-        return applied(e, d, a, r);
+        return applied(e, row, d, a, r);
     }
     virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
     /* a domain in a long job would hold the pass for libvirt's 30 s job-lock wait (and then
@@ -413,7 +405,7 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
                 : bm_conn_error("domain gone");
     if (dom)
         virDomainFree(dom);
-    return applied(e, d, a, r);
+    return applied(e, row, d, a, r);
 }
 
 /* Step 3: every inflate and deflate of the plan, made from the rows (decision i is row i's).
@@ -452,7 +444,7 @@ int bm_engine_pass(BmEngine *e)
     e->pass_now_s = now_s;
     /* 2. evaluate: the rows, the host and the last mode in, the plan out */
     unsigned horizon_s = e->opts.timer ? e->policy->timer_interval_s : 0;
-    r = bm_policy_eval_rows(&e->host, rows(e), e->ledger.mode, e->policy, now_s, horizon_s, &e->plan);
+    r = bm_policy_eval_rows(&e->host, &e->rows, e->ledger.mode, e->policy, now_s, horizon_s, &e->plan);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return r;
@@ -499,7 +491,7 @@ static void on_ended(void *ctx, const BmTracked *t)
     bm_log_change(t->name, t->uuid, t->why, &t->change);
     if (t->change.target_bytes < t->change.from_bytes)
         e->drain_due = true; /* what it gave may wait on a per-CPU list: drained at the next reading */
-    bm_ledger_record_change(&e->ledger, t, true, bm_clock_real_ns(e->clock) / 1000000000ull);
+    bm_ledger_record_change(&e->ledger, t->owner, t, true, bm_clock_real_ns(e->clock) / 1000000000ull);
 }
 
 /* After changes ended: the free pages an inflate of them gave back, drained from the per-CPU
@@ -603,14 +595,14 @@ bool bm_engine_any_ballooned(const BmEngine *e)
 bool bm_engine_guest_in_need(BmEngine *e)
 {
     return e->have_snap && e->policy &&
-           bm_policy_rows_in_need(rows(e), e->snap.taken_real_ns / 1000000000ull);
+           bm_policy_rows_in_need(&e->rows, e->snap.taken_real_ns / 1000000000ull);
 }
 
 char *bm_engine_render(BmEngine *e, bool libvirt_up)
 {
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     BmView v = {.snap = e->have_snap ? &e->snap : NULL,
-                .rows = e->have_snap ? rows(e) : NULL,
+                .rows = e->have_snap ? &e->rows : NULL,
                 .host = e->have_host ? &e->host : NULL,
                 .have_mode = e->have_plan,
                 .mode = e->have_plan ? e->plan.mode : BM_HOST_HOLD,

@@ -13,11 +13,7 @@
 
 /* ---- the registry ---- */
 
-static const struct {
-    const char *name;
-    BmMetricType type;
-    const char *help;
-} families[] = {
+static const BmMetricFamily families[] = {
     {"balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
      "Time from setting a balloon target to reaching it (within 1 MiB), inflate or deflate, by SG."},
     {"balloonmgr_balloon_changes_total", BM_METRIC_COUNTER, "Balloon target changes by how they ended."},
@@ -323,8 +319,7 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
     if (!v)
         v = &none;
     int r_ok = 0;
-    for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
-        r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
+    r_ok |= bm_registry_declare_all(r, families, BM_ARRAY_SIZE(families));
     r_ok |= add_changes(r, &l->counters);
     if (v->snap) {
         BmRows joined = {0};

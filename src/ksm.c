@@ -121,11 +121,7 @@ const char *bm_ksm_state_name(const BmKsm *k)
 
 int bm_ksm_export(BmRegistry *r, const BmKsm *k)
 {
-    static const struct {
-        const char *name;
-        BmMetricType type;
-        const char *help;
-    } families[] = {
+    static const BmMetricFamily families[] = {
         {"balloonmgr_ksm_present", BM_METRIC_GAUGE, "1 when the kernel has KSM (/sys/kernel/mm/ksm)."},
         {"balloonmgr_ksm_state", BM_METRIC_GAUGE, "1 for KSM's current state (run): off, running, unmerging."},
         {"balloonmgr_ksm_shared_bytes", BM_METRIC_GAUGE, "Memory of the shared pages KSM keeps: pages_shared times the page size."},
@@ -134,9 +130,7 @@ int bm_ksm_export(BmRegistry *r, const BmKsm *k)
         {"balloonmgr_ksm_general_profit_bytes", BM_METRIC_GAUGE,
          "KSM's saving minus its metadata (general_profit, Linux 6.4 and later)."},
     };
-    int ok = 0;
-    for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
-        ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
+    int ok = bm_registry_declare_all(r, families, BM_ARRAY_SIZE(families));
     ok |= bm_registry_add(r, "balloonmgr_ksm_present", NULL, k->present ? 1 : 0);
     if (!k->present)
         return ok < 0 ? -EINVAL : 0;

@@ -17,6 +17,8 @@ void bm_ledger_init(BmLedger *l)
 
 void bm_ledger_clear(BmLedger *l)
 {
+    for (size_t i = 0; i < l->n_entries; i++)
+        free(l->entries[i]);
     free(l->entries);
     free(l->slots);
     l->entries = NULL;
@@ -37,7 +39,7 @@ static size_t *slot_of(const BmLedger *l, const char *uuid)
 {
     size_t mask = l->n_slots - 1;
     for (size_t i = hash_str(uuid) & mask;; i = (i + 1) & mask)
-        if (!l->slots[i] || strcmp(l->entries[l->slots[i] - 1].uuid, uuid) == 0)
+        if (!l->slots[i] || strcmp(l->entries[l->slots[i] - 1]->uuid, uuid) == 0)
             return &l->slots[i];
 }
 
@@ -47,11 +49,10 @@ static void reindex(BmLedger *l)
     while (want < l->n_entries * 2 + 2)
         want *= 2;
     free(l->slots);
-    l->moves++;
     l->slots = bm_malloc0(want * sizeof(size_t));
     l->n_slots = want;
     for (size_t i = 0; i < l->n_entries; i++)
-        *slot_of(l, l->entries[i].uuid) = i + 1;
+        *slot_of(l, l->entries[i]->uuid) = i + 1;
 }
 
 const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid)
@@ -59,7 +60,7 @@ const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid)
     if (!l || !l->n_slots)
         return NULL;
     size_t *s = slot_of(l, uuid);
-    return *s ? &l->entries[*s - 1] : NULL;
+    return *s ? l->entries[*s - 1] : NULL;
 }
 
 BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
@@ -72,10 +73,9 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
     }
     if (l->n_entries == l->cap_entries) { /* doubling: n additions cost O(n), not O(n^2) */
         l->cap_entries = l->cap_entries ? 2 * l->cap_entries : 16;
-        l->entries = bm_reallocarray(l->entries, l->cap_entries, sizeof(BmLedgerEntry));
-        l->moves++;
+        l->entries = bm_reallocarray(l->entries, l->cap_entries, sizeof(*l->entries));
     }
-    BmLedgerEntry *e = &l->entries[l->n_entries++];
+    BmLedgerEntry *e = l->entries[l->n_entries++] = bm_malloc0(sizeof(BmLedgerEntry));
     *e = (BmLedgerEntry){.prev = {.inflated_from_bytes = BM_ABSENT, .read_base_Bps = BM_ABSENT},
                          .last_target_bytes = BM_ABSENT,
                          .last_reached_bytes = BM_ABSENT,
@@ -142,9 +142,13 @@ void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, cons
 size_t bm_ledger_sync_end(BmLedger *l)
 {
     size_t keep = 0, n = l->n_entries;
-    for (size_t i = 0; i < l->n_entries; i++)
-        if (l->entries[i].seen == l->generation || l->entries[i].in_flight) /* gone: its series go too */
-            l->entries[keep++] = l->entries[i];
+    for (size_t i = 0; i < l->n_entries; i++) {
+        BmLedgerEntry *e = l->entries[i];
+        if (e->seen == l->generation || e->in_flight)
+            l->entries[keep++] = e;
+        else
+            free(e); /* gone: its series go too */
+    }
     if (keep != l->n_entries) {
         l->n_entries = keep;
         reindex(l);
@@ -189,7 +193,7 @@ void bm_ledger_note_mode(BmLedger *l, BmHostMode mode)
 {
     l->mode = mode;
     for (size_t i = 0; i < l->n_entries; i++)
-        l->entries[i].have_prev = false;
+        l->entries[i]->have_prev = false;
 }
 
 void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
@@ -274,10 +278,9 @@ static int sg_index(const char *label)
     return BM_SGL_UNKNOWN;
 }
 
-void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,
+void bm_ledger_record_start(BmLedger *l, BmLedgerEntry *e, uint64_t from_bytes,
                             uint64_t target_bytes)
 {
-    BmLedgerEntry *e = bm_ledger_entry(l, uuid, NULL);
     e->in_flight = true;
     e->last_target_bytes = target_bytes;
     if (target_bytes != from_bytes)
@@ -286,7 +289,8 @@ void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,
                      1);
 }
 
-void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_t now_s)
+void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, bool ours,
+                             uint64_t now_s)
 {
     const BmChange *ch = &t->change;
     BmCounters *c = &l->counters;
@@ -294,7 +298,10 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_
     BmChangeOutcome out = ch->outcome < BM_CHANGE_ENDED_COUNT ? ch->outcome : BM_CHANGE_FAILED;
     double secs = ch->duration_ns / 1e9;
     bm_count_add(&c->changes[dir][out], 1);
-    BmLedgerEntry *e = bm_ledger_entry(l, t->uuid, t->name);
+    if (!e)
+        e = bm_ledger_entry(l, t->uuid, t->name);
+    else if (strcmp(e->name, t->name) != 0)
+        bm_copy_name(e->name, sizeof(e->name), t->name);
     /* `set --wait` does not ask the QEMU monitor (it would taint the domain): its changes get
      * the verdict known here of the domain, if any */
     int sgl = sg_index(t->sg);
@@ -327,9 +334,8 @@ void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_
         e->in_flight = false;
 }
 
-void bm_ledger_record_dropped(BmLedger *l, const char *uuid)
+void bm_ledger_record_dropped(BmLedgerEntry *e)
 {
-    BmLedgerEntry *e = (BmLedgerEntry *)bm_ledger_find(l, uuid);
     if (e)
         e->in_flight = false;
 }
@@ -337,7 +343,7 @@ void bm_ledger_record_dropped(BmLedger *l, const char *uuid)
 void bm_ledger_forget_xml(BmLedger *l)
 {
     for (size_t i = 0; i < l->n_entries; i++)
-        l->entries[i].balloon_cached = false;
+        l->entries[i]->balloon_cached = false;
 }
 
 void bm_ledger_count_error(BmLedger *l, BmErrorKind kind)

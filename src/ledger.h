@@ -157,16 +157,16 @@ typedef struct {
 typedef struct {
     BmHostMode mode;               /* the last pass's host mode (hysteresis) */
     BmCounters counters;
-    BmLedgerEntry *entries;        /* in the order they were added */
+    /* in the order they were added; each allocated on its own, so an entry stays where it is
+     * while it is in the ledger (a row or a change in flight holds it across passes): a sync
+     * drops only the entries of domains gone without a change in flight */
+    BmLedgerEntry **entries;
     size_t n_entries;
     size_t cap_entries;            /* allocated, grown geometrically */
     /* index of entries by UUID: open addressing, slot = index + 1 (0 empty) */
     size_t *slots;
     size_t n_slots;
     unsigned generation;
-    unsigned moves;                /* counts every time entries moved in memory (grown past
-                                    * cap_entries, or compacted by a sync): a pointer to an entry
-                                    * stays valid while this stays the same */
 } BmLedger;
 
 /* An empty ledger: mode hold, counters zero. */
@@ -175,7 +175,9 @@ void bm_ledger_init(BmLedger *l);
 /* Frees what l holds and leaves it empty (re-init to use). */
 void bm_ledger_clear(BmLedger *l);
 
-/* The entry of a domain, added if new; name (may be NULL) replaces the one kept. O(1). */
+/* The entry of a domain, added if new; name (may be NULL) replaces the one kept. O(1). The
+ * entry stays valid until a sync drops it (its domain gone, no change in flight) or l is
+ * cleared. */
 BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name);
 
 /* The entry of a domain, or NULL. O(1). */
@@ -190,8 +192,8 @@ void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, ui
 
 /* bm_ledger_sync() in three steps, for a caller that holds each domain's entry (rows): begin,
  * then each domain d of the reading with its entry e (bm_ledger_entry()), then end, which drops
- * the entries not seen since begin (unless in flight) and returns how many it dropped (the
- * entries moved then: BmLedger.moves). */
+ * the entries not seen since begin (unless in flight: they are freed) and returns how many it
+ * dropped. */
 void bm_ledger_sync_begin(BmLedger *l);
 void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, const char *boot_id,
                           uint64_t now_s);
@@ -242,20 +244,22 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
 void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
                             bool cache_hot, uint64_t now_s);
 
-/* Records that a change of ours to the domain uuid started (from_bytes -> target_bytes): the
- * domain is in flight, its last target, the target counted. */
-void bm_ledger_record_start(BmLedger *l, const char *uuid, uint64_t from_bytes,
+/* Records that a change of ours to the domain of entry e started (from_bytes -> target_bytes):
+ * the domain is in flight, its last target, the target counted. */
+void bm_ledger_record_start(BmLedger *l, BmLedgerEntry *e, uint64_t from_bytes,
                             uint64_t target_bytes);
 
-/* Counts a change that ended (ours or another process's): histogram (reached only), outcome
- * counter, last duration, RSS drop of inflates and what the domain's inflates yield
- * (bm_yield_learn()), unresponsive marking (stalled/timeout) at now_s. Ours: the domain is
- * no longer in flight (bm_ledger_record_dropped() when the change was only forgotten). */
-void bm_ledger_record_change(BmLedger *l, const BmTracked *t, bool ours, uint64_t now_s);
+/* Counts a change t that ended (ours or another process's) into the entry e of its domain
+ * (NULL: found, or added, by t's UUID): histogram (reached only), outcome counter, last
+ * duration, RSS drop of inflates and what the domain's inflates yield (bm_yield_learn()),
+ * unresponsive marking (stalled/timeout) at now_s. Ours: the domain is no longer in flight
+ * (bm_ledger_record_dropped() when the change was only forgotten). */
+void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, bool ours,
+                             uint64_t now_s);
 
-/* Records that a change of ours to the domain uuid was forgotten without an outcome (the
+/* Records that a change of ours to the domain of entry e was forgotten without an outcome (the
  * connection it was made on is gone): the domain is no longer in flight. */
-void bm_ledger_record_dropped(BmLedger *l, const char *uuid);
+void bm_ledger_record_dropped(BmLedgerEntry *e);
 
 /* Drops the cached balloon configs: every XML is read again (lifecycle/define events). */
 void bm_ledger_forget_xml(BmLedger *l);

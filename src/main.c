@@ -14,28 +14,17 @@
 #define BM_VERSION "unknown"
 #endif
 
-static const BmVerb *const verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
-                                      &bm_verb_verify, &bm_verb_configure,
-                                      &bm_verb_run, &bm_verb_policy, &bm_verb_agent};
-
 static void usage(FILE *f)
 {
     fputs("Usage: balloonmgr [-c URI] [-r] [--proc DIR] VERB [OPTIONS] [ARGS]\n\n"
           "Manage virtio-balloon memory of libvirt domains.\n\n"
           "Verbs:\n",
           f);
-    for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
-        fprintf(f, "  %s\n", verbs[i]->synopsis);
-    fputs("\nGlobal options (-c and -r also after the verb; verify's -r is its --require):\n"
-          "  -c, --connect URI  libvirt connection URI (default: $BALLOONMGR_URI, else\n"
-          "                     libvirt's default)\n"
-          "  -r, --readonly     monitoring only: libvirt's read-only socket; verbs that\n"
-          "                     change domains are refused, the agent only exports\n"
-          "      --proc DIR     for status, run and agent: read host memory from DIR\n"
-          "                     instead of /proc (as their own --proc)\n"
-          "  -h, --help         show this help ('balloonmgr VERB --help' for a verb)\n"
-          "  -V, --version      print the version\n"
-          "\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met,\n"
+    for (size_t i = 0; bm_verbs[i]; i++)
+        fprintf(f, "  %s\n", bm_verbs[i]->synopsis);
+    fputs("\nGlobal options (-c and -r also after the verb; verify's -r is its --require):\n", f);
+    bm_cli_print_options(bm_cli_global_options, BM_CLI_GLOBAL_HELP_COLUMN, f);
+    fputs("\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met,\n"
           "4 the state file is written by another process (run --once, agent).\n"
           "See balloonmgr(8).\n",
           f);
@@ -73,23 +62,20 @@ int main(int argc, char **argv)
 
 static int run_main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"connect", required_argument, NULL, 'c'},
-        {"readonly", no_argument, NULL, 'r'},
-        BM_CLI_OPT_PROC,
-        BM_CLI_OPT_HELP,
-        {"version", no_argument, NULL, 'V'},
-        {0},
-    };
+    struct option opts[8];
+    char shorts[32];
+    bm_cli_getopt_tables(bm_cli_global_options, "+:", opts, BM_ARRAY_SIZE(opts), shorts,
+                         sizeof(shorts));
     const char *uri = NULL, *proc_dir = NULL;
     bool readonly = false;
     int c;
     argv[0] = (char *)"balloonmgr";
     opterr = 0; /* one line of ours instead of getopt's and the usage */
-    while ((c = getopt_long(argc, argv, "+:c:rhV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
         switch (c) {
         case 'c': uri = optarg; break;
-        case 'r': readonly = true; break;
+        case 'r':
+        case BM_OPT_READONLY: readonly = true; break;
         case BM_OPT_PROC: proc_dir = optarg; break;
         case BM_OPT_HELP: usage(stdout); return BM_EXIT_OK;
         case 'V': puts("balloonmgr " BM_VERSION); return BM_EXIT_OK;
@@ -98,9 +84,9 @@ static int run_main(int argc, char **argv)
     }
     if (optind >= argc) {
         char names[128] = "";
-        for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
+        for (size_t i = 0; bm_verbs[i]; i++)
             snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
-                     verbs[i]->name);
+                     bm_verbs[i]->name);
         bm_report(NULL, NULL, "expected a verb: %s (see 'balloonmgr --help')", names);
         return BM_EXIT_USAGE;
     }
@@ -110,9 +96,9 @@ static int run_main(int argc, char **argv)
     }
     const char *name = argv[optind];
     const BmVerb *verb = NULL;
-    for (size_t i = 0; i < BM_ARRAY_SIZE(verbs); i++)
-        if (strcmp(verbs[i]->name, name) == 0)
-            verb = verbs[i];
+    for (size_t i = 0; bm_verbs[i]; i++)
+        if (strcmp(bm_verbs[i]->name, name) == 0)
+            verb = bm_verbs[i];
     if (!verb) {
         bm_report(NULL, NULL, "unknown verb '%s' (see 'balloonmgr --help')", name);
         return BM_EXIT_USAGE;

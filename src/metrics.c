@@ -450,6 +450,14 @@ static void buf_add_labels(Buf *b, const char *const *labels)
     }
 }
 
+int bm_registry_declare_all(BmRegistry *r, const BmMetricFamily *families, size_t n)
+{
+    int ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
+    return ok < 0 ? -EINVAL : 0;
+}
+
 int bm_registry_add(BmRegistry *r, const char *name, const char *const *labels, double value)
 {
     Family *f = family_for_add(r, name, BM_METRIC_GAUGE);

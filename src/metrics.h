@@ -59,6 +59,18 @@ DEFINE_CLEANUP(BmRegistry *, bm_registry_free)
  * reason in bm_error_detail(). */
 int bm_registry_declare(BmRegistry *r, const char *name, BmMetricType type, const char *help);
 
+/* One metric family as a module declares it: a table of them per module (export.c, ksm.c,
+ * process.c), declared by bm_registry_declare_all(). */
+typedef struct {
+    const char *name;
+    BmMetricType type;
+    const char *help;
+} BmMetricFamily;
+
+/* bm_registry_declare() for each of the n families: all are tried. Returns 0, or -EINVAL when
+ * one failed (its reason in bm_error_detail()). */
+int bm_registry_declare_all(BmRegistry *r, const BmMetricFamily *families, size_t n);
+
 /* Adds a sample to a declared gauge/counter family. labels: NULL-terminated array of
  * alternating names and values ({"domain", "web1", "direction", "inflate", NULL}), or NULL;
  * copied. Label names must match [a-zA-Z_][a-zA-Z0-9_]*, not start with "__" and not repeat.

@@ -100,11 +100,7 @@ int bm_process_read(const char *proc_dir, BmProcess *ret)
 
 int bm_process_export(BmRegistry *r, const BmProcess *p)
 {
-    static const struct {
-        const char *name;
-        BmMetricType type;
-        const char *help;
-    } fams[] = {
+    static const BmMetricFamily families[] = {
         {"process_cpu_seconds_total", BM_METRIC_COUNTER, "Total user and system CPU time spent in seconds."},
         {"process_resident_memory_bytes", BM_METRIC_GAUGE, "Resident memory size in bytes."},
         {"process_virtual_memory_bytes", BM_METRIC_GAUGE, "Virtual memory size in bytes."},
@@ -113,9 +109,7 @@ int bm_process_export(BmRegistry *r, const BmProcess *p)
         {"process_start_time_seconds", BM_METRIC_GAUGE,
          "Start time of the process since unix epoch in seconds."},
     };
-    int ok = 0;
-    for (size_t i = 0; i < BM_ARRAY_SIZE(fams); i++)
-        ok |= bm_registry_declare(r, fams[i].name, fams[i].type, fams[i].help);
+    int ok = bm_registry_declare_all(r, families, BM_ARRAY_SIZE(families));
     ok |= bm_registry_add(r, "process_cpu_seconds_total", NULL, p->cpu_seconds);
     ok |= bm_registry_add(r, "process_resident_memory_bytes", NULL, (double)p->resident_bytes);
     ok |= bm_registry_add(r, "process_virtual_memory_bytes", NULL, (double)p->virtual_bytes);

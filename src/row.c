@@ -8,7 +8,6 @@ static void join(BmRows *ret, BmSnapshot *snap, BmLedger *l, bool add, const BmP
 {
     *ret = (BmRows){.rows = bm_malloc0((snap->n_domains + 1) * sizeof(BmRow)),
                     .n_rows = snap->n_domains};
-    unsigned moves0 = l ? l->moves : 0;
     for (size_t i = 0; i < snap->n_domains; i++) {
         BmRow *row = &ret->rows[i];
         row->dom = &snap->domains[i];
@@ -18,10 +17,6 @@ static void join(BmRows *ret, BmSnapshot *snap, BmLedger *l, bool add, const BmP
             row->entry = (BmLedgerEntry *)bm_ledger_find(l, row->dom->uuid);
     }
     bm_rows_set_policy(ret, policy);
-    /* adding entries may have moved the ones the early rows point to */
-    ret->ledger_moves = moves0;
-    if (l)
-        bm_rows_rejoin(ret, l);
 }
 
 void bm_rows_build(BmRows *ret, BmSnapshot *snap, BmLedger *l, const BmPolicy *policy)
@@ -32,15 +27,6 @@ void bm_rows_build(BmRows *ret, BmSnapshot *snap, BmLedger *l, const BmPolicy *p
 void bm_rows_join(BmRows *ret, const BmSnapshot *snap, const BmLedger *l, const BmPolicy *policy)
 {
     join(ret, (BmSnapshot *)snap, (BmLedger *)l, false, policy);
-}
-
-void bm_rows_rejoin(BmRows *r, BmLedger *l)
-{
-    if (r->ledger_moves == l->moves)
-        return;
-    for (size_t i = 0; i < r->n_rows; i++)
-        r->rows[i].entry = (BmLedgerEntry *)bm_ledger_find(l, r->rows[i].dom->uuid);
-    r->ledger_moves = l->moves;
 }
 
 void bm_rows_set_policy(BmRows *r, const BmPolicy *policy)

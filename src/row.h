@@ -12,7 +12,8 @@
 
 typedef struct {
     BmDomain *dom;          /* this pass's reading: one of the snapshot's domains */
-    BmLedgerEntry *entry;   /* what the ledger remembers of it; NULL only in a read-only join
+    BmLedgerEntry *entry;   /* what the ledger remembers of it (stays where it is while the
+                             * domain is in the ledger); NULL only in a read-only join
                              * (bm_rows_join()) of a domain the ledger does not know */
     BmGuestRules rules;     /* the policy's rules for it (bm_policy_rules_for()), resolved once */
 } BmRow;
@@ -20,22 +21,17 @@ typedef struct {
 typedef struct {
     BmRow *rows;            /* in the snapshot's order */
     size_t n_rows;
-    unsigned ledger_moves;  /* the ledger's BmLedger.moves when the entries were joined */
 } BmRows;
 
 /* One row per domain of snap, in its order, with its ledger entry (added to l if new) and its
  * rules under policy (NULL: all zero, nothing excluded). The rows point into snap and l: valid
- * until snap is cleared, and their entries while l->moves stays ledger_moves
- * (bm_rows_rejoin()). Free with bm_rows_clear(). */
+ * until snap is cleared (a ledger entry stays where it is while its domain is in a reading).
+ * Free with bm_rows_clear(). */
 void bm_rows_build(BmRows *ret, BmSnapshot *snap, BmLedger *l, const BmPolicy *policy);
 
 /* The same for a reader that changes nothing (evaluating a hand-made snapshot, a status): l may
  * be NULL, entries it lacks are NULL. The rows must be read only. */
 void bm_rows_join(BmRows *ret, const BmSnapshot *snap, const BmLedger *l, const BmPolicy *policy);
-
-/* Finds the rows' entries again if l moved them since they were joined (entries added between
- * two passes, by a spooled change of a new domain). O(n) then, O(1) otherwise. */
-void bm_rows_rejoin(BmRows *r, BmLedger *l);
 
 /* Resolves every row's rules again under policy (a policy reloaded between two readings). */
 void bm_rows_set_policy(BmRows *r, const BmPolicy *policy);

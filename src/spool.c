@@ -151,6 +151,43 @@ static void note(char **problems, size_t *n_skipped, const char *name, const cha
     *problems = s;
 }
 
+/* Counts the change of the spool entry o (parsed, of this connection) into l at now_s.
+ * Returns whether it was a well-formed, ended change. */
+static bool count_entry(json_object *o, BmLedger *l, uint64_t now_s)
+{
+    json_object *u, *nm, *out, *uj, *sgj;
+    if (!o || !json_object_object_get_ex(o, "uri", &uj) ||
+        !json_object_is_type(uj, json_type_string) ||
+        !json_object_object_get_ex(o, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
+        json_object_get_string_len(u) >= VIR_UUID_STRING_BUFLEN ||
+        !json_object_object_get_ex(o, "outcome", &out) ||
+        json_object_get_int(out) < 0 || json_object_get_int(out) > BM_CHANGE_PENDING)
+        return false;
+    BmTracked t = {0};
+    snprintf(t.uuid, sizeof(t.uuid), "%s", json_object_get_string(u));
+    bm_copy_name(t.name, sizeof(t.name),
+                 json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "");
+    t.change.outcome = (BmChangeOutcome)json_object_get_int(out);
+    t.change.from_bytes = u64_of(o, "from_bytes", BM_COUNT_MAX);
+    t.change.target_bytes = u64_of(o, "target_bytes", BM_COUNT_MAX);
+    t.change.reached_bytes = u64_of(o, "reached_bytes", BM_COUNT_MAX);
+    t.change.duration_ns = u64_of(o, "duration_ns", SPOOL_MAX_DURATION_NS);
+    t.rss_before_bytes = u64_of(o, "rss_before_bytes", BM_COUNT_MAX);
+    t.rss_after_bytes = u64_of(o, "rss_after_bytes", BM_COUNT_MAX);
+    if (!bm_present(t.change.from_bytes) || !bm_present(t.change.target_bytes) ||
+        !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING)
+        return false;
+    BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
+    const char *label = bm_sg_label(rec->sg, rec->features_known);
+    if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string) &&
+        (strcmp(json_object_get_string(sgj), "negotiated") == 0 ||
+         strcmp(json_object_get_string(sgj), "not_negotiated") == 0))
+        label = json_object_get_string(sgj);
+    snprintf(t.sg, sizeof(t.sg), "%s", label);
+    bm_ledger_record_change(l, rec, &t, false, now_s);
+    return true;
+}
+
 int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_skipped)
 {
     *ret_skipped = NULL;
@@ -197,7 +234,7 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
             }
             continue;
         }
-        json_object *o = json_tokener_parse(text), *u, *nm, *out, *uj;
+        json_object *o = json_tokener_parse(text), *uj;
         /* another connection's change: its agent or timer counts it; left for them until stale */
         if (o && json_object_object_get_ex(o, "uri", &uj) && json_object_is_type(uj, json_type_string) &&
             strcmp(json_object_get_string(uj), uri) != 0) {
@@ -207,42 +244,8 @@ int bm_spool_ingest(BmLedger *l, const char *uri, uint64_t now_s, char **ret_ski
             continue;
         }
         unlinkat(dirfd(d), name, 0); /* ours: counted now, or malformed */
-        if (!o || !json_object_object_get_ex(o, "uri", &uj) ||
-            !json_object_is_type(uj, json_type_string) ||
-            !json_object_object_get_ex(o, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
-            json_object_get_string_len(u) >= VIR_UUID_STRING_BUFLEN ||
-            !json_object_object_get_ex(o, "outcome", &out) ||
-            json_object_get_int(out) < 0 || json_object_get_int(out) > BM_CHANGE_PENDING) {
-            json_object_put(o);
-            continue;
-        }
-        BmTracked t = {0};
-        snprintf(t.uuid, sizeof(t.uuid), "%s", json_object_get_string(u));
-        bm_copy_name(t.name, sizeof(t.name),
-                     json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "");
-        t.change.outcome = (BmChangeOutcome)json_object_get_int(out);
-        t.change.from_bytes = u64_of(o, "from_bytes", BM_COUNT_MAX);
-        t.change.target_bytes = u64_of(o, "target_bytes", BM_COUNT_MAX);
-        t.change.reached_bytes = u64_of(o, "reached_bytes", BM_COUNT_MAX);
-        t.change.duration_ns = u64_of(o, "duration_ns", SPOOL_MAX_DURATION_NS);
-        t.rss_before_bytes = u64_of(o, "rss_before_bytes", BM_COUNT_MAX);
-        t.rss_after_bytes = u64_of(o, "rss_after_bytes", BM_COUNT_MAX);
-        if (!bm_present(t.change.from_bytes) || !bm_present(t.change.target_bytes) ||
-            !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING) {
-            json_object_put(o);
-            continue;
-        }
-        json_object *sgj;
-        const BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
-        const char *label = bm_sg_label(rec->sg, rec->features_known);
-        if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string) &&
-            (strcmp(json_object_get_string(sgj), "negotiated") == 0 ||
-             strcmp(json_object_get_string(sgj), "not_negotiated") == 0))
-            label = json_object_get_string(sgj);
-        snprintf(t.sg, sizeof(t.sg), "%s", label);
+        n += count_entry(o, l, now_s);
         json_object_put(o);
-        bm_ledger_record_change(l, &t, false, now_s);
-        n++;
     }
     closedir(d);
     if (n_skipped || capped)

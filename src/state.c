@@ -46,12 +46,6 @@ static json_object *json_count(uint64_t v)
     return json_object_new_uint64(v > COUNT_MAX ? COUNT_MAX : v);
 }
 
-/* An optional one: null when absent (get_u64() reads BM_ABSENT), else json_count(). */
-static json_object *u64_or_null(uint64_t v)
-{
-    return bm_present(v) ? json_count(v) : NULL;
-}
-
 /* No pass or change takes a year; a latency sum is at most that per counted change. */
 #define SECONDS_MAX (365.0 * 86400)
 
@@ -107,15 +101,15 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
     json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(l->mode)));
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++) {
-        if (!l->entries[i].have_prev)
+        if (!l->entries[i]->have_prev)
             continue;
-        BmPrevReading d = l->entries[i].prev;
+        BmPrevReading d = l->entries[i]->prev;
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i].uuid));
+        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i]->uuid));
         for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
             uint64_t v = *reading_field(&d, k);
             if (!reading_fields[k].zero_is_none)
-                json_object_object_add(o, reading_fields[k].key, u64_or_null(v));
+                json_object_object_add(o, reading_fields[k].key, bm_json_u64_or_null(v));
             else if (v && bm_present(v))
                 json_object_object_add(o, reading_fields[k].key, json_count(v));
         }
@@ -143,10 +137,9 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
 }
 
 
-static json_object *counters_json(const BmLedger *l)
+/* The latency histograms of c: one object per direction and SG label. */
+static json_object *latency_json(const BmCounters *c)
 {
-    const BmCounters *c = &l->counters;
-    json_object *o = json_object_new_object();
     json_object *lat = json_object_new_array();
     for (int d = 0; d < BM_DIR_COUNT; d++)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
@@ -167,7 +160,50 @@ static json_object *counters_json(const BmLedger *l)
             json_object_object_add(e, "count", json_object_new_uint64(total));
             json_object_array_add(lat, e);
         }
-    json_object_object_add(o, "latency", lat);
+    return lat;
+}
+
+/* What the ledger counts of one domain r. */
+static json_object *domain_counters_json(const BmLedgerEntry *r)
+{
+    json_object *x = json_object_new_object();
+    json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
+    json_object_object_add(x, "name", bm_json_name(r->name));
+    json_object_object_add(x, "last_target_bytes", bm_json_u64_or_null(r->last_target_bytes));
+    json_object_object_add(x, "last_duration_s", json_seconds(r->last_duration_s, -1, SECONDS_MAX));
+    json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction >= 0 && r->last_direction < BM_DIR_COUNT ? r->last_direction : -1));
+    json_object_object_add(x, "last_rss_drop_bytes", bm_json_u64_or_null(r->last_rss_drop_bytes));
+    json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
+    json_object_object_add(x, "unresponsive_actual", json_count(r->unresponsive_actual));
+    json_object_object_add(x, "unresponsive_until", json_count(r->unresponsive_until_s));
+    if (r->yield.inflated_bytes > 0) {
+        json_object *y = json_object_new_object();
+        json_object_object_add(y, "inflated_bytes", json_count(r->yield.inflated_bytes));
+        json_object_object_add(y, "returned_bytes", json_count(r->yield.returned_bytes));
+        json_object_object_add(y, "last_inflated_bytes", json_count(r->yield.last_inflated_bytes));
+        json_object_object_add(y, "last_returned_bytes", json_count(r->yield.last_returned_bytes));
+        json_object_object_add(y, "returns_nothing", json_object_new_boolean(r->yield.nothing));
+        json_object_object_add(y, "returns_nothing_rss_bytes", json_count(r->yield.nothing_rss_bytes));
+        json_object_object_add(x, "yield", y);
+    }
+    if (r->features_known && r->boot[0]) { /* the verdict of this start, for the next run */
+        json_object *f = json_object_new_object();
+        json_object_object_add(f, "boot", json_object_new_string(r->boot));
+        json_object_object_add(f, "sg", json_object_new_string(bm_feature_state_name(r->sg)));
+        json_object_object_add(f, "ioeventfd", json_object_new_string(bm_switch_state_name(r->ioeventfd)));
+        json_object_object_add(f, "reporting", json_object_new_string(bm_feature_state_name(r->reporting)));
+        json_object_object_add(f, "deflate_on_oom",
+                               json_object_new_string(bm_feature_state_name(r->deflate_on_oom)));
+        json_object_object_add(x, "features", f);
+    }
+    return x;
+}
+
+static json_object *counters_json(const BmLedger *l)
+{
+    const BmCounters *c = &l->counters;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "latency", latency_json(c));
     json_object *ch = json_object_new_object(), *tc = json_object_new_object(), *er = json_object_new_object();
     for (int d = 0; d < BM_DIR_COUNT; d++) {
         json_object *x = json_object_new_object();
@@ -188,40 +224,8 @@ static json_object *counters_json(const BmLedger *l)
     json_object_object_add(o, "last_success", json_count(c->last_success_s));
     json_object_object_add(o, "last_pass_duration_s", json_seconds(c->last_pass_duration_s, -1, SECONDS_MAX));
     json_object *doms = json_object_new_array();
-    for (size_t i = 0; i < l->n_entries; i++) {
-        const BmLedgerEntry *r = &l->entries[i];
-        json_object *x = json_object_new_object();
-        json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
-        json_object_object_add(x, "name", bm_json_name(r->name));
-        json_object_object_add(x, "last_target_bytes", u64_or_null(r->last_target_bytes));
-        json_object_object_add(x, "last_duration_s", json_seconds(r->last_duration_s, -1, SECONDS_MAX));
-        json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction >= 0 && r->last_direction < BM_DIR_COUNT ? r->last_direction : -1));
-        json_object_object_add(x, "last_rss_drop_bytes", u64_or_null(r->last_rss_drop_bytes));
-        json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
-        json_object_object_add(x, "unresponsive_actual", json_count(r->unresponsive_actual));
-        json_object_object_add(x, "unresponsive_until", json_count(r->unresponsive_until_s));
-        if (r->yield.inflated_bytes > 0) {
-            json_object *y = json_object_new_object();
-            json_object_object_add(y, "inflated_bytes", json_count(r->yield.inflated_bytes));
-            json_object_object_add(y, "returned_bytes", json_count(r->yield.returned_bytes));
-            json_object_object_add(y, "last_inflated_bytes", json_count(r->yield.last_inflated_bytes));
-            json_object_object_add(y, "last_returned_bytes", json_count(r->yield.last_returned_bytes));
-            json_object_object_add(y, "returns_nothing", json_object_new_boolean(r->yield.nothing));
-            json_object_object_add(y, "returns_nothing_rss_bytes", json_count(r->yield.nothing_rss_bytes));
-            json_object_object_add(x, "yield", y);
-        }
-        if (r->features_known && r->boot[0]) { /* the verdict of this start, for the next run */
-            json_object *f = json_object_new_object();
-            json_object_object_add(f, "boot", json_object_new_string(r->boot));
-            json_object_object_add(f, "sg", json_object_new_string(bm_feature_state_name(r->sg)));
-            json_object_object_add(f, "ioeventfd", json_object_new_string(bm_switch_state_name(r->ioeventfd)));
-            json_object_object_add(f, "reporting", json_object_new_string(bm_feature_state_name(r->reporting)));
-            json_object_object_add(f, "deflate_on_oom",
-                                   json_object_new_string(bm_feature_state_name(r->deflate_on_oom)));
-            json_object_object_add(x, "features", f);
-        }
-        json_object_array_add(doms, x);
-    }
+    for (size_t i = 0; i < l->n_entries; i++)
+        json_object_array_add(doms, domain_counters_json(l->entries[i]));
     json_object_object_add(o, "domains", doms);
     return o;
 }
@@ -327,43 +331,96 @@ static int index_of(const char *const *keys, int n, const char *s)
 
 /* Counters are best effort: a malformed part is left at zero; but a count out of range is an
  * error (-EINVAL, naming it). */
+/* The latency histograms of the array lat into c. Returns 0 or -EINVAL. */
+static int latency_parse(json_object *lat, BmCounters *c)
+{
+    for (size_t i = 0; i < json_object_array_length(lat); i++) {
+        json_object *e = json_object_array_get_idx(lat, i), *dj, *sj, *b;
+        if (!json_object_object_get_ex(e, "direction", &dj) || !json_object_object_get_ex(e, "sg", &sj) ||
+            !json_object_object_get_ex(e, "buckets", &b) || !json_object_is_type(b, json_type_array))
+            continue;
+        int d = index_of(bm_dir_names, BM_DIR_COUNT, json_object_get_string(dj));
+        int s = index_of(bm_sg_label_names, BM_SGL_COUNT, json_object_get_string(sj));
+        BmHistogram *h = d >= 0 && s >= 0 ? &c->latency[d][s] : NULL;
+        if (!h || json_object_array_length(b) != h->n_bounds + 1)
+            continue;
+        uint64_t total = 0;
+        for (size_t k = 0; k <= h->n_bounds; k++) {
+            json_object *n = json_object_array_get_idx(b, k);
+            h->counts[k] = json_object_is_type(n, json_type_int) && json_object_get_int64(n) > 0
+                               ? json_object_get_uint64(n) : 0;
+            if (h->counts[k] > COUNT_MAX || __builtin_add_overflow(total, h->counts[k], &total) ||
+                total > COUNT_MAX)
+                return bm_error(-EINVAL, "counters: latency bucket %zu of %s/%s: the counts "
+                                "add up beyond %" PRIu64, k, bm_dir_names[d],
+                                bm_sg_label_names[s], COUNT_MAX);
+        }
+        h->count = total; /* _count is the sum of the buckets, whatever the file says */
+        /* the sum of the observed durations: from 0, finite, none without observations */
+        char what[64];
+        snprintf(what, sizeof(what), "counters: latency %s/%s: ", bm_dir_names[d],
+                 bm_sg_label_names[s]);
+        int r = seconds_member(e, what, "sum", 0, DBL_MAX, &h->sum); /* observe saturates */
+        if (r < 0)
+            return r;
+        if (total == 0 && h->sum != 0)
+            return bm_error(-EINVAL, "%s\"sum\": %g without a count", what, h->sum);
+    }
+    return 0;
+}
+
+/* What the ledger counts of one domain, from x into its entry of l. Returns 0, or -EINVAL
+ * for a value out of its range. */
+static int domain_counters_parse(json_object *x, BmLedger *l)
+{
+    json_object *u, *n, *b;
+    if (!json_object_object_get_ex(x, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
+        json_object_get_string_len(u) >= 40)
+        return 0;
+    const char *uuid = json_object_get_string(u);
+    if (bm_utf8_invalid(uuid, strlen(uuid)) != SIZE_MAX)
+        return 0; /* no domain has it: it would only make the saved file invalid */
+    /* as written back: valid UTF-8 (a name is only shown, records match by UUID) */
+    _cleanup_free_ char *name = bm_utf8_sanitize(
+        json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "");
+    BmLedgerEntry *r = bm_ledger_entry(l, uuid, name);
+    uint64_t v;
+    if (get_u64(x, "last_target_bytes", &v) == 0)
+        r->last_target_bytes = v;
+    if (get_u64(x, "last_rss_drop_bytes", &v) == 0)
+        r->last_rss_drop_bytes = v;
+    SECONDS(x, "counters: domain: ", "last_duration_s", -1, r->last_duration_s);
+    json_object *dv;
+    int dir = json_object_object_get_ex(x, "last_direction", &dv) &&
+                      json_object_is_type(dv, json_type_int)
+                  ? json_object_get_int(dv)
+                  : -1;
+    r->last_direction = dir >= 0 && dir < BM_DIR_COUNT ? dir : -1;
+    r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
+    COUNT(x, "unresponsive_actual", r->unresponsive_actual);
+    COUNT(x, "unresponsive_until", r->unresponsive_until_s);
+    json_object *y;
+    if (json_object_object_get_ex(x, "yield", &y) && json_object_is_type(y, json_type_object)) {
+        COUNT(y, "inflated_bytes", r->yield.inflated_bytes);
+        COUNT(y, "returned_bytes", r->yield.returned_bytes);
+        COUNT(y, "last_inflated_bytes", r->yield.last_inflated_bytes);
+        COUNT(y, "last_returned_bytes", r->yield.last_returned_bytes);
+        r->yield.nothing = json_object_object_get_ex(y, "returns_nothing", &b) &&
+                           json_object_get_boolean(b);
+        COUNT(y, "returns_nothing_rss_bytes", r->yield.nothing_rss_bytes);
+    }
+    features_parse(x, r);
+    return 0;
+}
+
 static int counters_parse(json_object *o, BmLedger *l)
 {
     BmCounters *c = &l->counters;
     json_object *lat, *ch, *tc, *er, *doms;
-    if (json_object_object_get_ex(o, "latency", &lat) && json_object_is_type(lat, json_type_array))
-        for (size_t i = 0; i < json_object_array_length(lat); i++) {
-            json_object *e = json_object_array_get_idx(lat, i), *dj, *sj, *b;
-            if (!json_object_object_get_ex(e, "direction", &dj) || !json_object_object_get_ex(e, "sg", &sj) ||
-                !json_object_object_get_ex(e, "buckets", &b) || !json_object_is_type(b, json_type_array))
-                continue;
-            int d = index_of(bm_dir_names, BM_DIR_COUNT, json_object_get_string(dj));
-            int s = index_of(bm_sg_label_names, BM_SGL_COUNT, json_object_get_string(sj));
-            BmHistogram *h = d >= 0 && s >= 0 ? &c->latency[d][s] : NULL;
-            if (!h || json_object_array_length(b) != h->n_bounds + 1)
-                continue;
-            uint64_t total = 0;
-            for (size_t k = 0; k <= h->n_bounds; k++) {
-                json_object *n = json_object_array_get_idx(b, k);
-                h->counts[k] = json_object_is_type(n, json_type_int) && json_object_get_int64(n) > 0
-                                   ? json_object_get_uint64(n) : 0;
-                if (h->counts[k] > COUNT_MAX || __builtin_add_overflow(total, h->counts[k], &total) ||
-                    total > COUNT_MAX)
-                    return bm_error(-EINVAL, "counters: latency bucket %zu of %s/%s: the counts "
-                                    "add up beyond %" PRIu64, k, bm_dir_names[d],
-                                    bm_sg_label_names[s], COUNT_MAX);
-            }
-            h->count = total; /* _count is the sum of the buckets, whatever the file says */
-            /* the sum of the observed durations: from 0, finite, none without observations */
-            char what[64];
-            snprintf(what, sizeof(what), "counters: latency %s/%s: ", bm_dir_names[d],
-                     bm_sg_label_names[s]);
-            int r = seconds_member(e, what, "sum", 0, DBL_MAX, &h->sum); /* observe saturates */
-            if (r < 0)
-                return r;
-            if (total == 0 && h->sum != 0)
-                return bm_error(-EINVAL, "%s\"sum\": %g without a count", what, h->sum);
-        }
+    int r;
+    if (json_object_object_get_ex(o, "latency", &lat) && json_object_is_type(lat, json_type_array) &&
+        (r = latency_parse(lat, c)) < 0)
+        return r;
     if (json_object_object_get_ex(o, "changes", &ch))
         for (int d = 0; d < BM_DIR_COUNT; d++) {
             json_object *x;
@@ -389,43 +446,8 @@ static int counters_parse(json_object *o, BmLedger *l)
                         BM_STATE_MAX_DOMAINS);
     if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array))
         for (size_t i = 0; i < json_object_array_length(doms); i++) {
-            json_object *x = json_object_array_get_idx(doms, i), *u, *n, *b;
-            if (!json_object_object_get_ex(x, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
-                json_object_get_string_len(u) >= 40)
-                continue;
-            const char *uuid = json_object_get_string(u);
-            if (bm_utf8_invalid(uuid, strlen(uuid)) != SIZE_MAX)
-                continue; /* no domain has it: it would only make the saved file invalid */
-            /* as written back: valid UTF-8 (a name is only shown, records match by UUID) */
-            _cleanup_free_ char *name = bm_utf8_sanitize(
-                json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "");
-            BmLedgerEntry *r = bm_ledger_entry(l, uuid, name);
-            uint64_t v;
-            if (get_u64(x, "last_target_bytes", &v) == 0)
-                r->last_target_bytes = v;
-            if (get_u64(x, "last_rss_drop_bytes", &v) == 0)
-                r->last_rss_drop_bytes = v;
-            SECONDS(x, "counters: domain: ", "last_duration_s", -1, r->last_duration_s);
-            json_object *dv;
-            int dir = json_object_object_get_ex(x, "last_direction", &dv) &&
-                              json_object_is_type(dv, json_type_int)
-                          ? json_object_get_int(dv)
-                          : -1;
-            r->last_direction = dir >= 0 && dir < BM_DIR_COUNT ? dir : -1;
-            r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
-            COUNT(x, "unresponsive_actual", r->unresponsive_actual);
-            COUNT(x, "unresponsive_until", r->unresponsive_until_s);
-            json_object *y;
-            if (json_object_object_get_ex(x, "yield", &y) && json_object_is_type(y, json_type_object)) {
-                COUNT(y, "inflated_bytes", r->yield.inflated_bytes);
-                COUNT(y, "returned_bytes", r->yield.returned_bytes);
-                COUNT(y, "last_inflated_bytes", r->yield.last_inflated_bytes);
-                COUNT(y, "last_returned_bytes", r->yield.last_returned_bytes);
-                r->yield.nothing = json_object_object_get_ex(y, "returns_nothing", &b) &&
-                                   json_object_get_boolean(b);
-                COUNT(y, "returns_nothing_rss_bytes", r->yield.nothing_rss_bytes);
-            }
-            features_parse(x, r);
+            if ((r = domain_counters_parse(json_object_array_get_idx(doms, i), l)) < 0)
+                return r;
         }
     return 0;
 }
@@ -442,7 +464,7 @@ static int readings_parse(json_object *arr, BmLedger *l)
         int r;
         if (!json_object_is_type(o, json_type_object) ||
             !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
-            json_object_get_string_len(uuid) >= (int)sizeof(l->entries->uuid))
+            json_object_get_string_len(uuid) >= (int)sizeof(((BmLedgerEntry *)0)->uuid))
             return bm_error(-EINVAL, "domain %zu: no uuid", i);
         for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
             uint64_t *v = reading_field(d, k);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json-name.h"
 #include "size.h"
 #include "util.h"
 
@@ -174,17 +175,12 @@ const char *bm_summary_format(const BmHostSummary *s, char *buf, size_t n)
     return buf;
 }
 
-static json_object *u64_or_null(uint64_t v)
-{
-    return bm_present(v) ? json_object_new_uint64(v) : NULL;
-}
-
 json_object *bm_summary_json(const BmHostSummary *s)
 {
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "mem_total_bytes", s->have_host ? u64_or_null(s->host.mem_total_bytes) : NULL);
+    json_object_object_add(o, "mem_total_bytes", s->have_host ? bm_json_u64_or_null(s->host.mem_total_bytes) : NULL);
     json_object_object_add(o, "mem_available_bytes",
-                           s->have_host ? u64_or_null(s->host.mem_available_bytes) : NULL);
+                           s->have_host ? bm_json_u64_or_null(s->host.mem_available_bytes) : NULL);
     /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
     json_object_object_add(o, "psi_some_avg10_ratio", s->have_host && s->host.psi_present
                                                           ? json_object_new_double(s->host.psi_some_avg10 / 100)
@@ -209,10 +205,10 @@ json_object *bm_summary_json(const BmHostSummary *s)
         json_object_object_add(k, "state", json_object_new_string(bm_ksm_state_name(&s->ksm)));
         bool p = s->ksm.present;
         json_object_object_add(k, "run", p && s->ksm.run >= 0 ? json_object_new_int(s->ksm.run) : NULL);
-        json_object_object_add(k, "pages_sharing", p ? u64_or_null(s->ksm.pages_sharing) : NULL);
-        json_object_object_add(k, "pages_shared", p ? u64_or_null(s->ksm.pages_shared) : NULL);
-        json_object_object_add(k, "full_scans", p ? u64_or_null(s->ksm.full_scans) : NULL);
-        json_object_object_add(k, "saved_bytes", u64_or_null(bm_ksm_saved_bytes(&s->ksm)));
+        json_object_object_add(k, "pages_sharing", p ? bm_json_u64_or_null(s->ksm.pages_sharing) : NULL);
+        json_object_object_add(k, "pages_shared", p ? bm_json_u64_or_null(s->ksm.pages_shared) : NULL);
+        json_object_object_add(k, "full_scans", p ? bm_json_u64_or_null(s->ksm.full_scans) : NULL);
+        json_object_object_add(k, "saved_bytes", bm_json_u64_or_null(bm_ksm_saved_bytes(&s->ksm)));
         json_object_object_add(k, "general_profit_bytes",
                                p && s->ksm.has_general_profit
                                    ? json_object_new_int64(s->ksm.general_profit_bytes)

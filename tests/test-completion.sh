@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Bash completion: verbs, options, and domain names from `balloonmgr list` on the given -c URI.
-# Usage: test-completion.sh BALLOONMGR SOURCE_ROOT   (TAP output; skipped without bash-completion)
+# The completion is generated from the verbs' option tables (bash-completion/generate.c): the
+# one that meson built is tested, and that it agrees with every verb's --help.
+# Usage: test-completion.sh BALLOONMGR SOURCE_ROOT COMPLETION   (TAP; skipped without bash-completion)
 set -u
-BM=$1 ROOT=$2
+BM=$1 ROOT=$2 COMPLETION=$3
 . "$ROOT/tests/tap.sh"
 [ -r /usr/share/bash-completion/bash_completion ] || tap_skip_all "bash-completion is not installed"
 # shellcheck disable=SC1091
 . /usr/share/bash-completion/bash_completion
-. "$ROOT/bash-completion/balloonmgr"
+. "$COMPLETION"
 PATH="$(dirname "$BM"):$PATH"
 DEMO="test://$ROOT/demo/host.xml"
 
@@ -51,7 +53,12 @@ complete_is "balloonmgr -c $DEMO set web1 5" "50% 512M "
 complete_is "balloonmgr set web1 1G --w" "--wait --wait= "
 complete_is "balloonmgr -c $DEMO set --config b" "batch1 build1 "
 complete_is "balloonmgr set web1 1G --c" "--config --connect --current "
-complete_is "balloonmgr list --" "--all --help --id --uuid "
+complete_is "balloonmgr list --" "--all --connect --help --id --readonly --uuid "
+complete_is "balloonmgr verify --r" "--readonly --require "
+complete_is "balloonmgr agent --listen loc" "localhost:9736 "
+complete_is "balloonmgr status --proc $ROOT/demo/pro" "$ROOT/demo/proc "
+complete_is "balloonmgr run " "--connect --dry-run --help --json --no-libvirt-duplicates --once --policy --proc --push --quiet --readonly --state --table --textfile "
+complete_is "balloonmgr -c $DEMO status --policy $ROOT/demo/demo.policy w" "web1 web2 "
 complete_is "balloonmgr -c $DEMO set 1" "1 "
 complete_is "balloonmgr -c $DEMO set 3b1e2a50-6d1f-4a0e-9a51-00000000000" "3b1e2a50-6d1f-4a0e-9a51-000000000001 3b1e2a50-6d1f-4a0e-9a51-000000000002 3b1e2a50-6d1f-4a0e-9a51-000000000003 3b1e2a50-6d1f-4a0e-9a51-000000000004 3b1e2a50-6d1f-4a0e-9a51-000000000005 "
 complete_is "balloonmgr -c $DEMO status 3b1e2a50-6d1f-4a0e-9a51-0000000000" "3b1e2a50-6d1f-4a0e-9a51-000000000001 3b1e2a50-6d1f-4a0e-9a51-000000000002 3b1e2a50-6d1f-4a0e-9a51-000000000003 3b1e2a50-6d1f-4a0e-9a51-000000000004 3b1e2a50-6d1f-4a0e-9a51-000000000005 3b1e2a50-6d1f-4a0e-9a51-000000000006 3b1e2a50-6d1f-4a0e-9a51-000000000007 "
@@ -67,14 +74,23 @@ complete_is "balloonmgr configure web1 --sg " "off on "
 complete_is "balloonmgr configure web1 --s" "--sg --stats-period "
 complete_is "balloonmgr -c $DEMO configure l" "legacy1 "
 
-# every long option of every verb's --help is in the man page and in the completion
+# the completion's options of every verb are its --help's (aliases named there, the global
+# -c/-r after the verb), and each --help option is in the man page
 for v in list status set verify configure run policy agent; do
+    help=$("$BM" "$v" --help)
+    listed=$(sed -n '/^Options:/,/^$/p' <<<"$help" | grep -oE -- '^ +(-[a-zA-Z], )?--[a-z][a-z.-]+' |
+        grep -oE -- '--[a-z][a-z.-]+' | sort -u)
+    offered=$(_balloonmgr_opts "$v" | tr ' ' '\n' | sed 's/=$//' | sort -u)
     missing=""
-    for o in $("$BM" "$v" --help | sed -n '/^Options:/,$p' | grep -oE -- '--[a-z][a-z.-]+' | sort -u); do
+    for o in $listed; do
         grep -qF -- "*$o" "$ROOT/man/balloonmgr.8.scd" || missing+=" man:$o"
-        grep -qF -- "$o" "$ROOT/bash-completion/balloonmgr" || missing+=" completion:$o"
+        grep -qxF -- "$o" <<<"$offered" || missing+=" completion:$o"
     done
-    if [ -z "$missing" ]; then ok 0 "$v --help options are in the man page and the completion"; else
-        ok 1 "$v --help options missing in:$missing"; fi
+    for o in $offered; do
+        grep -qxF -- "$o" <<<"$listed" || grep -qF -- "alias $o" <<<"$help" ||
+            [[ $o == --connect || $o == --readonly ]] || missing+=" help:$o"
+    done
+    if [ -z "$missing" ]; then ok 0 "$v: --help, the man page and the completion list the same options"; else
+        ok 1 "$v: options missing in:$missing"; fi
 done
 tap_done

@@ -175,7 +175,7 @@ static void test_extreme_statistics(virConnectPtr conn)
             bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, 1800000000, 60);
         char *text = bm_state_format(&l, 1800000000);
         r = bm_state_parse(text, &back);
-        ok(r == 0 && back.n_entries == 1 && back.entries[0].have_prev,
+        ok(r == 0 && back.n_entries == 1 && back.entries[0]->have_prev,
            "  the state saved from that pass is read back (%s)", r < 0 ? bm_error_detail(r) : "ok");
         free(text);
         bm_ledger_clear(&back);

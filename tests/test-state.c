@@ -53,19 +53,19 @@ static void test_bounds(void)
                        "\"unresponsive\":true,\"unresponsive_actual\":1024,"
                        "\"unresponsive_until\":4102444800}]}}";
     BmLedger c;
-    ok(bm_state_parse(text, &c) == 0 && c.n_entries == 1 && c.entries[0].unresponsive,
+    ok(bm_state_parse(text, &c) == 0 && c.n_entries == 1 && c.entries[0]->unresponsive,
        "a hold-off until 2100 is read");
     BmDomain d = {.uuid = "11111111-2222-3333-4444-555555555555", .name = "web1",
                   .actual_bytes = 1024};
     BmSnapshot snap = {.domains = &d, .n_domains = 1};
     uint64_t now = 1800000000;
     bm_ledger_sync(&c, &snap, NULL, now);
-    ok(c.n_entries == 1 && c.entries[0].unresponsive &&
-           c.entries[0].unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
+    ok(c.n_entries == 1 && c.entries[0]->unresponsive &&
+           c.entries[0]->unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
        "  cut to now + %d s at the next pass (got %llu)", BM_UNRESPONSIVE_HOLDOFF_S,
-       (unsigned long long)(c.n_entries ? c.entries[0].unresponsive_until_s : 0));
+       (unsigned long long)(c.n_entries ? c.entries[0]->unresponsive_until_s : 0));
     bm_ledger_sync(&c, &snap, NULL, now + BM_UNRESPONSIVE_HOLDOFF_S);
-    ok(c.n_entries == 1 && !c.entries[0].unresponsive, "  and over once that passed");
+    ok(c.n_entries == 1 && !c.entries[0]->unresponsive, "  and over once that passed");
     bm_ledger_clear(&c);
 }
 
@@ -684,8 +684,8 @@ static void test_extremes_read_back(void)
             _cleanup_free_ char *text2 = bm_state_format(&back, us[i]);
             r = bm_state_parse(text2, &again);
             _cleanup_free_ char *text3 = r == 0 ? bm_state_format(&again, us[i]) : NULL;
-            if (!text3 || strcmp(text2, text3) != 0 || !back.entries[0].have_prev ||
-                back.entries[0].yield.inflated_bytes == 0) {
+            if (!text3 || strcmp(text2, text3) != 0 || !back.entries[0]->have_prev ||
+                back.entries[0]->yield.inflated_bytes == 0) {
                 if (bad++ < 3)
                     diag("%" PRIu64 ", %g: not the same when written again", us[i], ss[j]);
             }
