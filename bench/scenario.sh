@@ -582,7 +582,8 @@ analyse() {
           min_disk_caches_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .caches // empty] | min)
         } }] | from_entries),
       # issue #32: the work of the hot guest, its re-read rate (the "hot: R MiB/s over S s"
-      # lines of its console, each at the time the sampler read it): before (the last 40 s of the steady
+      # lines of its console, each at the time the sampler read it; the backlog of the first read,
+      # at t=0, is its warm-up): before (the last 40 s of the steady
       # phase), under pressure (from the start of the hog to its end), in the minute after; as ratios to
       # before, with the worst line from the start of the hog to a minute after; and what it read
       # from its disk under pressure (the block statistics of QEMU)
@@ -590,7 +591,7 @@ analyse() {
         ([$E[] | select(.dom == "hot") | . as $e | (.line | capture("bm-load: t=[0-9.]+ hot: (?<r>[0-9.]+) MiB/s")) // null |
           select(. != null) | { t: $e.t, r: (.r | tonumber) }]) as $H |
         def mean: if length == 0 then null else add / length end;
-        ([$H[] | select(.t > $t_hog - 40 and .t <= $t_hog) | .r] | mean) as $b |
+        ([$H[] | select(.t >= 1 and .t > $t_hog - 40 and .t <= $t_hog) | .r] | mean) as $b |
         ([$H[] | select(.t > $t_hog and .t <= $t_hog_end) | .r] | mean) as $u |
         ([$H[] | select(.t > $t_hog_end and .t <= $t_hog_end + 60) | .r] | mean) as $a |
         ([$H[] | select(.t > $t_hog and .t <= $t_hog_end + 60) | .r] | min) as $w |
