@@ -93,6 +93,12 @@ if [ "$oom" = none ] || [ "$oom" = 18446744073709551615 ]; then
     bm_log "no starvation statistics here (QEMU $(bm_virsh qemu-monitor-command "$dom" \
         '{"execute":"query-version"}' | jq -r '.return.qemu | "\(.major).\(.minor)"'), guest kernel $BM_KERNEL_VERSION: stat-oom-kills $oom)"
     act hold
+    # the second pass from the guest's next statistics: a rate needs two readings a second or
+    # more apart (two passes in one second left major_faults_per_second null: CI, 2026-12-02)
+    before=$(bm_memstat starve last_update)
+    next_stats() { [ "$(bm_memstat starve last_update)" -gt "$before" ]; }
+    BM_WAIT_INTERVAL=0.2 bm_wait_until 10 "the guest's next statistics" next_stats ||
+        bm_fail "no guest statistics after $before"
     act hold
     decision "$f" '.oom_kills == null and .oom_at == null and .alloc_stalls_per_second == null and
         .direct_reclaim_bytes_per_second == null and .major_faults_per_second != null' ||
