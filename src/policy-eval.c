@@ -231,6 +231,7 @@ typedef struct {
     bool hot;           /* take: its page cache is hot: taken last (tier_cap()) */
     bool busy;          /* take: its vCPUs are busy (BUSY_CPU_SHARE): its cache after idle ones' */
     uint64_t in_flight; /* skipped: what an inflate of ours in flight will still give the host */
+    bool near_oom;      /* the host is near its own OOM (BmPlan.hot_cache_allowed) */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -673,12 +674,13 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
 
 /* Why a domain with idle memory is not inflated in this pass although the host may need it,
  * or NULL: a timer's pass with no look at the guest until the next (the policy's
- * timer_inflate), or memory given to it in this pressure episode (no second reversal). */
+ * timer_inflate), or memory given to it in this pressure episode (no second reversal, unless
+ * the host is near its own OOM: a guest given back its hot cache is the one left then). */
 static const char *no_take_reason(const Work *k, bool self_deflates)
 {
     if (k->stats_before_change)
         return "statistics older than its last change";
-    if (k->given_s)
+    if (k->given_s && !k->near_oom)
         return "given memory in this pressure episode";
     if (k->horizon_s == 0)
         return NULL;
@@ -1166,9 +1168,11 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
     /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
     ret->qemu_overhead_bytes = qemu_overhead(rows, now_s);
     /* 1. classify every domain */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        w[i].near_oom = ret->hot_cache_allowed;
         classify(&rows->rows[i], policy, now_s, ret->qemu_overhead_bytes, horizon_s, ret->mode,
                  &ret->decisions[i], &w[i]);
+    }
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_FLOOR)

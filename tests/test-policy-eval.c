@@ -1323,6 +1323,18 @@ static void test_hot_cache_taken_last(void)
        "near the host's own OOM it is taken (%" PRIu64 " MiB)", c->take_hot_bytes / MiB);
     ok(strstr(c->reason, "HOT page cache") && strstr(c->reason, "own OOM"), "and the reason says why");
     bm_plan_clear(&p);
+    /* given back in this episode (the hot mark's give-back): near the host's own OOM it is
+     * taken again all the same; short of that, not (no second reversal) */
+    bm_ledger_entry(&l, d[1].uuid, NULL)->prev.given_s = NOW - 5;
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(c->take_hot_bytes > 0, "given back in the episode: near the host's own OOM taken again");
+    bm_plan_clear(&p);
+    h = host(8 * GiB, 420 * MiB);
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(c->action != BM_ACT_INFLATE && strstr(c->reason, "not inflated again"), "  not above half of reclaim_below");
+    bm_plan_clear(&p);
 
     /* a comfortable host ends the episode: no mark */
     BmSnapshot s = {.domains = d, .n_domains = 2};
