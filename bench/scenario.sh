@@ -528,7 +528,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare, hot: $hot,
+      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -662,9 +662,9 @@ table() {
     def mib: if . == null then "-" else (. / 1048576 | round | tostring) end;
     def num: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
     # runs of the page-cache scenario (BM_SCENARIO_SPARE=cache) are a row of their own
-    group_by([(.spare // "free"), (.hot // "none"), .mode]) | map(. as $runs | {
+    group_by([(.spare // "free"), (.hot.mode // "none"), .mode]) | map(. as $runs | {
         mode: (.[0].mode + (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end) +
-               (if (.[0].hot // "none") == "mmap" then " (hot: mmap)" else "" end)),
+               (if (.[0].hot.mode // "none") == "mmap" then " (hot: mmap)" else "" end)),
         runs: length,
         relief: [$runs[] | .host.relief.seconds] | median,
         relieved: ([$runs[] | select(.host.relief.to != null and .host.relief.to < .phases.pressure[1] - 5)] | length),

@@ -109,6 +109,7 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
     json_object_object_add(host, "guard_bytes", json_object_new_uint64(plan->guard_bytes));
     json_object_object_add(host, "expected_return_bytes", json_object_new_uint64(plan->expected_return_bytes));
     json_object_object_add(host, "unmet_bytes", json_object_new_uint64(plan->unmet_bytes));
+    json_object_object_add(host, "in_flight_bytes", json_object_new_uint64(plan->in_flight_bytes));
     json_object_object_add(host, "qemu_overhead_bytes", json_object_new_uint64(plan->qemu_overhead_bytes));
     return host;
 }

@@ -230,6 +230,8 @@ typedef struct {
                          * then free memory the host backs); page cache beyond */
     bool hot;           /* take: its page cache is hot: taken last (tier_cap()) */
     bool busy;          /* take: its vCPUs are busy (BUSY_CPU_SHARE): its cache after idle ones' */
+    uint64_t in_flight; /* skipped: what an inflate of ours in flight will still give the host */
+    bool near_oom;      /* the host is near its own OOM (BmPlan.hot_cache_allowed) */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -436,7 +438,19 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
             w[i].amount = w[i].want & ~(MiB - 1);
             ret->guard_bytes += expected_return(w[i].amount, ret->decisions[i].yield_permille);
         }
+    /* what inflates still in flight will give is not asked again (MemAvailable does not show it
+     * yet): a pass while one domain's inflate ran took the rest from a busy guest's cache */
+    uint64_t coming = 0;
+    for (size_t i = 0; i < n; i++)
+        coming += w[i].in_flight;
+    ret->in_flight_bytes = coming;
+    if (coming >= MiB) {
+        size_t len = strlen(ret->reason);
+        say(ret->reason + len, sizeof(ret->reason) - len, "; %s to come from inflates in flight",
+            SZ(coming));
+    }
     uint64_t asked = ret->need_bytes + ret->guard_bytes;
+    asked = asked > coming ? asked - coming : 0;
     ret->expected_return_bytes = distribute_take(w, n, asked, ret->hot_cache_allowed);
     /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
     uint64_t potential = 0;
@@ -660,12 +674,13 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
 
 /* Why a domain with idle memory is not inflated in this pass although the host may need it,
  * or NULL: a timer's pass with no look at the guest until the next (the policy's
- * timer_inflate), or memory given to it in this pressure episode (no second reversal). */
+ * timer_inflate), or memory given to it in this pressure episode (no second reversal, unless
+ * the host is near its own OOM: a guest given back its hot cache is the one left then). */
 static const char *no_take_reason(const Work *k, bool self_deflates)
 {
     if (k->stats_before_change)
         return "statistics older than its last change";
-    if (k->given_s)
+    if (k->given_s && !k->near_oom)
         return "given memory in this pressure episode";
     if (k->horizon_s == 0)
         return NULL;
@@ -802,6 +817,16 @@ static bool stats_predate(const BmDomain *d, const BmLedgerEntry *e)
     return d->last_update_s <= e->last_ended_real_ns / 1000000000ull;
 }
 
+/* What an inflate of ours still in flight will give the host: the balloon it has still to
+ * go to its target, times what the domain's inflates yield; 0 for none, or a deflate. */
+static uint64_t in_flight_return(const BmDomain *d, const BmLedgerEntry *e)
+{
+    if (!e || !e->in_flight || !bm_present(e->last_target_bytes) || !bm_present(d->actual_bytes) ||
+        e->last_target_bytes >= d->actual_bytes)
+        return 0;
+    return expected_return(d->actual_bytes - e->last_target_bytes, counted_yield(&e->yield));
+}
+
 /* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
  * overhead: QEMU's own memory per domain (step 0). */
 static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, uint64_t overhead,
@@ -819,8 +844,10 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     x->action = BM_ACT_SKIP;
     k->rules = row->rules;
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
-    if (skipped(d, e, &k->rules, x))
+    if (skipped(d, e, &k->rules, x)) {
+        k->in_flight = in_flight_return(d, e);
         return;
+    }
     set_limits(d, pace_of(policy, horizon_s), x, k);
     k->no_return = no_return_reason(d);
     if (k->no_return && d->actual_bytes >= d->max_bytes) {
@@ -1141,9 +1168,11 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
     /* 0. QEMU's own memory, to tell it from guest memory the host backs (yield.h) */
     ret->qemu_overhead_bytes = qemu_overhead(rows, now_s);
     /* 1. classify every domain */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        w[i].near_oom = ret->hot_cache_allowed;
         classify(&rows->rows[i], policy, now_s, ret->qemu_overhead_bytes, horizon_s, ret->mode,
                  &ret->decisions[i], &w[i]);
+    }
     /* 2. floors first, always (they need no stats) */
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_FLOOR)

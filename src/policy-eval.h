@@ -108,6 +108,8 @@ typedef struct {
     uint64_t planned_deflate_bytes;
     uint64_t guard_bytes;    /* RECLAIM: given to guests short of memory or under pressure;
                               * taken from the other guests on top of need_bytes */
+    uint64_t in_flight_bytes; /* RECLAIM: what our inflates still in flight will give the host
+                               * (balloon still to go times yield); not asked again */
     uint64_t expected_return_bytes; /* RECLAIM: what the planned inflates should give the host
                                      * (each times its domain's yield) */
     uint64_t qemu_overhead_bytes; /* QEMU's own resident memory per domain, estimated (yield.h);

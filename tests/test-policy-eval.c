@@ -1270,6 +1270,33 @@ static void test_idle_guests_cache_before_busy_guests(void)
     bm_ledger_clear(&l);
 }
 
+/* What an inflate still in flight will give is not asked of the others again. */
+static void test_inflates_in_flight_count_for_the_need(void)
+{
+    BmDomain d[2];
+    two_spare_guests(d);
+    BmLedger l;
+    ledger_with_yield(&l, d, 2, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->in_flight = true;
+    e->last_target_bytes = d[0].actual_bytes - 600 * MiB; /* 600 MiB still to go */
+    BmHost h = host(8 * GiB, 700 * MiB); /* needs 529 MiB */
+    BmPlan p = eval(&h, d, 2, &l, P);
+    const BmDecision *c = dec(&p, "cache");
+    diag("host: %s", p.reason);
+    ok(p.in_flight_bytes == 600 * MiB && c->action == BM_ACT_NONE,
+       "600 MiB to come: nothing asked of the cache guest (%s)", c->reason);
+    ok(strstr(p.reason, "to come from inflates in flight") != NULL, "the host's reason says so");
+    bm_plan_clear(&p);
+    e->last_target_bytes = d[0].actual_bytes - 200 * MiB; /* 200 MiB to go: 329 MiB asked */
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(c->action == BM_ACT_INFLATE && taken(c) >= 320 * MiB && taken(c) <= 340 * MiB,
+       "200 MiB to come: the rest asked (%" PRIu64 " MiB)", taken(c) / MiB);
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
 /* A page cache found hot is taken last: not at all while the host is short but not near its
  * own OOM (the host's reason says what was spared), and only below half of reclaim_below. */
 static void test_hot_cache_taken_last(void)
@@ -1295,6 +1322,18 @@ static void test_hot_cache_taken_last(void)
     ok(p.hot_cache_allowed && c->take_hot_bytes > 0 && p.hot_cache_bytes == c->take_hot_bytes,
        "near the host's own OOM it is taken (%" PRIu64 " MiB)", c->take_hot_bytes / MiB);
     ok(strstr(c->reason, "HOT page cache") && strstr(c->reason, "own OOM"), "and the reason says why");
+    bm_plan_clear(&p);
+    /* given back in this episode (the hot mark's give-back): near the host's own OOM it is
+     * taken again all the same; short of that, not (no second reversal) */
+    bm_ledger_entry(&l, d[1].uuid, NULL)->prev.given_s = NOW - 5;
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(c->take_hot_bytes > 0, "given back in the episode: near the host's own OOM taken again");
+    bm_plan_clear(&p);
+    h = host(8 * GiB, 420 * MiB);
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(c->action != BM_ACT_INFLATE && strstr(c->reason, "not inflated again"), "  not above half of reclaim_below");
     bm_plan_clear(&p);
 
     /* a comfortable host ends the episode: no mark */
@@ -1608,6 +1647,7 @@ int main(void)
     test_free_memory_taken_before_page_cache();
     test_hot_cache_taken_last();
     test_idle_guests_cache_before_busy_guests();
+    test_inflates_in_flight_count_for_the_need();
     test_refaulting_guest_given_back();
     test_inflates_that_cost_or_give_nothing_given_back();
     test_oom_kill_deflates_at_once_and_holds();
