@@ -69,17 +69,23 @@ static inline uint64_t bm_used_peak_window_s(unsigned horizon_s)
  * ends sooner when the host is comfortable): no second reversal of its balloon. */
 #define BM_GIVEN_HOLD_S 600
 
+/* Whether an episode mark set at at_s (0: none) still holds at now_s: BM_GIVEN_HOLD_S at most
+ * (the host's mode release ends the episode sooner: the ledger's note drops the marks). */
+static inline bool bm_episode_mark_holds(uint64_t at_s, uint64_t now_s)
+{
+    return at_s > 0 && at_s <= now_s && now_s - at_s < BM_GIVEN_HOLD_S;
+}
+
 /* Whether prev marks memory given to the guest within BM_GIVEN_HOLD_S of now_s. */
 static inline bool bm_prev_given(const BmPrevReading *prev, uint64_t now_s)
 {
-    return prev->given_s > 0 && prev->given_s <= now_s && now_s - prev->given_s < BM_GIVEN_HOLD_S;
+    return bm_episode_mark_holds(prev->given_s, now_s);
 }
 
 /* Whether prev marks the guest's page cache hot within BM_GIVEN_HOLD_S of now_s. */
 static inline bool bm_prev_cache_hot(const BmPrevReading *prev, uint64_t now_s)
 {
-    return prev->cache_hot_s > 0 && prev->cache_hot_s <= now_s &&
-           now_s - prev->cache_hot_s < BM_GIVEN_HOLD_S;
+    return bm_episode_mark_holds(prev->cache_hot_s, now_s);
 }
 
 /* When an OOM kill in the guest was last seen in this pressure episode, as of reading d: now_s
@@ -90,7 +96,7 @@ static inline uint64_t bm_prev_oom_at(const BmPrevReading *prev, const BmDomain 
     if (bm_present(d->starve.oom_kills) && bm_present(prev->oom_kills) &&
         d->starve.oom_kills > prev->oom_kills)
         return now_s;
-    if (prev->oom_s > 0 && prev->oom_s <= now_s && now_s - prev->oom_s < BM_GIVEN_HOLD_S)
+    if (bm_episode_mark_holds(prev->oom_s, now_s))
         return prev->oom_s;
     return 0;
 }
