@@ -35,7 +35,7 @@ _agent_poll() {
             return 1
         fi
         [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.02
+        sleep 0.02 # poll: until CMD succeeds, PID exits or the time is up
     done
 }
 

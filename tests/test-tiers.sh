@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The unit and cli tiers wait for conditions, never for a time, and check no durations
+# (tests/meson.build says so; issue #33). Over every test meson lists in those suites (meson
+# introspect), and the shell files they source:
+#   - no fixed sleep: no `sleep` in a shell script but a poll's step (a line marked `# poll`:
+#     it repeats until a condition holds), no sleep(), usleep() or nanosleep() in a C test;
+#   - no timing threshold in a C test but through tap.h's timed_ok(), which the unit suite
+#     skips (the slow suite's *-timing twins check them): no ok() line names a duration (a
+#     variable set from now_s() - ...) but a timed_ok() one.
+# The checks are shown to fail on planted offenders.
+# Usage: test-tiers.sh SOURCE_ROOT BUILD_DIR   (TAP output)
+set -u
+ROOT=$1 BUILD=$2
+. "$ROOT/tests/tap.sh"
+
+# fixed_sleeps FILE...: the offending lines, FILE:LINE: TEXT
+fixed_sleeps() {
+    local f
+    for f in "$@"; do
+        case "$f" in
+        *.sh) grep -nE '(^|[;&|({[:space:]])sleep([[:space:]]|$)' "$f" | grep -v '# poll' ;;
+        *.c | *.h) grep -nE '\b(sleep|usleep|nanosleep|clock_nanosleep)[[:space:]]*\(' "$f" ;;
+        esac | sed "s|^|${f#"$ROOT"/}:|"
+    done
+}
+
+# untimed FILE...: checks of a duration outside timed_ok(), FILE:LINE: TEXT
+untimed() {
+    local f v
+    for f in "$@"; do
+        for v in $(sed -nE 's/.*\b([a-z_][a-z0-9_]*)[[:space:]]*=[[:space:]]*now_s\(\)[[:space:]]*-.*/\1/p' "$f" | sort -u); do
+            grep -nE "(^|[^_a-z])ok\(.*\b$v\b" "$f" |
+                sed "s|^|${f#"$ROOT"/}:|"
+        done
+    done
+}
+
+# the tests of the two tiers: their scripts (and what those source) and their C sources
+tests=$(meson introspect --tests "$BUILD" 2>/dev/null |
+    jq -r '.[] | select(any(.suite[]; test(":(unit|cli)$"))) | .cmd[0]')
+n=$(printf '%s\n' "$tests" | grep -c .)
+ok $((n >= 40 ? 0 : 1)) "the unit and cli tiers: $n tests (meson introspect --tests)"
+files=()
+for c in $(printf '%s\n' "$tests" | sort -u); do
+    case "$c" in
+    *.sh) files+=("$c")
+          for s in $(sed -nE 's|^[[:space:]]*\. "\$\(dirname "\$0"\)/([a-z.-]+\.sh)".*|\1|p; s|^[[:space:]]*\. "\$ROOT/tests/([a-z.-]+\.sh)".*|\1|p' "$c"); do
+              files+=("$ROOT/tests/$s")
+          done ;;
+    */fuzz/fuzz-replay-*) files+=("$ROOT/fuzz/fuzz-${c##*/fuzz-replay-}.c" "$ROOT/fuzz/replay.c") ;;
+    *) [ -f "$ROOT/tests/${c##*/}.c" ] && files+=("$ROOT/tests/${c##*/}.c") ;;
+    esac
+done
+# (this script names what it looks for)
+mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -v '/test-tiers\.sh$' | sort -u)
+for f in "${files[@]}"; do [ -f "$f" ] || ok 1 "a source of the tiers is missing: $f"; done
+nsh=$(printf '%s\n' "${files[@]}" | grep -c '\.sh$')
+nc=$(printf '%s\n' "${files[@]}" | grep -c '\.c$')
+ok $((nsh >= 15 && nc >= 25 ? 0 : 1)) "their sources: $nsh shell scripts, $nc C files"
+
+out=$(fixed_sleeps "${files[@]}")
+[ -z "$out" ]; ok $? "no fixed sleep in them (but a poll's step, marked so)" "$out"
+out=$(untimed $(printf '%s\n' "${files[@]}" | grep '\.c$'))
+[ -z "$out" ]; ok $? "every duration they compare is a timed_ok() (skipped in the unit suite)" "$out"
+nd=$(cat $(printf '%s\n' "${files[@]}" | grep '\.c$') | grep -cE '=[[:space:]]*now_s\(\)[[:space:]]*-')
+ok $((nd >= 3 ? 0 : 1)) "  (the scan saw $nd durations measured, all checked by timed_ok())"
+
+# the checks fail where they should
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf 'x=1\nsleep 2\nwhile :; do f && break; sleep 0.1; done\n' >"$tmp/a.sh"
+printf 'while :; do sleep 0.02 # poll: until f\ndone\n' >"$tmp/b.sh"
+printf 'int main(void) { usleep(1000); return 0; }\n' >"$tmp/c.c"
+printf 'double took = now_s() - t0;\nok(took < 2, "fast");\ntimed_ok(took < 2, "fast");\n' >"$tmp/d.c"
+[ "$(fixed_sleeps "$tmp/a.sh" | wc -l)" -eq 2 ]; ok $? "planted: two fixed sleeps in a script are found"
+[ -z "$(fixed_sleeps "$tmp/b.sh")" ]; ok $? "planted: a marked poll step is not"
+[ "$(fixed_sleeps "$tmp/c.c" | wc -l)" -eq 1 ]; ok $? "planted: usleep() in C is found"
+[ "$(untimed "$tmp/d.c")" = "$tmp/d.c:2:ok(took < 2, \"fast\");" ]
+ok $? "planted: a duration checked in ok() is found, in timed_ok() not"
+tap_done
