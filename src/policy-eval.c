@@ -232,6 +232,8 @@ typedef struct {
     bool busy;          /* take: its vCPUs are busy (BUSY_CPU_SHARE): its cache after idle ones' */
     uint64_t in_flight; /* skipped: what an inflate of ours in flight will still give the host */
     bool near_oom;      /* the host is near its own OOM (BmPlan.hot_cache_allowed) */
+    bool reclaim;       /* the host reclaims (BM_HOST_RECLAIM) */
+    bool kept_hot;      /* it refaults or thrashes, but keeps what was taken (keeps_hot_cache()) */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -423,11 +425,41 @@ static uint64_t distribute_take(Work *w, size_t n, uint64_t need, bool allow_hot
     return expected;
 }
 
+/* Whether what our inflates took from a guest that refaults or thrashes after them may be
+ * kept: not after an OOM kill in it (given back at once). */
+static bool may_keep_hot_cache(const BmDecision *x)
+{
+    const BmGuestPressure *gp = &x->pressure;
+    return gp->taken_bytes > 0 && !gp->oom_s && !(bm_present(gp->oom_kills) && gp->oom_kills > 0);
+}
+
+/* A guest that refaults or thrashes after our inflates keeps what they took where giving it
+ * back would put the host below half of reclaim_below although the others gave all they can
+ * (BmPlan.oom_margin_bytes): the host would take it again at the next pass. */
+static void keep_hot_caches(BmPlan *ret, Work *w, size_t n)
+{
+    uint64_t potential = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w[i].role == ROLE_TAKE)
+            potential += w[i].potential;
+    for (size_t i = 0; i < n; i++) {
+        BmDecision *x = &ret->decisions[i];
+        bool undo = w[i].role == ROLE_GIVE_BACK && x->pressure.refaulting;
+        undo |= w[i].role == ROLE_GIVE_PROTECTED && x->pressure.taken_bytes > 0;
+        if (!undo || !may_keep_hot_cache(x) ||
+            expected_return(w[i].want, x->yield_permille) <= ret->oom_margin_bytes + potential)
+            continue;
+        w[i].role = ROLE_NONE;
+        w[i].kept_hot = x->cache_found_hot = x->cache_hot = true;
+    }
+}
+
 /* Reclaim: guests short of memory, under pressure or growing are deflated also now (their safety
  * first), what they get is taken from the others on top of the host's need; what the guests
  * cannot give back at all is the plan's unmet_bytes. */
 static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
 {
+    keep_hot_caches(ret, w, n);
     for (size_t i = 0; i < n; i++)
         if (w[i].role == ROLE_GIVE_PROTECTED || w[i].role == ROLE_GIVE_NEEDY ||
             w[i].role == ROLE_GIVE_GROWING) {
@@ -531,6 +563,7 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
     *surplus = avail > above ? avail - above : 0;
     if (ret->mode == BM_HOST_RECLAIM) {
         ret->hot_cache_allowed = avail < below / 2;
+        ret->oom_margin_bytes = avail > below / 2 ? avail - below / 2 : 0;
         ret->need_bytes = avail < target ? target - avail : 0;
         if (psi_pressure)
             ret->need_bytes = max_u64(ret->need_bytes, total / 1000 * PSI_ONLY_NEED_PERMILLE);
@@ -732,6 +765,16 @@ static void set_take(BmDecision *x, Work *k)
         k->potential = expected_return(basis, k->yield);
 }
 
+/* Such a guest keeps what was taken while the host is near its own OOM (below half of
+ * reclaim_below), and while the host reclaims once its cache is known hot (it is taken again
+ * only near OOM): given back, the host would take it again at the next pass (a reversal a
+ * pass). plan_reclaim() keeps it too where giving it back would put the host there. It is
+ * given back when the host no longer reclaims. */
+static bool keeps_hot_cache(const BmDecision *x, const Work *k)
+{
+    return may_keep_hot_cache(x) && (k->near_oom || (k->reclaim && x->cache_hot));
+}
+
 /* What a managed domain could do: be raised to its floor, get memory, give memory, or none. */
 static void set_role(BmDecision *x, Work *k)
 {
@@ -756,16 +799,19 @@ static void set_role(BmDecision *x, Work *k)
             say(x->reason, sizeof(x->reason),
                 "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
                 gp->stats_age_s, k->rules.max_stats_age_s);
-    } else if (gp->under_pressure) {
+    } else if (gp->under_pressure && !keeps_hot_cache(x, k)) {
         /* it thrashes after our inflates: they are given back, and its cache is hot */
         k->role = ROLE_GIVE_PROTECTED;
         x->short_of_memory = true;
         k->want = min_u64(max_u64(k->step, gp->taken_bytes), maxb - cur);
         x->cache_found_hot |= gp->taken_bytes > 0;
-    } else if (gp->refaulting) {
+    } else if (gp->refaulting && !keeps_hot_cache(x, k)) {
         k->role = ROLE_GIVE_BACK;
         x->cache_found_hot = true;
         k->want = min_u64(gp->taken_bytes, maxb - cur);
+    } else if (gp->refaulting || gp->under_pressure) {
+        k->role = ROLE_NONE; /* kept, not taken from further */
+        k->kept_hot = x->cache_found_hot = true;
     } else if (x->returns_nothing && gp->taken_bytes >= k->deadband) {
         k->role = ROLE_GIVE_BACK; /* it gave the host nothing: not kept */
         k->want = min_u64(gp->taken_bytes, maxb - cur);
@@ -835,6 +881,7 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     const BmDomain *d = row->dom;
     const BmLedgerEntry *e = row->entry;
     k->horizon_s = horizon_s;
+    k->reclaim = mode == BM_HOST_RECLAIM;
     snprintf(x->uuid, sizeof(x->uuid), "%s", d->uuid);
     x->name = bm_strdup(d->name);
     x->current_bytes = x->target_bytes = d->actual_bytes;
@@ -1043,6 +1090,12 @@ static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
             "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
             SZ((uint64_t)x->pressure.growth_rate), SZ(x->pressure.headroom_bytes), k->ahead_s,
             SZ(k->keep_free));
+    else if (k->kept_hot)
+        say(x->reason, sizeof(x->reason),
+            "its page cache is hot (%s after %s was taken in this episode): kept while the host %s",
+            x->pressure.refaulting ? "its disk reads rose" : "it faults or stalls", SZ(x->pressure.taken_bytes),
+            plan->hot_cache_allowed ? "is near its own OOM (MemAvailable below half of reclaim_below)"
+                                    : "reclaims: given back, it would put the host near its own OOM");
     else if (reclaim && k->no_take && k->stats_before_change)
         say(x->reason, sizeof(x->reason),
             "not inflated this pass: its guest statistics predate its last change (%s idle by "

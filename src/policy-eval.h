@@ -117,6 +117,9 @@ typedef struct {
     bool hot_cache_allowed;  /* RECLAIM with MemAvailable below half of reclaim_below: the
                               * host is near its own OOM, and a hot page cache may be taken too
                               * (last, after free memory and page cache not known hot) */
+    uint64_t oom_margin_bytes; /* RECLAIM: MemAvailable above half of reclaim_below (0 at or
+                                * below it): what giving back may cost the host before it is
+                                * near its own OOM again */
     uint64_t hot_cache_bytes; /* of planned_inflate_bytes: taken from hot page caches */
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short

@@ -1356,7 +1356,8 @@ static void test_refaulting_guest_given_back(void)
     e->prev.disk_read_bytes = 10 * GiB;
     e->prev.inflated_from_bytes = 2 * GiB;
     e->prev.read_base_Bps = 1 * MiB;
-    BmHost h = host(8 * GiB, 700 * MiB);
+    /* reclaiming, 717 MiB above half of reclaim_below: room to give it back */
+    BmHost h = host(16 * GiB, 1536 * MiB);
     BmPlan p = eval(&h, d, 1, &l, P);
     const BmDecision *x = &p.decisions[0];
     diag("reason: %s", x->reason);
@@ -1427,11 +1428,68 @@ static void test_inflates_that_cost_or_give_nothing_given_back(void)
     BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
     e->prev.inflated_from_bytes = 2 * GiB;
     e->prev.major_faults = 1000;
+    h = host(16 * GiB, 1536 * MiB + 512 * MiB); /* room for the 1 GiB */
     p = eval(&h, d, 1, &l, P);
     x = &p.decisions[0];
     diag("reason: %s", x->reason);
     ok(x->action == BM_ACT_DEFLATE && x->target_bytes == 2 * GiB && x->cache_found_hot,
        "faulting after the inflates: all of them given back, cache hot");
+    bm_plan_clear(&p);
+    /* where giving it back would put the host near its own OOM with nothing else to take: kept */
+    h = host(16 * GiB, 1536 * MiB);
+    p = eval(&h, d, 1, &l, P);
+    x = &p.decisions[0];
+    diag("reason: %s", x->reason);
+    ok(x->action == BM_ACT_NONE && x->cache_found_hot && strstr(x->reason, "kept while the host reclaims"),
+       "  kept where giving back 1 GiB would leave the host 307 MiB below half of reclaim_below");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
+/* Our inflates took a guest's page cache and it refaults: near the host's own OOM (or where
+ * giving it back would put the host there) what they took is kept, not given back to be taken
+ * again at the next pass; given back at once after an OOM kill in it, and once the host no
+ * longer reclaims. */
+static void test_refaulting_guest_kept_near_oom(void)
+{
+    BmDomain d[] = {guest("hot", 2 * GiB, 1536 * MiB, 800 * MiB)};
+    d[0].disk_read_bytes = 10 * GiB + 200 * MiB;
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.disk_read_bytes = 10 * GiB;
+    e->prev.inflated_from_bytes = 2 * GiB;
+    e->prev.read_base_Bps = 1 * MiB;
+    BmHost h = host(8 * GiB, 300 * MiB); /* below half of reclaim_below (409 MiB) */
+    BmPlan p = eval(&h, d, 1, &l, P);
+    const BmDecision *x = &p.decisions[0];
+    diag("reason: %s", x->reason);
+    ok(x->pressure.refaulting && x->action == BM_ACT_NONE && x->cache_found_hot,
+       "near the host's own OOM: refaulting, its cache found hot, and kept");
+    ok(strstr(x->reason, "kept while the host is near its own OOM") != NULL, "the reason says so");
+    bm_plan_clear(&p);
+    /* 700 MiB: reclaiming, 291 MiB above half of reclaim_below, the 512 MiB taken not made up
+     * by another guest: kept */
+    h = host(8 * GiB, 700 * MiB);
+    p = eval(&h, d, 1, &l, P);
+    ok(p.decisions[0].action == BM_ACT_NONE && strstr(p.decisions[0].reason, "would put the host near"),
+       "  kept where giving it back would put the host there");
+    bm_plan_clear(&p);
+    /* an OOM kill in it: given back at once all the same */
+    d[0].starve = (BmStarveStats){.oom_kills = 1}; /* a 6.12 guest's counters, the rest 0 */
+    e->prev.oom_kills = e->prev.alloc_stalls = e->prev.direct_reclaim_bytes = 0;
+    h = host(8 * GiB, 300 * MiB);
+    p = eval(&h, d, 1, &l, P);
+    ok(p.decisions[0].action == BM_ACT_DEFLATE, "  an OOM kill in it: given back at once");
+    bm_plan_clear(&p);
+    /* the host holding (no longer reclaiming): given back */
+    d[0].starve = (BmStarveStats){0};
+    e->prev.oom_kills = BM_ABSENT;
+    h = host(8 * GiB, 1536 * MiB);
+    p = eval(&h, d, 1, &l, P);
+    ok(p.mode != BM_HOST_RECLAIM && p.decisions[0].action == BM_ACT_DEFLATE &&
+           p.decisions[0].target_bytes == 2 * GiB,
+       "  the host no longer reclaiming: given back");
     bm_plan_clear(&p);
     bm_ledger_clear(&l);
 }
@@ -1649,6 +1707,7 @@ int main(void)
     test_idle_guests_cache_before_busy_guests();
     test_inflates_in_flight_count_for_the_need();
     test_refaulting_guest_given_back();
+    test_refaulting_guest_kept_near_oom();
     test_inflates_that_cost_or_give_nothing_given_back();
     test_oom_kill_deflates_at_once_and_holds();
     test_stalls_and_direct_reclaim_stop_inflating();

@@ -388,6 +388,60 @@ static void day(const BmPolicy *pol)
     sim_host_clear(&run.host);
 }
 
+/* Inflates and deflates of guest g, and the direction changes among them. */
+static void moves_of(const Sim *s, size_t g, unsigned *inflates, unsigned *deflates, unsigned *turns)
+{
+    int last = 0;
+    *inflates = *deflates = *turns = 0;
+    for (size_t i = 0; i < s->n_changes; i++) {
+        if (s->changes[i].guest != g)
+            continue;
+        *(s->changes[i].dir < 0 ? inflates : deflates) += 1;
+        *turns += last && s->changes[i].dir != last;
+        last = s->changes[i].dir;
+    }
+}
+
+/* Only a hot page cache left to take (issue #32): a host of 6 GiB, two 1 GiB guests, one
+ * re-reading 600 MiB of its page cache, one holding 800 MiB; a hog takes MemAvailable to 2% of
+ * MemTotal, below half of reclaim_below. The hot cache is taken, to keep the host out of its
+ * own OOM, and kept while the host reclaims: inflated, then given back once after the hog,
+ * never given back and taken again in between (its refaults do not undo a take the host needs). */
+static void near_oom(const BmPolicy *pol)
+{
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 6 * GIB, 680 * MIB, 2);
+    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:hot:600,1:32", 0);
+    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.02 * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, T0 + 400);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("only a hot page cache to take, the host near its own OOM", &run.r, run.cpu_s);
+    unsigned inf, def, turns;
+    moves_of(s, 0, &inf, &def, &turns);
+    ok(h->g[0].max - s->min_actual[0] >= 256 * MIB,
+       "near OOM: the hot cache is taken (its balloon down to %.0f MiB of %.0f)",
+       s->min_actual[0] / MIB, h->g[0].max / MIB);
+    ok(turns <= 1, "near OOM: the hot guest inflated and given back once, not in turns "
+       "(%u inflates, %u deflates, %u turns)", inf, def, turns);
+    ok(run.r.oom_kills == 0, "near OOM: no guest OOM (%u kills)", run.r.oom_kills);
+    ok(s->min_actual[0] < h->g[0].max && h->g[0].actual >= h->g[0].max - 1,
+       "near OOM: all of it back after the hog (%.0f MiB)", h->g[0].actual / MIB);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
 int main(void)
 {
     five_guests();
@@ -396,6 +450,7 @@ int main(void)
         fleet(pol, 100, 60, 210, 90);
         fleet(pol, 1000, 30, 120, 60);
         day(pol);
+        near_oom(pol);
     }
     return tap_done();
 }
