@@ -48,6 +48,10 @@
 # Environment: BM_BENCH_RESULTS (default /var/tmp/balloonmgr-bench), BALLOONMGR (default build/src/balloonmgr), BM_MEM_HOG, BM_GUEST_LOAD (default:
 # the build dir's), BM_SCENARIO_POLICY (default policies/default.policy), BM_GUEST_DIR (guest
 # image, see tests/integration/lib/lib.sh), BM_HOG_TARGET (default 8%), BM_HOG_FLOOR (default 1.5G),
+# BM_HOG_CHASE=1 (the hog keeps MemAvailable at its target all through the pressure, taking
+# what the balloons give back: the host stays short whatever is taken, so the guests' last
+# memory, a hot page cache, is what is left; issue #32's near-OOM case; said in the run's
+# "pressure: bm-mem-hog started" event),
 # BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
 # JSON as guest_options), BM_SCENARIO_SPARE (free or cache: the idle guest's spare memory, above;
 # in the JSON as spare), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON
@@ -63,6 +67,8 @@ export BM_GUEST_LOAD=${BM_GUEST_LOAD:-$ROOT/build/tests/integration/bm-guest-loa
 POLICY_SRC=${BM_SCENARIO_POLICY:-$ROOT/policies/default.policy}
 HOG_TARGET=${BM_HOG_TARGET:-8%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
+HOG_CHASE=${BM_HOG_CHASE:-0}
+case "$HOG_CHASE" in 0|1) ;; *) echo "scenario: BM_HOG_CHASE '$HOG_CHASE': expected 0 or 1" >&2; exit 2 ;; esac
 GUESTS=(idle fresh steady grower cache)
 # the hot guest (issue #32): read (default), mmap, none
 HOT=${BM_SCENARIO_HOT:-read}
@@ -301,11 +307,14 @@ run_one() {
         *%) hog_size=(--size "$(awk -v p="${HOG_TARGET%\%}" '/^MemTotal:/ { t = $2 } /^MemAvailable:/ { a = $2 }
                 END { s = (a - t * p / 100) / 1024; printf "%dM", (s > 0 ? s : 0) }' /proc/meminfo)") ;;
     esac
+    # chasing: a size it never reaches (MemTotal), so it grows whenever MemAvailable is above
+    # the target
+    [ "$HOG_CHASE" = 0 ] || hog_size=(--size "$(awk '/^MemTotal:/ { printf "%dM", $2 / 1024 }' /proc/meminfo)")
     "$HOG" --target-available "$HOG_TARGET" "${hog_size[@]}" --floor "$HOG_FLOOR" --rate 4096 >"$W/hog.log" 2>&1 &
     HOG_PID=$!
     echo "$HOG_PID" >"$W/hog.pid"
     bm_add_cleanup "kill $HOG_PID 2>/dev/null || true"
-    event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, ${hog_size[*]:-no size}, floor $HOG_FLOOR)"
+    event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, ${hog_size[*]:-no size}, floor $HOG_FLOOR$([ "$HOG_CHASE" = 0 ] || echo ', chasing the target'))"
     if [ "$mode" = control ]; then
         sleep 10
         # what an administrator would set once: idle guests to the floor, the others to
