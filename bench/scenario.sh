@@ -232,14 +232,16 @@ run_one() {
                     /^balloonmgr_passes_total / { p = $2 }
                     /^balloonmgr_host_mode\{/ && $2 == 1 { match($0, /mode="[a-z_]*"/); m = substr($0, RSTART + 6, RLENGTH - 7) }
                     /^balloonmgr_[a-z_]*unmet[a-z_]* / { u = $2 }
-                    END { printf "{\"passes\":%s,\"mode\":\"%s\",\"unmet\":%s}", p == "" ? "null" : p, m, u == "" ? "null" : u }') || met='{}'
+                    /^balloonmgr_hot_cache_inflated_bytes_total / { h = $2 }
+                    END { printf "{\"passes\":%s,\"mode\":\"%s\",\"unmet\":%s,\"hot\":%s}", p == "" ? "null" : p, m,
+                                 u == "" ? "null" : u, h == "" ? "null" : h }') || met='{}'
             fi
             jq -nc --argjson st "$st" --argjson met "$met" --arg t "$t" --arg psi "$psi" \
                 --argjson hog "${hog_rss:-0}" \
                 --argjson avail "$avail" '
                 { t: ($t | tonumber), avail: ($avail * 1024), hog: ($hog * 1024),
                   psi_some: ($psi | split(",")[0] | tonumber), psi_full: ($psi | split(",")[1] | tonumber),
-                  passes: $met.passes, mode: $met.mode, unmet: $met.unmet,
+                  passes: $met.passes, mode: $met.mode, unmet: $met.unmet, hot_taken: $met.hot,
                   doms: [$st.domains[] | { name, state, cur: .current_bytes, max: .maximum_bytes,
                           usable: .usable_bytes, avail: .available_bytes, rss: .rss_bytes,
                           caches: .disk_caches_bytes, reads: .disk_read_bytes,
