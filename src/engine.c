@@ -157,7 +157,7 @@ static bool wants_probe(const BmEngine *e, const BmRow *row)
         return false;
     BmVerifyFeatures v = e->policy ? e->policy->verify_features : BM_VERIFY_AUTO;
     return bm_verify_features_asks(v, d->balloon_known, d->balloon.features_overridden) &&
-           row->rules.exclude != 1;
+           !row->rules.exclude;
 }
 
 /* Linux 6.12's starvation statistics of the running domain of row, where verify_features lets

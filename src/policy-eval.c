@@ -587,7 +587,7 @@ static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRule
     else if (e && e->unresponsive)
         say(x->reason, sizeof(x->reason),
             "unresponsive: its last change stalled; not re-targeted until its balloon moves");
-    else if (rules->exclude == 1)
+    else if (rules->exclude)
         say(x->reason, sizeof(x->reason), "excluded by policy");
     else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0)
         say(x->reason, sizeof(x->reason), "balloon size unknown");
@@ -1318,7 +1318,7 @@ bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
         if (!d->active || d->state != VIR_DOMAIN_RUNNING || (d->balloon_known && !d->balloon.present) ||
             !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
             continue;
-        if (rules->exclude == 1)
+        if (rules->exclude)
             continue;
         const BmLedgerEntry *e = rows->rows[i].entry;
         if (e && (e->in_flight || e->unresponsive))

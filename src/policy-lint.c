@@ -12,17 +12,12 @@
 #include "size.h"
 #include "util.h"
 
-/* The keys whose value is a size (a bare number is KiB). */
-static const char *const size_keys[] = {"reclaim_below", "target_available", "release_above",
-                                        "floor", "keep_free", "max_step", "deadband",
-                                        "protect_swap_in", "protect_cache_reads"};
-
 /* Where a size key was written: the section it is in (the line of its header, 0 before any)
  * and its value's position. */
 typedef struct {
     unsigned section_line;
     unsigned line, col;
-    const char *key;
+    char key[32];
     char value[64];
 } Written;
 
@@ -72,17 +67,14 @@ static Written *scan(const char *text, size_t len, size_t *ret_n)
             }
         while (v_end > v && is_ws(s[v_end - 1]))
             v_end--;
-        const char *key = NULL;
-        for (size_t c = 0; c < BM_ARRAY_SIZE(size_keys); c++)
-            if (strlen(size_keys[c]) == k_len && memcmp(size_keys[c], s + k, k_len) == 0)
-                key = size_keys[c];
-        if (!key || v_end - v >= sizeof(w->value))
+        if (!bm_policy_key_is_size(s + k, k_len) || v_end - v >= sizeof(w->value))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             w = bm_reallocarray(w, cap, sizeof(*w));
         }
-        w[n] = (Written){.section_line = section, .line = line, .col = (unsigned)v + 1, .key = key};
+        w[n] = (Written){.section_line = section, .line = line, .col = (unsigned)v + 1};
+        memcpy(w[n].key, s + k, k_len);
         memcpy(w[n].value, s + v, v_end - v);
         w[n].value[v_end - v] = '\0';
         n++;
@@ -134,8 +126,7 @@ static const BmGuestRules *source_of(const BmPolicy *p, const char *name, size_t
 {
     const BmGuestRules *src = &p->guest;
     for (size_t i = 0; i < p->n_domains; i++) {
-        const BmAmount *a = (const BmAmount *)((const char *)&p->domains[i] + offset);
-        if (a->set && fnmatch(p->domains[i].glob, name, 0) == 0)
+        if ((p->domains[i].set & bm_policy_rule_bit(offset)) && fnmatch(p->domains[i].glob, name, 0) == 0)
             src = &p->domains[i];
     }
     return src;
@@ -160,7 +151,7 @@ static void check_domains(BmDiags *d, const BmPolicy *p, const Written *w, size_
             const BmLintDomain *dom = &host->domains[i];
             const BmGuestRules *src = source_of(p, dom->name, guest_sizes[k].offset);
             const BmAmount *a = (const BmAmount *)((const char *)src + guest_sizes[k].offset);
-            if (!a->set || a->is_percent || a->bytes < dom->max_bytes)
+            if (a->is_percent || a->bytes < dom->max_bytes)
                 continue;
             const Written *at = find(w, n, src->line, guest_sizes[k].key);
             unsigned line = at ? at->line : src->line, col = at ? at->col : 1;

@@ -3,6 +3,7 @@
 
 #include "file.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -21,87 +22,6 @@
 #define VALUE_MAX 64
 #define MAX_STATS_AGE_MAX_S (24u * 3600)
 
-typedef enum {
-    K_INTERVAL,
-    K_RECLAIM_BELOW,
-    K_TARGET_AVAILABLE,
-    K_RELEASE_ABOVE,
-    K_PSI_RECLAIM_ABOVE,
-    K_PSI_RELEASE_BELOW,
-    K_APPLY_TIMEOUT,
-    K_VERIFY_FEATURES,
-    K_FLOOR,
-    K_KEEP_FREE,
-    K_MAX_STEP,
-    K_DEADBAND,
-    K_SHARES,
-    K_PROTECT_MAJOR_FAULTS,
-    K_PROTECT_SWAP_IN,
-    K_PROTECT_CACHE_READS,
-    K_MAX_STATS_AGE,
-    K_EXCLUDE,
-    K_TIMER_INTERVAL,
-    K_TIMER_INFLATE,
-    N_KEYS
-} Key;
-
-static const struct {
-    const char *name;
-    bool host;         /* [host] key; else [guest] / [domain] key */
-    unsigned min, max; /* durations: range in seconds */
-    bool off_ok;       /* durations: "off" means 0 */
-} keys[N_KEYS] = {
-    [K_INTERVAL] = {"interval", true, 1, 3600, false},
-    [K_RECLAIM_BELOW] = {"reclaim_below", true, 0, 0, false},
-    [K_TARGET_AVAILABLE] = {"target_available", true, 0, 0, false},
-    [K_RELEASE_ABOVE] = {"release_above", true, 0, 0, false},
-    [K_PSI_RECLAIM_ABOVE] = {"psi_reclaim_above", true, 0, 0, false},
-    [K_PSI_RELEASE_BELOW] = {"psi_release_below", true, 0, 0, false},
-    [K_APPLY_TIMEOUT] = {"apply_timeout", true, 0, 3600, false},
-    [K_VERIFY_FEATURES] = {"verify_features", true, 0, 0, false},
-    [K_FLOOR] = {"floor", false, 0, 0, false},
-    [K_KEEP_FREE] = {"keep_free", false, 0, 0, false},
-    [K_MAX_STEP] = {"max_step", false, 0, 0, false},
-    [K_DEADBAND] = {"deadband", false, 0, 0, false},
-    [K_SHARES] = {"shares", false, 0, 0, false},
-    [K_PROTECT_MAJOR_FAULTS] = {"protect_major_faults", false, 0, 0, false},
-    [K_PROTECT_SWAP_IN] = {"protect_swap_in", false, 0, 0, false},
-    [K_PROTECT_CACHE_READS] = {"protect_cache_reads", false, 0, 0, false},
-    [K_MAX_STATS_AGE] = {"max_stats_age", false, 0, MAX_STATS_AGE_MAX_S, true},
-    [K_EXCLUDE] = {"exclude", false, 0, 0, false},
-    [K_TIMER_INTERVAL] = {"timer_interval", true, 10, 3600, false},
-    [K_TIMER_INFLATE] = {"timer_inflate", false, 0, 0, false},
-};
-
-static BmAmount pct(uint32_t permille)
-{
-    return (BmAmount){.set = true, .is_percent = true, .permille = permille};
-}
-
-/* The built-in guest rules: every field set. Keep in step with policies/default.policy and
- * balloonmgr.policy(5); test-policy compares them. */
-static BmGuestRules guest_defaults(void)
-{
-    return (BmGuestRules){
-        .floor = pct(250),
-        .keep_free = pct(150),
-        .max_step = pct(250),
-        .deadband = {.set = true, .bytes = 32ull << 20},
-        .shares_set = true,
-        .shares = 100,
-        .protect_major_faults_set = true,
-        .protect_major_faults = 50,
-        .protect_swap_in_set = true,
-        .protect_swap_in = 1ull << 20,
-        .protect_cache_reads_set = true,
-        .protect_cache_reads = 4ull << 20,
-        .max_stats_age_set = true,
-        .max_stats_age_s = 30,
-        .exclude = 0,
-        .timer_inflate = BM_TIMER_INFLATE_DEFLATE_ON_OOM,
-    };
-}
-
 const char *bm_timer_inflate_name(BmTimerInflate v)
 {
     return v == BM_TIMER_INFLATE_ALWAYS ? "always"
@@ -119,59 +39,30 @@ const char *bm_verify_features_name(BmVerifyFeatures v)
     return v == BM_VERIFY_ALWAYS ? "always" : v == BM_VERIFY_NEVER ? "never" : "auto";
 }
 
-BmPolicy *bm_policy_new_default(void)
-{
-    BmPolicy *p = bm_malloc0(sizeof(*p));
-    p->path = bm_strdup("(built-in)");
-    p->interval_s = 10;
-    p->timer_interval_s = 60;
-    p->reclaim_below = pct(100);
-    p->target_available = pct(150);
-    p->release_above = pct(250);
-    p->psi_reclaim_above = 10;
-    p->psi_release_below = 1;
-    p->apply_timeout_s = 60;
-    p->guest = guest_defaults();
-    return p;
-}
+/* --- values */
 
-void bm_policy_free(BmPolicy *p)
-{
-    if (!p)
-        return;
-    free(p->path);
-    free(p->guest.glob);
-    for (size_t i = 0; i < p->n_domains; i++)
-        free(p->domains[i].glob);
-    free(p->domains);
-    free(p);
-}
+typedef struct PolicyKey PolicyKey;
 
-/* --- messages */
-
-typedef enum { IN_NONE, IN_SKIP, IN_HOST, IN_GUEST, IN_DOMAIN } Section;
-
+/* How a key's value is read: into dst, a field of size bytes. Returns 0, or a negative errno
+ * with the reason in the error detail. */
 typedef struct {
-    const char *path;
-    BmPolicy *p;
-    BmDiags diags;
-    size_t cap_domains;
-    Section section;
-    BmGuestRules *rules;  /* where guest keys go: &p->guest, the current domain, &scratch */
-    BmGuestRules scratch; /* keys of a [domain] with a bad glob: checked, then dropped */
-    unsigned *seen;       /* line each key was first set in this section, 0 if not */
-    unsigned host_seen[N_KEYS], guest_seen[N_KEYS], domain_seen[N_KEYS];
-    unsigned host_col[N_KEYS];      /* column of the value of host keys */
-    bool host_bad[N_KEYS];          /* host key with a refused value */
-    char label[BM_QUOTE_MAX * 4 + 32]; /* "[guest]", "[domain \"db-*\"]" */
-} Parser;
+    int (*parse)(const char *v, const PolicyKey *k, void *dst);
+    size_t size;
+    bool word;  /* a word, not a number: a sign is not refused first */
+    bool sized; /* a size: a bare number is KiB (policy-lint warns about small ones) */
+    const char *(*name)(int v); /* choices: the name of each value from 0 until a repeat */
+} KeyType;
 
-#define add_error(ps, ...) bm_diags_add(&(ps)->diags, __VA_ARGS__)
-
-static const char *quote(const char *s, size_t n, char *buf)
-{
-    return bm_quote(s, n, false, buf);
-}
+/* One policy key (systemd's ConfigTableItem): where it goes, how it is read, its default (as
+ * policies/default.policy writes it) and its range. */
+struct PolicyKey {
+    const char *name;
+    bool host; /* [host]; else [guest] and [domain "GLOB"] */
+    const KeyType *type;
+    size_t offset, size; /* the field: in BmPolicy for [host], else in BmGuestRules */
+    const char *def;
+    unsigned min, max; /* durations (seconds) and counts */
+};
 
 static int refuse_sign(const char *s)
 {
@@ -235,26 +126,40 @@ static int parse_percent(const char *s, uint32_t *ret_permille)
     return 0;
 }
 
-static int parse_amount(const char *s, BmAmount *ret)
+/* A size ("512M", a bare number is KiB) or a percentage ("12.5%"). */
+static int parse_amount(const char *s, const PolicyKey *k, void *dst)
 {
-    int r;
+    BmAmount *ret = dst;
+    (void)k;
     if (strchr(s, '%')) {
         uint32_t permille = 0;
-        r = parse_percent(s, &permille);
+        int r = parse_percent(s, &permille);
         if (r < 0)
             return r;
-        *ret = pct(permille);
+        *ret = (BmAmount){.is_percent = true, .permille = permille};
         return 0;
     }
     uint64_t bytes;
-    r = bm_size_parse_plain(s, 1024, &bytes);
+    int r = bm_size_parse_plain(s, 1024, &bytes);
     if (r < 0)
         return r;
-    *ret = (BmAmount){.set = true, .bytes = bytes};
+    *ret = (BmAmount){.bytes = bytes};
     return 0;
 }
 
-/* "10s", "1m", "2h" or bare seconds, whole; "off" = 0 if off_ok. */
+/* An amount that is not 0 (max_step). */
+static int parse_step(const char *s, const PolicyKey *k, void *dst)
+{
+    BmAmount a;
+    int r = parse_amount(s, k, &a);
+    if (r < 0)
+        return r;
+    if (a.is_percent ? a.permille == 0 : a.bytes == 0)
+        return bm_error(-ERANGE, "must be greater than 0 (use exclude to leave a domain alone)");
+    *(BmAmount *)dst = a;
+    return 0;
+}
+
 static const char *format_duration(unsigned s, char *buf, size_t n)
 {
     if (s && s % 3600 == 0)
@@ -266,12 +171,9 @@ static const char *format_duration(unsigned s, char *buf, size_t n)
     return buf;
 }
 
-static int parse_duration(const char *s, Key k, unsigned *ret_s)
+/* "10s", "1m", "2h" or bare seconds, whole, within k's range. */
+static int parse_duration(const char *s, const PolicyKey *k, void *dst)
 {
-    if (keys[k].off_ok && strcasecmp(s, "off") == 0) {
-        *ret_s = 0;
-        return 0;
-    }
     const char *p = s;
     uint64_t n = 0;
     bool huge = false;
@@ -294,21 +196,33 @@ static int parse_duration(const char *s, Key k, unsigned *ret_s)
         return bm_error(-EINVAL, "unknown unit '%s' (use s, m or h)", p);
 
     uint64_t secs;
-    if (huge || __builtin_mul_overflow(n, scale, &secs) || secs < keys[k].min ||
-        secs > keys[k].max) {
+    if (huge || __builtin_mul_overflow(n, scale, &secs) || secs < k->min || secs > k->max) {
         char lo[16], hi[16];
-        format_duration(keys[k].max, hi, sizeof(hi));
-        if (keys[k].min)
+        format_duration(k->max, hi, sizeof(hi));
+        if (k->min)
             return bm_error(-ERANGE, "must be between %s and %s",
-                            format_duration(keys[k].min, lo, sizeof(lo)), hi);
+                            format_duration(k->min, lo, sizeof(lo)), hi);
         return bm_error(-ERANGE, "must be at most %s", hi);
     }
-    *ret_s = (unsigned)secs;
+    *(unsigned *)dst = (unsigned)secs;
     return 0;
 }
 
-static int parse_psi(const char *s, double *ret)
+/* A duration, or "off" = 0. */
+static int parse_duration_or_off(const char *s, const PolicyKey *k, void *dst)
 {
+    if (strcasecmp(s, "off") == 0) {
+        *(unsigned *)dst = 0;
+        return 0;
+    }
+    return parse_duration(s, k, dst);
+}
+
+/* A percentage of PSI "some" avg10, the '%' optional, or "off" = -1. */
+static int parse_psi(const char *s, const PolicyKey *k, void *dst)
+{
+    double *ret = dst;
+    (void)k;
     if (strcasecmp(s, "off") == 0) {
         *ret = -1;
         return 0;
@@ -330,165 +244,240 @@ static int parse_psi(const char *s, double *ret)
     return 0;
 }
 
-static int parse_shares(const char *s, unsigned *ret)
+/* A whole number within k's range. */
+static int parse_count(const char *s, const PolicyKey *k, void *dst)
 {
     const char *p = s;
     uint64_t n = 0;
     for (; *p >= '0' && *p <= '9'; p++)
-        if (n <= 10000)
+        if (n <= k->max)
             n = n * 10 + (uint64_t)(*p - '0');
     if (p == s)
         return bm_error(-EINVAL, "not a number");
     if (*p)
         return bm_error(-EINVAL, "not a whole number");
-    if (n < 1 || n > 10000)
-        return bm_error(-ERANGE, "must be between 1 and 10000");
-    *ret = (unsigned)n;
+    if (n < k->min || n > k->max)
+        return bm_error(-ERANGE, "must be between %u and %u", k->min, k->max);
+    *(unsigned *)dst = (unsigned)n;
     return 0;
 }
 
 /* A number per second; "/s" may follow. */
-static int parse_rate(const char *s, double *ret)
+static int parse_rate(const char *s, const PolicyKey *k, void *dst)
 {
     uint64_t whole, frac, den;
     const char *p;
+    (void)k;
     int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0)
         return r;
     if (strcmp(p, "/s") != 0 && *p)
         return bm_error(-EINVAL, "not a number");
-    *ret = (double)whole + (double)frac / (double)den;
+    *(double *)dst = (double)whole + (double)frac / (double)den;
     return 0;
 }
 
 /* A size per second, bare KiB; "/s" may follow. */
-static int parse_size_rate(const char *s, uint64_t *ret)
+static int parse_size_rate(const char *s, const PolicyKey *k, void *dst)
 {
     char buf[VALUE_MAX + 1];
     size_t n = strlen(s);
+    (void)k;
     if (n >= 2 && strcmp(s + n - 2, "/s") == 0)
         n -= 2;
     memcpy(buf, s, n);
     buf[n] = '\0';
-    return bm_size_parse_plain(buf, 1024, ret);
+    return bm_size_parse_plain(buf, 1024, dst);
 }
 
-static int parse_bool(const char *s, int *ret)
+static int parse_bool(const char *s, const PolicyKey *k, void *dst)
 {
     static const char *yes[] = {"yes", "true", "on"}, *no[] = {"no", "false", "off"};
+    (void)k;
     for (size_t i = 0; i < BM_ARRAY_SIZE(yes); i++) {
         if (strcasecmp(s, yes[i]) == 0) {
-            *ret = 1;
+            *(bool *)dst = true;
             return 0;
         }
         if (strcasecmp(s, no[i]) == 0) {
-            *ret = 0;
+            *(bool *)dst = false;
             return 0;
         }
     }
     return bm_error(-EINVAL, "not a boolean (yes/no, true/false, on/off)");
 }
 
-static BmAmount *amount_field(BmPolicy *p, BmGuestRules *g, Key k)
+/* One of the names of k's type: its value, an int. */
+static int parse_choice(const char *s, const PolicyKey *k, void *dst)
 {
-    switch (k) {
-    case K_RECLAIM_BELOW:
-        return &p->reclaim_below;
-    case K_TARGET_AVAILABLE:
-        return &p->target_available;
-    case K_RELEASE_ABOVE:
-        return &p->release_above;
-    case K_FLOOR:
-        return &g->floor;
-    case K_KEEP_FREE:
-        return &g->keep_free;
-    case K_MAX_STEP:
-        return &g->max_step;
-    default:
-        return &g->deadband;
+    char all[128] = "";
+    const char *(*name)(int) = k->type->name;
+    int n = 0;
+    while (n == 0 || strcmp(name(n), name(0)) != 0)
+        n++;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, name(i)) == 0) {
+            *(int *)dst = i;
+            return 0;
+        }
+        size_t len = strlen(all);
+        snprintf(all + len, sizeof(all) - len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                 name(i));
     }
+    return bm_error(-EINVAL, "not %s", all);
 }
 
-/* Parses value v of key k and stores it in the policy or the current rules. */
-static int set_value(Parser *ps, Key k, const char *v)
+static const char *verify_features_name(int v)
 {
-    BmPolicy *p = ps->p;
-    BmGuestRules *g = ps->rules;
-    BmAmount a;
-    int r;
+    return bm_verify_features_name((BmVerifyFeatures)v);
+}
 
-    /* Every value but a boolean is a number, a size or a duration: no sign. */
-    if (k != K_EXCLUDE && k != K_TIMER_INFLATE) {
-        r = refuse_sign(v);
+static const char *timer_inflate_name(int v)
+{
+    return bm_timer_inflate_name((BmTimerInflate)v);
+}
+
+#define TYPE(fn, field_type, ...) {.parse = fn, .size = sizeof(field_type), __VA_ARGS__}
+static const KeyType T_DURATION = TYPE(parse_duration, unsigned),
+                     T_DURATION_OR_OFF = TYPE(parse_duration_or_off, unsigned),
+                     T_AMOUNT = TYPE(parse_amount, BmAmount, .sized = true),
+                     T_STEP = TYPE(parse_step, BmAmount, .sized = true),
+                     T_PSI = TYPE(parse_psi, double),
+                     T_COUNT = TYPE(parse_count, unsigned),
+                     T_RATE = TYPE(parse_rate, double),
+                     T_SIZE_RATE = TYPE(parse_size_rate, uint64_t, .sized = true),
+                     T_BOOL = TYPE(parse_bool, bool, .word = true),
+                     T_VERIFY_FEATURES = TYPE(parse_choice, BmVerifyFeatures,
+                                              .name = verify_features_name),
+                     T_TIMER_INFLATE = TYPE(parse_choice, BmTimerInflate, .word = true,
+                                            .name = timer_inflate_name);
+
+#define HOST_KEY(key, field, t, d, ...)                                                         \
+    {.name = key, .host = true, .type = &t, .offset = offsetof(BmPolicy, field),               \
+     .size = sizeof(((BmPolicy *)0)->field), .def = d, __VA_ARGS__}
+#define GUEST_KEY(key, field, t, d, ...)                                                        \
+    {.name = key, .type = &t, .offset = offsetof(BmGuestRules, field),                         \
+     .size = sizeof(((BmGuestRules *)0)->field), .def = d, __VA_ARGS__}
+
+/* Every policy key, in the order of balloonmgr.policy(5). The defaults are those of
+ * policies/default.policy (test-policy compares them). */
+static const PolicyKey keys[] = {
+    HOST_KEY("interval", interval_s, T_DURATION, "10s", .min = 1, .max = 3600),
+    HOST_KEY("reclaim_below", reclaim_below, T_AMOUNT, "10%"),
+    HOST_KEY("target_available", target_available, T_AMOUNT, "15%"),
+    HOST_KEY("release_above", release_above, T_AMOUNT, "25%"),
+    HOST_KEY("psi_reclaim_above", psi_reclaim_above, T_PSI, "10"),
+    HOST_KEY("psi_release_below", psi_release_below, T_PSI, "1"),
+    HOST_KEY("apply_timeout", apply_timeout_s, T_DURATION, "1m", .max = 3600),
+    HOST_KEY("verify_features", verify_features, T_VERIFY_FEATURES, "auto"),
+    GUEST_KEY("floor", floor, T_AMOUNT, "25%"),
+    GUEST_KEY("keep_free", keep_free, T_AMOUNT, "15%"),
+    GUEST_KEY("max_step", max_step, T_STEP, "25%"),
+    GUEST_KEY("deadband", deadband, T_AMOUNT, "32M"),
+    GUEST_KEY("shares", shares, T_COUNT, "100", .min = 1, .max = 10000),
+    GUEST_KEY("protect_major_faults", protect_major_faults, T_RATE, "50"),
+    GUEST_KEY("protect_swap_in", protect_swap_in, T_SIZE_RATE, "1M"),
+    GUEST_KEY("protect_cache_reads", protect_cache_reads, T_SIZE_RATE, "4M"),
+    GUEST_KEY("max_stats_age", max_stats_age_s, T_DURATION_OR_OFF, "30s", .max = MAX_STATS_AGE_MAX_S),
+    GUEST_KEY("exclude", exclude, T_BOOL, "no"),
+    HOST_KEY("timer_interval", timer_interval_s, T_DURATION, "1m", .min = 10, .max = 3600),
+    GUEST_KEY("timer_inflate", timer_inflate, T_TIMER_INFLATE, "deflate-on-oom"),
+};
+#define N_KEYS BM_ARRAY_SIZE(keys)
+_Static_assert(BM_ARRAY_SIZE(keys) <= 64, "BmGuestRules.set has a bit per key");
+
+/* The field of key k in the policy p (host keys) or the rules g. */
+static void *destination(const PolicyKey *k, BmPolicy *p, BmGuestRules *g)
+{
+    return (char *)(k->host ? (void *)p : (void *)g) + k->offset;
+}
+
+/* Parses value v of key k into p or g, and marks it set in g. */
+static int set_value(const PolicyKey *k, const char *v, BmPolicy *p, BmGuestRules *g)
+{
+    assert(k->size == k->type->size);
+    if (!k->type->word) {
+        int r = refuse_sign(v);
         if (r < 0)
             return r;
     }
-    switch (k) {
-    case K_INTERVAL:
-        return parse_duration(v, k, &p->interval_s);
-    case K_APPLY_TIMEOUT:
-        return parse_duration(v, k, &p->apply_timeout_s);
-    case K_VERIFY_FEATURES:
-        for (int i = BM_VERIFY_AUTO; i <= BM_VERIFY_NEVER; i++)
-            if (strcmp(v, bm_verify_features_name(i)) == 0) {
-                p->verify_features = i;
-                return 0;
-            }
-        return bm_error(-EINVAL, "not auto, always or never");
-    case K_PSI_RECLAIM_ABOVE:
-        return parse_psi(v, &p->psi_reclaim_above);
-    case K_PSI_RELEASE_BELOW:
-        return parse_psi(v, &p->psi_release_below);
-    case K_RECLAIM_BELOW:
-    case K_TARGET_AVAILABLE:
-    case K_RELEASE_ABOVE:
-    case K_FLOOR:
-    case K_KEEP_FREE:
-    case K_MAX_STEP:
-    case K_DEADBAND:
-        r = parse_amount(v, &a);
-        if (r < 0)
-            return r;
-        if (k == K_MAX_STEP && (a.is_percent ? a.permille == 0 : a.bytes == 0))
-            return bm_error(-ERANGE,
-                            "must be greater than 0 (use exclude to leave a domain alone)");
-        *amount_field(p, g, k) = a;
-        return 0;
-    case K_SHARES:
-        r = parse_shares(v, &g->shares);
-        g->shares_set |= r == 0;
-        return r;
-    case K_PROTECT_MAJOR_FAULTS:
-        r = parse_rate(v, &g->protect_major_faults);
-        g->protect_major_faults_set |= r == 0;
-        return r;
-    case K_PROTECT_SWAP_IN:
-        r = parse_size_rate(v, &g->protect_swap_in);
-        g->protect_swap_in_set |= r == 0;
-        return r;
-    case K_PROTECT_CACHE_READS:
-        r = parse_size_rate(v, &g->protect_cache_reads);
-        g->protect_cache_reads_set |= r == 0;
-        return r;
-    case K_MAX_STATS_AGE:
-        r = parse_duration(v, k, &g->max_stats_age_s);
-        g->max_stats_age_set |= r == 0;
-        return r;
-    case K_EXCLUDE:
-        return parse_bool(v, &g->exclude);
-    case K_TIMER_INTERVAL:
-        return parse_duration(v, k, &p->timer_interval_s);
-    case K_TIMER_INFLATE:
-        for (int i = BM_TIMER_INFLATE_DEFLATE_ON_OOM; i <= BM_TIMER_INFLATE_NEVER; i++)
-            if (strcmp(v, bm_timer_inflate_name(i)) == 0) {
-                g->timer_inflate = i;
-                return 0;
-            }
-        return bm_error(-EINVAL, "not deflate-on-oom, always or never");
-    case N_KEYS:
-        break;
+    int r = k->type->parse(v, k, destination(k, p, g));
+    if (r == 0 && !k->host)
+        g->set |= UINT64_C(1) << (k - keys);
+    return r;
+}
+
+uint64_t bm_policy_rule_bit(size_t offset)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!keys[i].host && keys[i].offset == offset)
+            return UINT64_C(1) << i;
+    return 0;
+}
+
+/* The index of the key named by len bytes at name, or -1. */
+static int key_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strlen(keys[i].name) == len && memcmp(keys[i].name, name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool bm_policy_key_is_size(const char *name, size_t len)
+{
+    int k = key_find(name, len);
+    return k >= 0 && keys[k].type->sized;
+}
+
+BmPolicy *bm_policy_new_default(void)
+{
+    BmPolicy *p = bm_malloc0(sizeof(*p));
+    p->path = bm_strdup("(built-in)");
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int r = set_value(&keys[i], keys[i].def, p, &p->guest);
+        assert(r == 0);
+        (void)r;
     }
-    return -EINVAL;
+    return p;
+}
+
+void bm_policy_free(BmPolicy *p)
+{
+    if (!p)
+        return;
+    free(p->path);
+    free(p->guest.glob);
+    for (size_t i = 0; i < p->n_domains; i++)
+        free(p->domains[i].glob);
+    free(p->domains);
+    free(p);
+}
+
+/* --- messages */
+
+typedef enum { IN_NONE, IN_SKIP, IN_HOST, IN_GUEST, IN_DOMAIN } Section;
+
+typedef struct {
+    const char *path;
+    BmPolicy *p;
+    BmDiags diags;
+    size_t cap_domains;
+    Section section;
+    BmGuestRules *rules;  /* where guest keys go: &p->guest, the current domain, &scratch */
+    BmGuestRules scratch; /* keys of a [domain] with a bad glob: checked, then dropped */
+    unsigned *seen;       /* line each key was first set in this section, 0 if not */
+    unsigned host_seen[N_KEYS], guest_seen[N_KEYS], domain_seen[N_KEYS];
+    unsigned host_col[N_KEYS];      /* column of the value of host keys */
+    bool host_bad[N_KEYS];          /* host key with a refused value */
+    char label[BM_QUOTE_MAX * 4 + 32]; /* "[guest]", "[domain \"db-*\"]" */
+} Parser;
+
+#define add_error(ps, ...) bm_diags_add(&(ps)->diags, __VA_ARGS__)
+
+static const char *quote(const char *s, size_t n, char *buf)
+{
+    return bm_quote(s, n, false, buf);
 }
 
 /* --- lines */
@@ -695,7 +684,7 @@ static void enter_domain(Parser *ps, const char *s, const Header *h, unsigned li
     if (problem) {
         add_error(ps, line, glob + 1, "bad glob '%s': %s", quote(s + glob, glob_end - glob, q),
                   problem);
-        ps->scratch = (BmGuestRules){.exclude = -1, .timer_inflate = -1};
+        ps->scratch = (BmGuestRules){0};
         ps->rules = &ps->scratch;
         return;
     }
@@ -705,7 +694,7 @@ static void enter_domain(Parser *ps, const char *s, const Header *h, unsigned li
         p->domains = bm_reallocarray(p->domains, ps->cap_domains, sizeof(*p->domains));
     }
     BmGuestRules *d = &p->domains[p->n_domains++];
-    *d = (BmGuestRules){.exclude = -1, .timer_inflate = -1, .line = line};
+    *d = (BmGuestRules){.line = line};
     d->glob = bm_malloc0(glob_end - glob + 1);
     memcpy(d->glob, s + glob, glob_end - glob);
     ps->rules = d;
@@ -755,7 +744,7 @@ static void unknown_key(Parser *ps, const char *key, size_t key_len, size_t col,
     int best = -1;
     size_t best_d = 3;
     for (int pass = 0; pass < 2 && best < 0; pass++)
-        for (int c = 0; c < N_KEYS; c++) {
+        for (int c = 0; c < (int)N_KEYS; c++) {
             if ((keys[c].host == in_host) != (pass == 0))
                 continue;
             size_t d = bm_edit_distance(key, key_len, keys[c].name);
@@ -774,19 +763,20 @@ static void unknown_key(Parser *ps, const char *key, size_t key_len, size_t col,
 }
 
 /* The value of key k (at s[v], v_len bytes) into the policy; an error is reported. */
-static void set_key(Parser *ps, Key k, const char *s, size_t v, size_t v_len, unsigned line)
+static void set_key(Parser *ps, const PolicyKey *k, const char *s, size_t v, size_t v_len,
+                    unsigned line)
 {
     char q[BM_QUOTE_SIZE];
     bool in_host = ps->section == IN_HOST;
-    ps->seen[k] = line;
+    ps->seen[k - keys] = line;
     if (in_host)
-        ps->host_col[k] = (unsigned)(v + 1 > UINT32_MAX ? UINT32_MAX : v + 1);
+        ps->host_col[k - keys] = (unsigned)(v + 1 > UINT32_MAX ? UINT32_MAX : v + 1);
     int r = 0;
     if (v_len == 0) {
-        add_error(ps, line, v + 1, "%s: empty value", keys[k].name);
+        add_error(ps, line, v + 1, "%s: empty value", k->name);
         r = -EINVAL;
     } else if (v_len > VALUE_MAX) {
-        add_error(ps, line, v + 1, "%s: '%s': too long", keys[k].name, quote(s + v, v_len, q));
+        add_error(ps, line, v + 1, "%s: '%s': too long", k->name, quote(s + v, v_len, q));
         r = -EINVAL;
     } else {
         char value[VALUE_MAX + 1];
@@ -797,14 +787,14 @@ static void set_key(Parser *ps, Key k, const char *s, size_t v, size_t v_len, un
                 r = bm_error(-EINVAL, "contains a control character");
         if (r == 0) {
             bm_error_reset();
-            r = set_value(ps, k, value);
+            r = set_value(k, value, ps->p, ps->rules);
         }
         if (r < 0)
-            add_error(ps, line, v + 1, "%s: '%s': %s", keys[k].name, quote(value, v_len, q),
+            add_error(ps, line, v + 1, "%s: '%s': %s", k->name, quote(value, v_len, q),
                       bm_error_detail(r));
     }
     if (r < 0 && in_host)
-        ps->host_bad[k] = true;
+        ps->host_bad[k - keys] = true;
 }
 
 /* Where the key is in the section: known, in this section, not seen before. Returns the key,
@@ -812,10 +802,7 @@ static void set_key(Parser *ps, Key k, const char *s, size_t v, size_t v_len, un
 static int check_key(Parser *ps, const char *s, size_t key, size_t key_len, unsigned line)
 {
     char q[BM_QUOTE_SIZE];
-    int k = -1;
-    for (int c = 0; c < N_KEYS; c++)
-        if (strlen(keys[c].name) == key_len && memcmp(keys[c].name, s + key, key_len) == 0)
-            k = c;
+    int k = key_find(s + key, key_len);
     if (ps->section == IN_SKIP)
         return -1;
     if (ps->section == IN_NONE) {
@@ -882,7 +869,7 @@ static void parse_line(Parser *ps, const char *s, size_t n, unsigned line)
         v_end--;
     int k = check_key(ps, s, key, key_len, line);
     if (k >= 0)
-        set_key(ps, (Key)k, s, v, v_end - v, line);
+        set_key(ps, &keys[k], s, v, v_end - v, line);
 }
 
 /* --- whole-file checks */
@@ -899,7 +886,7 @@ static const char *format_amount(BmAmount a, char *buf, size_t n)
 }
 
 /* Where to report a problem among keys ks: the line and column of the last one set. */
-static bool last_of(const Parser *ps, const Key *ks, size_t n, unsigned *ret_line,
+static bool last_of(const Parser *ps, const int *ks, size_t n, unsigned *ret_line,
                     unsigned *ret_col)
 {
     bool any = false;
@@ -921,7 +908,8 @@ static void check_thresholds(Parser *ps)
     const BmPolicy *p = ps->p;
     unsigned line, col;
 
-    static const Key mem[] = {K_RECLAIM_BELOW, K_TARGET_AVAILABLE, K_RELEASE_ABOVE};
+    const int mem[] = {key_find("reclaim_below", 13), key_find("target_available", 16),
+                       key_find("release_above", 13)};
     const BmAmount *a[] = {&p->reclaim_below, &p->target_available, &p->release_above};
     if (last_of(ps, mem, 3, &line, &col) && a[0]->is_percent == a[1]->is_percent &&
         a[1]->is_percent == a[2]->is_percent) {
@@ -977,14 +965,14 @@ static void check_thresholds(Parser *ps)
                   b[0], b[1], b[2], where);
     }
 
-    static const Key psi[] = {K_PSI_RELEASE_BELOW, K_PSI_RECLAIM_ABOVE};
+    const int psi[] = {key_find("psi_release_below", 17), key_find("psi_reclaim_above", 17)};
     if (last_of(ps, psi, 2, &line, &col) && p->psi_release_below >= 0 &&
         p->psi_reclaim_above >= 0 && !(p->psi_release_below < p->psi_reclaim_above)) {
         add_error(ps, line, col,
                   "thresholds out of order: need psi_release_below < psi_reclaim_above, "
                   "got %g%%%s, %g%%%s",
-                  p->psi_release_below, ps->host_seen[K_PSI_RELEASE_BELOW] ? "" : " (default)",
-                  p->psi_reclaim_above, ps->host_seen[K_PSI_RECLAIM_ABOVE] ? "" : " (default)");
+                  p->psi_release_below, ps->host_seen[psi[0]] ? "" : " (default)",
+                  p->psi_reclaim_above, ps->host_seen[psi[1]] ? "" : " (default)");
     }
 }
 
@@ -1071,30 +1059,13 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
 
 /* --- use */
 
+/* The rules of a [domain] section s over r: those it sets, and its line. */
 static void apply_rules(BmGuestRules *r, const BmGuestRules *s)
 {
-    if (s->floor.set)
-        r->floor = s->floor;
-    if (s->keep_free.set)
-        r->keep_free = s->keep_free;
-    if (s->max_step.set)
-        r->max_step = s->max_step;
-    if (s->deadband.set)
-        r->deadband = s->deadband;
-    if (s->shares_set)
-        r->shares = s->shares;
-    if (s->protect_major_faults_set)
-        r->protect_major_faults = s->protect_major_faults;
-    if (s->protect_swap_in_set)
-        r->protect_swap_in = s->protect_swap_in;
-    if (s->protect_cache_reads_set)
-        r->protect_cache_reads = s->protect_cache_reads;
-    if (s->max_stats_age_set)
-        r->max_stats_age_s = s->max_stats_age_s;
-    if (s->exclude >= 0)
-        r->exclude = s->exclude;
-    if (s->timer_inflate >= 0)
-        r->timer_inflate = s->timer_inflate;
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (s->set & (UINT64_C(1) << i))
+            memcpy((char *)r + keys[i].offset, (const char *)s + keys[i].offset, keys[i].size);
+    r->set |= s->set;
     r->line = s->line;
 }
 
@@ -1103,8 +1074,7 @@ unsigned long bm_policy_rules_lookups;
 void bm_policy_rules_for(const BmPolicy *p, const char *domain_name, BmGuestRules *ret)
 {
     bm_policy_rules_lookups++;
-    BmGuestRules r = guest_defaults();
-    apply_rules(&r, &p->guest);
+    BmGuestRules r = p->guest;
     for (size_t i = 0; domain_name && i < p->n_domains; i++)
         if (fnmatch(p->domains[i].glob, domain_name, 0) == 0)
             apply_rules(&r, &p->domains[i]);

@@ -10,37 +10,10 @@
 
 /* A size written as bytes ("512M") or as a percentage of a reference ("25%"). */
 typedef struct {
-    bool set;
     bool is_percent;
     uint64_t bytes;      /* when !is_percent */
     uint32_t permille;   /* when is_percent: tenths of a percent, 0..1000 ("12.5%" = 125) */
 } BmAmount;
-
-/* Rules for a guest. Every field has a set flag so that a [domain "GLOB"] section overrides
- * only what it names. References of percentages are in the comments. */
-typedef struct {
-    char *glob;              /* NULL for [guest]; the pattern of [domain "GLOB"] */
-    unsigned line;           /* line of the section header (0 for built-in defaults) */
-    BmAmount floor;          /* never below this; % of maximum. <min_guarantee> raises it */
-    BmAmount keep_free;      /* headroom the guest keeps usable after an inflate; % of maximum */
-    BmAmount max_step;       /* largest change of one pass; % of maximum */
-    BmAmount deadband;       /* smaller changes are not made; % of maximum */
-    bool shares_set;
-    unsigned shares;         /* weight, 1..10000: more shares, less reclaimed (default 100) */
-    bool protect_major_faults_set;
-    double protect_major_faults; /* per second; above: guest under pressure (0 = off) */
-    bool protect_swap_in_set;
-    uint64_t protect_swap_in;    /* bytes per second; above: under pressure (0 = off) */
-    bool protect_cache_reads_set;
-    uint64_t protect_cache_reads; /* bytes per second its disk reads rose by since before its
-                                   * first inflate of the episode: its page cache is hot (0 =
-                                   * off) */
-    bool max_stats_age_set;
-    unsigned max_stats_age_s;    /* older guest stats are stale (0 = no limit) */
-    int exclude;                 /* -1 unset, 0 no, 1 yes: never touch this domain */
-    int timer_inflate;           /* -1 unset, else BmTimerInflate: what a timer's pass (no
-                                  * look at the guest until the next one) may inflate */
-} BmGuestRules;
 
 /* Which guests a pass of the timer (`run --once`: nothing looks at a guest until the next
  * pass, timer_interval later) inflates. A guest that cannot deflate itself stays short of
@@ -50,6 +23,41 @@ typedef enum {
     BM_TIMER_INFLATE_ALWAYS,         /* any guest, as the agent would */
     BM_TIMER_INFLATE_NEVER,          /* none: the timer only gives memory back */
 } BmTimerInflate;
+
+/* Rules for a guest. A [domain "GLOB"] section overrides only the keys it names: their bits
+ * in set. [guest] and bm_policy_rules_for()'s result have every rule. References of
+ * percentages are in the comments. */
+typedef struct {
+    char *glob;              /* NULL for [guest]; the pattern of [domain "GLOB"] */
+    unsigned line;           /* line of the section header (0 for built-in defaults) */
+    uint64_t set;            /* the rules a [domain] section gives: BM_RULE_BIT(field) */
+    BmAmount floor;          /* never below this; % of maximum. <min_guarantee> raises it */
+    BmAmount keep_free;      /* headroom the guest keeps usable after an inflate; % of maximum */
+    BmAmount max_step;       /* largest change of one pass; % of maximum */
+    BmAmount deadband;       /* smaller changes are not made; % of maximum */
+    unsigned shares;         /* weight, 1..10000: more shares, less reclaimed (default 100) */
+    double protect_major_faults; /* per second; above: guest under pressure (0 = off) */
+    uint64_t protect_swap_in;    /* bytes per second; above: under pressure (0 = off) */
+    uint64_t protect_cache_reads; /* bytes per second its disk reads rose by since before its
+                                   * first inflate of the episode: its page cache is hot (0 =
+                                   * off) */
+    unsigned max_stats_age_s;    /* older guest stats are stale (0 = no limit) */
+    bool exclude;                /* never touch this domain */
+    BmTimerInflate timer_inflate; /* what a timer's pass (no look at the guest until the next
+                                   * one) may inflate */
+} BmGuestRules;
+
+/* The bit in BmGuestRules.set of the rule at offset in BmGuestRules (the key whose
+ * destination it is), 0 if no key sets it. */
+uint64_t bm_policy_rule_bit(size_t offset);
+#define BM_RULE_BIT(field) bm_policy_rule_bit(offsetof(BmGuestRules, field))
+
+/* Sets rule field of a [domain] section to value, as the key would (tests, lint). */
+#define BM_RULE_SET(rules, field, value) \
+    ((rules)->field = (value), (rules)->set |= BM_RULE_BIT(field))
+
+/* Whether the policy key of len bytes at name takes a size (a bare number is KiB). */
+bool bm_policy_key_is_size(const char *name, size_t len);
 
 /* "deflate-on-oom", "always", "never". */
 const char *bm_timer_inflate_name(BmTimerInflate v);

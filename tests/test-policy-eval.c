@@ -68,14 +68,13 @@ static const BmDecision *dec(const BmPlan *p, const char *name)
     return NULL;
 }
 
-/* the default policy with one [domain "GLOB"] section (exclude unset); caller frees */
+/* the default policy with one [domain "GLOB"] section that sets nothing; caller frees */
 static BmPolicy *policy_with_domain(const char *glob)
 {
     BmPolicy *p = bm_policy_new_default();
     p->domains = bm_malloc0(sizeof(BmGuestRules));
     p->n_domains = 1;
     p->domains[0].glob = bm_strdup(glob);
-    p->domains[0].exclude = -1;
     return p;
 }
 
@@ -154,8 +153,7 @@ static void test_shares_weigh_the_reclaim(void)
     BmHost h = host(MEM_TOTAL, 5 * GiB);
     BmDomain d[] = {guest("s100", 16 * GiB, 16 * GiB, 12 * GiB), guest("s200", 16 * GiB, 16 * GiB, 12 * GiB)};
     _cleanup_(bm_policy_freep) BmPolicy *p2 = policy_with_domain("s200");
-    p2->domains[0].shares_set = true;
-    p2->domains[0].shares = 200;
+    BM_RULE_SET(&p2->domains[0], shares, 200);
     BmPlan p = eval(&h, d, 2, NULL, p2);
     uint64_t t100 = dec(&p, "s100")->current_bytes - dec(&p, "s100")->target_bytes;
     uint64_t t200 = dec(&p, "s200")->current_bytes - dec(&p, "s200")->target_bytes;
@@ -187,7 +185,6 @@ static void test_stale_or_missing_stats_never_inflate(void)
 
     /* max_stats_age 0 disables the age check (not the missing-stats check) */
     _cleanup_(bm_policy_freep) BmPolicy *p3 = bm_policy_new_default();
-    p3->guest.max_stats_age_set = true;
     p3->guest.max_stats_age_s = 0;
     p = eval(&h, d, 3, NULL, p3);
     ok(dec(&p, "stale")->action == BM_ACT_INFLATE, "max_stats_age 0: old stats accepted");
@@ -363,7 +360,7 @@ static void test_skips(void)
     d[0].state = VIR_DOMAIN_SHUTOFF;
     d[1].balloon.present = false;
     _cleanup_(bm_policy_freep) BmPolicy *p2 = policy_with_domain("ex-*");
-    p2->domains[0].exclude = 1;
+    BM_RULE_SET(&p2->domains[0], exclude, true);
     BmPlan p = eval(&h, d, 3, NULL, p2);
     is_str(dec(&p, "off")->reason, "not running", "shut off: skipped");
     is_str(dec(&p, "nob")->reason, "no balloon device", "no balloon: skipped");

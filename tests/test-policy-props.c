@@ -65,12 +65,12 @@ static BmAmount random_amount(bool nonzero)
         uint32_t pm = (uint32_t)below(1001);
         if (nonzero && pm == 0)
             pm = 1;
-        return (BmAmount){.set = true, .is_percent = true, .permille = pm};
+        return (BmAmount){.is_percent = true, .permille = pm};
     }
     uint64_t b = chance(10) ? below(4096) : size_between(20, 36);
     if (nonzero && b == 0)
         b = 1;
-    return (BmAmount){.set = true, .bytes = b};
+    return (BmAmount){.bytes = b};
 }
 
 /* --- random cases */
@@ -105,32 +105,26 @@ typedef struct {
 static void random_rules(BmGuestRules *g, bool all)
 {
     if (all || chance(50))
-        g->floor = random_amount(false);
+        BM_RULE_SET(g, floor, random_amount(false));
     if (all || chance(50))
-        g->keep_free = random_amount(false);
+        BM_RULE_SET(g, keep_free, random_amount(false));
     if (all || chance(50))
-        g->max_step = random_amount(true);
+        BM_RULE_SET(g, max_step, random_amount(true));
     if (all || chance(50))
-        g->deadband = chance(30) ? (BmAmount){.set = true, .bytes = 0} : random_amount(false);
+        BM_RULE_SET(g, deadband, chance(30) ? (BmAmount){.bytes = 0} : random_amount(false));
     if (all || chance(40)) {
-        g->shares_set = true;
         static const unsigned edges[] = {1, 2, 100, 9999, 10000};
-        g->shares = chance(20) ? edges[below(BM_ARRAY_SIZE(edges))] : 1 + (unsigned)below(10000);
+        BM_RULE_SET(g, shares,
+                    chance(20) ? edges[below(BM_ARRAY_SIZE(edges))] : 1 + (unsigned)below(10000));
     }
-    if (all || chance(40)) {
-        g->protect_major_faults_set = true;
-        g->protect_major_faults = chance(20) ? 0 : (double)below(2000) / 10;
-    }
-    if (all || chance(40)) {
-        g->protect_swap_in_set = true;
-        g->protect_swap_in = chance(20) ? 0 : size_between(10, 26);
-    }
-    if (all || chance(40)) {
-        g->max_stats_age_set = true;
-        g->max_stats_age_s = chance(20) ? 0 : 1 + (unsigned)below(600);
-    }
+    if (all || chance(40))
+        BM_RULE_SET(g, protect_major_faults, chance(20) ? 0 : (double)below(2000) / 10);
+    if (all || chance(40))
+        BM_RULE_SET(g, protect_swap_in, chance(20) ? 0 : size_between(10, 26));
+    if (all || chance(40))
+        BM_RULE_SET(g, max_stats_age_s, chance(20) ? 0 : 1 + (unsigned)below(600));
     if (chance(all ? 0 : 10))
-        g->exclude = (int)below(2);
+        BM_RULE_SET(g, exclude, below(2) == 1);
 }
 
 static const char *const globs[] = {
@@ -146,9 +140,9 @@ static void random_policy(Case *c)
         uint32_t a = (uint32_t)below(900);
         uint32_t b = a + 1 + (uint32_t)below(999 - a);
         uint32_t r = b + 1 + (uint32_t)below(1000 - b);
-        p->reclaim_below = (BmAmount){.set = true, .is_percent = true, .permille = a};
-        p->target_available = (BmAmount){.set = true, .is_percent = true, .permille = b};
-        p->release_above = (BmAmount){.set = true, .is_percent = true, .permille = r};
+        p->reclaim_below = (BmAmount){.is_percent = true, .permille = a};
+        p->target_available = (BmAmount){.is_percent = true, .permille = b};
+        p->release_above = (BmAmount){.is_percent = true, .permille = r};
     }
     if (chance(50)) {
         p->psi_reclaim_above = chance(20) ? -1 : (double)below(1000) / 10;
@@ -164,7 +158,7 @@ static void random_policy(Case *c)
         p->domains = bm_malloc0(nd * sizeof(BmGuestRules));
         p->n_domains = nd;
         for (size_t i = 0; i < nd; i++) {
-            p->domains[i] = (BmGuestRules){.exclude = -1, .line = (unsigned)(10 + i)};
+            p->domains[i] = (BmGuestRules){.line = (unsigned)(10 + i)};
             p->domains[i].glob = bm_strdup(globs[below(BM_ARRAY_SIZE(globs))]);
             random_rules(&p->domains[i], false);
         }
@@ -412,7 +406,7 @@ static void model_guest(const Case *c, const BmDomain *d, Model *m)
     m->must_skip = !d->active || d->state == VIR_DOMAIN_PAUSED ||
                    d->state == VIR_DOMAIN_PMSUSPENDED ||
                    (d->balloon_known && !d->balloon.present) ||
-                   (p && (p->busy || p->unresponsive)) || r->exclude == 1 ||
+                   (p && (p->busy || p->unresponsive)) || r->exclude ||
                    !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0 ||
                    (m->no_return && d->actual_bytes >= d->max_bytes);
     if (!m->must_skip) {
@@ -481,23 +475,30 @@ static const char *amount(BmAmount a)
     static char bufs[16][32];
     static unsigned next;
     char *buf = bufs[next++ % 16];
-    if (!a.set)
-        snprintf(buf, 32, "unset");
-    else if (a.is_percent)
+    if (a.is_percent)
         snprintf(buf, 32, "%u.%u%%", a.permille / 10, a.permille % 10);
     else
         snprintf(buf, 32, "%" PRIu64 "b", a.bytes);
     return buf;
 }
 
+/* "(unset) " when rules g do not give the rule with bit, else "". */
+static const char *unset(const BmGuestRules *g, uint64_t bit)
+{
+    return g->set & bit ? "" : "(unset) ";
+}
+
 static void dump_rules(const char *what, const BmGuestRules *g)
 {
-    diag("  %s: floor %s keep_free %s max_step %s deadband %s shares %s%u faults %s%g swap_in "
-         "%s%" PRIu64 " max_stats_age %s%u exclude %d",
-         what, amount(g->floor), amount(g->keep_free), amount(g->max_step), amount(g->deadband),
-         g->shares_set ? "" : "(unset)", g->shares, g->protect_major_faults_set ? "" : "(unset)",
-         g->protect_major_faults, g->protect_swap_in_set ? "" : "(unset)", g->protect_swap_in,
-         g->max_stats_age_set ? "" : "(unset)", g->max_stats_age_s, g->exclude);
+    diag("  %s: floor %s%s keep_free %s%s max_step %s%s deadband %s%s shares %s%u faults %s%g "
+         "swap_in %s%" PRIu64 " max_stats_age %s%u exclude %s%d",
+         what, unset(g, BM_RULE_BIT(floor)), amount(g->floor), unset(g, BM_RULE_BIT(keep_free)),
+         amount(g->keep_free), unset(g, BM_RULE_BIT(max_step)), amount(g->max_step),
+         unset(g, BM_RULE_BIT(deadband)), amount(g->deadband), unset(g, BM_RULE_BIT(shares)),
+         g->shares, unset(g, BM_RULE_BIT(protect_major_faults)), g->protect_major_faults,
+         unset(g, BM_RULE_BIT(protect_swap_in)), g->protect_swap_in,
+         unset(g, BM_RULE_BIT(max_stats_age_s)), g->max_stats_age_s,
+         unset(g, BM_RULE_BIT(exclude)), g->exclude);
 }
 
 static void dump_case(const Case *c, uint64_t seed, size_t index, const BmPlan *plan)

@@ -20,18 +20,18 @@
 
 static bool amount_eq(BmAmount a, BmAmount b)
 {
-    return a.set == b.set && a.is_percent == b.is_percent &&
+    return a.is_percent == b.is_percent &&
            (a.is_percent ? a.permille == b.permille : a.bytes == b.bytes);
 }
 
 static bool is_pct(BmAmount a, uint32_t permille)
 {
-    return a.set && a.is_percent && a.permille == permille;
+    return a.is_percent && a.permille == permille;
 }
 
 static bool is_bytes(BmAmount a, uint64_t bytes)
 {
-    return a.set && !a.is_percent && a.bytes == bytes;
+    return !a.is_percent && a.bytes == bytes;
 }
 
 /* Parses fixture tests/data/policy/REL, named REL in messages. */
@@ -57,12 +57,12 @@ static void test_defaults(void)
     ok(is_pct(p->guest.floor, 250) && is_pct(p->guest.keep_free, 150) &&
            is_pct(p->guest.max_step, 250) && is_bytes(p->guest.deadband, 32 * MiB),
        "default floor 25%%, keep_free 15%%, max_step 25%%, deadband 32M");
-    ok(p->guest.shares_set && p->guest.shares == 100, "default shares 100");
-    ok(p->guest.protect_major_faults_set && p->guest.protect_major_faults == 50,
+    ok(p->guest.shares == 100, "default shares 100");
+    ok(p->guest.protect_major_faults == 50,
        "default protect_major_faults 50");
-    ok(p->guest.protect_swap_in_set && p->guest.protect_swap_in == MiB,
+    ok(p->guest.protect_swap_in == MiB,
        "default protect_swap_in 1M");
-    ok(p->guest.max_stats_age_set && p->guest.max_stats_age_s == 30, "default max_stats_age 30s");
+    ok(p->guest.max_stats_age_s == 30, "default max_stats_age 30s");
     ok(p->guest.exclude == 0, "default exclude no");
     ok(p->n_domains == 0 && p->domains == NULL && p->guest.glob == NULL, "no [domain] sections");
     is_str(p->path, "(built-in)", "built-in path");
@@ -100,17 +100,14 @@ static void test_default_file_matches(void)
     ok(amount_eq(fg->keep_free, dg->keep_free), "default.policy: keep_free");
     ok(amount_eq(fg->max_step, dg->max_step), "default.policy: max_step");
     ok(amount_eq(fg->deadband, dg->deadband), "default.policy: deadband");
-    ok(fg->shares_set == dg->shares_set && fg->shares == dg->shares, "default.policy: shares");
-    ok(fg->protect_major_faults_set == dg->protect_major_faults_set &&
-           fg->protect_major_faults == dg->protect_major_faults,
+    ok(fg->shares == dg->shares, "default.policy: shares");
+    ok(fg->protect_major_faults == dg->protect_major_faults,
        "default.policy: protect_major_faults");
-    ok(fg->protect_swap_in_set == dg->protect_swap_in_set &&
-           fg->protect_swap_in == dg->protect_swap_in,
+    ok(fg->protect_swap_in == dg->protect_swap_in,
        "default.policy: protect_swap_in");
-    ok(fg->protect_cache_reads_set == dg->protect_cache_reads_set &&
-           fg->protect_cache_reads == dg->protect_cache_reads,
+    ok(fg->protect_cache_reads == dg->protect_cache_reads,
        "default.policy: protect_cache_reads");
-    ok(fg->max_stats_age_set == dg->max_stats_age_set && fg->max_stats_age_s == dg->max_stats_age_s,
+    ok(fg->max_stats_age_s == dg->max_stats_age_s,
        "default.policy: max_stats_age");
     ok(fg->exclude == dg->exclude, "default.policy: exclude");
     ok(fg->timer_inflate == dg->timer_inflate && dg->timer_inflate == BM_TIMER_INFLATE_DEFLATE_ON_OOM,
@@ -227,8 +224,8 @@ static void test_good_values(void)
         ok(!r.glob, "rules_for leaves glob NULL");
         r = rules(p, NULL);
         ok(is_pct(r.floor, 200), "no name: [guest] only");
-        ok(p->domains[0].exclude == -1 && !p->domains[0].protect_swap_in_set &&
-               !p->domains[0].keep_free.set,
+        ok(!(p->domains[0].set & (BM_RULE_BIT(exclude) | BM_RULE_BIT(protect_swap_in) |
+                                  BM_RULE_BIT(keep_free))),
            "a [domain] section leaves what it does not name unset");
     }
     bm_policy_free(TAKE_PTR(p));
@@ -398,10 +395,10 @@ static void test_load(void)
 
 static void test_amounts(void)
 {
-    BmAmount b = {.set = true, .bytes = 5 * GiB};
-    BmAmount q = {.set = true, .is_percent = true, .permille = 250};
-    BmAmount h = {.set = true, .is_percent = true, .permille = 1000};
-    BmAmount t = {.set = true, .is_percent = true, .permille = 125};
+    BmAmount b = {.bytes = 5 * GiB};
+    BmAmount q = {.is_percent = true, .permille = 250};
+    BmAmount h = {.is_percent = true, .permille = 1000};
+    BmAmount t = {.is_percent = true, .permille = 125};
     is_u64(bm_amount_bytes(b, 8 * GiB), 5 * GiB, "bytes ignore the reference");
     is_u64(bm_amount_bytes(q, 8 * GiB), 2 * GiB, "25%% of 8 GiB");
     is_u64(bm_amount_bytes(t, 8 * GiB), GiB, "12.5%% of 8 GiB");
