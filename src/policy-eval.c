@@ -52,16 +52,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* "1.5 GiB" (or "?" for BM_ABSENT) into buf, which the caller owns (SIZE_TEXT_LEN bytes). */
-#define SIZE_TEXT_LEN 32
-static const char *size_text(uint64_t bytes, char *buf)
-{
-    return bm_present(bytes) ? bm_size_format(bytes, buf, SIZE_TEXT_LEN) : "?";
-}
-
-/* size_text() into a buffer of the calling block (a compound literal): each SZ() of one
- * printf has its own, however many there are. */
-#define SZ(bytes) size_text((bytes), (char[SIZE_TEXT_LEN]){""})
+#define SZ(bytes) BM_SZ(bytes)
 
 static void say(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *buf, size_t n, const char *fmt, ...)

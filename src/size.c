@@ -176,3 +176,8 @@ const char *bm_size_format(uint64_t bytes, char *buf, size_t n)
         snprintf(buf, n, "%" PRIu64 ".%" PRIu64 " %s", whole, tenths, units[u]);
     return buf;
 }
+
+const char *bm_size_text(uint64_t bytes, char *buf)
+{
+    return bytes != UINT64_MAX ? bm_size_format(bytes, buf, BM_SIZE_TEXT_LEN) : "?";
+}

@@ -28,3 +28,11 @@ int bm_size_parse_plain(const char *s, uint64_t default_scale, uint64_t *ret_byt
 /* Formats bytes for a person: "0 B", "512 KiB", "1.5 GiB", "3 GiB" (1024-based, one decimal
  * unless whole). Writes at most n bytes to buf; returns buf. */
 const char *bm_size_format(uint64_t bytes, char *buf, size_t n);
+
+/* bm_size_format() into buf (BM_SIZE_TEXT_LEN bytes, the caller's), "?" for BM_ABSENT. */
+#define BM_SIZE_TEXT_LEN 32
+const char *bm_size_text(uint64_t bytes, char *buf);
+
+/* bm_size_text() into a buffer of the calling block (a compound literal): each BM_SZ() of one
+ * printf has its own, however many there are. */
+#define BM_SZ(bytes) bm_size_text((bytes), (char[BM_SIZE_TEXT_LEN]){""})
