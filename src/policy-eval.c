@@ -201,7 +201,7 @@ typedef struct {
     double weight;      /* take: idle * 100 / shares */
     uint64_t potential; /* take: host bytes it could give back in all, max_step aside */
     uint64_t amount;    /* decided */
-    const char *cap;    /* take: what limits want: "max_step", "floor", "keep_free", "backed memory" */
+    BmTakeCap cap;      /* take: what limits want */
     unsigned yield;     /* take: permille of an inflate the host is expected to get back */
     BmYield learned;    /* what the ledger learned of its inflates (zeroed: nothing) */
     const char *no_return; /* why inflating it returns nothing to the host, or NULL */
@@ -563,25 +563,23 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
     }
 }
 
-/* Why a domain is not managed this pass (reason set, true), or false. */
-static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRules *rules, BmDecision *x)
+/* Why a domain is not managed this pass (c set, true), or false. */
+static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRules *rules, BmReason *c)
 {
     if (!d->active)
-        say(x->reason, sizeof(x->reason), "not running");
+        c->code = BM_REASON_NOT_RUNNING;
     else if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED)
-        say(x->reason, sizeof(x->reason), "%s: its guest cannot move the balloon",
-            bm_snapshot_run_state_name(d->state));
+        *c = (BmReason){.code = BM_REASON_PAUSED, .run_state = d->state};
     else if (d->balloon_known && !d->balloon.present)
-        say(x->reason, sizeof(x->reason), "no balloon device");
+        c->code = BM_REASON_NO_BALLOON;
     else if (e && e->in_flight)
-        say(x->reason, sizeof(x->reason), "a change is still in flight");
+        c->code = BM_REASON_IN_FLIGHT;
     else if (e && e->unresponsive)
-        say(x->reason, sizeof(x->reason),
-            "unresponsive: its last change stalled; not re-targeted until its balloon moves");
+        c->code = BM_REASON_UNRESPONSIVE;
     else if (rules->exclude)
-        say(x->reason, sizeof(x->reason), "excluded by policy");
+        c->code = BM_REASON_EXCLUDED;
     else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0)
-        say(x->reason, sizeof(x->reason), "balloon size unknown");
+        c->code = BM_REASON_SIZE_UNKNOWN;
     else
         return false;
     return true;
@@ -618,7 +616,9 @@ static void set_limits(const BmDomain *d, unsigned pace, BmDecision *x, Work *k)
         uint64_t by_headroom = gp->headroom_bytes - keep;
         uint64_t by_floor = cur > floor ? cur - floor : 0;
         x->idle_bytes = min_u64(by_headroom, by_floor);
-        k->cap = k->step < x->idle_bytes ? "max_step" : by_floor < by_headroom ? "floor" : "keep_free";
+        k->cap = k->step < x->idle_bytes  ? BM_CAP_MAX_STEP
+                 : by_floor < by_headroom ? BM_CAP_FLOOR
+                                          : BM_CAP_KEEP_FREE;
     }
 }
 
@@ -730,13 +730,13 @@ static void set_take(BmDecision *x, Work *k)
      * reported) gives the host nothing */
     if (bm_present(x->backed_free_bytes) && k->skip + x->backed_free_bytes < k->want) {
         k->want = k->skip + x->backed_free_bytes;
-        k->cap = "backed memory";
+        k->cap = BM_CAP_BACKED;
     }
     uint64_t probe = probe_cap(&k->learned, x->idle_bytes, x->backed_free_bytes, k->deadband,
                                k->reports || k->skip);
     if (probe < k->want) {
         k->want = probe;
-        k->cap = "a first, probing inflate";
+        k->cap = BM_CAP_PROBE;
     }
     /* where its free memory ends (the balloon takes free pages first: those the host does not
      * back, skip, among them); the rest of its idle memory is page cache (all free when the
@@ -784,12 +784,9 @@ static void set_role(BmDecision *x, Work *k)
         k->role = ROLE_NONE;
     } else if (gp->stale) {
         x->action = BM_ACT_SKIP;
-        if (!bm_present(gp->headroom_bytes))
-            say(x->reason, sizeof(x->reason), "no guest memory stats: never inflated");
-        else
-            say(x->reason, sizeof(x->reason),
-                "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
-                gp->stats_age_s, k->rules.max_stats_age_s);
+        x->cause = (BmReason){.code = bm_present(gp->headroom_bytes) ? BM_REASON_STALE
+                                                                     : BM_REASON_NO_STATS,
+                              .max_stats_age_s = k->rules.max_stats_age_s};
     } else if (gp->under_pressure && !keeps_hot_cache(x, k)) {
         /* it thrashes after our inflates: they are given back, and its cache is hot */
         k->role = ROLE_GIVE_PROTECTED;
@@ -882,14 +879,14 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     x->action = BM_ACT_SKIP;
     k->rules = row->rules;
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
-    if (skipped(d, e, &k->rules, x)) {
+    if (skipped(d, e, &k->rules, &x->cause)) {
         k->in_flight = in_flight_return(d, e);
         return;
     }
     set_limits(d, pace_of(policy, horizon_s), x, k);
     k->no_return = no_return_reason(d);
     if (k->no_return && d->actual_bytes >= d->max_bytes) {
-        say(x->reason, sizeof(x->reason), "ballooning returns nothing to the host: %s", k->no_return);
+        x->cause = (BmReason){.code = BM_REASON_RETURNS_NOTHING, .no_return = k->no_return};
         x->returns_nothing = true;
         return;
     }
@@ -904,122 +901,80 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     x->cache_hot |= x->cache_found_hot;
 }
 
-/* Giving back what our inflates of the episode took: the guest refaults its page cache, or
- * the host got nothing of them. */
-static void reason_give_back(BmDecision *x, const Work *k)
+/* x's structured reason: code and the numbers of its work k that the words may quote. */
+static void set_cause(BmDecision *x, const Work *k, BmReasonCode code)
+{
+    x->cause = (BmReason){
+        .code = code,
+        .want_bytes = k->want,
+        .amount_bytes = k->amount,
+        .step_bytes = k->step,
+        .keep_free_bytes = k->keep_free,
+        .ahead_s = k->ahead_s,
+        .cap = k->cap,
+        .busy = k->busy,
+        .shares = k->rules.shares,
+        .max_stats_age_s = k->rules.max_stats_age_s,
+        .skip_bytes = k->skip,
+        .used_lately_bytes = k->used_lately,
+        .reports = k->reports,
+        .last_inflated_bytes = k->learned.last_inflated_bytes,
+        .last_returned_bytes = k->learned.last_returned_bytes,
+        .no_return = k->no_return,
+        .horizon_s = k->horizon_s,
+        .given_ago_s = k->given_ago_s,
+    };
+}
+
+/* Why a guest in need is given memory: an OOM kill, starving, under pressure (protected),
+ * short of memory, growing. */
+static BmReasonCode give_code(const BmDecision *x, const Work *k)
 {
     const BmGuestPressure *gp = &x->pressure;
-    x->target_bytes = x->current_bytes + k->amount;
-    x->action = k->amount ? BM_ACT_DEFLATE : BM_ACT_NONE;
-    if (gp->refaulting) {
-        char base[32] = "none";
-        if (gp->read_base_rate >= 0)
-            say(base, sizeof(base), "%s/s", SZ((uint64_t)gp->read_base_rate));
-        say(x->reason, sizeof(x->reason),
-            "page cache hot: its disk reads rose to %s/s (%s before our inflate) after %s was "
-            "taken in this episode; give it back, its cache taken last until the host is "
-            "comfortable",
-            SZ((uint64_t)gp->disk_read_rate), base, SZ(gp->taken_bytes));
-    } else {
-        say(x->reason, sizeof(x->reason),
-            "our inflates of this episode took %s and its last gave the host back %s of %s "
-            "(QEMU RSS): give it back",
-            SZ(gp->taken_bytes), SZ(k->learned.last_returned_bytes),
-            SZ(k->learned.last_inflated_bytes));
-    }
+    if (k->role == ROLE_GIVE_PROTECTED)
+        return gp->oom_s      ? BM_REASON_OOM_KILL
+               : gp->starving ? BM_REASON_STARVING
+                              : BM_REASON_UNDER_PRESSURE;
+    return k->role == ROLE_GIVE_NEEDY ? BM_REASON_SHORT : BM_REASON_GROWING;
 }
 
-/* A guest-reported rate in bytes as a size: 0 when unknown, bounded. */
-static uint64_t rate_bytes(double r)
+/* A domain with idle memory: taken from, or why not. */
+static BmReasonCode take_code(const BmPlan *plan, const Work *k)
 {
-    return r < 0 ? 0 : r < 0x1p64 ? (uint64_t)r : BM_ABSENT - 1;
+    if (plan->mode != BM_HOST_RECLAIM)
+        return BM_REASON_NOT_NEEDED;
+    if (k->amount == 0 && k->hot && k->want > k->free_end)
+        return BM_REASON_HOT_SPARED;
+    return k->amount == 0 ? BM_REASON_NOT_ASKED : BM_REASON_TAKE;
 }
 
-/* The reason of a guest given memory after an OOM kill in it (gp->oom_s). */
-static void reason_oom(const BmPlan *plan, BmDecision *x, const Work *k)
+/* Why a domain with no role is left as it is. */
+static BmReasonCode none_code(const BmPlan *plan, const BmDecision *x, const Work *k)
 {
-    const BmGuestPressure *gp = &x->pressure;
-    char seen[64];
-    if (bm_present(gp->oom_kills) && gp->oom_kills > 0)
-        say(seen, sizeof(seen), "%" PRIu64 " since the previous reading", gp->oom_kills);
-    else
-        say(seen, sizeof(seen), "seen %" PRIu64 " s ago", gp->oom_ago_s);
-    if (k->want == 0)
-        say(x->reason, sizeof(x->reason),
-            "OOM kill in the guest (%s): at its maximum; not inflated again in this pressure episode",
-            seen);
-    else if (k->amount == 0)
-        say(x->reason, sizeof(x->reason),
-            "OOM kill in the guest (%s): %s below its maximum, but the host has no budget to give",
-            seen, SZ(k->want));
-    else {
-        x->target_bytes = x->current_bytes + k->amount;
-        x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason),
-            "OOM kill in the guest (%s): give %s at once%s%s; not inflated again in this pressure "
-            "episode", seen, SZ(k->amount), k->amount + MiB > k->want ? ", to its maximum" : " (host budget)",
-            plan->mode == BM_HOST_RECLAIM ? " although the host is reclaiming" : "");
-    }
-}
-
-static void reason_give(const BmPlan *plan, BmDecision *x, const Work *k)
-{
-    const BmGuestPressure *gp = &x->pressure;
-    if (k->role == ROLE_GIVE_PROTECTED && gp->oom_s) {
-        reason_oom(plan, x, k);
-        return;
-    }
-    const char *why = k->role == ROLE_GIVE_PROTECTED ? "guest under pressure"
-                      : k->role == ROLE_GIVE_NEEDY   ? "guest short of memory"
-                                                     : "guest's use grows";
-    char detail[160];
-    if (k->role == ROLE_GIVE_GROWING)
-        say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
-            SZ((uint64_t)gp->growth_rate), SZ(gp->headroom_bytes), SZ(k->keep_free), k->ahead_s);
-    else if (k->role == ROLE_GIVE_PROTECTED && gp->starving)
-        say(detail, sizeof(detail), "allocation stalls %.1f/s, direct reclaim %s/s, major faults %.0f/s",
-            gp->alloc_stall_rate < 0 ? 0 : gp->alloc_stall_rate, SZ(rate_bytes(gp->direct_reclaim_rate)),
-            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate);
-    else if (k->role == ROLE_GIVE_PROTECTED)
-        say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
-            gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate, SZ(rate_bytes(gp->swap_in_rate)));
-    else
-        say(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes), SZ(k->keep_free));
-    if (k->role == ROLE_GIVE_PROTECTED && gp->taken_bytes > 0) {
-        size_t len = strlen(detail);
-        say(detail + len, sizeof(detail) - len, " after %s taken: cache hot", SZ(gp->taken_bytes));
-    }
-    if (k->want == 0) {
-        say(x->reason, sizeof(x->reason), "%s (%s), already at its maximum", why, detail);
-    } else if (k->amount == 0) {
-        say(x->reason, sizeof(x->reason), "%s (%s), but the host has no budget to give", why, detail);
-    } else if (plan->mode == BM_HOST_RECLAIM) {
-        x->target_bytes = x->current_bytes + k->amount;
-        x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason),
-            "%s (%s): give %s%s although the host is reclaiming (taken from the others)", why,
-            detail, SZ(k->amount), k->amount == k->step ? " (max_step)" : "");
-    } else {
-        x->target_bytes = x->current_bytes + k->amount;
-        x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason), "%s (%s): give %s%s", why, detail, SZ(k->amount),
-            k->amount < k->want ? " (host budget)" : k->amount == k->step ? " (max_step)" : "");
-    }
-}
-
-static void reason_rest(BmDecision *x, const Work *k)
-{
-    if (k->amount == 0) {
-        say(x->reason, sizeof(x->reason),
-            "host comfortable; %s below its maximum, but no memory above release_above to give",
-            SZ(x->max_bytes - x->current_bytes));
-        return;
-    }
-    x->target_bytes = x->current_bytes + k->amount;
-    x->action = BM_ACT_DEFLATE;
-    say(x->reason, sizeof(x->reason), "host comfortable: give back %s toward its maximum %s%s",
-        SZ(k->amount), SZ(x->max_bytes),
-        k->amount < k->want ? " (memory above release_above)" : k->amount == k->step ? " (max_step)" : "");
+    bool reclaim = plan->mode == BM_HOST_RECLAIM;
+    if (x->current_bytes > x->max_bytes)
+        return BM_REASON_ABOVE_MAX;
+    if (k->growing)
+        return x->current_bytes >= x->max_bytes ? BM_REASON_GROWS_AT_MAX : BM_REASON_GROWS;
+    if (k->kept_hot)
+        return BM_REASON_KEPT_HOT;
+    if (!reclaim)
+        return BM_REASON_FINE;
+    if (k->no_take && k->stats_before_change)
+        return BM_REASON_STATS_PREDATE;
+    if (k->no_take && k->given_s)
+        return BM_REASON_GIVEN;
+    if (k->no_take)
+        return k->rules.timer_inflate == BM_TIMER_INFLATE_NEVER ? BM_REASON_TIMER_NEVER
+                                                                : BM_REASON_TIMER_SELF_DEFLATE;
+    if (x->returns_nothing)
+        return k->no_return ? BM_REASON_NO_RETURN : BM_REASON_RETURNED_NOTHING;
+    if (k->skip && x->idle_bytes >= k->deadband && x->idle_bytes < k->skip + k->deadband)
+        return BM_REASON_UNBACKED;
+    if (x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
+        x->backed_free_bytes < k->deadband)
+        return BM_REASON_NOT_BACKED;
+    return BM_REASON_NOTHING_TO_TAKE;
 }
 
 /* What an inflate of amount takes: free memory, then page cache (hot or not). */
@@ -1033,153 +988,70 @@ static void take_parts(BmDecision *x, const Work *k, uint64_t amount)
         x->take_cache_bytes = cache;
 }
 
-static void reason_take(const BmPlan *plan, BmDecision *x, const Work *k)
+/* x's action and target as its role and amount say, and the code of its reason. */
+static void decide(const BmPlan *plan, BmDecision *x, const Work *k)
 {
-    if (plan->mode != BM_HOST_RECLAIM) {
-        say(x->reason, sizeof(x->reason), "host not under pressure; %s idle above keep_free %s",
-            SZ(x->idle_bytes), SZ(k->keep_free));
-    } else if (k->amount == 0 && k->hot && k->want > k->free_end) {
-        say(x->reason, sizeof(x->reason),
-            "host needs %s; its page cache is hot (%s idle): spared while MemAvailable stays "
-            "above half of reclaim_below",
-            SZ(plan->need_bytes), SZ(x->idle_bytes));
-    } else if (k->amount == 0) {
-        say(x->reason, sizeof(x->reason),
-            "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
-            SZ(plan->need_bytes), SZ(x->idle_bytes), k->rules.shares);
-    } else {
-        x->target_bytes = x->current_bytes - k->amount;
+    uint64_t cur = x->current_bytes;
+    BmReasonCode code;
+    bool moves; /* give or take k->amount */
+    switch (k->role) {
+    case ROLE_FLOOR:
+        set_cause(x, k, BM_REASON_FLOOR);
+        x->target_bytes = x->floor_bytes;
+        x->action = BM_ACT_DEFLATE;
+        return;
+    case ROLE_GIVE_PROTECTED:
+    case ROLE_GIVE_NEEDY:
+    case ROLE_GIVE_GROWING:
+        code = give_code(x, k);
+        moves = k->want && k->amount;
+        break;
+    case ROLE_GIVE_BACK:
+        code = x->pressure.refaulting ? BM_REASON_CACHE_REFAULT : BM_REASON_GAVE_NOTHING;
+        moves = k->amount;
+        break;
+    case ROLE_REST:
+        code = BM_REASON_RELEASE;
+        moves = k->amount;
+        break;
+    case ROLE_TAKE:
+        code = take_code(plan, k);
+        moves = code == BM_REASON_TAKE;
+        break;
+    default:
+        code = none_code(plan, x, k);
+        moves = false;
+        break;
+    }
+    set_cause(x, k, code);
+    if (moves && code == BM_REASON_TAKE) {
+        x->target_bytes = cur - k->amount;
         x->action = BM_ACT_INFLATE;
         take_parts(x, k, k->amount);
-        char cap[48] = "", parts[160];
-        if (k->amount + MiB > k->want)
-            say(cap, sizeof(cap), " (capped by %s)", k->cap);
-        say(parts, sizeof(parts), "%s%s%s%s%s", x->take_free_bytes ? SZ(x->take_free_bytes) : "",
-            x->take_free_bytes ? " free" : "", x->take_free_bytes && k->amount > x->take_free_bytes ? ", " : "",
-            k->amount > x->take_free_bytes ? SZ(k->amount - x->take_free_bytes) : "",
-            x->take_hot_bytes    ? " of a HOT page cache: the host is near its own OOM "
-                                   "(MemAvailable below half of reclaim_below)"
-            : x->take_cache_bytes && k->busy ? " page cache of a busy guest (vCPUs over 20%: after "
-                                               "idle guests' caches)"
-            : x->take_cache_bytes ? " page cache"
-                                  : "");
-        say(x->reason, sizeof(x->reason), "host needs %s; take %s of %s idle%s: %s",
-            SZ(plan->need_bytes), SZ(k->amount), SZ(x->idle_bytes), cap, parts);
+    } else if (moves) {
+        x->target_bytes = cur + k->amount;
+        x->action = BM_ACT_DEFLATE;
     }
-}
-
-static void reason_none(const BmPlan *plan, BmDecision *x, const Work *k)
-{
-    bool reclaim = plan->mode == BM_HOST_RECLAIM;
-    if (x->current_bytes > x->max_bytes)
-        say(x->reason, sizeof(x->reason), "balloon above the maximum: left alone");
-    else if (k->growing && x->current_bytes >= x->max_bytes)
-        say(x->reason, sizeof(x->reason), "its use grows (+%s/s), at its maximum",
-            SZ((uint64_t)x->pressure.growth_rate));
-    else if (k->growing)
-        say(x->reason, sizeof(x->reason),
-            "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
-            SZ((uint64_t)x->pressure.growth_rate), SZ(x->pressure.headroom_bytes), k->ahead_s,
-            SZ(k->keep_free));
-    else if (k->kept_hot)
-        say(x->reason, sizeof(x->reason),
-            "its page cache is hot (%s after %s was taken in this episode): kept while the host %s",
-            x->pressure.refaulting ? "its disk reads rose" : "it faults or stalls", SZ(x->pressure.taken_bytes),
-            plan->hot_cache_allowed ? "is near its own OOM (MemAvailable below half of reclaim_below)"
-                                    : "reclaims: given back, it would put the host near its own OOM");
-    else if (reclaim && k->no_take && k->stats_before_change)
-        say(x->reason, sizeof(x->reason),
-            "not inflated this pass: its guest statistics predate its last change (%s idle by "
-            "them); the next ones follow it",
-            SZ(x->idle_bytes));
-    else if (reclaim && k->no_take && k->given_s)
-        say(x->reason, sizeof(x->reason),
-            "not inflated again in this pressure episode: its balloon was raised %" PRIu64
-            " s ago (no second reversal; %s idle)",
-            k->given_ago_s, SZ(x->idle_bytes));
-    else if (reclaim && k->no_take && k->rules.timer_inflate == BM_TIMER_INFLATE_NEVER)
-        say(x->reason, sizeof(x->reason), "not inflated by the timer: timer_inflate never (%s idle)",
-            SZ(x->idle_bytes));
-    else if (reclaim && k->no_take)
-        say(x->reason, sizeof(x->reason),
-            "not inflated by the timer: %s idle, but it cannot deflate itself (no deflate-on-oom) "
-            "and nothing looks at it for %" PRIu64 " s (timer_interval)",
-            SZ(x->idle_bytes), k->horizon_s);
-    else if (reclaim && x->returns_nothing && k->no_return)
-        say(x->reason, sizeof(x->reason), "not inflated: ballooning returns nothing to the host: %s",
-            k->no_return);
-    else if (reclaim && x->returns_nothing)
-        say(x->reason, sizeof(x->reason),
-            "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
-            "again once its RSS grows by %s",
-            SZ(k->learned.last_inflated_bytes), SZ(k->learned.last_returned_bytes),
-            SZ(BM_YIELD_RETRY_GROWTH_BYTES));
-    else if (reclaim && k->skip && x->idle_bytes >= k->deadband && x->idle_bytes < k->skip + k->deadband)
-        say(x->reason, sizeof(x->reason),
-            "not inflated: %s idle, but %s of its free memory is not backed by the host "
-            "(QEMU RSS %s, guest uses %s%s): an inflate would go through it and give nothing back",
-            SZ(x->idle_bytes), SZ(k->skip), SZ(k->rss_bytes), SZ(x->pressure.used_bytes),
-            k->reports ? ", free page reporting on" : "");
-    else if (reclaim && x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
-             x->backed_free_bytes < k->deadband)
-        say(x->reason, sizeof(x->reason),
-            "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
-            "%s%s%s%s, QEMU's own about %s)",
-            SZ(x->idle_bytes), SZ(k->rss_bytes), SZ(x->pressure.used_bytes),
-            k->used_lately ? " and used " : "", k->used_lately ? SZ(k->used_lately) : "",
-            k->used_lately ? " more lately" : "", SZ(plan->qemu_overhead_bytes));
-    else if (reclaim)
-        say(x->reason, sizeof(x->reason), "nothing to take: %s idle above keep_free %s and floor %s",
-            SZ(x->idle_bytes), SZ(k->keep_free), SZ(x->floor_bytes));
-    else
-        say(x->reason, sizeof(x->reason), "fine: usable %s >= keep_free %s",
-            SZ(x->pressure.headroom_bytes), SZ(k->keep_free));
 }
 
 /* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
 static void finish(BmPlan *plan, BmDecision *x, const Work *k)
 {
-    if (x->action == BM_ACT_SKIP)
-        return;
     uint64_t cur = x->current_bytes;
-    switch (k->role) {
-    case ROLE_FLOOR:
-        x->target_bytes = x->floor_bytes;
-        x->action = BM_ACT_DEFLATE;
-        say(x->reason, sizeof(x->reason), "below its floor %s: raised to it", SZ(x->floor_bytes));
-        break;
-    case ROLE_GIVE_PROTECTED:
-    case ROLE_GIVE_NEEDY:
-    case ROLE_GIVE_GROWING: reason_give(plan, x, k); break;
-    case ROLE_GIVE_BACK: reason_give_back(x, k); break;
-    case ROLE_REST: reason_rest(x, k); break;
-    case ROLE_TAKE: reason_take(plan, x, k); break;
-    case ROLE_NONE: reason_none(plan, x, k); break;
-    }
-    static const char *const give_why[] = {
-        [ROLE_GIVE_PROTECTED] = "under-pressure", [ROLE_GIVE_NEEDY] = "short-of-memory",
-        [ROLE_GIVE_GROWING] = "growing",          [ROLE_REST] = "release",
-        [ROLE_FLOOR] = "floor"};
-    if (k->role == ROLE_TAKE)
-        x->why = x->take_hot_bytes ? "hot-page-cache" : x->take_cache_bytes ? "page-cache" : "free";
-    else if (k->role == ROLE_GIVE_BACK)
-        x->why = x->pressure.refaulting ? "cache-refault" : "returns-nothing";
-    else if (k->role == ROLE_GIVE_PROTECTED && x->pressure.oom_s)
-        x->why = "oom-kill";
-    else if (k->role == ROLE_GIVE_PROTECTED && x->pressure.starving)
-        x->why = "starving";
-    else if ((size_t)k->role < BM_ARRAY_SIZE(give_why))
-        x->why = give_why[k->role];
+    if (x->action != BM_ACT_SKIP)
+        decide(plan, x, k);
     /* safety net: a target set is never below the floor, never above the maximum (one left
      * alone stays where it is, even above the maximum) */
-    if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
-        x->target_bytes = x->floor_bytes;
-    if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
-        x->target_bytes = x->max_bytes;
-    if (x->target_bytes == cur)
-        x->action = BM_ACT_NONE;
-    if (x->action != BM_ACT_INFLATE && x->action != BM_ACT_DEFLATE)
-        x->why = NULL;
+    if (x->action != BM_ACT_SKIP) {
+        if (x->target_bytes != cur && x->target_bytes < x->floor_bytes)
+            x->target_bytes = x->floor_bytes;
+        if (x->target_bytes != cur && x->target_bytes > x->max_bytes)
+            x->target_bytes = x->max_bytes;
+        if (x->target_bytes == cur)
+            x->action = BM_ACT_NONE;
+    }
+    x->why = bm_reason_why(x);
+    bm_reason_format(plan, x, x->reason, sizeof(x->reason));
     if (x->action == BM_ACT_INFLATE) {
         uint64_t take = cur - x->target_bytes;
         x->expected_return_bytes = expected_return(take > k->skip ? take - k->skip : 0, k->yield);

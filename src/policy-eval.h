@@ -62,6 +62,83 @@ typedef struct {
 #define BM_STARVE_STALL_RATE 1.0
 #define BM_STARVE_DIRECT_RECLAIM_RATE (1024.0 * 1024.0)
 
+/* Which rule decided a domain (BmReason.code): what its reason says. */
+typedef enum {
+    BM_REASON_NONE,              /* not decided (a hand-made decision) */
+    BM_REASON_NOT_RUNNING,       /* skip */
+    BM_REASON_PAUSED,            /* skip: paused or suspended (run_state) */
+    BM_REASON_NO_BALLOON,        /* skip */
+    BM_REASON_IN_FLIGHT,         /* skip: a change of ours is still in flight */
+    BM_REASON_UNRESPONSIVE,      /* skip: its last change stalled */
+    BM_REASON_EXCLUDED,          /* skip: the policy's exclude */
+    BM_REASON_SIZE_UNKNOWN,      /* skip: balloon or maximum unknown */
+    BM_REASON_RETURNS_NOTHING,   /* skip, at its maximum: its XML says ballooning returns
+                                  * nothing (no_return) */
+    BM_REASON_NO_STATS,          /* skip: no guest statistics */
+    BM_REASON_STALE,             /* skip: statistics older than max_stats_age */
+    BM_REASON_FLOOR,             /* deflate: below its floor */
+    BM_REASON_CACHE_REFAULT,     /* give back: its page cache refaults after our inflates */
+    BM_REASON_GAVE_NOTHING,      /* give back: our inflates gave the host nothing */
+    BM_REASON_OOM_KILL,          /* give: an OOM kill in it in this episode */
+    BM_REASON_UNDER_PRESSURE,    /* give: major faults or swap-in past protect_* */
+    BM_REASON_STARVING,          /* give: allocation stalls or direct reclaim */
+    BM_REASON_SHORT,             /* give: usable memory below keep_free */
+    BM_REASON_GROWING,           /* give: its use grows toward keep_free */
+    BM_REASON_RELEASE,           /* give: the host is comfortable, toward its maximum */
+    BM_REASON_TAKE,              /* inflate: the host needs memory */
+    BM_REASON_NOT_NEEDED,        /* none: idle memory, the host not reclaiming */
+    BM_REASON_HOT_SPARED,        /* none: only its hot page cache is left to take, spared */
+    BM_REASON_NOT_ASKED,         /* none: the others give what the host needs */
+    BM_REASON_ABOVE_MAX,         /* none: balloon above the maximum */
+    BM_REASON_GROWS_AT_MAX,      /* none: its use grows, at its maximum */
+    BM_REASON_GROWS,             /* none: its use grows, usable memory lasts */
+    BM_REASON_KEPT_HOT,          /* none: it refaults or thrashes after our inflates, but keeps
+                                  * what they took (the host near its own OOM) */
+    BM_REASON_STATS_PREDATE,     /* none: statistics older than its last change */
+    BM_REASON_GIVEN,             /* none: given memory in this episode (no second reversal) */
+    BM_REASON_TIMER_NEVER,       /* none: a timer's pass, timer_inflate never */
+    BM_REASON_TIMER_SELF_DEFLATE, /* none: a timer's pass, no deflate-on-oom */
+    BM_REASON_NO_RETURN,         /* none: ballooning returns nothing (its XML: no_return) */
+    BM_REASON_RETURNED_NOTHING,  /* none: its last inflate returned nothing (the ledger) */
+    BM_REASON_UNBACKED,          /* none: its idle memory is free memory the host does not back */
+    BM_REASON_NOT_BACKED,        /* none: the host backs none of its idle memory */
+    BM_REASON_NOTHING_TO_TAKE,   /* none: reclaiming, nothing idle */
+    BM_REASON_FINE,              /* none: not reclaiming, usable memory above keep_free */
+} BmReasonCode;
+
+/* What limited a take (BmReason.cap). */
+typedef enum {
+    BM_CAP_NONE,
+    BM_CAP_MAX_STEP,
+    BM_CAP_FLOOR,
+    BM_CAP_KEEP_FREE,
+    BM_CAP_BACKED, /* the free memory the host backs */
+    BM_CAP_PROBE,  /* a first, probing inflate */
+} BmTakeCap;
+
+/* A decision's structured reason: the rule that decided and the numbers it decided from,
+ * beyond those in BmDecision itself (sizes in bytes). bm_reason_format() makes its prose. */
+typedef struct {
+    BmReasonCode code;
+    uint64_t want_bytes;        /* give: what the rule asks; take: the most it may take */
+    uint64_t amount_bytes;      /* give, take: what this pass moves */
+    uint64_t step_bytes;        /* max_step (times the pace of a timer's pass) */
+    uint64_t keep_free_bytes;
+    unsigned ahead_s;           /* growing: its room covers this much more growth */
+    BmTakeCap cap;              /* take: what limited want */
+    bool busy;                  /* take: its vCPUs are busy: its cache after idle guests' */
+    unsigned shares;            /* its weight in the take */
+    unsigned max_stats_age_s;   /* stale: the policy's limit */
+    int run_state;              /* paused: its virDomainState */
+    uint64_t skip_bytes;        /* unbacked: its free memory the host does not back */
+    uint64_t used_lately_bytes; /* not backed: what it used lately beyond its use now */
+    bool reports;               /* unbacked: free page reporting on */
+    uint64_t last_inflated_bytes, last_returned_bytes; /* its last inflate (the ledger) */
+    const char *no_return;      /* why ballooning it returns nothing (its XML; static text) */
+    uint64_t horizon_s;         /* a timer's pass: until the next one */
+    uint64_t given_ago_s;       /* given: how long ago */
+} BmReason;
+
 typedef struct {
     char uuid[40];           /* the domain's, copied */
     char *name;              /* owned by the plan */
@@ -88,7 +165,8 @@ typedef struct {
                               * after our inflate: pressure.refaulting, or major faults or
                               * swap-in), or marked by an earlier pass (the ledger) */
     bool cache_found_hot;    /* found hot by this pass: the ledger marks it (engine) */
-    const char *why;         /* a change's cause, one word for its record (why=): free,
+    const char *why;         /* a change's cause, one word for its record (why=, from cause:
+                              * bm_reason_why()): free,
                               * page-cache, hot-page-cache (an inflate: the costliest part it
                               * takes); under-pressure, oom-kill, starving, short-of-memory,
                               * growing, cache-refault,
@@ -97,7 +175,8 @@ typedef struct {
     uint64_t take_cache_bytes; /* inflate: the part of it page cache not known hot */
     uint64_t take_hot_bytes;   /* inflate: the part of it a hot page cache, taken only while
                                 * the host is near its own OOM (BmPlan.hot_cache_allowed) */
-    char reason[256];
+    BmReason cause;          /* why: the rule and its numbers */
+    char reason[256];        /* the prose of cause (bm_reason_format()) */
 } BmDecision;
 
 typedef struct {
@@ -132,6 +211,14 @@ typedef struct {
 
 /* "none", "inflate", "deflate", "skip". */
 const char *bm_action_name(BmAction a);
+
+/* The reason of decision x of plan in words (what BmDecision.reason holds), made from
+ * x->cause, the plan's mode and need and x's figures, into buf (n bytes). Pure. */
+void bm_reason_format(const BmPlan *plan, const BmDecision *x, char *buf, size_t n);
+
+/* The one word of a change record's why= for decision x, from x->cause; NULL when x moves
+ * nothing (action neither inflate nor deflate). */
+const char *bm_reason_why(const BmDecision *x);
 
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
  * readings, staleness). prev may be NULL. now_s is wall-clock seconds. */
