@@ -179,7 +179,7 @@ BmWaitOptions bm_wait_options_default(void)
 
 /* Sets the target of the change (through t->ops, or libvirt's dom) and adds it to t. */
 static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *uuid,
-                 uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes, const char *sg_label)
+                 uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg)
 {
     BmTracked x = {0};
     const BmClock *clock = t->opts.clock;
@@ -190,7 +190,7 @@ static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *u
         return r;
     bm_copy_name(x.name, sizeof(x.name), name);
     snprintf(x.uuid, sizeof(x.uuid), "%s", uuid);
-    snprintf(x.sg, sizeof(x.sg), "%s", sg_label ? sg_label : "unknown");
+    x.sg = sg;
     x.rss_before_bytes = rss_bytes;
     x.rss_after_bytes = BM_ABSENT;
     if (dom)
@@ -204,18 +204,18 @@ static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *u
 }
 
 int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
-                     uint64_t rss_bytes, const char *sg_label)
+                     uint64_t rss_bytes, BmSgLabel sg)
 {
     char uuid[VIR_UUID_STRING_BUFLEN];
     if (virDomainGetUUIDString(dom, uuid) < 0)
         uuid[0] = '\0';
-    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg_label);
+    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg);
 }
 
 int bm_tracker_start_ops(BmTracker *t, const char *name, const char *uuid, uint64_t from_bytes,
-                         uint64_t target_bytes, uint64_t rss_bytes, const char *sg_label)
+                         uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg)
 {
-    return track(t, NULL, name, uuid, from_bytes, target_bytes, rss_bytes, sg_label);
+    return track(t, NULL, name, uuid, from_bytes, target_bytes, rss_bytes, sg);
 }
 
 /* One reading of one tracked change: true when it ended (outcome set). */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "feature.h"
 
 typedef enum {
     BM_CHANGE_REACHED,  /* within the tolerance of the target */
@@ -114,7 +115,7 @@ int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool 
 typedef struct BmTracked {
     char name[256];
     char uuid[VIR_UUID_STRING_BUFLEN];
-    char sg[16];               /* "negotiated", "not_negotiated" or "unknown": histogram label */
+    BmSgLabel sg;              /* the domain's SG verdict: its latency histogram */
     char why[32];              /* the policy's cause of the change (BmDecision.why); "" by hand */
     void *owner;               /* the starter's, kept with the change (the engine: its domain's
                                 * ledger entry); NULL by hand */
@@ -156,12 +157,12 @@ BmWaitOptions bm_wait_options_default(void);
  * and rss_bytes (BM_ABSENT if unknown) are the values just read. Returns 0, or -errno with
  * the reason when the target could not be set (nothing is tracked then). */
 int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
-                     uint64_t rss_bytes, const char *sg_label);
+                     uint64_t rss_bytes, BmSgLabel sg);
 
 /* The same for a tracker with ops: the domain named by its name and UUID, its target set with
  * ops->set_target(). */
 int bm_tracker_start_ops(BmTracker *t, const char *name, const char *uuid, uint64_t from_bytes,
-                         uint64_t target_bytes, uint64_t rss_bytes, const char *sg_label);
+                         uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg);
 
 /* Reads every change in flight once; those that ended go to ended(ctx, item) and leave the
  * tracker. Returns the number still in flight. */

@@ -287,7 +287,7 @@ static void keep_ended(void *ctx, const BmTracked *t)
 static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name,
                          BmVerifyFeatures verify, BmTracked *t)
 {
-    snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label_names[BM_SGL_UNKNOWN]);
+    t->sg = BM_SGL_UNKNOWN;
     _cleanup_free_ char *xml = NULL;
     BmBalloonConfig cfg;
     /* the XML only where the answer depends on it */
@@ -298,7 +298,7 @@ static void spool_change(virConnectPtr conn, virDomainPtr dom, const char *name,
         BmFeatureReport rep;
         _cleanup_free_ char *path = NULL, *qerr = NULL;
         bm_qmp_probe_balloon(dom, &fo, &rep, &path, &qerr);
-        snprintf(t->sg, sizeof(t->sg), "%s", bm_sg_label(rep.feature[BM_FEATURE_SG].state, true));
+        t->sg = bm_sg_label(rep.feature[BM_FEATURE_SG].state, true);
     }
     uint64_t unused;
     bm_balloon_read_live(dom, &unused, &t->rss_after_bytes);
@@ -320,7 +320,7 @@ static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uin
     t.opts.stall_ms = o->stall_s * 1000u;
     uint64_t rss_before = BM_ABSENT, unused;
     bm_balloon_read_live(dom, &unused, &rss_before);
-    int r = bm_tracker_start(&t, dom, from, target, rss_before, NULL);
+    int r = bm_tracker_start(&t, dom, from, target, rss_before, BM_SGL_UNKNOWN);
     if (r < 0)
         return r;
     BmProgress p;

@@ -162,9 +162,9 @@ const char *bm_feature_config_cell(bool config_known, bool on, BmFeatureState ve
 
 const char *const bm_sg_label_names[BM_SGL_COUNT] = {"negotiated", "not_negotiated", "unknown"};
 
-const char *bm_sg_label(BmFeatureState s, bool known)
+BmSgLabel bm_sg_label(BmFeatureState s, bool known)
 {
     if (!known || s == BM_FEAT_UNKNOWN)
-        return bm_sg_label_names[BM_SGL_UNKNOWN];
-    return bm_sg_label_names[s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED];
+        return BM_SGL_UNKNOWN;
+    return s == BM_FEAT_NEGOTIATED ? BM_SGL_NEGOTIATED : BM_SGL_NOT_NEGOTIATED;
 }

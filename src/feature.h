@@ -79,14 +79,15 @@ const char *bm_feature_state_name(BmFeatureState s);
 /* "on", "off", "unsupported", "unknown". */
 const char *bm_switch_state_name(BmSwitchState s);
 
-/* The SG verdict as the latency histogram's label ("sg" in the metrics and the state file). */
-enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT };
+/* The SG verdict as the latency histogram's label; a string ("sg") only in the metrics, the
+ * state file and the spool (bm_sg_label_names). */
+typedef enum { BM_SGL_NEGOTIATED, BM_SGL_NOT_NEGOTIATED, BM_SGL_UNKNOWN, BM_SGL_COUNT } BmSgLabel;
 
 /* "negotiated", "not_negotiated", "unknown". */
 extern const char *const bm_sg_label_names[BM_SGL_COUNT];
 
-/* The label of verdict s (known false: none yet, "unknown"). */
-const char *bm_sg_label(BmFeatureState s, bool known);
+/* The label of verdict s (known false: none yet, unknown). */
+BmSgLabel bm_sg_label(BmFeatureState s, bool known);
 
 /* The table cell of a feature the domain XML turns on (free page reporting, deflate-on-oom):
  * "-" when the XML is not known (config_known false), else "on" or "off" as configured, with

@@ -270,14 +270,6 @@ void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, u
     }
 }
 
-static int sg_index(const char *label)
-{
-    for (int s = 0; s < BM_SGL_COUNT; s++)
-        if (strcmp(bm_sg_label_names[s], label) == 0)
-            return s;
-    return BM_SGL_UNKNOWN;
-}
-
 void bm_ledger_record_start(BmLedger *l, BmLedgerEntry *e, uint64_t from_bytes,
                             uint64_t target_bytes)
 {
@@ -304,9 +296,9 @@ void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, 
         bm_copy_name(e->name, sizeof(e->name), t->name);
     /* `set --wait` does not ask the QEMU monitor (it would taint the domain): its changes get
      * the verdict known here of the domain, if any */
-    int sgl = sg_index(t->sg);
+    BmSgLabel sgl = t->sg < BM_SGL_COUNT ? t->sg : BM_SGL_UNKNOWN;
     if (sgl == BM_SGL_UNKNOWN && e->features_known)
-        sgl = sg_index(bm_sg_label(e->sg, true));
+        sgl = bm_sg_label(e->sg, true);
     if (out == BM_CHANGE_REACHED)
         bm_histogram_observe(&c->latency[dir][sgl], secs);
 

@@ -87,7 +87,8 @@ int bm_spool_write(const BmTracked *t, const char *uri)
     json_object_object_add(o, "uri", json_object_new_string(uri));
     json_object_object_add(o, "uuid", json_object_new_string(t->uuid));
     json_object_object_add(o, "name", json_object_new_string(t->name));
-    json_object_object_add(o, "sg", json_object_new_string(t->sg));
+    BmSgLabel sg = t->sg < BM_SGL_COUNT ? t->sg : BM_SGL_UNKNOWN;
+    json_object_object_add(o, "sg", json_object_new_string(bm_sg_label_names[sg]));
     json_object_object_add(o, "from_bytes", json_object_new_uint64(t->change.from_bytes));
     json_object_object_add(o, "target_bytes", json_object_new_uint64(t->change.target_bytes));
     json_object_object_add(o, "reached_bytes", json_object_new_uint64(t->change.reached_bytes));
@@ -178,12 +179,12 @@ static bool count_entry(json_object *o, BmLedger *l, uint64_t now_s)
         !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING)
         return false;
     BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
-    const char *label = bm_sg_label(rec->sg, rec->features_known);
-    if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string) &&
-        (strcmp(json_object_get_string(sgj), "negotiated") == 0 ||
-         strcmp(json_object_get_string(sgj), "not_negotiated") == 0))
-        label = json_object_get_string(sgj);
-    snprintf(t.sg, sizeof(t.sg), "%s", label);
+    /* the label of the spool where it is a verdict, else the domain's */
+    t.sg = bm_sg_label(rec->sg, rec->features_known);
+    if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string))
+        for (BmSgLabel s = BM_SGL_NEGOTIATED; s < BM_SGL_UNKNOWN; s++)
+            if (strcmp(json_object_get_string(sgj), bm_sg_label_names[s]) == 0)
+                t.sg = s;
     bm_ledger_record_change(l, rec, &t, false, now_s);
     return true;
 }

@@ -52,7 +52,7 @@ static int write_changes(int n)
                        .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT};
         snprintf(t.uuid, sizeof(t.uuid), "%08d-0000-0000-0000-000000000000", i);
         snprintf(t.name, sizeof(t.name), "guest%d", i);
-        snprintf(t.sg, sizeof(t.sg), "unknown");
+        t.sg = BM_SGL_UNKNOWN;
         written += bm_spool_write(&t, URI) == 1;
     }
     return written;
