@@ -4,7 +4,6 @@
 #include "policy-eval.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,15 +13,6 @@
 
 #define MiB (1024ull * 1024)
 #define SZ(bytes) BM_SZ(bytes)
-
-static void say(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, n, fmt, ap);
-    va_end(ap);
-}
 
 /* A guest-reported rate in bytes as a size: 0 when unknown, bounded. */
 static uint64_t rate_bytes(double r)
@@ -45,7 +35,7 @@ static const char *skip_text(const BmDecision *x, char *buf, size_t n)
     switch (c->code) {
     case BM_REASON_NOT_RUNNING: return "not running";
     case BM_REASON_PAUSED:
-        say(buf, n, "%s: its guest cannot move the balloon", bm_snapshot_run_state_name(c->run_state));
+        snprintf(buf, n, "%s: its guest cannot move the balloon", bm_snapshot_run_state_name(c->run_state));
         return buf;
     case BM_REASON_NO_BALLOON: return "no balloon device";
     case BM_REASON_IN_FLIGHT: return "a change is still in flight";
@@ -54,11 +44,11 @@ static const char *skip_text(const BmDecision *x, char *buf, size_t n)
     case BM_REASON_EXCLUDED: return "excluded by policy";
     case BM_REASON_SIZE_UNKNOWN: return "balloon size unknown";
     case BM_REASON_RETURNS_NOTHING:
-        say(buf, n, "ballooning returns nothing to the host: %s", c->no_return);
+        snprintf(buf, n, "ballooning returns nothing to the host: %s", c->no_return);
         return buf;
     case BM_REASON_NO_STATS: return "no guest memory stats: never inflated";
     case BM_REASON_STALE:
-        say(buf, n, "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
+        snprintf(buf, n, "guest stats stale (%" PRIu64 " s old > max_stats_age %u s): never inflated",
             x->pressure.stats_age_s, c->max_stats_age_s);
         return buf;
     default: return NULL;
@@ -73,14 +63,14 @@ static void give_back_text(const BmDecision *x, char *buf, size_t n)
     if (c->code == BM_REASON_CACHE_REFAULT) {
         char base[32] = "none";
         if (gp->read_base_rate >= 0)
-            say(base, sizeof(base), "%s/s", SZ((uint64_t)gp->read_base_rate));
-        say(buf, n,
+            snprintf(base, sizeof(base), "%s/s", SZ((uint64_t)gp->read_base_rate));
+        snprintf(buf, n,
             "page cache hot: its disk reads rose to %s/s (%s before our inflate) after %s was "
             "taken in this episode; give it back, its cache taken last until the host is "
             "comfortable",
             SZ((uint64_t)gp->disk_read_rate), base, SZ(gp->taken_bytes));
     } else {
-        say(buf, n,
+        snprintf(buf, n,
             "our inflates of this episode took %s and its last gave the host back %s of %s "
             "(QEMU RSS): give it back",
             SZ(gp->taken_bytes), SZ(c->last_returned_bytes), SZ(c->last_inflated_bytes));
@@ -94,18 +84,18 @@ static void oom_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t 
     const BmReason *c = &x->cause;
     char seen[64];
     if (bm_present(gp->oom_kills) && gp->oom_kills > 0)
-        say(seen, sizeof(seen), "%" PRIu64 " since the previous reading", gp->oom_kills);
+        snprintf(seen, sizeof(seen), "%" PRIu64 " since the previous reading", gp->oom_kills);
     else
-        say(seen, sizeof(seen), "seen %" PRIu64 " s ago", gp->oom_ago_s);
+        snprintf(seen, sizeof(seen), "seen %" PRIu64 " s ago", gp->oom_ago_s);
     if (c->want_bytes == 0)
-        say(buf, n,
+        snprintf(buf, n,
             "OOM kill in the guest (%s): at its maximum; not inflated again in this pressure episode",
             seen);
     else if (c->amount_bytes == 0)
-        say(buf, n, "OOM kill in the guest (%s): %s below its maximum, but the host has no budget to give",
+        snprintf(buf, n, "OOM kill in the guest (%s): %s below its maximum, but the host has no budget to give",
             seen, SZ(c->want_bytes));
     else
-        say(buf, n,
+        snprintf(buf, n,
             "OOM kill in the guest (%s): give %s at once%s%s; not inflated again in this pressure "
             "episode", seen, SZ(c->amount_bytes),
             c->amount_bytes + MiB > c->want_bytes ? ", to its maximum" : " (host budget)",
@@ -123,32 +113,32 @@ static void give_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
                                                    : "guest's use grows";
     char detail[160];
     if (c->code == BM_REASON_GROWING)
-        say(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
+        snprintf(detail, sizeof(detail), "+%s/s; usable %s, keep_free %s, %d s ahead",
             SZ((uint64_t)gp->growth_rate), SZ(gp->headroom_bytes), SZ(c->keep_free_bytes), c->ahead_s);
     else if (c->code == BM_REASON_STARVING)
-        say(detail, sizeof(detail), "allocation stalls %.1f/s, direct reclaim %s/s, major faults %.0f/s",
+        snprintf(detail, sizeof(detail), "allocation stalls %.1f/s, direct reclaim %s/s, major faults %.0f/s",
             gp->alloc_stall_rate < 0 ? 0 : gp->alloc_stall_rate, SZ(rate_bytes(gp->direct_reclaim_rate)),
             gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate);
     else if (pressed)
-        say(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
+        snprintf(detail, sizeof(detail), "major faults %.0f/s, swap-in %s/s",
             gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate, SZ(rate_bytes(gp->swap_in_rate)));
     else
-        say(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes),
+        snprintf(detail, sizeof(detail), "usable %s < keep_free %s", SZ(gp->headroom_bytes),
             SZ(c->keep_free_bytes));
     if (pressed && gp->taken_bytes > 0) {
         size_t len = strlen(detail);
-        say(detail + len, sizeof(detail) - len, " after %s taken: cache hot", SZ(gp->taken_bytes));
+        snprintf(detail + len, sizeof(detail) - len, " after %s taken: cache hot", SZ(gp->taken_bytes));
     }
     uint64_t amount = c->amount_bytes;
     if (c->want_bytes == 0)
-        say(buf, n, "%s (%s), already at its maximum", why, detail);
+        snprintf(buf, n, "%s (%s), already at its maximum", why, detail);
     else if (amount == 0)
-        say(buf, n, "%s (%s), but the host has no budget to give", why, detail);
+        snprintf(buf, n, "%s (%s), but the host has no budget to give", why, detail);
     else if (plan->mode == BM_HOST_RECLAIM)
-        say(buf, n, "%s (%s): give %s%s although the host is reclaiming (taken from the others)",
+        snprintf(buf, n, "%s (%s): give %s%s although the host is reclaiming (taken from the others)",
             why, detail, SZ(amount), amount == c->step_bytes ? " (max_step)" : "");
     else
-        say(buf, n, "%s (%s): give %s%s", why, detail, SZ(amount),
+        snprintf(buf, n, "%s (%s): give %s%s", why, detail, SZ(amount),
             amount < c->want_bytes ? " (host budget)" : amount == c->step_bytes ? " (max_step)" : "");
 }
 
@@ -156,10 +146,10 @@ static void release_text(const BmDecision *x, char *buf, size_t n)
 {
     const BmReason *c = &x->cause;
     if (c->amount_bytes == 0)
-        say(buf, n, "host comfortable; %s below its maximum, but no memory above release_above to give",
+        snprintf(buf, n, "host comfortable; %s below its maximum, but no memory above release_above to give",
             SZ(x->max_bytes - x->current_bytes));
     else
-        say(buf, n, "host comfortable: give back %s toward its maximum %s%s", SZ(c->amount_bytes),
+        snprintf(buf, n, "host comfortable: give back %s toward its maximum %s%s", SZ(c->amount_bytes),
             SZ(x->max_bytes),
             c->amount_bytes < c->want_bytes ? " (memory above release_above)"
             : c->amount_bytes == c->step_bytes ? " (max_step)"
@@ -173,8 +163,8 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
     uint64_t amount = c->amount_bytes, free = x->take_free_bytes;
     char cap[48] = "", parts[160];
     if (amount + MiB > c->want_bytes)
-        say(cap, sizeof(cap), " (capped by %s)", cap_name(c->cap));
-    say(parts, sizeof(parts), "%s%s%s%s%s", free ? SZ(free) : "", free ? " free" : "",
+        snprintf(cap, sizeof(cap), " (capped by %s)", cap_name(c->cap));
+    snprintf(parts, sizeof(parts), "%s%s%s%s%s", free ? SZ(free) : "", free ? " free" : "",
         free && amount > free ? ", " : "", amount > free ? SZ(amount - free) : "",
         x->take_hot_bytes ? " of a HOT page cache: the host is near its own OOM "
                             "(MemAvailable below half of reclaim_below)"
@@ -182,7 +172,7 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
                                            "idle guests' caches)"
         : x->take_cache_bytes ? " page cache"
                               : "");
-    say(buf, n, "host needs %s; take %s of %s idle%s: %s", SZ(plan->need_bytes), SZ(amount),
+    snprintf(buf, n, "host needs %s; take %s of %s idle%s: %s", SZ(plan->need_bytes), SZ(amount),
         SZ(x->idle_bytes), cap, parts);
 }
 
@@ -194,23 +184,23 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
     const BmGuestPressure *gp = &x->pressure;
     switch (c->code) {
     case BM_REASON_NO_RETURN:
-        say(buf, n, "not inflated: ballooning returns nothing to the host: %s", c->no_return);
+        snprintf(buf, n, "not inflated: ballooning returns nothing to the host: %s", c->no_return);
         break;
     case BM_REASON_RETURNED_NOTHING:
-        say(buf, n,
+        snprintf(buf, n,
             "not inflated: its last inflate of %s gave the host back %s (QEMU RSS); "
             "again once its RSS grows by %s",
             SZ(c->last_inflated_bytes), SZ(c->last_returned_bytes), SZ(BM_YIELD_RETRY_GROWTH_BYTES));
         break;
     case BM_REASON_UNBACKED:
-        say(buf, n,
+        snprintf(buf, n,
             "not inflated: %s idle, but %s of its free memory is not backed by the host "
             "(QEMU RSS %s, guest uses %s%s): an inflate would go through it and give nothing back",
             SZ(x->idle_bytes), SZ(c->skip_bytes), SZ(x->rss_bytes), SZ(gp->used_bytes),
             c->reports ? ", free page reporting on" : "");
         break;
     case BM_REASON_NOT_BACKED:
-        say(buf, n,
+        snprintf(buf, n,
             "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
             "%s%s%s%s, QEMU's own about %s)",
             SZ(x->idle_bytes), SZ(x->rss_bytes), SZ(gp->used_bytes),
@@ -219,13 +209,13 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
             c->used_lately_bytes ? " more lately" : "", SZ(plan->qemu_overhead_bytes));
         break;
     case BM_REASON_NOTHING_TO_TAKE:
-        say(buf, n, "nothing to take: %s idle above keep_free %s and floor %s", SZ(x->idle_bytes),
+        snprintf(buf, n, "nothing to take: %s idle above keep_free %s and floor %s", SZ(x->idle_bytes),
             SZ(c->keep_free_bytes), SZ(x->floor_bytes));
         break;
     case BM_REASON_FINE:
-        say(buf, n, "fine: usable %s >= keep_free %s", SZ(gp->headroom_bytes), SZ(c->keep_free_bytes));
+        snprintf(buf, n, "fine: usable %s >= keep_free %s", SZ(gp->headroom_bytes), SZ(c->keep_free_bytes));
         break;
-    default: say(buf, n, "%s", ""); break;
+    default: snprintf(buf, n, "%s", ""); break;
     }
 }
 
@@ -236,51 +226,51 @@ static void none_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
     const BmGuestPressure *gp = &x->pressure;
     switch (c->code) {
     case BM_REASON_NOT_NEEDED:
-        say(buf, n, "host not under pressure; %s idle above keep_free %s", SZ(x->idle_bytes),
+        snprintf(buf, n, "host not under pressure; %s idle above keep_free %s", SZ(x->idle_bytes),
             SZ(c->keep_free_bytes));
         break;
     case BM_REASON_HOT_SPARED:
-        say(buf, n,
+        snprintf(buf, n,
             "host needs %s; its page cache is hot (%s idle): spared while MemAvailable stays "
             "above half of reclaim_below",
             SZ(plan->need_bytes), SZ(x->idle_bytes));
         break;
     case BM_REASON_NOT_ASKED:
-        say(buf, n, "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
+        snprintf(buf, n, "host needs %s, none asked of this guest (%s idle, weight by shares %u)",
             SZ(plan->need_bytes), SZ(x->idle_bytes), c->shares);
         break;
-    case BM_REASON_ABOVE_MAX: say(buf, n, "balloon above the maximum: left alone"); break;
+    case BM_REASON_ABOVE_MAX: snprintf(buf, n, "balloon above the maximum: left alone"); break;
     case BM_REASON_GROWS_AT_MAX:
-        say(buf, n, "its use grows (+%s/s), at its maximum", SZ((uint64_t)gp->growth_rate));
+        snprintf(buf, n, "its use grows (+%s/s), at its maximum", SZ((uint64_t)gp->growth_rate));
         break;
     case BM_REASON_GROWS:
-        say(buf, n, "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
+        snprintf(buf, n, "its use grows (+%s/s): not inflated; usable %s lasts beyond %d s above keep_free %s",
             SZ((uint64_t)gp->growth_rate), SZ(gp->headroom_bytes), c->ahead_s, SZ(c->keep_free_bytes));
         break;
     case BM_REASON_KEPT_HOT:
-        say(buf, n,
+        snprintf(buf, n,
             "its page cache is hot (%s after %s was taken in this episode): kept while the host %s",
             gp->refaulting ? "its disk reads rose" : "it faults or stalls", SZ(gp->taken_bytes),
             plan->hot_cache_allowed ? "is near its own OOM (MemAvailable below half of reclaim_below)"
                                     : "reclaims: given back, it would put the host near its own OOM");
         break;
     case BM_REASON_STATS_PREDATE:
-        say(buf, n,
+        snprintf(buf, n,
             "not inflated this pass: its guest statistics predate its last change (%s idle by "
             "them); the next ones follow it",
             SZ(x->idle_bytes));
         break;
     case BM_REASON_GIVEN:
-        say(buf, n,
+        snprintf(buf, n,
             "not inflated again in this pressure episode: its balloon was raised %" PRIu64
             " s ago (no second reversal; %s idle)",
             c->given_ago_s, SZ(x->idle_bytes));
         break;
     case BM_REASON_TIMER_NEVER:
-        say(buf, n, "not inflated by the timer: timer_inflate never (%s idle)", SZ(x->idle_bytes));
+        snprintf(buf, n, "not inflated by the timer: timer_inflate never (%s idle)", SZ(x->idle_bytes));
         break;
     case BM_REASON_TIMER_SELF_DEFLATE:
-        say(buf, n,
+        snprintf(buf, n,
             "not inflated by the timer: %s idle, but it cannot deflate itself (no deflate-on-oom) "
             "and nothing looks at it for %" PRIu64 " s (timer_interval)",
             SZ(x->idle_bytes), c->horizon_s);
@@ -294,11 +284,11 @@ void bm_reason_format(const BmPlan *plan, const BmDecision *x, char *buf, size_t
     const char *skip = skip_text(x, buf, n);
     if (skip) {
         if (skip != buf)
-            say(buf, n, "%s", skip);
+            snprintf(buf, n, "%s", skip);
         return;
     }
     switch (x->cause.code) {
-    case BM_REASON_FLOOR: say(buf, n, "below its floor %s: raised to it", SZ(x->floor_bytes)); break;
+    case BM_REASON_FLOOR: snprintf(buf, n, "below its floor %s: raised to it", SZ(x->floor_bytes)); break;
     case BM_REASON_CACHE_REFAULT:
     case BM_REASON_GAVE_NOTHING: give_back_text(x, buf, n); break;
     case BM_REASON_OOM_KILL: oom_text(plan, x, buf, n); break;

@@ -102,8 +102,8 @@ static int parse_decimal(const char *s, uint64_t *ret_whole, uint64_t *ret_frac,
 
 static int parse_percent(const char *s, uint32_t *ret_permille)
 {
-    uint64_t whole, frac, den;
-    const char *p;
+    uint64_t whole = 0, frac = 0, den = 1;
+    const char *p = s;
     int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0 && r != -ERANGE)
         return r;
@@ -227,8 +227,8 @@ static int parse_psi(const char *s, const PolicyKey *k, void *dst)
         *ret = -1;
         return 0;
     }
-    uint64_t whole, frac, den;
-    const char *p;
+    uint64_t whole = 0, frac = 0, den = 1;
+    const char *p = s;
     int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r == -ERANGE)
         return bm_error(-ERANGE, "must be between 0 and 100 (percent) or off");
@@ -265,8 +265,8 @@ static int parse_count(const char *s, const PolicyKey *k, void *dst)
 /* A number per second; "/s" may follow. */
 static int parse_rate(const char *s, const PolicyKey *k, void *dst)
 {
-    uint64_t whole, frac, den;
-    const char *p;
+    uint64_t whole = 0, frac = 0, den = 1;
+    const char *p = s;
     (void)k;
     int r = parse_decimal(s, &whole, &frac, &den, &p);
     if (r < 0)
