@@ -359,16 +359,16 @@ static const KeyType T_DURATION = TYPE(parse_duration, unsigned),
     {.name = key, .type = &t, .offset = offsetof(BmGuestRules, field),                         \
      .size = sizeof(((BmGuestRules *)0)->field), .def = d, __VA_ARGS__}
 
-/* Every policy key, in the order of balloonmgr.policy(5). The defaults are those of
- * policies/default.policy (test-policy compares them). */
+/* Every policy key. The defaults are written as policies/default.policy writes them
+ * (test-policy finds each "name = default" line there, and the key in the man page). */
 static const PolicyKey keys[] = {
     HOST_KEY("interval", interval_s, T_DURATION, "10s", .min = 1, .max = 3600),
     HOST_KEY("reclaim_below", reclaim_below, T_AMOUNT, "10%"),
     HOST_KEY("target_available", target_available, T_AMOUNT, "15%"),
     HOST_KEY("release_above", release_above, T_AMOUNT, "25%"),
-    HOST_KEY("psi_reclaim_above", psi_reclaim_above, T_PSI, "10"),
-    HOST_KEY("psi_release_below", psi_release_below, T_PSI, "1"),
-    HOST_KEY("apply_timeout", apply_timeout_s, T_DURATION, "1m", .max = 3600),
+    HOST_KEY("psi_reclaim_above", psi_reclaim_above, T_PSI, "10%"),
+    HOST_KEY("psi_release_below", psi_release_below, T_PSI, "1%"),
+    HOST_KEY("apply_timeout", apply_timeout_s, T_DURATION, "60s", .max = 3600),
     HOST_KEY("verify_features", verify_features, T_VERIFY_FEATURES, "auto"),
     GUEST_KEY("floor", floor, T_AMOUNT, "25%"),
     GUEST_KEY("keep_free", keep_free, T_AMOUNT, "15%"),
@@ -380,7 +380,7 @@ static const PolicyKey keys[] = {
     GUEST_KEY("protect_cache_reads", protect_cache_reads, T_SIZE_RATE, "4M"),
     GUEST_KEY("max_stats_age", max_stats_age_s, T_DURATION_OR_OFF, "30s", .max = MAX_STATS_AGE_MAX_S),
     GUEST_KEY("exclude", exclude, T_BOOL, "no"),
-    HOST_KEY("timer_interval", timer_interval_s, T_DURATION, "1m", .min = 10, .max = 3600),
+    HOST_KEY("timer_interval", timer_interval_s, T_DURATION, "60s", .min = 10, .max = 3600),
     GUEST_KEY("timer_inflate", timer_inflate, T_TIMER_INFLATE, "deflate-on-oom"),
 };
 #define N_KEYS BM_ARRAY_SIZE(keys)
@@ -405,6 +405,15 @@ static int set_value(const PolicyKey *k, const char *v, BmPolicy *p, BmGuestRule
     if (r == 0 && !k->host)
         g->set |= UINT64_C(1) << (k - keys);
     return r;
+}
+
+bool bm_policy_key(size_t i, const char **ret_name, const char **ret_default)
+{
+    if (i >= N_KEYS)
+        return false;
+    *ret_name = keys[i].name;
+    *ret_default = keys[i].def;
+    return true;
 }
 
 uint64_t bm_policy_rule_bit(size_t offset)

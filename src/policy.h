@@ -56,6 +56,10 @@ uint64_t bm_policy_rule_bit(size_t offset);
 #define BM_RULE_SET(rules, field, value) \
     ((rules)->field = (value), (rules)->set |= BM_RULE_BIT(field))
 
+/* The name of policy key i and its default as policies/default.policy writes it; false when
+ * there is no key i (i counts from 0). */
+bool bm_policy_key(size_t i, const char **ret_name, const char **ret_default);
+
 /* Whether the policy key of len bytes at name takes a size (a bare number is KiB). */
 bool bm_policy_key_is_size(const char *name, size_t len);
 

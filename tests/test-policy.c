@@ -72,6 +72,31 @@ static void test_defaults(void)
        "rules_for on the defaults gives the defaults");
 }
 
+/* Every key of the table is in policies/default.policy with its default ("name = value", as
+ * the table writes it) and in balloonmgr.policy(5) ("*name* ="). */
+static void test_every_key_documented(void)
+{
+    _cleanup_free_ char *policy = fixture_read("../../policies/default.policy");
+    _cleanup_free_ char *man = fixture_read("../../man/balloonmgr.policy.5.scd");
+    const char *name, *def;
+    size_t n = 0, in_policy = 0, in_man = 0;
+    for (size_t i = 0; bm_policy_key(i, &name, &def); i++, n++) {
+        _cleanup_free_ char *line = bm_asprintf("\n%s = %s\n", name, def);
+        _cleanup_free_ char *entry = bm_asprintf("\n*%s* =", name);
+        if (policy && strstr(policy, line))
+            in_policy++;
+        else
+            diag("default.policy lacks '%s = %s'", name, def);
+        if (man && strstr(man, entry))
+            in_man++;
+        else
+            diag("balloonmgr.policy(5) lacks '*%s* ='", name);
+    }
+    ok(n >= 20, "the key table (%zu keys)", n);
+    is_u64(in_policy, n, "default.policy sets every key to its built-in default");
+    is_u64(in_man, n, "the man page describes every key");
+}
+
 /* policies/default.policy must say exactly what bm_policy_new_default() does. */
 static void test_default_file_matches(void)
 {
@@ -568,6 +593,7 @@ int main(void)
 {
     test_defaults();
     test_default_file_matches();
+    test_every_key_documented();
     test_shipped_and_good();
     test_good_values();
     test_bad();
