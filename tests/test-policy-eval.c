@@ -1461,7 +1461,8 @@ static void test_inflates_that_cost_or_give_nothing_given_back(void)
     p = eval(&h, d, 1, &l, P);
     x = &p.decisions[0];
     diag("reason: %s", x->reason);
-    ok(x->action == BM_ACT_NONE && x->cache_found_hot && strstr(x->reason, "kept while the host reclaims"),
+    ok(x->action == BM_ACT_NONE && x->cache_found_hot && x->cause.code == BM_REASON_KEPT_HOT &&
+           !p.hot_cache_allowed,
        "  kept where giving back 1 GiB would leave the host 307 MiB below half of reclaim_below");
     bm_plan_clear(&p);
     bm_ledger_clear(&l);
@@ -1487,13 +1488,14 @@ static void test_refaulting_guest_kept_near_oom(void)
     diag("reason: %s", x->reason);
     ok(x->pressure.refaulting && x->action == BM_ACT_NONE && x->cache_found_hot,
        "near the host's own OOM: refaulting, its cache found hot, and kept");
-    ok(strstr(x->reason, "kept while the host is near its own OOM") != NULL, "the reason says so");
+    ok(x->cause.code == BM_REASON_KEPT_HOT && p.hot_cache_allowed, "kept, the host near its own OOM");
     bm_plan_clear(&p);
     /* 700 MiB: reclaiming, 291 MiB above half of reclaim_below, the 512 MiB taken not made up
      * by another guest: kept */
     h = host(8 * GiB, 700 * MiB);
     p = eval(&h, d, 1, &l, P);
-    ok(p.decisions[0].action == BM_ACT_NONE && strstr(p.decisions[0].reason, "would put the host near"),
+    ok(p.decisions[0].action == BM_ACT_NONE && p.decisions[0].cause.code == BM_REASON_KEPT_HOT &&
+           !p.hot_cache_allowed,
        "  kept where giving it back would put the host there");
     bm_plan_clear(&p);
     /* an OOM kill in it: given back at once all the same */
