@@ -315,6 +315,9 @@ run_one() {
     "$HOG" --target-available "$HOG_TARGET" "${hog_size[@]}" --floor "$HOG_FLOOR" --rate 4096 >"$W/hog.log" 2>&1 &
     HOG_PID=$!
     echo "$HOG_PID" >"$W/hog.pid"
+    # a hog that refused its arguments ends at once: a run without pressure measures nothing
+    sleep 0.5
+    kill -0 "$HOG_PID" 2>/dev/null || die "the hog ended at its start: $(tail -n 2 "$W/hog.log")"
     bm_add_cleanup "kill $HOG_PID 2>/dev/null || true"
     event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, ${hog_size[*]:-no size}, floor $HOG_FLOOR$([ "$HOG_CHASE" = 0 ] || echo ', chasing the target'))"
     if [ "$mode" = control ]; then
