@@ -530,6 +530,15 @@ static void test_set_aside(void)
        "every name taken: refused, the file stays (%s)", r < 0 ? bm_error_detail(r) : got);
 }
 
+/* Sets PATH SUFFIX's modification time to now + offset_s. */
+static void shift_mtime(const char *path, const char *suffix, long offset_s)
+{
+    _cleanup_free_ char *t = bm_asprintf("%s%s", path, suffix);
+    struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = time(NULL) + offset_s}};
+    if (utimensat(AT_FDCWD, t, ts, 0) < 0)
+        perror(t);
+}
+
 /* temporary files of killed writers: removed unless locked (a writer at work), too young,
  * or not ours by name */
 static void test_temporary_files_of_killed_writers(void)
@@ -553,7 +562,13 @@ static void test_temporary_files_of_killed_writers(void)
             ok(flock(locked, LOCK_EX) == 0, "lock %s", t);
         }
     }
+    /* their ages set, not waited for or assumed: written "now" (an hour ahead, however slow
+     * this machine is), then an hour ago */
+    for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++)
+        shift_mtime(path, tmps[i].suffix, 3600);
     ok(bm_state_cleanup(path) == 0, "files changed in the last %d s are left alone", BM_STATE_TMP_MIN_AGE_S);
+    for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++)
+        shift_mtime(path, tmps[i].suffix, -3600);
     _cleanup_free_ char *tmpl = bm_asprintf("%s" BM_STATE_TMP_SUFFIX, path);
     is_u64((uint64_t)bm_file_atomic_cleanup(tmpl, 0), 1, "one stale temporary file removed");
     for (size_t i = 0; i < BM_ARRAY_SIZE(tmps); i++) {
