@@ -236,6 +236,12 @@ static void test_real_percpu(void)
     BmHost h = {0};
     ok(bm_hostmem_read_percpu(NULL, &h) == 0 && bm_present(h.percpu_free_bytes),
        "the real /proc/zoneinfo has per-CPU lists (%" PRIu64 " KiB)", h.percpu_free_bytes / 1024);
+    /* the drain of this host's lists reads what the rest of the machine does to MemAvailable
+     * meanwhile: the slow suite's test-hostmem-real (BM_TEST_REAL_HOST=1), not unit */
+    if (!getenv("BM_TEST_REAL_HOST")) {
+        ok(true, "# SKIP the real drain: BM_TEST_REAL_HOST unset (the slow suite sets it)");
+        return;
+    }
     if (geteuid() != 0) {
         ok(true, "# SKIP not root: stat_refresh is root's");
         return;
