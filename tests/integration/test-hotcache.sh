@@ -10,7 +10,10 @@
 #   (why=cache-refault for "hot"; under-pressure or cache-refault for "hotmap", whose misses
 #   are also major faults), marks both caches hot (balloonmgr_domain_page_cache_hot 1) and
 #   does not inflate them again in the episode (the host is not near its own OOM);
-# - each guest's re-read rate (its console's "hot:" lines) comes back after the give-back.
+# - each guest's working set is cached again after the give-back: its disk reads stop (QEMU's
+#   block statistics flat over 5 s, within a minute). Its re-read rate (the console's "hot:"
+#   lines) is printed, not checked: on a shared 2-core host it measures the CPU more than the
+#   cache (a rate threshold failed here at 48% with the cache whole).
 # About 3 minutes.
 set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
@@ -81,9 +84,22 @@ done
     jq -c --arg a "$hot" --arg b "$hotmap" '.decisions[] | select(.name == $a or .name == $b) | {name, action, page_cache_hot, reason}' || true
 after_hot=$(rate hot "$lines_hot") after_map=$(rate hotmap "$lines_map")
 bm_log "re-read rates 20 s after the give-back: hot $after_hot MiB/s (was $before_hot), hotmap $after_map MiB/s (was $before_map)"
-[ -n "$after_hot" ] && [ $((after_hot * 2)) -ge "$before_hot" ] ||
-    bm_fail "hot: its re-read rate did not come back ($after_hot of $before_hot MiB/s)"
-[ -n "$after_map" ] && [ $((after_map * 2)) -ge "$before_map" ] ||
-    bm_fail "hotmap: its re-read rate did not come back ($after_map of $before_map MiB/s)"
-bm_pass "no inflate after the give-back; re-read rates back to at least half of before"
+# reads_mib DOMAIN: what it read from its disks since it started (QEMU), MiB
+reads_mib() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].disk_read_bytes / 1048576 | floor'; }
+# reads_flat DOMAIN: its reads rose by less than 8 MiB in 5 s (a 256 MiB working set missing
+# from the cache reads it at hundreds of MiB/s)
+reads_flat() {
+    local a b
+    a=$(reads_mib "$1") && sleep 5 && b=$(reads_mib "$1") || return 1
+    bm_log "$1: disk reads $a -> $b MiB in 5 s"
+    [ $((b - a)) -lt 8 ]
+}
+for d in "$hot" "$hotmap"; do
+    tries=12 # a minute of 5-s windows
+    until reads_flat "$d"; do
+        tries=$((tries - 1))
+        [ "$tries" -gt 0 ] || bm_fail "$d: still reading its disk a minute after the give-back: its cache did not come back"
+    done
+done
+bm_pass "no inflate after the give-back; both caches whole again (their disk reads stopped)"
 bm_stop_agent || bm_fail "the agent did not stop"
