@@ -1362,19 +1362,28 @@ static void test_hot_cache_taken_last(void)
     bm_ledger_clear(&l);
 }
 
+/* A guest "hot" of 2 GiB our inflates of the episode took from (2 GiB -> 1.5 GiB) whose disk
+ * reads rose to 200 MiB/s since the previous reading (1 MiB/s when we took); its entry in l. */
+static BmLedgerEntry *refaulting_guest(BmDomain d[1], BmLedger *l)
+{
+    d[0] = guest("hot", 2 * GiB, 1536 * MiB, 800 * MiB);
+    d[0].disk_read_bytes = 10 * GiB + 200 * MiB;
+    ledger_with_yield(l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(l, d[0].uuid, NULL);
+    e->prev.disk_read_bytes = 10 * GiB;
+    e->prev.inflated_from_bytes = 2 * GiB;
+    e->prev.read_base_Bps = 1 * MiB;
+    return e;
+}
+
 /* A guest inflated in this episode whose disk reads rise after it re-reads the page cache the
  * balloon took (buffered reads: no fault at all): what was taken is given back at once, and
  * the pass marks its cache hot; the agent's guest watch sees it between passes. */
 static void test_refaulting_guest_given_back(void)
 {
-    BmDomain d[] = {guest("hot", 2 * GiB, 1536 * MiB, 800 * MiB)};
-    d[0].disk_read_bytes = 10 * GiB + 200 * MiB; /* 200 MiB/s since the previous reading */
+    BmDomain d[1];
     BmLedger l;
-    ledger_with_yield(&l, d, 1, (BmYield){0});
-    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
-    e->prev.disk_read_bytes = 10 * GiB;
-    e->prev.inflated_from_bytes = 2 * GiB;
-    e->prev.read_base_Bps = 1 * MiB;
+    BmLedgerEntry *e = refaulting_guest(d, &l);
     /* reclaiming, 717 MiB above half of reclaim_below: room to give it back */
     BmHost h = host(16 * GiB, 1536 * MiB);
     BmPlan p = eval(&h, d, 1, &l, P);
@@ -1474,14 +1483,9 @@ static void test_inflates_that_cost_or_give_nothing_given_back(void)
  * longer reclaims. */
 static void test_refaulting_guest_kept_near_oom(void)
 {
-    BmDomain d[] = {guest("hot", 2 * GiB, 1536 * MiB, 800 * MiB)};
-    d[0].disk_read_bytes = 10 * GiB + 200 * MiB;
+    BmDomain d[1];
     BmLedger l;
-    ledger_with_yield(&l, d, 1, (BmYield){0});
-    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
-    e->prev.disk_read_bytes = 10 * GiB;
-    e->prev.inflated_from_bytes = 2 * GiB;
-    e->prev.read_base_Bps = 1 * MiB;
+    BmLedgerEntry *e = refaulting_guest(d, &l);
     BmHost h = host(8 * GiB, 300 * MiB); /* below half of reclaim_below (409 MiB) */
     BmPlan p = eval(&h, d, 1, &l, P);
     const BmDecision *x = &p.decisions[0];
