@@ -24,12 +24,34 @@ fixed_sleeps() {
     done
 }
 
+# durations FILE: the names of the durations it measures: variables set from a clock read
+# (now_s() - ..., bm_now_mono_ns() - ...) or from a call of a function of its own that reads one
+durations() {
+    awk '
+        /^static [a-z_ ]+\*? *[a-z_][a-z0-9_]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
+        /^}/ { fn = "" }
+        /(now_s|bm_now_mono_ns)\(\)|clock_gettime\(CLOCK_MONOTONIC/ && fn != "" { clock[fn] = 1 }
+        { line[NR] = $0 }
+        END {
+            for (i = 1; i <= NR; i++) {
+                if (match(line[i], /[a-z_][a-z0-9_]* *= *(now_s|bm_now_mono_ns)\(\) *-/)) {
+                    v = substr(line[i], RSTART, RLENGTH); sub(/ *=.*/, "", v); print v
+                }
+                for (f in clock)
+                    if (match(line[i], "[a-z_][a-z0-9_]* *= *" f "\\(")) {
+                        v = substr(line[i], RSTART, RLENGTH); sub(/ *=.*/, "", v); print v
+                    }
+            }
+        }' "$1" | sort -u
+}
+
 # untimed FILE...: checks of a duration outside timed_ok(), FILE:LINE: TEXT
 untimed() {
     local f v
     for f in "$@"; do
-        for v in $(sed -nE 's/.*\b([a-z_][a-z0-9_]*)[[:space:]]*=[[:space:]]*now_s\(\)[[:space:]]*-.*/\1/p' "$f" | sort -u); do
-            grep -nE "(^|[^_a-z])ok\(.*\b$v\b" "$f" |
+        for v in $(durations "$f"); do
+            # (string literals blanked: "unknown user" is no variable)
+            sed -E 's/"([^"\\]|\\.)*"/""/g' "$f" | grep -nE "(^|[^_a-z])ok\(.*\b$v\b" |
                 sed "s|^|${f#"$ROOT"/}:|"
         done
     done
@@ -62,7 +84,7 @@ out=$(fixed_sleeps "${files[@]}")
 [ -z "$out" ]; ok $? "no fixed sleep in them (but a poll's step, marked so)" "$out"
 out=$(untimed $(printf '%s\n' "${files[@]}" | grep '\.c$'))
 [ -z "$out" ]; ok $? "every duration they compare is a timed_ok() (skipped in the unit suite)" "$out"
-nd=$(cat $(printf '%s\n' "${files[@]}" | grep '\.c$') | grep -cE '=[[:space:]]*now_s\(\)[[:space:]]*-')
+nd=$(for f in $(printf '%s\n' "${files[@]}" | grep '\.c$'); do durations "$f"; done | grep -c .)
 ok $((nd >= 3 ? 0 : 1)) "  (the scan saw $nd durations measured, all checked by timed_ok())"
 
 # the checks fail where they should
@@ -72,9 +94,12 @@ printf 'x=1\nsleep 2\nwhile :; do f && break; sleep 0.1; done\n' >"$tmp/a.sh"
 printf 'while :; do sleep 0.02 # poll: until f\ndone\n' >"$tmp/b.sh"
 printf 'int main(void) { usleep(1000); return 0; }\n' >"$tmp/c.c"
 printf 'double took = now_s() - t0;\nok(took < 2, "fast");\ntimed_ok(took < 2, "fast");\n' >"$tmp/d.c"
+printf 'static double cost(int n)\n{\n    uint64_t t0 = bm_now_mono_ns();\n    return n;\n}\nstatic void t(void)\n{\n    double a = cost(1), b = cost(2);\n    ok(a < b * 3, "alike");\n}\n' >"$tmp/e.c"
 [ "$(fixed_sleeps "$tmp/a.sh" | wc -l)" -eq 2 ]; ok $? "planted: two fixed sleeps in a script are found"
 [ -z "$(fixed_sleeps "$tmp/b.sh")" ]; ok $? "planted: a marked poll step is not"
 [ "$(fixed_sleeps "$tmp/c.c" | wc -l)" -eq 1 ]; ok $? "planted: usleep() in C is found"
-[ "$(untimed "$tmp/d.c")" = "$tmp/d.c:2:ok(took < 2, \"fast\");" ]
+[ "$(untimed "$tmp/d.c")" = "$tmp/d.c:2:ok(took < 2, \"\");" ]
 ok $? "planted: a duration checked in ok() is found, in timed_ok() not"
+[ "$(untimed "$tmp/e.c")" = "$tmp/e.c:9:    ok(a < b * 3, \"\");" ]
+ok $? "planted: a duration from a function of the test that reads the clock is found"
 tap_done
