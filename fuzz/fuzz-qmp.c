@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             bm_features_decide(&st, BM_VIRTIO_OK, &opts[i], &rep);
             check_report(&rep);
             fuzz_assert(rep.driver_ok == st.driver_ok, "driver_ok");
-            bm_features_decide_ioeventfd(checked, st.broken, &rep);
+            bm_features_decide_ioeventfd(checked, st.broken, checked, &rep);
             check_report(&rep);
         }
         BmFeatureReport rep;
@@ -96,8 +96,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r = bm_qmp_parse_qom_get_bool(reply, &b);
     check_code(r, "bm_qmp_parse_qom_get_bool");
     BmFeatureReport rep = {.ioeventfd = BM_SWITCH_UNKNOWN};
-    bm_features_decide_ioeventfd(r, b, &rep);
+    bm_features_decide_ioeventfd(r, b, bm_qmp_check_reply(reply), &rep);
     fuzz_assert(rep.ioeventfd != BM_SWITCH_UNKNOWN || rep.ioeventfd_reason, "ioeventfd reason");
+    fuzz_assert(rep.ioeventfd_source == BM_IOEVENTFD_SOURCE_UNKNOWN || r == 0,
+                "an ioeventfd source without the property");
 
     /* guest-stats: every statistic absent or within what a guest may report (2^63-1) */
     BmStarveStats gs;

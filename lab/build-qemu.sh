@@ -1,39 +1,62 @@
 #!/bin/bash
 # lab/build-qemu.sh [OUTDIR] -- build the lab's patched QEMU (SG balloon, balloon ioeventfd).
 #
-# Debian 12's QEMU 7.2 source (apt-get source qemu, Debian's patches applied) plus
-# lab/qemu/*.patch, built for x86_64-softmmu only, installed as OUTDIR/qemu-system-x86_64
-# (default OUTDIR /var/lib/libvirt/images/balloonmgr-lab), usable by libvirt as a domain's
-# <emulator> (bm_define_guest NAME MEM emulator=OUTDIR/qemu-system-x86_64).
+# Two pairs of source and patches, by BM_LAB_SUITE:
+#   bookworm (default): Debian 12's QEMU 7.2 source (apt-get source qemu, Debian's patches
+#       applied) plus lab/qemu/*.patch (SG, ioeventfd, fault injection and timing); default
+#       OUTDIR /var/lib/libvirt/images/balloonmgr-lab, cache /var/cache/balloonmgr-lab.
+#   trixie: Debian 13's QEMU 10.0 source, looked up and downloaded with an apt state of its
+#       own ($CACHE/apt: this host's sources untouched, nothing of trixie installed) plus
+#       lab/qemu-10.0/*.patch (SG, fault injection and timing: QEMU 10.0 has the ioeventfd
+#       property itself); default OUTDIR /var/lib/libvirt/images/balloonmgr-lab-trixie, cache
+#       /var/cache/balloonmgr-lab-trixie. QEMU 10 wants meson >= 1.5: when the host's is older,
+#       trixie's meson .deb is downloaded into the cache and extracted there (dpkg-deb -x),
+#       only for this build (PYTHONPATH), with Debian's /usr/bin/python3.
+# Built on this host for x86_64-softmmu only, installed as OUTDIR/qemu-system-x86_64, usable
+# by libvirt as a domain's <emulator> (bm_define_guest NAME MEM emulator=OUTDIR/qemu-system-x86_64).
 #
 # Needs root and Debian 12 apt sources. Installs what it needs with apt-get (build deps, and
 # seabios / ipxe-qemu / qemu-system-data for the firmware the binary loads from
 # /usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu), adding a deb-src entry for the
-# configured Debian archive if there is none.
+# configured Debian archive if there is none (bookworm).
 #
 # Caching: a stamp (sha256 of this script, the patches and the source version) next to the
 # installed binary; when it matches, nothing is done. The source, the patched tree, the
 # build dir and ccache live in BM_LAB_CACHE, so a changed patch rebuilds incrementally
 # (the previous patches are reverted with patch -R, the new ones applied, ninja rebuilds
-# what changed). From nothing it takes 6-8 min on 2 cores (45 s with a warm ccache).
+# what changed). From nothing it takes 6-8 min on 2 cores (45 s with a warm ccache); QEMU 10.0
+# (trixie) has twice the steps: 26 min niced beside a benchmark (1577 steps, 1550 s).
 #
-# Environment: BM_LAB_CACHE [/var/cache/balloonmgr-lab], BM_LAB_JOBS [nproc],
+# Environment: BM_LAB_SUITE [bookworm] (or trixie, see above), BM_LAB_CACHE [per suite],
+# BM_LAB_JOBS [nproc],
 # BM_LAB_FORCE=1 (ignore the stamps; still incremental), BM_LAB_CLEAN=1 (drop the tree and
 # the build dir first; ccache kept).
 set -euo pipefail
 
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SELF=$LAB_DIR/$(basename "${BASH_SOURCE[0]}")
-OUTDIR=${1:-/var/lib/libvirt/images/balloonmgr-lab}
-CACHE=${BM_LAB_CACHE:-/var/cache/balloonmgr-lab}
+SUITE=${BM_LAB_SUITE:-bookworm}
+case "$SUITE" in
+    bookworm) SERIES=7.2;  PATCH_DIR=$LAB_DIR/qemu;      SUFFIX="" ;;
+    trixie)   SERIES=10.0; PATCH_DIR=$LAB_DIR/qemu-10.0; SUFFIX=-trixie ;;
+    *) echo "[build-qemu] ERROR: BM_LAB_SUITE '$SUITE': expected bookworm or trixie" >&2; exit 1 ;;
+esac
+OUTDIR=${1:-/var/lib/libvirt/images/balloonmgr-lab$SUFFIX}
+CACHE=${BM_LAB_CACHE:-/var/cache/balloonmgr-lab$SUFFIX}
 JOBS=${BM_LAB_JOBS:-$(nproc 2>/dev/null || echo 2)}
 BIN=qemu-system-x86_64
 FIRMWAREPATH=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 CONFIGURE_ARGS=(--target-list=x86_64-softmmu --without-default-features
                 --enable-tcg --enable-kvm --enable-fdt=system
                 --firmwarepath="$FIRMWAREPATH" --disable-werror)
+# QEMU 10's configure makes a venv (mkvenv) of the system's python with meson in it: Debian's
+# python3 (not one first on PATH, e.g. pyenv's), with pip's vendored distlib.
+# Debian's +ds source has no firmware blobs: none to install (the binary uses Debian's, see
+# FIRMWAREPATH).
+[ "$SUITE" = bookworm ] || CONFIGURE_ARGS+=(--python=/usr/bin/python3 --disable-install-blobs)
 BUILD_DEPS=(dpkg-dev xz-utils gcc libc6-dev make ninja-build meson pkg-config python3
             flex bison libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev ccache)
+[ "$SUITE" = bookworm ] || BUILD_DEPS+=(python3-venv python3-pip)
 RUNTIME_DEPS=(seabios ipxe-qemu qemu-system-data)
 SRC_LIST=/etc/apt/sources.list.d/balloonmgr-lab-src.sources
 SRC_LIST_ONELINE=/etc/apt/sources.list.d/balloonmgr-lab-src.list
@@ -46,9 +69,9 @@ finish() { log "$1 in $(elapsed) s: $OUTDIR/$BIN ($(stat -c %s "$OUTDIR/$BIN") b
 
 [ "$(id -u)" -eq 0 ] || die "needs root (apt-get, $CACHE, $OUTDIR)"
 shopt -s nullglob
-PATCHES=("$LAB_DIR"/qemu/*.patch)
+PATCHES=("$PATCH_DIR"/*.patch)
 shopt -u nullglob
-[ "${#PATCHES[@]}" -gt 0 ] || die "no patches in $LAB_DIR/qemu"
+[ "${#PATCHES[@]}" -gt 0 ] || die "no patches in $PATCH_DIR"
 
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
@@ -77,6 +100,24 @@ apt_update() {
     log "apt-get update"
     apt-get update -qq || die "apt-get update failed"
     APT_UPDATED=1
+}
+
+# The suite's own apt state (trixie): sources, lists and downloads under $CACHE/apt. Only
+# apt-get source and apt-get download use it; nothing is installed from it.
+SUITE_APT=()
+if [ "$SUITE" != bookworm ]; then
+    SUITE_APT=(-o "Dir::Etc::SourceList=$CACHE/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+               -o "Dir::State::Lists=$CACHE/apt/lists" -o "Dir::Cache=$CACHE/apt/cache")
+fi
+SUITE_APT_UPDATED=0
+suite_apt_update() {
+    [ "$SUITE_APT_UPDATED" = 1 ] && return 0
+    mkdir -p "$CACHE/apt/lists/partial" "$CACHE/apt/cache/archives/partial"
+    printf 'deb http://deb.debian.org/debian %s main\ndeb-src http://deb.debian.org/debian %s main\n' \
+        "$SUITE" "$SUITE" >"$CACHE/apt/sources.list"
+    log "apt-get update ($SUITE, apt state in $CACHE/apt)"
+    apt-get "${SUITE_APT[@]}" update -qq || die "apt-get update ($SUITE) failed"
+    SUITE_APT_UPDATED=1
 }
 
 ensure_packages() {
@@ -159,15 +200,19 @@ ensure_packages "${BUILD_DEPS[@]}" "${RUNTIME_DEPS[@]}"
 # Source: apt-get source qemu (dpkg-source -x applies Debian's patches), cached in $CACHE/src
 # ---------------------------------------------------------------------------------------------
 if [ -z "$(src_version)" ] || [ ! -d "$CACHE/src/qemu" ]; then
-    ensure_deb_src
+    if [ "$SUITE" = bookworm ]; then ensure_deb_src; else suite_apt_update; fi
     rm -rf "$CACHE/src" "$CACHE/src.tmp"
     mkdir -p "$CACHE/src.tmp"
     chown _apt "$CACHE/src.tmp" 2>/dev/null || true   # lets apt download sandboxed
-    log "apt-get source qemu"
-    (cd "$CACHE/src.tmp" && apt-get source -qq qemu >/dev/null) || die "apt-get source qemu failed"
+    log "apt-get source qemu${SUITE_APT[*]:+ ($SUITE)}"
+    (cd "$CACHE/src.tmp" && apt-get "${SUITE_APT[@]}" source -qq qemu >/dev/null) ||
+        die "apt-get source qemu failed"
     dsc=$(ls "$CACHE"/src.tmp/qemu_*.dsc)
     version=$(awk '/^Version:/ { print $2; exit }' "$dsc")
-    case "$version" in 1:7.2*) ;; *) log "WARNING: qemu source $version is not 7.2; the patches target 7.2" ;; esac
+    case "$version" in
+        1:"$SERIES"*) ;;
+        *) log "WARNING: qemu source $version is not $SERIES; the patches in $PATCH_DIR target $SERIES" ;;
+    esac
     dir=$(find "$CACHE/src.tmp" -mindepth 1 -maxdepth 1 -type d -name 'qemu-*' | head -n1)
     if [ -z "$dir" ] || [ ! -f "$dir/configure" ]; then
         die "apt-get source qemu left no source tree"
@@ -236,6 +281,29 @@ fi
 # ---------------------------------------------------------------------------------------------
 # Configure (once per build dir and argument set) and build
 # ---------------------------------------------------------------------------------------------
+# QEMU 10 wants meson >= 1.5 (Debian's source drops the bundled wheel): the suite's meson,
+# extracted into $CACHE/meson (pure python), on PYTHONPATH for configure and ninja's re-runs.
+ensure_meson() {
+    local have root deb
+    have=$(meson --version 2>/dev/null || echo 0)
+    dpkg --compare-versions "$have" ge 1.5 && return 0
+    root=$CACHE/meson/root
+    if [ ! -f "$CACHE/meson/.extracted" ]; then
+        rm -rf "$CACHE/meson"
+        mkdir -p "$CACHE/meson/debs"
+        suite_apt_update
+        log "meson $have is older than 1.5: apt-get download meson ($SUITE) into $CACHE/meson"
+        (cd "$CACHE/meson/debs" && apt-get "${SUITE_APT[@]}" download -q -o APT::Sandbox::User=root meson >/dev/null) ||
+            die "apt-get download meson ($SUITE) failed"
+        deb=$(ls "$CACHE"/meson/debs/meson_*.deb)
+        dpkg-deb -x "$deb" "$root"
+        touch "$CACHE/meson/.extracted"
+    fi
+    export PYTHONPATH=$root/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH}
+    log "meson $(/usr/bin/python3 -c 'import mesonbuild.coredata as c; print(c.version)') from $root"
+}
+[ "$SUITE" = bookworm ] || ensure_meson
+
 export CCACHE_DIR=$CACHE/ccache CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-2G}
 cc_args=()
 command -v ccache >/dev/null && cc_args=(--cc="ccache cc" --cxx="ccache c++" --objcc="ccache cc")
@@ -286,5 +354,5 @@ if getent passwd libvirt-qemu >/dev/null &&
     log "WARNING: libvirt-qemu cannot execute $OUTDIR/$BIN (check the modes of its parent dirs)"
 fi
 echo "$STAMP" >"$OUTDIR/.$BIN.stamp"
-log "$("$OUTDIR/$BIN" --version | head -n1) (source qemu $VERSION + ${#PATCHES[@]} lab patches)"
+log "$("$OUTDIR/$BIN" --version | head -n1) (source qemu $VERSION + ${#PATCHES[@]} lab patches from ${PATCH_DIR#"$LAB_DIR"/})"
 finish "installed"

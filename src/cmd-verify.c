@@ -131,6 +131,8 @@ static json_object *result_json(const Result *r)
     json_object_object_add(io, "state", json_object_new_string(bm_switch_state_name(r->rep.ioeventfd)));
     json_object_object_add(io, "reason",
                            r->rep.ioeventfd_reason ? json_object_new_string(r->rep.ioeventfd_reason) : NULL);
+    const char *src = bm_ioeventfd_source_name(r->rep.ioeventfd_source);
+    json_object_object_add(io, "source", src ? json_object_new_string(src) : NULL);
     json_object_object_add(feats, "ioeventfd", io);
     json_object_object_add(o, "features", feats);
     json_object_object_add(o, "negotiated", neg);
@@ -150,7 +152,8 @@ static void print_table(const Result *res, size_t n)
         const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];
         bm_table_cell(t, "%s", res[i].name); /* escaped once, by the table */
         bm_table_cell(t, "%s", bm_feature_state_name(sg->state));
-        bm_table_cell(t, "%s", bm_switch_state_name(rep->ioeventfd));
+        bm_table_cell(t, "%s%s", bm_switch_state_name(rep->ioeventfd),
+                      rep->ioeventfd_source == BM_IOEVENTFD_SOURCE_LAB ? " (lab)" : "");
         for (size_t c = 0; c < BM_ARRAY_SIZE(cols); c++) {
             BmFeatureState st = rep->feature[cols[c]].state;
             BmTristate x = xml_setting(&res[i], cols[c]);

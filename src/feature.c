@@ -133,11 +133,26 @@ void bm_features_decide(const BmVirtioStatus *st, BmVirtioAvailability avail,
     }
 }
 
-void bm_features_decide_ioeventfd(int qom_result, bool value, BmFeatureReport *ret)
+const char *bm_ioeventfd_source_name(BmIoeventfdSource s)
 {
+    switch (s) {
+    case BM_IOEVENTFD_SOURCE_UPSTREAM: return "upstream";
+    case BM_IOEVENTFD_SOURCE_LAB: return "lab";
+    default: return NULL;
+    }
+}
+
+void bm_features_decide_ioeventfd(int qom_result, bool value, int vectors_result,
+                                  BmFeatureReport *ret)
+{
+    ret->ioeventfd_source = BM_IOEVENTFD_SOURCE_UNKNOWN;
     if (qom_result == 0) {
         ret->ioeventfd = value ? BM_SWITCH_ON : BM_SWITCH_OFF;
         ret->ioeventfd_reason = NULL;
+        if (vectors_result == 0)
+            ret->ioeventfd_source = BM_IOEVENTFD_SOURCE_UPSTREAM;
+        else if (vectors_result == -ENOENT)
+            ret->ioeventfd_source = BM_IOEVENTFD_SOURCE_LAB;
     } else if (qom_result == -ENOENT) {
         ret->ioeventfd = BM_SWITCH_UNSUPPORTED;
         ret->ioeventfd_reason = "this QEMU's virtio-balloon-pci has no ioeventfd property";

@@ -59,10 +59,19 @@ typedef struct {
                            * set DRIVER_OK yet: the guest is still booting, ask again later */
 } BmFeatureVerdict;
 
+/* Whose ioeventfd property the balloon's PCI proxy has. QEMU's own (10.0 has it) comes with
+ * the property "vectors"; the SG lab's 7.2 patch (lab/qemu/0002) added ioeventfd alone. */
+typedef enum {
+    BM_IOEVENTFD_SOURCE_UNKNOWN, /* no ioeventfd property, or it could not be told */
+    BM_IOEVENTFD_SOURCE_UPSTREAM,
+    BM_IOEVENTFD_SOURCE_LAB,
+} BmIoeventfdSource;
+
 typedef struct {
     BmFeatureVerdict feature[BM_FEATURE_COUNT];
     BmSwitchState ioeventfd;
     const char *ioeventfd_reason;
+    BmIoeventfdSource ioeventfd_source;
     bool driver_ok;
 } BmFeatureReport;
 
@@ -78,6 +87,8 @@ int bm_feature_from_key(const char *key);
 const char *bm_feature_state_name(BmFeatureState s);
 /* "on", "off", "unsupported", "unknown". */
 const char *bm_switch_state_name(BmSwitchState s);
+/* "upstream", "lab", or NULL when unknown. */
+const char *bm_ioeventfd_source_name(BmIoeventfdSource s);
 
 /* The SG verdict as the latency histogram's label; a string ("sg") only in the metrics, the
  * state file and the spool (bm_sg_label_names). */
@@ -102,7 +113,10 @@ const char *bm_feature_config_cell(bool config_known, bool on, BmFeatureState ve
 void bm_features_decide(const BmVirtioStatus *st, BmVirtioAvailability avail,
                         const BmFeatureOptions *opts, BmFeatureReport *ret);
 
-/* Decides ioeventfd from a qom-get of the balloon's PCI proxy: qom_result is the result of
- * bm_qmp_parse_qom_get_bool() (0, -ENOENT when the property does not exist, other < 0) and
- * value its value. */
-void bm_features_decide_ioeventfd(int qom_result, bool value, BmFeatureReport *ret);
+/* Decides ioeventfd from qom-gets of the balloon's PCI proxy: qom_result is the result of
+ * bm_qmp_parse_qom_get_bool() for "ioeventfd" (0, -ENOENT when the property does not exist,
+ * other < 0) and value its value; vectors_result that of bm_qmp_check_reply() for "vectors"
+ * (0: QEMU's own ioeventfd, -ENOENT: the lab's, other < 0: source unknown; ignored unless
+ * qom_result is 0). */
+void bm_features_decide_ioeventfd(int qom_result, bool value, int vectors_result,
+                                  BmFeatureReport *ret);

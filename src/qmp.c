@@ -405,10 +405,21 @@ void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeat
         json_object_object_add(args, "path", json_object_new_string(proxy));
         json_object_object_add(args, "property", json_object_new_string("ioeventfd"));
         bool value = false;
+        int vr = -ENOENT;
         r = command(dom, "qom-get", args, &reply);
         if (r >= 0)
             r = bm_qmp_parse_qom_get_bool(reply, &value);
-        bm_features_decide_ioeventfd(r, value, ret);
+        if (r == 0) {
+            /* QEMU's own ioeventfd comes with "vectors"; the lab's 7.2 patch has no vectors */
+            _cleanup_free_ char *vreply = NULL;
+            json_object *vargs = json_object_new_object();
+            json_object_object_add(vargs, "path", json_object_new_string(proxy));
+            json_object_object_add(vargs, "property", json_object_new_string("vectors"));
+            vr = command(dom, "qom-get", vargs, &vreply);
+            if (vr >= 0)
+                vr = bm_qmp_check_reply(vreply);
+        }
+        bm_features_decide_ioeventfd(r, value, vr, ret);
     }
     *ret_path = TAKE_PTR(path);
 }

@@ -53,10 +53,11 @@ int bm_qmp_parse_guest_stats(const char *reply, BmStarveStats *ret);
 
 
 /* Everything verify needs from one domain's monitor: finds the balloon by name in
- * x-query-virtio, reads x-query-virtio-status and the ioeventfd property of its PCI proxy, and
+ * x-query-virtio, reads x-query-virtio-status and the ioeventfd property of its PCI proxy (and,
+ * when it has one, whether the proxy has "vectors": QEMU's own ioeventfd or the lab's), and
  * decides (bm_features_decide()). Never fails: what could not be read ends up as unknown with
  * a reason. *ret_path gets the balloon's QOM path or NULL, *ret_error the monitor's error text
- * or NULL (both caller frees). Makes up to three monitor calls. */
+ * or NULL (both caller frees). Makes up to four monitor calls. */
 void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeatureReport *ret,
                           char **ret_path, char **ret_error);
 

@@ -1,5 +1,5 @@
 /* Asking a QEMU binary about a device's properties (`-device TYPE,help`): recorded listings
- * of stock QEMU 7.2 and of the lab QEMU (tests/data/qemu-help/), the real QEMU of this machine
+ * of stock QEMU 7.2 and of the lab QEMU 7.2 and 10.0 (tests/data/qemu-help/), the real QEMU of this machine
  * when it is installed, and binaries that fail or print no listing. */
 #include <errno.h>
 #include <stdio.h>
@@ -46,6 +46,11 @@ int main(void)
     has("lab.txt", "sg", true);
     has("lab.txt", "ioeventfd", true);
     has("lab.txt", "s", false); /* a prefix of a name is not the name */
+    /* QEMU 10.0's own ioeventfd comes with vectors; the lab's 7.2 patch has no vectors */
+    has("lab.txt", "vectors", false);
+    has("lab-10.0.txt", "sg", true);
+    has("lab-10.0.txt", "ioeventfd", true);
+    has("lab-10.0.txt", "vectors", true);
 
     bool got = true;
     int r = bm_emulator_parse_device_help("qemu-system-x86_64: -device nosuch,help: Device "

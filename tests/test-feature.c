@@ -119,14 +119,24 @@ static void test_ioeventfd(void)
     BmFeatureReport rep;
     BmFeatureOptions opts = {.sg_bit = BM_SG_DEFAULT_BIT};
     bm_features_decide(NULL, BM_VIRTIO_TOO_OLD, &opts, &rep);
-    bm_features_decide_ioeventfd(-ENOENT, false, &rep);
+    bm_features_decide_ioeventfd(-ENOENT, false, -ENOENT, &rep);
     ok(rep.ioeventfd == BM_SWITCH_UNSUPPORTED, "no ioeventfd property: unsupported");
-    bm_features_decide_ioeventfd(0, true, &rep);
+    ok(rep.ioeventfd_source == BM_IOEVENTFD_SOURCE_UNKNOWN, "  no source");
+    bm_features_decide_ioeventfd(0, true, 0, &rep);
     ok(rep.ioeventfd == BM_SWITCH_ON && !rep.ioeventfd_reason, "ioeventfd on");
-    bm_features_decide_ioeventfd(0, false, &rep);
+    ok(rep.ioeventfd_source == BM_IOEVENTFD_SOURCE_UPSTREAM, "  with vectors: QEMU's own");
+    is_str(bm_ioeventfd_source_name(rep.ioeventfd_source), "upstream", "  named upstream");
+    bm_features_decide_ioeventfd(0, false, -ENOENT, &rep);
     ok(rep.ioeventfd == BM_SWITCH_OFF, "ioeventfd off");
-    bm_features_decide_ioeventfd(-EIO, false, &rep);
+    ok(rep.ioeventfd_source == BM_IOEVENTFD_SOURCE_LAB, "  without vectors: the lab's 7.2 patch");
+    is_str(bm_ioeventfd_source_name(rep.ioeventfd_source), "lab", "  named lab");
+    bm_features_decide_ioeventfd(0, true, -EIO, &rep);
+    ok(rep.ioeventfd == BM_SWITCH_ON && rep.ioeventfd_source == BM_IOEVENTFD_SOURCE_UNKNOWN,
+       "vectors unreadable: on, source unknown");
+    ok(!bm_ioeventfd_source_name(rep.ioeventfd_source), "  no name");
+    bm_features_decide_ioeventfd(-EIO, false, 0, &rep);
     ok(rep.ioeventfd == BM_SWITCH_UNKNOWN, "qom-get failure: unknown");
+    ok(rep.ioeventfd_source == BM_IOEVENTFD_SOURCE_UNKNOWN, "  source unknown");
 }
 
 static void test_feature_keys(void)

@@ -119,6 +119,11 @@ static void test_qom_get_and_errors(void)
     ok(bm_qmp_check_reply("{\"error\": {\"class\": \"DeviceNotFound\", \"desc\": \"x\"}}") == -ENODEV,
        "DeviceNotFound maps to -ENODEV");
     ok(bm_qmp_check_reply("{\"error\": 5}") == -EIO, "odd error object still an error");
+    /* qom-get vectors of the balloon's PCI proxy, as the lab's QEMU 7.2 and 10.0 answer it */
+    ok(bm_qmp_check_reply("{\"error\": {\"class\": \"GenericError\", \"desc\": \"Property "
+                          "'virtio-balloon-pci.vectors' not found\"}}") == -ENOENT,
+       "qom-get vectors on QEMU 7.2 (the lab's ioeventfd): -ENOENT");
+    ok(bm_qmp_check_reply("{\"return\": 2}") == 0, "qom-get vectors on QEMU 10.0: 0");
 }
 
 /* qom-get guest-stats: Linux 6.12's starvation statistics, as QEMU 10 sends them for a 6.12

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * virtio_balloon_sg - the SG lab's virtio balloon driver (out of tree, for
- * Linux 6.1).
+ * Linux 6.1 and 6.12).
  *
  * A stand-in for drivers/virtio/virtio_balloon.c (Rusty Russell et al.) that
  * keeps the stock driver's behaviour - PFN arrays of up to 256 PFNs per
@@ -37,6 +37,11 @@
  * balloon (deflate) - except the ranges of an element the device never
  * returned, which it may still own: on inflate they stay in the balloon.
  *
+ * Built against 6.12 (6.11 and later) it finds its queues with struct
+ * virtqueue_info, and it sends the six statistics 6.12's stock driver added
+ * (tags 10-15: OOM kills, allocation stalls, kswapd and direct scans and
+ * reclaims) when the headers define them.
+ *
  * Left out to keep the module small: free page hinting
  * (VIRTIO_BALLOON_F_FREE_PAGE_HINT), page poisoning (F_PAGE_POISON) and free
  * page reporting (F_REPORTING).  They are not offered, so QEMU does not
@@ -63,6 +68,7 @@
 #include <linux/list_sort.h>
 #include <linux/sched.h>
 #include <linux/vmstat.h>
+#include <linux/version.h>
 
 #ifndef VIRTIO_BALLOON_F_SG
 #define VIRTIO_BALLOON_F_SG		6 /* lab: ranges as SG lists */
@@ -85,6 +91,18 @@
 #define SG_RANGE_MAX_PAGES	(1UL << (30 - PAGE_SHIFT)) /* 1 GiB per descriptor */
 #define SG_ELEM_MAX_INDIRECT	256U	/* descriptors per element (indirect) */
 #define SG_ELEM_MAX_DIRECT	32U	/* descriptors per element (no indirect) */
+/*
+ * Page orders 0 .. SG_NR_ORDERS - 1. Up to 6.3 MAX_ORDER was one past the
+ * largest order (11); 6.4 made it the largest order (10), 6.8 renamed it
+ * MAX_PAGE_ORDER.
+ */
+#if defined(MAX_PAGE_ORDER)
+#define SG_NR_ORDERS		(MAX_PAGE_ORDER + 1)
+#elif LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+#define SG_NR_ORDERS		(MAX_ORDER + 1)
+#else
+#define SG_NR_ORDERS		MAX_ORDER
+#endif
 #define SG_DEQUEUE_SLICE	4096UL	/* pages per balloon_page_list_dequeue() */
 #define SG_DEFAULT_ORDER	9U	/* 2 MiB blocks with 4 KiB pages */
 
@@ -95,7 +113,7 @@ MODULE_PARM_DESC(sg, "Offer VIRTIO_BALLOON_F_SG (default 1)");
 static unsigned int sg_max_order = SG_DEFAULT_ORDER;
 module_param(sg_max_order, uint, 0444);
 MODULE_PARM_DESC(sg_max_order,
-		 "Highest allocation order tried when inflating with SG (default 9, capped at MAX_ORDER-1)");
+		 "Highest allocation order tried when inflating with SG (default 9, capped at the largest page order)");
 
 static unsigned int sg_timeout_ms = 30000;
 module_param(sg_timeout_ms, uint, 0444);
@@ -201,8 +219,8 @@ struct virtio_balloon {
 	struct sg_block *leak_blocks;	/* SG_RANGES_MAX; balloon_lock */
 	/* Chunked blocks (sg_chunk): off the balloon list; balloon_lock. */
 	bool chunk;
-	struct list_head blocks[MAX_ORDER];	/* [0] unused */
-	unsigned long nr_blocks[MAX_ORDER];
+	struct list_head blocks[SG_NR_ORDERS];	/* [0] unused */
+	unsigned long nr_blocks[SG_NR_ORDERS];
 	unsigned long block_pages;	/* guest pages in blocks */
 	u64 block_splits;		/* blocks split by a partial deflate */
 	struct sg_counters inflate_stats, deflate_stats;
@@ -210,8 +228,8 @@ struct virtio_balloon {
 	/* First range of each element in flight / abandoned this call. */
 	DECLARE_BITMAP(sg_out, SG_RANGES_MAX);
 	DECLARE_BITMAP(sg_lost, SG_RANGES_MAX);
-	u64 order_allocs[MAX_ORDER];	/* successful inflate allocations */
-	u64 order_fails[MAX_ORDER];	/* failed ones (order > 0: fall back) */
+	u64 order_allocs[SG_NR_ORDERS];	/* successful inflate allocations */
+	u64 order_fails[SG_NR_ORDERS];	/* failed ones (order > 0: fall back) */
 };
 
 static const struct virtio_device_id id_table[] = {
@@ -885,7 +903,7 @@ static unsigned long leak_blocks_sg(struct virtio_balloon *vb,
 	bool out;
 	u64 t0 = ktime_get_ns(), t1;
 
-	for (o = MAX_ORDER - 1; o > 0; o--) {
+	for (o = SG_NR_ORDERS - 1; o > 0; o--) {
 		while (vb->nr_blocks[o] && (1UL << o) <= want - got &&
 		       nb < SG_RANGES_MAX) {
 			page = list_first_entry(&vb->blocks[o], struct page, lru);
@@ -945,9 +963,9 @@ static bool sg_block_split(struct virtio_balloon *vb)
 	struct page *page;
 	unsigned int o;
 
-	for (o = 1; o < MAX_ORDER && !vb->nr_blocks[o]; o++)
+	for (o = 1; o < SG_NR_ORDERS && !vb->nr_blocks[o]; o++)
 		;
-	if (o == MAX_ORDER)
+	if (o == SG_NR_ORDERS)
 		return false;
 	page = list_first_entry(&vb->blocks[o], struct page, lru);
 	sg_block_unlink(vb, page, o);
@@ -1030,6 +1048,10 @@ static unsigned int update_balloon_stats(struct virtio_balloon *vb)
 	unsigned int idx = 0;
 	long available;
 	unsigned long caches;
+#ifdef VIRTIO_BALLOON_S_OOM_KILL
+	unsigned long stall = 0;
+	int zid;
+#endif
 
 	all_vm_events(events);
 	si_meminfo(&i);
@@ -1044,6 +1066,21 @@ static unsigned int update_balloon_stats(struct virtio_balloon *vb)
 		    pages_to_bytes(events[PSWPOUT]));
 	update_stat(vb, idx++, VIRTIO_BALLOON_S_MAJFLT, events[PGMAJFAULT]);
 	update_stat(vb, idx++, VIRTIO_BALLOON_S_MINFLT, events[PGFAULT]);
+#ifdef VIRTIO_BALLOON_S_OOM_KILL
+	/* Linux 6.12's statistics, tags 10-15, as its stock driver sends them */
+	update_stat(vb, idx++, VIRTIO_BALLOON_S_OOM_KILL, events[OOM_KILL]);
+	for (zid = 0; zid < MAX_NR_ZONES; zid++)
+		stall += events[ALLOCSTALL_NORMAL - ZONE_NORMAL + zid];
+	update_stat(vb, idx++, VIRTIO_BALLOON_S_ALLOC_STALL, stall);
+	update_stat(vb, idx++, VIRTIO_BALLOON_S_ASYNC_SCAN,
+		    pages_to_bytes(events[PGSCAN_KSWAPD]));
+	update_stat(vb, idx++, VIRTIO_BALLOON_S_DIRECT_SCAN,
+		    pages_to_bytes(events[PGSCAN_DIRECT]));
+	update_stat(vb, idx++, VIRTIO_BALLOON_S_ASYNC_RECLAIM,
+		    pages_to_bytes(events[PGSTEAL_KSWAPD]));
+	update_stat(vb, idx++, VIRTIO_BALLOON_S_DIRECT_RECLAIM,
+		    pages_to_bytes(events[PGSTEAL_DIRECT]));
+#endif
 #ifdef CONFIG_HUGETLB_PAGE
 	update_stat(vb, idx++, VIRTIO_BALLOON_S_HTLB_PGALLOC,
 		    events[HTLB_BUDDY_PGALLOC]);
@@ -1159,28 +1196,53 @@ static void update_balloon_size_func(struct work_struct *work)
 		queue_work(system_freezable_wq, work);
 }
 
+/*
+ * Inflate and deflate always; stats only with the feature (a queue without a
+ * name is skipped).  Linux 6.11 replaced virtio_find_vqs()'s arrays of
+ * callbacks and names with one array of struct virtqueue_info.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+static int find_vqs(struct virtio_balloon *vb, struct virtqueue **vqs, bool stats)
+{
+	struct virtqueue_info vqs_info[VIRTIO_BALLOON_VQ_MAX] = {
+		[VIRTIO_BALLOON_VQ_INFLATE] = { "inflate", balloon_ack },
+		[VIRTIO_BALLOON_VQ_DEFLATE] = { "deflate", balloon_ack },
+	};
+
+	if (stats)
+		vqs_info[VIRTIO_BALLOON_VQ_STATS] =
+			(struct virtqueue_info){ "stats", stats_request };
+	return virtio_find_vqs(vb->vdev, VIRTIO_BALLOON_VQ_MAX, vqs, vqs_info,
+			       NULL);
+}
+#else
+static int find_vqs(struct virtio_balloon *vb, struct virtqueue **vqs, bool stats)
+{
+	vq_callback_t *callbacks[VIRTIO_BALLOON_VQ_MAX] = {
+		[VIRTIO_BALLOON_VQ_INFLATE] = balloon_ack,
+		[VIRTIO_BALLOON_VQ_DEFLATE] = balloon_ack,
+	};
+	const char *names[VIRTIO_BALLOON_VQ_MAX] = {
+		[VIRTIO_BALLOON_VQ_INFLATE] = "inflate",
+		[VIRTIO_BALLOON_VQ_DEFLATE] = "deflate",
+	};
+
+	if (stats) {
+		callbacks[VIRTIO_BALLOON_VQ_STATS] = stats_request;
+		names[VIRTIO_BALLOON_VQ_STATS] = "stats";
+	}
+	return virtio_find_vqs(vb->vdev, VIRTIO_BALLOON_VQ_MAX, vqs, callbacks,
+			       names, NULL);
+}
+#endif
+
 static int init_vqs(struct virtio_balloon *vb)
 {
 	struct virtqueue *vqs[VIRTIO_BALLOON_VQ_MAX];
-	vq_callback_t *callbacks[VIRTIO_BALLOON_VQ_MAX];
-	const char *names[VIRTIO_BALLOON_VQ_MAX];
 	int err;
 
-	/* Inflate and deflate always; stats only with the feature. */
-	callbacks[VIRTIO_BALLOON_VQ_INFLATE] = balloon_ack;
-	names[VIRTIO_BALLOON_VQ_INFLATE] = "inflate";
-	callbacks[VIRTIO_BALLOON_VQ_DEFLATE] = balloon_ack;
-	names[VIRTIO_BALLOON_VQ_DEFLATE] = "deflate";
-	callbacks[VIRTIO_BALLOON_VQ_STATS] = NULL;
-	names[VIRTIO_BALLOON_VQ_STATS] = NULL;
-
-	if (virtio_has_feature(vb->vdev, VIRTIO_BALLOON_F_STATS_VQ)) {
-		names[VIRTIO_BALLOON_VQ_STATS] = "stats";
-		callbacks[VIRTIO_BALLOON_VQ_STATS] = stats_request;
-	}
-
-	err = virtio_find_vqs(vb->vdev, VIRTIO_BALLOON_VQ_MAX, vqs,
-			      callbacks, names, NULL);
+	err = find_vqs(vb, vqs,
+		       virtio_has_feature(vb->vdev, VIRTIO_BALLOON_F_STATS_VQ));
 	if (err)
 		return err;
 
@@ -1423,7 +1485,7 @@ static int sg_setup(struct virtio_balloon *vb)
 		SG_ELEM_MAX_INDIRECT : SG_ELEM_MAX_DIRECT;
 	/* An element must fit the ring even without an indirect table. */
 	vb->elem_max = clamp(vb->elem_max, 1U, max(ring, 1U));
-	vb->max_order = min_t(unsigned int, sg_max_order, MAX_ORDER - 1);
+	vb->max_order = min_t(unsigned int, sg_max_order, SG_NR_ORDERS - 1);
 	vb->chunk = sg_chunk;
 
 	vb->sgl = kmalloc_array(vb->elem_max, sizeof(*vb->sgl), GFP_KERNEL);
@@ -1473,7 +1535,7 @@ static int virtballoon_probe(struct virtio_device *vdev)
 	vb->vdev = vdev;
 
 	balloon_devinfo_init(&vb->vb_dev_info);
-	for (i = 0; i < MAX_ORDER; i++)
+	for (i = 0; i < SG_NR_ORDERS; i++)
 		INIT_LIST_HEAD(&vb->blocks[i]);
 
 	err = init_vqs(vb);

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The SG lab (lab/, lab/PROTOCOL.md): the patched QEMU 7.2 device and the SG guest driver,
-# built from nothing (cached), and balloonmgr driving them:
+# The SG lab (lab/, lab/PROTOCOL.md): the patched QEMU device and the SG guest driver, built
+# from nothing (cached), and balloonmgr driving them. Two pairs (BM_LAB_SUITE):
+#   bookworm (default, meson test test-lab): QEMU 7.2 + lab/qemu/*.patch, 6.1 guests;
+#   trixie (meson test test-lab-trixie): QEMU 10.0 + lab/qemu-10.0/*.patch (its ioeventfd is
+#     QEMU's own), Debian 13's 6.12 guests (image in BM_LAB_GUEST_DIR
+#     [/var/lib/libvirt/images/balloonmgr-test-lab-trixie], module built with gcc-14 in the
+#     trixie root); the lab QEMU shows the six statistics 6.12's driver sends (tags 10-15).
+# Both, on this host's libvirtd:
 # - configure --sg on --ioeventfd on (qemu:override) on a lab guest; after a restart
-#   verify --require sg,ioeventfd exits 0 (SG negotiated by name, bit 6);
+#   verify --require sg,ioeventfd exits 0 (SG negotiated by name, bit 6; the ioeventfd
+#   property is the lab's patch on 7.2, QEMU's own on 10.0);
 # - sg off with the same driver: verify --require sg exits 3, sg not-offered;
 # - the stock driver on the patched device with sg on: sg offered;
 # - inflate and deflate work in both modes; the guest allocates the memory back after deflate;
@@ -15,9 +22,21 @@
 #   stays consistent (QEMU's actual == the pages on the driver's balloon list), set --wait
 #   reports the change as stalled (exit 3) and the agent's counters record it, and the next
 #   change works.
-# Environment: BM_LAB_QEMU_DIR, where build-qemu.sh installs the lab QEMU
-# [/var/lib/libvirt/images/balloonmgr-lab].
+# Environment: BM_LAB_SUITE [bookworm], BM_LAB_QEMU_DIR, where build-qemu.sh installs the lab
+# QEMU [/var/lib/libvirt/images/balloonmgr-lab, trixie: balloonmgr-lab-trixie].
 set -euo pipefail
+LAB_SUITE=${BM_LAB_SUITE:-bookworm}
+case "$LAB_SUITE" in
+    bookworm) IOEVENTFD_SOURCE=lab LAB_SUFFIX=""
+        unset BM_KERNEL_SUITE ;;
+    trixie)
+        IOEVENTFD_SOURCE=upstream LAB_SUFFIX=-trixie
+        # the 6.12 guest (build-guest.sh, lab/guest/build.sh): a guest dir of its own
+        export BM_KERNEL_SUITE=trixie
+        export BM_GUEST_DIR=${BM_LAB_GUEST_DIR:-/var/lib/libvirt/images/balloonmgr-test-lab-trixie} ;;
+    *) echo "FAIL: BM_LAB_SUITE '$LAB_SUITE': expected bookworm or trixie" >&2; exit 1 ;;
+esac
+export BM_LAB_SUITE=$LAB_SUITE
 . "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -25,12 +44,12 @@ bm_setup
 
 start=$(bm_now)
 mkdir -p "$BM_WORKDIR"
-LAB_QEMU_DIR=${BM_LAB_QEMU_DIR:-/var/lib/libvirt/images/balloonmgr-lab}
+LAB_QEMU_DIR=${BM_LAB_QEMU_DIR:-/var/lib/libvirt/images/balloonmgr-lab$LAB_SUFFIX}
 "$ROOT/lab/build-qemu.sh" "$LAB_QEMU_DIR" >"$BM_WORKDIR/build-qemu.log" 2>&1 || { tail -30 "$BM_WORKDIR/build-qemu.log"; bm_fail "lab QEMU build failed"; }
 EMU=$LAB_QEMU_DIR/qemu-system-x86_64
 "$ROOT/lab/guest/build.sh" >"$BM_WORKDIR/build-module.log" 2>&1 || { tail -30 "$BM_WORKDIR/build-module.log"; bm_fail "SG driver build failed"; }
 bm_guest_image >/dev/null   # again: the initramfs now carries virtio_balloon_sg.ko
-bm_log "lab built (or found in cache) in $(bm_elapsed "$start") s"
+bm_log "lab ($LAB_SUITE: $("$EMU" --version | head -n1), guest kernel $BM_KERNEL_VERSION) built (or found in cache) in $(bm_elapsed "$start") s"
 "$EMU" -device virtio-balloon-pci,help 2>&1 | grep -q '^  sg=<bool>' || bm_fail "patched QEMU has no sg property"
 
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
@@ -65,7 +84,21 @@ restart lab1
 "$BM" -c "$BM_URI" verify --require sg,ioeventfd "$dom" >/dev/null || bm_fail "verify --require sg,ioeventfd failed on the lab guest"
 "$BM" -c "$BM_URI" verify --json "$dom" | jq -e '.domains[0].features.sg.evidence == "name" and
     (.domains[0].negotiated | index("VIRTIO_BALLOON_F_SG") != null)' >/dev/null || bm_fail "SG not negotiated by name"
-bm_pass "configure --sg on --ioeventfd on + restart: verify --require sg,ioeventfd exits 0"
+"$BM" -c "$BM_URI" verify --json "$dom" | jq -e --arg s "$IOEVENTFD_SOURCE" '.domains[0].features.ioeventfd.source == $s' >/dev/null ||
+    bm_fail "ioeventfd source not '$IOEVENTFD_SOURCE': $("$BM" -c "$BM_URI" verify --json "$dom" | jq -c '.domains[0].features.ioeventfd')"
+bm_pass "configure --sg on --ioeventfd on + restart: verify --require sg,ioeventfd exits 0 (ioeventfd: $IOEVENTFD_SOURCE)"
+if [ "$LAB_SUITE" = trixie ]; then
+    # 6.12's statistics (tags 10-15) from the SG driver, named by QEMU 10 in guest-stats
+    bm_wait_fresh_stats lab1
+    gs=$(bm_virsh qemu-monitor-command "$dom" \
+        '{"execute":"qom-get","arguments":{"path":"/machine/peripheral/balloon0","property":"guest-stats"}}')
+    echo "$gs" | jq -c '.return.stats'
+    echo "$gs" | jq -e '[.return.stats | ("stat-oom-kills", "stat-alloc-stalls", "stat-async-scans",
+        "stat-direct-scans", "stat-async-reclaims", "stat-direct-reclaims") as $k | .[$k]] |
+        all(. != null and . >= 0 and . < 1e19)' >/dev/null ||
+        bm_fail "the SG driver's 6.12 statistics (tags 10-15) are not in QEMU's guest-stats"
+    bm_pass "the SG driver on 6.12 sends the six new statistics; QEMU 10 names them in guest-stats"
+fi
 inflate_deflate "$dom" "SG"
 BM_WAIT_INTERVAL=0.5 bm_wait_until 30 "the SG guest to allocate 300 MiB again" retouched ||
     bm_fail "SG guest could not allocate its memory back after deflate"
@@ -292,9 +325,17 @@ share=$(awk -v a0="$a0" -v a1="$a1" -v f0="$f0" -v f1="$f1" 'BEGIN {
         if (d || s[2] - t[2]) printf "order %d: %d blocks (%d failed)\n", p[1], d, s[2] - t[2] > "/dev/stderr" }
     printf "%.1f %.1f %d %d %d", 100 * high / all, 100 * top / all, all, fails, singles }')
 echo "fragmented inflate: $(echo "$share" | awk '{ printf "%d pages, %.1f%% of them in blocks of order > 0, %.1f%% in 2 MiB blocks, %d single pages; %d failed high-order attempts", $3, $1, $2, $5, $4 }')"
-[ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100 && $5 > 0) }')" = 1 ] ||
-    bm_fail "fragmented guest: no fallback from order 9 down to single pages seen ($share)"
-bm_pass "fragmented guest (2 MiB and 4 KiB holes): the inflate to $frag_kib KiB reached through the order fallback down to single pages, $(echo "$share" | awk '{ printf "%.1f%% of its pages in blocks of order > 0", $1 }'), actual == pages held"
+# 6.1 leaves the deleted 4 KiB files' pages as single free pages, and the balloon must take some;
+# on 6.12 they were not isolated (2026-12-02: the fallback stopped at order 3, no single page):
+# there the fallback below order 9 is what is checked
+if [ "$LAB_SUITE" = bookworm ]; then
+    [ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100 && $5 > 0) }')" = 1 ] ||
+        bm_fail "fragmented guest: no fallback from order 9 down to single pages seen ($share)"
+else
+    [ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100) }')" = 1 ] ||
+        bm_fail "fragmented guest: no fallback below order 9 seen ($share)"
+fi
+bm_pass "fragmented guest (2 MiB and 4 KiB holes): the inflate to $frag_kib KiB reached through the order fallback $([ "$LAB_SUITE" = bookworm ] && echo "down to single pages" || echo "below order 9"), $(echo "$share" | awk '{ printf "%.1f%% of its pages in blocks of order > 0, %d single pages", $1, $5 }'), actual == pages held"
 
 # compaction after an inflate: the balloon of the fragmented inflate (its single pages are
 # movable balloon pages, its blocks are not) grows by 8 KiB, the guest compacts once and checks

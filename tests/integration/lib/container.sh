@@ -27,6 +27,12 @@
 #                               BM_KERNEL_SUITE=trixie); sets BM_CT_GDIR and BM_CT_KVER
 #   bm_ct_copy_source SRC       the files git tracks in SRC (and its uncommitted changes) to
 #                               BM_CT_WORK/ct/shared/src: /bm/src in the container
+#   bm_ct_run ROOT DIR [--bind PATH]... -- CMD...
+#                               run CMD in ROOT without booting it (a build with the suite's
+#                               toolchain): a private mount namespace with an overlay of ROOT
+#                               (upper layer under DIR, removed afterwards), each PATH bound at
+#                               the same path inside, /proc, /dev and a tmpfs /tmp; chroot, an
+#                               environment of PATH, HOME and LANG only. Returns CMD's status.
 #   bm_ct_exec CMD...           run CMD inside the booted container (all its namespaces)
 #   bm_ct_sh 'SCRIPT'           bash -c SCRIPT inside
 #   bm_ct_stop                  power it off (SIGRTMIN+3 to its PID 1 through nspawn's SIGTERM),
@@ -147,6 +153,33 @@ bm_ct_boot() {
         nsenter -t "$BM_CT_LEADER" -a systemctl --failed --no-pager >&2 || true
         bm_fail "$name: systemd did not reach running within $BM_CT_TIMEOUT s"
     fi
+}
+
+bm_ct_run() {
+    local root=$1 dir=$2 binds=() rc=0
+    shift 2
+    while [ "${1:-}" = --bind ]; do binds+=("$2"); shift 2; done
+    [ "${1:-}" = -- ] && shift
+    _bm_ct_rm "$dir"
+    mkdir -p "$dir/upper" "$dir/work" "$dir/merged"
+    # shellcheck disable=SC2016  # expanded by the inner bash
+    unshare --mount --propagation private --fork -- bash -c '
+        set -e
+        root=$1 dir=$2 n=$3
+        shift 3
+        mount -t overlay overlay -o "lowerdir=$root,upperdir=$dir/upper,workdir=$dir/work" "$dir/merged"
+        for ((i = 0; i < n; i++)); do
+            mkdir -p "$dir/merged$1"
+            mount --bind "$1" "$dir/merged$1"
+            shift
+        done
+        mount -t proc proc "$dir/merged/proc"
+        mount --rbind /dev "$dir/merged/dev"
+        mount -t tmpfs tmpfs "$dir/merged/tmp"
+        exec chroot "$dir/merged" env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$@"
+    ' bm-ct-run "$root" "$dir" "${#binds[@]}" "${binds[@]}" "$@" || rc=$?
+    _bm_ct_rm "$dir"
+    return "$rc"
 }
 
 bm_ct_exec() { nsenter -t "$BM_CT_LEADER" -a -- "$@"; }
