@@ -55,7 +55,16 @@
 # BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
 # JSON as guest_options), BM_SCENARIO_SPARE (free or cache: the idle guest's spare memory, above;
 # in the JSON as spare), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON
-# as hot). The timer runs every timer_interval of the policy (60 s without it).
+# as hot), BM_SCENARIO_HOT_TOUCH=MIB (the hot guest first writes MIB MiB and frees them: all
+# its memory is then backed by QEMU and an inflate of it gives the host memory; without it
+# the inflate mostly takes pages the guest never touched), BM_SCENARIO_PIN=1 (the hot guest on
+# CPU 1 alone, its vCPU and emulator threads pinned; the other guests, libvirtd, the hog, the
+# agent or timer and the sampler on CPU 0: the hot guest's rate then measures its cache, not
+# the CPU the rest of the run takes; 2 CPUs or more), BM_HOG_STEP=SECS:TARGET (a second hog,
+# chasing TARGET (as BM_HOG_TARGET) from SECS s into the pressure to its end, with the same
+# floor: a deeper step once the first is relieved). The hot guest's label in the JSON and the
+# table says which of these a run had (e.g. read+touched+pinned).
+# The timer runs every timer_interval of the policy (60 s without it).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
 set -euo pipefail
@@ -74,6 +83,18 @@ GUESTS=(idle fresh steady grower cache)
 HOT=${BM_SCENARIO_HOT:-read}
 case "$HOT" in read|mmap) GUESTS+=(hot) ;; none) ;; *) echo "scenario: BM_SCENARIO_HOT '$HOT': expected read, mmap or none" >&2; exit 2 ;; esac
 HOT_MIB=400
+HOT_TOUCH=${BM_SCENARIO_HOT_TOUCH:-0}
+case "$HOT_TOUCH" in ''|*[!0-9]*) echo "scenario: BM_SCENARIO_HOT_TOUCH '$HOT_TOUCH': expected MiB" >&2; exit 2 ;; esac
+PIN=${BM_SCENARIO_PIN:-0}
+case "$PIN" in 0|1) ;; *) echo "scenario: BM_SCENARIO_PIN '$PIN': expected 0 or 1" >&2; exit 2 ;; esac
+HOG_STEP=${BM_HOG_STEP:-}
+case "$HOG_STEP" in ''|[0-9]*:?*) ;; *) echo "scenario: BM_HOG_STEP '$HOG_STEP': expected SECS:TARGET" >&2; exit 2 ;; esac
+# the hot guest's label: its read mode and the variants above
+HOT_LABEL=$HOT
+if [ "$HOT" != none ]; then
+    [ "$HOT_TOUCH" = 0 ] || HOT_LABEL=$HOT_LABEL+touched
+    [ "$PIN" = 0 ] || HOT_LABEL=$HOT_LABEL+pinned
+fi
 RESULTS=${BM_BENCH_RESULTS:-/var/tmp/balloonmgr-bench}
 MIB=1048576
 # as balloonmgr-policy.timer: OnUnitActiveSec=1min (the policy's timer_interval when it has one)
@@ -122,6 +143,17 @@ run_one() {
     if ! flock -n 9; then
         bm_log "another scenario runs on this machine; waiting for it"
         flock 9
+    fi
+    # pinned: this shell and all it starts (libvirtd, its guests unless pinned elsewhere, the
+    # hog, balloonmgr, the sampler) on CPU 0; the hot guest's threads on CPU 1 (its XML)
+    local pin_other="" pin_hot=""
+    if [ "$PIN" = 1 ]; then
+        [ "$(nproc)" -ge 2 ] || die "BM_SCENARIO_PIN=1 needs 2 CPUs"
+        taskset -pc 0 "$BASHPID" >/dev/null || die "taskset -pc 0 $BASHPID failed"
+        # shellcheck disable=SC2089  # the quotes are the XML's
+        pin_other="extra=<cputune><vcpupin vcpu='0' cpuset='0'/><emulatorpin cpuset='0'/></cputune>"
+        # shellcheck disable=SC2089
+        pin_hot="extra=<cputune><vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='1'/></cputune>"
     fi
     bm_setup
     W=$BM_WORKDIR; mkdir -p "$W"
@@ -172,22 +204,24 @@ run_one() {
     [ -z "$GUEST_OPTS" ] || bm_log "every guest with: $GUEST_OPTS (BM_SCENARIO_GUEST_OPTS)"
     # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
     case "$SPARE" in
-        free) bm_define_guest idle 1024 load=0:touch:800 $fpr_opt $GUEST_OPTS ;;
+        free) bm_define_guest idle 1024 load=0:touch:800 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS ;;
         cache) bm_log "the idle guest's spare memory is page cache (BM_SCENARIO_SPARE=cache)"
-               bm_define_guest idle 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB $fpr_opt $GUEST_OPTS ;;
+               bm_define_guest idle 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS ;;
     esac
     # shellcheck disable=SC2086
-    bm_define_guest fresh 1024 $fpr_opt $GUEST_OPTS
+    bm_define_guest fresh 1024 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
-    bm_define_guest steady 1024 load=0:384 $fpr_opt $GUEST_OPTS
+    bm_define_guest steady 1024 load=0:384 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
-    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 $fpr_opt $GUEST_OPTS
+    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
     local g t_anchor
     if [ "$HOT" != none ]; then
         local hot_item=hot
         [ "$HOT" = mmap ] && hot_item=hotmap
         # shellcheck disable=SC2086
-        bm_define_guest hot 1024 disk=512 load=0:$hot_item:$HOT_MIB $fpr_opt $GUEST_OPTS
+        local hot_load=0:$hot_item:$HOT_MIB
+        [ "$HOT_TOUCH" = 0 ] || hot_load=0:touch:$HOT_TOUCH,1:$hot_item:$HOT_MIB
+        bm_define_guest hot 1024 disk=512 load=$hot_load ${pin_hot:+"$pin_hot"} $fpr_opt $GUEST_OPTS
     fi
     for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
     wait_cached cache 600
@@ -201,7 +235,7 @@ run_one() {
     [ "$SPARE" != cache ] || wait_cached idle "$IDLE_CACHE_MIB"
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
     # shellcheck disable=SC2086
-    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" $fpr_opt $GUEST_OPTS
+    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
     bm_wait_guest_ready grower 300
     t_anchor=$(now)
     local t_steady t_hog t_hog_end t_end
@@ -216,14 +250,16 @@ run_one() {
     local port="" agent="" sampler timer=""
     [ "$kind" = agent ] && port=$(bm_free_port)
     sample_loop() {
-        local offs=() i dom c size off st met hog_rss t psi avail
+        local offs=() i dom c size off st met hog_rss t psi avail hp
         for i in "${!GUESTS[@]}"; do offs[i]=0; done
         while :; do
             # the host's figures first, with the time they belong to
             t=$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')
             avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
             hog_rss=0   # KiB
-            [ -s "$W/hog.pid" ] && hog_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat "$W/hog.pid")/status" 2>/dev/null || echo 0)
+            for hp in "$W/hog.pid" "$W/hog2.pid"; do
+                [ -s "$hp" ] && hog_rss=$((hog_rss + $(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat "$hp")/status" 2>/dev/null || echo 0)))
+            done
             psi=$(awk '{ split($2, a, "="); printf "%s%s", (NR > 1 ? "," : ""), a[2] }' /proc/pressure/memory 2>/dev/null || echo "0,0")
             st=$("$BM" -c "$BM_URI" status --json "${DOMS[@]}" 2>/dev/null) || st='{"domains":[]}'
             met='{}'
@@ -332,6 +368,19 @@ run_one() {
         event "control: one-off virsh setmem idle 256M fresh 256M steady 512M grower 400M cache 384M"
     fi
     t_hog_end=$(awk -v h="$t_hog" -v l="$lead" -v a="$after" 'BEGIN { printf "%.3f", h + l + a }')
+    local hog2=""
+    if [ -n "$HOG_STEP" ]; then
+        # the deeper step: a second hog that chases its target (a size it never reaches)
+        sleep_until "$(awk -v h="$t_hog" -v s="${HOG_STEP%%:*}" 'BEGIN { printf "%.3f", h + s }')"
+        "$HOG" --target-available "${HOG_STEP#*:}" --size "$(awk '/^MemTotal:/ { printf "%dM", $2 / 1024 }' /proc/meminfo)" \
+            --floor "$HOG_FLOOR" --rate 4096 >"$W/hog2.log" 2>&1 &
+        hog2=$!
+        echo "$hog2" >"$W/hog2.pid"
+        sleep 0.5
+        kill -0 "$hog2" 2>/dev/null || die "the second hog ended at its start: $(tail -n 2 "$W/hog2.log")"
+        bm_add_cleanup "kill $hog2 2>/dev/null || true"
+        event "pressure step: a second bm-mem-hog (pid $hog2, chasing MemAvailable ${HOG_STEP#*:}, floor $HOG_FLOOR)"
+    fi
     sleep_until "$t_hog_end"
     if [ "$kind" = timer ]; then
         # two timer runs must fit between MemAvailable crossing reclaim_below and the hog's end
@@ -350,9 +399,9 @@ run_one() {
             fi
         fi
     fi
-    kill "$HOG_PID" 2>/dev/null || true
-    wait "$HOG_PID" 2>/dev/null || true
-    rm -f "$W/hog.pid"
+    kill "$HOG_PID" ${hog2:+"$hog2"} 2>/dev/null || true
+    wait "$HOG_PID" ${hog2:+"$hog2"} 2>/dev/null || true
+    rm -f "$W/hog.pid" "$W/hog2.pid"
     event "release: bm-mem-hog ended"
     t_end=$(awk -v h="$t_hog_end" -v r="$release" 'BEGIN { printf "%.3f", h + r }')
     sleep_until "$t_end"
@@ -394,7 +443,7 @@ run_one() {
                   guest_options: $o, spare: $sp, hot: $hot }' \
             --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
             --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
-            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" --arg hot "$HOT" \
+            --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" --arg hot "$HOT_LABEL" \
             >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
@@ -456,7 +505,7 @@ analyse() {
     jq -n --slurpfile s "$SAMPLES" --rawfile ev "$EVENTS" --arg mode "$mode" --arg kind "$kind" \
         --rawfile rec "${RECORDS:-/dev/null}" --argjson have_rec "$([ -n "${RECORDS:-}" ] && echo true || echo false)" \
         --argjson release_above "$RELEASE_ABOVE" --argjson interval "$INTERVAL_S" \
-        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" --arg spare "$SPARE" --arg hot "$HOT" \
+        --argjson timer_interval "$TIMER_INTERVAL" --arg guest_opts "$GUEST_OPTS" --arg spare "$SPARE" --arg hot "$HOT_LABEL" \
         --argjson t_hog "$t_hog" --argjson t_hog_end "$t_hog_end" --argjson t_end "$t_end" \
         --argjson timer "$timer_passes" --argjson total "$total" --argjson reclaim_below "$RECLAIM_BELOW" \
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
@@ -652,7 +701,7 @@ reanalyse() {
     RECLAIM_BELOW=$(jq '.reclaim_below' "$a") RELEASE_ABOVE=$(jq '.release_above' "$a")
     INTERVAL_S=$(jq '.interval_s' "$a") TIMER_INTERVAL=$(jq '.timer_interval_s' "$a")
     BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
-    SPARE=$(jq -r '.spare // "free"' "$a") HOT=$(jq -r '.hot // "none"' "$a")
+    SPARE=$(jq -r '.spare // "free"' "$a") HOT=$(jq -r '.hot // "none"' "$a") HOT_LABEL=$HOT
     read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
     local args=()
     mapfile -t args < <(jq -r '.analyse[]' "$a")
@@ -678,7 +727,7 @@ table() {
     # runs of the page-cache scenario (BM_SCENARIO_SPARE=cache) are a row of their own
     group_by([(.spare // "free"), (.hot.mode // "none"), .mode]) | map(. as $runs | {
         mode: (.[0].mode + (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end) +
-               (if (.[0].hot.mode // "none") == "mmap" then " (hot: mmap)" else "" end)),
+               (if (.[0].hot.mode // "none" | IN("none", "read")) then "" else " (hot: \(.[0].hot.mode))" end)),
         runs: length,
         relief: [$runs[] | .host.relief.seconds] | median,
         relieved: ([$runs[] | select(.host.relief.to != null and .host.relief.to < .phases.pressure[1] - 5)] | length),
