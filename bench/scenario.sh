@@ -146,14 +146,12 @@ run_one() {
     fi
     # pinned: this shell and all it starts (libvirtd, its guests unless pinned elsewhere, the
     # hog, balloonmgr, the sampler) on CPU 0; the hot guest's threads on CPU 1 (its XML)
-    local pin_other="" pin_hot=""
+    local pin_other=() pin_hot=()
     if [ "$PIN" = 1 ]; then
         [ "$(nproc)" -ge 2 ] || die "BM_SCENARIO_PIN=1 needs 2 CPUs"
         taskset -pc 0 "$BASHPID" >/dev/null || die "taskset -pc 0 $BASHPID failed"
-        # shellcheck disable=SC2089  # the quotes are the XML's
-        pin_other="extra=<cputune><vcpupin vcpu='0' cpuset='0'/><emulatorpin cpuset='0'/></cputune>"
-        # shellcheck disable=SC2089
-        pin_hot="extra=<cputune><vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='1'/></cputune>"
+        pin_other=("extra=<cputune><vcpupin vcpu='0' cpuset='0'/><emulatorpin cpuset='0'/></cputune>")
+        pin_hot=("extra=<cputune><vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='1'/></cputune>")
     fi
     bm_setup
     W=$BM_WORKDIR; mkdir -p "$W"
@@ -204,16 +202,16 @@ run_one() {
     [ -z "$GUEST_OPTS" ] || bm_log "every guest with: $GUEST_OPTS (BM_SCENARIO_GUEST_OPTS)"
     # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
     case "$SPARE" in
-        free) bm_define_guest idle 1024 load=0:touch:800 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS ;;
+        free) bm_define_guest idle 1024 load=0:touch:800 "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
         cache) bm_log "the idle guest's spare memory is page cache (BM_SCENARIO_SPARE=cache)"
-               bm_define_guest idle 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS ;;
+               bm_define_guest idle 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
     esac
     # shellcheck disable=SC2086
-    bm_define_guest fresh 1024 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
+    bm_define_guest fresh 1024 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
-    bm_define_guest steady 1024 load=0:384 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
+    bm_define_guest steady 1024 load=0:384 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
-    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
+    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
     local g t_anchor
     if [ "$HOT" != none ]; then
         local hot_item=hot
@@ -221,7 +219,7 @@ run_one() {
         # shellcheck disable=SC2086
         local hot_load=0:$hot_item:$HOT_MIB
         [ "$HOT_TOUCH" = 0 ] || hot_load=0:touch:$HOT_TOUCH,1:$hot_item:$HOT_MIB
-        bm_define_guest hot 1024 disk=512 load=$hot_load ${pin_hot:+"$pin_hot"} $fpr_opt $GUEST_OPTS
+        bm_define_guest hot 1024 disk=512 load=$hot_load "${pin_hot[@]}" $fpr_opt $GUEST_OPTS
     fi
     for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
     wait_cached cache 600
@@ -235,7 +233,7 @@ run_one() {
     [ "$SPARE" != cache ] || wait_cached idle "$IDLE_CACHE_MIB"
     # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
     # shellcheck disable=SC2086
-    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" ${pin_other:+"$pin_other"} $fpr_opt $GUEST_OPTS
+    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" "${pin_other[@]}" $fpr_opt $GUEST_OPTS
     bm_wait_guest_ready grower 300
     t_anchor=$(now)
     local t_steady t_hog t_hog_end t_end
@@ -250,7 +248,7 @@ run_one() {
     local port="" agent="" sampler timer=""
     [ "$kind" = agent ] && port=$(bm_free_port)
     sample_loop() {
-        local offs=() i dom c size off st met hog_rss t psi avail hp
+        local offs=() i c size off st met hog_rss t psi avail hp
         for i in "${!GUESTS[@]}"; do offs[i]=0; done
         while :; do
             # the host's figures first, with the time they belong to
