@@ -3,7 +3,7 @@
 # libvirtd): a host of BM_KILL_DOMAINS (2000) domains makes a state file of about 1 MB, the
 # policy's interval is 1 s (the minimum), and the agent is killed at a random moment, again and
 # again:
-# - phase 1, BM_KILLS (40) kills with the agent under strace, every fsync() delayed by
+# - phase 1, BM_KILLS (25) kills with the agent under strace, every fsync() delayed by
 #   300 ms (strace fault injection: the write path is the production one, only slower), so
 #   that many kills land while a temporary file exists;
 # - phase 2, BM_KILLS kills without strace: the real window.
@@ -15,7 +15,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-KILLS=${BM_KILLS:-40}
+KILLS=${BM_KILLS:-25}
 DOMAINS=${BM_KILL_DOMAINS:-2000}
 command -v jq >/dev/null || bm_skip "jq is needed"
 
