@@ -256,7 +256,8 @@ run_one() {
             avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
             hog_rss=0   # KiB
             for hp in "$W/hog.pid" "$W/hog2.pid"; do
-                [ -s "$hp" ] && hog_rss=$((hog_rss + $(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat "$hp")/status" 2>/dev/null || echo 0)))
+                # (a hog that just ended, a zombie, has no VmRSS line)
+                [ -s "$hp" ] && hog_rss=$((hog_rss + $(awk '/^VmRSS:/ { r = $2 } END { print r + 0 }' "/proc/$(cat "$hp")/status" 2>/dev/null || echo 0)))
             done
             psi=$(awk '{ split($2, a, "="); printf "%s%s", (NR > 1 ? "," : ""), a[2] }' /proc/pressure/memory 2>/dev/null || echo "0,0")
             st=$("$BM" -c "$BM_URI" status --json "${DOMS[@]}" 2>/dev/null) || st='{"domains":[]}'
