@@ -1502,6 +1502,20 @@ static void test_refaulting_guest_kept_near_oom(void)
            !p.hot_cache_allowed,
        "  kept where giving it back would put the host there");
     bm_plan_clear(&p);
+    /* its inflate gave the host (almost) nothing: not kept, the guest would pay for nothing */
+    BmYield learned = e->yield;
+    uint64_t rss = d[0].rss_bytes;
+    d[0].rss_bytes = 1 * GiB;
+    ok(bm_yield_learn(&e->yield, 2 * GiB, 1536 * MiB, 1 * GiB + 40 * MiB, 1 * GiB), "  (a 512 MiB inflate gave 40 MiB)");
+    h = host(8 * GiB, 300 * MiB);
+    p = eval(&h, d, 1, &l, P);
+    diag("reason: %s", p.decisions[0].reason);
+    ok(p.decisions[0].returns_nothing && p.decisions[0].action == BM_ACT_DEFLATE &&
+           p.decisions[0].target_bytes == 2 * GiB && p.decisions[0].cause.code != BM_REASON_KEPT_HOT,
+       "  its inflate returned nothing: given back even near the host's own OOM");
+    bm_plan_clear(&p);
+    e->yield = learned;
+    d[0].rss_bytes = rss;
     /* an OOM kill in it: given back at once all the same */
     d[0].starve = (BmStarveStats){.oom_kills = 1}; /* a 6.12 guest's counters, the rest 0 */
     e->prev.oom_kills = e->prev.alloc_stalls = e->prev.direct_reclaim_bytes = 0;
