@@ -66,6 +66,13 @@ static const char help_after[] =
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
+/* The domains status shows: all of the one reading, or the named ones (pointers into it). */
+typedef struct {
+    const BmDomain **d;
+    size_t n;
+    uint64_t taken_real_ns; /* the reading's */
+} Shown;
+
 /* When the host booted, wall-clock seconds. */
 static uint64_t boot_real_s(void)
 {
@@ -207,7 +214,7 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
 }
 
 /* Prints the table (every column, or cols[0..n_cols) when cols), with headings or not. */
-static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSummary *sum,
+static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *sum,
                         const char *uri, const char *columns, bool headings, bool raw)
 {
     static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
@@ -218,8 +225,8 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
         bm_table_new(BM_ARRAY_SIZE(headers), headers, "tlrrrrrrrrrrrrrlllr");
     bm_table_set_raw(t, raw);
     char b[32];
-    for (size_t i = 0; i < s->n_domains; i++) {
-        const BmDomain *d = &s->domains[i];
+    for (size_t i = 0; i < s->n; i++) {
+        const BmDomain *d = s->d[i];
         bm_table_cell(t, "%s", d->name); /* escaped once, by the table */
         bm_table_cell(t, "%s", bm_snapshot_run_state_name(d->state));
         bm_table_cell(t, "%s", size_cell(d->max_bytes, b, sizeof(b)));
@@ -255,8 +262,8 @@ static void print_table(const BmSnapshot *s, const SgCell *sg, const BmHostSumma
             cols[n_cols] = n_cols;
     }
     bm_table_print_columns(t, stdout, cols, n_cols, headings);
-    for (size_t i = 0; headings && !raw && i < s->n_domains; i++) {
-        const BmDomain *d = &s->domains[i];
+    for (size_t i = 0; headings && !raw && i < s->n; i++) {
+        const BmDomain *d = s->d[i];
         const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
         /* the name escaped once, as list prints it; the command is already a shell word */
         _cleanup_free_ char *name = bm_escape_name(d->name);
@@ -288,12 +295,35 @@ static int check_columns(const char *columns)
     return bm_table_parse_columns(t, columns, &cols, &n);
 }
 
+/* The state file as status reads it, once: the previous pass's mode for hysteresis and the
+ * verdicts the agent or the timer found. */
+typedef struct {
+    const char *path;
+    bool explicit_path; /* --state: a bad one is an error, not a fresh start */
+    int load;           /* what bm_state_load() returned */
+    char detail[512];   /* and why, when it failed */
+    BmLedger ledger;    /* empty unless load is 0 */
+} StateRead;
+
+/* Reads the state file at path into *ret (clear ret->ledger after). */
+static void state_read(const char *path, bool explicit_path, StateRead *ret)
+{
+    *ret = (StateRead){.path = path, .explicit_path = explicit_path};
+    ret->load = bm_state_load(path, &ret->ledger);
+    if (ret->load < 0)
+        snprintf(ret->detail, sizeof(ret->detail), "%s", bm_error_detail(ret->load));
+}
+
+static void state_clear(StateRead *s)
+{
+    bm_ledger_clear(&s->ledger);
+}
+
 /* The host line: host memory, the policy's mode (policy_path, with the previous mode of the
  * state file for hysteresis), the running domains of all (every domain of the host) and KSM.
  * Returns 0, or an exit status when an explicit policy or state file is bad (reported). */
 static int host_summary(const char *proc_dir, const char *policy_path, bool policy_explicit,
-                        const char *state_path, bool state_explicit, const BmSnapshot *all,
-                        BmHostSummary *ret)
+                        const StateRead *state, const BmSnapshot *all, BmHostSummary *ret)
 {
     *ret = (BmHostSummary){0};
     int r = bm_hostmem_read(proc_dir, &ret->host);
@@ -320,47 +350,41 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
         bm_report("status", NULL, "policy '%s' has errors", policy_path);
         return BM_EXIT_USAGE;
     }
-    BmLedger ledger;
-    r = bm_state_load(state_path, &ledger);
-    if (r < 0 && state_explicit) {
-        bm_report("status", NULL, "state '%s': %s", state_path, bm_error_detail(r));
-        bm_ledger_clear(&ledger);
-        return r == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+    if (state->load < 0 && state->explicit_path) {
+        /* its detail was reset by what ran since: the load's cause, said again */
+        bm_report("status", NULL, "state '%s': %s", state->path, state->detail);
+        return state->load == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
     }
     if (ret->have_host) {
         /* the domains too, for the policy's estimate of QEMU's own memory (backed free) */
-        BmSnapshot none = {0};
         BmPlan plan;
-        if (bm_policy_eval(&ret->host, all ? all : &none, &ledger, pol, bm_now_real_ns() / 1000000000ull,
+        if (bm_policy_eval(&ret->host, all, &state->ledger, pol, bm_now_real_ns() / 1000000000ull,
                            0, &plan) == 0) {
             ret->have_mode = true;
             ret->mode = plan.mode;
             snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan.reason);
-            if (all)
-                bm_summary_add_backed_free(ret, all, plan.qemu_overhead_bytes);
+            bm_summary_add_backed_free(ret, all, plan.qemu_overhead_bytes);
             bm_plan_clear(&plan);
         }
     }
-    bm_ledger_clear(&ledger);
     return 0;
 }
 
-/* SG, reporting and deflate-on-oom verdicts per domain of the snapshot: with probe, running ones through the QEMU monitor
- * (libvirt then marks them tainted); else what the agent or the timer found at this start of
- * the domain (the state file), or not probed. */
-static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, bool probe,
-                        const char *state_path, const char *proc_dir)
+/* SG, reporting and deflate-on-oom verdicts per domain shown: with probe, running ones
+ * through the QEMU monitor (libvirt then marks them tainted); else what the agent or the
+ * timer found at this start of the domain (the state file's, state), or not probed. */
+static SgCell *probe_sg(virConnectPtr conn, const Shown *s, bool readonly, bool probe,
+                        const StateRead *state, const char *proc_dir)
 {
     char boot_id[40];
     bm_hostmem_read_boot_id(proc_dir, boot_id, sizeof(boot_id));
-    SgCell *cells = bm_malloc0((s->n_domains + 1) * sizeof(SgCell));
+    SgCell *cells = bm_malloc0((s->n + 1) * sizeof(SgCell));
     BmFeatureOptions fopts = {.sg_bit = BM_SG_DEFAULT_BIT};
-    BmLedger known;
-    bool have_known = !probe && bm_state_load(state_path, &known) == 0;
-    for (size_t i = 0; i < s->n_domains; i++) {
-        const BmDomain *d = &s->domains[i];
+    bool have_known = !probe && state->load == 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const BmDomain *d = s->d[i];
         BmFeatureReport rep;
-        const BmLedgerEntry *rec = have_known ? bm_ledger_find(&known, d->uuid) : NULL;
+        const BmLedgerEntry *rec = have_known ? bm_ledger_find(&state->ledger, d->uuid) : NULL;
         if (!d->active) {
             bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, &fopts, &rep);
         } else if (d->balloon_known && !d->balloon.present) {
@@ -394,8 +418,6 @@ static SgCell *probe_sg(virConnectPtr conn, const BmSnapshot *s, bool readonly, 
         cells[i].reporting = rep.feature[BM_FEATURE_REPORTING].state;
         cells[i].deflate_on_oom = rep.feature[BM_FEATURE_DEFLATE_ON_OOM].state;
     }
-    if (have_known)
-        bm_ledger_clear(&known);
     return cells;
 }
 
@@ -431,18 +453,18 @@ static bool options_valid(const char *columns, bool json, bool raw, const char *
     return true;
 }
 
-/* Prints the host line and the domains of snap (with their SG cells sg) as JSON or as the
+/* Prints the host line and the domains of s (with their SG cells sg) as JSON or as the
  * table (columns: -o, NULL for all; headings: the host line and the header; raw: --raw). */
-static void print_status(const BmSnapshot *s, const SgCell *sg, const BmHostSummary *summary,
+static void print_status(const Shown *s, const SgCell *sg, const BmHostSummary *summary,
                          const char *uri, const char *columns, bool json, bool headings, bool raw)
 {
     if (json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
         json_object_object_add(root, "host", bm_summary_json(summary));
         json_object *arr = json_object_new_array();
-        for (size_t i = 0; i < s->n_domains; i++)
-            json_object_array_add(arr, domain_json(&s->domains[i], &sg[i], summary, uri,
-                                                   s->taken_real_ns));
+        for (size_t i = 0; i < s->n; i++)
+            json_object_array_add(arr,
+                                  domain_json(s->d[i], &sg[i], summary, uri, s->taken_real_ns));
         json_object_object_add(root, "domains", arr);
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -493,33 +515,36 @@ static int run(BmGlobal *g, int argc, char **argv)
         bm_report("status", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_FAILURE;
     }
-    BmSnapshot snap;
-    r = bm_snapshot_take(conn, names, BM_SNAPSHOT_XML, &snap);
+    /* one reading of every domain, shown all or the named ones: the host line counts every
+     * running domain, also when only some are shown */
+    _cleanup_(bm_snapshot_clear) BmSnapshot snap = {0};
+    r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_XML, &snap);
+    Shown shown = {.taken_real_ns = snap.taken_real_ns};
+    _cleanup_free_ const BmDomain **picked = NULL;
+    if (r >= 0 && names)
+        r = bm_snapshot_pick(conn, &snap, names, &picked, &shown.n);
     if (r < 0) {
         bm_report("status", NULL, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
-
-    for (size_t i = 0; i < snap.n_domains; i++)
-        if (snap.domains[i].error)
-            bm_report("status", snap.domains[i].name, "%s", snap.domains[i].error);
-    _cleanup_free_ SgCell *sg = probe_sg(conn, &snap, readonly, probe, state_path, proc_dir);
-
-    /* the host line counts every running domain, also when only some are shown */
-    BmSnapshot all_snap = {0};
-    bool have_all = !names || bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY | BM_SNAPSHOT_XML, &all_snap) == 0;
-    BmHostSummary summary;
-    int rc = host_summary(proc_dir, policy_path, policy_explicit, state_path, state_explicit,
-                          !names ? &snap : have_all ? &all_snap : NULL, &summary);
-    if (names)
-        bm_snapshot_clear(&all_snap);
-    if (rc != 0) {
-        bm_snapshot_clear(&snap);
-        return rc;
+    if (!names) {
+        picked = bm_malloc0((snap.n_domains + 1) * sizeof(*picked));
+        for (shown.n = 0; shown.n < snap.n_domains; shown.n++)
+            picked[shown.n] = &snap.domains[shown.n];
     }
+    shown.d = picked;
 
-    print_status(&snap, sg, &summary, g->uri, columns, json, headings, raw);
-    bm_snapshot_clear(&snap);
+    for (size_t i = 0; i < shown.n; i++)
+        if (shown.d[i]->error)
+            bm_report("status", shown.d[i]->name, "%s", shown.d[i]->error);
+    _cleanup_(state_clear) StateRead state;
+    state_read(state_path, state_explicit, &state);
+    _cleanup_free_ SgCell *sg = probe_sg(conn, &shown, readonly, probe, &state, proc_dir);
+    BmHostSummary summary;
+    int rc = host_summary(proc_dir, policy_path, policy_explicit, &state, &snap, &summary);
+    if (rc != 0)
+        return rc;
+    print_status(&shown, sg, &summary, g->uri, columns, json, headings, raw);
     return BM_EXIT_OK;
 }
 

@@ -352,6 +352,38 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
     return 0;
 }
 
+static int cmp_domain_ptr(const void *a, const void *b)
+{
+    return cmp_domain(*(const BmDomain *const *)a, *(const BmDomain *const *)b);
+}
+
+int bm_snapshot_pick(virConnectPtr conn, const BmSnapshot *s, char *const *names,
+                     const BmDomain ***ret, size_t *ret_n)
+{
+    size_t n_names = 0, n = 0;
+    while (names[n_names])
+        n_names++;
+    _cleanup_free_ const BmDomain **picked = bm_malloc0((n_names + 1) * sizeof(*picked));
+    for (size_t i = 0; i < n_names; i++) {
+        virDomainPtr dom = NULL;
+        int r = bm_conn_lookup(conn, names[i], &dom);
+        if (r < 0) {
+            char buf[512]; /* as bm_report's object: a long name is cut alike */
+            return bm_error_prefix(r, "'%s'", bm_printable(names[i], buf, sizeof(buf)));
+        }
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        const BmDomain *d =
+            virDomainGetUUIDString(dom, uuid) == 0 ? bm_snapshot_find_uuid(s, uuid) : NULL;
+        virDomainFree(dom);
+        if (d)
+            picked[n++] = d;
+    }
+    qsort(picked, n, sizeof(*picked), cmp_domain_ptr);
+    *ret = TAKE_PTR(picked);
+    *ret_n = n;
+    return 0;
+}
+
 void bm_snapshot_clear(BmSnapshot *s)
 {
     if (!s)

@@ -97,6 +97,14 @@ typedef struct {
 int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned flags,
                             const BmXmlCache *cache, BmSnapshot *ret);
 
+/* The domains of s that names (NULL-terminated) name, by ID, UUID or name as bm_conn_lookup()
+ * resolves them on conn: pointers into s, in s's order (by name), a domain named twice
+ * twice; a domain defined after s was taken is not in it and left out. Returns 0 and *ret
+ * (*ret_n entries; caller frees the array, not the domains), or -ENOENT naming an unknown
+ * domain ("'NAME': no domain with this name, ID or UUID", as bm_snapshot_take() says it). */
+int bm_snapshot_pick(virConnectPtr conn, const BmSnapshot *s, char *const *names,
+                     const BmDomain ***ret, size_t *ret_n);
+
 /* A domain with nothing read: every statistic BM_ABSENT, no state. */
 void bm_snapshot_domain_init(BmDomain *d);
 

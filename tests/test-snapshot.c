@@ -85,6 +85,38 @@ static void test_named_domains(virConnectPtr conn)
     bm_snapshot_clear(&s);
 }
 
+/* status: the named domains out of one reading of all, as the names resolve (name, ID, UUID) */
+static void test_pick(virConnectPtr conn)
+{
+    BmSnapshot s;
+    int r = bm_snapshot_take(conn, NULL, 0, &s);
+    const BmDomain *web2 = r == 0 ? bm_snapshot_find(&s, "web2") : NULL;
+    char *names[] = {"web2", "db1", "web2", NULL};
+    const BmDomain **picked = NULL;
+    size_t n = 0;
+    r = web2 ? bm_snapshot_pick(conn, &s, names, &picked, &n) : -1;
+    ok(r == 0 && n == 3 && strcmp(picked[0]->name, "db1") == 0 && picked[1] == web2 &&
+           picked[2] == web2,
+       "picked: the named domains of the reading, by name, one named twice twice");
+    free(picked);
+    picked = NULL;
+    char uuid[VIR_UUID_STRING_BUFLEN] = "";
+    if (web2)
+        snprintf(uuid, sizeof(uuid), "%s", web2->uuid);
+    char *by_uuid[] = {uuid, NULL};
+    r = bm_snapshot_pick(conn, &s, by_uuid, &picked, &n);
+    ok(r == 0 && n == 1 && picked[0] == web2, "a domain picked by its UUID");
+    free(picked);
+    picked = NULL;
+    char *bad[] = {"web1", "no-such-vm", NULL};
+    bm_error_reset();
+    r = bm_snapshot_pick(conn, &s, bad, &picked, &n);
+    ok(r == -ENOENT && !picked, "an unknown name picks nothing: -ENOENT");
+    is_str(bm_error_detail(r), "'no-such-vm': no domain with this name, ID or UUID",
+           "and names the domain as the reading does");
+    bm_snapshot_clear(&s);
+}
+
 static void test_unknown_name(virConnectPtr conn)
 {
     BmSnapshot s;
@@ -253,6 +285,7 @@ int main(void)
     test_active_only(conn);
     test_named_domains(conn);
     test_unknown_name(conn);
+    test_pick(conn);
     test_extreme_statistics(conn);
     return tap_done();
 }
