@@ -3,6 +3,7 @@
 
 #include "file.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -59,67 +60,6 @@ static json_object *json_seconds(double v, double dflt, double max)
     return json_object_new_double(v > max ? max : v);
 }
 
-static json_object *counters_json(const BmLedger *l);
-
-/* The fields of a domain's previous reading, for both the writer and the reader: an optional
- * value (null: BM_ABSENT), or a time where 0 is none (left out). */
-static const struct {
-    const char *key;
-    size_t offset;
-    bool zero_is_none;
-} reading_fields[] = {
-    {"major_faults", offsetof(BmPrevReading, major_faults), false},
-    {"swap_in_bytes", offsetof(BmPrevReading, swap_in_bytes), false},
-    {"last_update", offsetof(BmPrevReading, last_update_s), false},
-    {"taken_at", offsetof(BmPrevReading, taken_s), true},
-    {"used_bytes", offsetof(BmPrevReading, used_bytes), false},
-    {"actual_bytes", offsetof(BmPrevReading, actual_bytes), false},
-    {"used_peak_bytes", offsetof(BmPrevReading, used_peak_bytes), false},
-    {"used_peak_at", offsetof(BmPrevReading, used_peak_s), true},
-    {"given_at", offsetof(BmPrevReading, given_s), true},
-    {"disk_read_bytes", offsetof(BmPrevReading, disk_read_bytes), false},
-    {"cpu_time_ns", offsetof(BmPrevReading, cpu_time_ns), false},
-    {"inflated_from_bytes", offsetof(BmPrevReading, inflated_from_bytes), false},
-    {"read_base_bytes_per_second", offsetof(BmPrevReading, read_base_Bps), false},
-    {"cache_hot_at", offsetof(BmPrevReading, cache_hot_s), true},
-    {"oom_kills", offsetof(BmPrevReading, oom_kills), false},
-    {"alloc_stalls", offsetof(BmPrevReading, alloc_stalls), false},
-    {"direct_reclaim_bytes", offsetof(BmPrevReading, direct_reclaim_bytes), false},
-    {"oom_at", offsetof(BmPrevReading, oom_s), true},
-};
-
-static uint64_t *reading_field(BmPrevReading *d, size_t k)
-{
-    return (uint64_t *)((char *)d + reading_fields[k].offset);
-}
-
-char *bm_state_format(const BmLedger *l, uint64_t now_s)
-{
-    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-    json_object_object_add(root, "version", json_object_new_int(STATE_VERSION));
-    json_object_object_add(root, "written_at", json_count(now_s));
-    json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(l->mode)));
-    json_object *arr = json_object_new_array();
-    for (size_t i = 0; i < l->n_entries; i++) {
-        if (!l->entries[i]->have_prev)
-            continue;
-        BmPrevReading d = l->entries[i]->prev;
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i]->uuid));
-        for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
-            uint64_t v = *reading_field(&d, k);
-            if (!reading_fields[k].zero_is_none)
-                json_object_object_add(o, reading_fields[k].key, bm_json_u64_or_null(v));
-            else if (v && bm_present(v))
-                json_object_object_add(o, reading_fields[k].key, json_count(v));
-        }
-        json_object_array_add(arr, o);
-    }
-    json_object_object_add(root, "domains", arr);
-    json_object_object_add(root, "counters", counters_json(l));
-    return bm_strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
-}
-
 /* An optional non-negative integer member: BM_ABSENT when null/missing. */
 static int get_u64(json_object *o, const char *key, uint64_t *ret)
 {
@@ -135,6 +75,231 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret)
     *ret = json_object_get_uint64(v);
     return 0;
 }
+
+/* A counter: 0 when missing or not a number (best effort), but a number that is negative,
+ * not whole or beyond COUNT_MAX (json-c saturates what overflows) is an error: a count that
+ * cannot be is never silently taken as 0 or as the largest value. */
+static int count_member(json_object *o, const char *key, uint64_t *ret)
+{
+    json_object *v;
+    *ret = 0;
+    if (!json_object_object_get_ex(o, key, &v) ||
+        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+        return 0;
+    if (json_object_is_type(v, json_type_double) || json_object_get_int64(v) < 0)
+        return bm_error(-EINVAL, "counters: \"%s\": %s is not a count (a whole number from 0)",
+                        key, json_object_to_json_string(v));
+    if (json_object_get_uint64(v) > COUNT_MAX)
+        return bm_error(-EINVAL, "counters: \"%s\": %s overflows (the largest count is %" PRIu64
+                        ")", key, json_object_to_json_string(v), COUNT_MAX);
+    *ret = json_object_get_uint64(v);
+    return 0;
+}
+
+/* A number of seconds: dflt when missing or not a number (best effort), else a finite number
+ * from 0 (or dflt itself, -1: none yet) up to max; anything else is an error naming it. */
+static int seconds_member(json_object *o, const char *what, const char *key, double dflt,
+                          double max, double *ret)
+{
+    json_object *v;
+    *ret = dflt;
+    if (!json_object_object_get_ex(o, key, &v) ||
+        !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
+        return 0;
+    double d = json_object_get_double(v);
+    if (!isfinite(d) || (d < 0 && d != dflt) || d > max)
+        return bm_error(-EINVAL, "%s\"%s\": %s is out of range (a finite number from 0 to %g)",
+                        what, key, json_object_to_json_string(v), max);
+    *ret = d;
+    return 0;
+}
+
+#define FIELD(st, k, member, t)                                                                    \
+    {.key = k, .type = t, .offset = offsetof(st, member), .size = sizeof(((st *)0)->member)}
+#define READING(k, member, t) FIELD(BmPrevReading, k, member, t)
+#define ENTRY(k, member, t) FIELD(BmLedgerEntry, k, member, t)
+#define YIELD(k, member, t) FIELD(BmYield, k, member, t)
+#define COUNTER(k, member, t) FIELD(BmCounters, k, member, t)
+
+/* A domain's previous reading, an object of "domains". */
+static const BmStateField reading_fields[] = {
+    READING("major_faults", major_faults, BM_STATE_OPTIONAL),
+    READING("swap_in_bytes", swap_in_bytes, BM_STATE_OPTIONAL),
+    READING("last_update", last_update_s, BM_STATE_OPTIONAL),
+    READING("taken_at", taken_s, BM_STATE_TIME),
+    READING("used_bytes", used_bytes, BM_STATE_OPTIONAL),
+    READING("actual_bytes", actual_bytes, BM_STATE_OPTIONAL),
+    READING("used_peak_bytes", used_peak_bytes, BM_STATE_OPTIONAL),
+    READING("used_peak_at", used_peak_s, BM_STATE_TIME),
+    READING("given_at", given_s, BM_STATE_TIME),
+    READING("disk_read_bytes", disk_read_bytes, BM_STATE_OPTIONAL),
+    READING("cpu_time_ns", cpu_time_ns, BM_STATE_OPTIONAL),
+    READING("inflated_from_bytes", inflated_from_bytes, BM_STATE_OPTIONAL),
+    READING("read_base_bytes_per_second", read_base_Bps, BM_STATE_OPTIONAL),
+    READING("cache_hot_at", cache_hot_s, BM_STATE_TIME),
+    READING("oom_kills", oom_kills, BM_STATE_OPTIONAL),
+    READING("alloc_stalls", alloc_stalls, BM_STATE_OPTIONAL),
+    READING("direct_reclaim_bytes", direct_reclaim_bytes, BM_STATE_OPTIONAL),
+    READING("oom_at", oom_s, BM_STATE_TIME),
+};
+
+/* What the ledger counts of one domain, an object of "counters"."domains" (after its uuid and
+ * name; before its "yield" and "features"). */
+static const BmStateField entry_fields[] = {
+    ENTRY("last_target_bytes", last_target_bytes, BM_STATE_OPTIONAL_BEST_EFFORT),
+    ENTRY("last_duration_s", last_duration_s, BM_STATE_SECONDS),
+    ENTRY("last_direction", last_direction, BM_STATE_DIRECTION),
+    ENTRY("last_rss_drop_bytes", last_rss_drop_bytes, BM_STATE_OPTIONAL_BEST_EFFORT),
+    ENTRY("unresponsive", unresponsive, BM_STATE_BOOL),
+    ENTRY("unresponsive_actual", unresponsive_actual, BM_STATE_COUNT),
+    ENTRY("unresponsive_until", unresponsive_until_s, BM_STATE_COUNT),
+};
+
+/* What its inflates gave back: its "yield" object, written once one was learned from. */
+static const BmStateField yield_fields[] = {
+    YIELD("inflated_bytes", inflated_bytes, BM_STATE_COUNT),
+    YIELD("returned_bytes", returned_bytes, BM_STATE_COUNT),
+    YIELD("last_inflated_bytes", last_inflated_bytes, BM_STATE_COUNT),
+    YIELD("last_returned_bytes", last_returned_bytes, BM_STATE_COUNT),
+    YIELD("returns_nothing", nothing, BM_STATE_BOOL),
+    YIELD("returns_nothing_rss_bytes", nothing_rss_bytes, BM_STATE_COUNT),
+};
+
+/* The host's counters, in "counters" (after the histograms, changes and errors, before the
+ * domains). */
+static const BmStateField counter_fields[] = {
+    COUNTER("passes", passes, BM_STATE_COUNT),
+    COUNTER("rss_dropped_bytes", rss_dropped_bytes, BM_STATE_COUNT),
+    COUNTER("hot_cache_taken_bytes", hot_cache_taken_bytes, BM_STATE_COUNT),
+    COUNTER("percpu_drained_bytes", percpu_drained_bytes, BM_STATE_COUNT),
+    COUNTER("last_success", last_success_s, BM_STATE_COUNT),
+    COUNTER("last_pass_duration_s", last_pass_duration_s, BM_STATE_SECONDS),
+};
+
+static const struct {
+    const BmStateField *fields;
+    size_t n;
+} tables[BM_STATE_IN_COUNT] = {
+    [BM_STATE_IN_READING] = {reading_fields, BM_ARRAY_SIZE(reading_fields)},
+    [BM_STATE_IN_ENTRY] = {entry_fields, BM_ARRAY_SIZE(entry_fields)},
+    [BM_STATE_IN_YIELD] = {yield_fields, BM_ARRAY_SIZE(yield_fields)},
+    [BM_STATE_IN_COUNTERS] = {counter_fields, BM_ARRAY_SIZE(counter_fields)},
+};
+
+const BmStateField *bm_state_fields(BmStateStruct in, size_t *ret_n)
+{
+    *ret_n = tables[in].n;
+    return tables[in].fields;
+}
+
+/* The size of a field of type t. */
+static size_t type_size(BmStateFieldType t)
+{
+    switch (t) {
+    case BM_STATE_SECONDS: return sizeof(double);
+    case BM_STATE_BOOL: return sizeof(bool);
+    case BM_STATE_DIRECTION: return sizeof(int);
+    default: return sizeof(uint64_t);
+    }
+}
+
+/* The fields of table in of the struct at base, into the object o. */
+static void fields_json(json_object *o, BmStateStruct in, const void *base)
+{
+    for (size_t k = 0; k < tables[in].n; k++) {
+        const BmStateField *f = &tables[in].fields[k];
+        const void *p = (const char *)base + f->offset;
+        assert(f->size == type_size(f->type));
+        json_object *v = NULL;
+        switch (f->type) {
+        case BM_STATE_OPTIONAL:
+        case BM_STATE_OPTIONAL_BEST_EFFORT:
+            v = bm_json_u64_or_null(*(const uint64_t *)p);
+            break;
+        case BM_STATE_TIME: {
+            uint64_t t = *(const uint64_t *)p;
+            if (!t || !bm_present(t))
+                continue; /* none: left out */
+            v = json_count(t);
+            break;
+        }
+        case BM_STATE_COUNT: v = json_count(*(const uint64_t *)p); break;
+        case BM_STATE_SECONDS: v = json_seconds(*(const double *)p, -1, SECONDS_MAX); break;
+        case BM_STATE_BOOL: v = json_object_new_boolean(*(const bool *)p); break;
+        case BM_STATE_DIRECTION: {
+            int d = *(const int *)p;
+            v = json_object_new_int(d >= 0 && d < BM_DIR_COUNT ? d : -1);
+            break;
+        }
+        }
+        json_object_object_add(o, f->key, v);
+    }
+}
+
+/* The fields of table in from the object o into the struct at base; what: the context of an
+ * error in a number of seconds ("counters: "). Returns 0, or -EINVAL naming a value out of
+ * its range. */
+static int fields_parse(json_object *o, const char *what, BmStateStruct in, void *base)
+{
+    for (size_t k = 0; k < tables[in].n; k++) {
+        const BmStateField *f = &tables[in].fields[k];
+        void *p = (char *)base + f->offset;
+        assert(f->size == type_size(f->type));
+        json_object *b;
+        uint64_t v;
+        int r = 0;
+        switch (f->type) {
+        case BM_STATE_OPTIONAL: r = get_u64(o, f->key, p); break;
+        case BM_STATE_OPTIONAL_BEST_EFFORT:
+            if (get_u64(o, f->key, &v) == 0)
+                *(uint64_t *)p = v;
+            break;
+        case BM_STATE_TIME:
+            r = get_u64(o, f->key, p);
+            if (!bm_present(*(uint64_t *)p))
+                *(uint64_t *)p = 0;
+            break;
+        case BM_STATE_COUNT: r = count_member(o, f->key, p); break;
+        case BM_STATE_SECONDS: r = seconds_member(o, what, f->key, -1, SECONDS_MAX, p); break;
+        case BM_STATE_BOOL:
+            *(bool *)p = json_object_object_get_ex(o, f->key, &b) && json_object_get_boolean(b);
+            break;
+        case BM_STATE_DIRECTION: {
+            bool is_int = json_object_object_get_ex(o, f->key, &b) &&
+                          json_object_is_type(b, json_type_int);
+            int d = is_int ? json_object_get_int(b) : -1;
+            *(int *)p = d >= 0 && d < BM_DIR_COUNT ? d : -1;
+            break;
+        }
+        }
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static json_object *counters_json(const BmLedger *l);
+
+char *bm_state_format(const BmLedger *l, uint64_t now_s)
+{
+    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+    json_object_object_add(root, "version", json_object_new_int(STATE_VERSION));
+    json_object_object_add(root, "written_at", json_count(now_s));
+    json_object_object_add(root, "host_mode", json_object_new_string(bm_host_mode_name(l->mode)));
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < l->n_entries; i++) {
+        if (!l->entries[i]->have_prev)
+            continue;
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "uuid", json_object_new_string(l->entries[i]->uuid));
+        fields_json(o, BM_STATE_IN_READING, &l->entries[i]->prev);
+        json_object_array_add(arr, o);
+    }
+    json_object_object_add(root, "domains", arr);
+    json_object_object_add(root, "counters", counters_json(l));
+    return bm_strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+}
+
 
 
 /* The latency histograms of c: one object per direction and SG label. */
@@ -169,21 +334,10 @@ static json_object *domain_counters_json(const BmLedgerEntry *r)
     json_object *x = json_object_new_object();
     json_object_object_add(x, "uuid", json_object_new_string(r->uuid));
     json_object_object_add(x, "name", bm_json_name(r->name));
-    json_object_object_add(x, "last_target_bytes", bm_json_u64_or_null(r->last_target_bytes));
-    json_object_object_add(x, "last_duration_s", json_seconds(r->last_duration_s, -1, SECONDS_MAX));
-    json_object_object_add(x, "last_direction", json_object_new_int(r->last_direction >= 0 && r->last_direction < BM_DIR_COUNT ? r->last_direction : -1));
-    json_object_object_add(x, "last_rss_drop_bytes", bm_json_u64_or_null(r->last_rss_drop_bytes));
-    json_object_object_add(x, "unresponsive", json_object_new_boolean(r->unresponsive));
-    json_object_object_add(x, "unresponsive_actual", json_count(r->unresponsive_actual));
-    json_object_object_add(x, "unresponsive_until", json_count(r->unresponsive_until_s));
+    fields_json(x, BM_STATE_IN_ENTRY, r);
     if (r->yield.inflated_bytes > 0) {
         json_object *y = json_object_new_object();
-        json_object_object_add(y, "inflated_bytes", json_count(r->yield.inflated_bytes));
-        json_object_object_add(y, "returned_bytes", json_count(r->yield.returned_bytes));
-        json_object_object_add(y, "last_inflated_bytes", json_count(r->yield.last_inflated_bytes));
-        json_object_object_add(y, "last_returned_bytes", json_count(r->yield.last_returned_bytes));
-        json_object_object_add(y, "returns_nothing", json_object_new_boolean(r->yield.nothing));
-        json_object_object_add(y, "returns_nothing_rss_bytes", json_count(r->yield.nothing_rss_bytes));
+        fields_json(y, BM_STATE_IN_YIELD, &r->yield);
         json_object_object_add(x, "yield", y);
     }
     if (r->features_known && r->boot[0]) { /* the verdict of this start, for the next run */
@@ -217,12 +371,7 @@ static json_object *counters_json(const BmLedger *l)
     json_object_object_add(o, "changes", ch);
     json_object_object_add(o, "target_changes", tc);
     json_object_object_add(o, "errors", er);
-    json_object_object_add(o, "passes", json_count(c->passes));
-    json_object_object_add(o, "rss_dropped_bytes", json_count(c->rss_dropped_bytes));
-    json_object_object_add(o, "hot_cache_taken_bytes", json_count(c->hot_cache_taken_bytes));
-    json_object_object_add(o, "percpu_drained_bytes", json_count(c->percpu_drained_bytes));
-    json_object_object_add(o, "last_success", json_count(c->last_success_s));
-    json_object_object_add(o, "last_pass_duration_s", json_seconds(c->last_pass_duration_s, -1, SECONDS_MAX));
+    fields_json(o, BM_STATE_IN_COUNTERS, c);
     json_object *doms = json_object_new_array();
     for (size_t i = 0; i < l->n_entries; i++)
         json_object_array_add(doms, domain_counters_json(l->entries[i]));
@@ -267,26 +416,6 @@ static void features_parse(json_object *x, BmLedgerEntry *r)
                             ? (BmFeatureState)k : BM_FEAT_UNKNOWN;
 }
 
-/* A counter: 0 when missing or not a number (best effort), but a number that is negative,
- * not whole or beyond COUNT_MAX (json-c saturates what overflows) is an error: a count that
- * cannot be is never silently taken as 0 or as the largest value. */
-static int count_member(json_object *o, const char *key, uint64_t *ret)
-{
-    json_object *v;
-    *ret = 0;
-    if (!json_object_object_get_ex(o, key, &v) ||
-        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        return 0;
-    if (json_object_is_type(v, json_type_double) || json_object_get_int64(v) < 0)
-        return bm_error(-EINVAL, "counters: \"%s\": %s is not a count (a whole number from 0)",
-                        key, json_object_to_json_string(v));
-    if (json_object_get_uint64(v) > COUNT_MAX)
-        return bm_error(-EINVAL, "counters: \"%s\": %s overflows (the largest count is %" PRIu64
-                        ")", key, json_object_to_json_string(v), COUNT_MAX);
-    *ret = json_object_get_uint64(v);
-    return 0;
-}
-
 #define COUNT(o, key, dst)                                                                         \
     do {                                                                                           \
         uint64_t v_;                                                                               \
@@ -294,31 +423,6 @@ static int count_member(json_object *o, const char *key, uint64_t *ret)
         if (r_ < 0)                                                                                \
             return r_;                                                                             \
         (dst) = v_;                                                                                \
-    } while (0)
-
-/* A number of seconds: dflt when missing or not a number (best effort), else a finite number
- * from 0 (or dflt itself, -1: none yet) up to max; anything else is an error naming it. */
-static int seconds_member(json_object *o, const char *what, const char *key, double dflt,
-                          double max, double *ret)
-{
-    json_object *v;
-    *ret = dflt;
-    if (!json_object_object_get_ex(o, key, &v) ||
-        !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
-        return 0;
-    double d = json_object_get_double(v);
-    if (!isfinite(d) || (d < 0 && d != dflt) || d > max)
-        return bm_error(-EINVAL, "%s\"%s\": %s is out of range (a finite number from 0 to %g)",
-                        what, key, json_object_to_json_string(v), max);
-    *ret = d;
-    return 0;
-}
-
-#define SECONDS(o, what, key, dflt, dst)                                                           \
-    do {                                                                                           \
-        int r_ = seconds_member(o, what, key, dflt, SECONDS_MAX, &(dst));                          \
-        if (r_ < 0)                                                                                \
-            return r_;                                                                             \
     } while (0)
 
 static int index_of(const char *const *keys, int n, const char *s)
@@ -373,7 +477,7 @@ static int latency_parse(json_object *lat, BmCounters *c)
  * for a value out of its range. */
 static int domain_counters_parse(json_object *x, BmLedger *l)
 {
-    json_object *u, *n, *b;
+    json_object *u, *n;
     if (!json_object_object_get_ex(x, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
         json_object_get_string_len(u) >= 40)
         return 0;
@@ -384,31 +488,13 @@ static int domain_counters_parse(json_object *x, BmLedger *l)
     _cleanup_free_ char *name = bm_utf8_sanitize(
         json_object_object_get_ex(x, "name", &n) ? json_object_get_string(n) : "");
     BmLedgerEntry *r = bm_ledger_entry(l, uuid, name);
-    uint64_t v;
-    if (get_u64(x, "last_target_bytes", &v) == 0)
-        r->last_target_bytes = v;
-    if (get_u64(x, "last_rss_drop_bytes", &v) == 0)
-        r->last_rss_drop_bytes = v;
-    SECONDS(x, "counters: domain: ", "last_duration_s", -1, r->last_duration_s);
-    json_object *dv;
-    int dir = json_object_object_get_ex(x, "last_direction", &dv) &&
-                      json_object_is_type(dv, json_type_int)
-                  ? json_object_get_int(dv)
-                  : -1;
-    r->last_direction = dir >= 0 && dir < BM_DIR_COUNT ? dir : -1;
-    r->unresponsive = json_object_object_get_ex(x, "unresponsive", &b) && json_object_get_boolean(b);
-    COUNT(x, "unresponsive_actual", r->unresponsive_actual);
-    COUNT(x, "unresponsive_until", r->unresponsive_until_s);
+    int rc = fields_parse(x, "counters: domain: ", BM_STATE_IN_ENTRY, r);
+    if (rc < 0)
+        return rc;
     json_object *y;
-    if (json_object_object_get_ex(x, "yield", &y) && json_object_is_type(y, json_type_object)) {
-        COUNT(y, "inflated_bytes", r->yield.inflated_bytes);
-        COUNT(y, "returned_bytes", r->yield.returned_bytes);
-        COUNT(y, "last_inflated_bytes", r->yield.last_inflated_bytes);
-        COUNT(y, "last_returned_bytes", r->yield.last_returned_bytes);
-        r->yield.nothing = json_object_object_get_ex(y, "returns_nothing", &b) &&
-                           json_object_get_boolean(b);
-        COUNT(y, "returns_nothing_rss_bytes", r->yield.nothing_rss_bytes);
-    }
+    if (json_object_object_get_ex(x, "yield", &y) && json_object_is_type(y, json_type_object) &&
+        (rc = fields_parse(y, "counters: domain: yield: ", BM_STATE_IN_YIELD, &r->yield)) < 0)
+        return rc;
     features_parse(x, r);
     return 0;
 }
@@ -434,12 +520,8 @@ static int counters_parse(json_object *o, BmLedger *l)
     if (json_object_object_get_ex(o, "errors", &er))
         for (int e = 0; e < BM_ERR_COUNT; e++)
             COUNT(er, bm_error_kind_names[e], c->errors[e]);
-    COUNT(o, "passes", c->passes);
-    COUNT(o, "rss_dropped_bytes", c->rss_dropped_bytes);
-    COUNT(o, "hot_cache_taken_bytes", c->hot_cache_taken_bytes);
-    COUNT(o, "percpu_drained_bytes", c->percpu_drained_bytes);
-    COUNT(o, "last_success", c->last_success_s);
-    SECONDS(o, "counters: ", "last_pass_duration_s", -1, c->last_pass_duration_s);
+    if ((r = fields_parse(o, "counters: ", BM_STATE_IN_COUNTERS, c)) < 0)
+        return r;
     if (json_object_object_get_ex(o, "domains", &doms) && json_object_is_type(doms, json_type_array) &&
         json_object_array_length(doms) > BM_STATE_MAX_DOMAINS)
         return bm_error(-EINVAL, "counters: %zu domains, more than %d", json_object_array_length(doms),
@@ -460,19 +542,14 @@ static int readings_parse(json_object *arr, BmLedger *l)
         return bm_error(-EINVAL, "%zu domains, more than %d", n, BM_STATE_MAX_DOMAINS);
     for (size_t i = 0; i < n; i++) {
         json_object *o = json_object_array_get_idx(arr, i), *uuid;
-        BmPrevReading reading, *d = &reading;
-        int r;
+        BmPrevReading reading;
         if (!json_object_is_type(o, json_type_object) ||
             !json_object_object_get_ex(o, "uuid", &uuid) || !json_object_is_type(uuid, json_type_string) ||
             json_object_get_string_len(uuid) >= (int)sizeof(((BmLedgerEntry *)0)->uuid))
             return bm_error(-EINVAL, "domain %zu: no uuid", i);
-        for (size_t k = 0; k < BM_ARRAY_SIZE(reading_fields); k++) {
-            uint64_t *v = reading_field(d, k);
-            if ((r = get_u64(o, reading_fields[k].key, v)) < 0)
-                return r;
-            if (reading_fields[k].zero_is_none && !bm_present(*v))
-                *v = 0;
-        }
+        int r = fields_parse(o, "", BM_STATE_IN_READING, &reading);
+        if (r < 0)
+            return r;
         BmLedgerEntry *e = bm_ledger_entry(l, json_object_get_string(uuid), NULL);
         e->have_prev = true;
         e->prev = reading;

@@ -12,6 +12,39 @@
  * more is corrupt, and what a load takes is bounded by it. */
 #define BM_STATE_MAX_DOMAINS 16384
 
+/* The scalar fields of the state file: a table per object they are in, one row per field
+ * (its key, its type, where it is in its struct), from which both the writer and the reader
+ * work, so that a new field is one row. */
+typedef enum {
+    BM_STATE_OPTIONAL,             /* uint64_t: a value or null (BM_ABSENT); a value out of
+                                    * range (not a whole number from 0 to 2^63-1) is an error */
+    BM_STATE_OPTIONAL_BEST_EFFORT, /* the same, but such a value is ignored (left as it was) */
+    BM_STATE_TIME,                 /* uint64_t epoch seconds, 0 none: then left out */
+    BM_STATE_COUNT,                /* uint64_t, written saturated at BM_COUNT_MAX; missing: 0 */
+    BM_STATE_SECONDS,              /* double from 0, at most a year; < 0: none (-1) */
+    BM_STATE_BOOL,                 /* bool */
+    BM_STATE_DIRECTION,            /* int: a BM_DIR_*, -1 none */
+} BmStateFieldType;
+
+typedef struct {
+    const char *key;
+    BmStateFieldType type;
+    size_t offset, size; /* where the field is in its table's struct, and its size */
+} BmStateField;
+
+/* The structs whose fields the tables describe: a domain's previous reading ("domains"), its
+ * record and the yield in it ("counters"."domains"), the counters ("counters"). */
+typedef enum {
+    BM_STATE_IN_READING,  /* BmPrevReading */
+    BM_STATE_IN_ENTRY,    /* BmLedgerEntry */
+    BM_STATE_IN_YIELD,    /* BmYield */
+    BM_STATE_IN_COUNTERS, /* BmCounters */
+    BM_STATE_IN_COUNT
+} BmStateStruct;
+
+/* The table of the fields in the struct in: *ret_n rows. */
+const BmStateField *bm_state_fields(BmStateStruct in, size_t *ret_n);
+
 /* Parses state text into the ledger *ret (initialised first; a state without counters leaves
  * them at zero). Returns 0 (free with bm_ledger_clear()), or -EINVAL with the reason (*ret
  * empty). Pure. */

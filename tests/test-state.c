@@ -713,9 +713,64 @@ static void test_extremes_read_back(void)
        BM_ARRAY_SIZE(us), BM_ARRAY_SIZE(ss));
 }
 
+/* The struct of l that table in describes: its one domain's reading, record or yield, or the
+ * counters. */
+static void *table_base(BmLedger *l, BmStateStruct in)
+{
+    BmLedgerEntry *e = l->entries[0];
+    switch (in) {
+    case BM_STATE_IN_READING: return &e->prev;
+    case BM_STATE_IN_ENTRY: return e;
+    case BM_STATE_IN_YIELD: return &e->yield;
+    default: return &l->counters;
+    }
+}
+
+/* Every field of every table of the state file: set to a value of its own (not its default),
+ * written and read back, it is that value again. */
+static void test_every_field_round_trips(void)
+{
+    BmLedger l, back;
+    bm_ledger_init(&l);
+    bm_ledger_entry(&l, "11111111-2222-3333-4444-555555555555", "web1")->have_prev = true;
+    size_t n_all = 0;
+    for (BmStateStruct in = 0; in < BM_STATE_IN_COUNT; in++) {
+        size_t n;
+        const BmStateField *f = bm_state_fields(in, &n);
+        for (size_t k = 0; k < n; k++, n_all++) {
+            void *p = (char *)table_base(&l, in) + f[k].offset;
+            switch (f[k].type) {
+            case BM_STATE_SECONDS: *(double *)p = 1.5 + (double)n_all; break;
+            case BM_STATE_BOOL: *(bool *)p = true; break;
+            case BM_STATE_DIRECTION: *(int *)p = BM_DIR_COUNT - 1; break;
+            default: *(uint64_t *)p = 1000 + n_all; break;
+            }
+        }
+    }
+    _cleanup_free_ char *text = bm_state_format(&l, 1800000000);
+    int r = bm_state_parse(text, &back);
+    ok(r == 0 && back.n_entries == 1, "a ledger with every field set reads back");
+    int lost = 0;
+    for (BmStateStruct in = 0; r == 0 && in < BM_STATE_IN_COUNT; in++) {
+        size_t n;
+        const BmStateField *f = bm_state_fields(in, &n);
+        for (size_t k = 0; k < n; k++)
+            if (memcmp((char *)table_base(&l, in) + f[k].offset,
+                       (char *)table_base(&back, in) + f[k].offset, f[k].size) != 0 &&
+                lost++ < 3)
+                diag("\"%s\" did not round-trip", f[k].key);
+    }
+    ok(r == 0 && lost == 0 && n_all > 30, "each of the %zu fields of the tables round-trips",
+       n_all);
+    if (r == 0)
+        bm_ledger_clear(&back);
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     test_extremes_read_back();
+    test_every_field_round_trips();
     test_bounds();
     test_value_ranges();
     test_counters_saturate();
