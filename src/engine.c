@@ -32,7 +32,7 @@ struct BmEngine {
     BmRows rows;        /* one per domain of snap: its reading, ledger entry and rules */
     BmHost host;
     bool have_host;
-    bool drain_due;     /* an inflate of ours ended since the per-CPU lists were last drained */
+    bool drain_due;     /* an inflate of ours ended since the last reading of the host */
     bool drain_warned;  /* a failed drain was logged (once per engine) */
     BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
     bool have_ksm;
@@ -238,9 +238,9 @@ static void cache_store(void *ctx, const char *uuid, const BmBalloonConfig *cfg)
 /* The free pages a balloon gave back can sit on the kernel's per-CPU lists, out of MemFree
  * and MemAvailable, for minutes (Linux >= 6.8: a list grows up to 1/8 of its zone while its CPU
  * frees much): the host would look as short as before and the policy take more. They are given
- * back to the kernel's free lists when an inflate of ours ended since the last time, and in a
- * reading of a host below release_above; never in a dry run. Returns true when *h's
- * MemAvailable must be read again. */
+ * back to the kernel's free lists when an inflate of ours ended since the last reading, and in
+ * a reading of a host below release_above; never in a dry run. Returns true when the lists
+ * were drained: the reading *h is of before it. */
 static bool drain_percpu(BmEngine *e, BmHost *h)
 {
     bool due = e->drain_due;
@@ -283,22 +283,22 @@ static int read_percpu(BmEngine *e, BmHost *ret)
                     : bm_hostmem_read_percpu(e->opts.proc_dir, ret);
 }
 
-/* The host's memory: meminfo and PSI, the per-CPU lists, and MemAvailable again after they
- * were drained. */
-static int read_host(BmEngine *e, BmHost *ret)
+/* The host's memory, read once a reading: meminfo and PSI, then the per-CPU lists; when they
+ * hold much and a drain is due (may_drain, drain_percpu()), they are drained and the host is
+ * read again, so that *ret is the final reading, with MemAvailable counting what the drain
+ * gave back (a failure to read it again keeps the reading of before the drain). Returns 0 or
+ * -errno when meminfo cannot be read. */
+static int read_host(BmEngine *e, bool may_drain, BmHost *ret)
 {
     int r = read_meminfo(e, ret);
     if (r < 0)
         return r;
     if (read_percpu(e, ret) < 0)
         bm_error_reset(); /* no zoneinfo: the lists unknown, left alone */
-    if (drain_percpu(e, ret)) {
-        BmHost again;
-        if (read_meminfo(e, &again) == 0) {
-            again.percpu_free_bytes = ret->percpu_free_bytes;
-            again.percpu_rest_bytes = ret->percpu_rest_bytes;
-            *ret = again;
-        }
+    if (may_drain && drain_percpu(e, ret)) {
+        BmHost after;
+        if (read_host(e, false, &after) == 0)
+            *ret = after;
         bm_error_reset();
     }
     return 0;
@@ -309,7 +309,7 @@ static int read_host(BmEngine *e, BmHost *ret)
 static int read_view(BmEngine *e)
 {
     BmHost host;
-    int r = read_host(e, &host);
+    int r = read_host(e, true, &host);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return bm_error_prefix(r, "host memory");
@@ -489,36 +489,18 @@ static void on_ended(void *ctx, const BmTracked *t)
 {
     BmEngine *e = ctx;
     bm_log_change(t->name, t->uuid, t->why, &t->change);
+    /* what an inflate gave may wait on a per-CPU list: drained by the next reading, the one
+     * every driver takes right after a change ended (bm_engine_refresh()) */
     if (t->change.target_bytes < t->change.from_bytes)
-        e->drain_due = true; /* what it gave may wait on a per-CPU list: drained at the next reading */
+        e->drain_due = true;
     bm_ledger_record_change(&e->ledger, t->owner, t, true, bm_clock_real_ns(e->clock) / 1000000000ull);
-}
-
-/* After changes ended: the free pages an inflate of them gave back, drained from the per-CPU
- * lists now rather than at the next reading (the timer's pass has none). The pass's host
- * reading keeps its MemAvailable (the plan's reason quotes it); its lists are updated. */
-static void drain_after_changes(BmEngine *e)
-{
-    if (!e->drain_due || !e->have_host)
-        return;
-    BmHost h = e->host;
-    if (read_percpu(e, &h) < 0) {
-        bm_error_reset();
-        e->drain_due = false; /* no zoneinfo: nothing to drain from */
-        return;
-    }
-    drain_percpu(e, &h);
-    e->host.percpu_free_bytes = h.percpu_free_bytes;
-    e->host.percpu_rest_bytes = h.percpu_rest_bytes;
 }
 
 size_t bm_engine_poll(BmEngine *e)
 {
     if (!e->conn && !e->model)
         return e->changes.n_items;
-    size_t left = bm_tracker_poll(&e->changes, on_ended, e);
-    drain_after_changes(e);
-    return left;
+    return bm_tracker_poll(&e->changes, on_ended, e);
 }
 
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx)
@@ -541,9 +523,7 @@ size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
     if (!e->conn && !e->model)
         return e->changes.n_items;
-    size_t left = bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
-    drain_after_changes(e);
-    return left;
+    return bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
 }
 
 const BmPlan *bm_engine_plan(const BmEngine *e)
