@@ -1,6 +1,8 @@
 /* balloonmgr run --once [--policy FILE] [--dry-run] [--json] [--state FILE] [--proc DIR]
  * [--textfile DIR] [--push URL]: one policy pass (what the systemd timer runs): read ->
- * evaluate -> apply -> observe -> export/save. The long-running loop is `agent`. */
+ * evaluate -> apply -> observe -> export/save, run by once.c; here its options, its setup
+ * (policy, state file, lock, connection, spool) and what it prints. The long-running loop is
+ * `agent`. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -16,6 +18,7 @@
 #include "balloon.h"
 #include "cli.h"
 #include "engine.h"
+#include "once.h"
 #include "push.h"
 #include "conn.h"
 #include "error.h"
@@ -86,8 +89,6 @@ typedef struct {
     const char *push_url;
     bool no_libvirt_duplicates;
 } RunOptions;
-
-#define PUSH_TIMEOUT_S 10
 
 static json_object *ratej(double v)
 {
@@ -240,44 +241,65 @@ static void print_summary(const RunOptions *o, const BmEngine *e)
            o->dry_run ? " (dry run: nothing is changed)" : "");
 }
 
-/* One pass, reported. Returns an exit status. */
-static int pass(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
+/* What run prints as the timer's pass goes (bm_once_run()'s hooks): the decisions, the changes
+ * in flight on stderr when it is a terminal, how each change ended. */
+typedef struct {
+    const RunOptions *o;
+    const BmPolicy *pol;
+    BmEngine *e;
+    BmProgress p;
+} RunShow;
+
+/* The pass decided: its decisions, as the output asks. */
+static void on_passed(void *ctx, const BmEngine *e)
 {
-    bm_error_reset();
-    int r = bm_engine_pass(e);
-    if (r < 0) {
-        bm_report("run", NULL, "%s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
-    }
-    int ret = bm_cli_report_applied("run", e) ? BM_EXIT_FAILURE : BM_EXIT_OK;
-    switch (o->output) {
-    case OUT_JSON: print_json(o, e, pol); break;
-    case OUT_TABLE: print_text(o, e, pol); break;
-    case OUT_SUMMARY: print_summary(o, e); break;
+    RunShow *rs = ctx;
+    switch (rs->o->output) {
+    case OUT_JSON: print_json(rs->o, e, rs->pol); break;
+    case OUT_TABLE: print_text(rs->o, e, rs->pol); break;
+    case OUT_SUMMARY: print_summary(rs->o, e); break;
     case OUT_QUIET: break;
     }
     bm_cli_flush_stdout();
-    return ret;
 }
 
-/* The changes in flight on stderr when it is a terminal: one change's size, rate and ETA, and
- * how many others there are. */
-typedef struct {
-    BmProgress p;
-    const BmEngine *e;
-} RunProgress;
-
+/* One change's size, rate and ETA, and how many others there are. */
 static void on_progress(void *ctx, const BmTracked *x)
 {
-    RunProgress *rp = ctx;
+    RunShow *rs = ctx;
     char line[320], more[48] = "";
-    size_t n = bm_engine_in_flight(rp->e);
+    size_t n = bm_engine_in_flight(rs->e);
     if (n > 1)
         snprintf(more, sizeof(more), " (and %zu more in flight)", n - 1);
     bm_progress_format(x->name, x->change.from_bytes, x->change.target_bytes, x->last_actual_bytes,
                        x->change.duration_ns, line, sizeof(line) - sizeof(more));
     strcat(line, more);
-    bm_progress_show(&rp->p, line, false);
+    bm_progress_show(&rs->p, line, false);
+}
+
+/* The wait for the changes ended: the progress line goes. */
+static void on_waited(void *ctx)
+{
+    RunShow *rs = ctx;
+    bm_progress_clear(&rs->p);
+}
+
+/* The domains read again after the changes: how each change of the pass ended (the table). */
+static void on_observed(void *ctx, const BmEngine *e)
+{
+    RunShow *rs = ctx;
+    const BmPlan *plan = bm_engine_plan(e);
+    const BmApplied *ap = bm_engine_applied(e);
+    BmLedger *l = bm_engine_ledger(rs->e);
+    for (size_t i = 0; rs->o->output == OUT_TABLE && plan && i < plan->n_decisions; i++) {
+        const BmLedgerEntry *d = ap[i].applied ? bm_ledger_find(l, plan->decisions[i].uuid) : NULL;
+        _cleanup_free_ char *name = d ? bm_escape_name(d->name) : NULL;
+        if (d && d->last_duration_s >= 0)
+            printf("%s: %s %s in %.3f s\n", name,
+                   d->last_direction == BM_DIR_INFLATE ? "inflate" : "deflate",
+                   d->unresponsive ? "did not complete (stalled or timed out)" : "ended",
+                   d->last_duration_s);
+    }
 }
 
 /* SIGTERM (systemd stopping the timer's service at TimeoutStartSec=) or SIGINT: the wait for
@@ -301,114 +323,6 @@ static void catch_terminate(BmEngine *e)
      * write error on standard output reported at the exit (status 1), not a SIGPIPE that
      * kills it before the wait, the state save, the textfile and the push */
     signal(SIGPIPE, SIG_IGN);
-}
-
-/* bm_engine_wait(), showing its progress on a terminal. */
-static size_t wait_changes(BmEngine *e, unsigned timeout_s)
-{
-    RunProgress rp = {.e = e};
-    bm_progress_init(&rp.p, stderr);
-    if (rp.p.f)
-        bm_engine_set_progress(e, on_progress, &rp);
-    size_t left = bm_engine_wait(e, timeout_s);
-    bm_engine_set_progress(e, NULL, NULL);
-    bm_progress_clear(&rp.p);
-    return left;
-}
-
-/* Waits for the changes of the pass (policy apply_timeout) so that their latency is observed,
- * reads the domains again (what the metrics say is what the changes left) and prints how
- * each change ended. */
-static void observe(BmEngine *e, const RunOptions *o, const BmPolicy *pol)
-{
-    const BmPlan *plan = bm_engine_plan(e);
-    const BmApplied *ap = bm_engine_applied(e);
-    /* the decisions carry their UUIDs: the refresh below replaces the snapshot */
-    size_t n = plan ? plan->n_decisions : 0;
-    _cleanup_free_ char(*applied)[VIR_UUID_STRING_BUFLEN] = bm_malloc0((n + 1) * VIR_UUID_STRING_BUFLEN);
-    size_t n_applied = 0;
-    for (size_t k = 0; k < n; k++)
-        if (ap[k].applied)
-            memcpy(applied[n_applied++], plan->decisions[k].uuid, VIR_UUID_STRING_BUFLEN);
-    if (!n_applied)
-        return;
-    size_t left = wait_changes(e, pol->apply_timeout_s);
-    if (left && terminated)
-        bm_reportp(LOG_WARNING, "run", NULL, "%s while %zu change(s) were in flight: not waiting "
-                   "longer, saving what is known", terminated == SIGTERM ? "SIGTERM" : "SIGINT", left);
-    else if (left)
-        bm_reportp(LOG_WARNING, "run", NULL, "%zu change(s) still in flight after apply_timeout %u s; "
-                   "not waiting longer", left, pol->apply_timeout_s);
-    bm_error_reset();
-    int r = bm_engine_refresh(e);
-    if (r < 0)
-        bm_reportp(LOG_WARNING, "run", NULL, "cannot read the domains after the changes: %s",
-                   bm_error_detail(r));
-    for (size_t i = 0; o->output == OUT_TABLE && i < n_applied; i++) {
-        const BmLedgerEntry *d = bm_ledger_find(bm_engine_ledger(e), applied[i]);
-        _cleanup_free_ char *name = d ? bm_escape_name(d->name) : NULL;
-        if (d && d->last_duration_s >= 0)
-            printf("%s: %s %s in %.3f s\n", name,
-                   d->last_direction == BM_DIR_INFLATE ? "inflate" : "deflate",
-                   d->unresponsive ? "did not complete (stalled or timed out)" : "ended",
-                   d->last_duration_s);
-    }
-}
-
-/* Writes the metrics to the textfile and/or pushes them. Returns an exit status. */
-static int export_metrics(BmEngine *e, const RunOptions *o)
-{
-    int ret = BM_EXIT_OK;
-    _cleanup_free_ char *text = bm_engine_render(e, true);
-    if (o->textfile_dir) {
-        bm_error_reset();
-        /* checked after the pass, not before: a pass that cannot export still acts */
-        char quoted[512];
-        int r = bm_push_check_textfile(o->textfile_dir);
-        if (r < 0) {
-            bm_report("run", NULL, "--textfile '%s': %s; the pass acted, "
-                      "its metrics are not exported (counted in balloonmgr_errors_total{kind=\"push\"})",
-                      bm_printable(o->textfile_dir, quoted, sizeof(quoted)), bm_error_detail(r));
-            bm_engine_count_error(e, BM_ERR_PUSH);
-            ret = BM_EXIT_FAILURE;
-        } else if ((r = bm_push_textfile(o->textfile_dir, text)) < 0) {
-            bm_report("run", NULL, "textfile: %s", bm_error_detail(r));
-            bm_engine_count_error(e, BM_ERR_PUSH);
-            ret = BM_EXIT_FAILURE;
-        }
-    }
-    if (o->push_url) {
-        char host[256] = "localhost";
-        gethostname(host, sizeof(host) - 1);
-        bm_error_reset();
-        int r = bm_push_gateway(o->push_url, host, text, PUSH_TIMEOUT_S);
-        if (r < 0) {
-            bm_report("run", NULL, "%s", bm_error_detail(r));
-            bm_engine_count_error(e, BM_ERR_PUSH);
-            ret = BM_EXIT_FAILURE;
-        }
-    }
-    return ret;
-}
-
-/* After the pass: observe its changes, export, save the state. Returns the exit status. */
-static int finish_once(BmEngine *e, const RunOptions *o, const BmPolicy *pol, int ret)
-{
-    if (!o->dry_run)
-        observe(e, o, pol);
-    if ((o->textfile_dir || o->push_url) && export_metrics(e, o) != BM_EXIT_OK)
-        ret = BM_EXIT_FAILURE;
-    /* a failure here cannot be counted in what this run writes (the textfile and the push are
-     * done, the counters are what failed to be saved): the exit status says it */
-    if (!o->dry_run && o->state_path) {
-        bm_error_reset();
-        int r = bm_state_save(o->state_path, bm_engine_ledger(e), bm_engine_pass_time_s(e));
-        if (r < 0) {
-            bm_report("run", NULL, "state '%s': %s", o->state_path, bm_error_detail(r));
-            ret = BM_EXIT_FAILURE;
-        }
-    }
-    return ret;
 }
 
 /* The options, checked. Returns -1 to go on, or the exit status. */
@@ -504,8 +418,17 @@ static int run(BmGlobal *g, int argc, char **argv)
         _cleanup_free_ char *uri = bm_conn_uri(conn);
         bm_cli_spool_ingest("run", bm_engine_ledger(e), uri, NULL);
     }
-    ret = pass(e, &o, pol);
-    ret = finish_once(e, &o, pol, ret);
+    BmOnceOptions oo = {.dry_run = o.dry_run, .state_path = o.state_path,
+                        .textfile_dir = o.textfile_dir, .push_url = o.push_url,
+                        .stop = &terminated};
+    RunShow rs = {.o = &o, .pol = pol, .e = e};
+    bm_progress_init(&rs.p, stderr);
+    if (rs.p.f) /* a terminal: the changes in flight shown while the pass waits for them */
+        bm_engine_set_progress(e, on_progress, &rs);
+    BmOnceHooks hooks = {.ctx = &rs, .passed = on_passed, .waited = on_waited,
+                         .observed = on_observed};
+    ret = bm_once_run(e, pol, &oo, &hooks);
+    bm_engine_set_progress(e, NULL, NULL);
     bm_engine_set_conn(e, NULL); /* the changes' domain references, before the connection */
     return ret;
 }
