@@ -50,7 +50,7 @@ static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, B
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     if (bm_cli_connect(g, "policy check", true, &conn) < 0)
         return -1;
-    r = bm_snapshot_take(conn, NULL, 0, ret_snap);
+    r = bm_snapshot_take(conn, 0, ret_snap);
     if (r < 0) {
         bm_report("policy check", NULL, "%s", bm_error_detail(r));
         return -1;

@@ -518,7 +518,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     /* one reading of every domain, shown all or the named ones: the host line counts every
      * running domain, also when only some are shown */
     _cleanup_(bm_snapshot_clear) BmSnapshot snap = {0};
-    r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_XML, &snap);
+    r = bm_snapshot_take(conn, BM_SNAPSHOT_XML, &snap);
     Shown shown = {.taken_real_ns = snap.taken_real_ns};
     _cleanup_free_ const BmDomain **picked = NULL;
     if (r >= 0 && names)

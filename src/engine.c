@@ -325,7 +325,8 @@ static int read_view(BmEngine *e)
     BmXmlCache cache = {.ctx = &e->ledger, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
     r = e->model ? e->model->read_domains(e->model->ctx, &snap)
-                 : bm_snapshot_take_cached(e->conn, NULL, BM_SNAPSHOT_XML, e->opts.cache_xml ? &cache : NULL, &snap);
+                 : bm_snapshot_take_cached(e->conn, BM_SNAPSHOT_XML,
+                                           e->opts.cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_LIBVIRT);
         return r;

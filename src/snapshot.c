@@ -262,19 +262,15 @@ static void index_by_uuid(BmSnapshot *s)
 
 /* The bulk call, retried without NOWAIT for drivers that do not know that flag. Returns the
  * number of records or -1 (libvirt error left set). */
-static int bulk_stats(BmSnapshot *s, virConnectPtr conn, virDomainPtr *doms, unsigned list_flags,
+static int bulk_stats(BmSnapshot *s, virConnectPtr conn, unsigned list_flags,
                       virDomainStatsRecordPtr **ret_recs)
 {
     const unsigned types = VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_BALLOON |
                            VIR_DOMAIN_STATS_BLOCK | VIR_DOMAIN_STATS_CPU_TOTAL;
     unsigned nowait = VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT;
     for (int attempt = 0; attempt < 2; attempt++, nowait = 0) {
-        int n;
         s->libvirt_calls++;
-        if (doms)
-            n = BM_LV(virDomainListGetStats)(doms, types, ret_recs, nowait);
-        else
-            n = BM_LV(virConnectGetAllDomainStats)(conn, types, ret_recs, list_flags | nowait);
+        int n = BM_LV(virConnectGetAllDomainStats)(conn, types, ret_recs, list_flags | nowait);
         if (n >= 0)
             return n;
         virErrorPtr e = virGetLastError();
@@ -296,13 +292,13 @@ static void free_domain_list(virDomainPtr *doms)
 }
 DEFINE_CLEANUP(virDomainPtr *, free_domain_list)
 
-int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmSnapshot *ret)
+int bm_snapshot_take(virConnectPtr conn, unsigned flags, BmSnapshot *ret)
 {
-    return bm_snapshot_take_cached(conn, names, flags, NULL, ret);
+    return bm_snapshot_take_cached(conn, flags, NULL, ret);
 }
 
-int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned flags,
-                            const BmXmlCache *cache, BmSnapshot *ret)
+int bm_snapshot_take_cached(virConnectPtr conn, unsigned flags, const BmXmlCache *cache,
+                            BmSnapshot *ret)
 {
     *ret = (BmSnapshot){.taken_real_ns = bm_now_real_ns()};
     _cleanup_(free_domain_listp) virDomainPtr *doms = NULL;
@@ -311,33 +307,17 @@ int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned fla
                               ? VIR_CONNECT_LIST_DOMAINS_ACTIVE
                               : VIR_CONNECT_LIST_DOMAINS_ACTIVE | VIR_CONNECT_LIST_DOMAINS_INACTIVE;
 
-    if (names) {
-        for (n_doms = 0; names[n_doms]; n_doms++)
-            ;
-        doms = bm_malloc0((n_doms + 1) * sizeof(*doms));
-        for (size_t i = 0; i < n_doms; i++) {
-            ret->libvirt_calls++;
-            int r = bm_conn_lookup(conn, names[i], &doms[i]);
-            if (r < 0) {
-                char buf[512]; /* as bm_report's object: a long name is cut alike */
-                return bm_error_prefix(r, "'%s'", bm_printable(names[i], buf, sizeof(buf)));
-            }
-        }
-    }
-
     _cleanup_(virDomainStatsRecordListFreep) virDomainStatsRecordPtr *recs = NULL;
-    int n_recs = bulk_stats(ret, conn, doms, list_flags, &recs);
+    int n_recs = bulk_stats(ret, conn, list_flags, &recs);
     ret->bulk = n_recs >= 0;
     if (n_recs < 0) {
         /* no bulk stats at all: list the domains and read each one */
         virResetLastError();
-        if (!doms) {
-            ret->libvirt_calls++;
-            int n = BM_LV(virConnectListAllDomains)(conn, &doms, list_flags);
-            if (n < 0)
-                return bm_conn_error("cannot list domains");
-            n_doms = (size_t)n;
-        }
+        ret->libvirt_calls++;
+        int n = BM_LV(virConnectListAllDomains)(conn, &doms, list_flags);
+        if (n < 0)
+            return bm_conn_error("cannot list domains");
+        n_doms = (size_t)n;
         ret->domains = bm_malloc0((n_doms ? n_doms : 1) * sizeof(BmDomain));
         for (size_t i = 0; i < n_doms; i++)
             read_domain(ret, &ret->domains[ret->n_domains++], doms[i], NULL, flags, cache);

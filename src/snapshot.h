@@ -76,13 +76,13 @@ enum {
     BM_SNAPSHOT_XML = 1 << 1,         /* also read each domain's balloon config */
 };
 
-/* Reads the domains named in names (NULL-terminated; NULL for all) with their state and
- * balloon statistics: one virConnectGetAllDomainStats()/virDomainListGetStats() call where
- * the driver returns balloon stats, per-domain virDomainMemoryStats() otherwise. A domain
- * that fails to read gets ->error and the others are still read.
- * Returns 0 and *ret (free with bm_snapshot_clear()), -ENOENT naming an unknown domain, or
- * another -errno when the domains cannot be listed. */
-int bm_snapshot_take(virConnectPtr conn, char *const *names, unsigned flags, BmSnapshot *ret);
+/* Reads every domain (the running ones with BM_SNAPSHOT_ACTIVE_ONLY) with its state and
+ * balloon statistics: one virConnectGetAllDomainStats() call where the driver returns balloon
+ * stats, per-domain virDomainMemoryStats() otherwise. A domain that fails to read gets
+ * ->error and the others are still read; the domains a user names are picked out of the
+ * reading (bm_snapshot_pick()). Returns 0 and *ret (free with bm_snapshot_clear()), or -errno
+ * when the domains cannot be listed. */
+int bm_snapshot_take(virConnectPtr conn, unsigned flags, BmSnapshot *ret);
 
 /* Where a long-running caller keeps balloon configs read from the XML, so a pass does not
  * read every domain's XML again: lookup() returns true and fills *ret for a UUID whose config
@@ -94,14 +94,14 @@ typedef struct {
 } BmXmlCache;
 
 /* bm_snapshot_take() with BM_SNAPSHOT_XML served from cache where it can. */
-int bm_snapshot_take_cached(virConnectPtr conn, char *const *names, unsigned flags,
-                            const BmXmlCache *cache, BmSnapshot *ret);
+int bm_snapshot_take_cached(virConnectPtr conn, unsigned flags, const BmXmlCache *cache,
+                            BmSnapshot *ret);
 
 /* The domains of s that names (NULL-terminated) name, by ID, UUID or name as bm_conn_lookup()
  * resolves them on conn: pointers into s, in s's order (by name), a domain named twice
  * twice; a domain defined after s was taken is not in it and left out. Returns 0 and *ret
  * (*ret_n entries; caller frees the array, not the domains), or -ENOENT naming an unknown
- * domain ("'NAME': no domain with this name, ID or UUID", as bm_snapshot_take() says it). */
+ * domain ("'NAME': no domain with this name, ID or UUID"). */
 int bm_snapshot_pick(virConnectPtr conn, const BmSnapshot *s, char *const *names,
                      const BmDomain ***ret, size_t *ret_n);
 

@@ -166,7 +166,7 @@ int main(void)
     is_u64(l->counters.target_changes[BM_DIR_INFLATE], inflates, "  the inflate targets counted");
 
     BmSnapshot after;
-    r = bm_snapshot_take(conn, NULL, 0, &after);
+    r = bm_snapshot_take(conn, 0, &after);
     bool by_uuid = r == 0, flight_over = true;
     for (size_t i = 0; by_uuid && i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];

@@ -29,7 +29,7 @@ static virConnectPtr open_demo(void)
 static void test_all_domains(virConnectPtr conn)
 {
     BmSnapshot s;
-    int r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_XML, &s);
+    int r = bm_snapshot_take(conn, BM_SNAPSHOT_XML, &s);
     ok(r == 0, "snapshot of all domains");
     is_u64(s.n_domains, 7, "seven domains in the demo host");
     is_str(s.domains[0].name, "batch1", "sorted by name: first");
@@ -68,20 +68,9 @@ static void test_all_domains(virConnectPtr conn)
 static void test_active_only(virConnectPtr conn)
 {
     BmSnapshot s;
-    int r = bm_snapshot_take(conn, NULL, BM_SNAPSHOT_ACTIVE_ONLY, &s);
+    int r = bm_snapshot_take(conn, BM_SNAPSHOT_ACTIVE_ONLY, &s);
     ok(r == 0 && s.n_domains == 5, "active only: 5 domains (got %zu)", s.n_domains);
     ok(!s.domains[0].balloon_known, "XML not read without BM_SNAPSHOT_XML");
-    bm_snapshot_clear(&s);
-}
-
-static void test_named_domains(virConnectPtr conn)
-{
-    BmSnapshot s;
-    char *names[] = {"web2", "db1", NULL};
-    int r = bm_snapshot_take(conn, names, 0, &s);
-    ok(r == 0 && s.n_domains == 2, "two named domains");
-    ok(bm_snapshot_find(&s, "web2") && bm_snapshot_find(&s, "db1") && !bm_snapshot_find(&s, "web1"),
-       "exactly the named ones");
     bm_snapshot_clear(&s);
 }
 
@@ -89,7 +78,7 @@ static void test_named_domains(virConnectPtr conn)
 static void test_pick(virConnectPtr conn)
 {
     BmSnapshot s;
-    int r = bm_snapshot_take(conn, NULL, 0, &s);
+    int r = bm_snapshot_take(conn, 0, &s);
     const BmDomain *web2 = r == 0 ? bm_snapshot_find(&s, "web2") : NULL;
     char *names[] = {"web2", "db1", "web2", NULL};
     const BmDomain **picked = NULL;
@@ -98,6 +87,7 @@ static void test_pick(virConnectPtr conn)
     ok(r == 0 && n == 3 && strcmp(picked[0]->name, "db1") == 0 && picked[1] == web2 &&
            picked[2] == web2,
        "picked: the named domains of the reading, by name, one named twice twice");
+    ok(!bm_snapshot_find(&s, "no-such-vm") && s.n_domains > 3, "  out of every domain");
     free(picked);
     picked = NULL;
     char uuid[VIR_UUID_STRING_BUFLEN] = "";
@@ -113,22 +103,11 @@ static void test_pick(virConnectPtr conn)
     r = bm_snapshot_pick(conn, &s, bad, &picked, &n);
     ok(r == -ENOENT && !picked, "an unknown name picks nothing: -ENOENT");
     is_str(bm_error_detail(r), "'no-such-vm': no domain with this name, ID or UUID",
-           "and names the domain as the reading does");
-    bm_snapshot_clear(&s);
-}
-
-static void test_unknown_name(virConnectPtr conn)
-{
-    BmSnapshot s;
-    char *bad[] = {"web1", "no-such-vm", NULL};
-    bm_error_reset();
-    int r = bm_snapshot_take(conn, bad, 0, &s);
-    ok(r == -ENOENT, "unknown name gives -ENOENT");
-    is_str(bm_error_detail(r), "'no-such-vm': no domain with this name, ID or UUID", "and names the domain");
-    ok(s.domains == NULL && s.n_domains == 0, "and no half snapshot");
+           "and names the domain");
     bm_snapshot_clear(&s);
     bm_snapshot_clear(NULL);
 }
+
 
 /* A guest reporting what it likes: the test driver's virDomainMemoryStats(), with the tags of
  * shim_tags replaced by shim_vals (in libvirt's units, KiB or counts) while shim_n > 0. */
@@ -189,8 +168,7 @@ static void test_extreme_statistics(virConnectPtr conn)
         shim_set(VIR_DOMAIN_MEMORY_STAT_SWAP_OUT, vals[v]);
         shim_set(VIR_DOMAIN_MEMORY_STAT_MINOR_FAULT, vals[v]);
         BmSnapshot s;
-        char *names[] = {"web1", NULL};
-        int r = bm_snapshot_take(conn, names, 0, &s);
+        int r = bm_snapshot_take(conn, 0, &s);
         const BmDomain *d = r == 0 ? bm_snapshot_find(&s, "web1") : NULL;
         ok(d && bounded(d->major_faults) && bounded(d->swap_in_bytes) &&
                bounded(d->available_bytes) && bounded(d->rss_bytes) && bounded(d->last_update_s) &&
@@ -207,7 +185,8 @@ static void test_extreme_statistics(virConnectPtr conn)
             bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, 1800000000, 60);
         char *text = bm_state_format(&l, 1800000000);
         r = bm_state_parse(text, &back);
-        ok(r == 0 && back.n_entries == 1 && back.entries[0]->have_prev,
+        ok(r == 0 && back.n_entries == l.n_entries && back.n_entries >= 1 &&
+               back.entries[0]->have_prev,
            "  the state saved from that pass is read back (%s)", r < 0 ? bm_error_detail(r) : "ok");
         free(text);
         bm_ledger_clear(&back);
@@ -283,8 +262,6 @@ int main(void)
         return tap_done();
     test_all_domains(conn);
     test_active_only(conn);
-    test_named_domains(conn);
-    test_unknown_name(conn);
     test_pick(conn);
     test_extreme_statistics(conn);
     return tap_done();
