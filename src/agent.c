@@ -18,6 +18,7 @@
 #include "agent.h"
 
 #include "cli.h"
+#include "session.h"
 #include "conn.h"
 #include "engine.h"
 #include "ledger.h"
@@ -315,7 +316,7 @@ static void save_state(Agent *a)
     uint64_t now_s = bm_engine_pass_time_s(a->e);
     if (!now_s)
         now_s = bm_now_real_ns() / 1000000000ull;
-    bm_cli_state_save("agent", &a->state_writer, a->state_path, bm_engine_ledger(a->e), now_s);
+    bm_session_state_save("agent", &a->state_writer, a->state_path, bm_engine_ledger(a->e), now_s);
 }
 
 /* Job: a policy pass, every interval (sooner when the host watch sees pressure). */
@@ -332,7 +333,7 @@ static void job_pass(int timer, void *opaque)
         if (r == -ECONNRESET)
             on_close(a->conn, 0, a);
     } else {
-        bm_cli_report_applied("agent", a->e);
+        bm_session_report_applied("agent", a->e);
     }
     notify_pass(a);
     a->last_refresh_ns = bm_now_mono_ns();
@@ -440,7 +441,7 @@ static int ingest_spool(Agent *a)
 {
     if (!a->uri)
         return 0; /* never connected: whose changes would these be */
-    return bm_cli_spool_ingest("agent", bm_engine_ledger(a->e), a->uri, &a->spool_reported);
+    return bm_session_spool_ingest("agent", bm_engine_ledger(a->e), a->uri, &a->spool_reported);
 }
 
 /* Job: count the changes `set --wait` measured. */
@@ -459,7 +460,7 @@ static void job_spool(int timer, void *opaque)
 static void reload(Agent *a)
 {
     BmPolicy *fresh = NULL;
-    if (bm_cli_policy_load(a->o->policy_path, a->o->policy_explicit, &fresh) == 0) {
+    if (bm_session_policy_load(a->o->policy_path, a->o->policy_explicit, &fresh) == 0) {
         bm_policy_free(a->policy);
         a->policy = fresh;
         bm_engine_set_policy(a->e, fresh);
@@ -511,7 +512,7 @@ static int block_signals(void)
 static int start_serving(Agent *a)
 {
     const BmAgentOptions *o = a->o;
-    if (bm_cli_policy_load(o->policy_path, o->policy_explicit, &a->policy) < 0) {
+    if (bm_session_policy_load(o->policy_path, o->policy_explicit, &a->policy) < 0) {
         bm_report("agent", NULL, "policy '%s' has errors", o->policy_path);
         return BM_EXIT_USAGE;
     }
@@ -523,8 +524,8 @@ static int start_serving(Agent *a)
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
     bool writes = !o->dry_run && !o->monitor_only, reads = !o->monitor_only || o->state_explicit;
-    if ((reads && !bm_cli_state_check("agent", o->state_path, writes)) ||
-        !bm_cli_proc_check("agent", o->proc_dir))
+    if ((reads && !bm_session_state_check("agent", o->state_path, writes)) ||
+        !bm_session_proc_check("agent", o->proc_dir))
         return BM_EXIT_USAGE;
     a->state_path = writes ? o->state_path : NULL;
     /* a bad --listen is bad usage whatever the lock would say */
@@ -538,7 +539,7 @@ static int start_serving(Agent *a)
     /* one writer of the state file at a time, for the agent's life (before serving: a second
      * agent on the same state never starts) */
     int ret;
-    if (writes && (ret = bm_cli_state_lock("agent", o->state_path, &a->state_lock_fd)) >= 0)
+    if (writes && (ret = bm_session_state_lock("agent", o->state_path, &a->state_lock_fd)) >= 0)
         return ret;
     a->signal_fd = block_signals();
     bm_error_reset();
@@ -578,7 +579,7 @@ static void start_engine(Agent *a)
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
     if ((!o->monitor_only || o->state_explicit) &&
-        bm_cli_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e)) >= 0) {
+        bm_session_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e)) >= 0) {
         /* a corrupt file that could not be moved aside: serve, but never save over it */
         bm_report("agent", NULL, "state '%s' is not saved until the agent restarts", o->state_path);
         a->state_path = NULL;

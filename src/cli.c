@@ -3,21 +3,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <poll.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "error.h"
 #include "conn.h"
-#include "engine.h"
-#include "file.h"
-#include "hostmem.h"
+#include "error.h"
 #include "log.h"
-#include "policy.h"
-#include "spool.h"
-#include "state.h"
 #include "util.h"
 
 static void vreport(int prio, const char *verb, const char *object, const char *fmt, va_list ap)
@@ -268,124 +260,6 @@ bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, cons
     return false;
 }
 
-bool bm_cli_state_check(const char *verb, const char *path, bool writes)
-{
-    bm_error_reset();
-    if (!*path) {
-        bm_report(verb, NULL, "--state '': empty file name");
-        return false;
-    }
-    /* read: what the path leads to; written: the path itself (a link would be replaced) */
-    int r = writes ? bm_file_check_replaceable(path) : 0;
-    if (r >= 0) {
-        int fd = bm_file_open(AT_FDCWD, path, false, NULL);
-        r = fd >= 0 ? close(fd), 0 : fd;
-    }
-    if (!bm_file_not_regular(r))
-        return true; /* missing or unreadable: load reports it and starts fresh */
-    bm_report(verb, NULL, "state '%s': %s%s", path, bm_error_detail(r),
-              r == -ELOOP ? " (it would be replaced: give the path of the file itself)" : "");
-    return false;
-}
-
-bool bm_cli_proc_check(const char *verb, const char *proc_dir)
-{
-    bm_error_reset();
-    if (!proc_dir)
-        return true;
-    int r = *proc_dir ? bm_file_check_dir(proc_dir) : bm_error(-ENOENT, "empty directory name");
-    if (r >= 0) {
-        /* the files must be there and regular; what they say is the passes' business */
-        _cleanup_free_ char *meminfo = bm_asprintf("%s/meminfo", proc_dir);
-        _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", proc_dir);
-        _cleanup_free_ char *text = NULL;
-        r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &text, NULL);
-        if (r < 0)
-            r = bm_error_prefix(r, "%s", meminfo);
-        else {
-            int fd = bm_file_open(AT_FDCWD, psi, false, NULL);
-            if (fd >= 0)
-                close(fd);
-            else if (bm_file_not_regular(fd))
-                r = bm_error_prefix(fd, "%s", psi);
-        }
-    }
-    if (r >= 0)
-        return true;
-    bm_report(verb, NULL, "--proc '%s': %s", proc_dir, bm_error_detail(r));
-    return false;
-}
-
-int bm_cli_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l)
-{
-    bm_error_reset();
-    if (!dry_run) {
-        int n = bm_state_cleanup(path);
-        if (n > 0)
-            bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': removed %d temporary file(s) left by interrupted "
-                      "writes", path, n);
-    }
-    int r = bm_state_load(path, l);
-    if (r >= 0 || r == -ENOENT || r == -ENOTDIR) /* none yet: the first save creates it */
-        return -1;
-    bm_ledger_count_error(l, BM_ERR_STATE);
-    char why[1024];
-    snprintf(why, sizeof(why), "%s", bm_error_detail(r));
-    if (r != -EINVAL && r != -EFBIG) { /* unreadable, not corrupt: the next save replaces it */
-        bm_report(verb, NULL, "warning: state '%s': %s; starting fresh", path, why);
-        return -1;
-    }
-    if (dry_run) {
-        bm_report(verb, NULL, "warning: state '%s': %s; starting fresh (dry run: the file is "
-                  "left as it is)", path, why);
-        return -1;
-    }
-    _cleanup_free_ char *aside = NULL;
-    int aside_r = bm_state_set_aside(path, &aside);
-    if (aside_r == 0) {
-        bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
-                  why, aside);
-        return -1;
-    }
-    /* the next save would replace it: the corrupt file would be lost */
-    bm_report(verb, NULL, "state '%s': %s; cannot be moved aside (%s): left as it is, never "
-              "overwritten", path, why, bm_error_detail(aside_r));
-    return BM_EXIT_FAILURE;
-}
-
-int bm_cli_state_lock(const char *verb, const char *path, int *ret_fd)
-{
-    bm_error_reset();
-    int r = bm_state_lock(path, ret_fd);
-    if (r >= 0)
-        return -1;
-    bm_report(verb, NULL, "state '%s': %s", path, bm_error_detail(r));
-    return r == -EBUSY ? BM_EXIT_BUSY : BM_EXIT_FAILURE;
-}
-
-bool bm_cli_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
-                       uint64_t now_s)
-{
-    bm_error_reset();
-    switch (bm_state_save_tracked(w, path, l, now_s)) {
-    case BM_SAVE_OK:
-        return true;
-    case BM_SAVE_RECOVERED:
-        bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
-                  w->failed_before);
-        return true;
-    case BM_SAVE_FAILED:
-        bm_ledger_count_error(l, BM_ERR_STATE);
-        bm_report(verb, NULL, "state '%s': %s; retrying every pass, reported again when it "
-                  "works (counted in balloonmgr_errors_total{kind=\"state\"})", path, w->reported);
-        return false;
-    case BM_SAVE_FAILED_QUIET:
-        bm_ledger_count_error(l, BM_ERR_STATE);
-        return false;
-    }
-    return false;
-}
-
 int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)
 {
     bm_error_reset();
@@ -393,55 +267,6 @@ int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnec
     if (r < 0)
         bm_report(verb, NULL, "%s", bm_error_detail(r));
     return r;
-}
-
-int bm_cli_policy_load(const char *path, bool explicit, BmPolicy **ret)
-{
-    bm_error_reset();
-    _cleanup_free_ char *errors = NULL;
-    int r = bm_policy_load_or_default(path, explicit, ret, &errors);
-    if (r < 0)
-        bm_log_text(LOG_ERR, errors);
-    return r;
-}
-
-int bm_cli_spool_ingest(const char *verb, BmLedger *l, const char *uri, char **last_reported)
-{
-    bm_error_reset();
-    _cleanup_free_ char *skipped = NULL;
-    int r = last_reported ? 0 : bm_spool_create(); /* the agent created it at its start */
-    if (r >= 0)
-        r = bm_spool_ingest(l, uri, bm_now_real_ns() / 1000000000ull, &skipped);
-    if (!last_reported) {
-        if (r < 0)
-            bm_report(verb, NULL, "warning: %s; changes made by 'set --wait' are not counted",
-                      bm_error_detail(r));
-        if (skipped)
-            bm_report(verb, NULL, "warning: %s", skipped);
-        return r;
-    }
-    const char *problem = r < 0 ? bm_error_detail(r) : skipped;
-    if (problem && (!*last_reported || strcmp(problem, *last_reported) != 0))
-        bm_report(verb, NULL, "warning: %s", problem);
-    free(*last_reported);
-    *last_reported = problem ? bm_strdup(problem) : NULL;
-    return r;
-}
-
-size_t bm_cli_report_applied(const char *verb, const BmEngine *e)
-{
-    const BmPlan *plan = bm_engine_plan(e);
-    const BmApplied *ap = bm_engine_applied(e);
-    size_t failed = 0;
-    for (size_t i = 0; plan && i < plan->n_decisions; i++) {
-        if (ap[i].busy)
-            bm_reportp(LOG_WARNING, verb, plan->decisions[i].name, "%s", ap[i].error);
-        if (ap[i].attempted && !ap[i].applied) {
-            bm_report(verb, plan->decisions[i].name, "%s, skipping domain", ap[i].error);
-            failed++;
-        }
-    }
-    return failed;
 }
 
 static int stdout_errno;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "session.h"
 #include "conn.h"
 #include "error.h"
 #include "file.h"
@@ -87,7 +88,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         bm_report("policy check", NULL, "expected at least one FILE");
         return BM_EXIT_USAGE;
     }
-    if (proc_dir && !bm_cli_proc_check("policy check", proc_dir))
+    if (proc_dir && !bm_session_proc_check("policy check", proc_dir))
         return BM_EXIT_USAGE;
     BmLintHost lh;
     BmSnapshot snap = {0};

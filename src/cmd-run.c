@@ -17,6 +17,7 @@
 #include "json-name.h"
 #include "balloon.h"
 #include "cli.h"
+#include "session.h"
 #include "engine.h"
 #include "once.h"
 #include "push.h"
@@ -391,22 +392,22 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (ret >= 0)
         return ret;
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    if (bm_cli_policy_load(o.policy_path, o.policy_explicit, &pol) < 0) {
+    if (bm_session_policy_load(o.policy_path, o.policy_explicit, &pol) < 0) {
         bm_report("run", NULL, "policy '%s' has errors: nothing changed", o.policy_path);
         return BM_EXIT_USAGE;
     }
-    if (!bm_cli_state_check("run", o.state_path, !o.dry_run) || !bm_cli_proc_check("run", o.proc_dir))
+    if (!bm_session_state_check("run", o.state_path, !o.dry_run) || !bm_session_proc_check("run", o.proc_dir))
         return BM_EXIT_USAGE;
     /* one writer of the state file at a time: held until the run ends (a dry run never writes
      * it, so it reads an agent's state while that runs) */
     _cleanup_close_ int lock_fd = -1;
-    if (!o.dry_run && (ret = bm_cli_state_lock("run", o.state_path, &lock_fd)) >= 0)
+    if (!o.dry_run && (ret = bm_session_state_lock("run", o.state_path, &lock_fd)) >= 0)
         return ret;
 
     BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
                           .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
-    if ((ret = bm_cli_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) >= 0)
+    if ((ret = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) >= 0)
         return ret;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     if (bm_cli_connect(g, "run", o.dry_run, &conn) < 0)
@@ -416,7 +417,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     catch_terminate(e);
     if (!o.dry_run) {
         _cleanup_free_ char *uri = bm_conn_uri(conn);
-        bm_cli_spool_ingest("run", bm_engine_ledger(e), uri, NULL);
+        bm_session_spool_ingest("run", bm_engine_ledger(e), uri, NULL);
     }
     BmOnceOptions oo = {.dry_run = o.dry_run, .state_path = o.state_path,
                         .textfile_dir = o.textfile_dir, .push_url = o.push_url,

@@ -9,6 +9,7 @@
 
 #include "json-name.h"
 #include "cli.h"
+#include "session.h"
 #include "conn.h"
 #include "domxml.h"
 #include "error.h"
@@ -444,11 +445,11 @@ static bool options_valid(const char *columns, bool json, bool raw, const char *
     }
     /* the same input, the same status as run and agent: a --state that is not a regular file
      * is bad input (exit 2) */
-    if (explicit_state && !bm_cli_state_check("status", explicit_state, false))
+    if (explicit_state && !bm_session_state_check("status", explicit_state, false))
         return false;
     /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
      * directory: it read /meminfo) */
-    if (proc_dir && !bm_cli_proc_check("status", proc_dir))
+    if (proc_dir && !bm_session_proc_check("status", proc_dir))
         return false;
     return true;
 }

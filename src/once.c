@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "session.h"
 #include "error.h"
 #include "log.h"
 #include "push.h"
@@ -89,7 +90,7 @@ int bm_once_run(BmEngine *e, const BmPolicy *pol, const BmOnceOptions *o, const 
         bm_report("run", NULL, "%s", bm_error_detail(r));
         ret = BM_EXIT_FAILURE;
     } else {
-        if (bm_cli_report_applied("run", e))
+        if (bm_session_report_applied("run", e))
             ret = BM_EXIT_FAILURE;
         if (h->passed)
             h->passed(h->ctx, e);
