@@ -11,10 +11,10 @@ WATCH=${BALLOON_WATCH:?set BALLOON_WATCH to the balloon-watch helper}
 bm_setup
 
 MEM_MIB=512
-bm_define_guest sw1 $MEM_MIB touch=400
-bm_wait_guest_ready sw1
-dom=$(bm_dom sw1)
-pid=$(bm_qemu_pid sw1)
+# a fixture guest (512 MiB, 400 MiB touched, touched again after each inflate and deflate)
+bm_fixture_guest touched
+dom=$BM_DOM
+pid=$(bm_qemu_pid "$dom")
 sleep 2 # let the guest settle after touching its memory
 
 # measure_set SIZE TARGET_KIB: runs `balloonmgr set --wait --json` under balloon-watch and

@@ -319,6 +319,12 @@ bm_console_since() {
     dom=$(bm_dom "$1")
     tail -c +"$((${BM_CONSOLE_FROM[$dom]:-0} + 1))" "$(bm_console_log "$dom")" 2>/dev/null
 }
+# bm_console_has NAME REGEX: a line of bm_console_since NAME matches REGEX (grep's)
+bm_console_has() {
+    local c
+    c=$(bm_console_since "$1")
+    grep -q -- "$2" <<<"$c"
+}
 
 _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s/'/\&apos;/g"; }
 
