@@ -596,11 +596,17 @@ _bm_fixture_owner_alive() {
 # _bm_fixture_doms: the names of the fixture guests libvirt knows
 _bm_fixture_doms() { bm_virsh list --all --name 2>/dev/null | grep "^$BM_FIXTURE_PREFIX" || true; }
 
-# _bm_fixture_stop DOM WHY: destroys and undefines the fixture guest DOM
+# _bm_fixture_stop DOM WHY [keep]: destroys and undefines the fixture guest DOM; removes its
+# directory (console log, XML) unless "keep" (a guest a test broke: its console tells how)
 _bm_fixture_stop() {
     bm_log "stopping fixture guest $1 ($2)"
     bm_virsh destroy "$1" >/dev/null 2>&1 || true
     bm_virsh undefine "$1" >/dev/null 2>&1 || bm_warn "undefine $1 failed"
+    if [ "${3:-}" = keep ]; then
+        bm_log "its console log is kept in $(bm_guest_dir "$1")"
+    else
+        rm -rf "$(bm_guest_dir "$1")"
+    fi
 }
 
 # bm_fixture_stop: stops the fixture guests of this test's owner (the run's, with
@@ -638,15 +644,17 @@ _bm_fixture_reaper() {
 # _bm_fixture_start_reaper "PID START": one reaper per owner, detached from the test (its own
 # session, no descriptor of the test's: meson waits for its pipes' ends)
 _bm_fixture_start_reaper() {
-    local pid start f rpid
+    local pid start f rpid rstart
     read -r pid start <<<"$1"
     f=$BM_IT_STATE/fixture-reaper.$pid
-    read -r rpid 2>/dev/null <"$f" && [ "$(cat "/proc/$rpid/comm" 2>/dev/null)" = bash ] && return 0
+    # "REAPER_PID REAPER_START": that reaper still waits
+    read -r rpid rstart 2>/dev/null <"$f" && [ -n "$rstart" ] && [ "$(_bm_proc_start "$rpid")" = "$rstart" ] &&
+        return 0
     mkdir -p "$BM_IT_STATE"
     # shellcheck disable=SC2016  # expanded by the reaper's shell
     setsid bash -c '. "$1"; _bm_fixture_reaper "$2" "$3"' bm-fixture-reaper "$BM_LIB_DIR/lib.sh" \
         "$pid" "$start" </dev/null >>"$BM_FIXTURE_DIR/reaper.log" 2>&1 &
-    echo "$!" >"$f"
+    echo "$! $(_bm_proc_start $!)" >"$f"
 }
 
 # _bm_fixture_xml_same DOM: DOM's persistent XML is the one it was booted with
@@ -755,11 +763,11 @@ _bm_fixture_release() {
         state=$(bm_virsh domstate "$dom" 2>/dev/null || echo undefined)
         if [ "$state" != running ]; then
             BM_FIXTURE_FAILED="the test left fixture guest $dom $state"
-            _bm_fixture_stop "$dom" "$state after the test"
+            _bm_fixture_stop "$dom" "$state after the test" keep
         elif ! _bm_fixture_xml_same "$dom"; then
             bm_virsh dumpxml --inactive "$dom" | diff -u "$(bm_guest_dir "$dom")/persistent.xml" - >&2
             BM_FIXTURE_FAILED="the test changed the persistent XML of fixture guest $dom (diff above)"
-            _bm_fixture_stop "$dom" "its persistent XML changed"
+            _bm_fixture_stop "$dom" "its persistent XML changed" keep
         elif [ "$pid" = $$ ]; then
             _bm_fixture_stop "$dom" "the end of the test that owns it"
         fi
