@@ -10,10 +10,8 @@ bm_setup
 
 # fixture guests: idle touched 400 MiB (and touches it again after each inflate and deflate),
 # floor 100 MiB
-bm_fixture_guest touched
-idle=$BM_DOM
-bm_fixture_guest light
-floor=$BM_DOM
+bm_fixture_guest touched light
+idle=${BM_DOMS[0]} floor=${BM_DOMS[1]}
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 # wait for fresh guest stats of both, and for the idle guest's to show the 400 MiB it touched

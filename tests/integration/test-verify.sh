@@ -10,10 +10,8 @@ bm_setup
 # the free-page-hint guest is this test's own (it boots while the fixture guests are taken);
 # the stock and driverless ones are fixture guests, shared with the run's other tests
 bm_define_guest fph 256 "extra=$BM_FPH_XML"
-bm_fixture_guest stock256
-stock=$BM_DOM
-bm_fixture_guest nodriver
-nodrv=$BM_DOM
+bm_fixture_guest stock256 nodriver
+stock=${BM_DOMS[0]} nodrv=${BM_DOMS[1]}
 bm_wait_guest_ready fph
 fph=$(bm_dom fph)
 

@@ -535,7 +535,7 @@ bm_cleanup_guests() {
 # ---------------------------------------------------------------------------
 # Fixture guests: booted once, shared by the tests of a run
 # ---------------------------------------------------------------------------
-# bm_fixture_guest KIND sets BM_DOM to a running guest of KIND (see _bm_fixture_spec),
+# bm_fixture_guest KIND... sets BM_DOM to a running guest of KIND (see _bm_fixture_spec),
 # booted by an earlier test of the same run or now, and put back in a known state: the
 # balloon at its maximum again (reached), a guest with retouch has touched its memory again
 # after the last inflate and deflate, its persistent XML as it was booted. The test may move
@@ -698,46 +698,59 @@ _bm_fixture_reset() {
     esac
 }
 
-# bm_fixture_guest KIND: see above; sets BM_DOM.
+# bm_fixture_guest KIND...: see above; sets BM_DOMS to the guests' names (in the order of the
+# KINDs) and BM_DOM to the last. The guests to boot boot side by side.
 bm_fixture_guest() {
-    local kind=$1 spec owner dom state why="" d
-    spec=$(_bm_fixture_spec "$kind") || bm_fail "bm_fixture_guest: unknown kind '$kind'"
+    local kind spec owner dom state why d boot=() i
     [ -n "${BM_KERNEL:-}" ] || bm_fail "bm_fixture_guest: call bm_setup first"
     mkdir -p "$BM_FIXTURE_DIR"
     owner=$(_bm_fixture_owner)
-    dom=$BM_FIXTURE_PREFIX${owner%% *}-$kind
     if [ -z "${_BM_FIXTURE_SWEPT:-}" ]; then   # once per test: guests of runs that ended
         _BM_FIXTURE_SWEPT=1
         while read -r d; do
             [ -n "$d" ] && ! _bm_fixture_owner_alive "$d" && _bm_fixture_stop "$d" "left by a run that ended"
         done < <(_bm_fixture_doms)
     fi
-    state=$(bm_virsh domstate "$dom" 2>/dev/null || true)
-    if [ -n "$state" ]; then
-        if [ "$(_bm_fixture_owner_of "$dom")" != "$owner" ]; then why="not of this run"
-        elif [ "$state" != running ]; then why="$state"
-        elif ! _bm_fixture_xml_same "$dom"; then why="its persistent XML changed"
+    BM_DOMS=()
+    for kind in "$@"; do
+        spec=$(_bm_fixture_spec "$kind") || bm_fail "bm_fixture_guest: unknown kind '$kind'"
+        dom=$BM_FIXTURE_PREFIX${owner%% *}-$kind
+        BM_DOMS+=("$dom")
+        state=$(bm_virsh domstate "$dom" 2>/dev/null || true)
+        why=""
+        if [ -n "$state" ]; then
+            if [ "$(_bm_fixture_owner_of "$dom")" != "$owner" ]; then why="not of this run"
+            elif [ "$state" != running ]; then why="$state"
+            elif ! _bm_fixture_xml_same "$dom"; then why="its persistent XML changed"
+            fi
+            if [ -n "$why" ]; then
+                _bm_fixture_stop "$dom" "$why; booting it again"
+                state=""
+            fi
         fi
-        if [ -n "$why" ]; then
-            _bm_fixture_stop "$dom" "$why; booting it again"
-            state=""
+        if [ -z "$state" ]; then
+            # shellcheck disable=SC2086  # spec: MEM and options, split
+            bm_define_guest "$dom" $spec \
+                "extra=<description>balloonmgr test fixture, owner $owner</description>"
+            bm_virsh dumpxml --inactive "$dom" >"$(bm_guest_dir "$dom")/persistent.xml" ||
+                bm_fail "virsh dumpxml --inactive $dom failed"
+            boot+=("$dom")
+        else
+            bm_log "fixture guest $dom: reused"
         fi
-    fi
-    if [ -z "$state" ]; then
-        # shellcheck disable=SC2086  # spec: MEM and options, split
-        bm_define_guest "$dom" $spec \
-            "extra=<description>balloonmgr test fixture, owner $owner</description>"
-        bm_wait_guest_ready "$dom"
-        bm_virsh dumpxml --inactive "$dom" >"$(bm_guest_dir "$dom")/persistent.xml" ||
-            bm_fail "virsh dumpxml --inactive $dom failed"
-        _bm_fixture_start_reaper "$owner"
-    else
-        bm_log "fixture guest $dom: reused"
-    fi
-    BM_FIXTURE_TAKEN+=("$dom")
+        BM_FIXTURE_TAKEN+=("$dom")
+    done
     bm_add_cleanup _bm_fixture_release
-    _bm_fixture_reset "$dom" "$spec"
-    BM_CONSOLE_FROM[$dom]=$(stat -c %s "$(bm_console_log "$dom")")
+    [ "${#boot[@]}" -eq 0 ] || _bm_fixture_start_reaper "$owner"
+    for dom in "${boot[@]}"; do
+        bm_wait_guest_ready "$dom"
+    done
+    i=0
+    for kind in "$@"; do
+        dom=${BM_DOMS[i++]}
+        _bm_fixture_reset "$dom" "$(_bm_fixture_spec "$kind")"
+        BM_CONSOLE_FROM[$dom]=$(stat -c %s "$(bm_console_log "$dom")")
+    done
     # shellcheck disable=SC2034  # used by the calling test
     BM_DOM=$dom
 }
