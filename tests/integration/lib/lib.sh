@@ -13,6 +13,10 @@
 #   ...
 #   bm_pass "whatever was checked"
 #
+# or, for a plain guest, one booted once per run and shared (see bm_fixture_guest):
+#
+#   bm_fixture_guest touched                  # BM_DOM: bmfix-OWNER-touched, balloon at max
+#
 # Exit codes of a test script: 0 pass, 1 fail, 77 skip.
 #
 # Guest names: every function taking NAME accepts either the short name
