@@ -65,6 +65,10 @@ bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not-offered\"}" 30 >/d
 # matters: the change ends, then the agent counts it from the spool and may release.
 kill -STOP "$agent"
 "$BM" -c "$BM_URI" set "$dom" 50% --wait --json | jq -c . || { kill -CONT "$agent"; bm_fail "set 50% --wait failed"; }
+# and the guest has seen its balloon inflated (it looks once a second) before the agent may
+# give it back: else it never touches its memory again (the agent released within 0.35 s once)
+bm_wait_until 10 "$dom to see its balloon inflated" bm_console_has "$dom" "bm: retouch: balloon inflated" ||
+    { kill -CONT "$agent"; bm_fail "$dom did not see its balloon inflated"; }
 kill -CONT "$agent"
 q='balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
 bm_prom_wait "$q" 30 >/dev/null || bm_fail "histogram count for inflate/not_negotiated never reached 1"

@@ -126,7 +126,10 @@ exclude = no
 timer_inflate = always
 floor = 90%
 POL
-# the idle guest back at its maximum (the pass above took all it could give), settled
+# the idle guest back at its maximum (the pass above took all it could give), settled; first
+# the guest has seen its balloon inflated (once a second), else it would not touch again
+bm_wait_until 10 "$idle to see its balloon inflated" bm_console_has "$idle" "bm: retouch: balloon inflated" ||
+    bm_fail "$idle did not see its balloon inflated"
 "$BM" -c "$BM_URI" set "$idle" 512M --wait=60 >/dev/null || bm_fail "set $idle 512M failed"
 # memory a deflate gives back is not backed by the host until the guest touches it again (an
 # inflate of it would return nothing, and balloonmgr knows it): the guest touches it again
