@@ -20,10 +20,9 @@ work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (
 # retouch: once the agent has given back what set --wait took (release gives back to every
 # ballooned guest), the guest uses that memory again, so the agent's own inflate below takes
 # memory the host backs and QEMU's RSS drops
-bm_define_guest ag1 512 touch=400 retouch=400
-bm_wait_guest_ready ag1
-dom=$(bm_dom ag1)
-bm_wait_fresh_stats ag1
+bm_fixture_guest touched
+dom=$BM_DOM
+bm_wait_fresh_stats "$dom"
 
 policy() { # policy FILE [host settings...]
     local f=$1; shift
@@ -32,7 +31,7 @@ policy() { # policy FILE [host settings...]
         # would not: its XML does not set sg/ioeventfd)
         echo "[host]"; echo "interval = 2s"; echo "verify_features = always"; printf '%s\n' "$@"
         echo "[guest]"; echo "exclude = yes"
-        echo "[domain \"${BM_PREFIX}*\"]"; echo "exclude = no"; echo "max_step = 50%"
+        echo "[domain \"$dom\"]"; echo "exclude = no"; echo "max_step = 50%"
     } >"$f"
 }
 policy "$work/calm.policy"
@@ -66,6 +65,10 @@ bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not-offered\"}" 30 >/d
 # matters: the change ends, then the agent counts it from the spool and may release.
 kill -STOP "$agent"
 "$BM" -c "$BM_URI" set "$dom" 50% --wait --json | jq -c . || { kill -CONT "$agent"; bm_fail "set 50% --wait failed"; }
+# and the guest has seen its balloon inflated (it looks once a second) before the agent may
+# give it back: else it never touches its memory again (the agent released within 0.35 s once)
+bm_wait_until 10 "$dom to see its balloon inflated" bm_console_has "$dom" "bm: retouch: balloon inflated" ||
+    { kill -CONT "$agent"; bm_fail "$dom did not see its balloon inflated"; }
 kill -CONT "$agent"
 q='balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
 bm_prom_wait "$q" 30 >/dev/null || bm_fail "histogram count for inflate/not_negotiated never reached 1"
@@ -81,7 +84,7 @@ BM_WAIT_INTERVAL=1 bm_wait_until 45 "Prometheus' reclaimed bytes to match status
 bm_pass "after set --wait: Prometheus has the inflate/not_negotiated histogram and reclaimed $reclaimed_status bytes as status says"
 
 # --- release: the comfortable host gives back what set --wait took; the guest uses it again
-bm_wait_until 60 "$dom deflated by the agent and retouched" grep -q "bm: retouched 400 MiB" "$(bm_console_log ag1)" ||
+bm_wait_until 60 "$dom deflated by the agent and retouched" bm_console_has "$dom" "bm: retouched 400 MiB" ||
     bm_fail "$dom was not given its memory back by the agent (or did not retouch it)"
 settled() { "$BM" -c "$BM_URI" status --json "$dom" | jq -e '.domains[0].usable_bytes >= 256 * 1048576' >/dev/null; }
 BM_WAIT_INTERVAL=1 bm_wait_until 60 "statistics of $dom after the retouch" settled ||
@@ -198,6 +201,7 @@ metrics | has "domain=\"$dom\"" || bm_fail "domain not in /metrics before undefi
 # destroy may wait for the restarted libvirtd's reconnect to the QEMU process (a job on the
 # domain): time it apart from the agent's reaction
 t_destroy=$(bm_now)
+bm_fixture_forget "$dom" # ended on purpose: the run's next fixture use boots another
 bm_virsh destroy "$dom" >/dev/null
 bm_virsh undefine "$dom" >/dev/null
 t_gone=$(bm_now)

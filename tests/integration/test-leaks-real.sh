@@ -11,19 +11,18 @@ bm_setup
 command -v valgrind >/dev/null || bm_skip "valgrind is not installed (tools/install-deps.sh test)"
 
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
-bm_define_guest lk 512 touch=300
-bm_wait_guest_ready lk
-dom=$(bm_dom lk)
-bm_wait_fresh_stats lk
+bm_fixture_guest touched
+dom=$BM_DOM
+bm_wait_fresh_stats "$dom"
 bm_pressure_policy "$work/pressure.policy" 2s 25%
-before=$(bm_memstat lk actual)
+before=$(bm_memstat "$dom" actual)
 t0=$(bm_now)
 set +e
 BM_LEAK_URI=$BM_URI BM_LEAK_DOMAIN=$dom BM_LEAK_WRITE=1 BM_LEAK_POLICY=$work/pressure.policy \
     BM_LEAK_PROC=/proc "$ROOT/tests/test-leaks.sh" "$BM" "$ROOT" none | tee "$work/tap"
 rc=${PIPESTATUS[0]}
 set -e
-after=$(bm_memstat lk actual)
+after=$(bm_memstat "$dom" actual)
 bm_log "balloon of $dom: $((before / 1024)) MiB before, $((after / 1024)) MiB after the runs"
 [ "$rc" -eq 0 ] || bm_fail "test-leaks.sh on $BM_URI: $(grep -c '^not ok' "$work/tap") failed"
 grep -q '^ok .* valgrind: run --once: ' "$work/tap" || bm_fail "test-leaks.sh ran no valgrind run --once"

@@ -20,10 +20,9 @@ nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env --)
 as_nobody() { "${nobody[@]}" "$@"; }
 as_nobody test -x "$BM" || bm_skip "nobody cannot execute $BM (a build under a private directory)"
 
-bm_define_guest ro1 512 touch=100
-bm_wait_guest_ready ro1
-dom=$(bm_dom ro1)
-bm_wait_fresh_stats ro1
+bm_fixture_guest light
+dom=$BM_DOM
+bm_wait_fresh_stats "$dom"
 actual() { "$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes'; }
 before=$(actual)
 

@@ -8,33 +8,35 @@ set -euo pipefail
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-bm_define_guest idle 512 touch=400 retouch=400
-bm_define_guest floor 512 touch=100
-bm_wait_guest_ready idle
-bm_wait_guest_ready floor
-idle=$(bm_dom idle) floor=$(bm_dom floor)
+# fixture guests: idle touched 400 MiB (and touches it again after each inflate and deflate),
+# floor 100 MiB
+bm_fixture_guest touched light
+idle=${BM_DOMS[0]} floor=${BM_DOMS[1]}
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 
 # wait for fresh guest stats of both, and for the idle guest's to show the 400 MiB it touched
 # freed again: statistics taken during the touch make it a guest short of memory, which the
 # policy rightly does not inflate
-bm_wait_fresh_stats idle floor
+bm_wait_fresh_stats "$idle" "$floor"
 idle_settled() { "$BM" -c "$BM_URI" status --json "$idle" | jq -e '.domains[0].usable_bytes >= 256 * 1048576' >/dev/null; }
 BM_WAIT_INTERVAL=1 bm_wait_until 60 "statistics of $idle after its touch" idle_settled ||
     bm_fail "$idle: usable memory stayed below 256 MiB after the touch was freed"
 
 bm_pressure_policy "$work/pressure.policy" "" 50%
-printf '[domain "%s"]\nfloor = 90%%\n' "${BM_PREFIX}floor" >>"$work/pressure.policy"
+printf '[domain "%s"]\nfloor = 90%%\n' "$floor" >>"$work/pressure.policy"
 "$BM" policy check "$work/pressure.policy" >/dev/null || bm_fail "test policy does not pass policy check"
 
 actual() { "$BM" -c "$BM_URI" status --json "$1" | jq '.domains[0].current_bytes'; }
-rss_total() { echo $(( $(bm_rss_kib "$(bm_qemu_pid idle)") + $(bm_rss_kib "$(bm_qemu_pid floor)") )); }
+rss_total() { echo $(( $(bm_rss_kib "$(bm_qemu_pid "$idle")") + $(bm_rss_kib "$(bm_qemu_pid "$floor")") )); }
+# the decisions of this test's two domains
+# shellcheck disable=SC2016  # jq's variables
+mine='select(.name == $i or .name == $f)'
 
 # --- dry run: a plan, no change
 before_idle=$(actual "$idle") before_floor=$(actual "$floor")
 "$BM" -c "$BM_URI" run --once --dry-run --json --policy "$work/pressure.policy" --state "$work/state.json" >"$work/dry.json" ||
     bm_fail "dry run failed"
-jq -c --arg p "$BM_PREFIX" '.host, (.decisions[] | select(.name | startswith($p)) | {name, action, current_bytes, target_bytes, floor_bytes, reason})' "$work/dry.json"
+jq -c --arg i "$idle" --arg f "$floor" '.host, (.decisions[] | '"$mine"' | {name, action, current_bytes, target_bytes, floor_bytes, reason})' "$work/dry.json"
 jq -e --arg d "$idle" '.host.mode == "reclaim" and (.decisions[] | select(.name == $d) | .action == "inflate")' "$work/dry.json" >/dev/null ||
     bm_fail "dry run: the idle guest is not planned to inflate"
 sleep 2
@@ -76,7 +78,7 @@ hide_journal=()
 JOURNAL_STREAM=$(stat -c '%d:%i' "$work/run.err") \
     "${hide_journal[@]}" "$BM" -c "$BM_URI" run --once --json --policy "$work/pressure.policy" --state "$work/state.json" >"$work/run.json" 2>>"$work/run.err" ||
     { cat "$work/run.err" >&2; bm_fail "run --once failed"; }
-jq -c --arg p "$BM_PREFIX" '.decisions[] | select(.name | startswith($p)) | {name, action, current_bytes, target_bytes, floor_bytes, applied}' "$work/run.json"
+jq -c --arg i "$idle" --arg f "$floor" '.decisions[] | '"$mine"' | {name, action, current_bytes, target_bytes, floor_bytes, applied}' "$work/run.json"
 target_idle=$(jq --arg d "$idle" '.decisions[] | select(.name == $d) | .target_bytes' "$work/run.json")
 floor_bytes=$(jq --arg d "$floor" '.decisions[] | select(.name == $d) | .floor_bytes' "$work/run.json")
 jq -e --arg d "$idle" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied' "$work/run.json" >/dev/null ||
@@ -85,7 +87,7 @@ jq -e --arg d "$idle" '.decisions[] | select(.name == $d) | .action == "inflate"
 [ "$floor_bytes" -eq $((512 * 1024 * 1024 * 9 / 10)) ] || bm_fail "floor guest's floor is $floor_bytes, want 90%"
 jq -e --arg d "$floor" '.decisions[] | select(.name == $d) | .target_bytes >= .floor_bytes' "$work/run.json" >/dev/null ||
     bm_fail "floor guest targeted below its floor"
-jq -e --arg p "$BM_PREFIX" '[.decisions[] | select(.name | startswith($p) | not) | .action] | all(. == "skip")' "$work/run.json" >/dev/null ||
+jq -e --arg i "$idle" --arg f "$floor" '[.decisions[] | select(.name != $i and .name != $f) | .action] | all(. == "skip")' "$work/run.json" >/dev/null ||
     bm_fail "a domain outside the test was touched"
 jq -e '.version == 1 and .host_mode == "reclaim"' "$work/state.json" >/dev/null || bm_fail "state file not written"
 
@@ -116,18 +118,22 @@ printf 'some avg10=20.00 avg60=10.00 avg300=5.00 total=1\nfull avg10=5.00 avg60=
 cat >"$work/fake.policy" <<POL
 [guest]
 exclude = yes
-[domain "${BM_PREFIX}*"]
+[domain "$idle"]
 exclude = no
 timer_inflate = always
-[domain "${BM_PREFIX}floor"]
+[domain "$floor"]
+exclude = no
+timer_inflate = always
 floor = 90%
 POL
-# the idle guest back at its maximum (the pass above took all it could give), settled
+# the idle guest back at its maximum (the pass above took all it could give), settled; first
+# the guest has seen its balloon inflated (once a second), else it would not touch again
+bm_wait_until 10 "$idle to see its balloon inflated" bm_console_has "$idle" "bm: retouch: balloon inflated" ||
+    bm_fail "$idle did not see its balloon inflated"
 "$BM" -c "$BM_URI" set "$idle" 512M --wait=60 >/dev/null || bm_fail "set $idle 512M failed"
 # memory a deflate gives back is not backed by the host until the guest touches it again (an
 # inflate of it would return nothing, and balloonmgr knows it): the guest touches it again
-retouched() { grep -q "bm: retouched" "$(bm_console_log idle)"; }
-bm_wait_until 60 "$idle to touch its memory again" retouched || bm_fail "$idle did not touch its memory again"
+bm_wait_until 60 "$idle to touch its memory again" bm_console_has "$idle" "bm: retouched" || bm_fail "$idle did not touch its memory again"
 bm_wait_until 60 "$idle to settle" idle_settled || bm_fail "$idle did not settle after its deflate"
 # and until a pass under the fake /proc would inflate it
 bm_wait_would_inflate "$idle" --policy "$work/fake.policy" --proc "$work/proc"

@@ -11,11 +11,12 @@ WATCH=${BALLOON_WATCH:?set BALLOON_WATCH to the balloon-watch helper}
 bm_setup
 
 MEM_MIB=512
-bm_define_guest sw1 $MEM_MIB touch=400
-bm_wait_guest_ready sw1
-dom=$(bm_dom sw1)
-pid=$(bm_qemu_pid sw1)
-sleep 2 # let the guest settle after touching its memory
+# a fixture guest (512 MiB, 400 MiB touched, touched again after each inflate and deflate)
+bm_fixture_guest touched
+dom=$BM_DOM
+pid=$(bm_qemu_pid "$dom")
+# no settling time: the guest's touch ends before it says it is ready, and a fixture guest is
+# handed over once it has touched its memory again after its last deflate
 
 # measure_set SIZE TARGET_KIB: runs `balloonmgr set --wait --json` under balloon-watch and
 # checks the reported duration against both independent clocks. Leaves JSON in $result.
@@ -91,6 +92,8 @@ bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" 
 # the balloon now, so first let it finish the last MiB of the deflate
 at_512m() { [ "$("$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes')" -eq 536870912 ]; }
 bm_wait_until 5 "$dom back at 512 MiB" at_512m || true
+# the fixture guest touches what a deflate gave back: that first, then the next inflate
+bm_wait_retouched "$dom"
 out=$("$BM" -c "$BM_URI" set "$dom" -128M --wait) || bm_fail "set -128M --wait failed"
 echo "$out"
 echo "$out" | grep -qE "^$dom: inflate from 512 MiB to target 384 MiB: reached 38[45] MiB after" ||
@@ -116,6 +119,7 @@ out=$("$BM" -c "$BM_URI" set "$dom" 120M --force) || bm_fail "set 120M --force f
 echo "$out" | grep -q "to target 120 MiB (not waiting)" || bm_fail "set 120M --force output: $out"
 bm_pass "set 120M --force: below the floor on purpose, accepted"
 "$BM" -c "$BM_URI" set "$dom" 100% --wait >/dev/null || bm_fail "set 100% back failed"
+bm_wait_retouched "$dom"
 # --- the spool: a set --wait is counted by the agent of its own connection only. An agent on
 # the real host and a set --wait on libvirt's test driver share one spool directory: the
 # agent counts the real guest's change and leaves the test driver's entry alone.
@@ -165,6 +169,8 @@ agent_rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$agent/status")
 bm_pass "spool: a FIFO and a link to /dev/zero skipped with one warning, left alone; the deflate counted; agent RSS $agent_rss KiB"
 bm_stop_agent TERM || bm_fail "the agent did not stop on SIGTERM"
 [ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "the agent did not exit 0 on SIGTERM (exit $BM_AGENT_STATUS)"
+
+bm_wait_retouched "$dom"
 
 # Progress: on a terminal (a pty from script(1)) stderr shows the balloon's size, rate and ETA
 # while it moves, and erases the line before the result; not on a terminal, nothing.

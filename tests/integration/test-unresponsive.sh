@@ -10,9 +10,8 @@ bm_setup
 work=$BM_WORKDIR # kept if the test fails; $work/run is BALLOONMGR_RUNTIME_DIR (bm_setup)
 mkdir -p "$work/run/changes" "$work/textfile"
 
-bm_define_guest nb 256 noballoon=1
-bm_wait_guest_ready nb
-dom=$(bm_dom nb)
+bm_fixture_guest nodriver
+dom=$BM_DOM
 
 set +e
 out=$("$BM" -c "$BM_URI" set "$dom" 50% --wait --stall=3 --json 2>"$work/err"); rc=$?

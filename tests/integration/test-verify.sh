@@ -7,11 +7,13 @@ set -euo pipefail
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 bm_setup
 
-bm_define_guest stock 256
+# the free-page-hint guest is this test's own (it boots while the fixture guests are taken);
+# the stock and driverless ones are fixture guests, shared with the run's other tests
 bm_define_guest fph 256 "extra=$BM_FPH_XML"
-bm_define_guest nodrv 256 noballoon=1
-for g in stock fph nodrv; do bm_wait_guest_ready $g; done
-stock=$(bm_dom stock) fph=$(bm_dom fph) nodrv=$(bm_dom nodrv)
+bm_fixture_guest stock256 nodriver
+stock=${BM_DOMS[0]} nodrv=${BM_DOMS[1]}
+bm_wait_guest_ready fph
+fph=$(bm_dom fph)
 
 # the driver sets DRIVER_OK shortly after the module loads; give it a moment
 drivers_ok() { "$BM" -c "$BM_URI" verify --json "$@" | jq -e 'all(.domains[]; .driver_ok)' >/dev/null; }

@@ -66,6 +66,9 @@
 #                    again ("bm: retouched MIB MiB" or "bm: retouching MIB
 #                    MiB FAILED"): shows
 #                    the guest got its memory back
+#   bm.retouchloop=1 with bm.retouch: watch again after each retouch, so that
+#                    every inflate and deflate is followed by one (a guest
+#                    shared by several tests, lib.sh's bm_fixture_guest)
 #   bm.at=SECS:ACTION[:ARG][,...]  actions run in order in the background,
 #                    each SECS seconds after BALLOONMGR-GUEST-READY (console:
 #                    "bm: at SECS s: ACTION ARG", at the end "bm: at: all
@@ -387,6 +390,7 @@ sgdriver=0
 sgparams=
 sgstats=0
 retouch_mib=0
+retouchloop=0
 at=
 load=
 for arg in $(cat /proc/cmdline); do
@@ -398,6 +402,7 @@ for arg in $(cat /proc/cmdline); do
         bm.sgparams=*)  sgparams=${arg#bm.sgparams=} ;;
         bm.sgstats=*)   sgstats=${arg#bm.sgstats=} ;;
         bm.retouch=*)   retouch_mib=${arg#bm.retouch=} ;;
+        bm.retouchloop=*) retouchloop=${arg#bm.retouchloop=} ;;
         bm.at=*)        at=${arg#bm.at=} ;;
         bm.load=*)      load=${arg#bm.load=} ;;
     esac
@@ -497,12 +502,15 @@ esac
 if [ "$retouch_mib" -gt 0 ]; then
     (
         base=$(memtotal_kib)
-        echo "bm: retouch: waiting for the balloon to inflate and deflate (MemTotal $base kB)"
-        while [ "$(balloon_kib "$base")" -lt 32768 ]; do sleep 1; done
-        echo "bm: retouch: balloon inflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
-        while [ "$(balloon_kib "$base")" -ge 4096 ]; do sleep 1; done
-        echo "bm: retouch: balloon deflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
-        touch_mem "$retouch_mib" retouched retouching
+        while :; do
+            echo "bm: retouch: waiting for the balloon to inflate and deflate (MemTotal $base kB)"
+            while [ "$(balloon_kib "$base")" -lt 32768 ]; do sleep 1; done
+            echo "bm: retouch: balloon inflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
+            while [ "$(balloon_kib "$base")" -ge 4096 ]; do sleep 1; done
+            echo "bm: retouch: balloon deflated ($(balloon_kib "$base") kB, MemTotal $(memtotal_kib) kB)"
+            touch_mem "$retouch_mib" retouched retouching
+            [ "$retouchloop" = 1 ] || break
+        done
     ) &
 fi
 

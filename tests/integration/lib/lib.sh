@@ -13,6 +13,10 @@
 #   ...
 #   bm_pass "whatever was checked"
 #
+# or, for a plain guest, one booted once per run and shared (see bm_fixture_guest):
+#
+#   bm_fixture_guest touched                  # BM_DOM: bmfix-OWNER-touched, balloon at max
+#
 # Exit codes of a test script: 0 pass, 1 fail, 77 skip.
 #
 # Guest names: every function taking NAME accepts either the short name
@@ -31,6 +35,10 @@
 #   BM_DAEMON_TIMEOUT  seconds to wait for libvirtd to answer [60]
 #   BM_URI             libvirt URI [qemu:///system]
 #   BM_FIX_KVM_PERMS=0 do not touch /dev/kvm permissions (see _bm_fix_kvm_perms)
+#   BM_FIXTURE_SHARE=1 fixture guests (bm_fixture_guest) belong to the process that runs the
+#                      test (meson test: the integration suite sets it), so the tests of one
+#                      run share them; unset: they belong to the test and end with it
+#   BM_FIXTURE_DIR     fixture guests' XML and console logs [/var/tmp/balloonmgr-test/fixture]
 # Set by the library:
 #   BM_LIB_DIR                 directory of this file
 #   BM_KERNEL, BM_INITRD       guest kernel / initramfs (bm_guest_image)
@@ -46,7 +54,9 @@ BM_GUEST_DIR=${BM_GUEST_DIR:-/var/lib/libvirt/images/balloonmgr-test}
 BM_WORKDIR=${BM_WORKDIR:-/var/tmp/balloonmgr-test/${BM_PREFIX%-}}
 BM_DAEMON_TIMEOUT=${BM_DAEMON_TIMEOUT:-60}
 BM_URI=${BM_URI:-qemu:///system}
-export BM_PREFIX BM_IT_STATE BM_GUEST_DIR BM_WORKDIR BM_URI
+BM_FIXTURE_PREFIX=bmfix-
+BM_FIXTURE_DIR=${BM_FIXTURE_DIR:-/var/tmp/balloonmgr-test/fixture}
+export BM_PREFIX BM_IT_STATE BM_GUEST_DIR BM_WORKDIR BM_URI BM_FIXTURE_DIR
 
 # ---------------------------------------------------------------------------
 # Messages and results
@@ -285,17 +295,40 @@ bm_guest_image() {
 # ---------------------------------------------------------------------------
 # Guests
 # ---------------------------------------------------------------------------
-# bm_dom NAME: full domain name (adds $BM_PREFIX unless already there).
+# bm_dom NAME: full domain name (adds $BM_PREFIX unless already there; a fixture guest's
+# name, bmfix-..., is its own).
 bm_dom() {
     case "$1" in
-        "$BM_PREFIX"*) echo "$1" ;;
+        "$BM_PREFIX"*|"$BM_FIXTURE_PREFIX"*) echo "$1" ;;
         *) echo "$BM_PREFIX$1" ;;
     esac
 }
-# bm_guest_dir NAME: per-guest dir under BM_WORKDIR (domain XML, console log).
-bm_guest_dir() { echo "$BM_WORKDIR/$(bm_dom "$1")"; }
+# bm_guest_dir NAME: per-guest dir under BM_WORKDIR (domain XML, console log); a fixture
+# guest's is under BM_FIXTURE_DIR (it outlives the test).
+bm_guest_dir() {
+    local dom
+    dom=$(bm_dom "$1")
+    case "$dom" in
+        "$BM_FIXTURE_PREFIX"*) echo "$BM_FIXTURE_DIR/$dom" ;;
+        *) echo "$BM_WORKDIR/$dom" ;;
+    esac
+}
 # bm_console_log NAME: path of the guest's serial console log.
 bm_console_log() { echo "$(bm_guest_dir "$1")/console.log"; }
+# bm_console_since NAME: the guest's console from where this test took it over (a fixture
+# guest's earlier tests wrote the lines before; another guest's: all of it).
+declare -A BM_CONSOLE_FROM=()
+bm_console_since() {
+    local dom
+    dom=$(bm_dom "$1")
+    tail -c +"$((${BM_CONSOLE_FROM[$dom]:-0} + 1))" "$(bm_console_log "$dom")" 2>/dev/null
+}
+# bm_console_has NAME REGEX: a line of bm_console_since NAME matches REGEX (grep's)
+bm_console_has() {
+    local c
+    c=$(bm_console_since "$1")
+    grep -q -- "$2" <<<"$c"
+}
 
 _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s/'/\&apos;/g"; }
 
@@ -388,7 +421,7 @@ bm_define_guest() {
 
     dir=$(bm_guest_dir "$dom"); console="$dir/console.log"; xml="$dir/domain.xml"
     mkdir -p "$dir"
-    chmod 0755 "$BM_WORKDIR" "$dir"
+    chmod 0755 "${dir%/*}" "$dir"
     rm -f "$console"
 
     if [ "$balloon" = none ]; then
@@ -504,6 +537,262 @@ bm_cleanup_guests() {
 }
 
 # ---------------------------------------------------------------------------
+# Fixture guests: booted once, shared by the tests of a run
+# ---------------------------------------------------------------------------
+# bm_fixture_guest KIND... sets BM_DOM to a running guest of KIND (see _bm_fixture_spec),
+# booted by an earlier test of the same run or now, and put back in a known state: the
+# balloon at its maximum again (reached), a guest with retouch has touched its memory again
+# after the last inflate and deflate, its persistent XML as it was booted. The test may move
+# the balloon; it must leave the persistent XML alone and the guest running, else it fails at
+# its exit and the guest is stopped (bm_fixture_forget first if it ends the guest on purpose).
+# Its names are bmfix-OWNER-KIND, outside $BM_PREFIX (bm_pressure_policy manages the fixture
+# guests the test took too); the console lines since the test took it: bm_console_since.
+#
+# A fixture guest belongs to a process, its owner (named in its <description>): the test
+# itself, or with BM_FIXTURE_SHARE=1 the process that runs the test (meson test), so the tests
+# of one run share it. It is stopped, by its exact name:
+#   - at the test's exit when the test owns it (a test run alone, by hand);
+#   - by test-fixture-stop (bm_fixture_stop) after the last test that uses one in the suite;
+#   - by a reaper (a detached process started with the first guest of an owner) once the owner
+#     has ended: `meson test test-status` alone, a run killed;
+#   - by the first fixture use on this host after its owner has ended (a reaper killed too).
+BM_FIXTURE_TAKEN=()
+
+# _bm_fixture_spec KIND: MEM_MIB and bm_define_guest's options of KIND
+_bm_fixture_spec() {
+    case "$1" in
+        touched)  echo "512 touch=400 retouch=400 retouchloop=1" ;; # 400 MiB backed, idle
+        light)    echo "512 touch=100" ;;
+        stock256) echo "256" ;;
+        nodriver) echo "256 noballoon=1" ;;
+        *) return 1 ;;
+    esac
+}
+
+# _bm_proc_start PID: PID's start time (clock ticks since boot; with the PID, the process)
+_bm_proc_start() {
+    local stat f
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    read -ra f <<<"${stat##*) }"
+    echo "${f[19]}"
+}
+
+# _bm_fixture_owner: "PID START" of the process the fixture guests of this test belong to
+_bm_fixture_owner() {
+    local pid=$$
+    [ "${BM_FIXTURE_SHARE:-0}" = 1 ] && pid=$PPID
+    echo "$pid $(_bm_proc_start "$pid")"
+}
+
+# _bm_fixture_owner_of DOM: "PID START" from DOM's persistent <description>
+_bm_fixture_owner_of() {
+    bm_virsh dumpxml --inactive "$1" 2>/dev/null |
+        sed -n 's:.*<description>balloonmgr test fixture, owner \([0-9]*\) \([0-9]*\)</description>.*:\1 \2:p'
+}
+
+# _bm_fixture_owner_alive DOM: the process DOM belongs to still runs
+_bm_fixture_owner_alive() {
+    local pid start
+    read -r pid start <<<"$(_bm_fixture_owner_of "$1")"
+    [ -n "$start" ] && [ "$(_bm_proc_start "$pid")" = "$start" ]
+}
+
+# _bm_fixture_doms: the names of the fixture guests libvirt knows
+_bm_fixture_doms() { bm_virsh list --all --name 2>/dev/null | grep "^$BM_FIXTURE_PREFIX" || true; }
+
+# _bm_fixture_stop DOM WHY [keep]: destroys and undefines the fixture guest DOM; removes its
+# directory (console log, XML) unless "keep" (a guest a test broke: its console tells how)
+_bm_fixture_stop() {
+    bm_log "stopping fixture guest $1 ($2)"
+    bm_virsh destroy "$1" >/dev/null 2>&1 || true
+    bm_virsh undefine "$1" >/dev/null 2>&1 || bm_warn "undefine $1 failed"
+    if [ "${3:-}" = keep ]; then
+        bm_log "its console log is kept in $(bm_guest_dir "$1")"
+    else
+        rm -rf "$(bm_guest_dir "$1")"
+    fi
+}
+
+# bm_fixture_stop: stops the fixture guests of this test's owner (the run's, with
+# BM_FIXTURE_SHARE=1) and those whose owner has ended; leaves other runs' alone. Sets
+# BM_FIXTURE_STOPPED to how many it stopped.
+bm_fixture_stop() {
+    local dom pid
+    pid=$(_bm_fixture_owner)
+    pid=${pid%% *}
+    BM_FIXTURE_STOPPED=0
+    while read -r dom; do
+        [ -n "$dom" ] || continue
+        if [[ $dom == "$BM_FIXTURE_PREFIX$pid-"* ]]; then
+            _bm_fixture_stop "$dom" "the end of its run"
+        elif ! _bm_fixture_owner_alive "$dom"; then
+            _bm_fixture_stop "$dom" "left by a run that ended"
+        else
+            continue
+        fi
+        BM_FIXTURE_STOPPED=$((BM_FIXTURE_STOPPED + 1))
+    done < <(_bm_fixture_doms)
+}
+
+# _bm_fixture_reaper PID START: (a detached process) waits until the owner PID ends, then
+# stops its fixture guests
+_bm_fixture_reaper() {
+    local dom
+    [ "$(_bm_proc_start "$1")" = "$2" ] && tail --pid="$1" -f /dev/null
+    while read -r dom; do
+        [ "$(_bm_fixture_owner_of "$dom")" = "$1 $2" ] && _bm_fixture_stop "$dom" "its owner, pid $1, ended"
+    done < <(_bm_fixture_doms)
+    rm -f "$BM_IT_STATE/fixture-reaper.$1"
+}
+
+# _bm_fixture_start_reaper "PID START": one reaper per owner, detached from the test (its own
+# session, no descriptor of the test's: meson waits for its pipes' ends)
+_bm_fixture_start_reaper() {
+    local pid start f rpid rstart
+    read -r pid start <<<"$1"
+    f=$BM_IT_STATE/fixture-reaper.$pid
+    # "REAPER_PID REAPER_START": that reaper still waits
+    read -r rpid rstart 2>/dev/null <"$f" && [ -n "$rstart" ] && [ "$(_bm_proc_start "$rpid")" = "$rstart" ] &&
+        return 0
+    mkdir -p "$BM_IT_STATE"
+    # shellcheck disable=SC2016  # expanded by the reaper's shell
+    setsid bash -c '. "$1"; _bm_fixture_reaper "$2" "$3"' bm-fixture-reaper "$BM_LIB_DIR/lib.sh" \
+        "$pid" "$start" </dev/null >>"$BM_FIXTURE_DIR/reaper.log" 2>&1 &
+    echo "$! $(_bm_proc_start $!)" >"$f"
+}
+
+# _bm_fixture_xml_same DOM: DOM's persistent XML is the one it was booted with
+_bm_fixture_xml_same() {
+    bm_virsh dumpxml --inactive "$1" 2>/dev/null | cmp -s - "$(bm_guest_dir "$1")/persistent.xml"
+}
+
+# _bm_used_kib DOM: the balloon's size as libvirt reports it (a guest without driver: never
+# moves)
+_bm_used_kib() { bm_virsh dominfo "$1" | awk '/^Used memory:/ { print $3 }'; }
+_bm_balloon_at() { [ "$(_bm_used_kib "$1")" = "$2" ]; }
+# _bm_retouch_done DOM: the guest has touched its memory again after every inflate it saw
+_bm_retouch_done() {
+    local c
+    c=$(bm_console_log "$1")
+    [ "$(grep -c 'bm: retouch: balloon inflated' "$c")" -le "$(grep -cE 'bm: retouch(ed|ing) ' "$c")" ]
+}
+# bm_wait_retouched NAME: waits (up to 90 s) until a guest with bm.retouchloop has touched its
+# memory again after every inflate (>= 32 MiB) it saw and the deflate after it: the order a
+# test needs before it inflates again (a retouch during an inflate competes with the balloon
+# for the guest's memory). Returns at once for a guest that saw none; fails the test if the
+# guest does not.
+bm_wait_retouched() {
+    local dom
+    dom=$(bm_dom "$1")
+    BM_WAIT_INTERVAL=0.5 bm_wait_until 90 "$dom to touch its memory again" _bm_retouch_done "$dom" ||
+        bm_fail "$dom did not touch its memory again after its deflate"
+}
+
+# _bm_fixture_reset DOM SPEC: the balloon at the maximum (QEMU's target too: a guest without
+# driver never moved), and memory touched again where SPEC retouches
+_bm_fixture_reset() {
+    local dom=$1 max
+    max=$(bm_virsh dominfo "$dom" | awk '/^Max memory:/ { print $3 }')
+    [ "$(_bm_used_kib "$dom")" = "$max" ] || bm_log "fixture guest $dom: balloon back to $max KiB"
+    bm_virsh setmem "$dom" "$max" --live >/dev/null || bm_fail "virsh setmem $dom $max --live failed"
+    BM_WAIT_INTERVAL=0.2 bm_wait_until 60 "the balloon of $dom at $max KiB" _bm_balloon_at "$dom" "$max" ||
+        bm_fail "fixture guest $dom: balloon not back at its maximum within 60 s"
+    case " $2 " in
+        *" retouch="*) bm_wait_retouched "$dom" ;;
+    esac
+}
+
+# bm_fixture_guest KIND...: see above; sets BM_DOMS to the guests' names (in the order of the
+# KINDs) and BM_DOM to the last. The guests to boot boot side by side.
+bm_fixture_guest() {
+    local kind spec owner dom state why d boot=() i
+    [ -n "${BM_KERNEL:-}" ] || bm_fail "bm_fixture_guest: call bm_setup first"
+    mkdir -p "$BM_FIXTURE_DIR"
+    owner=$(_bm_fixture_owner)
+    if [ -z "${_BM_FIXTURE_SWEPT:-}" ]; then   # once per test: guests of runs that ended
+        _BM_FIXTURE_SWEPT=1
+        while read -r d; do
+            [ -n "$d" ] && ! _bm_fixture_owner_alive "$d" && _bm_fixture_stop "$d" "left by a run that ended"
+        done < <(_bm_fixture_doms)
+    fi
+    BM_DOMS=()
+    for kind in "$@"; do
+        spec=$(_bm_fixture_spec "$kind") || bm_fail "bm_fixture_guest: unknown kind '$kind'"
+        dom=$BM_FIXTURE_PREFIX${owner%% *}-$kind
+        BM_DOMS+=("$dom")
+        state=$(bm_virsh domstate "$dom" 2>/dev/null || true)
+        why=""
+        if [ -n "$state" ]; then
+            if [ "$(_bm_fixture_owner_of "$dom")" != "$owner" ]; then why="not of this run"
+            elif [ "$state" != running ]; then why="$state"
+            elif ! _bm_fixture_xml_same "$dom"; then why="its persistent XML changed"
+            fi
+            if [ -n "$why" ]; then
+                _bm_fixture_stop "$dom" "$why; booting it again"
+                state=""
+            fi
+        fi
+        if [ -z "$state" ]; then
+            # shellcheck disable=SC2086  # spec: MEM and options, split
+            bm_define_guest "$dom" $spec \
+                "extra=<description>balloonmgr test fixture, owner $owner</description>"
+            bm_virsh dumpxml --inactive "$dom" >"$(bm_guest_dir "$dom")/persistent.xml" ||
+                bm_fail "virsh dumpxml --inactive $dom failed"
+            boot+=("$dom")
+        else
+            bm_log "fixture guest $dom: reused"
+        fi
+        BM_FIXTURE_TAKEN+=("$dom")
+    done
+    bm_add_cleanup _bm_fixture_release
+    [ "${#boot[@]}" -eq 0 ] || _bm_fixture_start_reaper "$owner"
+    for dom in "${boot[@]}"; do
+        bm_wait_guest_ready "$dom"
+    done
+    i=0
+    for kind in "$@"; do
+        dom=${BM_DOMS[i++]}
+        _bm_fixture_reset "$dom" "$(_bm_fixture_spec "$kind")"
+        BM_CONSOLE_FROM[$dom]=$(stat -c %s "$(bm_console_log "$dom")")
+    done
+    # shellcheck disable=SC2034  # used by the calling test
+    BM_DOM=$dom
+}
+
+# bm_fixture_forget DOM: the test ends the fixture guest DOM on purpose (destroys or
+# undefines it): no check at its exit
+bm_fixture_forget() {
+    local d keep=()
+    for d in "${BM_FIXTURE_TAKEN[@]}"; do
+        [ "$d" = "$1" ] || keep+=("$d")
+    done
+    BM_FIXTURE_TAKEN=("${keep[@]}")
+}
+
+# _bm_fixture_release: the cleanup hook of a test that took fixture guests: each must still
+# run with its persistent XML unchanged (else the test fails and the guest is stopped); those
+# the test owns are stopped.
+_bm_fixture_release() {
+    local dom state pid
+    pid=$(_bm_fixture_owner)
+    pid=${pid%% *}
+    for dom in "${BM_FIXTURE_TAKEN[@]}"; do
+        state=$(bm_virsh domstate "$dom" 2>/dev/null || echo undefined)
+        if [ "$state" != running ]; then
+            BM_FIXTURE_FAILED="the test left fixture guest $dom $state"
+            _bm_fixture_stop "$dom" "$state after the test" keep
+        elif ! _bm_fixture_xml_same "$dom"; then
+            bm_virsh dumpxml --inactive "$dom" | diff -u "$(bm_guest_dir "$dom")/persistent.xml" - >&2
+            BM_FIXTURE_FAILED="the test changed the persistent XML of fixture guest $dom (diff above)"
+            _bm_fixture_stop "$dom" "its persistent XML changed" keep
+        elif [ "$pid" = $$ ]; then
+            _bm_fixture_stop "$dom" "the end of the test that owns it"
+        fi
+    done
+    BM_FIXTURE_TAKEN=()
+}
+
+# ---------------------------------------------------------------------------
 # Extra cleanup hooks
 # ---------------------------------------------------------------------------
 # Helpers that start things of their own (e.g. prom.sh's Prometheus) register
@@ -566,7 +855,19 @@ _bm_cleanup_on_exit() {
     trap - EXIT
     set +e
     bm_run_cleanups
+    rc=$(_bm_fixture_verdict "$rc")
     _bm_exit "$rc"
+}
+
+# _bm_fixture_verdict RC: RC, or 1 when the test left a fixture guest broken (its
+# persistent config changed, or it ended), which fails the test that did it.
+_bm_fixture_verdict() {
+    if [ "$1" -eq 0 ] && [ -n "${BM_FIXTURE_FAILED:-}" ]; then
+        echo "FAIL: $BM_FIXTURE_FAILED" >&2
+        echo 1
+    else
+        echo "$1"
+    fi
 }
 
 # bm_on_exit: the EXIT trap installed by bm_setup. Runs the cleanup hooks
@@ -578,6 +879,7 @@ bm_on_exit() {
     trap - EXIT
     set +e
     bm_run_cleanups
+    rc=$(_bm_fixture_verdict "$rc")
     bm_cleanup_guests
     bm_stop_daemons
     _bm_exit "$rc"
@@ -807,9 +1109,10 @@ bm_wait_would_inflate() {
 # host is "under pressure" (every threshold just below 100% of MemTotal) and only this test's
 # domains are managed; INTERVAL and MAX_STEP set when given. The tests' guests have no
 # deflate-on-oom, so `run --once` would leave them alone (timer_inflate's default): the policy
-# sets timer_inflate = always unless TIMER_INFLATE says otherwise ("-": the default). Append
-# sections for more.
+# sets timer_inflate = always unless TIMER_INFLATE says otherwise ("-": the default). The
+# fixture guests the test took (bm_fixture_guest) are this test's too. Append sections for more.
 bm_pressure_policy() {
+    local d
     {
         echo "# every threshold just below 100% of MemTotal: the real host is \"under pressure\""
         echo "[host]"
@@ -819,9 +1122,11 @@ bm_pressure_policy() {
         echo "release_above = 99.9%"
         echo "[guest]"
         echo "exclude = yes"
-        echo "[domain \"${BM_PREFIX}*\"]"
-        echo "exclude = no"
-        if [ -n "${3:-}" ]; then echo "max_step = $3"; fi
-        if [ "${4:-always}" != - ]; then echo "timer_inflate = ${4:-always}"; fi
+        for d in "${BM_PREFIX}*" "${BM_FIXTURE_TAKEN[@]}"; do
+            echo "[domain \"$d\"]"
+            echo "exclude = no"
+            if [ -n "${3:-}" ]; then echo "max_step = $3"; fi
+            if [ "${4:-always}" != - ]; then echo "timer_inflate = ${4:-always}"; fi
+        done
     } >"$1"
 }
