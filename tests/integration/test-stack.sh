@@ -4,7 +4,8 @@
 #
 # Boots SUITE's root file system (lib/container.sh; trixie: QEMU 10.0, libvirt 11.3), builds
 # this tree there with meson against SUITE's libraries, and runs the given integration tests
-# (default: status, set --wait, verify, configure, run, agent, reporting, autodeflate, starve, and a
+# (default: status, set --wait, verify, configure, run, agent, test-fixture-stop, reporting,
+# autodeflate, hotcache, starve, and a
 # short pressure run: test-pressure's agent run alone, BM_PRESSURE_MODES=agent) inside it
 # with `meson test`, against the libvirtd its systemd started and guests booting SUITE's kernel
 # (build-guest.sh BM_KERNEL_SUITE=SUITE, built here and bound in). Each test's own PASS lines
@@ -17,9 +18,10 @@ set -euo pipefail
 bm_ct_lane stack "${1:-trixie}"
 shift || true
 tests=("$@")
+# (test-fixture-stop: the fixture guests the first ones share stopped before the others run)
 [ ${#tests[@]} -gt 0 ] || tests=(test-status test-set-wait test-verify test-configure test-run
-                                  test-agent test-reporting test-autodeflate test-hotcache test-starve
-                                  test-pressure)
+                                  test-agent test-fixture-stop test-reporting test-autodeflate
+                                  test-hotcache test-starve test-pressure)
 suite=$BM_CT_SUITE work=$BM_CT_WORK
 src=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 ct() { bm_ct_exec "$@"; }
