@@ -473,6 +473,7 @@ int bm_engine_pass(BmEngine *e)
                                x->cache_found_hot, now_s);
         if (inflated)
             bm_count_add(&c->hot_cache_taken_bytes, x->take_hot_bytes);
+            bm_count_add(&c->cache_taken_bytes, x->take_cache_bytes);
     }
     bm_count_add(&c->passes, 1);
     uint64_t t3 = bm_clock_mono_ns(e->clock);

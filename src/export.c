@@ -22,6 +22,8 @@ static const BmMetricFamily families[] = {
     {"balloonmgr_domain_last_change_rss_drop_bytes", BM_METRIC_GAUGE,
      "QEMU RSS before minus after the domain's last inflate."},
     {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER, "Sum of QEMU RSS drops observed after inflates."},
+    {"balloonmgr_cache_inflated_bytes_total", BM_METRIC_COUNTER,
+     "Balloon growth taken from guest page caches not known hot."},
     {"balloonmgr_hot_cache_inflated_bytes_total", BM_METRIC_COUNTER,
      "Balloon growth taken from hot guest page caches, only with the host near its own OOM."},
     {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE,
@@ -120,6 +122,7 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
     r_ok |= bm_registry_add(r, "balloonmgr_rss_dropped_bytes_total", NULL, (double)c->rss_dropped_bytes);
+    r_ok |= bm_registry_add(r, "balloonmgr_cache_inflated_bytes_total", NULL, (double)c->cache_taken_bytes);
     r_ok |= bm_registry_add(r, "balloonmgr_hot_cache_inflated_bytes_total", NULL,
                             (double)c->hot_cache_taken_bytes);
     r_ok |= bm_registry_add(r, "balloonmgr_host_memory_percpu_drained_bytes_total", NULL,

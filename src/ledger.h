@@ -153,6 +153,7 @@ typedef struct {
     uint64_t passes;
     uint64_t errors[BM_ERR_COUNT];
     uint64_t rss_dropped_bytes;
+    uint64_t cache_taken_bytes;     /* inflates' parts taken from page caches not known hot */
     uint64_t hot_cache_taken_bytes; /* inflates' parts taken from hot page caches (the host near
                                      * its own OOM) */
     uint64_t percpu_drained_bytes; /* free pages given back from the per-CPU lists */

@@ -171,6 +171,7 @@ static const BmStateField counter_fields[] = {
     COUNTER("passes", passes, BM_STATE_COUNT),
     COUNTER("rss_dropped_bytes", rss_dropped_bytes, BM_STATE_COUNT),
     COUNTER("hot_cache_taken_bytes", hot_cache_taken_bytes, BM_STATE_COUNT),
+    COUNTER("cache_taken_bytes", cache_taken_bytes, BM_STATE_COUNT),
     COUNTER("percpu_drained_bytes", percpu_drained_bytes, BM_STATE_COUNT),
     COUNTER("last_success", last_success_s, BM_STATE_COUNT),
     COUNTER("last_pass_duration_s", last_pass_duration_s, BM_STATE_SECONDS),
