@@ -471,9 +471,10 @@ int bm_engine_pass(BmEngine *e)
         bm_ledger_note_episode(e->rows.rows[i].entry, inflated ? x->current_bytes : BM_ABSENT,
                                reads >= 0 && reads < 0x1p63 ? (uint64_t)reads : BM_ABSENT,
                                x->cache_found_hot, now_s);
-        if (inflated)
+        if (inflated) {
             bm_count_add(&c->hot_cache_taken_bytes, x->take_hot_bytes);
             bm_count_add(&c->cache_taken_bytes, x->take_cache_bytes);
+        }
     }
     bm_count_add(&c->passes, 1);
     uint64_t t3 = bm_clock_mono_ns(e->clock);
