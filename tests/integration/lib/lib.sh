@@ -521,9 +521,10 @@ _bm_console_tail() {
     tail -n 40 "$2" >&2 2>/dev/null || true
 }
 
-# bm_cleanup_guests: destroy and undefine every domain named $BM_PREFIX*.
+# bm_cleanup_guests: destroy and undefine every domain named $BM_PREFIX*, all at once (a
+# TCG guest's QEMU takes 1-3 s to end; five of them one by one were 9 s of each pressure run)
 bm_cleanup_guests() {
-    local dom
+    local dom pids=()
     if ! _bm_libvirt_answers; then
         bm_warn "libvirt not answering; cannot clean up ${BM_PREFIX}* domains"
         return 0
@@ -531,9 +532,13 @@ bm_cleanup_guests() {
     while read -r dom; do
         case "$dom" in "$BM_PREFIX"*) ;; *) continue ;; esac
         bm_log "cleaning up $dom"
-        bm_virsh destroy "$dom" >/dev/null 2>&1 || true
-        bm_virsh undefine "$dom" >/dev/null 2>&1 || bm_warn "undefine $dom failed"
+        {
+            bm_virsh destroy "$dom" >/dev/null 2>&1 || true
+            bm_virsh undefine "$dom" >/dev/null 2>&1 || bm_warn "undefine $dom failed"
+        } &
+        pids+=($!)
     done < <(bm_virsh list --all --name 2>/dev/null)
+    [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}" || true
 }
 
 # ---------------------------------------------------------------------------
