@@ -555,7 +555,8 @@ bm_cleanup_guests() {
 #
 # A fixture guest belongs to a process, its owner (named in its <description>): the test
 # itself, or with BM_FIXTURE_SHARE=1 the process that runs the test (meson test), so the tests
-# of one run share it. It is stopped, by its exact name:
+# of one run share it (not when the test started virtlogd or libvirtd itself: they end with
+# it, and the guest's console with them). It is stopped, by its exact name:
 #   - at the test's exit when the test owns it (a test run alone, by hand);
 #   - by test-fixture-stop (bm_fixture_stop) after the last test that uses one in the suite;
 #   - by a reaper (a detached process started with the first guest of an owner) once the owner
@@ -582,10 +583,16 @@ _bm_proc_start() {
     echo "${f[19]}"
 }
 
-# _bm_fixture_owner: "PID START" of the process the fixture guests of this test belong to
+# _bm_fixture_owner: "PID START" of the process the fixture guests of this test belong to:
+# the test itself when it started virtlogd or libvirtd (it stops them at its exit, and a guest
+# whose virtlogd ended writes no more console lines: `meson test test-status test-run` without
+# tools/test.sh's daemons), else with BM_FIXTURE_SHARE=1 the process that runs it
 _bm_fixture_owner() {
-    local pid=$$
-    [ "${BM_FIXTURE_SHARE:-0}" = 1 ] && pid=$PPID
+    local pid=$$ f
+    f=$(_bm_owner_file)
+    if [ "${BM_FIXTURE_SHARE:-0}" = 1 ] && ! { [ -f "$f" ] && grep -qE '^(virtlogd|libvirtd) ' "$f"; }; then
+        pid=$PPID
+    fi
     echo "$pid $(_bm_proc_start "$pid")"
 }
 
