@@ -36,6 +36,7 @@ struct BmEngine {
     bool drain_warned;  /* a failed drain was logged (once per engine) */
     BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
     bool have_ksm;
+    char ksm_error[512]; /* why it could not be read ("": it could, or a model) */
     BmPlan plan;
     bool have_plan;
     BmApplied *applied; /* per decision of plan */
@@ -304,29 +305,49 @@ static int read_host(BmEngine *e, bool may_drain, BmHost *ret)
     return 0;
 }
 
-/* Step 1, read: the host, then the domains (XML from the ledger's cache where it can), then
- * the one join of the reading: the rows, through which the ledger is brought in line. */
-static int read_view(BmEngine *e)
+/* The host's memory of a reading (read_host(): drained first where may_drain), into the view.
+ * Returns 0, or -errno with "host memory: REASON" (counted; the view keeps its last host). */
+static int read_host_view(BmEngine *e, bool may_drain)
 {
     BmHost host;
-    int r = read_host(e, true, &host);
+    int r = read_host(e, may_drain, &host);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return bm_error_prefix(r, "host memory");
     }
     e->host = host;
     e->have_host = true;
-    e->have_ksm = !e->model && bm_ksm_read(NULL, &e->ksm) == 0; /* unreadable KSM: not exported */
+    return 0;
+}
 
+/* KSM, read with the host (not with a model): unreadable, it is not exported and ksm_error
+ * says why. */
+static void read_ksm(BmEngine *e)
+{
+    e->ksm_error[0] = '\0';
+    e->have_ksm = false;
+    if (e->model)
+        return;
+    int r = bm_ksm_read(NULL, &e->ksm);
+    e->have_ksm = r == 0;
+    if (r < 0)
+        snprintf(e->ksm_error, sizeof(e->ksm_error), "%s", bm_error_detail(r));
+}
+
+/* The domains of a reading (XML from the ledger's cache where it can), then the one join of
+ * the reading: the rows, through which the ledger is brought in line. Returns 0 or -errno
+ * (counted; the view keeps its last reading). */
+static int read_domains_view(BmEngine *e)
+{
     if (e->xml_stale) {
         bm_ledger_forget_xml(&e->ledger);
         e->xml_stale = false;
     }
     BmXmlCache cache = {.ctx = &e->ledger, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
-    r = e->model ? e->model->read_domains(e->model->ctx, &snap)
-                 : bm_snapshot_take_cached(e->conn, BM_SNAPSHOT_XML,
-                                           e->opts.cache_xml ? &cache : NULL, &snap);
+    int r = e->model ? e->model->read_domains(e->model->ctx, &snap)
+                     : bm_snapshot_take_cached(e->conn, BM_SNAPSHOT_XML,
+                                               e->opts.cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_LIBVIRT);
         return r;
@@ -350,6 +371,16 @@ static int read_view(BmEngine *e)
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;
+}
+
+/* Step 1, read: the host (drained where due), KSM, then the domains. */
+static int read_view(BmEngine *e)
+{
+    int r = read_host_view(e, true);
+    if (r < 0)
+        return r;
+    read_ksm(e);
+    return read_domains_view(e);
 }
 
 int bm_engine_refresh(BmEngine *e)
@@ -422,6 +453,19 @@ static bool apply(BmEngine *e)
     return ok;
 }
 
+/* Step 2, evaluate: the rows, the host and the last mode in, the plan out, with an applied
+ * record per decision (none attempted yet). Returns 0 or -errno (the host reading lacks what
+ * the policy needs). */
+static int decide(BmEngine *e, uint64_t now_s, unsigned horizon_s)
+{
+    int r = bm_policy_eval_rows(&e->host, &e->rows, e->ledger.mode, e->policy, now_s, horizon_s, &e->plan);
+    if (r < 0)
+        return r;
+    e->have_plan = true;
+    e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
+    return 0;
+}
+
 static double cpu_s(void)
 {
     struct timespec ts;
@@ -443,17 +487,15 @@ int bm_engine_pass(BmEngine *e)
         return r;
     uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
     e->pass_now_s = now_s;
-    /* 2. evaluate: the rows, the host and the last mode in, the plan out */
+    /* 2. evaluate */
     unsigned horizon_s = e->opts.timer ? e->policy->timer_interval_s : 0;
-    r = bm_policy_eval_rows(&e->host, &e->rows, e->ledger.mode, e->policy, now_s, horizon_s, &e->plan);
+    r = decide(e, now_s, horizon_s);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return r;
     }
-    e->have_plan = true;
     if (e->plan.mode != e->ledger.mode)
         bm_log_mode(e->ledger.mode, e->plan.mode, e->plan.reason);
-    e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
     uint64_t t2 = bm_clock_mono_ns(e->clock);
     e->timing.eval_s = (t2 - t1) / 1e9;
     /* 3. apply */
@@ -485,6 +527,25 @@ int bm_engine_pass(BmEngine *e)
     if (ok)
         c->last_success_s = now_s;
     return 0;
+}
+
+int bm_engine_evaluate(BmEngine *e)
+{
+    clear_plan(e);
+    int host_r = read_host_view(e, false);
+    char why[512] = "";
+    if (host_r < 0)
+        snprintf(why, sizeof(why), "%s", bm_error_detail(host_r));
+    read_ksm(e);
+    int r = read_domains_view(e);
+    if (r < 0)
+        return r;
+    if (host_r < 0)
+        return bm_error(host_r, "%s", why); /* its detail, reset by the domains' reading */
+    if (!e->policy)
+        return 0;
+    unsigned horizon_s = e->opts.timer ? e->policy->timer_interval_s : 0;
+    return decide(e, e->snap.taken_real_ns / 1000000000ull, horizon_s);
 }
 
 /* A change of ours ended: its record in the log, its outcome in the ledger. */
@@ -542,6 +603,13 @@ const BmApplied *bm_engine_applied(const BmEngine *e)
 const BmHost *bm_engine_host(const BmEngine *e)
 {
     return e->have_host ? &e->host : NULL;
+}
+
+const BmKsm *bm_engine_ksm(const BmEngine *e, const char **ret_error)
+{
+    if (ret_error)
+        *ret_error = e->ksm_error;
+    return e->have_ksm ? &e->ksm : NULL;
 }
 
 const BmSnapshot *bm_engine_snapshot(const BmEngine *e)

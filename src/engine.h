@@ -98,6 +98,17 @@ void bm_engine_forget_xml(BmEngine *e);
  * previous pass's (bm_log_mode()). */
 int bm_engine_pass(BmEngine *e);
 
+/* The read and evaluate steps of a pass and nothing more (what `status` shows: the plan of a
+ * dry-run pass with the same options): reads the host, KSM and the domains and decides; never
+ * drains the per-CPU lists, starts no change whatever dry_run says, logs nothing, and notes
+ * neither the mode nor the reading in the ledger (the reading is joined to it, as every
+ * reading is). A host that cannot be read still has the domains read. Returns 0 (decided; with
+ * no policy set, read and nothing decided), or -errno when nothing was decided: the domains
+ * could not be read (bm_engine_snapshot() is the last reading, NULL on a new engine), the host
+ * could not be read ("host memory: REASON"; bm_engine_host() is the last reading, NULL on a
+ * new engine), or the host reading lacks what the policy needs. */
+int bm_engine_evaluate(BmEngine *e);
+
 /* Probes up to max running domains whose SG/ioeventfd verdict is not known yet (probe_later).
  * Returns how many are left to probe. */
 size_t bm_engine_probe(BmEngine *e, size_t max);
@@ -128,6 +139,9 @@ size_t bm_engine_wait(BmEngine *e, unsigned timeout_s);
 const BmPlan *bm_engine_plan(const BmEngine *e);
 const BmApplied *bm_engine_applied(const BmEngine *e);
 const BmHost *bm_engine_host(const BmEngine *e);
+/* The KSM reading of the latest reading, or NULL (none yet, a model, or unreadable: then
+ * *ret_error, if ret_error, says why; "" otherwise). */
+const BmKsm *bm_engine_ksm(const BmEngine *e, const char **ret_error);
 /* The latest reading of the domains, or NULL before the first. */
 const BmSnapshot *bm_engine_snapshot(const BmEngine *e);
 const BmPassTiming *bm_engine_timing(const BmEngine *e);

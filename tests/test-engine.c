@@ -249,6 +249,40 @@ int main(void)
     ok(w3 && !w3[0], "  a dry run never drains");
     bm_engine_set_conn(de, NULL);
 
+    /* status's reading and dry evaluation: the mode of a dry pass, nothing noted, logged or
+     * drained; the domains read also when the host cannot be; without a policy, no plan */
+    _cleanup_(bm_engine_freep) BmEngine *ev = bm_engine_new(&o); /* not a dry run even */
+    bm_engine_set_conn(ev, conn);
+    bm_engine_set_policy(ev, policy);
+    r = bm_engine_evaluate(ev);
+    const BmPlan *ep = bm_engine_plan(ev);
+    ok(r == 0 && ep && ep->mode == bm_engine_plan(de)->mode && ep->mode == BM_HOST_RECLAIM,
+       "an evaluation decides the dry pass's mode: %s", ep ? ep->reason : bm_error_detail(r));
+    ok(bm_engine_ledger(ev)->mode == BM_HOST_HOLD && bm_engine_ledger(ev)->counters.passes == 0,
+       "  and notes neither the mode nor a pass in the ledger");
+    ok(bm_engine_snapshot(ev) && bm_engine_snapshot(ev)->n_domains == 7 && bm_engine_host(ev),
+       "  with the reading of the host and every domain");
+    _cleanup_free_ char *w4 = refreshed();
+    ok(w4 && !w4[0] && bm_engine_in_flight(ev) == 0,
+       "  the short host's lists not drained, no change started (not a dry-run engine)");
+    bm_engine_set_conn(ev, NULL);
+    put("meminfo", "MemFree: 1 kB\n");
+    _cleanup_(bm_engine_freep) BmEngine *nh = bm_engine_new(&dry);
+    bm_engine_set_conn(nh, conn);
+    bm_engine_set_policy(nh, policy);
+    r = bm_engine_evaluate(nh);
+    ok(r < 0 && strstr(bm_error_detail(r), "host memory: ") && !bm_engine_host(nh) &&
+           bm_engine_snapshot(nh) && !bm_engine_plan(nh),
+       "a host that cannot be read: the domains read, nothing decided (%s)", bm_error_detail(r));
+    bm_engine_set_conn(nh, NULL);
+    put("meminfo", "MemTotal: 67108864 kB\nMemAvailable: 2097152 kB\n");
+    _cleanup_(bm_engine_freep) BmEngine *np = bm_engine_new(&dry);
+    bm_engine_set_conn(np, conn);
+    r = bm_engine_evaluate(np);
+    ok(r == 0 && bm_engine_host(np) && bm_engine_snapshot(np) && !bm_engine_plan(np),
+       "no policy: the reading, no plan");
+    bm_engine_set_conn(np, NULL);
+
     bm_engine_set_conn(e, NULL);
     virConnectClose(conn);
     remove_proc();
