@@ -12,6 +12,7 @@
 #include "session.h"
 #include "conn.h"
 #include "domxml.h"
+#include "engine.h"
 #include "error.h"
 #include "feature.h"
 #include "hostmem.h"
@@ -296,59 +297,65 @@ static int check_columns(const char *columns)
     return bm_table_parse_columns(t, columns, &cols, &n);
 }
 
-/* The state file as status reads it, once: the previous pass's mode for hysteresis and the
- * verdicts the agent or the timer found. */
+/* The state file as status reads it, once, into the engine's ledger: the previous pass's mode
+ * for hysteresis and the verdicts the agent or the timer found. */
 typedef struct {
     const char *path;
     bool explicit_path; /* --state: a bad one is an error, not a fresh start */
     int load;           /* what bm_state_load() returned */
     char detail[512];   /* and why, when it failed */
-    BmLedger ledger;    /* empty unless load is 0 */
 } StateRead;
 
-/* Reads the state file at path into *ret (clear ret->ledger after). */
-static void state_read(const char *path, bool explicit_path, StateRead *ret)
+/* Loads the state file at path into l (the engine's ledger), how it went into *ret. */
+static void state_read(const char *path, bool explicit_path, BmLedger *l, StateRead *ret)
 {
     *ret = (StateRead){.path = path, .explicit_path = explicit_path};
-    ret->load = bm_state_load(path, &ret->ledger);
+    ret->load = bm_state_load(path, l);
     if (ret->load < 0)
         snprintf(ret->detail, sizeof(ret->detail), "%s", bm_error_detail(ret->load));
 }
 
-static void state_clear(StateRead *s)
+/* The policy deciding the host's mode as status reads it, before anything is reported. */
+typedef struct {
+    const char *path;
+    bool explicit_path; /* --policy: one with errors is an error, not a warning */
+    BmPolicy *pol;      /* NULL when it has errors */
+    char *errors;       /* then their list */
+} PolicyRead;
+
+static void policy_read(const char *path, bool explicit_path, PolicyRead *ret)
 {
-    bm_ledger_clear(&s->ledger);
+    *ret = (PolicyRead){.path = path, .explicit_path = explicit_path};
+    bm_policy_load_or_default(path, explicit_path, &ret->pol, &ret->errors);
 }
 
-/* The host line: host memory, the policy's mode (policy_path, with the previous mode of the
- * state file for hysteresis), the running domains of all (every domain of the host) and KSM.
- * Returns 0, or an exit status when an explicit policy or state file is bad (reported). */
-static int host_summary(const char *proc_dir, const char *policy_path, bool policy_explicit,
-                        const StateRead *state, const BmSnapshot *all, BmHostSummary *ret)
+static void policy_clear(PolicyRead *p)
 {
-    *ret = (BmHostSummary){0};
-    int r = bm_hostmem_read(proc_dir, &ret->host);
-    if (r < 0)
-        bm_report("status", NULL, "warning: host memory: %s", bm_error_detail(r));
-    ret->have_host = r == 0;
-    r = bm_ksm_read(NULL, &ret->ksm);
-    if (r < 0)
-        bm_report("status", NULL, "warning: KSM: %s", bm_error_detail(r));
-    ret->have_ksm = r == 0;
-    bm_summary_add_domains(ret, all);
+    bm_policy_free(p->pol);
+    free(p->errors);
+}
 
-    _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    _cleanup_free_ char *errors = NULL;
-    r = bm_policy_load_or_default(policy_path, policy_explicit, &pol, &errors);
-    if (r < 0 && !policy_explicit) {
+/* Reports what status could not read, in this order: the host's memory (host_error, "" when
+ * it was read) and KSM as warnings; the system's policy with errors as a warning (the host's
+ * mode is not shown, nothing more is checked); an explicit --policy with errors or a bad
+ * explicit --state as errors. Returns 0, or the exit status after an error. */
+static int report_inputs(const BmEngine *e, const char *host_error, const PolicyRead *policy,
+                         const StateRead *state)
+{
+    const char *ksm_error;
+    if (host_error[0])
+        bm_report("status", NULL, "warning: %s", host_error);
+    if (!bm_engine_ksm(e, &ksm_error) && ksm_error[0])
+        bm_report("status", NULL, "warning: KSM: %s", ksm_error);
+    if (!policy->pol && !policy->explicit_path) {
         /* the system's policy is broken: say so, show everything but the mode */
         bm_report("status", NULL, "warning: policy '%s' has errors ('balloonmgr policy check' "
-                  "lists them): the host's mode is not shown", policy_path);
+                  "lists them): the host's mode is not shown", policy->path);
         return 0;
     }
-    if (r < 0) {
-        fputs(errors ? errors : "", stderr);
-        bm_report("status", NULL, "policy '%s' has errors", policy_path);
+    if (!policy->pol) {
+        fputs(policy->errors ? policy->errors : "", stderr);
+        bm_report("status", NULL, "policy '%s' has errors", policy->path);
         return BM_EXIT_USAGE;
     }
     if (state->load < 0 && state->explicit_path) {
@@ -356,26 +363,38 @@ static int host_summary(const char *proc_dir, const char *policy_path, bool poli
         bm_report("status", NULL, "state '%s': %s", state->path, state->detail);
         return state->load == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
     }
-    if (ret->have_host) {
-        /* the domains too, for the policy's estimate of QEMU's own memory (backed free) */
-        BmPlan plan;
-        if (bm_policy_eval(&ret->host, all, &state->ledger, pol, bm_now_real_ns() / 1000000000ull,
-                           0, &plan) == 0) {
-            ret->have_mode = true;
-            ret->mode = plan.mode;
-            snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan.reason);
-            bm_summary_add_backed_free(ret, all, plan.qemu_overhead_bytes);
-            bm_plan_clear(&plan);
-        }
-    }
     return 0;
+}
+
+/* The host line from the engine's reading and dry evaluation: host memory, KSM, the running
+ * domains of all of the reading, and, when the policy decided, the mode and QEMU's own memory
+ * (backed free). */
+static void host_summary(const BmEngine *e, BmHostSummary *ret)
+{
+    *ret = (BmHostSummary){0};
+    const BmHost *host = bm_engine_host(e);
+    const BmKsm *ksm = bm_engine_ksm(e, NULL);
+    const BmSnapshot *all = bm_engine_snapshot(e);
+    const BmPlan *plan = bm_engine_plan(e);
+    if ((ret->have_host = host != NULL))
+        ret->host = *host;
+    if ((ret->have_ksm = ksm != NULL))
+        ret->ksm = *ksm;
+    bm_summary_add_domains(ret, all);
+    if (plan) {
+        ret->have_mode = true;
+        ret->mode = plan->mode;
+        snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan->reason);
+        bm_summary_add_backed_free(ret, all, plan->qemu_overhead_bytes);
+    }
 }
 
 /* SG, reporting and deflate-on-oom verdicts per domain shown: with probe, running ones
  * through the QEMU monitor (libvirt then marks them tainted); else what the agent or the
- * timer found at this start of the domain (the state file's, state), or not probed. */
+ * timer found at this start of the domain (the state file's, state, loaded into known), or
+ * not probed. */
 static SgCell *probe_sg(virConnectPtr conn, const Shown *s, bool readonly, bool probe,
-                        const StateRead *state, const char *proc_dir)
+                        const StateRead *state, const BmLedger *known, const char *proc_dir)
 {
     char boot_id[40];
     bm_hostmem_read_boot_id(proc_dir, boot_id, sizeof(boot_id));
@@ -385,7 +404,7 @@ static SgCell *probe_sg(virConnectPtr conn, const Shown *s, bool readonly, bool 
     for (size_t i = 0; i < s->n; i++) {
         const BmDomain *d = s->d[i];
         BmFeatureReport rep;
-        const BmLedgerEntry *rec = have_known ? bm_ledger_find(&state->ledger, d->uuid) : NULL;
+        const BmLedgerEntry *rec = have_known ? bm_ledger_find(known, d->uuid) : NULL;
         if (!d->active) {
             bm_features_decide(NULL, BM_VIRTIO_NOT_RUNNING, &fopts, &rep);
         } else if (d->balloon_known && !d->balloon.present) {
@@ -478,6 +497,41 @@ static void print_status(const Shown *s, const SgCell *sg, const BmHostSummary *
     }
 }
 
+/* Opens the connection: read-only unless --probe (probe), which needs the QEMU monitor that a
+ * read-only connection may not use: read-write then, and read-only when that is refused.
+ * Returns 0 with *ret_readonly, or -errno after reporting. */
+static int open_conn(const BmGlobal *g, bool probe, virConnectPtr *ret, bool *ret_readonly)
+{
+    bool readonly = g->readonly || !probe;
+    int r = bm_conn_open(g->uri, readonly, ret);
+    if (r == -EACCES && !readonly) {
+        readonly = true;
+        r = bm_conn_open(g->uri, true, ret);
+    }
+    if (r < 0)
+        bm_report("status", NULL, "%s", bm_error_detail(r));
+    *ret_readonly = readonly;
+    return r;
+}
+
+/* The domains shown, out of the one reading all: every one, or the named ones (names, NULL:
+ * all) into *ret with *ret_picked (caller frees) holding them. Returns 0 or -errno. */
+static int pick_shown(virConnectPtr conn, const BmSnapshot *all, char *const *names, Shown *ret,
+                      const BmDomain ***ret_picked)
+{
+    *ret = (Shown){.taken_real_ns = all->taken_real_ns};
+    if (names) {
+        int r = bm_snapshot_pick(conn, all, names, ret_picked, &ret->n);
+        ret->d = *ret_picked;
+        return r;
+    }
+    const BmDomain **picked = bm_malloc0((all->n_domains + 1) * sizeof(*picked));
+    for (ret->n = 0; ret->n < all->n_domains; ret->n++)
+        picked[ret->n] = &all->domains[ret->n];
+    ret->d = *ret_picked = picked;
+    return 0;
+}
+
 static int run(BmGlobal *g, int argc, char **argv)
 {
     bool json = false, headings = true, policy_explicit = false, state_explicit = false;
@@ -504,47 +558,48 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (!options_valid(columns, json, raw, state_explicit ? state_path : NULL, proc_dir))
         return BM_EXIT_USAGE;
 
-    /* --probe needs the QEMU monitor, which a read-only connection may not use: try read-write */
-    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    bool readonly = g->readonly || !probe;
-    int r = bm_conn_open(g->uri, readonly, &conn);
-    if (r == -EACCES && !readonly) {
-        readonly = true;
-        r = bm_conn_open(g->uri, true, &conn);
-    }
-    if (r < 0) {
-        bm_report("status", NULL, "%s", bm_error_detail(r));
+    /* the policy and the state file first, reported after the reading as before */
+    _cleanup_(policy_clear) PolicyRead policy;
+    policy_read(policy_path, policy_explicit, &policy);
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL; /* closed after the engine is freed */
+    BmEngineOptions eo = {.proc_dir = proc_dir, .dry_run = true, .timer = true};
+    _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
+    StateRead state;
+    state_read(state_path, state_explicit, bm_engine_ledger(e), &state);
+    bool readonly;
+    if (open_conn(g, probe, &conn, &readonly) < 0)
         return BM_EXIT_FAILURE;
-    }
-    /* one reading of every domain, shown all or the named ones: the host line counts every
-     * running domain, also when only some are shown */
-    _cleanup_(bm_snapshot_clear) BmSnapshot snap = {0};
-    r = bm_snapshot_take(conn, BM_SNAPSHOT_XML, &snap);
-    Shown shown = {.taken_real_ns = snap.taken_real_ns};
-    _cleanup_free_ const BmDomain **picked = NULL;
-    if (r >= 0 && names)
-        r = bm_snapshot_pick(conn, &snap, names, &picked, &shown.n);
-    if (r < 0) {
+    bm_engine_set_conn(e, conn);
+    bm_engine_set_policy(e, policy.pol);
+    /* one reading of the host and every domain and the policy's dry evaluation, as 'run --once
+     * --dry-run' makes them: the host line counts every running domain, also when only some
+     * are shown */
+    int r = bm_engine_evaluate(e);
+    const BmSnapshot *all = bm_engine_snapshot(e);
+    if (!all) {
         bm_report("status", NULL, "%s", bm_error_detail(r));
         return bm_exit_for(r);
     }
-    if (!names) {
-        picked = bm_malloc0((snap.n_domains + 1) * sizeof(*picked));
-        for (shown.n = 0; shown.n < snap.n_domains; shown.n++)
-            picked[shown.n] = &snap.domains[shown.n];
+    /* the host not read: a warning below; read, but not enough for the policy: no mode */
+    char host_error[512] = "";
+    if (r < 0 && !bm_engine_host(e))
+        snprintf(host_error, sizeof(host_error), "%s", bm_error_detail(r));
+    Shown shown;
+    _cleanup_free_ const BmDomain **picked = NULL;
+    if ((r = pick_shown(conn, all, names, &shown, &picked)) < 0) {
+        bm_report("status", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
     }
-    shown.d = picked;
-
     for (size_t i = 0; i < shown.n; i++)
         if (shown.d[i]->error)
             bm_report("status", shown.d[i]->name, "%s", shown.d[i]->error);
-    _cleanup_(state_clear) StateRead state;
-    state_read(state_path, state_explicit, &state);
-    _cleanup_free_ SgCell *sg = probe_sg(conn, &shown, readonly, probe, &state, proc_dir);
-    BmHostSummary summary;
-    int rc = host_summary(proc_dir, policy_path, policy_explicit, &state, &snap, &summary);
+    int rc = report_inputs(e, host_error, &policy, &state);
     if (rc != 0)
         return rc;
+    _cleanup_free_ SgCell *sg =
+        probe_sg(conn, &shown, readonly, probe, &state, bm_engine_ledger(e), proc_dir);
+    BmHostSummary summary;
+    host_summary(e, &summary);
     print_status(&shown, sg, &summary, g->uri, columns, json, headings, raw);
     return BM_EXIT_OK;
 }

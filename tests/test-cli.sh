@@ -83,6 +83,20 @@ jq -e '.host.ksm | has("present") and has("saved_bytes") and has("pages_sharing"
 ok $? "status --json: the host's KSM object"
 jq -e '[.domains[] | select(.active) | .stats_age_s] | all(. == null)' "$out" >/dev/null
 ok $? "status --json: stats_age_s null for stats the driver never timestamped"
+# status makes the reading and the dry evaluation of 'run --once --dry-run' (the engine's): the
+# same mode and reason, with the state file's mode for hysteresis
+"$BM" -c "$DEMO" run --once -q --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$out.st" 2>/dev/null
+expect 0 "" -- -c "$DEMO" run --once --dry-run --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$out.st"
+jq -r '.host | .mode + ": " + .reason' "$out" >"$out.run"
+expect 0 "" -- -c "$DEMO" status --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$out.st"
+jq -r '.host | .mode + ": " + .mode_reason' "$out" >"$out.status"
+[ -s "$out.run" ] && diff "$out.run" "$out.status" >/dev/null
+ok $? "status and run --once --dry-run: the same mode and reason ($(cat "$out.status"))"
+rm -f "$out.st" "$out.run" "$out.status"
+# a host memory that cannot be read: a warning, the domains shown, no mode
+expect 0 "warning: host memory: $ROOT/tests/data/proc/bad-meminfo/meminfo: no MemTotal" -- -c "$DEMO" status --proc "$ROOT/tests/data/proc/bad-meminfo" web1
+head -1 "$out" | grep -q '^host: MemTotal -, MemAvailable -, PSI some -, mode -, ' && grep -q '^web1 ' "$out"
+ok $? "status with host memory unread: the host line without it, the domain: $(head -1 "$out")"
 printf '[host]\nreclaim_below = lots\n' >"$out.bad.policy"
 expect 2 "" -- -c "$DEMO" status --policy "$out.bad.policy"
 grep -qxF "balloonmgr: status: policy '$out.bad.policy' has errors" "$err" && grep -q "bad.policy:2:17: reclaim_below" "$err"
