@@ -62,8 +62,10 @@
 # agent or timer and the sampler on CPU 0: the hot guest's rate then measures its cache, not
 # the CPU the rest of the run takes; 2 CPUs or more), BM_HOG_STEP=SECS:TARGET (a second hog,
 # chasing TARGET (as BM_HOG_TARGET) from SECS s into the pressure to its end, with the same
-# floor: a deeper step once the first is relieved). The hot guest's label in the JSON and the
-# table says which of these a run had (e.g. read+touched+pinned).
+# floor: a deeper step once the first is relieved), BM_SCENARIO_AFTER=SECS (the pressure's
+# length after the grower's demand step, instead of 90 s, 50 with --short; test-pressure: 35).
+# The hot guest's label in the JSON and the table says which of these a run had (e.g.
+# read+touched+pinned).
 # The timer runs every timer_interval of the policy (60 s without it).
 # Needs root. Only one scenario runs at a time on a machine (flock on
 # /run/lock/balloonmgr-scenario.lock): two hogs would share one MemAvailable.
@@ -86,6 +88,8 @@ HOT_MIB=400
 HOT_TOUCH=${BM_SCENARIO_HOT_TOUCH:-0}
 case "$HOT_TOUCH" in ''|*[!0-9]*) echo "scenario: BM_SCENARIO_HOT_TOUCH '$HOT_TOUCH': expected MiB" >&2; exit 2 ;; esac
 PIN=${BM_SCENARIO_PIN:-0}
+AFTER=${BM_SCENARIO_AFTER:-}
+case "$AFTER" in ''|[1-9]|[1-9][0-9]|[1-9][0-9][0-9]) ;; *) echo "scenario: BM_SCENARIO_AFTER '$AFTER': expected seconds (1-999)" >&2; exit 2 ;; esac
 case "$PIN" in 0|1) ;; *) echo "scenario: BM_SCENARIO_PIN '$PIN': expected 0 or 1" >&2; exit 2 ;; esac
 HOG_STEP=${BM_HOG_STEP:-}
 case "$HOG_STEP" in ''|[0-9]*:?*) ;; *) echo "scenario: BM_HOG_STEP '$HOG_STEP': expected SECS:TARGET" >&2; exit 2 ;; esac
@@ -133,6 +137,7 @@ run_one() {
     # leaves time for that and for the reclaim before the grower's demand steps up)
     local steady=60 lead=120 after=90 release=90
     if [ "$short" = --short ]; then steady=30 lead=90 after=50 release=45; fi
+    [ -z "$AFTER" ] || after=$AFTER
     # the grower's schedule counts from its own start, about when it is ready (polled every
     # 0.5 s): the steady phase starts then, its demand step comes `lead` s into the pressure
     local step_at=$((steady + lead))
