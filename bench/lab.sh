@@ -32,8 +32,10 @@
 # sg off, same driver). The host load average is sampled every 30 s while the runs go.
 #
 # Usage: bench/lab.sh [RUNS [MEM_MIB]]   (root; builds the lab if needed)
-#   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_QEMU_DIR [/var/lib/libvirt/images/
-#   balloonmgr-lab], BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
+#   RUNS [5], MEM_MIB [2048]. Environment: BM_LAB_SUITE [bookworm] (the pair: QEMU 7.2 and 6.1
+#   guests, or trixie: QEMU 10.0 and 6.12 guests; tests/integration/lib/lab-suite.sh),
+#   BM_LAB_QEMU_DIR [/var/lib/libvirt/images/balloonmgr-lab, trixie: balloonmgr-lab-trixie],
+#   BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
 #   BM_LAB_CASES ["sgc-0 sg-0 pfn-0 sgc-deb sg-deb pfn-deb"] (parts 1 and 2), BM_LAB_PARTS
 #   ["1 2 3 4"] (which parts to run), BM_LAB_FRAG [MEM/2] (part 4), BM_LAB_FRAG_PATHS ["sgc sg"],
 #   BM_LAB_RESULTS (keep the raw results there), BM_LAB_LOCK=FILE (each boot under flock FILE),
@@ -52,7 +54,10 @@ TARGET=$((MEM / 8))
 FRAG=${BM_LAB_FRAG:-$((MEM / 2))}
 FRAG_TARGET=$((TARGET + FRAG / 2))
 FRAG_PATHS=${BM_LAB_FRAG_PATHS:-sgc sg}
+. tests/integration/lib/lab-suite.sh
 . tests/integration/lib/lib.sh
+LAB_QEMU_DIR=${BM_LAB_QEMU_DIR:-/var/lib/libvirt/images/balloonmgr-lab$LAB_SUFFIX}
+EMU=$LAB_QEMU_DIR/qemu-system-x86_64
 work=$(mktemp -d)
 REPORT=${BM_LAB_REPORT:-}
 start=$(bm_now)
@@ -64,11 +69,9 @@ else
 BM=$ROOT/build/src/balloonmgr
 export BALLOONMGR=$BM
 bm_setup >/dev/null
-LAB_QEMU_DIR=${BM_LAB_QEMU_DIR:-/var/lib/libvirt/images/balloonmgr-lab}
 lab/build-qemu.sh "$LAB_QEMU_DIR" >/dev/null
 lab/guest/build.sh >/dev/null
 bm_guest_image >/dev/null
-EMU=$LAB_QEMU_DIR/qemu-system-x86_64
 bm_add_cleanup "rm -rf '$work'"
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$work/run/changes"
@@ -77,13 +80,10 @@ RESULTS=${BM_LAB_RESULTS:-$work/results}
 
 # an agent that manages nothing but counts the set --wait changes
 printf '[host]\ninterval = 2s\n[guest]\nexclude = yes\n' >"$work/agent.policy"
-port=$(( (RANDOM % 20000) + 30000 ))
-"$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen "127.0.0.1:$port" --state "$work/agent-state.json" \
-    2>"$work/agent.log" &
-agent=$!
-# waited for: on SIGTERM it saves its state into $work, which is removed next
-bm_add_cleanup "kill $agent 2>/dev/null; wait $agent 2>/dev/null || true"
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.2; done
+# (on a free port; killed at exit, before $work is removed)
+bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/agent.policy" --listen 127.0.0.1:0 \
+    --state "$work/agent-state.json"
+port=$(bm_agent_port "$work/agent.log")
 scrape() { sleep 5; curl -sf "http://127.0.0.1:$port/metrics" | grep '^balloonmgr_balloon_change_duration_seconds' >"$1" || true; }
 fi
 
@@ -267,7 +267,7 @@ load_summary() {
     awk '{ print $2 }' "$RESULTS.load" | sort -g | awk '{ v[++n] = $1 } END { printf "%s-%s (median %s, %d samples every 30 s)", v[1], v[n], (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2, n }'
 }
 
-echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU 7.2 + lab patches, guest $(cat "$BM_GUEST_DIR/kernel-version")"
+echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU $("$EMU" --version 2>/dev/null | sed -n '1s/.*version \([0-9.]*\).*/\1/p') + lab patches ($LAB_SUITE pair), guest $(cat "$BM_GUEST_DIR/kernel-version")"
 echo
 [ -n "$REPORT" ] && echo "(Tables printed with BM_LAB_REPORT from the raw results of earlier runs; how many runs each case has is in the raw results below.)" && echo
 echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. $(if [ -n "$REPORT" ]; then echo "(Duration is not in the raw results.)"; else echo "Host load average (1, 5, 15 min) at start $load_start, at end $load_end. Took $(bm_elapsed "$start") s."; fi) 1-minute load average sampled during the runs: $(load_summary)."

@@ -25,18 +25,7 @@
 # Environment: BM_LAB_SUITE [bookworm], BM_LAB_QEMU_DIR, where build-qemu.sh installs the lab
 # QEMU [/var/lib/libvirt/images/balloonmgr-lab, trixie: balloonmgr-lab-trixie].
 set -euo pipefail
-LAB_SUITE=${BM_LAB_SUITE:-bookworm}
-case "$LAB_SUITE" in
-    bookworm) IOEVENTFD_SOURCE=lab LAB_SUFFIX=""
-        unset BM_KERNEL_SUITE ;;
-    trixie)
-        IOEVENTFD_SOURCE=upstream LAB_SUFFIX=-trixie
-        # the 6.12 guest (build-guest.sh, lab/guest/build.sh): a guest dir of its own
-        export BM_KERNEL_SUITE=trixie
-        export BM_GUEST_DIR=${BM_LAB_GUEST_DIR:-/var/lib/libvirt/images/balloonmgr-test-lab-trixie} ;;
-    *) echo "FAIL: BM_LAB_SUITE '$LAB_SUITE': expected bookworm or trixie" >&2; exit 1 ;;
-esac
-export BM_LAB_SUITE=$LAB_SUITE
+. "$(dirname "$0")/lib/lab-suite.sh"
 . "$(dirname "$0")/lib/lib.sh"
 BM=${BALLOONMGR:?set BALLOONMGR to the balloonmgr binary}
 ROOT=${BM_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
