@@ -63,6 +63,16 @@ const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid)
     return *s ? l->entries[*s - 1] : NULL;
 }
 
+/* No previous reading: every value absent, no time, no mark. A note compares this reading with
+ * it (balloon risen: memory given; OOM kills risen: an OOM kill), so zeroes would make the first
+ * note of a domain new to the ledger mark both. */
+static const BmPrevReading no_reading = {
+    .major_faults = BM_ABSENT, .swap_in_bytes = BM_ABSENT, .last_update_s = BM_ABSENT,
+    .used_bytes = BM_ABSENT, .actual_bytes = BM_ABSENT, .used_peak_bytes = BM_ABSENT,
+    .disk_read_bytes = BM_ABSENT, .cpu_time_ns = BM_ABSENT, .inflated_from_bytes = BM_ABSENT,
+    .read_base_Bps = BM_ABSENT, .oom_kills = BM_ABSENT, .alloc_stalls = BM_ABSENT,
+    .direct_reclaim_bytes = BM_ABSENT};
+
 BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
 {
     BmLedgerEntry *found = (BmLedgerEntry *)bm_ledger_find(l, uuid);
@@ -76,7 +86,7 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name)
         l->entries = bm_reallocarray(l->entries, l->cap_entries, sizeof(*l->entries));
     }
     BmLedgerEntry *e = l->entries[l->n_entries++] = bm_malloc0(sizeof(BmLedgerEntry));
-    *e = (BmLedgerEntry){.prev = {.inflated_from_bytes = BM_ABSENT, .read_base_Bps = BM_ABSENT},
+    *e = (BmLedgerEntry){.prev = no_reading,
                          .last_target_bytes = BM_ABSENT,
                          .last_reached_bytes = BM_ABSENT,
                          .last_duration_s = -1,

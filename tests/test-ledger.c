@@ -169,6 +169,29 @@ static void test_usage_peak(void)
     bm_ledger_clear(&f.l);
 }
 
+/* A domain new to the ledger (started, or defined by another run, during a pressure episode; or
+ * every domain at the agent's first pass) has no previous reading: its first note marks no
+ * memory given and no OOM kill, whatever its balloon and its counters since boot. */
+static void test_first_reading(void)
+{
+    OneDomain f;
+    one_domain(&f, 900 * MiB);
+    f.d.starve = BM_STARVE_STATS_ABSENT;
+    f.d.starve.oom_kills = 3; /* killed before balloonmgr saw it */
+    const BmLedgerEntry *e = bm_ledger_find(&f.l, U1);
+    ok(e && !e->have_prev && !bm_present(e->prev.actual_bytes) && !bm_present(e->prev.oom_kills) &&
+           !bm_present(e->prev.disk_read_bytes) && !bm_present(e->prev.used_peak_bytes),
+       "a new entry: no previous reading (every value absent)");
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW, 0);
+    ok(e->prev.given_s == 0 && !bm_prev_given(&e->prev, NOW + 2),
+       "  its first note while reclaiming: its balloon did not rise, no memory given");
+    ok(e->prev.oom_s == 0 && bm_prev_oom_at(&e->prev, &f.d, NOW + 2) == 0,
+       "  and no OOM kill in this episode");
+    f.d.starve.oom_kills = 4;
+    ok(bm_prev_oom_at(&e->prev, &f.d, NOW + 2) == NOW + 2, "  one after it is");
+    bm_ledger_clear(&f.l);
+}
+
 static void test_record_change(void)
 {
     OneDomain f;
@@ -270,6 +293,7 @@ int main(void)
     test_sync();
     test_hold_off();
     test_usage_peak();
+    test_first_reading();
     test_record_change();
     test_persistence();
     return tap_done();
