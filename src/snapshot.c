@@ -252,8 +252,9 @@ static int cmp_domain_uuid(const void *a, const void *b)
     return strcmp((*(const BmDomain *const *)a)->uuid, (*(const BmDomain *const *)b)->uuid);
 }
 
-static void index_by_uuid(BmSnapshot *s)
+void bm_snapshot_index_uuid(BmSnapshot *s)
 {
+    free(s->by_uuid);
     s->by_uuid = bm_malloc0((s->n_domains + 1) * sizeof(BmDomain *));
     for (size_t i = 0; i < s->n_domains; i++)
         s->by_uuid[i] = &s->domains[i];
@@ -328,7 +329,7 @@ int bm_snapshot_take_cached(virConnectPtr conn, unsigned flags, const BmXmlCache
     }
 
     qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_domain);
-    index_by_uuid(ret);
+    bm_snapshot_index_uuid(ret);
     return 0;
 }
 

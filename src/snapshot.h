@@ -114,6 +114,10 @@ void bm_snapshot_domain_init(BmDomain *d);
  * keys are left absent. Pure. */
 void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n);
 
+/* Indexes s's domains by UUID: s->by_uuid, allocated anew (what a reading does once its domains
+ * are in place; a model of a host, in the tests, does it with a reading it made). */
+void bm_snapshot_index_uuid(BmSnapshot *s);
+
 /* Frees what a snapshot holds and zeroes it. NULL-safe. */
 void bm_snapshot_clear(BmSnapshot *s);
 

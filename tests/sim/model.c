@@ -377,17 +377,11 @@ static int model_drain_percpu(void *ctx, BmHost *hm, uint64_t *ret_drained)
     return model_read_percpu(ctx, hm) < 0 ? -EIO : writes;
 }
 
-static int cmp_uuid(const void *a, const void *b)
-{
-    return strcmp((*(const BmDomain *const *)a)->uuid, (*(const BmDomain *const *)b)->uuid);
-}
-
 static int model_read_domains(void *ctx, BmSnapshot *ret)
 {
     const SimHost *h = ctx;
     *ret = (BmSnapshot){.taken_real_ns = clock_real_ns(ctx), .bulk = true};
     ret->domains = bm_malloc0((h->n + 1) * sizeof(BmDomain));
-    ret->by_uuid = bm_malloc0((h->n + 1) * sizeof(BmDomain *));
     for (size_t i = 0; i < h->n; i++) {
         const SimGuest *g = &h->g[i];
         BmDomain *d = &ret->domains[i];
@@ -419,10 +413,9 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
                                        .min_guarantee_bytes = BM_ABSENT,
                                        .memory_bytes = (uint64_t)g->max,
                                        .current_memory_bytes = (uint64_t)g->max};
-        ret->by_uuid[i] = d;
     }
     ret->n_domains = h->n;
-    qsort(ret->by_uuid, h->n, sizeof(BmDomain *), cmp_uuid);
+    bm_snapshot_index_uuid(ret);
     return 0;
 }
 
