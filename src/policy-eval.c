@@ -883,6 +883,9 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     x->action = BM_ACT_SKIP;
     k->rules = row->rules;
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
+    /* the episode's mark, also of a running domain this pass leaves alone (a give-back still
+     * in flight, paused, unresponsive): the export and status show it from here */
+    x->cache_hot = d->active && e && bm_prev_cache_hot(&e->prev, now_s);
     if (skipped(d, e, &k->rules, &x->cause)) {
         k->in_flight = in_flight_return(d, e);
         return;
@@ -900,7 +903,6 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     k->given_ago_s = k->given_s && now_s > k->given_s ? now_s - k->given_s : 0;
     k->stats_before_change = stats_predate(d, e);
     k->no_take = no_take_reason(k, d->balloon_known && d->balloon.autodeflate == BM_TRI_ON);
-    x->cache_hot = e && bm_prev_cache_hot(&e->prev, now_s);
     set_role(x, k);
     x->cache_hot |= x->cache_found_hot;
 }

@@ -163,7 +163,8 @@ typedef struct {
                               * with usable memory below keep_free: to be given memory */
     bool cache_hot;          /* its page cache is hot in this episode: found now (it thrashed
                               * after our inflate: pressure.refaulting, or major faults or
-                              * swap-in), or marked by an earlier pass (the ledger) */
+                              * swap-in), or marked by an earlier pass (the ledger; also for a
+                              * running domain skipped now, e.g. its give-back in flight) */
     bool cache_found_hot;    /* found hot by this pass: the ledger marks it (engine) */
     const char *why;         /* a change's cause, one word for its record (why=, from cause:
                               * bm_reason_why()): free,

@@ -2,7 +2,10 @@
  * host is short of memory: a pass builds one row per domain with its ledger entry and its rules
  * (resolved once per domain per pass), its decisions are applied to the domains of their UUID,
  * the changes are tracked by the engine and their outcomes recorded into the ledger; a new
- * reading after the pass still finds each domain's decision. */
+ * reading after the pass still finds each domain's decision. And the engine on a model of a
+ * host made by hand (BmHostModel), with domains coming and going between passes and changes in
+ * flight across passes: each domain's episode marks stay on its own ledger entry, and the
+ * export shows a hot cache while its give-back is in flight. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 #include "engine.h"
 #include "error.h"
 #include "fixture.h"
+#include "sim/model.h"
 #include "tap.h"
 #include "util.h"
 
@@ -72,6 +76,333 @@ static char *refreshed(void)
     return text;
 }
 
+/* ---- the engine on a model of a host, by hand: two managed guests whose page cache is hot
+ * (tests/integration/test-hotcache.sh), while another run's domains are defined, started,
+ * destroyed and undefined between the passes, and a change spans passes ---- */
+
+#define MODEL_DOMS 8
+#define GUEST_USED (240 * MiB) /* what each guest uses, all along */
+/* UUIDs in another order than the names (the snapshot's and the rows' order) */
+#define HOT_UUID "f0000000-0000-4000-8000-000000000001"
+#define HOTMAP_UUID "10000000-0000-4000-8000-000000000002"
+
+typedef struct {
+    char name[32], uuid[40];
+    bool present;
+    uint64_t max, actual, target, rd; /* rd: read from its disks, cumulative */
+} ModelDom;
+
+/* The simulation's host and clock (tests/sim/model.h) without guests of its own: the domains
+ * are the test's, which it moves by hand. */
+typedef struct {
+    SimHost sim; /* first: the model's ctx is the whole */
+    ModelDom d[MODEL_DOMS];
+    size_t n;
+} ModelHost;
+
+static int cmp_dom_name(const void *a, const void *b)
+{
+    return strcmp(((const BmDomain *)a)->name, ((const BmDomain *)b)->name);
+}
+
+/* The domains present, sorted by name as a snapshot is: each uses GUEST_USED,
+ * the rest of its balloon usable (200 MiB of it free), QEMU holds its balloon and 100 MiB. */
+static int model_read_domains(void *ctx, BmSnapshot *ret)
+{
+    const ModelHost *h = ctx;
+    *ret = (BmSnapshot){.taken_real_ns = bm_clock_real_ns(&h->sim.clock), .bulk = true};
+    ret->domains = bm_malloc0((h->n + 1) * sizeof(BmDomain));
+    for (size_t i = 0; i < h->n; i++) {
+        const ModelDom *m = &h->d[i];
+        if (!m->present)
+            continue;
+        BmDomain *d = &ret->domains[ret->n_domains];
+        uint64_t usable = m->actual - GUEST_USED;
+        *d = (BmDomain){.name = bm_strdup(m->name), .state = VIR_DOMAIN_RUNNING, .id = (int)i + 1,
+                        .active = true, .max_bytes = m->max, .actual_bytes = m->actual,
+                        .available_bytes = m->actual, .usable_bytes = usable,
+                        .unused_bytes = usable < 200 * MiB ? usable : 200 * MiB,
+                        .disk_caches_bytes = usable > 200 * MiB ? usable - 200 * MiB : 0,
+                        .rss_bytes = m->actual + 100 * MiB, .major_faults = 0,
+                        .minor_faults = BM_ABSENT, .last_update_s = ret->taken_real_ns / 1000000000ull,
+                        .disk_read_bytes = m->rd, .disk_read_reqs = BM_ABSENT,
+                        .cpu_time_ns = BM_ABSENT, .balloon_known = true,
+                        .starve = BM_STARVE_STATS_ABSENT};
+        snprintf(d->uuid, sizeof(d->uuid), "%s", m->uuid);
+        d->balloon = (BmBalloonConfig){.present = true, .model = "virtio", .stats_period_s = 1,
+                                       .min_guarantee_bytes = BM_ABSENT, .memory_bytes = m->max,
+                                       .current_memory_bytes = m->max};
+        ret->n_domains++;
+    }
+    qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_dom_name);
+    bm_snapshot_index_uuid(ret);
+    return 0;
+}
+
+/* The present domain of uuid, or NULL with *ret_r -ENOENT and its reason (a domain destroyed
+ * under its change: libvirt's "domain not found"). */
+static ModelDom *model_live(void *ctx, const char *uuid, int *ret_r)
+{
+    ModelHost *h = ctx;
+    *ret_r = 0;
+    for (size_t i = 0; i < h->n; i++)
+        if (h->d[i].present && strcmp(h->d[i].uuid, uuid) == 0)
+            return &h->d[i];
+    *ret_r = bm_error(-ENOENT, "domain %s destroyed", uuid);
+    return NULL;
+}
+
+static int model_set_target(void *ctx, const char *uuid, uint64_t target_bytes)
+{
+    int r;
+    ModelDom *m = model_live(ctx, uuid, &r);
+    if (m)
+        m->target = target_bytes;
+    return r;
+}
+
+static int model_read_live(void *ctx, const char *uuid, uint64_t *ret_actual, uint64_t *ret_rss)
+{
+    int r;
+    const ModelDom *m = model_live(ctx, uuid, &r);
+    if (m) {
+        *ret_actual = m->actual;
+        *ret_rss = m->actual + 100 * MiB;
+    }
+    return r;
+}
+
+/* The domain called name in h (present or not), or NULL. */
+static ModelDom *model_dom(ModelHost *h, const char *name)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->d[i].name, name) == 0)
+            return &h->d[i];
+    return NULL;
+}
+
+/* Domain name defined and started in h (640 MiB, its balloon at max, the first time). A domain
+ * stays where it is in the model (the test holds it); a reading sorts them by name. */
+static void model_add(ModelHost *h, const char *name, const char *uuid)
+{
+    ModelDom *m = model_dom(h, name);
+    if (!m && h->n < MODEL_DOMS) {
+        m = &h->d[h->n++];
+        *m = (ModelDom){.max = 640 * MiB, .actual = 640 * MiB, .target = 640 * MiB,
+                        .rd = 1000 * MiB};
+        snprintf(m->name, sizeof(m->name), "%s", name);
+        snprintf(m->uuid, sizeof(m->uuid), "%s", uuid);
+    }
+    if (m)
+        m->present = true;
+}
+
+/* Domain name destroyed and undefined. */
+static void model_remove(ModelHost *h, const char *name)
+{
+    ModelDom *m = model_dom(h, name);
+    if (m)
+        m->present = false;
+}
+
+/* 16 GiB, 6 GiB available: below reclaim_below (50%), above half of it (not near OOM) */
+static void model_init(ModelHost *h)
+{
+    *h = (ModelHost){0};
+    sim_host_init(&h->sim, 16384 * MiB, 10240 * MiB, 0);
+    h->sim.model.read_domains = model_read_domains;
+    h->sim.model.balloon.set_target = model_set_target;
+    h->sim.model.balloon.read_live = model_read_live;
+}
+
+/* The model's time set to at_s seconds. */
+static void model_at(ModelHost *h, double at_s)
+{
+    h->sim.t = at_s;
+}
+
+/* The decision of the domain called name in the engine's last plan, or NULL. */
+static const BmDecision *decision_of(BmEngine *e, const char *name)
+{
+    const BmPlan *p = bm_engine_plan(e);
+    for (size_t i = 0; p && i < p->n_decisions; i++)
+        if (strcmp(p->decisions[i].name, name) == 0)
+            return &p->decisions[i];
+    return NULL;
+}
+
+/* The value of balloonmgr_domain_page_cache_hot for domain name in the engine's export: 0, 1,
+ * or -1 when absent. */
+static int cache_hot_exported(BmEngine *e, const char *name)
+{
+    _cleanup_free_ char *text = bm_engine_render(e, true);
+    _cleanup_free_ char *key = bm_asprintf("\nballoonmgr_domain_page_cache_hot{domain=\"%s\"} ", name);
+    const char *at = text ? strstr(text, key) : NULL;
+    return at ? atoi(at + strlen(key)) : -1;
+}
+
+/* A pass of e at at_s (the agent's, every 2 s). */
+static void pass_at(BmEngine *e, ModelHost *h, double at_s)
+{
+    model_at(h, at_s);
+    int r = bm_engine_pass(e);
+    if (r < 0)
+        ok(false, "a pass at %.1f s: %s", at_s, bm_error_detail(r));
+}
+
+/* The agent's poll at at_s; when a change ended, the domains read again (its refresh).
+ * Returns how many are still in flight. */
+static size_t poll_at(BmEngine *e, ModelHost *h, double at_s)
+{
+    model_at(h, at_s);
+    size_t before = bm_engine_in_flight(e), left = bm_engine_poll(e);
+    if (left != before && bm_engine_refresh(e) < 0)
+        ok(false, "a reading after a change ended at %.1f s", at_s);
+    return left;
+}
+
+/* Passes 1-3: both inflated; "t-hot" refaults and is given back at once; the inflate of
+ * "t-hotmap" is in flight for 5.9 s, across two passes; another run's domains come and go,
+ * and a managed domain is destroyed in the middle of its inflate. */
+static void churn_first_passes(BmEngine *e, ModelHost *h)
+{
+    ModelDom *hot = model_dom(h, "t-hot"), *map = model_dom(h, "t-hotmap");
+    pass_at(e, h, 0);
+    const BmDecision *dh = decision_of(e, "t-hot"), *dm = decision_of(e, "t-hotmap");
+    ok(dh && dm && dh->action == BM_ACT_INFLATE && dm->action == BM_ACT_INFLATE,
+       "pass 1: both guests inflated (%s; %s)", dh ? dh->reason : "-", dm ? dm->reason : "-");
+    hot->actual = hot->target;
+    map->actual = (map->max + map->target) / 2;
+    is_u64(poll_at(e, h, 1), 1, "  the inflate of t-hot ended, that of t-hotmap goes on");
+    model_remove(h, "a-churn1");
+    model_add(h, "z-churn2", "00000000-0000-4000-8000-00000000c202");
+    model_add(h, "t-churn", "90000000-0000-4000-8000-00000000c203");
+    hot->rd += 200 * MiB; /* its cache refaults: its disk reads rise */
+    map->rd += 200 * MiB;
+    pass_at(e, h, 2);
+    dh = decision_of(e, "t-hot"), dm = decision_of(e, "t-hotmap");
+    ok(dh && dh->action == BM_ACT_DEFLATE && dh->cause.code == BM_REASON_CACHE_REFAULT &&
+           dh->cache_hot, "pass 2: t-hot given back, its cache found hot (%s)", dh ? dh->reason : "-");
+    ok(dm && dm->action == BM_ACT_SKIP && dm->cause.code == BM_REASON_IN_FLIGHT,
+       "  t-hotmap left alone: its inflate is in flight");
+    const BmDecision *dc = decision_of(e, "t-churn");
+    ok(dc && dc->action == BM_ACT_INFLATE, "  t-churn, defined and started since, inflated");
+    hot->actual = hot->max;
+    poll_at(e, h, 2.5);
+    model_remove(h, "t-churn"); /* destroyed and undefined in the middle of its inflate */
+    model_remove(h, "z-churn2");
+    model_add(h, "m-churn3", "a0000000-0000-4000-8000-00000000c204");
+    poll_at(e, h, 3);
+    map->rd += 200 * MiB;
+    pass_at(e, h, 4);
+    dh = decision_of(e, "t-hot"), dm = decision_of(e, "t-hotmap");
+    ok(dh && dh->cache_hot && dh->action != BM_ACT_INFLATE,
+       "pass 3: t-hot's cache still hot, not inflated again (%s)", dh ? dh->reason : "-");
+    ok(dm && dm->cause.code == BM_REASON_IN_FLIGHT, "  t-hotmap's inflate still in flight");
+    ok(!bm_ledger_find(bm_engine_ledger(e), "90000000-0000-4000-8000-00000000c203"),
+       "  the entry of t-churn, gone with its change ended, left the ledger");
+}
+
+/* Whether the ledger entry of name has the episode's marks: an inflate from its maximum, its
+ * cache found hot at hot_at_s, memory given in the episode. */
+static bool marked(BmEngine *e, ModelHost *h, const char *name, double hot_at_s)
+{
+    ModelDom *m = model_dom(h, name);
+    const BmLedgerEntry *en = m ? bm_ledger_find(bm_engine_ledger(e), m->uuid) : NULL;
+    return en && en->prev.inflated_from_bytes == m->max &&
+           en->prev.cache_hot_s == (h->sim.epoch_ns + (uint64_t)(hot_at_s * 1e9)) / 1000000000ull &&
+           en->prev.given_s > 0;
+}
+
+/* Whether no entry of the ledger but those of t-hot and t-hotmap has an episode mark. */
+static bool marks_only_theirs(BmEngine *e)
+{
+    const BmLedger *l = bm_engine_ledger(e);
+    bool only = true;
+    for (size_t i = 0; i < l->n_entries; i++) {
+        const BmLedgerEntry *en = l->entries[i];
+        if (strcmp(en->uuid, HOT_UUID) == 0 || strcmp(en->uuid, HOTMAP_UUID) == 0)
+            continue;
+        only &= !en->prev.cache_hot_s && !en->prev.given_s && !en->prev.oom_s &&
+                !bm_present(en->prev.inflated_from_bytes);
+    }
+    return only;
+}
+
+/* Passes 4-6: t-hotmap's inflate ended; it refaults and is given back, and that give-back is
+ * in flight across a pass too. When it ends (its change record logged, the agent's metrics
+ * rendered at once), both caches are hot on the export, as the ledger remembers them. */
+static void churn_last_passes(BmEngine *e, ModelHost *h)
+{
+    ModelDom *map = model_dom(h, "t-hotmap");
+    map->actual = map->target;
+    is_u64(poll_at(e, h, 5.9), 0, "t-hotmap's inflate ended after 5.9 s");
+    map->rd += 200 * MiB;
+    model_remove(h, "m-churn3");
+    model_add(h, "b-churn4", "50000000-0000-4000-8000-00000000c205");
+    pass_at(e, h, 6);
+    const BmDecision *dm = decision_of(e, "t-hotmap");
+    ok(dm && dm->action == BM_ACT_DEFLATE && dm->cause.code == BM_REASON_CACHE_REFAULT &&
+           dm->cache_hot, "pass 4: t-hotmap given back, its cache found hot (%s)", dm ? dm->reason : "-");
+    if (dm)
+        map->actual = (dm->current_bytes + dm->target_bytes) / 2;
+    is_u64(poll_at(e, h, 7), 1, "  half of it given at the next poll");
+    model_add(h, "a-churn1", "80000000-0000-4000-8000-00000000c201");
+    pass_at(e, h, 8);
+    dm = decision_of(e, "t-hotmap");
+    ok(dm && dm->cause.code == BM_REASON_IN_FLIGHT && dm->cache_hot,
+       "pass 5: t-hotmap's give-back in flight; its decision says its cache is hot (the ledger's mark)");
+    map->actual = map->max;
+    model_at(h, 8.5);
+    is_u64(bm_engine_poll(e), 0, "t-hotmap's give-back ended (why=cache-refault)");
+    int hot = cache_hot_exported(e, "t-hot"), hotmap = cache_hot_exported(e, "t-hotmap");
+    ok(hot == 1 && hotmap == 1,
+       "  the metrics rendered at once: balloonmgr_domain_page_cache_hot 1 for both (t-hot %d, "
+       "t-hotmap %d)", hot, hotmap);
+    ok(bm_engine_refresh(e) == 0 && cache_hot_exported(e, "t-hot") == 1 &&
+           cache_hot_exported(e, "t-hotmap") == 1, "  and after the reading that follows");
+    ok(marked(e, h, "t-hot", 2) && marked(e, h, "t-hotmap", 6),
+       "  the ledger: each one's inflate, hot cache and give-back on its own entry");
+    ok(marks_only_theirs(e), "  no mark on another domain's entry");
+    pass_at(e, h, 10);
+    const BmDecision *dh = decision_of(e, "t-hot");
+    dm = decision_of(e, "t-hotmap");
+    ok(dh && dm && dh->cache_hot && dm->cache_hot && dh->action != BM_ACT_INFLATE &&
+           dm->action != BM_ACT_INFLATE && cache_hot_exported(e, "t-hot") == 1 &&
+           cache_hot_exported(e, "t-hotmap") == 1,
+       "pass 6: both caches hot, neither inflated again (%s; %s)", dh ? dh->reason : "-",
+       dm ? dm->reason : "-");
+}
+
+/* tests/integration/test-hotcache.sh on a real libvirtd whose domains another run defined,
+ * started, destroyed and undefined during the agent's passes: the hot caches' marks stay on
+ * their domains, and the export shows them while a give-back is still in flight. */
+static void churn(void)
+{
+    _cleanup_(bm_policy_freep) BmPolicy *policy = NULL;
+    _cleanup_free_ char *errors = NULL;
+    /* as bm_pressure_policy: only this test's domains (t-*) managed */
+    int r = bm_policy_parse("[host]\ninterval = 2s\nreclaim_below = 50%\ntarget_available = 60%\n"
+                            "release_above = 90%\n\n[guest]\nexclude = yes\n\n"
+                            "[domain \"t-*\"]\nexclude = no\n",
+                            "churn.policy", &policy, &errors);
+    ok(r == 0, "the churn policy parses (%s)", errors ? errors : "ok");
+    if (r < 0)
+        return;
+    ModelHost h;
+    model_init(&h);
+    model_add(&h, "t-hot", HOT_UUID);
+    model_add(&h, "t-hotmap", HOTMAP_UUID);
+    model_add(&h, "a-churn1", "80000000-0000-4000-8000-00000000c201");
+    BmEngineOptions o = {.model = &h.sim.model};
+    BmEngine *e = bm_engine_new(&o);
+    bm_engine_set_policy(e, policy);
+    churn_first_passes(e, &h);
+    churn_last_passes(e, &h);
+    bm_engine_free(e);
+    sim_host_clear(&h.sim);
+}
+
 static void remove_proc(void)
 {
     static const char *const files[] = {"sys/kernel/random/boot_id", "sys/kernel/random",
@@ -87,6 +418,7 @@ static void remove_proc(void)
 
 int main(void)
 {
+    churn();
     make_proc();
     bm_conn_init();
     char boot[40];
