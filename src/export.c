@@ -1,6 +1,7 @@
 #include "export.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,91 +14,215 @@
 
 /* ---- the registry ---- */
 
-static const BmMetricFamily families[] = {
-    {"balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM,
-     "Time from setting a balloon target to reaching it (within 1 MiB), inflate or deflate, by SG."},
-    {"balloonmgr_balloon_changes_total", BM_METRIC_COUNTER, "Balloon target changes by how they ended."},
-    {"balloonmgr_domain_last_change_duration_seconds", BM_METRIC_GAUGE,
-     "Duration of the domain's last balloon change, until it ended."},
-    {"balloonmgr_domain_last_change_rss_drop_bytes", BM_METRIC_GAUGE,
-     "QEMU RSS before minus after the domain's last inflate."},
-    {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER, "Sum of QEMU RSS drops observed after inflates."},
-    {"balloonmgr_cache_inflated_bytes_total", BM_METRIC_COUNTER,
-     "Balloon growth taken from guest page caches not known hot."},
-    {"balloonmgr_hot_cache_inflated_bytes_total", BM_METRIC_COUNTER,
-     "Balloon growth taken from hot guest page caches, only with the host near its own OOM."},
-    {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE,
-     "QEMU RSS drop per byte of balloon growth over the domain's inflates, 0..1."},
-    {"balloonmgr_domain_returns_nothing", BM_METRIC_GAUGE,
-     "1 when the domain's last inflate gave the host (almost) nothing back."},
-    {"balloonmgr_domain_unresponsive", BM_METRIC_GAUGE,
-     "1 when the domain's last change stalled or timed out; it is not re-targeted meanwhile."},
-    {"balloonmgr_domain_info", BM_METRIC_GAUGE, "Domain identity, state, SG verdict and ioeventfd."},
-    {"balloonmgr_domain_maximum_bytes", BM_METRIC_GAUGE, "Maximum memory of the domain."},
-    {"balloonmgr_domain_balloon_current_bytes", BM_METRIC_GAUGE, "Balloon current: memory the guest has."},
-    {"balloonmgr_domain_balloon_target_bytes", BM_METRIC_GAUGE,
-     "Last balloon target balloonmgr set, else the current size."},
-    {"balloonmgr_domain_reclaimed_bytes", BM_METRIC_GAUGE, "Maximum minus balloon current."},
-    {"balloonmgr_domain_guest_available_bytes", BM_METRIC_GAUGE, "Guest total memory as the guest sees it."},
-    {"balloonmgr_domain_guest_usable_bytes", BM_METRIC_GAUGE, "Memory the guest could use without swapping."},
-    {"balloonmgr_domain_guest_unused_bytes", BM_METRIC_GAUGE, "Guest free memory."},
-    {"balloonmgr_domain_guest_disk_caches_bytes", BM_METRIC_GAUGE, "Guest page cache."},
-    {"balloonmgr_domain_rss_bytes", BM_METRIC_GAUGE, "Resident memory of the domain's QEMU process."},
-    {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER, "Guest major page faults."},
-    {"balloonmgr_domain_guest_swap_in_bytes_total", BM_METRIC_COUNTER, "Guest swap-in."},
-    {"balloonmgr_domain_guest_swap_out_bytes_total", BM_METRIC_COUNTER, "Guest swap-out."},
-    {"balloonmgr_domain_disk_read_bytes_total", BM_METRIC_COUNTER,
-     "Bytes read from all the domain's disks (QEMU's block statistics)."},
-    {"balloonmgr_domain_page_cache_hot", BM_METRIC_GAUGE,
-     "1 when the guest's disk reads rose after an inflate in this pressure episode: its page cache is taken last."},
-    {"balloonmgr_domain_guest_oom_kills_total", BM_METRIC_COUNTER,
-     "Guest OOM kills (Linux 6.10+ guests, read through the QEMU monitor where allowed)."},
-    {"balloonmgr_domain_guest_alloc_stalls_total", BM_METRIC_COUNTER,
-     "Guest allocations that entered direct reclaim (Linux 6.10+, QEMU monitor)."},
-    {"balloonmgr_domain_guest_scanned_bytes_total", BM_METRIC_COUNTER,
-     "Guest memory scanned for reclaim, by kswapd or direct reclaim (Linux 6.10+, QEMU monitor)."},
-    {"balloonmgr_domain_guest_reclaimed_bytes_total", BM_METRIC_COUNTER,
-     "Guest memory reclaimed, by kswapd or direct reclaim (Linux 6.10+, QEMU monitor)."},
-    {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE,
-     "When the guest last updated its memory statistics, Unix time."},
-    {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, "1 when VIRTIO_BALLOON_F_SG is negotiated."},
-    {"balloonmgr_domain_ioeventfd_enabled", BM_METRIC_GAUGE, "1 when the balloon's ioeventfd is on."},
-    {"balloonmgr_domain_feature_configured", BM_METRIC_GAUGE,
-     "1 when the domain XML turns the balloon feature on (free_page_reporting, deflate_on_oom)."},
-    {"balloonmgr_domain_feature_negotiated", BM_METRIC_GAUGE,
-     "1 when the QEMU monitor found the balloon feature negotiated (where asked)."},
-    {"balloonmgr_domain_backed_free_bytes", BM_METRIC_GAUGE,
-     "Free guest memory the QEMU process holds: RSS minus guest use minus QEMU's own memory."},
-    {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, "Memory reclaimed from all domains."},
-    {"balloonmgr_host_memory_total_bytes", BM_METRIC_GAUGE, "Host MemTotal."},
-    {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, "Host MemAvailable."},
-    {"balloonmgr_host_memory_percpu_free_bytes", BM_METRIC_GAUGE,
-     "Free pages on the kernel's per-CPU lists, which MemAvailable does not count."},
-    {"balloonmgr_host_memory_percpu_drained_bytes_total", BM_METRIC_COUNTER,
-     "Free pages balloonmgr gave back from the per-CPU lists to the free lists MemAvailable counts."},
-    {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE, "Host PSI memory some avg10, 0..1."},
-    {"balloonmgr_host_memory_pressure_full_ratio", BM_METRIC_GAUGE, "Host PSI memory full avg10, 0..1."},
-    {"balloonmgr_host_mode", BM_METRIC_GAUGE, "1 for the host's current policy mode."},
-    {"balloonmgr_host_need_bytes", BM_METRIC_GAUGE,
-     "Memory the host asked the guests for in the last pass (reclaim mode; else 0)."},
-    {"balloonmgr_host_planned_bytes", BM_METRIC_GAUGE,
-     "Balloon growth (inflate) or shrinkage (deflate) the last pass planned, by direction."},
-    {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE,
-     "Memory the host needs that the guests cannot give back without going short."},
-    {"balloonmgr_host_backed_free_bytes", BM_METRIC_GAUGE,
-     "Free guest memory the QEMU processes hold, summed over the domains."},
-    {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE,
-     "1 when the last pass found the guest short of memory or under pressure."},
-    {"balloonmgr_passes_total", BM_METRIC_COUNTER, "Policy passes run."},
-    {"balloonmgr_pass_duration_seconds", BM_METRIC_GAUGE, "Duration of the last policy pass."},
-    {"balloonmgr_target_changes_total", BM_METRIC_COUNTER, "Balloon targets set by policy passes."},
-    {"balloonmgr_errors_total", BM_METRIC_COUNTER, "Errors by kind."},
-    {"balloonmgr_libvirt_up", BM_METRIC_GAUGE, "1 while the libvirt connection is up."},
-    {"balloonmgr_last_successful_pass_timestamp_seconds", BM_METRIC_GAUGE,
-     "When the last policy pass completed without error."},
-    {"balloonmgr_build_info", BM_METRIC_GAUGE, "Version of balloonmgr."},
+/* Where a family's samples come from. SRC_CODE: the add_* functions below add them (extra
+ * labels, histograms, values computed or chosen); any other: one field of that struct, which
+ * add_fields() reads for every row of the source, with no label (the host's sources) or with
+ * domain=NAME (a domain's). */
+typedef enum {
+    SRC_CODE,
+    SRC_COUNTERS, /* the ledger's BmCounters */
+    SRC_HOST,     /* BmHost, once the host was read */
+    SRC_PLAN,     /* the last pass's BmPlan, from the first pass on */
+    SRC_DOMAIN,   /* each domain's BmDomain */
+    SRC_ENTRY,    /* the domain's BmLedgerEntry, where it has one */
+    SRC_DECISION, /* the domain's BmDecision in the last plan, where it has one */
+    SRC_COUNT
+} Source;
+
+/* How a field is read: its C type, found by KIND_OF() (another type does not compile). */
+typedef enum {
+    KIND_U64,    /* uint64_t: BM_ABSENT is no sample */
+    KIND_BOOL,   /* bool: 0 or 1 */
+    KIND_DOUBLE, /* double: below 0 (none yet) or NaN is no sample */
+} Kind;
+
+/* When a field's row has no sample. */
+enum {
+    NONZERO = 1 << 0,     /* while the field is 0 (never happened) */
+    ACTIVE = 1 << 1,      /* for a domain that is not running */
+    LIBVIRT_DUP = 1 << 2, /* with --no-libvirt-duplicates: libvirt exporters export it too */
 };
 
+/* One metric family: its declaration and, unless SRC_CODE, where its samples are read. */
+typedef struct {
+    const char *name;
+    BmMetricType type;
+    Source from;
+    Kind kind;
+    size_t offset; /* of the field in from's struct */
+    unsigned flags;
+    const char *help;
+} ExportFamily;
+
+#define KIND_OF(st, member)                                                                        \
+    _Generic(((st *)0)->member, uint64_t: KIND_U64, bool: KIND_BOOL, double: KIND_DOUBLE)
+#define FROM(src, st, member, flags) src, KIND_OF(st, member), offsetof(st, member), flags
+#define COUNTERS(member, flags) FROM(SRC_COUNTERS, BmCounters, member, flags)
+#define HOST(member, flags) FROM(SRC_HOST, BmHost, member, flags)
+#define PLAN(member, flags) FROM(SRC_PLAN, BmPlan, member, flags)
+#define DOMAIN(member, flags) FROM(SRC_DOMAIN, BmDomain, member, flags)
+#define ENTRY(member, flags) FROM(SRC_ENTRY, BmLedgerEntry, member, flags)
+#define DECISION(member, flags) FROM(SRC_DECISION, BmDecision, member, flags)
+#define BY_CODE SRC_CODE, KIND_U64, 0, 0
+
+/* Every family, in the order the exposition shows them. A family whose sample is one field of
+ * a source's struct is just its row here; the others are added by code below. */
+static const ExportFamily families[] = {
+    {"balloonmgr_balloon_change_duration_seconds", BM_METRIC_HISTOGRAM, BY_CODE,
+     "Time from setting a balloon target to reaching it (within 1 MiB), inflate or deflate, by SG."},
+    {"balloonmgr_balloon_changes_total", BM_METRIC_COUNTER, BY_CODE,
+     "Balloon target changes by how they ended."},
+    {"balloonmgr_domain_last_change_duration_seconds", BM_METRIC_GAUGE, BY_CODE,
+     "Duration of the domain's last balloon change, until it ended."},
+    {"balloonmgr_domain_last_change_rss_drop_bytes", BM_METRIC_GAUGE, ENTRY(last_rss_drop_bytes, 0),
+     "QEMU RSS before minus after the domain's last inflate."},
+    {"balloonmgr_rss_dropped_bytes_total", BM_METRIC_COUNTER, COUNTERS(rss_dropped_bytes, 0),
+     "Sum of QEMU RSS drops observed after inflates."},
+    {"balloonmgr_cache_inflated_bytes_total", BM_METRIC_COUNTER, COUNTERS(cache_taken_bytes, 0),
+     "Balloon growth taken from guest page caches not known hot."},
+    {"balloonmgr_hot_cache_inflated_bytes_total", BM_METRIC_COUNTER,
+     COUNTERS(hot_cache_taken_bytes, 0),
+     "Balloon growth taken from hot guest page caches, only with the host near its own OOM."},
+    {"balloonmgr_domain_inflate_yield_ratio", BM_METRIC_GAUGE, BY_CODE,
+     "QEMU RSS drop per byte of balloon growth over the domain's inflates, 0..1."},
+    {"balloonmgr_domain_returns_nothing", BM_METRIC_GAUGE, BY_CODE,
+     "1 when the domain's last inflate gave the host (almost) nothing back."},
+    {"balloonmgr_domain_unresponsive", BM_METRIC_GAUGE, BY_CODE,
+     "1 when the domain's last change stalled or timed out; it is not re-targeted meanwhile."},
+    {"balloonmgr_domain_info", BM_METRIC_GAUGE, BY_CODE,
+     "Domain identity, state, SG verdict and ioeventfd."},
+    {"balloonmgr_domain_maximum_bytes", BM_METRIC_GAUGE, DOMAIN(max_bytes, LIBVIRT_DUP),
+     "Maximum memory of the domain."},
+    {"balloonmgr_domain_balloon_current_bytes", BM_METRIC_GAUGE, DOMAIN(actual_bytes, LIBVIRT_DUP),
+     "Balloon current: memory the guest has."},
+    {"balloonmgr_domain_balloon_target_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Last balloon target balloonmgr set, else the current size."},
+    {"balloonmgr_domain_reclaimed_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Maximum minus balloon current."},
+    {"balloonmgr_domain_guest_available_bytes", BM_METRIC_GAUGE,
+     DOMAIN(available_bytes, LIBVIRT_DUP), "Guest total memory as the guest sees it."},
+    {"balloonmgr_domain_guest_usable_bytes", BM_METRIC_GAUGE, DOMAIN(usable_bytes, LIBVIRT_DUP),
+     "Memory the guest could use without swapping."},
+    {"balloonmgr_domain_guest_unused_bytes", BM_METRIC_GAUGE, DOMAIN(unused_bytes, LIBVIRT_DUP),
+     "Guest free memory."},
+    {"balloonmgr_domain_guest_disk_caches_bytes", BM_METRIC_GAUGE,
+     DOMAIN(disk_caches_bytes, LIBVIRT_DUP), "Guest page cache."},
+    {"balloonmgr_domain_rss_bytes", BM_METRIC_GAUGE, DOMAIN(rss_bytes, LIBVIRT_DUP),
+     "Resident memory of the domain's QEMU process."},
+    {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER,
+     DOMAIN(major_faults, LIBVIRT_DUP), "Guest major page faults."},
+    {"balloonmgr_domain_guest_swap_in_bytes_total", BM_METRIC_COUNTER,
+     DOMAIN(swap_in_bytes, LIBVIRT_DUP), "Guest swap-in."},
+    {"balloonmgr_domain_guest_swap_out_bytes_total", BM_METRIC_COUNTER,
+     DOMAIN(swap_out_bytes, LIBVIRT_DUP), "Guest swap-out."},
+    {"balloonmgr_domain_disk_read_bytes_total", BM_METRIC_COUNTER,
+     DOMAIN(disk_read_bytes, LIBVIRT_DUP | ACTIVE),
+     "Bytes read from all the domain's disks (QEMU's block statistics)."},
+    {"balloonmgr_domain_page_cache_hot", BM_METRIC_GAUGE, DECISION(cache_hot, 0),
+     "1 when the guest's disk reads rose after an inflate in this pressure episode: its page cache is taken last."},
+    {"balloonmgr_domain_guest_oom_kills_total", BM_METRIC_COUNTER, DOMAIN(starve.oom_kills, 0),
+     "Guest OOM kills (Linux 6.10+ guests, read through the QEMU monitor where allowed)."},
+    {"balloonmgr_domain_guest_alloc_stalls_total", BM_METRIC_COUNTER,
+     DOMAIN(starve.alloc_stalls, 0),
+     "Guest allocations that entered direct reclaim (Linux 6.10+, QEMU monitor)."},
+    {"balloonmgr_domain_guest_scanned_bytes_total", BM_METRIC_COUNTER, BY_CODE,
+     "Guest memory scanned for reclaim, by kswapd or direct reclaim (Linux 6.10+, QEMU monitor)."},
+    {"balloonmgr_domain_guest_reclaimed_bytes_total", BM_METRIC_COUNTER, BY_CODE,
+     "Guest memory reclaimed, by kswapd or direct reclaim (Linux 6.10+, QEMU monitor)."},
+    {"balloonmgr_domain_stats_last_update_timestamp_seconds", BM_METRIC_GAUGE, BY_CODE,
+     "When the guest last updated its memory statistics, Unix time."},
+    {"balloonmgr_domain_sg_negotiated", BM_METRIC_GAUGE, BY_CODE,
+     "1 when VIRTIO_BALLOON_F_SG is negotiated."},
+    {"balloonmgr_domain_ioeventfd_enabled", BM_METRIC_GAUGE, BY_CODE,
+     "1 when the balloon's ioeventfd is on."},
+    {"balloonmgr_domain_feature_configured", BM_METRIC_GAUGE, BY_CODE,
+     "1 when the domain XML turns the balloon feature on (free_page_reporting, deflate_on_oom)."},
+    {"balloonmgr_domain_feature_negotiated", BM_METRIC_GAUGE, BY_CODE,
+     "1 when the QEMU monitor found the balloon feature negotiated (where asked)."},
+    {"balloonmgr_domain_backed_free_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Free guest memory the QEMU process holds: RSS minus guest use minus QEMU's own memory."},
+    {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, BY_CODE, "Memory reclaimed from all domains."},
+    {"balloonmgr_host_memory_total_bytes", BM_METRIC_GAUGE, HOST(mem_total_bytes, 0),
+     "Host MemTotal."},
+    {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, HOST(mem_available_bytes, 0),
+     "Host MemAvailable."},
+    {"balloonmgr_host_memory_percpu_free_bytes", BM_METRIC_GAUGE, HOST(percpu_free_bytes, 0),
+     "Free pages on the kernel's per-CPU lists, which MemAvailable does not count."},
+    {"balloonmgr_host_memory_percpu_drained_bytes_total", BM_METRIC_COUNTER,
+     COUNTERS(percpu_drained_bytes, 0),
+     "Free pages balloonmgr gave back from the per-CPU lists to the free lists MemAvailable counts."},
+    {"balloonmgr_host_memory_pressure_some_ratio", BM_METRIC_GAUGE, BY_CODE,
+     "Host PSI memory some avg10, 0..1."},
+    {"balloonmgr_host_memory_pressure_full_ratio", BM_METRIC_GAUGE, BY_CODE,
+     "Host PSI memory full avg10, 0..1."},
+    {"balloonmgr_host_mode", BM_METRIC_GAUGE, BY_CODE, "1 for the host's current policy mode."},
+    {"balloonmgr_host_need_bytes", BM_METRIC_GAUGE, PLAN(need_bytes, 0),
+     "Memory the host asked the guests for in the last pass (reclaim mode; else 0)."},
+    {"balloonmgr_host_planned_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Balloon growth (inflate) or shrinkage (deflate) the last pass planned, by direction."},
+    {"balloonmgr_host_unmet_bytes", BM_METRIC_GAUGE, PLAN(unmet_bytes, 0),
+     "Memory the host needs that the guests cannot give back without going short."},
+    {"balloonmgr_host_backed_free_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Free guest memory the QEMU processes hold, summed over the domains."},
+    {"balloonmgr_domain_short_of_memory", BM_METRIC_GAUGE, DECISION(short_of_memory, 0),
+     "1 when the last pass found the guest short of memory or under pressure."},
+    {"balloonmgr_passes_total", BM_METRIC_COUNTER, COUNTERS(passes, 0), "Policy passes run."},
+    {"balloonmgr_pass_duration_seconds", BM_METRIC_GAUGE, COUNTERS(last_pass_duration_s, 0),
+     "Duration of the last policy pass."},
+    {"balloonmgr_target_changes_total", BM_METRIC_COUNTER, BY_CODE,
+     "Balloon targets set by policy passes."},
+    {"balloonmgr_errors_total", BM_METRIC_COUNTER, BY_CODE, "Errors by kind."},
+    {"balloonmgr_libvirt_up", BM_METRIC_GAUGE, BY_CODE, "1 while the libvirt connection is up."},
+    {"balloonmgr_last_successful_pass_timestamp_seconds", BM_METRIC_GAUGE,
+     COUNTERS(last_success_s, NONZERO), "When the last policy pass completed without error."},
+    {"balloonmgr_build_info", BM_METRIC_GAUGE, BY_CODE, "Version of balloonmgr."},
+};
+
+/* The samples of the families read from fields: bases[src] is the struct of source src, or
+ * NULL (none: no sample); labels as for bm_registry_add(); rows with a flag of skip have no
+ * sample. */
+static int add_fields(BmRegistry *r, const void *const bases[SRC_COUNT], const char *const *labels,
+                      unsigned skip)
+{
+    int r_ok = 0;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++) {
+        const ExportFamily *f = &families[i];
+        const char *p = bases[f->from];
+        if (f->from == SRC_CODE || !p || (f->flags & skip))
+            continue;
+        p += f->offset;
+        double v;
+        switch (f->kind) {
+        case KIND_U64: {
+            uint64_t u = *(const uint64_t *)p;
+            if (!bm_present(u))
+                continue;
+            v = (double)u;
+            break;
+        }
+        case KIND_BOOL: v = *(const bool *)p; break;
+        case KIND_DOUBLE:
+            v = *(const double *)p;
+            if (!(v >= 0))
+                continue;
+            break;
+        default: continue;
+        }
+        if (v == 0 && (f->flags & NONZERO))
+            continue;
+        r_ok |= bm_registry_add(r, f->name, labels, v);
+    }
+    return r_ok;
+}
+
+/* bm_registry_declare() for every family. */
+static int declare_families(BmRegistry *r)
+{
+    int r_ok = 0;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(families); i++)
+        r_ok |= bm_registry_declare(r, families[i].name, families[i].type, families[i].help);
+    return r_ok;
+}
 
 /* add a sample when v is present */
 #define ADD(name, labels, v)                                                                       \
@@ -121,12 +246,6 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
             const char *l[] = {"direction", bm_dir_names[d], "outcome", bm_outcome_names[o], NULL};
             r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
         }
-    r_ok |= bm_registry_add(r, "balloonmgr_rss_dropped_bytes_total", NULL, (double)c->rss_dropped_bytes);
-    r_ok |= bm_registry_add(r, "balloonmgr_cache_inflated_bytes_total", NULL, (double)c->cache_taken_bytes);
-    r_ok |= bm_registry_add(r, "balloonmgr_hot_cache_inflated_bytes_total", NULL,
-                            (double)c->hot_cache_taken_bytes);
-    r_ok |= bm_registry_add(r, "balloonmgr_host_memory_percpu_drained_bytes_total", NULL,
-                            (double)c->percpu_drained_bytes);
     return r_ok;
 }
 
@@ -147,8 +266,6 @@ static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEnt
         const char *l[] = {"domain", d->name, "direction", bm_dir_names[rec->last_direction], NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_domain_last_change_duration_seconds", l, rec->last_duration_s);
     }
-    if (rec)
-        ADD("balloonmgr_domain_last_change_rss_drop_bytes", dl, rec->last_rss_drop_bytes);
     if (rec && rec->yield.inflated_bytes > 0) {
         r_ok |= bm_registry_add(r, "balloonmgr_domain_inflate_yield_ratio", dl,
                                 bm_yield_permille(&rec->yield) / 1000.0);
@@ -189,33 +306,14 @@ static int add_domain_features(BmRegistry *r, const BmDomain *d, const BmLedgerE
     return r_ok;
 }
 
-/* One domain's memory as this pass read it; with no_dups only what libvirt exporters do not
- * export (reclaimed, the statistics' timestamp). */
-static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, bool no_dups)
+/* What of one domain's reading is not a field of it: reclaimed, the starvation statistics
+ * by reclaimer (libvirt drops them, so never a duplicate), the statistics' timestamp. */
+static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
-    if (!no_dups) {
-        ADD("balloonmgr_domain_maximum_bytes", dl, d->max_bytes);
-        ADD("balloonmgr_domain_balloon_current_bytes", dl, d->actual_bytes);
-    }
     ADD("balloonmgr_domain_reclaimed_bytes", dl, bm_domain_reclaimed_bytes(d));
-    if (!no_dups) {
-        ADD("balloonmgr_domain_guest_available_bytes", dl, d->available_bytes);
-        ADD("balloonmgr_domain_guest_usable_bytes", dl, d->usable_bytes);
-        ADD("balloonmgr_domain_guest_unused_bytes", dl, d->unused_bytes);
-        ADD("balloonmgr_domain_guest_disk_caches_bytes", dl, d->disk_caches_bytes);
-        ADD("balloonmgr_domain_rss_bytes", dl, d->rss_bytes);
-        ADD("balloonmgr_domain_guest_major_faults_total", dl, d->major_faults);
-        ADD("balloonmgr_domain_guest_swap_in_bytes_total", dl, d->swap_in_bytes);
-        ADD("balloonmgr_domain_guest_swap_out_bytes_total", dl, d->swap_out_bytes);
-        if (d->active)
-            ADD("balloonmgr_domain_disk_read_bytes_total", dl, d->disk_read_bytes);
-    }
-    /* Linux 6.12's starvation statistics: libvirt drops them, so never a duplicate */
     const BmStarveStats *st = &d->starve;
-    ADD("balloonmgr_domain_guest_oom_kills_total", dl, st->oom_kills);
-    ADD("balloonmgr_domain_guest_alloc_stalls_total", dl, st->alloc_stalls);
     const char *kswapd[] = {"domain", d->name, "reclaimer", "kswapd", NULL};
     const char *direct[] = {"domain", d->name, "reclaimer", "direct", NULL};
     ADD("balloonmgr_domain_guest_scanned_bytes_total", kswapd, st->async_scan_bytes);
@@ -240,13 +338,11 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool n
         const BmLedgerEntry *rec = rows->rows[i].entry;
         r_ok |= add_domain_record(r, d, rec);
         r_ok |= add_domain_features(r, d, rec);
-        r_ok |= add_domain_reading(r, d, now_s, no_dups);
+        r_ok |= add_domain_reading(r, d, now_s);
         const char *dl[] = {"domain", d->name, NULL};
-        const BmDecision *dec = bm_plan_find(plan, i, d->uuid);
-        if (dec) {
-            r_ok |= bm_registry_add(r, "balloonmgr_domain_short_of_memory", dl, dec->short_of_memory);
-            r_ok |= bm_registry_add(r, "balloonmgr_domain_page_cache_hot", dl, dec->cache_hot);
-        }
+        const void *bases[SRC_COUNT] = {[SRC_DOMAIN] = d, [SRC_ENTRY] = rec,
+                                        [SRC_DECISION] = bm_plan_find(plan, i, d->uuid)};
+        r_ok |= add_fields(r, bases, dl, (no_dups ? LIBVIRT_DUP : 0) | (d->active ? 0 : ACTIVE));
         /* with the last pass's estimate of QEMU's own memory (none before the first pass) */
         uint64_t backed = plan ? bm_domain_backed_free_bytes(d, plan->qemu_overhead_bytes) : BM_ABSENT;
         ADD("balloonmgr_domain_backed_free_bytes", dl, backed);
@@ -268,14 +364,9 @@ static int add_host(BmRegistry *r, const BmView *v)
 {
     int r_ok = 0;
     const BmHost *h = v->host;
-    if (h) {
-        ADD("balloonmgr_host_memory_total_bytes", NULL, h->mem_total_bytes);
-        ADD("balloonmgr_host_memory_available_bytes", NULL, h->mem_available_bytes);
-        ADD("balloonmgr_host_memory_percpu_free_bytes", NULL, h->percpu_free_bytes);
-        if (h->psi_present) {
-            r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_some_ratio", NULL, h->psi_some_avg10 / 100);
-            r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_full_ratio", NULL, h->psi_full_avg10 / 100);
-        }
+    if (h && h->psi_present) {
+        r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_some_ratio", NULL, h->psi_some_avg10 / 100);
+        r_ok |= bm_registry_add(r, "balloonmgr_host_memory_pressure_full_ratio", NULL, h->psi_full_avg10 / 100);
     }
     if (v->have_mode)
         for (int m = BM_HOST_HOLD; m <= BM_HOST_RELEASE; m++) {
@@ -284,21 +375,16 @@ static int add_host(BmRegistry *r, const BmView *v)
         }
     if (v->plan) {
         const char *in[] = {"direction", "inflate", NULL}, *de[] = {"direction", "deflate", NULL};
-        r_ok |= bm_registry_add(r, "balloonmgr_host_need_bytes", NULL, (double)v->plan->need_bytes);
         r_ok |= bm_registry_add(r, "balloonmgr_host_planned_bytes", in, (double)v->plan->planned_inflate_bytes);
         r_ok |= bm_registry_add(r, "balloonmgr_host_planned_bytes", de, (double)v->plan->planned_deflate_bytes);
-        r_ok |= bm_registry_add(r, "balloonmgr_host_unmet_bytes", NULL, (double)v->plan->unmet_bytes);
     }
     return r_ok;
 }
 
-/* The agent's own health: passes, errors, the connection, the version. */
+/* The agent's own health: changes by direction, errors by kind, the connection, the version. */
 static int add_health(BmRegistry *r, const BmCounters *c, bool libvirt_up)
 {
     int r_ok = 0;
-    r_ok |= bm_registry_add(r, "balloonmgr_passes_total", NULL, (double)c->passes);
-    if (c->last_pass_duration_s >= 0)
-        r_ok |= bm_registry_add(r, "balloonmgr_pass_duration_seconds", NULL, c->last_pass_duration_s);
     for (int d = 0; d < BM_DIR_COUNT; d++) {
         const char *l[] = {"direction", bm_dir_names[d], NULL};
         r_ok |= bm_registry_add(r, "balloonmgr_target_changes_total", l, (double)c->target_changes[d]);
@@ -308,9 +394,6 @@ static int add_health(BmRegistry *r, const BmCounters *c, bool libvirt_up)
         r_ok |= bm_registry_add(r, "balloonmgr_errors_total", l, (double)c->errors[e]);
     }
     r_ok |= bm_registry_add(r, "balloonmgr_libvirt_up", NULL, libvirt_up ? 1 : 0);
-    if (c->last_success_s)
-        r_ok |= bm_registry_add(r, "balloonmgr_last_successful_pass_timestamp_seconds", NULL,
-                                (double)c->last_success_s);
     const char *bl[] = {"version", BM_VERSION, NULL};
     r_ok |= bm_registry_add(r, "balloonmgr_build_info", bl, 1);
     return r_ok;
@@ -322,7 +405,10 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
     if (!v)
         v = &none;
     int r_ok = 0;
-    r_ok |= bm_registry_declare_all(r, families, BM_ARRAY_SIZE(families));
+    r_ok |= declare_families(r);
+    const void *bases[SRC_COUNT] = {[SRC_COUNTERS] = &l->counters, [SRC_HOST] = v->host,
+                                    [SRC_PLAN] = v->plan};
+    r_ok |= add_fields(r, bases, NULL, 0);
     r_ok |= add_changes(r, &l->counters);
     if (v->snap) {
         BmRows joined = {0};

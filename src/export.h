@@ -22,8 +22,9 @@ typedef struct {
     bool have_mode;
     BmHostMode mode;
     bool libvirt_up;
-    /* leave out the per-domain series that libvirt exporters export too: maximum, balloon
-     * current, the guest's memory statistics, RSS, major faults, swap in/out */
+    /* leave out the per-domain series that libvirt exporters export too (export.c's rows
+     * marked LIBVIRT_DUP: maximum, balloon current, the guest's memory statistics, RSS, disk
+     * reads) */
     bool no_libvirt_duplicates;
     /* the last pass's plan: what the host needs, what is planned, what is unmet, which guests
      * are short of memory (NULL before the first pass) */
