@@ -16,6 +16,7 @@
 
 #include "error.h"
 #include "export.h"
+#include "file.h"
 #include "fixture.h"
 #include "metrics.h"
 #include "tap.h"
@@ -888,6 +889,40 @@ static void test_export(void)
     bm_ledger_clear(&l);
 }
 
+/* Every family export.c declares has its row in docs/metrics.md, with its type: a family
+ * added to the table without its documentation fails here. */
+static void test_export_documented(void)
+{
+    _cleanup_free_ char *path = bm_asprintf("%s/docs/metrics.md", SOURCE_ROOT);
+    _cleanup_free_ char *doc = NULL;
+    if (bm_file_read(path, 1 << 20, &doc, NULL) < 0) {
+        skip("docs/metrics.md not found");
+        return;
+    }
+    BmLedger l;
+    bm_ledger_init(&l);
+    _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
+    ok(bm_export_build(r, &l, NULL) == 0, "export documented: the registry builds");
+    _cleanup_free_ char *text = bm_registry_render(r);
+    int families = 0;
+    _cleanup_free_ char *missing = bm_strdup("");
+    for (const char *p = text; (p = strstr(p, "# TYPE ")); p++) {
+        char name[256], type[16];
+        if (sscanf(p, "# TYPE %255s %15s", name, type) != 2)
+            break;
+        families++;
+        _cleanup_free_ char *row = bm_asprintf("\n| `%s` | %s", name, type);
+        if (!strstr(doc, row)) {
+            char *m = bm_asprintf("%s %s", missing, name);
+            free(missing);
+            missing = m;
+        }
+    }
+    ok(families >= 50 && !*missing, "export documented: %d families, each in docs/metrics.md%s%s",
+       families, *missing ? "; missing:" : "", missing);
+    bm_ledger_clear(&l);
+}
+
 /* promtool catches what it should, so the checks above mean something. */
 static void test_promtool_lints(void)
 {
@@ -953,6 +988,7 @@ int main(void)
     test_catalogue_golden();
     test_docs_catalogue();
     test_export();
+    test_export_documented();
     test_promtool_lints();
     test_many();
     return tap_done();
