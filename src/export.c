@@ -111,6 +111,8 @@ static const ExportFamily families[] = {
      "Resident memory of the domain's QEMU process."},
     {"balloonmgr_domain_guest_major_faults_total", BM_METRIC_COUNTER,
      DOMAIN(major_faults, LIBVIRT_DUP), "Guest major page faults."},
+    {"balloonmgr_domain_guest_minor_faults_total", BM_METRIC_COUNTER,
+     DOMAIN(minor_faults, LIBVIRT_DUP), "Guest minor page faults."},
     {"balloonmgr_domain_guest_swap_in_bytes_total", BM_METRIC_COUNTER,
      DOMAIN(swap_in_bytes, LIBVIRT_DUP), "Guest swap-in."},
     {"balloonmgr_domain_guest_swap_out_bytes_total", BM_METRIC_COUNTER,
