@@ -47,9 +47,9 @@ if [ $quick -eq 0 ]; then
         trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
     fi
     lane build integration integration pressure
-    # the libFuzzer targets (fuzz/) build with clang and run 5 s each on their corpus, so that
+    # the libFuzzer targets (fuzz/) build with clang and run 3 s each on their corpus, so that
     # they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
-    bench/fuzz 5 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
+    bench/fuzz 3 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
 fi
 
 # one summary line over the lanes (meson writes one JSON object per test)
