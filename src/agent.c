@@ -308,7 +308,8 @@ static void job_connect(int timer, void *opaque)
 
 /* ---- the policy ---- */
 
-/* Saves the state file (not in --dry-run); a failure is reported once and counted. */
+/* Saves the state file (not in --dry-run); a failure is counted, and reported once (again
+ * only when its reason changes: a failure with no detail stored is not reported again). */
 static void save_state(Agent *a)
 {
     if (!a->state_path)
@@ -316,7 +317,10 @@ static void save_state(Agent *a)
     uint64_t now_s = bm_engine_pass_time_s(a->e);
     if (!now_s)
         now_s = bm_now_real_ns() / 1000000000ull;
-    bm_session_state_save("agent", &a->state_writer, a->state_path, bm_engine_ledger(a->e), now_s);
+    int r = bm_session_state_save("agent", &a->state_writer, a->state_path,
+                                  bm_engine_ledger(a->e), now_s);
+    if (r < 0 && bm_error_code() == r)
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
 }
 
 /* Job: a policy pass, every interval (sooner when the host watch sees pressure). */
@@ -524,23 +528,27 @@ static int start_serving(Agent *a)
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
     bool writes = !o->dry_run && !o->monitor_only, reads = !o->monitor_only || o->state_explicit;
-    if ((reads && !bm_session_state_check("agent", o->state_path, writes)) ||
-        !bm_session_proc_check("agent", o->proc_dir))
-        return BM_EXIT_USAGE;
+    int r;
+    if ((reads && (r = bm_session_state_check(o->state_path, writes)) < 0) ||
+        (r = bm_session_proc_check(o->proc_dir)) < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
     a->state_path = writes ? o->state_path : NULL;
     /* a bad --listen is bad usage whatever the lock would say */
     BmListenAddrs addrs_checked;
     bm_error_reset();
-    int r = bm_http_resolve_listen(o->listen, &addrs_checked);
+    r = bm_http_resolve_listen(o->listen, &addrs_checked);
     if (r < 0) {
         bm_report("agent", NULL, "%s", bm_error_detail(bm_error_prefix(r, "--listen '%s'", o->listen)));
         return BM_EXIT_USAGE;
     }
     /* one writer of the state file at a time, for the agent's life (before serving: a second
      * agent on the same state never starts) */
-    int ret;
-    if (writes && (ret = bm_session_state_lock("agent", o->state_path, &a->state_lock_fd)) >= 0)
-        return ret;
+    if (writes && (r = bm_session_state_lock(o->state_path, &a->state_lock_fd)) < 0) {
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
     a->signal_fd = block_signals();
     bm_error_reset();
     r = bm_http_start(o->listen, wc, &a->http);
@@ -579,8 +587,9 @@ static void start_engine(Agent *a)
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
     if ((!o->monitor_only || o->state_explicit) &&
-        bm_session_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e)) >= 0) {
+        (r = bm_session_state_load("agent", o->state_path, !a->state_path, bm_engine_ledger(a->e))) < 0) {
         /* a corrupt file that could not be moved aside: serve, but never save over it */
+        bm_report("agent", NULL, "%s", bm_error_detail(r));
         bm_report("agent", NULL, "state '%s' is not saved until the agent restarts", o->state_path);
         a->state_path = NULL;
     }

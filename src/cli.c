@@ -51,7 +51,14 @@ void bm_reportp(int prio, const char *verb, const char *object, const char *fmt,
 
 int bm_exit_for(int r)
 {
-    return (r == -ENOENT || r == -EINVAL || r == -ERANGE) ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
+    switch (r) {
+    case -ENOENT:
+    case -EINVAL:
+    case -ERANGE: return BM_EXIT_USAGE;
+    case -ENOPROTOOPT: return BM_EXIT_UNMET;
+    case -EBUSY: return BM_EXIT_BUSY;
+    default: return BM_EXIT_FAILURE;
+    }
 }
 
 const BmVerb *const bm_verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
@@ -251,13 +258,12 @@ int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s)
     return 0;
 }
 
-bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, const char *hint)
+int bm_cli_writable(const BmGlobal *g, const char *what, const char *hint)
 {
     if (!g->readonly)
-        return true;
-    bm_report(verb, NULL, "%s needs a read-write connection (-r/--readonly given)%s%s", what,
-              hint ? "; " : "", hint ? hint : "");
-    return false;
+        return 0;
+    return bm_error(-EINVAL, "%s needs a read-write connection (-r/--readonly given)%s%s", what,
+                    hint ? "; " : "", hint ? hint : "");
 }
 
 int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)

@@ -107,8 +107,11 @@ void bm_report(const char *verb, const char *object, const char *fmt, ...)
 void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Exit status for a failure of a library call: 2 for -ENOENT (no such domain) and -EINVAL
- * raised by parsing user input, 1 otherwise. */
+/* The exit status for a failure r (-errno, its detail reported): BM_EXIT_USAGE for -ENOENT (no
+ * such domain), -EINVAL and -ERANGE (bad usage or input), BM_EXIT_UNMET for -ENOPROTOOPT (a
+ * requirement not met: a device property QEMU lacks), BM_EXIT_BUSY for -EBUSY (the state
+ * file's lock is held), BM_EXIT_FAILURE otherwise. A step whose failure means another status
+ * than its cause's errno gives stores its detail with the errno that does (bm_error()). */
 int bm_exit_for(int r);
 
 /* getopt_long() for verb v's options (v->options): returns the val of the next of them, or
@@ -144,9 +147,9 @@ char **bm_cli_protect_negative(int argc, char **argv);
 void bm_cli_free_protected(char **copy);
 const char *bm_cli_unprotect(const char *arg);
 
-/* For verbs that change domains: under -r/--readonly reports "VERB: WHAT needs a read-write
- * connection (-r/--readonly given)" (and "; HINT") and returns false (the caller exits BM_EXIT_USAGE). */
-bool bm_cli_writable(const BmGlobal *g, const char *verb, const char *what, const char *hint);
+/* For verbs that change domains: returns 0, or under -r/--readonly -EINVAL with the detail
+ * "WHAT needs a read-write connection (-r/--readonly given)" (and "; HINT"). */
+int bm_cli_writable(const BmGlobal *g, const char *what, const char *hint);
 
 /* Parses a whole number of seconds (0 .. max_s) from an option. Returns 0 or -EINVAL. */
 int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);

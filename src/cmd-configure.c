@@ -305,9 +305,12 @@ static int set_period(const Configure *o, bool device_changed)
 
 static int configure(const BmGlobal *g, Configure *o)
 {
-    if (!bm_cli_writable(g, "configure", "changing a domain", NULL))
-        return BM_EXIT_USAGE;
-    int ret = open_domain(g, o);
+    int ret = bm_cli_writable(g, "changing a domain", NULL);
+    if (ret < 0) {
+        bm_report("configure", NULL, "%s", bm_error_detail(ret));
+        return bm_exit_for(ret);
+    }
+    ret = open_domain(g, o);
     if (ret >= 0)
         return ret;
     _cleanup_free_ char *new_xml = NULL, *changes = NULL;

@@ -88,8 +88,11 @@ static int run(BmGlobal *g, int argc, char **argv)
         bm_report("policy check", NULL, "expected at least one FILE");
         return BM_EXIT_USAGE;
     }
-    if (proc_dir && !bm_session_proc_check("policy check", proc_dir))
-        return BM_EXIT_USAGE;
+    int r = bm_session_proc_check(proc_dir);
+    if (r < 0) {
+        bm_report("policy check", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
     BmLintHost lh;
     BmSnapshot snap = {0};
     _cleanup_free_ BmLintDomain *doms = NULL;

@@ -357,8 +357,11 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
     }
     o->output = o->json ? OUT_JSON : o->quiet ? OUT_QUIET
               : o->table || isatty(STDOUT_FILENO) ? OUT_TABLE : OUT_SUMMARY;
-    if (!o->dry_run && !bm_cli_writable(g, "run", "changing balloons", "use --dry-run"))
+    int r;
+    if (!o->dry_run && (r = bm_cli_writable(g, "changing balloons", "use --dry-run")) < 0) {
+        bm_report("run", NULL, "%s", bm_error_detail(r));
         return BM_EXIT_USAGE;
+    }
     if ((o->textfile_dir || o->push_url) && !o->once) {
         bm_report("run", NULL, "--textfile and --push go with --once (the agent serves /metrics)");
         return BM_EXIT_USAGE;
@@ -367,7 +370,6 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         bm_report("run", NULL, "--once is required: the long-running loop is 'balloonmgr agent'");
         return BM_EXIT_USAGE;
     }
-    int r;
     if (o->push_url && (r = bm_push_check_url(o->push_url)) < 0) {
         char quoted[512];
         _cleanup_free_ char *shown = bm_push_redact_url(o->push_url);
@@ -396,19 +398,24 @@ static int run(BmGlobal *g, int argc, char **argv)
         bm_report("run", NULL, "policy '%s' has errors: nothing changed", o.policy_path);
         return BM_EXIT_USAGE;
     }
-    if (!bm_session_state_check("run", o.state_path, !o.dry_run) || !bm_session_proc_check("run", o.proc_dir))
-        return BM_EXIT_USAGE;
     /* one writer of the state file at a time: held until the run ends (a dry run never writes
      * it, so it reads an agent's state while that runs) */
     _cleanup_close_ int lock_fd = -1;
-    if (!o.dry_run && (ret = bm_session_state_lock("run", o.state_path, &lock_fd)) >= 0)
-        return ret;
+    int r;
+    if ((r = bm_session_state_check(o.state_path, !o.dry_run)) < 0 ||
+        (r = bm_session_proc_check(o.proc_dir)) < 0 ||
+        (!o.dry_run && (r = bm_session_state_lock(o.state_path, &lock_fd)) < 0)) {
+        bm_report("run", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
 
     BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
                           .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
-    if ((ret = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) >= 0)
-        return ret;
+    if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0) {
+        bm_report("run", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     if (bm_cli_connect(g, "run", o.dry_run, &conn) < 0)
         return BM_EXIT_FAILURE;

@@ -394,9 +394,12 @@ static int choose_sides(virDomainPtr dom, SetOptions *o)
 
 static int set_balloon(const BmGlobal *g, SetOptions *o)
 {
-    if (!bm_cli_writable(g, "set", "setting a balloon target", NULL))
-        return BM_EXIT_USAGE;
-    int ret = load_floor_policy(o);
+    int ret = bm_cli_writable(g, "setting a balloon target", NULL);
+    if (ret < 0) {
+        bm_report("set", NULL, "%s", bm_error_detail(ret));
+        return bm_exit_for(ret);
+    }
+    ret = load_floor_policy(o);
     if (ret >= 0)
         return ret;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;

@@ -443,34 +443,28 @@ static SgCell *probe_sg(virConnectPtr conn, const Shown *s, bool readonly, bool 
 
 /* The checks of status's options before anything is read: --output's columns, what goes
  * with --json, a --state (explicit_state, NULL when not given) and --proc that are what they
- * must be. Returns false after reporting (the caller exits BM_EXIT_USAGE). */
-static bool options_valid(const char *columns, bool json, bool raw, const char *explicit_state,
-                          const char *proc_dir)
+ * must be. Returns 0, or -EINVAL with the detail. */
+static int check_options(const char *columns, bool json, bool raw, const char *explicit_state,
+                         const char *proc_dir)
 {
     int r = columns ? check_columns(columns) : 0;
     if (r < 0) {
         char shown[256];
-        bm_report("status", NULL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
-                  bm_error_detail(r));
-        return false;
+        return bm_error(-EINVAL, "--output '%s': %s", bm_printable(columns, shown, sizeof(shown)),
+                        bm_error_detail(r));
     }
-    if (json && (raw || bytes_cells)) {
-        bm_report("status", NULL, "--raw and --bytes are for the table, not --json (sizes are bytes there)");
-        return false;
-    }
-    if (columns && json) {
-        bm_report("status", NULL, "--output is for the table, not --json");
-        return false;
-    }
+    if (json && (raw || bytes_cells))
+        return bm_error(-EINVAL, "--raw and --bytes are for the table, not --json (sizes are "
+                        "bytes there)");
+    if (columns && json)
+        return bm_error(-EINVAL, "--output is for the table, not --json");
     /* the same input, the same status as run and agent: a --state that is not a regular file
      * is bad input (exit 2) */
-    if (explicit_state && !bm_session_state_check("status", explicit_state, false))
-        return false;
+    if (explicit_state && (r = bm_session_state_check(explicit_state, false)) < 0)
+        return r;
     /* and a --proc that is not a directory with a regular meminfo, as for run ('' is no
      * directory: it read /meminfo) */
-    if (proc_dir && !bm_session_proc_check("status", proc_dir))
-        return false;
-    return true;
+    return bm_session_proc_check(proc_dir);
 }
 
 /* Prints the host line and the domains of s (with their SG cells sg) as JSON or as the
@@ -555,8 +549,11 @@ static int run(BmGlobal *g, int argc, char **argv)
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
-    if (!options_valid(columns, json, raw, state_explicit ? state_path : NULL, proc_dir))
-        return BM_EXIT_USAGE;
+    int r = check_options(columns, json, raw, state_explicit ? state_path : NULL, proc_dir);
+    if (r < 0) {
+        bm_report("status", NULL, "%s", bm_error_detail(r));
+        return bm_exit_for(r);
+    }
 
     /* the policy and the state file first, reported after the reading as before */
     _cleanup_(policy_clear) PolicyRead policy;
@@ -574,7 +571,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     /* one reading of the host and every domain and the policy's dry evaluation, as 'run --once
      * --dry-run' makes them: the host line counts every running domain, also when only some
      * are shown */
-    int r = bm_engine_evaluate(e);
+    r = bm_engine_evaluate(e);
     const BmSnapshot *all = bm_engine_snapshot(e);
     if (!all) {
         bm_report("status", NULL, "%s", bm_error_detail(r));

@@ -322,8 +322,10 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (ret >= 0)
         return ret;
     /* libvirt lets only read-write connections use the QEMU monitor */
-    if (!bm_cli_writable(g, "verify", "asking the QEMU monitor", "'status' works read-only"))
-        return BM_EXIT_USAGE;
+    if ((ret = bm_cli_writable(g, "asking the QEMU monitor", "'status' works read-only")) < 0) {
+        bm_report("verify", NULL, "%s", bm_error_detail(ret));
+        return bm_exit_for(ret);
+    }
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     if (bm_cli_connect(g, "verify", false, &conn) < 0)
         return BM_EXIT_FAILURE;

@@ -7,7 +7,7 @@
 /* The last failure: its code (negative errno, 0 for none) and its detail, kept together. */
 static _Thread_local struct {
     int code;
-    char detail[1024];
+    char detail[2048]; /* what bm_report() prints of a message, whole */
 } last;
 
 static int negative(int err)

@@ -18,13 +18,11 @@
 #include "state.h"
 #include "util.h"
 
-bool bm_session_state_check(const char *verb, const char *path, bool writes)
+int bm_session_state_check(const char *path, bool writes)
 {
     bm_error_reset();
-    if (!*path) {
-        bm_report(verb, NULL, "--state '': empty file name");
-        return false;
-    }
+    if (!*path)
+        return bm_error(-EINVAL, "--state '': empty file name");
     /* read: what the path leads to; written: the path itself (a link would be replaced) */
     int r = writes ? bm_file_check_replaceable(path) : 0;
     if (r >= 0) {
@@ -32,17 +30,16 @@ bool bm_session_state_check(const char *verb, const char *path, bool writes)
         r = fd >= 0 ? close(fd), 0 : fd;
     }
     if (!bm_file_not_regular(r))
-        return true; /* missing or unreadable: load reports it and starts fresh */
-    bm_report(verb, NULL, "state '%s': %s%s", path, bm_error_detail(r),
-              r == -ELOOP ? " (it would be replaced: give the path of the file itself)" : "");
-    return false;
+        return 0; /* missing or unreadable: load reports it and starts fresh */
+    return bm_error(-EINVAL, "state '%s': %s%s", path, bm_error_detail(r),
+                    r == -ELOOP ? " (it would be replaced: give the path of the file itself)" : "");
 }
 
-bool bm_session_proc_check(const char *verb, const char *proc_dir)
+int bm_session_proc_check(const char *proc_dir)
 {
     bm_error_reset();
     if (!proc_dir)
-        return true;
+        return 0;
     int r = *proc_dir ? bm_file_check_dir(proc_dir) : bm_error(-ENOENT, "empty directory name");
     if (r >= 0) {
         /* the files must be there and regular; what they say is the passes' business */
@@ -61,9 +58,8 @@ bool bm_session_proc_check(const char *verb, const char *proc_dir)
         }
     }
     if (r >= 0)
-        return true;
-    bm_report(verb, NULL, "--proc '%s': %s", proc_dir, bm_error_detail(r));
-    return false;
+        return 0;
+    return bm_error(-EINVAL, "--proc '%s': %s", proc_dir, bm_error_detail(r));
 }
 
 int bm_session_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l)
@@ -77,63 +73,65 @@ int bm_session_state_load(const char *verb, const char *path, bool dry_run, BmLe
     }
     int r = bm_state_load(path, l);
     if (r >= 0 || r == -ENOENT || r == -ENOTDIR) /* none yet: the first save creates it */
-        return -1;
+        return 0;
     bm_ledger_count_error(l, BM_ERR_STATE);
     char why[1024];
     snprintf(why, sizeof(why), "%s", bm_error_detail(r));
     if (r != -EINVAL && r != -EFBIG) { /* unreadable, not corrupt: the next save replaces it */
         bm_report(verb, NULL, "warning: state '%s': %s; starting fresh", path, why);
-        return -1;
+        return 0;
     }
     if (dry_run) {
         bm_report(verb, NULL, "warning: state '%s': %s; starting fresh (dry run: the file is "
                   "left as it is)", path, why);
-        return -1;
+        return 0;
     }
     _cleanup_free_ char *aside = NULL;
     int aside_r = bm_state_set_aside(path, &aside);
     if (aside_r == 0) {
         bm_report(verb, NULL, "warning: state '%s': %s; moved to '%s', starting fresh", path,
                   why, aside);
-        return -1;
+        return 0;
     }
     /* the next save would replace it: the corrupt file would be lost */
-    bm_report(verb, NULL, "state '%s': %s; cannot be moved aside (%s): left as it is, never "
-              "overwritten", path, why, bm_error_detail(aside_r));
-    return BM_EXIT_FAILURE;
+    return bm_error(-EIO, "state '%s': %s; cannot be moved aside (%s): left as it is, never "
+                    "overwritten", path, why, bm_error_detail(aside_r));
 }
 
-int bm_session_state_lock(const char *verb, const char *path, int *ret_fd)
+int bm_session_state_lock(const char *path, int *ret_fd)
 {
     bm_error_reset();
     int r = bm_state_lock(path, ret_fd);
     if (r >= 0)
-        return -1;
-    bm_report(verb, NULL, "state '%s': %s", path, bm_error_detail(r));
-    return r == -EBUSY ? BM_EXIT_BUSY : BM_EXIT_FAILURE;
+        return 0;
+    /* held: exit 4; any other reason (a missing directory too) a runtime error: exit 1 */
+    return bm_error(r == -EBUSY ? r : -EIO, "state '%s': %s", path, bm_error_detail(r));
 }
 
-bool bm_session_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
-                       uint64_t now_s)
+int bm_session_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
+                          uint64_t now_s)
 {
     bm_error_reset();
-    switch (bm_state_save_tracked(w, path, l, now_s)) {
+    BmSaveOutcome o = bm_state_save_tracked(w, path, l, now_s);
+    int r = bm_error_code() < 0 ? bm_error_code() : -EIO;
+    switch (o) {
     case BM_SAVE_OK:
-        return true;
+        return 0;
     case BM_SAVE_RECOVERED:
         bm_reportp(LOG_NOTICE, verb, NULL, "state '%s': saved again (%u attempt(s) had failed)", path,
                   w->failed_before);
-        return true;
+        return 0;
     case BM_SAVE_FAILED:
         bm_ledger_count_error(l, BM_ERR_STATE);
-        bm_report(verb, NULL, "state '%s': %s; retrying every pass, reported again when it "
-                  "works (counted in balloonmgr_errors_total{kind=\"state\"})", path, w->reported);
-        return false;
+        return bm_error(r, "state '%s': %s; retrying every pass, reported again when it "
+                        "works (counted in balloonmgr_errors_total{kind=\"state\"})", path,
+                        w->reported);
     case BM_SAVE_FAILED_QUIET:
         bm_ledger_count_error(l, BM_ERR_STATE);
-        return false;
+        bm_error_reset(); /* reported already: nothing to report again */
+        return r;
     }
-    return false;
+    return r;
 }
 
 int bm_session_policy_load(const char *path, bool explicit, BmPolicy **ret)

@@ -1,8 +1,9 @@
 /* The session of run --once and the agent: the policy, the state file (checked, locked, loaded
  * and saved), the spool of set --wait's changes, and the report of a pass's failures. The
  * timer's pass (once.c, through cmd-run.c) and the agent (agent.c) both start and keep one
- * through these steps; each reports under the verb's name and returns what cli.h's exit
- * convention says. */
+ * through these steps. A step that can fail returns -errno with its detail stored (error.h),
+ * the whole message the verb reports after "VERB: " (bm_report(), bm_exit_for()); what a step
+ * goes on after (a warning, a notice) it logs itself under the verb's name. */
 #pragma once
 
 #include <stdbool.h>
@@ -14,38 +15,40 @@
 #include "policy.h"
 #include "state.h"
 
-/* Checks --state before anything is done: refused, with one line naming it and what it is,
- * when it is empty or not a regular file (a directory, FIFO, device or socket, or, when it
- * will be written, a symbolic link: it would be replaced). A missing or unreadable file is
- * left to bm_session_state_load(). Returns false after the report (the caller exits
- * BM_EXIT_USAGE). */
-bool bm_session_state_check(const char *verb, const char *path, bool writes);
+/* Checks --state before anything is done: refused when it is empty or not a regular file (a
+ * directory, FIFO, device or socket, or, when it will be written, a symbolic link: it would be
+ * replaced). A missing or unreadable file is left to bm_session_state_load(). Returns 0, or
+ * -EINVAL with the detail "state 'PATH': REASON" ("--state '': empty file name"). */
+int bm_session_state_check(const char *path, bool writes);
 
 /* Checks --proc DIR (NULL: nothing to check) before anything is done: a directory with a
  * readable regular meminfo of at most BM_HOSTMEM_FILE_MAX_BYTES, and a pressure/memory that is
- * missing or a regular file (what they say is checked by every pass). Returns false after reporting "--proc 'DIR': REASON"
- * (the caller exits BM_EXIT_USAGE). */
-bool bm_session_proc_check(const char *verb, const char *proc_dir);
+ * missing or a regular file (what they say is checked by every pass). Returns 0, or -EINVAL
+ * with the detail "--proc 'DIR': REASON". */
+int bm_session_proc_check(const char *proc_dir);
 
 /* The state file at the start of run or agent: removes temporary files of interrupted writes
  * (unless dry_run), then loads path into the ledger l (initialised). A missing file is a fresh
  * start; an unreadable or corrupt one is reported as a warning naming the file and the reason,
  * a corrupt one is moved aside (bm_state_set_aside(), unless dry_run), and counted in l's
- * state errors. Returns -1 to go on (l loaded, or empty to start fresh), or BM_EXIT_FAILURE
- * after reporting when a corrupt file cannot be moved aside: a save would replace it. */
+ * state errors. Returns 0 (l loaded, or empty to start fresh), or -EIO with the detail "state
+ * 'PATH': REASON; cannot be moved aside (...)..." when a corrupt file cannot be moved aside: a
+ * save would replace it. */
 int bm_session_state_load(const char *verb, const char *path, bool dry_run, BmLedger *l);
 
-/* The lock of the state file, for a run or agent that writes it: returns -1 (go on) with
- * the locked descriptor in *ret_fd (-1 when the directory cannot be written: the save
- * reports it), or an exit status after reporting "VERB: state 'PATH': in use by PID N (...)"
- * (BM_EXIT_BUSY) or why it cannot be locked (BM_EXIT_FAILURE). */
-int bm_session_state_lock(const char *verb, const char *path, int *ret_fd);
+/* The lock of the state file, for a run or agent that writes it: returns 0 with the locked
+ * descriptor in *ret_fd (-1 when the directory cannot be written: the save reports it), or
+ * -EBUSY with the detail "state 'PATH': in use by PID N (...)", or -EIO with why it cannot be
+ * locked ("state 'PATH': REASON"). */
+int bm_session_state_lock(const char *path, int *ret_fd);
 
-/* One save of the agent, with w: the first failure and a failure for another reason are
- * reported, later ones only counted (l's state errors, as every failure), and the first
- * success after failures is reported. Returns whether it saved. */
-bool bm_session_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
-                       uint64_t now_s);
+/* One save of the agent, with w; the first success after failures is logged (a notice under
+ * verb). Returns 0 when it saved, or the save's -errno, counted in l's state errors: with the
+ * detail to report ("state 'PATH': REASON; retrying every pass, ...") for the first failure
+ * and one for another reason, with no detail stored (bm_error_code() is not r) for a failure
+ * again for the same reason, which is only counted. */
+int bm_session_state_save(const char *verb, BmStateWriter *w, const char *path, BmLedger *l,
+                          uint64_t now_s);
 
 /* The policy of run and agent: path, or the built-in defaults when path is the default one
  * (not explicit) and does not exist (bm_policy_load_or_default()). Returns 0 and *ret, or
