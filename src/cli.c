@@ -132,7 +132,7 @@ void bm_verb_usage(const BmVerb *v, FILE *f)
         fputs(v->help_after, f);
 }
 
-void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c)
+int bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c)
 {
     char name[256], shown[256], see[64];
     const char *verb = v ? v->name : NULL;
@@ -141,10 +141,8 @@ void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs,
     if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
         /* a short option: getopt names it in optopt */
         if (c == ':')
-            bm_report(verb, NULL, "option '-%c' needs an argument (%s)", optopt, see);
-        else
-            bm_report(verb, NULL, "unknown option '-%c' (%s)", isprint(optopt) ? optopt : '?', see);
-        return;
+            return bm_error(-EINVAL, "option '-%c' needs an argument (%s)", optopt, see);
+        return bm_error(-EINVAL, "unknown option '-%c' (%s)", isprint(optopt) ? optopt : '?', see);
     }
     size_t len = strcspn(arg + 2, "=");
     size_t n_match = 0, exact = SIZE_MAX;
@@ -162,13 +160,12 @@ void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs,
     snprintf(name, sizeof(name), "--%.*s", (int)(len < 200 ? len : 200), arg + 2);
     bm_printable(name, shown, sizeof(shown));
     if (c == ':')
-        bm_report(verb, NULL, "option '%s' needs an argument (%s)", shown, see);
-    else if (exact == SIZE_MAX && n_match > 1)
-        bm_report(verb, NULL, "option '%s' is ambiguous: %s (%s)", shown, matches, see);
-    else if (n_match >= 1 && arg[2 + len] == '=')
-        bm_report(verb, NULL, "option '%s' takes no argument (%s)", shown, see);
-    else
-        bm_report(verb, NULL, "unknown option '%s' (%s)", shown, see);
+        return bm_error(-EINVAL, "option '%s' needs an argument (%s)", shown, see);
+    if (exact == SIZE_MAX && n_match > 1)
+        return bm_error(-EINVAL, "option '%s' is ambiguous: %s (%s)", shown, matches, see);
+    if (n_match >= 1 && arg[2 + len] == '=')
+        return bm_error(-EINVAL, "option '%s' takes no argument (%s)", shown, see);
+    return bm_error(-EINVAL, "unknown option '%s' (%s)", shown, see);
 }
 
 int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv)
@@ -195,7 +192,7 @@ int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv)
         switch (c) {
         case 'c':
             if (!*optarg) {
-                bm_report(v->name, NULL, "-c '': empty URI (leave -c out for libvirt's default)");
+                bm_error(-EINVAL, "-c '': empty URI (leave -c out for libvirt's default)");
                 return '?';
             }
             g->uri = optarg;
@@ -211,7 +208,7 @@ int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv)
         case '?':
         case ':':
             bm_cli_bad_option(v, argv, all, c);
-            return '?';
+            return '?'; /* its detail stored */
         default:
             return c;
         }

@@ -117,9 +117,9 @@ int bm_exit_for(int r);
 /* getopt_long() for verb v's options (v->options): returns the val of the next of them, or
  * -1 at the end. The global options -c/--connect URI and -r/--readonly (-r only when the verb
  * has no -r of its own: verify's --require), anywhere among the verb's arguments, are applied
- * to g and not returned. An unknown option, an ambiguous abbreviation, a missing or an
- * unexpected argument is reported in one line naming it and "see 'balloonmgr VERB --help'",
- * and '?' is returned (the verb exits BM_EXIT_USAGE). */
+ * to g and not returned. For an unknown option, an ambiguous abbreviation, a missing or an
+ * unexpected argument (or an empty -c) it returns '?' with -EINVAL's detail stored: one line
+ * naming it and "see 'balloonmgr VERB --help'" (the verb reports it, exit BM_EXIT_USAGE). */
 int bm_cli_getopt(BmGlobal *g, const BmVerb *v, int argc, char **argv);
 
 /* getopt_long()'s tables for the options defs (BM_OPTDEF_END last): at most n_longs - 1 rows
@@ -131,10 +131,10 @@ void bm_cli_getopt_tables(const BmOptDef *defs, const char *prefix, struct optio
 /* Prints the --help lines of the options defs, their texts from column help_column. */
 void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f);
 
-/* Reports a bad option of the global options before the verb (verb NULL) or of verb v in one
- * line, after getopt_long() returned c ('?' or ':', with opterr 0 and a ':' first in its
- * shorts). */
-void bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c);
+/* A bad option of the global options before the verb (v NULL) or of verb v, after
+ * getopt_long() returned c ('?' or ':', with opterr 0 and a ':' first in its shorts): returns
+ * -EINVAL with the detail, one line naming it. */
+int bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c);
 
 /* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS", its summary, its options from its
  * table and its help_after) to f. */

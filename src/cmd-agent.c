@@ -2,11 +2,13 @@
  * [--proc DIR]: policy passes every interval plus /metrics (TLS and basic auth from the web
  * config), keeping the timer's state file. This is the verb: its options and help; the
  * running agent is agent.c. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 
 #include "agent.h"
 #include "cli.h"
+#include "error.h"
 #include "http.h"
 #include "state.h"
 
@@ -64,7 +66,9 @@ static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
         case BM_OPT_DRY_RUN: o->dry_run = true; break;
         case 'D': o->no_libvirt_duplicates = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_agent, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("agent", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     if (optind < argc) {

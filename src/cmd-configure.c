@@ -166,7 +166,9 @@ static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
         case 'C': o->config = true; break;
         case 'P': o->probe = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_configure, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("configure", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
         if (r < 0)
             return BM_EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* balloonmgr list [--all] [--id|--uuid]: domain names (or IDs, UUIDs), one per line (for
  * scripts and bash completion). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 
@@ -26,7 +27,9 @@ static int run(BmGlobal *g, int argc, char **argv)
         case 'I': key = BM_KEY_ID; break;
         case 'U': key = BM_KEY_UUID; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_list, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("list", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     if (optind < argc) {

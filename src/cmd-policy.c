@@ -1,5 +1,6 @@
 /* balloonmgr policy check [--host] [--proc DIR] FILE...: parse policy files, list every error,
  * and warn about sizes that are likely misread (bare KiB) or absurd against this host. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,9 @@ static int run(BmGlobal *g, int argc, char **argv)
         case OPT_HOST: host = true; break;
         case BM_OPT_PROC: proc_dir = optarg; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_policy, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("policy", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     if (optind >= argc || strcmp(argv[optind], "check") != 0) {

@@ -344,7 +344,9 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         case 'T': o->table = true; break;
         case 'q': o->quiet = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("run", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     if (optind < argc) {

@@ -155,7 +155,9 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
         case 'C': o->config = true; break;
         case 'K': o->current = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_set, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("set", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     /* virsh setmem's rules */

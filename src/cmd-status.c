@@ -545,7 +545,9 @@ static int run(BmGlobal *g, int argc, char **argv)
         case 'b': bytes_cells = true; break;
         case OPT_RAW: raw = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("status", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;

@@ -234,7 +234,9 @@ static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
         }
         case BM_OPT_JSON: o->json = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_verify, stdout); return BM_EXIT_OK;
-        default: return BM_EXIT_USAGE; /* reported */
+        default: /* bm_cli_getopt() stored why */
+            bm_report("verify", NULL, "%s", bm_error_detail(-EINVAL));
+            return BM_EXIT_USAGE;
         }
     }
     return -1;

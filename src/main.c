@@ -79,7 +79,9 @@ static int run_main(int argc, char **argv)
         case BM_OPT_PROC: proc_dir = optarg; break;
         case BM_OPT_HELP: usage(stdout); return BM_EXIT_OK;
         case 'V': puts("balloonmgr " BM_VERSION); return BM_EXIT_OK;
-        default: bm_cli_bad_option(NULL, argv, opts, c); return BM_EXIT_USAGE;
+        default:
+            bm_report(NULL, NULL, "%s", bm_error_detail(bm_cli_bad_option(NULL, argv, opts, c)));
+            return BM_EXIT_USAGE;
         }
     }
     if (optind >= argc) {
