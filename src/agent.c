@@ -511,51 +511,39 @@ static int block_signals(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-/* The policy, the web config and the /metrics server. Returns -1 to go on, or the exit
- * status. */
+/* The policy, the web config and the /metrics server. Returns 0 to go on, or -errno with the
+ * detail the agent reports (-EINVAL: bad usage). */
 static int start_serving(Agent *a)
 {
     const BmAgentOptions *o = a->o;
-    if (bm_session_policy_load(o->policy_path, o->policy_explicit, &a->policy) < 0) {
-        bm_report("agent", NULL, "policy '%s' has errors", o->policy_path);
-        return BM_EXIT_USAGE;
-    }
+    if (bm_session_policy_load(o->policy_path, o->policy_explicit, &a->policy) < 0)
+        return bm_error(-EINVAL, "policy '%s' has errors", o->policy_path);
     _cleanup_(bm_webconfig_freep) BmWebConfig *wc = NULL;
-    if (o->web_config && load_web_config(o->web_config, &wc) < 0) {
-        bm_report("agent", NULL, "web config '%s' has errors", o->web_config);
-        return BM_EXIT_USAGE;
-    }
+    if (o->web_config && load_web_config(o->web_config, &wc) < 0)
+        return bm_error(-EINVAL, "web config '%s' has errors", o->web_config);
     /* a dry run reads the state but never writes it; monitoring only neither reads the
      * policy agent's state (its counters are not this agent's) unless told to, nor writes */
     bool writes = !o->dry_run && !o->monitor_only, reads = !o->monitor_only || o->state_explicit;
     int r;
     if ((reads && (r = bm_session_state_check(o->state_path, writes)) < 0) ||
-        (r = bm_session_proc_check(o->proc_dir)) < 0) {
-        bm_report("agent", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+        (r = bm_session_proc_check(o->proc_dir)) < 0)
+        return r;
     a->state_path = writes ? o->state_path : NULL;
     /* a bad --listen is bad usage whatever the lock would say */
     BmListenAddrs addrs_checked;
     bm_error_reset();
     r = bm_http_resolve_listen(o->listen, &addrs_checked);
-    if (r < 0) {
-        bm_report("agent", NULL, "%s", bm_error_detail(bm_error_prefix(r, "--listen '%s'", o->listen)));
-        return BM_EXIT_USAGE;
-    }
+    if (r < 0)
+        return bm_error(-EINVAL, "--listen '%s': %s", o->listen, bm_error_detail(r));
     /* one writer of the state file at a time, for the agent's life (before serving: a second
      * agent on the same state never starts) */
-    if (writes && (r = bm_session_state_lock(o->state_path, &a->state_lock_fd)) < 0) {
-        bm_report("agent", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if (writes && (r = bm_session_state_lock(o->state_path, &a->state_lock_fd)) < 0)
+        return r;
     a->signal_fd = block_signals();
     bm_error_reset();
     r = bm_http_start(o->listen, wc, &a->http);
-    if (r < 0) {
-        bm_report("agent", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if (r < 0)
+        return r;
     a->web_tls = wc && wc->tls;
     a->web_auth = wc && wc->n_users > 0;
     char web[96], addrs[BM_HTTP_LISTEN_MAX * 56];
@@ -565,7 +553,7 @@ static int start_serving(Agent *a)
             a->state_path ? a->state_path : "not written",
             o->monitor_only ? ", monitoring only (read-only connection, no changes)"
             : o->dry_run    ? ", dry run (no changes)" : "");
-    return -1;
+    return 0;
 }
 
 /* The engine, with the state file's ledger. */
@@ -644,6 +632,8 @@ int bm_agent_run(const BmAgentOptions *o)
     tune_malloc();
     int ret = start_serving(&a);
     if (ret < 0) {
+        ret = bm_report_failure("agent", NULL, ret);
+    } else {
         virEventRegisterDefaultImpl();
         start_engine(&a);
         add_jobs(&a);

@@ -49,13 +49,27 @@ void bm_reportp(int prio, const char *verb, const char *object, const char *fmt,
     va_end(ap);
 }
 
+int bm_report_failure(const char *verb, const char *object, int r)
+{
+    bm_report(verb, object, "%s", bm_error_detail(r));
+    return bm_exit_for(r);
+}
+
+int bm_as_failure(int r)
+{
+    if (r >= 0 || bm_exit_for(r) == BM_EXIT_FAILURE)
+        return r;
+    return bm_error(-EIO, "%s", bm_error_detail(r));
+}
+
 int bm_exit_for(int r)
 {
     switch (r) {
     case -ENOENT:
     case -EINVAL:
     case -ERANGE: return BM_EXIT_USAGE;
-    case -ENOPROTOOPT: return BM_EXIT_UNMET;
+    case -ENOPROTOOPT:
+    case -ETIME: return BM_EXIT_UNMET;
     case -EBUSY: return BM_EXIT_BUSY;
     default: return BM_EXIT_FAILURE;
     }
@@ -263,13 +277,10 @@ int bm_cli_writable(const BmGlobal *g, const char *what, const char *hint)
                     hint ? "; " : "", hint ? hint : "");
 }
 
-int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret)
+int bm_cli_connect(const BmGlobal *g, bool readonly, virConnectPtr *ret)
 {
     bm_error_reset();
-    int r = bm_conn_open(g->uri, readonly, ret);
-    if (r < 0)
-        bm_report(verb, NULL, "%s", bm_error_detail(r));
-    return r;
+    return bm_as_failure(bm_conn_open(g->uri, readonly, ret));
 }
 
 static int stdout_errno;

@@ -107,9 +107,18 @@ void bm_report(const char *verb, const char *object, const char *fmt, ...)
 void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Reports the failure r (-errno) of a verb's step once, under verb and object: bm_report() of
+ * its detail (bm_error_detail()). Returns its exit status, bm_exit_for(r). */
+int bm_report_failure(const char *verb, const char *object, int r);
+
+/* r (-errno, its detail stored) as a runtime failure, for a step that exits BM_EXIT_FAILURE
+ * whatever its cause: r when bm_exit_for(r) gives that, else -EIO with r's detail. */
+int bm_as_failure(int r);
+
 /* The exit status for a failure r (-errno, its detail reported): BM_EXIT_USAGE for -ENOENT (no
- * such domain), -EINVAL and -ERANGE (bad usage or input), BM_EXIT_UNMET for -ENOPROTOOPT (a
- * requirement not met: a device property QEMU lacks), BM_EXIT_BUSY for -EBUSY (the state
+ * such domain), -EINVAL and -ERANGE (bad usage or input), BM_EXIT_UNMET for -ENOPROTOOPT and -ETIME
+ * (a requirement not met: a feature or device property missing; a wait that timed out or
+ * stalled), BM_EXIT_BUSY for -EBUSY (the state
  * file's lock is held), BM_EXIT_FAILURE otherwise. A step whose failure means another status
  * than its cause's errno gives stores its detail with the errno that does (bm_error()). */
 int bm_exit_for(int r);
@@ -154,9 +163,10 @@ int bm_cli_writable(const BmGlobal *g, const char *what, const char *hint);
 /* Parses a whole number of seconds (0 .. max_s) from an option. Returns 0 or -EINVAL. */
 int bm_cli_parse_seconds(const char *s, unsigned max_s, unsigned *ret_s);
 
-/* Opens the connection of the global options (read-only when asked); when it fails, reports
- * "VERB: REASON" and returns its -errno. */
-int bm_cli_connect(const BmGlobal *g, const char *verb, bool readonly, virConnectPtr *ret);
+/* Opens the connection of the global options (read-only when asked). Returns 0, or -errno with
+ * the reason as its detail, an errno bm_exit_for() makes BM_EXIT_FAILURE (-EIO when libvirt's
+ * would say otherwise): a connection that cannot be opened is a runtime failure. */
+int bm_cli_connect(const BmGlobal *g, bool readonly, virConnectPtr *ret);
 
 /* fflush(stdout), keeping the errno of the first write to it that failed (a closed pipe:
  * EPIPE, with SIGPIPE ignored) for the report at the exit, which fclose() alone would lose

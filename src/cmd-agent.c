@@ -52,7 +52,7 @@ static const char help_after[] =
     "\nSignals: SIGHUP reloads the policy and the web config (a bad one is reported, the last\n"
     "good one kept); SIGTERM and SIGINT stop the agent.\n";
 
-/* The options. Returns -1 to go on, or the exit status. */
+/* The options. Returns 0 to go on, 1 after printing --help, or -EINVAL with the detail. */
 static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
 {
     int c;
@@ -65,26 +65,22 @@ static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
         case BM_OPT_PROC: o->proc_dir = optarg; break;
         case BM_OPT_DRY_RUN: o->dry_run = true; break;
         case 'D': o->no_libvirt_duplicates = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_agent, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("agent", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_agent, stdout); return 1;
+        default: return -EINVAL; /* bm_cli_getopt() stored why */
         }
     }
-    if (optind < argc) {
-        bm_report("agent", NULL, "unexpected argument '%s'", argv[optind]);
-        return BM_EXIT_USAGE;
-    }
-    return -1;
+    if (optind < argc)
+        return bm_error(-EINVAL, "unexpected argument '%s'", argv[optind]);
+    return 0;
 }
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
     BmAgentOptions o = {.policy_path = DEFAULT_POLICY, .listen = BM_HTTP_DEFAULT_LISTEN,
                         .state_path = BM_STATE_DEFAULT_PATH, .proc_dir = g->proc_dir};
-    int ret = parse_options(g, argc, argv, &o);
-    if (ret >= 0)
-        return ret;
+    int r = parse_options(g, argc, argv, &o);
+    if (r != 0)
+        return r > 0 ? BM_EXIT_OK : bm_report_failure("agent", NULL, r);
     o.uri = g->uri;
     o.monitor_only = g->readonly; /* -r also after the verb */
     return bm_agent_run(&o);

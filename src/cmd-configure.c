@@ -56,9 +56,8 @@ static int parse_onoff(const char *opt, const char *v, BmTristate *ret)
         *ret = BM_TRI_OFF;
     else {
         char buf[128];
-        bm_report("configure", NULL, "--%s '%s': expected on or off", opt,
-                  bm_printable(v, buf, sizeof(buf)));
-        return -EINVAL;
+        return bm_error(-EINVAL, "--%s '%s': expected on or off", opt,
+                        bm_printable(v, buf, sizeof(buf)));
     }
     return 0;
 }
@@ -143,7 +142,8 @@ typedef struct {
     bool active, persistent, period_live, period_config;
 } Configure;
 
-/* The options, checked. Returns -1 to go on, or the exit status. */
+/* The options, checked. Returns 0 to go on, 1 after printing --help, or -EINVAL with the
+ * detail (reported naming o->name once it is known). */
 static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
 {
     BmBalloonEdit *edit = &o->edit;
@@ -157,90 +157,71 @@ static int parse_options(BmGlobal *g, int argc, char **argv, Configure *o)
         case 'a': r = parse_onoff("autodeflate", optarg, &edit->autodeflate); break;
         case 'f': r = parse_onoff("free-page-reporting", optarg, &edit->free_page_reporting); break;
         case 'p':
-            if ((r = bm_cli_parse_seconds(optarg, 86400, &v)) < 0)
-                bm_report("configure", NULL, "--stats-period '%s': expected seconds from 0 to 86400",
-                          optarg);
+            if (bm_cli_parse_seconds(optarg, 86400, &v) < 0)
+                r = bm_error(-EINVAL, "--stats-period '%s': expected seconds from 0 to 86400",
+                             optarg);
             o->period = (int)v;
             break;
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'P': o->probe = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_configure, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("configure", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_configure, stdout); return 1;
+        default: return -EINVAL; /* bm_cli_getopt() stored why */
         }
         if (r < 0)
-            return BM_EXIT_USAGE;
+            return r;
     }
-    if (argc - optind != 1) {
-        bm_report("configure", NULL, "expected one DOMAIN (see 'balloonmgr configure --help')");
-        return BM_EXIT_USAGE;
-    }
+    if (argc - optind != 1)
+        return bm_error(-EINVAL, "expected one DOMAIN (see 'balloonmgr configure --help')");
     o->name = argv[optind];
     o->device = edit->sg != BM_TRI_UNSET || edit->ioeventfd != BM_TRI_UNSET ||
                 edit->autodeflate != BM_TRI_UNSET || edit->free_page_reporting != BM_TRI_UNSET;
-    if (!o->device && o->period < 0) {
-        bm_report("configure", o->name, "nothing to change: give at least one setting");
-        return BM_EXIT_USAGE;
-    }
-    if (o->device && o->live && !o->config) {
-        bm_report("configure", o->name, "device settings cannot change live: they apply on the next "
-                  "start (use --config or neither)");
-        return BM_EXIT_USAGE;
-    }
-    return -1;
+    if (!o->device && o->period < 0)
+        return bm_error(-EINVAL, "nothing to change: give at least one setting");
+    if (o->device && o->live && !o->config)
+        return bm_error(-EINVAL, "device settings cannot change live: they apply on the next "
+                        "start (use --config or neither)");
+    return 0;
 }
 
-/* The domain, and which of its sides the settings change. Returns -1 to go on, or the exit
- * status. */
-static int open_domain(const BmGlobal *g, Configure *o)
+/* The domain on o->conn, and which of its sides the settings change. Returns 0, or -errno
+ * with the detail (-ESRCH, libvirt's "operation invalid" in conn.c: not running, transient). */
+static int open_domain(Configure *o)
 {
     int r;
-    if (bm_cli_connect(g, "configure", false, &o->conn) < 0)
-        return BM_EXIT_FAILURE;
     if ((r = bm_conn_lookup(o->conn, o->name, &o->dom)) < 0 ||
-        (r = bm_conn_domain_state(o->dom, &o->active, &o->persistent)) < 0) {
-        bm_report("configure", o->name, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+        (r = bm_conn_domain_state(o->dom, &o->active, &o->persistent)) < 0)
+        return r;
     o->name = virDomainGetName(o->dom); /* given as an ID or UUID: its name from here on */
     o->period_live = o->period >= 0 && (o->live || (!o->config && o->active));
     o->period_config = o->period >= 0 && (o->config || (!o->live && o->persistent));
-    if (o->period_live && !o->active) {
-        bm_report("configure", o->name, "--live: domain is not running");
-        return BM_EXIT_FAILURE;
-    }
-    if ((o->device || o->period_config) && !o->persistent) {
-        bm_report("configure", o->name, "domain is transient: it has no persistent definition to change");
-        return BM_EXIT_FAILURE;
-    }
+    if (o->period_live && !o->active)
+        return bm_error(-ESRCH, "--live: domain is not running");
+    if ((o->device || o->period_config) && !o->persistent)
+        return bm_error(-ESRCH, "domain is transient: it has no persistent definition to change");
     /* the stats period needs a balloon (libvirt says so only after the device changes) */
     if (o->period >= 0) {
         _cleanup_free_ char *cur_xml = NULL;
         BmBalloonConfig cur;
         if (bm_conn_domain_xml(o->dom, !o->period_live, &cur_xml) >= 0 &&
-            bm_domxml_parse_balloon(cur_xml, &cur) >= 0 && strcmp(cur.model, "none") == 0) {
-            bm_report("configure", o->name, "--stats-period: memballoon model is 'none': the domain "
-                      "has no balloon");
-            return BM_EXIT_USAGE;
-        }
+            bm_domxml_parse_balloon(cur_xml, &cur) >= 0 && strcmp(cur.model, "none") == 0)
+            return bm_error(-EINVAL, "--stats-period: memballoon model is 'none': the domain "
+                            "has no balloon");
     }
-    return -1;
+    return 0;
 }
 
-/* Step 1: the new definition, and what it needs checked: nothing is changed yet. Returns -1 to
- * go on, or the exit status. */
+/* Step 1: the new definition, and what it needs checked: nothing is changed yet. Returns 0, or
+ * -errno with the detail: -EINVAL for a definition the change does not fit, -ENOPROTOOPT when
+ * QEMU lacks a property set (or has none), else a runtime failure. */
 static int prepare_device(const Configure *o, char **ret_new_xml, char **ret_changes)
 {
     _cleanup_free_ char *xml = NULL;
     BmBalloonConfig cfg;
     int r;
     if ((r = bm_conn_domain_xml(o->dom, true, &xml)) < 0 || (r = bm_domxml_parse_balloon(xml, &cfg)) < 0 ||
-        (r = bm_domxml_edit_balloon(xml, &o->edit, ret_new_xml, ret_changes)) < 0) {
-        bm_report("configure", o->name, "%s", bm_error_detail(r));
-        return r == -EINVAL ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
-    }
+        (r = bm_domxml_edit_balloon(xml, &o->edit, ret_new_xml, ret_changes)) < 0)
+        return r == -EINVAL ? r : bm_as_failure(r);
     const char *props[] = {o->edit.sg != BM_TRI_UNSET ? "sg" : NULL,
                            o->edit.ioeventfd != BM_TRI_UNSET ? "ioeventfd" : NULL};
     _cleanup_free_ char *emulator = NULL;
@@ -250,40 +231,40 @@ static int prepare_device(const Configure *o, char **ret_new_xml, char **ret_cha
         if (!emulator && (r = bm_domxml_emulator(xml, &emulator)) < 0) {
             /* a driver without QEMU (the test driver): there is no device property to set */
             const char *type = virConnectGetType(o->conn);
-            bm_report("configure", o->name, "--%s is a QEMU device property and this domain "
-                      "has no QEMU (libvirt driver '%s': %s); nothing changed", props[i],
-                      type ? type : "unknown", bm_error_detail(r));
-            return BM_EXIT_UNMET;
+            return bm_error(-ENOPROTOOPT, "--%s is a QEMU device property and this domain "
+                            "has no QEMU (libvirt driver '%s': %s); nothing changed", props[i],
+                            type ? type : "unknown", bm_error_detail(r));
         }
         r = check_property(o->probe, o->conn, o->dom, o->active, emulator, qemu_type(cfg.model), props[i]);
         if (r < 0) {
-            bm_report("configure", o->name, "--%s: %s", props[i], bm_error_detail(r));
-            return r == -ENOTSUP ? BM_EXIT_UNMET : BM_EXIT_FAILURE;
+            r = bm_error_prefix(r, "--%s", props[i]);
+            return r == -ENOTSUP ? bm_error(-ENOPROTOOPT, "%s", bm_error_detail(r)) : bm_as_failure(r);
         }
     }
-    return -1;
+    return 0;
 }
 
-/* Step 2: the persistent definition, in one call. Returns -1 to go on, or the exit status. */
+/* Step 2: the persistent definition, in one call. Returns 0, or -errno with the detail (a
+ * runtime failure). */
 static int define(const Configure *o, const char *new_xml, char *changes)
 {
     _cleanup_free_ char *name = bm_escape_name(o->name); /* one line each, as list prints it */
     if (!changes || !*changes) {
         if (o->device)
             printf("%s: device settings already as requested\n", name);
-        return -1;
+        return 0;
     }
     int r = bm_conn_define(o->conn, new_xml);
     if (r < 0) {
-        bm_report("configure", o->name, "%s; nothing changed", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
+        r = bm_as_failure(r);
+        return bm_error(r, "%s; nothing changed", bm_error_detail(r));
     }
     for (char *save = NULL, *l = strtok_r(changes, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
         printf("%s: %s (persistent; applies on the next start)\n", name, l);
-    return -1;
+    return 0;
 }
 
-/* Step 3: the stats period. Returns the exit status. */
+/* Step 3: the stats period. Returns 0, or -errno with the detail (a runtime failure). */
 static int set_period(const Configure *o, bool device_changed)
 {
     _cleanup_free_ char *cur_xml = NULL;
@@ -292,9 +273,9 @@ static int set_period(const Configure *o, bool device_changed)
         bm_domxml_parse_balloon(cur_xml, &cur);
     int r = bm_balloon_set_stats_period(o->dom, o->period, o->period_live, o->period_config);
     if (r < 0) {
-        bm_report("configure", o->name, "%s%s", bm_error_detail(r),
-                  device_changed ? " (the device settings above were changed)" : "");
-        return BM_EXIT_FAILURE;
+        r = bm_as_failure(r);
+        return bm_error(r, "%s%s", bm_error_detail(r),
+                        device_changed ? " (the device settings above were changed)" : "");
     }
     char old[32] = "unknown";
     if (cur.stats_period_s >= 0)
@@ -302,32 +283,32 @@ static int set_period(const Configure *o, bool device_changed)
     _cleanup_free_ char *name = bm_escape_name(o->name);
     printf("%s: stats period: %s -> %d s (%s)\n", name, old, o->period,
            o->period_live && o->period_config ? "live and persistent" : o->period_live ? "live" : "persistent");
-    return BM_EXIT_OK;
+    return 0;
 }
 
+/* The steps, each failure reported here, once: the domain's named from the lookup on. Returns
+ * the exit status. */
 static int configure(const BmGlobal *g, Configure *o)
 {
-    int ret = bm_cli_writable(g, "changing a domain", NULL);
-    if (ret < 0) {
-        bm_report("configure", NULL, "%s", bm_error_detail(ret));
-        return bm_exit_for(ret);
-    }
-    ret = open_domain(g, o);
-    if (ret >= 0)
-        return ret;
+    int r;
+    if ((r = bm_cli_writable(g, "changing a domain", NULL)) < 0 ||
+        (r = bm_cli_connect(g, false, &o->conn)) < 0)
+        return bm_report_failure("configure", NULL, r);
     _cleanup_free_ char *new_xml = NULL, *changes = NULL;
-    if (o->device && (ret = prepare_device(o, &new_xml, &changes)) >= 0)
-        return ret;
-    if ((ret = define(o, new_xml, changes)) >= 0)
-        return ret;
-    return o->period >= 0 ? set_period(o, changes && *changes) : BM_EXIT_OK;
+    if ((r = open_domain(o)) < 0 || (o->device && (r = prepare_device(o, &new_xml, &changes)) < 0) ||
+        (r = define(o, new_xml, changes)) < 0 ||
+        (o->period >= 0 && (r = set_period(o, changes && *changes)) < 0))
+        return bm_report_failure("configure", o->name, r);
+    return BM_EXIT_OK;
 }
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
     Configure o = {.edit = {BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET, BM_TRI_UNSET}, .period = -1};
     int ret = parse_options(g, argc, argv, &o);
-    if (ret < 0)
+    if (ret != 0) /* the options' failures before DOMAIN name none */
+        ret = ret > 0 ? BM_EXIT_OK : bm_report_failure("configure", o.name, ret);
+    else
         ret = configure(g, &o);
     if (o.dom)
         virDomainFree(o.dom);

@@ -27,25 +27,21 @@ static int run(BmGlobal *g, int argc, char **argv)
         case 'I': key = BM_KEY_ID; break;
         case 'U': key = BM_KEY_UUID; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_list, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("list", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        default: return bm_report_failure("list", NULL, -EINVAL); /* bm_cli_getopt()'s */
         }
     }
-    if (optind < argc) {
-        bm_report("list", NULL, "unexpected argument '%s'", argv[optind]);
-        return BM_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return bm_report_failure("list", NULL,
+                                 bm_error(-EINVAL, "unexpected argument '%s'", argv[optind]));
 
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    if (bm_cli_connect(g, "list", true, &conn) < 0)
-        return BM_EXIT_FAILURE;
+    int r = bm_cli_connect(g, true, &conn);
+    if (r < 0)
+        return bm_report_failure("list", NULL, r);
     _cleanup_(bm_strv_freep) char **names = NULL;
-    int r = bm_conn_list_keys(conn, all, key, &names);
-    if (r < 0) {
-        bm_report("list", NULL, "%s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
-    }
+    r = bm_conn_list_keys(conn, all, key, &names);
+    if (r < 0)
+        return bm_report_failure("list", NULL, bm_as_failure(r));
     /* one name a line: control characters (a newline in a name would make two) and bytes
      * that are not UTF-8 as \xNN, as the other verbs show names */
     for (size_t i = 0; names[i]; i++) {

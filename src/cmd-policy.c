@@ -37,7 +37,7 @@ static const char help_after[] =
     "below MemTotal.\n";
 
 /* The host of --host: MemTotal and every domain's maximum; *ret_snap holds the names. Returns
- * 0, or -1 when the domains cannot be read (reported). */
+ * 0, or -errno with the detail when the domains cannot be read (a runtime failure). */
 static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, BmSnapshot *ret_snap,
                      BmLintDomain **ret_doms)
 {
@@ -50,13 +50,10 @@ static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, B
         bm_report("policy check", NULL, "warning: host memory: %s; MemTotal not checked",
                   bm_error_detail(r));
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    if (bm_cli_connect(g, "policy check", true, &conn) < 0)
-        return -1;
-    r = bm_snapshot_take(conn, 0, ret_snap);
-    if (r < 0) {
-        bm_report("policy check", NULL, "%s", bm_error_detail(r));
-        return -1;
-    }
+    if ((r = bm_cli_connect(g, true, &conn)) < 0)
+        return r;
+    if ((r = bm_snapshot_take(conn, 0, ret_snap)) < 0)
+        return bm_as_failure(r);
     *ret_doms = bm_malloc0((ret_snap->n_domains + 1) * sizeof(BmLintDomain));
     for (size_t i = 0; i < ret_snap->n_domains; i++)
         (*ret_doms)[i] = (BmLintDomain){ret_snap->domains[i].name, ret_snap->domains[i].max_bytes};
@@ -78,29 +75,23 @@ static int run(BmGlobal *g, int argc, char **argv)
         case OPT_HOST: host = true; break;
         case BM_OPT_PROC: proc_dir = optarg; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_policy, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("policy", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        default: return bm_report_failure("policy", NULL, -EINVAL); /* bm_cli_getopt()'s */
         }
     }
-    if (optind >= argc || strcmp(argv[optind], "check") != 0) {
-        bm_report("policy", NULL, "expected 'check FILE...' (see 'balloonmgr policy --help')");
-        return BM_EXIT_USAGE;
-    }
-    if (optind + 1 >= argc) {
-        bm_report("policy check", NULL, "expected at least one FILE");
-        return BM_EXIT_USAGE;
-    }
+    if (optind >= argc || strcmp(argv[optind], "check") != 0)
+        return bm_report_failure("policy", NULL, bm_error(-EINVAL, "expected 'check FILE...' "
+                                                          "(see 'balloonmgr policy --help')"));
+    if (optind + 1 >= argc)
+        return bm_report_failure("policy check", NULL,
+                                 bm_error(-EINVAL, "expected at least one FILE"));
     int r = bm_session_proc_check(proc_dir);
-    if (r < 0) {
-        bm_report("policy check", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
     BmLintHost lh;
     BmSnapshot snap = {0};
     _cleanup_free_ BmLintDomain *doms = NULL;
-    if (host && read_host(g, proc_dir, &lh, &snap, &doms) < 0)
-        return BM_EXIT_FAILURE;
+    if (r >= 0 && host)
+        r = read_host(g, proc_dir, &lh, &snap, &doms);
+    if (r < 0)
+        return bm_report_failure("policy check", NULL, r);
     int ret = BM_EXIT_OK;
     for (int i = optind + 1; i < argc; i++) {
         BmPolicy *p = NULL;

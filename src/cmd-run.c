@@ -326,7 +326,8 @@ static void catch_terminate(BmEngine *e)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* The options, checked. Returns -1 to go on, or the exit status. */
+/* The options, checked. Returns 0 to go on, 1 after printing --help, or -EINVAL with the
+ * detail. */
 static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
 {
     int c;
@@ -343,84 +344,62 @@ static int parse_options(BmGlobal *g, int argc, char **argv, RunOptions *o)
         case 'D': o->no_libvirt_duplicates = true; break;
         case 'T': o->table = true; break;
         case 'q': o->quiet = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("run", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_run, stdout); return 1;
+        default: return -EINVAL; /* bm_cli_getopt() stored why */
         }
     }
-    if (optind < argc) {
-        bm_report("run", NULL, "unexpected argument '%s'", argv[optind]);
-        return BM_EXIT_USAGE;
-    }
-    if (o->json + o->table + o->quiet > 1) {
-        bm_report("run", NULL, "--json, --table and --quiet: give one of them");
-        return BM_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return bm_error(-EINVAL, "unexpected argument '%s'", argv[optind]);
+    if (o->json + o->table + o->quiet > 1)
+        return bm_error(-EINVAL, "--json, --table and --quiet: give one of them");
     o->output = o->json ? OUT_JSON : o->quiet ? OUT_QUIET
               : o->table || isatty(STDOUT_FILENO) ? OUT_TABLE : OUT_SUMMARY;
     int r;
-    if (!o->dry_run && (r = bm_cli_writable(g, "changing balloons", "use --dry-run")) < 0) {
-        bm_report("run", NULL, "%s", bm_error_detail(r));
-        return BM_EXIT_USAGE;
-    }
-    if ((o->textfile_dir || o->push_url) && !o->once) {
-        bm_report("run", NULL, "--textfile and --push go with --once (the agent serves /metrics)");
-        return BM_EXIT_USAGE;
-    }
-    if (!o->once) {
-        bm_report("run", NULL, "--once is required: the long-running loop is 'balloonmgr agent'");
-        return BM_EXIT_USAGE;
-    }
+    if (!o->dry_run && (r = bm_cli_writable(g, "changing balloons", "use --dry-run")) < 0)
+        return r;
+    if ((o->textfile_dir || o->push_url) && !o->once)
+        return bm_error(-EINVAL, "--textfile and --push go with --once (the agent serves /metrics)");
+    if (!o->once)
+        return bm_error(-EINVAL, "--once is required: the long-running loop is 'balloonmgr agent'");
     if (o->push_url && (r = bm_push_check_url(o->push_url)) < 0) {
         char quoted[512];
         _cleanup_free_ char *shown = bm_push_redact_url(o->push_url);
-        bm_report("run", NULL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
-                  bm_error_detail(r));
-        return BM_EXIT_USAGE;
+        return bm_error(-EINVAL, "--push '%s': %s", bm_printable(shown, quoted, sizeof(quoted)),
+                        bm_error_detail(r));
     }
     /* an empty name is never a default; a directory that is missing or unusable is found at
      * the export, after the pass acted (export_metrics) */
-    if (o->textfile_dir && !*o->textfile_dir) {
-        bm_report("run", NULL, "--textfile '': empty directory name");
-        return BM_EXIT_USAGE;
-    }
-    return -1;
+    if (o->textfile_dir && !*o->textfile_dir)
+        return bm_error(-EINVAL, "--textfile '': empty directory name");
+    return 0;
 }
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
     RunOptions o = {.policy_path = DEFAULT_POLICY, .state_path = BM_STATE_DEFAULT_PATH,
                     .proc_dir = g->proc_dir};
-    int ret = parse_options(g, argc, argv, &o);
-    if (ret >= 0)
-        return ret;
+    int r = parse_options(g, argc, argv, &o);
+    if (r != 0)
+        return r > 0 ? BM_EXIT_OK : bm_report_failure("run", NULL, r);
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    if (bm_session_policy_load(o.policy_path, o.policy_explicit, &pol) < 0) {
-        bm_report("run", NULL, "policy '%s' has errors: nothing changed", o.policy_path);
-        return BM_EXIT_USAGE;
-    }
+    if (bm_session_policy_load(o.policy_path, o.policy_explicit, &pol) < 0)
+        return bm_report_failure("run", NULL, bm_error(-EINVAL, "policy '%s' has errors: "
+                                                       "nothing changed", o.policy_path));
     /* one writer of the state file at a time: held until the run ends (a dry run never writes
      * it, so it reads an agent's state while that runs) */
     _cleanup_close_ int lock_fd = -1;
-    int r;
     if ((r = bm_session_state_check(o.state_path, !o.dry_run)) < 0 ||
         (r = bm_session_proc_check(o.proc_dir)) < 0 ||
-        (!o.dry_run && (r = bm_session_state_lock(o.state_path, &lock_fd)) < 0)) {
-        bm_report("run", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+        (!o.dry_run && (r = bm_session_state_lock(o.state_path, &lock_fd)) < 0))
+        return bm_report_failure("run", NULL, r);
 
     BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
                           .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
-    if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0) {
-        bm_report("run", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    if (bm_cli_connect(g, "run", o.dry_run, &conn) < 0)
-        return BM_EXIT_FAILURE;
+    if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0 ||
+        (r = bm_cli_connect(g, o.dry_run, &conn)) < 0)
+        return bm_report_failure("run", NULL, r);
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);
     catch_terminate(e);
@@ -437,7 +416,7 @@ static int run(BmGlobal *g, int argc, char **argv)
         bm_engine_set_progress(e, on_progress, &rs);
     BmOnceHooks hooks = {.ctx = &rs, .passed = on_passed, .waited = on_waited,
                          .observed = on_observed};
-    ret = bm_once_run(e, pol, &oo, &hooks);
+    int ret = bm_once_run(e, pol, &oo, &hooks);
     bm_engine_set_progress(e, NULL, NULL);
     bm_engine_set_conn(e, NULL); /* the changes' domain references, before the connection */
     return ret;

@@ -126,7 +126,8 @@ typedef struct {
     BmPolicy *policy;            /* the floor's policy, NULL: none (or --force) */
 } SetOptions;
 
-/* The options, checked. Returns -1 to go on, or the exit status. */
+/* The options, checked. Returns 0 to go on, 1 after printing --help, or -EINVAL with the
+ * detail. */
 static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
 {
     int c;
@@ -134,18 +135,14 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
         switch (c) {
         case 'w':
             o->wait = true;
-            if (optarg && (bm_cli_parse_seconds(optarg, 86400, &o->timeout_s) < 0 || o->timeout_s == 0)) {
-                bm_report("set", NULL, "--wait '%s': expected a number of seconds from 1 to 86400",
-                          optarg);
-                return BM_EXIT_USAGE;
-            }
+            if (optarg && (bm_cli_parse_seconds(optarg, 86400, &o->timeout_s) < 0 || o->timeout_s == 0))
+                return bm_error(-EINVAL, "--wait '%s': expected a number of seconds from 1 to "
+                                "86400", optarg);
             break;
         case 's':
-            if (bm_cli_parse_seconds(optarg, 86400, &o->stall_s) < 0 || o->stall_s == 0) {
-                bm_report("set", NULL, "--stall '%s': expected a number of seconds from 1 to 86400",
-                          optarg);
-                return BM_EXIT_USAGE;
-            }
+            if (bm_cli_parse_seconds(optarg, 86400, &o->stall_s) < 0 || o->stall_s == 0)
+                return bm_error(-EINVAL, "--stall '%s': expected a number of seconds from 1 to "
+                                "86400", optarg);
             break;
         case BM_OPT_JSON: o->json = true; break;
         case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
@@ -154,61 +151,50 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'K': o->current = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_set, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("set", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_set, stdout); return 1;
+        default: return -EINVAL; /* bm_cli_getopt() stored why */
         }
     }
     /* virsh setmem's rules */
-    if (o->current && (o->live || o->config)) {
-        bm_report("set", NULL, "options --current and --%s are mutually exclusive",
-                  o->live ? "live" : "config");
-        return BM_EXIT_USAGE;
-    }
-    if (o->wait && o->config && !o->live) {
-        bm_report("set", NULL, "--wait with --config: the definition's balloon is the next boot's, "
-                  "there is nothing to wait for (--live --config changes both)");
-        return BM_EXIT_USAGE;
-    }
-    if (o->json && o->quiet) {
-        bm_report("set", NULL, "--json and --quiet: give one of them");
-        return BM_EXIT_USAGE;
-    }
-    if (argc - optind != 2) {
-        bm_report("set", NULL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
-        return BM_EXIT_USAGE;
-    }
+    if (o->current && (o->live || o->config))
+        return bm_error(-EINVAL, "options --current and --%s are mutually exclusive",
+                        o->live ? "live" : "config");
+    if (o->wait && o->config && !o->live)
+        return bm_error(-EINVAL, "--wait with --config: the definition's balloon is the next "
+                        "boot's, there is nothing to wait for (--live --config changes both)");
+    if (o->json && o->quiet)
+        return bm_error(-EINVAL, "--json and --quiet: give one of them");
+    if (argc - optind != 2)
+        return bm_error(-EINVAL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
     o->name = bm_cli_unprotect(args[optind]);
     o->size = bm_cli_unprotect(args[optind + 1]);
-    return -1;
+    return 0;
 }
 
 /* The policy's floor: from the file given, or the host's policy file when there is one (the
- * built-in defaults are for the automatic passes, not for manual targets). Returns -1 to go
- * on, or the exit status. */
+ * built-in defaults are for the automatic passes, not for manual targets). Returns 0, or
+ * -EINVAL with the detail after printing the policy's errors. */
 static int load_floor_policy(SetOptions *o)
 {
     if (o->force || (!o->policy_explicit && access(o->policy_path, F_OK) != 0))
-        return -1;
+        return 0;
     _cleanup_free_ char *errors = NULL;
     if (bm_policy_load(o->policy_path, &o->policy, &errors) < 0) {
         fputs(errors ? errors : "", stderr);
-        bm_report("set", NULL, "policy '%s' has errors", o->policy_path);
-        return BM_EXIT_USAGE;
+        return bm_error(-EINVAL, "policy '%s' has errors", o->policy_path);
     }
-    return -1;
+    return 0;
 }
 
 /* A manual target below the floor starves the guest: only on purpose (--force). Only an
  * inflate takes memory away: a deflate that stays below the floor still gives some back (and
- * needs no domain XML read before it: set --wait's timing starts sooner). Returns -1 to go on,
- * or the exit status. */
+ * needs no domain XML read before it: set --wait's timing starts sooner). Returns 0, or
+ * -EINVAL with the detail when the target is below the floor. */
 static int check_floor(virDomainPtr dom, const SetOptions *o, uint64_t max_bytes, uint64_t actual,
                        uint64_t target)
 {
     if (o->force || target >= actual)
-        return -1;
+        return 0;
     BmBalloonConfig cfg = {.min_guarantee_bytes = BM_ABSENT};
     _cleanup_free_ char *xml = NULL;
     if (bm_conn_domain_xml(dom, !o->do_live, &xml) < 0 || bm_domxml_parse_balloon(xml, &cfg) < 0)
@@ -222,49 +208,43 @@ static int check_floor(virDomainPtr dom, const SetOptions *o, uint64_t max_bytes
     const char *why = NULL;
     uint64_t floor = bm_manual_floor(max_bytes, cfg.min_guarantee_bytes, policy_floor, &why);
     if (target >= floor)
-        return -1;
+        return 0;
     char quoted[256], t[32], f[32];
     bm_size_format(target, t, sizeof(t));
     bm_size_format(floor, f, sizeof(f));
     bool by_policy = o->policy && !strcmp(why, "the policy's floor");
-    bm_report("set", o->name,
-              "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it anyway",
-              bm_printable(o->size, quoted, sizeof(quoted)), t, f, why, by_policy ? " in " : "",
-              by_policy ? o->policy->path : "");
-    return BM_EXIT_USAGE;
+    return bm_error(-EINVAL,
+                    "size '%s' (%s) is below the domain's floor of %s, %s%s%s; --force sets it "
+                    "anyway", bm_printable(o->size, quoted, sizeof(quoted)), t, f, why,
+                    by_policy ? " in " : "", by_policy ? o->policy->path : "");
 }
 
 /* The target SIZE means for dom: read live, or from its definition for a --config change
- * alone. Returns -1 to go on, or the exit status. */
+ * alone. Returns 0, or -errno with the detail (-EINVAL: a bad size or below the floor,
+ * -EAGAIN: a job holds the domain). */
 static int resolve_target(virDomainPtr dom, const SetOptions *o, uint64_t *ret_actual,
                           uint64_t *ret_target)
 {
     uint64_t max_bytes;
     int r = o->do_live ? bm_balloon_read_limits(dom, &max_bytes, ret_actual)
                        : bm_balloon_read_config(dom, &max_bytes, ret_actual);
-    if (r < 0) {
-        bm_report("set", o->name, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if (r < 0)
+        return r;
     BmSizeContext ctx = {.max_bytes = max_bytes, .current_bytes = *ret_actual};
     r = bm_size_parse(o->size, &ctx, ret_target);
     if (r < 0) {
         char quoted[256];
-        bm_report("set", o->name, "size '%s': %s", bm_printable(o->size, quoted, sizeof(quoted)),
-                  bm_error_detail(r));
-        return BM_EXIT_USAGE;
+        return bm_error(-EINVAL, "size '%s': %s", bm_printable(o->size, quoted, sizeof(quoted)),
+                        bm_error_detail(r));
     }
-    int ret = check_floor(dom, o, max_bytes, *ret_actual, *ret_target);
-    if (ret >= 0)
-        return ret;
+    if ((r = check_floor(dom, o, max_bytes, *ret_actual, *ret_target)) < 0)
+        return r;
     /* libvirt would hold the change up to 30 s for the job lock, then fail */
     const char *job = NULL;
-    if (o->do_live && bm_balloon_job_running(dom, &job) > 0) {
-        bm_report("set", o->name, "busy with %s: libvirt lets no balloon change in until it ends; "
-                  "try again then", job);
-        return BM_EXIT_FAILURE;
-    }
-    return -1;
+    if (o->do_live && bm_balloon_job_running(dom, &job) > 0)
+        return bm_error(-EAGAIN, "busy with %s: libvirt lets no balloon change in until it "
+                        "ends; try again then", job);
+    return 0;
 }
 
 /* --wait on a terminal: the balloon's size, rate and ETA on stderr while it moves */
@@ -343,101 +323,82 @@ static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uin
     return 0;
 }
 
-/* The exit status of how the change ended, reported. */
-static int report_outcome(const SetOptions *o, const BmChange *ch)
+/* How the change ended: 0 when it reached its target or was not waited for, else -errno with
+ * the detail: -ETIME (a requirement not met) when the wait timed out or stalled, a runtime
+ * failure when the domain was lost. */
+static int outcome(const SetOptions *o, const BmChange *ch)
 {
     switch (ch->outcome) {
     case BM_CHANGE_REACHED:
-    case BM_CHANGE_PENDING: return BM_EXIT_OK;
+    case BM_CHANGE_PENDING: return 0;
     case BM_CHANGE_TIMEOUT:
-        bm_report("set", o->name, "timed out after %u s, balloon at %" PRIu64 " KiB", o->timeout_s,
-                  ch->reached_bytes / 1024);
-        return BM_EXIT_UNMET;
+        return bm_error(-ETIME, "timed out after %u s, balloon at %" PRIu64 " KiB", o->timeout_s,
+                        ch->reached_bytes / 1024);
     case BM_CHANGE_STALLED:
-        bm_report("set", o->name, "stalled: the balloon did not move for %u s (is the guest's "
-                  "balloon driver loaded?)", o->stall_s);
-        return BM_EXIT_UNMET;
+        return bm_error(-ETIME, "stalled: the balloon did not move for %u s (is the guest's "
+                        "balloon driver loaded?)", o->stall_s);
     case BM_CHANGE_FAILED:
-        bm_report("set", o->name, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));
-        return BM_EXIT_FAILURE;
+        break;
     }
-    return BM_EXIT_FAILURE;
+    return bm_error(-EIO, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));
 }
 
 /* Which sides of dom the change is, as virsh setmem decides: --live and --config as given,
  * --current the running domain if it runs, else its definition; none: the running domain.
- * Returns -1 to go on, or the exit status (virsh's refusals). */
+ * Returns 0, or -errno with the detail (virsh's refusals: -ESRCH, libvirt's "operation invalid"
+ * in conn.c, for a domain not running or transient; -EINVAL for --wait with nothing to wait
+ * for). */
 static int choose_sides(virDomainPtr dom, SetOptions *o)
 {
     bool active, persistent;
     int r = bm_conn_domain_state(dom, &active, &persistent);
-    if (r < 0) {
-        bm_report("set", o->name, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if (r < 0)
+        return r;
     o->do_live = o->live || (o->current && active) || (!o->live && !o->config && !o->current);
     o->do_config = o->config || (o->current && !active);
-    if (o->do_live && !active) {
-        bm_report("set", o->name, "domain is not running (--config or --current sets the balloon of "
-                  "its next boot)");
-        return BM_EXIT_FAILURE;
-    }
-    if (o->do_config && !persistent) {
-        bm_report("set", o->name, "domain is transient: it has no definition for --config to change");
-        return BM_EXIT_FAILURE;
-    }
-    if (o->wait && !o->do_live) {
-        bm_report("set", o->name, "--wait: the domain is not running, --current changes the balloon "
-                  "of its next boot: there is nothing to wait for");
-        return BM_EXIT_USAGE;
-    }
-    return -1;
+    if (o->do_live && !active)
+        return bm_error(-ESRCH, "domain is not running (--config or --current sets the balloon "
+                        "of its next boot)");
+    if (o->do_config && !persistent)
+        return bm_error(-ESRCH, "domain is transient: it has no definition for --config to "
+                        "change");
+    if (o->wait && !o->do_live)
+        return bm_error(-EINVAL, "--wait: the domain is not running, --current changes the "
+                        "balloon of its next boot: there is nothing to wait for");
+    return 0;
 }
 
+/* The steps, each failure reported here, once: the domain's named from the lookup on. Returns
+ * the exit status. */
 static int set_balloon(const BmGlobal *g, SetOptions *o)
 {
-    int ret = bm_cli_writable(g, "setting a balloon target", NULL);
-    if (ret < 0) {
-        bm_report("set", NULL, "%s", bm_error_detail(ret));
-        return bm_exit_for(ret);
-    }
-    ret = load_floor_policy(o);
-    if (ret >= 0)
-        return ret;
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     _cleanup_(virDomainFreep) virDomainPtr dom = NULL;
-    if (bm_cli_connect(g, "set", false, &conn) < 0)
-        return BM_EXIT_FAILURE;
-    int r = bm_conn_lookup(conn, o->name, &dom);
-    if (r < 0) {
-        bm_report("set", o->name, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    int r;
+    if ((r = bm_cli_writable(g, "setting a balloon target", NULL)) < 0 ||
+        (r = load_floor_policy(o)) < 0 || (r = bm_cli_connect(g, false, &conn)) < 0)
+        return bm_report_failure("set", NULL, r);
+    if ((r = bm_conn_lookup(conn, o->name, &dom)) < 0)
+        return bm_report_failure("set", o->name, r);
     o->name = virDomainGetName(dom); /* given as an ID or UUID: its name from here on */
-    ret = choose_sides(dom, o);
-    if (ret >= 0)
-        return ret;
     uint64_t actual_bytes, target_bytes;
-    ret = resolve_target(dom, o, &actual_bytes, &target_bytes);
-    if (ret >= 0)
-        return ret;
+    if ((r = choose_sides(dom, o)) < 0 ||
+        (r = resolve_target(dom, o, &actual_bytes, &target_bytes)) < 0)
+        return bm_report_failure("set", o->name, r);
     /* the definition first: if libvirt refuses it, the running domain is left as it was */
-    if (o->do_config && (r = bm_balloon_set_config(dom, target_bytes)) < 0) {
-        bm_report("set", o->name, "%s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
-    }
+    if (o->do_config && (r = bm_balloon_set_config(dom, target_bytes)) < 0)
+        return bm_report_failure("set", o->name, bm_as_failure(r));
     BmChange ch = {.from_bytes = actual_bytes, .target_bytes = target_bytes,
                    .reached_bytes = actual_bytes, .outcome = BM_CHANGE_PENDING,
                    .started_real_ns = bm_now_real_ns()};
-    if (o->do_live && (r = change(conn, dom, o, actual_bytes, target_bytes, &ch)) < 0) {
-        bm_report("set", o->name, "%s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
-    }
+    if (o->do_live && (r = change(conn, dom, o, actual_bytes, target_bytes, &ch)) < 0)
+        return bm_report_failure("set", o->name, bm_as_failure(r));
     if (o->json)
         print_json(o->name, &ch, o->wait, o->do_live, o->do_config);
     else if (!o->quiet)
         print_text(o->name, &ch, o->wait, o->do_live, o->do_config);
-    return report_outcome(o, &ch);
+    r = outcome(o, &ch);
+    return r < 0 ? bm_report_failure("set", o->name, r) : BM_EXIT_OK;
 }
 
 static int run(BmGlobal *g, int argc, char **argv)
@@ -446,7 +407,9 @@ static int run(BmGlobal *g, int argc, char **argv)
                     .policy_path = SET_POLICY};
     char **args = bm_cli_protect_negative(argc, argv);
     int ret = parse_options(g, argc, args, &o);
-    if (ret < 0)
+    if (ret != 0)
+        ret = ret > 0 ? BM_EXIT_OK : bm_report_failure("set", NULL, ret);
+    else
         ret = set_balloon(g, &o);
     bm_policy_free(o.policy);
     bm_cli_free_protected(args);

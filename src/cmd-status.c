@@ -337,8 +337,9 @@ static void policy_clear(PolicyRead *p)
 
 /* Reports what status could not read, in this order: the host's memory (host_error, "" when
  * it was read) and KSM as warnings; the system's policy with errors as a warning (the host's
- * mode is not shown, nothing more is checked); an explicit --policy with errors or a bad
- * explicit --state as errors. Returns 0, or the exit status after an error. */
+ * mode is not shown, nothing more is checked). An explicit --policy with errors (its errors
+ * printed) or a bad explicit --state is an error: returns 0, or -errno with the detail
+ * (-EINVAL: the policy; -ENOENT: a missing --state; -EIO: one that cannot be loaded). */
 static int report_inputs(const BmEngine *e, const char *host_error, const PolicyRead *policy,
                          const StateRead *state)
 {
@@ -355,14 +356,11 @@ static int report_inputs(const BmEngine *e, const char *host_error, const Policy
     }
     if (!policy->pol) {
         fputs(policy->errors ? policy->errors : "", stderr);
-        bm_report("status", NULL, "policy '%s' has errors", policy->path);
-        return BM_EXIT_USAGE;
+        return bm_error(-EINVAL, "policy '%s' has errors", policy->path);
     }
-    if (state->load < 0 && state->explicit_path) {
-        /* its detail was reset by what ran since: the load's cause, said again */
-        bm_report("status", NULL, "state '%s': %s", state->path, state->detail);
-        return state->load == -ENOENT ? BM_EXIT_USAGE : BM_EXIT_FAILURE;
-    }
+    if (state->load < 0 && state->explicit_path) /* the load's cause, stored again */
+        return bm_error(state->load == -ENOENT ? -ENOENT : -EIO, "state '%s': %s", state->path,
+                        state->detail);
     return 0;
 }
 
@@ -493,7 +491,7 @@ static void print_status(const Shown *s, const SgCell *sg, const BmHostSummary *
 
 /* Opens the connection: read-only unless --probe (probe), which needs the QEMU monitor that a
  * read-only connection may not use: read-write then, and read-only when that is refused.
- * Returns 0 with *ret_readonly, or -errno after reporting. */
+ * Returns 0 with *ret_readonly, or -errno with the detail (a runtime failure). */
 static int open_conn(const BmGlobal *g, bool probe, virConnectPtr *ret, bool *ret_readonly)
 {
     bool readonly = g->readonly || !probe;
@@ -502,10 +500,8 @@ static int open_conn(const BmGlobal *g, bool probe, virConnectPtr *ret, bool *re
         readonly = true;
         r = bm_conn_open(g->uri, true, ret);
     }
-    if (r < 0)
-        bm_report("status", NULL, "%s", bm_error_detail(r));
     *ret_readonly = readonly;
-    return r;
+    return bm_as_failure(r);
 }
 
 /* The domains shown, out of the one reading all: every one, or the named ones (names, NULL:
@@ -545,17 +541,13 @@ static int run(BmGlobal *g, int argc, char **argv)
         case 'b': bytes_cells = true; break;
         case OPT_RAW: raw = true; break;
         case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("status", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        default: return bm_report_failure("status", NULL, -EINVAL); /* bm_cli_getopt()'s */
         }
     }
     char *const *names = optind < argc ? &argv[optind] : NULL;
     int r = check_options(columns, json, raw, state_explicit ? state_path : NULL, proc_dir);
-    if (r < 0) {
-        bm_report("status", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if (r < 0)
+        return bm_report_failure("status", NULL, r);
 
     /* the policy and the state file first, reported after the reading as before */
     _cleanup_(policy_clear) PolicyRead policy;
@@ -566,8 +558,8 @@ static int run(BmGlobal *g, int argc, char **argv)
     StateRead state;
     state_read(state_path, state_explicit, bm_engine_ledger(e), &state);
     bool readonly;
-    if (open_conn(g, probe, &conn, &readonly) < 0)
-        return BM_EXIT_FAILURE;
+    if ((r = open_conn(g, probe, &conn, &readonly)) < 0)
+        return bm_report_failure("status", NULL, r);
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, policy.pol);
     /* one reading of the host and every domain and the policy's dry evaluation, as 'run --once
@@ -575,26 +567,21 @@ static int run(BmGlobal *g, int argc, char **argv)
      * are shown */
     r = bm_engine_evaluate(e);
     const BmSnapshot *all = bm_engine_snapshot(e);
-    if (!all) {
-        bm_report("status", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if (!all)
+        return bm_report_failure("status", NULL, r);
     /* the host not read: a warning below; read, but not enough for the policy: no mode */
     char host_error[512] = "";
     if (r < 0 && !bm_engine_host(e))
         snprintf(host_error, sizeof(host_error), "%s", bm_error_detail(r));
     Shown shown;
     _cleanup_free_ const BmDomain **picked = NULL;
-    if ((r = pick_shown(conn, all, names, &shown, &picked)) < 0) {
-        bm_report("status", NULL, "%s", bm_error_detail(r));
-        return bm_exit_for(r);
-    }
+    if ((r = pick_shown(conn, all, names, &shown, &picked)) < 0)
+        return bm_report_failure("status", NULL, r);
     for (size_t i = 0; i < shown.n; i++)
         if (shown.d[i]->error)
             bm_report("status", shown.d[i]->name, "%s", shown.d[i]->error);
-    int rc = report_inputs(e, host_error, &policy, &state);
-    if (rc != 0)
-        return rc;
+    if ((r = report_inputs(e, host_error, &policy, &state)) < 0)
+        return bm_report_failure("status", NULL, r);
     _cleanup_free_ SgCell *sg =
         probe_sg(conn, &shown, readonly, probe, &state, bm_engine_ledger(e), proc_dir);
     BmHostSummary summary;

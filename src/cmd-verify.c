@@ -54,19 +54,15 @@ static int parse_require(const char *arg, Requirement **reqs, size_t *n)
     char *save = NULL;
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
         int f = strcmp(w, "ioeventfd") == 0 ? -1 : bm_feature_from_key(w);
-        if (f == -EINVAL) {
-            bm_report("verify", NULL,
-                      "--require '%s': unknown feature (sg, ioeventfd, stats, deflate-on-oom, "
-                      "free-page-hint, page-poison, reporting, must-tell-host)", w);
-            return -EINVAL;
-        }
+        if (f == -EINVAL)
+            return bm_error(-EINVAL, "--require '%s': unknown feature (sg, ioeventfd, stats, "
+                            "deflate-on-oom, free-page-hint, page-poison, reporting, "
+                            "must-tell-host)", w);
         *reqs = bm_reallocarray(*reqs, *n + 1, sizeof(Requirement));
         (*reqs)[(*n)++] = (Requirement){f};
     }
-    if (*n == 0) {
-        bm_report("verify", NULL, "--require needs at least one feature");
-        return -EINVAL;
-    }
+    if (*n == 0)
+        return bm_error(-EINVAL, "--require needs at least one feature");
     return 0;
 }
 
@@ -176,31 +172,30 @@ static void print_table(const Result *res, size_t n)
     bm_table_print(t, stdout);
 }
 
-/* Whether r meets req; if not, reports it and returns false. */
-static bool meets(const Result *r, Requirement req, const char *uri)
+/* Whether r meets req: returns 0, or -ENOPROTOOPT (a requirement not met) with the detail
+ * saying what the feature is and why. */
+static int meets(const Result *r, Requirement req, const char *uri)
 {
     if (req.feature < 0) {
         if (r->rep.ioeventfd == BM_SWITCH_ON)
-            return true;
-        bm_report("verify", r->name, "ioeventfd is %s%s%s", bm_switch_state_name(r->rep.ioeventfd),
-                  r->rep.ioeventfd_reason ? ": " : "",
-                  r->rep.ioeventfd_reason ? r->rep.ioeventfd_reason : "");
-        return false;
+            return 0;
+        return bm_error(-ENOPROTOOPT, "ioeventfd is %s%s%s",
+                        bm_switch_state_name(r->rep.ioeventfd), r->rep.ioeventfd_reason ? ": " : "",
+                        r->rep.ioeventfd_reason ? r->rep.ioeventfd_reason : "");
     }
     const BmFeatureVerdict *v = &r->rep.feature[req.feature];
     if (v->state == BM_FEAT_NEGOTIATED)
-        return true;
+        return 0;
     /* a feature the XML leaves off: say how to turn it on */
     const char *opt = req.feature == BM_FEATURE_REPORTING        ? "--free-page-reporting on"
                       : req.feature == BM_FEATURE_DEFLATE_ON_OOM ? "--autodeflate on"
                                                                  : NULL;
     _cleanup_free_ char *cmd = opt && xml_setting(r, (BmFeature)req.feature) == BM_TRI_OFF
                                    ? bm_summary_configure_command(r->name, uri, opt) : bm_strdup("");
-    bm_report("verify", r->name, "%s is %s%s%s%s%s%s", bm_feature_key(req.feature),
-              bm_feature_state_name(v->state), v->reason ? ": " : "", v->reason ? v->reason : "",
-              cmd[0] ? "; the domain XML leaves it off ('" : "", cmd,
-              cmd[0] ? "' turns it on at the next start)" : "");
-    return false;
+    return bm_error(-ENOPROTOOPT, "%s is %s%s%s%s%s%s", bm_feature_key(req.feature),
+                    bm_feature_state_name(v->state), v->reason ? ": " : "",
+                    v->reason ? v->reason : "", cmd[0] ? "; the domain XML leaves it off ('" : "",
+                    cmd, cmd[0] ? "' turns it on at the next start)" : "");
 }
 
 typedef struct {
@@ -211,50 +206,49 @@ typedef struct {
     BmFeatureOptions fopts;
 } VerifyOptions;
 
-/* The options. Returns -1 to go on, or the exit status. */
+/* The options. Returns 0 to go on, 1 after printing --help, or -EINVAL with the detail. */
 static int parse_options(BmGlobal *g, int argc, char **argv, VerifyOptions *o)
 {
     int c;
     while ((c = bm_cli_getopt(g, &bm_verb_verify, argc, argv)) != -1) {
         switch (c) {
-        case 'r':
-            if (parse_require(optarg, &o->reqs, &o->n_reqs) < 0)
-                return BM_EXIT_USAGE;
+        case 'r': {
+            int r = parse_require(optarg, &o->reqs, &o->n_reqs);
+            if (r < 0)
+                return r;
             break;
+        }
         case 'b': {
             char *end = NULL;
             long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < -1 || v > 63) {
-                bm_report("verify", NULL, "--sg-bit '%s': expected a bit number from 0 to 63, or -1",
-                          optarg);
-                return BM_EXIT_USAGE;
-            }
+            if (!*optarg || *end || v < -1 || v > 63)
+                return bm_error(-EINVAL, "--sg-bit '%s': expected a bit number from 0 to 63, or -1",
+                                optarg);
             o->fopts.sg_bit = (int)v;
             break;
         }
         case BM_OPT_JSON: o->json = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_verify, stdout); return BM_EXIT_OK;
-        default: /* bm_cli_getopt() stored why */
-            bm_report("verify", NULL, "%s", bm_error_detail(-EINVAL));
-            return BM_EXIT_USAGE;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_verify, stdout); return 1;
+        default: return -EINVAL; /* bm_cli_getopt() stored why */
         }
     }
-    return -1;
+    return 0;
 }
 
 /* The domains named (or all), every one looked up first: an unknown one is bad input and
- * nothing is printed. Returns -1 to go on, or the exit status. */
+ * nothing is printed. Returns 0, or -errno with the detail and in *ret_failed the name of the
+ * domain it is about (NULL: the list of domains could not be read, a runtime failure). */
 static int lookup_all(virConnectPtr conn, char **args, size_t n_args, char ***ret_names,
-                      virDomainPtr **ret_doms)
+                      virDomainPtr **ret_doms, const char **ret_failed)
 {
     int r;
+    *ret_failed = NULL;
     if (n_args) {
         *ret_names = bm_malloc0((n_args + 1) * sizeof(char *));
         for (size_t i = 0; i < n_args; i++)
             (*ret_names)[i] = bm_strdup(args[i]);
     } else if ((r = bm_conn_list_names(conn, false, ret_names)) < 0) {
-        bm_report("verify", NULL, "%s", bm_error_detail(r));
-        return BM_EXIT_FAILURE;
+        return bm_as_failure(r);
     }
     char **names = *ret_names;
     size_t n = 0;
@@ -264,16 +258,17 @@ static int lookup_all(virConnectPtr conn, char **args, size_t n_args, char ***re
     for (size_t i = 0; i < n; i++) {
         r = bm_conn_lookup(conn, names[i], &(*ret_doms)[i]);
         if (r < 0) {
-            bm_report("verify", names[i], "%s", bm_error_detail(r));
-            return bm_exit_for(r);
+            *ret_failed = names[i];
+            return r;
         }
         free(names[i]); /* given as an ID or UUID: its name from here on */
         names[i] = bm_strdup(virDomainGetName((*ret_doms)[i]));
     }
-    return -1;
+    return 0;
 }
 
-/* Probes every domain, prints the verdicts, checks the requirements. Returns the exit status. */
+/* Probes every domain, prints the verdicts, checks the requirements, reporting each one not
+ * met. Returns the exit status. */
 static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
 {
     size_t n = 0;
@@ -299,9 +294,11 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
     }
     int ret = BM_EXIT_OK;
     for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < o->n_reqs; k++)
-            if (!meets(&res[i], o->reqs[k], o->uri))
-                ret = BM_EXIT_UNMET;
+        for (size_t k = 0; k < o->n_reqs; k++) {
+            int r = meets(&res[i], o->reqs[k], o->uri);
+            if (r < 0)
+                ret = bm_report_failure("verify", res[i].name, r);
+        }
     for (size_t i = 0; i < n; i++) {
         free(res[i].path);
         free(res[i].error);
@@ -319,23 +316,20 @@ static void free_domains(virDomainPtr *doms)
 static int run(BmGlobal *g, int argc, char **argv)
 {
     VerifyOptions o = {.fopts = {.sg_bit = BM_SG_DEFAULT_BIT}, .uri = g->uri};
-    int ret = parse_options(g, argc, argv, &o);
+    int r = parse_options(g, argc, argv, &o);
     _cleanup_free_ Requirement *reqs = o.reqs;
-    if (ret >= 0)
-        return ret;
+    if (r != 0)
+        return r > 0 ? BM_EXIT_OK : bm_report_failure("verify", NULL, r);
     /* libvirt lets only read-write connections use the QEMU monitor */
-    if ((ret = bm_cli_writable(g, "asking the QEMU monitor", "'status' works read-only")) < 0) {
-        bm_report("verify", NULL, "%s", bm_error_detail(ret));
-        return bm_exit_for(ret);
-    }
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    if (bm_cli_connect(g, "verify", false, &conn) < 0)
-        return BM_EXIT_FAILURE;
+    if ((r = bm_cli_writable(g, "asking the QEMU monitor", "'status' works read-only")) < 0 ||
+        (r = bm_cli_connect(g, false, &conn)) < 0)
+        return bm_report_failure("verify", NULL, r);
     _cleanup_(bm_strv_freep) char **names = NULL;
     virDomainPtr *doms = NULL;
-    ret = lookup_all(conn, argv + optind, (size_t)(argc - optind), &names, &doms);
-    if (ret < 0)
-        ret = verify(&o, names, doms);
+    const char *failed;
+    r = lookup_all(conn, argv + optind, (size_t)(argc - optind), &names, &doms, &failed);
+    int ret = r < 0 ? bm_report_failure("verify", failed, r) : verify(&o, names, doms);
     free_domains(doms);
     return ret;
 }
