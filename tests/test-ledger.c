@@ -192,6 +192,43 @@ static void test_first_reading(void)
     bm_ledger_clear(&f.l);
 }
 
+/* A domain started again (a new domain id, or the host rebooted) or stopped: the previous
+ * reading belonged to the start that ended (counters since that boot, its usage peak, the
+ * episode's marks), so the next note starts from nothing. An entry that knew no start (a state
+ * file that kept none) keeps its reading. */
+static void test_restart_drops_reading(void)
+{
+    OneDomain f;
+    one_domain(&f, 900 * MiB);
+    f.d.major_faults = 5000;
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW, 0);
+    BmLedgerEntry *e = bm_ledger_entry(&f.l, U1, NULL);
+    ok(e->have_prev && e->prev.used_peak_bytes == 900 * MiB && e->prev.major_faults == 5000,
+       "restart: a reading noted (peak 900 MiB, 5000 major faults)");
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 2);
+    ok(e->have_prev && e->prev.used_peak_bytes == 900 * MiB, "  the same start: kept");
+    f.d.id = 7; /* destroyed and started again between two passes */
+    f.d.major_faults = 10;
+    f.d.usable_bytes = f.d.actual_bytes - 100 * MiB;
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 4);
+    ok(!e->have_prev && !bm_present(e->prev.used_peak_bytes) && !bm_present(e->prev.major_faults),
+       "  started again: the old start's reading dropped");
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + 4, 0);
+    ok(e->prev.used_peak_bytes == 100 * MiB && e->prev.given_s == 0,
+       "  the new start's first note: its own peak (100 MiB), no memory given");
+    f.d.active = false;
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 6);
+    ok(!e->have_prev && e->boot[0] == '\0', "  stopped: dropped too");
+    f.d.active = true;
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 8);
+    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + 8, 0);
+    e->boot[0] = '\0'; /* as read from a state file without the start */
+    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 10);
+    ok(e->have_prev && e->prev.used_peak_bytes == 100 * MiB,
+       "  an entry that knew no start keeps its reading");
+    bm_ledger_clear(&f.l);
+}
+
 static void test_record_change(void)
 {
     OneDomain f;
@@ -294,6 +331,7 @@ int main(void)
     test_hold_off();
     test_usage_peak();
     test_first_reading();
+    test_restart_drops_reading();
     test_record_change();
     test_persistence();
     return tap_done();
