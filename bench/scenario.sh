@@ -40,7 +40,7 @@
 #   bench/scenario.sh reanalyse RUN.json...         the measurements again from RUN.d/ (runs
 #       since issue #21 keep what that needs)
 #   bench/scenario.sh plot RUN.json OUT.png          the timeline picture (gnuplot)
-# --short: the integration test's timing (steady 30 s, pressure 140 s, release 45 s instead of
+# --short: the integration test's timing (steady 20 s, pressure 140 s, release 30 s instead of
 # 60, 210 and 90 s; the timer's pressure and release are longer, see run_one).
 #
 # Results stay out of the tree; bench/scenario/reference/ holds one kept run, the analyser's
@@ -136,7 +136,7 @@ run_one() {
     # (the hog needs 30-90 s to take a loaded two-core host down to its target: the lead
     # leaves time for that and for the reclaim before the grower's demand steps up)
     local steady=60 lead=120 after=90 release=90
-    if [ "$short" = --short ]; then steady=30 lead=90 after=50 release=45; fi
+    if [ "$short" = --short ]; then steady=20 lead=90 after=50 release=30; fi
     [ -z "$AFTER" ] || after=$AFTER
     # the grower's schedule counts from its own start, about when it is ready (polled every
     # 0.5 s): the steady phase starts then, its demand step comes `lead` s into the pressure

@@ -237,13 +237,13 @@ bm_pass "the agent's counters record the stalled changes (2 inflates, 1 deflate)
 # The guest waits for the host's signals, balloon sizes no inflate passes through by chance:
 # at exactly 7172 KiB it fragments 192 MiB (2 MiB files, every other one deleted) and 48 MiB
 # more (4 KiB files, every other one deleted: single free pages); when the balloon grows by
-# exactly 8 KiB it compacts once and checks its files; at 9220 KiB it compacts for 20 s over and
+# exactly 8 KiB it compacts once and checks its files; at 9220 KiB it compacts for 10 s over and
 # over (the host inflates and deflates meanwhile) and checks its files again.
 for d in lab1 lab2 lab3; do bm_virsh destroy "$(bm_dom "$d")" >/dev/null 2>&1 || true; done
 export BALLOONMGR_RUNTIME_DIR=$work/run3
 mkdir -p "$work/run3/changes"
 bm_define_guest lab4 512 emulator="$EMU" sgdriver=1 touch=300 sgstats=1 sgparams=sg_count_held=1 \
-    at=0:await:7172,0:frag2m:192,0:frag:48,0:meminfo,0:fragcheck,0:await:+8,0:compact:0,0:fragcheck,0:await:9220,0:compact:20,0:fragcheck \
+    at=0:await:7172,0:frag2m:192,0:frag:48,0:meminfo,0:fragcheck,0:await:+8,0:compact:0,0:fragcheck,0:await:9220,0:compact:10,0:fragcheck \
     "extra=<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='true'/></qemu:frontend></qemu:device></qemu:override>"
 bm_wait_guest_ready lab4 300
 dom3=$(bm_dom lab4) # the helpers above (qom, stats, actual_kib, at_rest, setw) now act on lab4
@@ -328,7 +328,7 @@ bm_pass "fragmented guest (2 MiB and 4 KiB holes): the inflate to $frag_kib KiB 
 
 # compaction after an inflate: the balloon of the fragmented inflate (its single pages are
 # movable balloon pages, its blocks are not) grows by 8 KiB, the guest compacts once and checks
-# its files; then compaction during inflates: the guest compacts over and over for 20 s, the
+# its files; then compaction during inflates: the guest compacts over and over for 10 s, the
 # balloon goes up (as far as in the fragmented inflate) and down in it, the files are checked
 echo "the balloon: $(field "$STATS" queues: held) pages, $(list_pages) single pages on the balloon list (movable), $(echo "$STATS" | grep '^blocks:')"
 setexact $((frag_kib - 8)) "signal 2" # 8 KiB more: then the guest compacts once
@@ -337,10 +337,10 @@ console_wait 120 'bm: at 0 s: await 9220'
 at_rest "after the compaction after an inflate"
 setw 100% --wait=120 || bm_fail "deflate after the fragmented inflate"
 setexact $((MAX_KIB - 9220)) "signal 3"
-console_wait 60 'bm: at 0 s: compact 20'
+console_wait 60 'bm: at 0 s: compact 10'
 for i in 1 2 3; do
     setw "${frag_kib}KiB" --wait=300 || bm_fail "inflate $i during compaction failed"
-    [ "$i" = 1 ] && grep -aq 'bm: compacted [0-9]* time(s) in 20 s' "$console4" && bm_fail "the guest's compaction ended before the first inflate did"
+    [ "$i" = 1 ] && grep -aq 'bm: compacted [0-9]* time(s) in 10 s' "$console4" && bm_fail "the guest's compaction ended before the first inflate did"
     setw 352M --wait=300 || bm_fail "deflate $i during compaction failed"
 done
 console_wait 120 'bm: at: all done'

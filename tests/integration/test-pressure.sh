@@ -36,13 +36,14 @@
 #   - the agent takes what reporting cannot: the QEMU processes' lowest total RSS under
 #     pressure at least 256 MiB below their total at rest. (The issue's bound, <= 0.8 x the fpr
 #     mode's, needs an fpr run: bench/scenario.sh bench compares them.)
-# Each run boots its guests (45-90 s on two loaded cores), then 30 s steady, 125 s pressure
-# (bench/scenario.sh --short with BM_SCENARIO_AFTER=35: the demand step 90 s into it, its ramp
-# to 700 MiB over 24 s, 11 s more; the crossing of reclaim_below came 33-105 s into it in the
-# bench's runs), 45 s release; the timer's pressure is extended until 2 runs after the crossing (+5-55 s at
-# 20 s a run) and its release is 65 s: 4.5-5 minutes a run.
+# Each run boots its guests (30-90 s on two loaded cores), then 20 s steady (10 agent passes;
+# the grower freed its 600 MiB 10 s before it ends), 125 s pressure (bench/scenario.sh --short
+# with BM_SCENARIO_AFTER=35: the demand step 90 s into it, its ramp to 700 MiB over 24 s, 11 s
+# more; the crossing of reclaim_below came 33-105 s into it in the bench's runs), 30 s release
+# (the agent gives back within 2 passes of comfort); the timer's pressure is extended until 2
+# runs after the crossing (+5-55 s at 20 s a run) and its release is 65 s: 4-5 minutes a run.
 # BM_PRESSURE_MODES="agent ...": run and check only these of control, agent, timer and
-# agent-fpr. The default, in the suite: timer and agent-fpr (about 9 minutes). The agent run
+# agent-fpr. The default, in the suite: timer and agent-fpr (about 8 minutes). The agent run
 # is test-stack-trixie's (the agent alone, on Debian 13's QEMU, libvirt and kernel: the fleet's
 # stack); the control run, the premise that the scenario hurts without balloonmgr, is the
 # bench's (bench/scenario.sh bench: 3 runs a mode) and each agent run checks its own premise
