@@ -104,11 +104,19 @@ bm_ct_root() {
     echo "$dir/root"
 }
 
+# The container's PID 1: nspawn's child in a PID namespace of its own. Not any child: nspawn
+# first forks an "outer child" in the host's namespace, which forks PID 1 and exits (a leader
+# taken then was gone before the next nsenter: test-host-bookworm failed so, once).
 _bm_ct_leader() {
-    local child
-    child=$(pgrep -P "$BM_CT_PID" 2>/dev/null | head -1)
-    [ -n "$child" ] || return 1
-    BM_CT_LEADER=$child
+    local child ns
+    ns=$(readlink /proc/self/ns/pid)
+    for child in $(pgrep -P "$BM_CT_PID" 2>/dev/null); do
+        [ "$(readlink "/proc/$child/ns/pid" 2>/dev/null)" != "$ns" ] || continue
+        [ -n "$(readlink "/proc/$child/ns/pid" 2>/dev/null)" ] || continue
+        BM_CT_LEADER=$child
+        return 0
+    done
+    return 1
 }
 
 _bm_ct_running() {
