@@ -155,7 +155,11 @@ at_rest() {
     local label=$1 lost=${2:-0} st held a i
     for i in $(seq 10); do
         st=$(stats); held=$(field "$st" queues: held); a=$(actual_kib)
-        [ -n "$held" ] && [ "$held" != - ] && [ $((MAX_KIB - held * 4)) -eq "$a" ] && break
+        # settled: nothing in flight (a failing device's elements come back later than the
+        # balloon's size settles: one run's stats line showed one still in flight) and actual
+        # == the pages held
+        [ -n "$held" ] && [ "$held" != - ] && [ "$(field "$st" queues: inflight)" = 0 ] &&
+            [ $((MAX_KIB - held * 4)) -eq "$a" ] && break
     done
     echo "$label: $(field "$st" queues: inflight) in flight; inflate ring $(field "$st" queues: inflate_free)/$(field "$st" queues: inflate_size) free, deflate $(field "$st" queues: deflate_free)/$(field "$st" queues: deflate_size); balloon holds $held pages, QEMU actual $a KiB"
     [ "$(field "$st" queues: inflight)" = 0 ] || bm_fail "$label: elements still in flight"
@@ -314,17 +318,14 @@ share=$(awk -v a0="$a0" -v a1="$a1" -v f0="$f0" -v f1="$f1" 'BEGIN {
         if (d || s[2] - t[2]) printf "order %d: %d blocks (%d failed)\n", p[1], d, s[2] - t[2] > "/dev/stderr" }
     printf "%.1f %.1f %d %d %d", 100 * high / all, 100 * top / all, all, fails, singles }')
 echo "fragmented inflate: $(echo "$share" | awk '{ printf "%d pages, %.1f%% of them in blocks of order > 0, %.1f%% in 2 MiB blocks, %d single pages; %d failed high-order attempts", $3, $1, $2, $5, $4 }')"
-# 6.1 leaves the deleted 4 KiB files' pages as single free pages, and the balloon must take some;
-# on 6.12 they were not isolated (2026-12-02: the fallback stopped at order 3, no single page):
-# there the fallback below order 9 is what is checked
-if [ "$LAB_SUITE" = bookworm ]; then
-    [ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100 && $5 > 0) }')" = 1 ] ||
-        bm_fail "fragmented guest: no fallback from order 9 down to single pages seen ($share)"
-else
-    [ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100) }')" = 1 ] ||
-        bm_fail "fragmented guest: no fallback below order 9 seen ($share)"
-fi
-bm_pass "fragmented guest (2 MiB and 4 KiB holes): the inflate to $frag_kib KiB reached through the order fallback $([ "$LAB_SUITE" = bookworm ] && echo "down to single pages" || echo "below order 9"), $(echo "$share" | awk '{ printf "%.1f%% of its pages in blocks of order > 0, %d single pages", $1, $5 }'), actual == pages held"
+# the balloon must go below order 9 to reach the target; whether it needs single pages too
+# depends on where the deleted 4 KiB files' pages lie: 6.1 mostly leaves some isolated (the
+# fallback then goes down to single pages), but a fresh-clone run of 2026-12-03 needed none
+# (orders 9, 8 and 5 only), and 6.12 did not isolate them (2026-12-02: order 3, no single
+# page): the fallback below order 9 is what is checked, the single pages are counted
+[ "$(echo "$share" | awk '{ print ($4 > 0 && $2 < 100) }')" = 1 ] ||
+    bm_fail "fragmented guest: no fallback below order 9 seen ($share)"
+bm_pass "fragmented guest (2 MiB and 4 KiB holes): the inflate to $frag_kib KiB reached through the order fallback below order 9, $(echo "$share" | awk '{ printf "%.1f%% of its pages in blocks of order > 0, %d single pages", $1, $5 }'), actual == pages held"
 
 # compaction after an inflate: the balloon of the fragmented inflate (its single pages are
 # movable balloon pages, its blocks are not) grows by 8 KiB, the guest compacts once and checks
