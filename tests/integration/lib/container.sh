@@ -206,6 +206,14 @@ bm_ct_stop() {
     fi
     wait "$BM_CT_PID" 2>/dev/null || true
     BM_CT_PID=""
+    # whatever of the container outlived nspawn (a failed test's container ran on, reparented
+    # to init, its agent seen by the next test): every process left in its cgroup, killed
+    if [ -n "${BM_CT_CGROUP:-}" ] && [ -d "$BM_CT_CGROUP" ]; then
+        local p
+        for p in $(find "$BM_CT_CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+            kill -KILL "$p" 2>/dev/null || true
+        done
+    fi
     umount "$BM_CT_DIR/merged" 2>/dev/null || umount -l "$BM_CT_DIR/merged" 2>/dev/null || true
     # the container's systemd made its own cgroups below ours: remove them deepest first
     if [ -n "${BM_CT_CGROUP:-}" ] && [ -d "$BM_CT_CGROUP" ]; then
