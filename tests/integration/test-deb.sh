@@ -82,9 +82,9 @@ fi
 pass "lintian: no errors ($(grep -c '^W: ' "$work/lintian.txt" || true) warnings)"
 
 # processes running the installed binary (none must appear: units are enabled, not started)
-# (of this root's mount namespace only: the host's /proc shows every process, and
-# test-host-bookworm/-trixie, which run beside this test, run /usr/bin/balloonmgr in their
-# containers: one of theirs failed this check once)
+# (of this root's mount namespace only: the host's /proc shows every process, and the
+# containers of test-host-bookworm/-trixie, which run beside this test, run their own
+# /usr/bin/balloonmgr: a container a failed run left behind failed this check once)
 installed_procs() {
     local p mnt
     mnt=$(readlink /proc/self/ns/mnt)

@@ -108,11 +108,11 @@ bm_ct_root() {
 # first forks an "outer child" in the host's namespace, which forks PID 1 and exits (a leader
 # taken then was gone before the next nsenter: test-host-bookworm failed so, once).
 _bm_ct_leader() {
-    local child ns
+    local child ns cns
     ns=$(readlink /proc/self/ns/pid)
     for child in $(pgrep -P "$BM_CT_PID" 2>/dev/null); do
-        [ "$(readlink "/proc/$child/ns/pid" 2>/dev/null)" != "$ns" ] || continue
-        [ -n "$(readlink "/proc/$child/ns/pid" 2>/dev/null)" ] || continue
+        cns=$(readlink "/proc/$child/ns/pid" 2>/dev/null) || continue
+        [ "$cns" != "$ns" ] || continue
         BM_CT_LEADER=$child
         return 0
     done
@@ -209,10 +209,8 @@ bm_ct_stop() {
     # whatever of the container outlived nspawn (a failed test's container ran on, reparented
     # to init, its agent seen by the next test): every process left in its cgroup, killed
     if [ -n "${BM_CT_CGROUP:-}" ] && [ -d "$BM_CT_CGROUP" ]; then
-        local p
-        for p in $(find "$BM_CT_CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null); do
-            kill -KILL "$p" 2>/dev/null || true
-        done
+        # shellcheck disable=SC2038  # process ids, not file names
+        find "$BM_CT_CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     fi
     umount "$BM_CT_DIR/merged" 2>/dev/null || umount -l "$BM_CT_DIR/merged" 2>/dev/null || true
     # the container's systemd made its own cgroups below ours: remove them deepest first
