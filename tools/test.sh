@@ -3,17 +3,21 @@
 # suites, see tests/meson.build): unit and cli in the normal build and under AddressSanitizer +
 # UBSan, then slow (normal build), integration and pressure (real libvirtd, QEMU TCG guests,
 # real host memory pressure; they need root) and the fuzz targets.
-#   tools/test.sh           everything
+#   tools/test.sh           every tier (about 35 minutes on two cores)
 #   tools/test.sh --quick   unit + cli in both builds only (a few minutes, no root, no guests)
+#   tools/test.sh --full    every tier, then the two suites the per-push run leaves out:
+#                           exhaustive (about a minute) and lab-trixie (the lab on QEMU 10.0
+#                           and Linux 6.12: from nothing its QEMU build takes 15-26 minutes)
 # Ends with one line "N passed, N failed, N skipped" over every suite it ran; exits 1 if any
 # failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0
+quick=0 full=0
 case "${1:-}" in
 --quick) quick=1 ;;
+--full) full=1 ;;
 "") ;;
-*) echo "usage: tools/test.sh [--quick]" >&2; exit 2 ;;
+*) echo "usage: tools/test.sh [--quick | --full]" >&2; exit 2 ;;
 esac
 tools/install-deps.sh test
 
@@ -47,6 +51,7 @@ if [ $quick -eq 0 ]; then
         trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
     fi
     lane build integration integration pressure
+    [ $full -eq 0 ] || lane build full exhaustive lab-trixie
     # the libFuzzer targets (fuzz/) build with clang and run 3 s each on their corpus, so that
     # they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
     bench/fuzz 3 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
