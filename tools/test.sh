@@ -6,8 +6,8 @@
 #   tools/test.sh           every tier (about 35 minutes on two cores)
 #   tools/test.sh --quick   unit + cli in both builds only (a few minutes, no root, no guests)
 #   tools/test.sh --full    every tier, then the two suites the per-push run leaves out:
-#                           exhaustive (about a minute) and lab-trixie (the lab on QEMU 10.0
-#                           and Linux 6.12: from nothing its QEMU build takes 15-26 minutes)
+#                           exhaustive (about a minute) and lab-bookworm (the lab on QEMU 7.2
+#                           and Linux 6.1; the per-push run has it on QEMU 10.0 and 6.12)
 # Ends with one line "N passed, N failed, N skipped" over every suite it ran; exits 1 if any
 # failed.
 set -euo pipefail
@@ -51,7 +51,7 @@ if [ $quick -eq 0 ]; then
         trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
     fi
     lane build integration integration pressure
-    [ $full -eq 0 ] || lane build full exhaustive lab-trixie
+    [ $full -eq 0 ] || lane build full exhaustive lab-bookworm
     # the libFuzzer targets (fuzz/) build with clang and run 3 s each on their corpus, so that
     # they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
     bench/fuzz 3 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
