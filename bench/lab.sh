@@ -38,7 +38,9 @@
 #   BM_LAB_QUOTA [25000], BM_LAB_IOEVENTFD_PATHS ["pfn sg"],
 #   BM_LAB_CASES ["sgc-0 sg-0 pfn-0 sgc-deb sg-deb pfn-deb"] (parts 1 and 2), BM_LAB_PARTS
 #   ["1 2 3 4"] (which parts to run), BM_LAB_FRAG [MEM/2] (part 4), BM_LAB_FRAG_PATHS ["sgc sg"],
-#   BM_LAB_RESULTS (keep the raw results there), BM_LAB_LOCK=FILE (each boot under flock FILE),
+#   BM_LAB_TOUCH [MEM*7/8-64] (MiB the guest touches before the inflate; 0: an idle guest, the
+#   seeds' shape), BM_LAB_RESULTS (keep the raw results there; BM_LAB_APPEND=1: add to what that
+#   file and its .load hold, as bench/lab-pairs.sh does round by round), BM_LAB_LOCK=FILE (each boot under flock FILE),
 #   BM_LAB_REPORT=FILE (run nothing: print the tables of PARTS from raw results kept earlier;
 #   the histogram column of part 3 needs the agent of a real run and shows "-").
 set -euo pipefail
@@ -49,7 +51,8 @@ MEM=${2:-2048}
 QUOTA=${BM_LAB_QUOTA:-25000}
 IOEV_PATHS=${BM_LAB_IOEVENTFD_PATHS:-pfn sg}
 PARTS=${BM_LAB_PARTS:-1 2 3 4}
-TOUCH=$((MEM * 7 / 8 - 64))
+TOUCH=${BM_LAB_TOUCH:-$((MEM * 7 / 8 - 64))}
+case "$TOUCH" in ''|*[!0-9]*) echo "bench/lab.sh: BM_LAB_TOUCH '$TOUCH': expected MiB, a number" >&2; exit 2 ;; esac
 TARGET=$((MEM / 8))
 FRAG=${BM_LAB_FRAG:-$((MEM / 2))}
 FRAG_TARGET=$((TARGET + FRAG / 2))
@@ -76,7 +79,7 @@ bm_add_cleanup "rm -rf '$work'"
 export BALLOONMGR_RUNTIME_DIR=$work/run
 mkdir -p "$work/run/changes"
 RESULTS=${BM_LAB_RESULTS:-$work/results}
-: >"$RESULTS"
+[ "${BM_LAB_APPEND:-0}" = 1 ] || : >"$RESULTS"
 
 # an agent that manages nothing but counts the set --wait changes
 printf '[host]\ninterval = 2s\n[guest]\nexclude = yes\n' >"$work/agent.policy"
@@ -128,12 +131,15 @@ n=0
 run_one() {
     local case=$1 sg=$2 ioev=$3 init=$4 quota=$5 timed=$6 frag=${7:-0} name=b$n dom pid want cmd=() r1 r2 rss0 rss1 d0 d1 st c0 c1 c2 c3 target=$TARGET
     [ "$init" = 0 ] && cmd=(cmdline=init_on_alloc=0)
+    [ "$TOUCH" != 0 ] && cmd+=(touch="$TOUCH")
     [ "$frag" != 0 ] && { cmd+=(at=0:frag2m:$frag); target=$FRAG_TARGET; }
     # shellcheck disable=SC2046 # drvparams: one word or none
-    bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 touch="$TOUCH" "${cmd[@]}" $(drvparams "$case") \
+    bm_define_guest "$name" "$MEM" emulator="$EMU" sgdriver=1 sgstats=1 "${cmd[@]}" $(drvparams "$case") \
         "extra=$(override "$sg" "$ioev")" >/dev/null
     wait_ready "$name" 900 # touching 7/8 of the guest under TCG on a loaded host takes minutes
-    grep -aq "bm: touched $TOUCH MiB" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not touch $TOUCH MiB"
+    if [ "$TOUCH" != 0 ]; then
+        grep -aq "bm: touched $TOUCH MiB" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not touch $TOUCH MiB"
+    fi
     if [ "$frag" != 0 ]; then
         for _ in $(seq 1200); do grep -aq "bm: fragment" "$(bm_console_log "$name")" && break; sleep 0.5; done
         grep -aq "bm: fragmented $frag MiB in 2 MiB files" "$(bm_console_log "$name")" || bm_fail "$name: the guest did not fragment $frag MiB"
@@ -232,7 +238,7 @@ for init in 0 deb; do
 done
 sgval() { [ "${1%%-*}" = pfn ] && echo false || echo true; }
 if [ -z "$REPORT" ]; then # the host's load while the runs go, every 30 s, beside the raw results
-    : >"$RESULTS.load"
+    [ "${BM_LAB_APPEND:-0}" = 1 ] || : >"$RESULTS.load"
     ( while :; do echo "$(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS.load"; sleep 30; done ) &
     sampler=$!
     bm_add_cleanup "kill $sampler 2>/dev/null || true"
@@ -270,7 +276,7 @@ load_summary() {
 echo "## SG lab at the seeds' shape — $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), TCG, QEMU $("$EMU" --version 2>/dev/null | sed -n '1s/.*version \([0-9.]*\).*/\1/p') + lab patches ($LAB_SUITE pair), guest $(cat "$BM_GUEST_DIR/kernel-version")"
 echo
 [ -n "$REPORT" ] && echo "(Tables printed with BM_LAB_REPORT from the raw results of earlier runs; how many runs each case has is in the raw results below.)" && echo
-echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) after the guest touched $TOUCH MiB, then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. $(if [ -n "$REPORT" ]; then echo "(Duration is not in the raw results.)"; else echo "Host load average (1, 5, 15 min) at start $load_start, at end $load_end. Took $(bm_elapsed "$start") s."; fi) 1-minute load average sampled during the runs: $(load_summary)."
+echo "bench/lab.sh $RUNS $MEM: inflate $MEM -> $TARGET MiB (7/8) $(if [ "$TOUCH" = 0 ]; then echo "of an idle guest (nothing touched first)"; else echo "after the guest touched $TOUCH MiB"; fi), then deflate back; $RUNS runs per case, a fresh boot per run, cases interleaved; median (min-max) in s. $(if [ -n "$REPORT" ]; then echo "(Duration is not in the raw results.)"; else echo "Host load average (1, 5, 15 min) at start $load_start, at end $load_end. Took $(bm_elapsed "$start") s."; fi) 1-minute load average sampled during the runs: $(load_summary)."
 echo
 if [[ " $PARTS " == *" 1 "* ]]; then
     echo "### 1. SG vs PFN arrays"
