@@ -73,16 +73,21 @@ runs() { awk -v c="$2" '$1 == c && $2 == 0 { n++ } END { print n + 0 }' "$1" 2>/
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.1fx", a / b }'; }
 # gibs MEDIAN_S: HyperAlloc's normalisation, the VM's size in GiB over the time
 gibs() { awk -v s="$1" -v m="$MEM" 'BEGIN { if (s == "-" || s + 0 == 0) print "-"; else printf "%.1f", m / 1024 / s }'; }
-# cell CASE COL: "bookworm / trixie" medians of one column
-cell() {
+# per_pair FUNC ARGS...: "bookworm / trixie": FUNC PAIR ARGS... for each pair, joined
+per_pair() {
     local p sep="" out=""
-    for p in $PAIRS; do out+="$sep$(med "$OUT/$p.raw" "$1" "$2")"; sep=" / "; done
+    for p in $PAIRS; do out+="$sep$("$1" "$p" "${@:2}")"; sep=" / "; done
     printf '%s' "$out"
 }
+# a pair's figures: the median of a column, its GiB/s, the ratio of two cases' medians
+med_of() { med "$OUT/$1.raw" "$2" "$3"; }
+gibs_of() { gibs "$(med_of "$1" "$2" 3)"; }
+ratio_of() { ratio "$(med_of "$1" "$2" "$4")" "$(med_of "$1" "$3" "$4")"; } # PAIR SLOWER FASTER COL
+cell() { per_pair med_of "$1" "$2"; } # cell CASE COL
 pairname() {
     case "$1" in bookworm) echo "QEMU 7.2 + Linux 6.1 (Debian 12)" ;; trixie) echo "QEMU 10.0 + Linux 6.12 (Debian 13)" ;; esac
 }
-names=$(for p in $PAIRS; do printf '%s%s' "${sep:-}" "$p"; sep=" / "; done)
+names=$(per_pair echo)
 cases_of() { # the cases of one part present in any pair's raw results, in bench/lab.sh's order
     local want=$1 c
     for c in $want; do
@@ -106,9 +111,7 @@ report() {
         echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
         for c in $c1; do
             k="init_on_alloc=0"; [ "${c#*-}" = deb ] && k="Debian default"
-            local g="" sep=""
-            for p in $PAIRS; do g+="$sep$(gibs "$(med "$OUT/$p.raw" "$c" 3)")"; sep=" / "; done
-            echo "| ${c%%-*} | $k | $(cell "$c" 3) | $(cell "$c" 19) | $(cell "$c" 4) | $(cell "$c" 20) | $(cell "$c" 5) | $g |"
+            echo "| ${c%%-*} | $k | $(cell "$c" 3) | $(cell "$c" 19) | $(cell "$c" 4) | $(cell "$c" 20) | $(cell "$c" 5) | $(per_pair gibs_of "$c") |"
         done
         echo
         echo "| guest kernel | speed-up (ratio of medians) | inflate | inflate, QEMU CPU | deflate | deflate, QEMU CPU |"
@@ -118,13 +121,7 @@ report() {
             for pr in "pfn sgc" "sg sgc" "pfn sg"; do
                 set -- $pr
                 local row="| $k | $2 over $1 |" col
-                for col in 3 19 4 20; do
-                    local v="" sep=""
-                    for p in $PAIRS; do
-                        v+="$sep$(ratio "$(med "$OUT/$p.raw" "$1-$init" "$col")" "$(med "$OUT/$p.raw" "$2-$init" "$col")")"; sep=" / "
-                    done
-                    row+=" $v |"
-                done
+                for col in 3 19 4 20; do row+=" $(per_pair ratio_of "$1-$init" "$2-$init" "$col") |"; done
                 echo "$row"
             done
         done
@@ -142,9 +139,7 @@ report() {
         done
         for pth in pfn sg sgc; do
             [[ " $(echo $c3) " == *" ioev-$pth-true "* ]] || continue
-            local v="" sep=""
-            for p in $PAIRS; do v+="$sep$(ratio "$(med "$OUT/$p.raw" "ioev-$pth-false" 3)" "$(med "$OUT/$p.raw" "ioev-$pth-true" 3)")"; sep=" / "; done
-            echo "| $pth | off over on (inflate) | $v | | |"
+            echo "| $pth | off over on (inflate) | $(per_pair ratio_of "ioev-$pth-false" "ioev-$pth-true" 3) | | |"
         done
         echo
     fi
