@@ -4,7 +4,7 @@
 # - nobody cannot open the read-write socket (so nothing below could write through libvirt);
 # - `-r status` works, SG is "unknown" for want of the QEMU monitor, the reason says so;
 # - `-r set/configure/verify/run` exit 2 with a message before connecting;
-# - `-r run --once --dry-run` plans the inflate it would make;
+# - `-r run --once --dry-run` plans the inflate a read-write pass would make;
 # - `-r agent` serves /metrics with the domain and the reclaim mode, runs passes, sets no target
 #   and the balloon does not move.
 set -euo pipefail
@@ -20,7 +20,11 @@ nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env --)
 as_nobody() { "${nobody[@]}" "$@"; }
 as_nobody test -x "$BM" || bm_skip "nobody cannot execute $BM (a build under a private directory)"
 
-bm_fixture_guest light
+# touched: 400 MiB of free memory the host backs (touched again after an earlier test's
+# inflate). The light guest an earlier test had inflated may have less than QEMU's own memory as
+# the policy estimates it (the least RSS-minus-used of the running guests, up to 128 MiB), and
+# then no pass would inflate it.
+bm_fixture_guest touched
 dom=$BM_DOM
 bm_wait_fresh_stats "$dom"
 actual() { "$BM" -c "$BM_URI" status --json "$dom" | jq '.domains[0].current_bytes'; }
@@ -60,10 +64,15 @@ bm_pressure_policy "$work/pressure.policy" 1s 50%
 chmod 0644 "$work/pressure.policy"
 
 # --- a dry run plans what a read-write run would do
+# The fixture deflated what an earlier test inflated; its memory is backed again once the guest
+# has touched it: wait until a (root) pass would inflate it.
+bm_wait_would_inflate "$dom" --policy "$work/pressure.policy"
 as_nobody "$BM" -c "$BM_URI" -r run --once --dry-run --json --policy "$work/pressure.policy" \
     >"$work/dry.json" 2>"$work/err" || bm_fail "-r run --once --dry-run failed: $(cat "$work/err")"
 jq -e --arg d "$dom" '.host.mode == "reclaim" and (.decisions[] | select(.name == $d) | .action == "inflate")' \
-    "$work/dry.json" >/dev/null || bm_fail "-r dry run: no planned inflate for $dom"
+    "$work/dry.json" >/dev/null ||
+    bm_fail "-r dry run: no planned inflate for $dom: $(jq -c --arg d "$dom" '.host.mode, (.decisions[] |
+        select(.name == $d) | {action, reason})' "$work/dry.json")"
 bm_pass "-r run --once --dry-run as nobody plans an inflate of $dom"
 
 # --- the monitoring-only agent
