@@ -24,28 +24,49 @@ agent_pid=""
 agent_addr=""
 agent_port=""
 
-# _agent_poll PID CMD...: 0 once CMD succeeds; 1 if PID (when not empty) exits or the time is up
+# _agent_poll PID CMD...: 0 once CMD succeeds; 1 if PID (when not empty) exits or the time is up.
+# Its step waits in bash itself (read -t on a pipe nobody writes to, open only while it polls:
+# nothing started later inherits it), not in a process of its own: a process costs about 5 ms
+# here, and the scripts poll thousands of times.
 _agent_poll() {
-    local pid=$1 end=$((SECONDS + ${AGENT_WAIT_S:-60}))
+    local pid=$1 end=$((SECONDS + ${AGENT_WAIT_S:-60})) step rc
     shift
+    exec {step}<> <(:)
     while :; do
-        "$@" && return 0
+        "$@" && { rc=0; break; }
         if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-            "$@" && return 0 # what it did just before it exited
-            return 1
+            "$@" && { rc=0; break; } # what it did just before it exited
+            rc=1
+            break
         fi
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.02 # poll: until CMD succeeds, PID exits or the time is up
+        [ "$SECONDS" -ge "$end" ] && { rc=1; break; }
+        read -r -t 0.02 -u "$step" _agent_junk # poll: until CMD succeeds, PID exits or the time is up
     done
+    exec {step}<&-
+    return $rc
 }
 
 wait_until() { _agent_poll "" "$@"; }
 agent_wait() { _agent_poll "$agent_pid" "$@"; }
 
-_agent_serving() { [ -n "$(agent_addr_in "$1")" ]; }
+# _agent_addr_of LOG: the first address of LOG's serving line in $_agent_addr (in bash: no
+# process);
+# 1 if there is none yet (the address counts once the comma after it is written: a line can be
+# read half-written)
+_agent_addr_of() {
+    local line re='serving /metrics on .* at ([^ ,]*:[0-9]+),'
+    _agent_addr=""
+    while IFS= read -r line; do
+        if [[ $line =~ $re ]]; then
+            _agent_addr=${BASH_REMATCH[1]}
+            return 0
+        fi
+    done <"$1"
+    return 1
+}
+_agent_serving() { _agent_addr_of "$1"; }
 
-# (the address counts once the comma after it is written: a line can be read half-written)
-agent_addr_in() { sed -n 's/.*serving \/metrics on .* at \([^ ,]*:[0-9][0-9]*\),.*/\1/p' "$1" | head -1; }
+agent_addr_in() { _agent_addr_of "$1" && printf '%s\n' "$_agent_addr"; }
 
 agent_start() {
     local log=$1 rc
@@ -65,7 +86,8 @@ agent_start() {
         [ "$rc" -eq 0 ] && rc=1
         return "$rc"
     fi
-    agent_addr=$(agent_addr_in "$log")
+    _agent_addr_of "$log"
+    agent_addr=$_agent_addr
     agent_port=${agent_addr##*:}
     return 0
 }

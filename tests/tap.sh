@@ -6,6 +6,8 @@
 #       "not ok N - ..." followed by each non-empty DIAGNOSTIC (its first 4000 bytes) as '#'
 #       lines. The description is kept to one line: a newline shows as \n, '#' (it would start
 #       a directive) and other unprintable bytes as '?'; at most 500 characters are shown.
+#   ok_files STATUS DESCRIPTION FILE...    the same, the diagnostics being the FILEs' contents,
+#       read only when STATUS is not 0 (a $(cat FILE) argument costs a process on every check)
 #   tap_skip REASON                        a skipped check: "ok N # SKIP REASON"
 #   diag TEXT...                           a '#' line
 #   tap_skip_all REASON                    "1..0 # SKIP REASON" and exit 0
@@ -33,6 +35,15 @@ ok() {
         [ -n "$d" ] && printf '%s\n' "${d:0:4000}" | sed 's/^/#   /'
     done
     return 0
+}
+
+ok_files() {
+    local status=$1 desc=$2 f d=()
+    shift 2
+    if [ "$status" -ne 0 ]; then
+        for f in "$@"; do d+=("$f:" "$(cat "$f" 2>&1)"); done
+    fi
+    ok "$status" "$desc" "${d[@]}"
 }
 
 tap_skip() {

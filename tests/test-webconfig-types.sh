@@ -68,37 +68,42 @@ nl() { printf '%s\n' "${1//@N@/$'\n'}"; } # nl TEXT: with its @N@ as newlines
 BASE_AUTH=$(nl "$BASE_AUTH")
 BASE_TLS=$(nl "$BASE_TLS")
 # BASE_TLS ends with basic_auth_users: the TLS key tried goes back under tls_server_config
-tls_fixup() { # tls_fixup TEXT
-    printf 'tls_server_config:\n%s\nbasic_auth_users:\n%s\n' \
-        "$(grep -E '^  (cert_file|key_file|min_version|max_version|client_auth_type|prefer_server_cipher_suites):' <<<"$1")" \
-        "$(grep -E '^  alice:' <<<"$1")"
+# tls_fixup TEXT: (in $REPLY; the checks run in bash, not in processes: hundreds of them)
+tls_fixup() {
+    local line tls="" users=""
+    while IFS= read -r line; do
+        case $line in
+        "  cert_file:"* | "  key_file:"* | "  min_version:"* | "  max_version:"* | \
+            "  client_auth_type:"* | "  prefer_server_cipher_suites:"*) tls+=$line$'\n' ;;
+        "  alice:"*) users+=$line$'\n' ;;
+        esac
+    done <<<"$1"
+    REPLY="tls_server_config:"$'\n'$tls"basic_auth_users:"$'\n'$users
 }
 
-# config_for KEYSPEC VARIANT: the config text
+# config_for KEYSPEC VARIANT: the config text, in $REPLY
 config_for() {
     local name type good tmpl v
     IFS='|' read -r name type good tmpl <<<"$1"
     v=${2//@S@/$good}
-    tmpl=$(nl "${tmpl//@V@/$v}")
+    tmpl=${tmpl//@V@/$v}
+    tmpl=${tmpl//@N@/$'\n'}
     case $name in
     min_version|max_version|client_auth_type|prefer_server_cipher_suites) tls_fixup "$tmpl" ;;
-    *) printf '%s\n' "$tmpl" ;;
+    *) REPLY=$tmpl$'\n' ;;
     esac
 }
 
-# code SCHEME [CURL ARGS...]: the HTTP status of /metrics (000: no HTTP answer)
-code() {
-    local scheme=$1; shift
-    curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k "$@" "$scheme://127.0.0.1:$port/metrics"
+# codes [CURL ARGS...]: the HTTP status of /metrics over https, then over http (000: no HTTP
+# answer), "HTTPS HTTP", from one curl
+codes() {
+    curl -s -o /dev/null -w '%{http_code} ' --max-time 5 -k "$@" "https://127.0.0.1:$port/metrics" \
+        --next -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" "http://127.0.0.1:$port/metrics"
 }
 
 # start_agent FILE: an agent on a free port with that web config; returns its exit status if
 # it exits first, 0 once it answers on /metrics (apid set), 1 if it neither answers nor exits
-answers() {
-    local c
-    c=$(code https -u alice:secret); [ "$c" = 000 ] && c=$(code http -u alice:secret)
-    [ "$c" != 000 ]
-}
+answers() { [ "$(codes -u alice:secret)" != "000 000" ]; }
 start_agent() {
     agent_start "$T/agent.log" "$BM" -c test:///default agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
         --state "$T/state.json" --listen 127.0.0.1:0 --web-config "$1" || return
@@ -107,25 +112,24 @@ start_agent() {
 }
 
 # served: "SCHEME ANON AUTHED": the scheme that answers, the status without and with
-# credentials
+# credentials (one curl: https and http, each without and with them)
 served() {
-    local s
-    for s in https http; do
-        local a
-        a=$(code $s)
-        if [ "$a" != 000 ]; then
-            echo "$s $a $(code $s -u alice:secret)"
-            return
-        fi
-    done
-    echo "none 000 000"
+    local c
+    read -r -a c < <(curl -s -o /dev/null -w '%{http_code} ' --max-time 5 -k "https://127.0.0.1:$port/metrics" \
+        --next -s -o /dev/null -w '%{http_code} ' --max-time 5 -k -u alice:secret "https://127.0.0.1:$port/metrics" \
+        --next -s -o /dev/null -w '%{http_code} ' --max-time 5 "http://127.0.0.1:$port/metrics" \
+        --next -s -o /dev/null -w '%{http_code}' --max-time 5 -u alice:secret "http://127.0.0.1:$port/metrics")
+    if [ "${c[0]:-000}" != 000 ]; then echo "https ${c[0]} ${c[1]:-000}"
+    elif [ "${c[2]:-000}" != 000 ]; then echo "http ${c[2]} ${c[3]:-000}"
+    else echo "none 000 000"
+    fi
 }
 
 # what a well-formed config serves: the scheme, 401 without credentials if it has users
 expect_served() { # expect_served CONFIG_TEXT
     local scheme=http anon=200
-    grep -q '^tls_server_config:' <<<"$1" && scheme=https
-    grep -q '^  alice:' <<<"$1" && anon=401
+    [[ $'\n'$1 == *$'\n'"tls_server_config:"* ]] && scheme=https
+    [[ $'\n'$1 == *$'\n'"  alice:"* ]] && anon=401
     echo "$scheme $anon 200"
 }
 
@@ -133,46 +137,60 @@ expect_served() { # expect_served CONFIG_TEXT
 for spec in "${KEYS[@]}"; do
     IFS='|' read -r name type _ <<<"$spec"
     for v in "${VARIANTS[@]}"; do
-        config_for "$spec" "$v" >"$T/web.yml"
+        config_for "$spec" "$v"
+        printf '%s' "$REPLY" >"$T/web.yml"
         start_agent "$T/web.yml"
         rc=$?
         if valid_for "$type" "$v"; then
-            want=$(expect_served "$(cat "$T/web.yml")")
+            want=$(expect_served "$REPLY")
             got=$(served)
             [ "$rc" -eq 0 ] && [ "$got" = "$want" ]
-            ok $? "start, $name: '$v' is well-formed: serves '$want' (got exit $rc, '$got')" \
-                "$(cat "$T/web.yml")" "$(cat "$T/agent.log")"
+            ok_files $? "start, $name: '$v' is well-formed: serves '$want' (got exit $rc, '$got')" \
+                "$T/web.yml" "$T/agent.log"
             stop_agent
         else
             [ "$rc" -eq 2 ] && grep -q "^balloonmgr: agent: web config '$T/web.yml' has errors" "$T/agent.log" &&
                 grep -q "^$T/web.yml:[0-9]*:[0-9]*: " "$T/agent.log"
-            ok $? "start, $name: '$v' is refused: exit 2 naming file:line:col (got $rc)" \
-                "$(cat "$T/web.yml")" "$(cat "$T/agent.log")"
+            ok_files $? "start, $name: '$v' is refused: exit 2 naming file:line:col (got $rc)" \
+                "$T/web.yml" "$T/agent.log"
             stop_agent
         fi
     done
 done
 
 # --- on SIGHUP: an agent with basic auth, then with HTTPS and basic auth
+# words: the agent's words on the live web config so far ("reloaded", "not reloaded" or "not
+# applied" lines), in the array WORDS; security: how many lines say "security change"
+words() {
+    local line
+    WORDS=() SECURITY=0
+    while IFS= read -r line; do
+        case $line in
+        *"web config $T/live.yml reloaded"* | *"web config $T/live.yml not reloaded"* | \
+            *"web config $T/live.yml not applied"*) WORDS+=("$line") ;;
+        esac
+        case $line in *"security change"*) SECURITY=$((SECURITY + 1)) ;; esac
+    done <"$T/agent.log"
+}
 # hup CONFIG_TEXT: writes it, SIGHUP, waits for the agent's word on this web config (the
-# first after those already in the log); echoes "reloaded", "refused" or "none"
+# first after those already in the log); sets R to "reloaded", "refused" or "none" (no
+# subshell: it runs in this shell, the log read in bash)
 hup() {
-    local pattern="web config $T/live.yml \(reloaded\|not reloaded\|not applied\)" before
-    before=$(grep -c "$pattern" "$T/agent.log")
+    local before
+    words
+    before=${#WORDS[@]}
     printf '%s\n' "$1" >"$T/live.yml"
     kill -HUP "$apid"
-    local line
-    word() { line=$(grep "$pattern" "$T/agent.log" | sed -n "$((before + 1))p"); [ -n "$line" ]; }
+    word() { words; [ "${#WORDS[@]}" -gt "$before" ]; }
+    R=none
     if agent_wait word; then
-        case $line in *"not reloaded"* | *"not applied"*) echo refused ;; *) echo reloaded ;; esac
-        return
+        case ${WORDS[$before]} in *"not reloaded"* | *"not applied"*) R=refused ;; *) R=reloaded ;; esac
     fi
-    echo none
 }
 
 printf '%s\n' "$BASE_AUTH" >"$T/live.yml"
 start_agent "$T/live.yml"
-ok $? "an agent with basic auth serves" "$(cat "$T/agent.log")"
+ok_files $? "an agent with basic auth serves" "$T/agent.log"
 [ "$(served)" = "http 401 200" ]; ok $? "  401 without credentials, 200 with them"
 base=$BASE_AUTH
 for spec in "${KEYS[@]}"; do
@@ -180,39 +198,44 @@ for spec in "${KEYS[@]}"; do
     case $name in min_version|max_version|client_auth_type|prefer_server_cipher_suites)
         if [ "$base" != "$BASE_TLS" ]; then
             base=$BASE_TLS
-            r=$(hup "$BASE_TLS")
-            [ "$r" = reloaded ] && [ "$(served)" = "https 401 200" ]
-            ok $? "SIGHUP to HTTPS with basic auth: reloaded, https 401/200 (got $r, $(served))" "$(tail -3 "$T/agent.log")"
+            hup "$BASE_TLS"
+            got=$(served)
+            [ "$R" = reloaded ] && [ "$got" = "https 401 200" ]
+            ok_files $? "SIGHUP to HTTPS with basic auth: reloaded, https 401/200 (got $R, $got)" "$T/agent.log"
         fi ;;
     esac
     for v in "${VARIANTS[@]}"; do
-        text=$(config_for "$spec" "$v")
+        config_for "$spec" "$v"
+        text=${REPLY%$'\n'}
         before=$(served)
-        warnings=$(grep -c 'security change' "$T/agent.log")
-        r=$(hup "$text")
+        words
+        warnings=$SECURITY
+        hup "$text"
         got=$(served)
         if valid_for "$type" "$v"; then
             want=$(expect_served "$text")
             drop=0
             [ "${before#* }" != "${want#* }" ] && [ "${want#* }" = "200 200" ] && drop=1
-            [ "$r" = reloaded ] && [ "$got" = "$want" ]
-            ok $? "SIGHUP, $name: '$v' is well-formed: applied, serves '$want' (got $r, '$got')" \
-                "$text" "$(tail -3 "$T/agent.log")"
+            [ "$R" = reloaded ] && [ "$got" = "$want" ]
+            ok_files $? "SIGHUP, $name: '$v' is well-formed: applied, serves '$want' (got $R, '$got')" \
+                "$T/live.yml" "$T/agent.log"
             if [ "$drop" = 1 ]; then
-                [ "$(grep -c 'security change' "$T/agent.log")" -gt "$warnings" ] &&
+                words
+                [ "$SECURITY" -gt "$warnings" ] &&
                     grep 'security change' "$T/agent.log" | tail -1 |
                     grep -q "^balloonmgr: agent: warning: web config $T/live.yml reloaded: http, no auth; security change: basic auth -> no auth"
-                ok $? "  dropping basic auth is a warning: security change" "$(tail -2 "$T/agent.log")"
+                ok_files $? "  dropping basic auth is a warning: security change" "$T/agent.log"
             fi
             # back to the base for the next one
-            r=$(hup "$base")
-            [ "$r" = reloaded ] && [ "$(served)" = "$before" ]
-            ok $? "  and back: '$before'" "$(tail -2 "$T/agent.log")"
+            hup "$base"
+            got=$(served)
+            [ "$R" = reloaded ] && [ "$got" = "$before" ]
+            ok_files $? "  and back: '$before' (got $R, '$got')" "$T/agent.log"
         else
-            [ "$r" = refused ] && [ "$got" = "$before" ] &&
-                [ "$(grep -c 'security change' "$T/agent.log")" -eq "$warnings" ]
-            ok $? "SIGHUP, $name: '$v' is refused, the last good config kept: '$before' (got $r, '$got')" \
-                "$text" "$(tail -4 "$T/agent.log")"
+            words
+            [ "$R" = refused ] && [ "$got" = "$before" ] && [ "$SECURITY" -eq "$warnings" ]
+            ok_files $? "SIGHUP, $name: '$v' is refused, the last good config kept: '$before' (got $R, '$got')" \
+                "$T/live.yml" "$T/agent.log"
         fi
     done
 done

@@ -34,8 +34,8 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
 # clang, libclang-rt-14-dev: the libFuzzer targets of fuzz/ (tools/test.sh builds
 # build-fuzz/ and runs each target a few seconds on its corpus with bench/fuzz).
-# python3: a Unix socket as a bad --state (tests/test-bad-input.sh), the notify socket
-# (tests/test-notify.sh).
+# python3: the notify socket (tests/test-notify.sh), a pipe closed before the program starts
+# (tests/test-stdout.sh).
 
 bench_pkgs=(gnuplot-nox)
 
