@@ -25,12 +25,12 @@ one_line() { [ "$(grep -cv '^balloonmgr: \(change\|mode\) ' "$err")" -eq 1 ]; }
 
 # --- textfile: a pass whose textfile directory is missing acts, saves, then reports (exit 1)
 run_bm -c "$DEMO" run --once --json "${PASS[@]}" --state "$T/s.json" --textfile "$T/missing"
-[ "$rc" -eq 1 ]; ok $? "textfile: run --once --textfile MISSING exits 1 (got $rc)" "$(cat "$err")"
+[ "$rc" -eq 1 ]; ok_files $? "textfile: run --once --textfile MISSING exits 1 (got $rc)" "$err"
 jq -e '[.decisions[] | select(.action == "inflate") | .applied] == [true, true]' "$out" >/dev/null
 ok $? "textfile:   the pass applied its two inflates first" "$(head -c 2000 "$out")"
 grep -c '^balloonmgr: change domain=' "$err" | grep -qx 2; ok $? "textfile:   two change records"
 grep -qxF "balloonmgr: run: --textfile '$T/missing': No such file or directory; the pass acted, its metrics are not exported (counted in balloonmgr_errors_total{kind=\"push\"})" "$err"
-ok $? "textfile:   then one line names the directory and says the pass acted" "$(cat "$err")"
+ok_files $? "textfile:   then one line names the directory and says the pass acted" "$err"
 jq -e '.counters.errors.push == 1 and (.domains | length) == 5' "$T/s.json" >/dev/null
 ok $? "textfile:   the state is saved with the failed export counted"
 run_bm -c "$DEMO" run --once "${PASS[@]}" --state "$T/s2.json" --textfile ''
@@ -43,21 +43,21 @@ ok $? "textfile: an existing directory gets balloonmgr.prom (exit $rc)"
 # --- options: the global ones after the verb too, one line for a bad option, --quiet, --table
 run_bm status web1 -c "$DEMO" --no-headings
 [ "$rc" -eq 0 ] && grep -q '^web1 ' "$out" && [ "$(wc -l <"$out")" -eq 1 ]
-ok $? "options: status web1 -c URI: -c after the verb and its argument (exit $rc)" "$(cat "$err")"
+ok_files $? "options: status web1 -c URI: -c after the verb and its argument (exit $rc)" "$err"
 run_bm list --connect="$DEMO" --all
-[ "$rc" -eq 0 ] && [ "$(wc -l <"$out")" -eq 7 ]; ok $? "options: list --connect=URI --all (exit $rc)" "$(cat "$err")"
+[ "$rc" -eq 0 ] && [ "$(wc -l <"$out")" -eq 7 ]; ok_files $? "options: list --connect=URI --all (exit $rc)" "$err"
 run_bm set web1 1G -r -c "$DEMO"
 [ "$rc" -eq 2 ] && grep -qxF "balloonmgr: set: setting a balloon target needs a read-write connection (-r/--readonly given)" "$err"
-ok $? "options: set DOMAIN SIZE -r: -r after the verb is --readonly (exit $rc)" "$(cat "$err")"
+ok_files $? "options: set DOMAIN SIZE -r: -r after the verb is --readonly (exit $rc)" "$err"
 run_bm -c "$DEMO" verify -r sg --readonly
 [ "$rc" -eq 2 ] && grep -q "verify: asking the QEMU monitor needs a read-write connection" "$err"
-ok $? "options: verify's -r stays its --require, --readonly is global (exit $rc)" "$(cat "$err")"
+ok_files $? "options: verify's -r stays its --require, --readonly is global (exit $rc)" "$err"
 run_bm -c "$DEMO" --proc "$ROOT/demo/proc" status --json
 [ "$rc" -eq 0 ] && jq -e '.host.mem_total_bytes == 68719476736' "$out" >/dev/null
-ok $? "options: --proc DIR before the verb (exit $rc)" "$(cat "$err")"
+ok_files $? "options: --proc DIR before the verb (exit $rc)" "$err"
 run_bm -c "$DEMO" --proc "$ROOT/demo/proc" set web1 1G
 [ "$rc" -eq 2 ] && grep -qxF "balloonmgr: set: --proc: 'set' reads no host memory (see 'balloonmgr set --help')" "$err"
-ok $? "options: --proc before a verb that reads no host memory: refused (exit $rc)" "$(cat "$err")"
+ok_files $? "options: --proc before a verb that reads no host memory: refused (exit $rc)" "$err"
 for args in "set web1 1G --bogus|balloonmgr: set: unknown option '--bogus' (see 'balloonmgr set --help')" \
             "status -Z|balloonmgr: status: unknown option '-Z' (see 'balloonmgr status --help')" \
             "list --all=yes|balloonmgr: list: option '--all' takes no argument (see 'balloonmgr list --help')" \
@@ -67,20 +67,20 @@ for args in "set web1 1G --bogus|balloonmgr: set: unknown option '--bogus' (see 
     read -r -a argv <<<"${args%%|*}"
     run_bm -c "$DEMO" "${argv[@]}"
     [ "$rc" -eq 2 ] && [ "$(cat "$err")" = "$want" ]
-    ok $? "options: ${args%%|*}: exit 2 (got $rc) and one line: $want" "$(cat "$err")"
+    ok_files $? "options: ${args%%|*}: exit 2 (got $rc) and one line: $want" "$err"
 done
 run_bm -c "$DEMO" status --pro
 [ "$rc" -eq 2 ] && [ "$(cat "$err")" = "balloonmgr: status: option '--pro' is ambiguous: --proc, --probe (see 'balloonmgr status --help')" ]
-ok $? "options: an ambiguous abbreviation names the candidates, one line (exit $rc)" "$(cat "$err")"
+ok_files $? "options: an ambiguous abbreviation names the candidates, one line (exit $rc)" "$err"
 run_bm -c "$DEMO" run --once --dry-run "${PASS[@]}"
 [ "$rc" -eq 0 ] && [ "$(wc -l <"$out")" -eq 1 ] &&
     grep -qx 'pass: mode reclaim (host MemAvailable 4 GiB < reclaim_below 6.4 GiB): 2 inflate(s), 0 deflate(s) planned, 0 failed, 0 busy; 7 domain(s) (dry run: nothing is changed)' "$out"
-ok $? "options: run off a terminal: one summary line, no table (exit $rc)" "$(cat "$out")"
+ok_files $? "options: run off a terminal: one summary line, no table (exit $rc)" "$out"
 run_bm -c "$DEMO" run --once --dry-run --table "${PASS[@]}"
 grep -q '^NAME  *ACTION ' "$out"; ok $? "options: run --table: the table off a terminal"
 if command -v script >/dev/null; then
     script -qec "$(printf '%q ' "$BM" -c "$DEMO" run --once --dry-run "${PASS[@]}")" /dev/null >"$out" 2>&1
-    grep -q 'NAME  *ACTION ' "$out"; ok $? "options: run on a terminal: the table" "$(cat "$out")"
+    grep -q 'NAME  *ACTION ' "$out"; ok_files $? "options: run on a terminal: the table" "$out"
 fi
 run_bm -c "$DEMO" run --once -q "${PASS[@]}" --state "$T/q.json"
 [ "$rc" -eq 0 ] && [ ! -s "$out" ] && [ "$(grep -c '^balloonmgr: change ' "$err")" -eq 2 ]
@@ -93,7 +93,7 @@ run_bm -c "$DEMO" set web1 2G -q --json
 # --- domains: by name, ID or UUID, in virsh's order; named by their name in what is printed
 run_bm -c "$DEMO" status --json 3 3b1e2a50-6d1f-4a0e-9a51-000000000006 web2
 [ "$rc" -eq 0 ] && jq -e '[.domains[].name] == ["batch1", "db1", "web2"]' "$out" >/dev/null
-ok $? "domains: status ID UUID NAME (exit $rc)" "$(cat "$err")"
+ok_files $? "domains: status ID UUID NAME (exit $rc)" "$err"
 run_bm -c "$DEMO" set 1 2G
 [ "$rc" -eq 0 ] && grep -qx 'web1: inflate from 3 GiB to target 2 GiB (not waiting)' "$out"
 ok $? "domains: set ID: the domain is web1, printed by its name (exit $rc)" "$(cat "$out" "$err")"
@@ -105,20 +105,20 @@ run_bm -c "$DEMO" configure 2 --stats-period 5
 [ "$rc" -eq 0 ] && ! grep -q "'2'" "$out" "$err"; ok $? "domains: configure ID (exit $rc)" "$(cat "$out" "$err")"
 run_bm -c "$DEMO" set 9 2G
 [ "$rc" -eq 2 ] && [ "$(cat "$err")" = "balloonmgr: set '9': no domain with this name, ID or UUID" ]
-ok $? "domains: an ID no domain has: one line, exit 2 (got $rc)" "$(cat "$err")"
+ok_files $? "domains: an ID no domain has: one line, exit 2 (got $rc)" "$err"
 run_bm -c "$DEMO" status 3b1e2a50-6d1f-4a0e-9a51-00000000000f
 [ "$rc" -eq 2 ] && grep -qF "no domain with this name, ID or UUID" "$err"; ok $? "domains: an unknown UUID (exit $rc)"
 run_bm -c "$DEMO" list --id
-[ "$(tr '\n' ' ' <"$out")" = "5 4 3 1 2 " ]; ok $? "domains: list --id, in the order of the names" "$(cat "$out")"
+[ "$(tr '\n' ' ' <"$out")" = "5 4 3 1 2 " ]; ok_files $? "domains: list --id, in the order of the names" "$out"
 run_bm -c "$DEMO" list --uuid --all
 [ "$(wc -l <"$out")" -eq 7 ] && head -1 "$out" | grep -qx 3b1e2a50-6d1f-4a0e-9a51-000000000006
-ok $? "domains: list --uuid --all" "$(cat "$out")"
+ok_files $? "domains: list --uuid --all" "$out"
 
 # --- set-flags: --live, --config, --current as virsh setmem (the definition's value itself is
 # checked against a real libvirtd: tests/integration/test-set-config.sh)
 run_bm -c "$DEMO" set batch1 1G
 [ "$rc" -eq 1 ] && [ "$(cat "$err")" = "balloonmgr: set 'batch1': domain is not running (--config or --current sets the balloon of its next boot)" ]
-ok $? "set-flags: a shut-off domain without --config: refused as virsh's default, exit 1 (got $rc)" "$(cat "$err")"
+ok_files $? "set-flags: a shut-off domain without --config: refused as virsh's default, exit 1 (got $rc)" "$err"
 run_bm -c "$DEMO" set batch1 1G --config
 [ "$rc" -eq 0 ] && grep -qx "batch1: next boot's balloon (<currentMemory>) from 8 GiB to 1 GiB" "$out"
 ok $? "set-flags: --config on a shut-off domain sets its definition (exit $rc)" "$(cat "$out" "$err")"
@@ -129,7 +129,7 @@ run_bm -c "$DEMO" set web1 2G --current --json
 [ "$rc" -eq 0 ] && jq -e '.live and (.config | not)' "$out" >/dev/null; ok $? "set-flags: --current on a running domain is --live"
 run_bm -c "$DEMO" set web1 2G --config --json
 [ "$rc" -eq 0 ] && jq -e '(.live | not) and .config and .from_bytes == 3221225472' "$out" >/dev/null
-ok $? "set-flags: --config on a running domain: its definition only" "$(cat "$out")"
+ok_files $? "set-flags: --config on a running domain: its definition only" "$out"
 for args in "batch1 1G --live|1|balloonmgr: set 'batch1': domain is not running (--config or --current sets the balloon of its next boot)" \
             "web1 1G --current --live|2|balloonmgr: set: options --current and --live are mutually exclusive" \
             "web1 1G --current --config|2|balloonmgr: set: options --current and --config are mutually exclusive" \
@@ -139,7 +139,7 @@ for args in "batch1 1G --live|1|balloonmgr: set 'batch1': domain is not running 
     read -r -a argv <<<"$a"
     run_bm -c "$DEMO" set "${argv[@]}"
     [ "$rc" -eq "$want" ] && [ "$(cat "$err")" = "$msg" ]
-    ok $? "set-flags: set $a: exit $want (got $rc): $msg" "$(cat "$err")"
+    ok_files $? "set-flags: set $a: exit $want (got $rc): $msg" "$err"
 done
 
 # --- sizes: a bare number is KiB; policy check warns where that is likely misread or absurd
@@ -148,11 +148,11 @@ run_bm policy check "$T/sizes.policy"
 [ "$rc" -eq 0 ] && grep -qx "$T/sizes.policy: ok, 3 warning(s)" "$out"
 ok $? "sizes: policy check: exit 0, ok with 3 warnings (exit $rc)" "$(cat "$out" "$err")"
 grep -qxF "$T/sizes.policy:6:9: warning: floor: '25' is 25 KiB: a bare number is KiB (as in virsh); write '25K' if you meant that, else the unit you meant ('25%', '25M')" "$err"
-ok $? "sizes:   floor = 25: a bare number under 1 MiB, at file:line:col" "$(cat "$err")"
+ok_files $? "sizes:   floor = 25: a bare number under 1 MiB, at file:line:col" "$err"
 grep -qxF "$T/sizes.policy:7:13: warning: keep_free: '0' is 0: an inflate may leave the guest no usable memory at all (the default is 15%)" "$err"
-ok $? "sizes:   keep_free = 0" "$(cat "$err")"
+ok_files $? "sizes:   keep_free = 0" "$err"
 grep -qF "$T/sizes.policy:11:12: warning: max_step: '512.5' is 512.5 KiB" "$err" && ! grep -qF "'512.5%'" "$err"
-ok $? "sizes:   max_step = 512.5 (no percentage above 100 suggested)" "$(cat "$err")"
+ok_files $? "sizes:   max_step = 512.5 (no percentage above 100 suggested)" "$err"
 ! grep -q ":8:.*deadband" "$err"; ok $? "sizes:   deadband = 0 is not misread (0 is 0 in every unit)"
 # issue 31: a floor below the absolute minimum (128 MiB, 5% of the maximum) is said to be
 printf '[guest]\nfloor = 0%%\n[domain "a*"]\nfloor = 64M\n[domain "b*"]\nfloor = 5%%\n[domain "c*"]\nfloor = 128M\n' >"$T/minimum.policy"
@@ -165,14 +165,14 @@ run_bm -c "$DEMO" policy check --host --proc "$ROOT/demo/proc" "$T/sizes.policy"
 [ "$rc" -eq 0 ] && grep -qx "$T/sizes.policy: ok, 5 warning(s)" "$out"
 ok $? "sizes: policy check --host: 2 more warnings (exit $rc)" "$(cat "$out" "$err")"
 grep -qxF "$T/sizes.policy:4:17: warning: release_above 128 GiB is not below this host's MemTotal of 64 GiB" "$err"
-ok $? "sizes:   release_above above MemTotal" "$(cat "$err")"
+ok_files $? "sizes:   release_above above MemTotal" "$err"
 grep -qxF "$T/sizes.policy:10:9: warning: floor 6 GiB is not below the maximum of domain 'web1' (4 GiB): it is never inflated; a percentage of the maximum fits every domain" "$err"
-ok $? "sizes:   a floor above a domain's maximum, at the [domain] line that sets it" "$(cat "$err")"
+ok_files $? "sizes:   a floor above a domain's maximum, at the [domain] line that sets it" "$err"
 run_bm policy check "$ROOT"/policies/*.policy "$ROOT/demo/demo.policy"
-[ "$rc" -eq 0 ] && [ ! -s "$err" ]; ok $? "sizes: the shipped policies have no warning" "$(cat "$err")"
+[ "$rc" -eq 0 ] && [ ! -s "$err" ]; ok_files $? "sizes: the shipped policies have no warning" "$err"
 run_bm -c test:///default set test -1
 [ "$rc" -eq 2 ] && [ "$(cat "$err")" = "balloonmgr: set 'test': size '-1': a relative size needs a unit: '-1' would be 1 KiB (a bare number is KiB); write '-1K' for that, or '-1M', '-1G'" ]
-ok $? "sizes: set test -1: refused with the reason, exit 2 (got $rc)" "$(cat "$err")"
+ok_files $? "sizes: set test -1: refused with the reason, exit 2 (got $rc)" "$err"
 run_bm -c test:///default set test -256M --json
 [ "$rc" -eq 0 ] && jq -e '.target_bytes == 2147483648 - 268435456' "$out" >/dev/null; ok $? "sizes: set test -256M: relative with a unit (exit $rc)"
 run_bm -c test:///default set test 1048576 --json
@@ -183,14 +183,14 @@ run_bm -c "$DEMO" status --bytes --raw
 [ "$rc" -eq 0 ] && head -1 "$out" | grep -qx 'NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL'
 ok $? "raw: status --bytes --raw: the header row first, no host line (exit $rc)" "$(head -2 "$out")"
 [ "$(wc -l <"$out")" -eq 8 ] && awk 'NF != 18 { exit 1 }' "$out"
-ok $? "raw:   one domain a line, 18 fields on every line" "$(cat "$out")"
+ok_files $? "raw:   one domain a line, 18 fields on every line" "$out"
 grep -qx 'batch1 shut\\x20off 8589934592 8589934592 0 - - - - - - - - off - unknown off off' "$out"
 ok $? "raw:   'shut off' is one field (shut\\x20off), sizes in bytes" "$(grep batch1 "$out")"
 grep -q '^web1 running 4294967296 3221225472 1073741824 ' "$out"; ok $? "raw:   web1 in bytes" "$(grep web1 "$out")"
 run_bm -c "$DEMO" status --raw --no-headings -o NAME,STATE web1 legacy1
-[ "$(cat "$out")" = "$(printf 'legacy1 shut\\x20off\nweb1 running')" ]; ok $? "raw: --raw --no-headings -o NAME,STATE" "$(cat "$out")"
+[ "$(cat "$out")" = "$(printf 'legacy1 shut\\x20off\nweb1 running')" ]; ok_files $? "raw: --raw --no-headings -o NAME,STATE" "$out"
 run_bm -c "$DEMO" status --bytes --no-headings -o NAME,CURRENT web1
-grep -qx 'web1  3221225472' "$out"; ok $? "raw: --bytes in the aligned table" "$(cat "$out")"
+grep -qx 'web1  3221225472' "$out"; ok_files $? "raw: --bytes in the aligned table" "$out"
 run_bm -c "$DEMO" status --json --raw
 [ "$rc" -eq 2 ]; ok $? "raw: --json --raw refused (exit $rc)"
 # off a terminal the tables are what they were (tests/data/table: the output before libsmartcols,
@@ -200,21 +200,21 @@ run_bm -c "$DEMO" status --json --raw
 ok $? "raw: status off a terminal: byte for byte as before"
 "$BM" -c "$DEMO" run --once --table --dry-run "${PASS[@]}" 2>/dev/null | tail -n +2 >"$out"
 tail -n +2 "$ROOT/tests/data/table/run-dry.out" | cmp -s - "$out"
-ok $? "raw: run --table off a terminal: byte for byte as before (after the policy's path)" "$(cat "$out")"
+ok_files $? "raw: run --table off a terminal: byte for byte as before (after the policy's path)" "$out"
 LONG="test://$ROOT/tests/data/host/long-name.xml"
 name=customer-4711-production-web-frontend-europe-west-replica-0042
 run_bm -c "$LONG" status --no-headings
 grep -q "^$name " "$out" && [ "$(awk '{ print length($0) }' "$out" | sort -n | tail -1)" -gt 150 ]
-ok $? "raw: off a terminal a long name is whole (the lines are wider than 150)" "$(cat "$out")"
+ok_files $? "raw: off a terminal a long name is whole (the lines are wider than 150)" "$out"
 if command -v script >/dev/null; then
     COLUMNS=150 script -qec "$(printf '%q ' "$BM" -c "$LONG" status --no-headings)" /dev/null | tr -d '\r' >"$out"
     [ "$(awk '{ print length($0) }' "$out" | sort -n | tail -1)" -le 150 ] && grep -q '^customer-4711-prod' "$out" && ! grep -q "$name" "$out"
-    ok $? "raw: on a 150-column terminal the widest column (NAME) is cut to fit" "$(cat "$out")"
+    ok_files $? "raw: on a 150-column terminal the widest column (NAME) is cut to fit" "$out"
     COLUMNS=80 script -qec "$(printf '%q ' "$BM" -c "$DEMO" run --once --dry-run "${PASS[@]}") 2>/dev/null" /dev/null | tr -d '\r' >"$out"
     sed -n '/^NAME  *ACTION/,$p' "$out" >"$out.table"
     [ "$(wc -l <"$out.table")" -gt 8 ] && [ "$(awk '{ print length($0) }' "$out.table" | sort -n | tail -1)" -le 80 ] &&
         [ "$(grep -o 'nothing to take: .*' "$out" | head -1)" != "" ]
-    ok $? "raw: run on an 80-column terminal: REASON wraps, every table line fits" "$(cat "$out")"
+    ok_files $? "raw: run on an 80-column terminal: REASON wraps, every table line fits" "$out"
 fi
 
 # --- listen: host names, [::1]:PORT and :PORT, as exporters take them; each address of a name
@@ -232,14 +232,14 @@ agent_on() {
 stop_agent() { agent_stop; }
 answers() { curl -sf -o /dev/null --max-time 3 "http://$1/metrics"; }
 agent_on localhost:PORT
-ok $? "listen: --listen localhost:PORT starts" "$(cat "$T/agent.log")"
+ok_files $? "listen: --listen localhost:PORT starts" "$T/agent.log"
 answers "127.0.0.1:$port"; ok $? "listen:   and answers on 127.0.0.1 (localhost here: $(getent ahosts localhost | awk '$2 == "STREAM" { print $1 }' | tr '\n' ' '))"
 grep -q "serving /metrics on localhost:0 (http, no auth) at 127.0.0.1:$port" "$T/agent.log"
 ok $? "listen:   its message names the addresses" "$(head -1 "$T/agent.log")"
 stop_agent
 if [ -e /proc/net/if_inet6 ] && grep -q '^0*1 ' /proc/net/if_inet6; then
     agent_on '[::1]:PORT'
-    ok $? "listen: --listen [::1]:PORT starts" "$(cat "$T/agent.log")"
+    ok_files $? "listen: --listen [::1]:PORT starts" "$T/agent.log"
     answers "[::1]:$port" && ! answers "127.0.0.1:$port"; ok $? "listen:   answers on ::1 only"
     stop_agent
     agent_on ':PORT'
@@ -249,7 +249,7 @@ if [ -e /proc/net/if_inet6 ] && grep -q '^0*1 ' /proc/net/if_inet6; then
     if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
         printf '127.0.0.1 bm-two-addrs\n::1 bm-two-addrs\n' >"$T/hosts"
         agent_on bm-two-addrs:PORT unshare -m --propagation private sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$T/hosts"
-        ok $? "listen: --listen NAME:PORT with a name of two addresses starts" "$(cat "$T/agent.log")"
+        ok_files $? "listen: --listen NAME:PORT with a name of two addresses starts" "$T/agent.log"
         answers "127.0.0.1:$port" && answers "[::1]:$port"; ok $? "listen:   and answers on each: 127.0.0.1 and ::1"
         grep -qE "at (127\.0\.0\.1:$port, \[::1\]:$port|\[::1\]:$port, 127\.0\.0\.1:$port)," "$T/agent.log"
         ok $? "listen:   its message names both" "$(head -1 "$T/agent.log")"
@@ -262,6 +262,6 @@ else
 fi
 run_bm -c "$DEMO" agent --dry-run --listen 999.1.1.1:80
 [ "$rc" -eq 2 ] && grep -qxF "balloonmgr: agent: --listen '999.1.1.1:80': '999.1.1.1' is not an IP address" "$err"
-ok $? "listen: digits and dots are an address, not a name to look up (exit $rc)" "$(cat "$err")"
+ok_files $? "listen: digits and dots are an address, not a name to look up (exit $rc)" "$err"
 
 tap_done

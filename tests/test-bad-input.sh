@@ -289,7 +289,7 @@ while IFS=$'\t' read -r class input want msg; do
     http)
         if [ -z "$apid" ]; then
             start_agent
-            ok $? "http: agent on the demo host serves /metrics" "$(cat "$T/agent.err")"
+            ok_files $? "http: agent on the demo host serves /metrics" "$T/agent.err"
         fi
         run_http_row "$input" "$want" "$msg" ;;
     http-auth)
@@ -298,7 +298,7 @@ while IFS=$'\t' read -r class input want msg; do
         if [ -z "$aapid" ]; then
             # its own state file: one writer per state (the other agent holds its lock)
             AGENT_LOG=$T/agent-auth.err AGENT_STATE=$T/agent-auth-state.json start_agent --web-config "$T/web-auth.yml"
-            ok $? "http-auth: agent with basic auth serves /metrics" "$(cat "$T/agent-auth.err")"
+            ok_files $? "http-auth: agent with basic auth serves /metrics" "$T/agent-auth.err"
             aport=$port aapid=$apid
         fi
         port=$aport apid=$aapid

@@ -71,17 +71,17 @@ jq -e --arg id "$ID_CHANGE" '.MESSAGE_ID == $id and .PRIORITY == "5" and .SYSLOG
     .BALLOONMGR_DOMAIN == "web2" and .BALLOONMGR_DIRECTION == "inflate" and .BALLOONMGR_OUTCOME == "reached" and
     .BALLOONMGR_FROM_BYTES == "4294967296" and (.BALLOONMGR_TARGET_BYTES | tonumber) < 4294967296 and
     .BALLOONMGR_REACHED_BYTES == .BALLOONMGR_TARGET_BYTES' "$tmp/web2.json" >/dev/null
-ok $? "  the change record: MESSAGE_ID, PRIORITY 5, domain, direction, outcome, from and target bytes" "$(cat "$tmp/web2.json")"
+ok_files $? "  the change record: MESSAGE_ID, PRIORITY 5, domain, direction, outcome, from and target bytes" "$tmp/web2.json"
 jq -e '.MESSAGE | (startswith("balloonmgr:") or test("domain=|direction=|outcome=|target_bytes=")) | not' "$tmp/web2.json" >/dev/null
 ok $? "  its message repeats no field as key=value: $(jq -r .MESSAGE "$tmp/web2.json")"
 ok $([ "$(jq -s '[.[].BALLOONMGR_DOMAIN] | sort == ["cache1","web2"]' "$tmp/changes.json")" = true ]; echo $?) \
     "journalctl MESSAGE_ID=<change>: the two changes of the pass (target of web2: $target)" "$(cat "$tmp/changes.json")"
 jq -s -e 'length == 1 and .[0].BALLOONMGR_MODE == "reclaim" and .[0].BALLOONMGR_MODE_FROM == "hold" and .[0].PRIORITY == "5"' "$tmp/mode.json" >/dev/null
-ok $? "journalctl MESSAGE_ID=<mode change>: hold -> reclaim, once" "$(cat "$tmp/mode.json")"
+ok_files $? "journalctl MESSAGE_ID=<mode change>: hold -> reclaim, once" "$tmp/mode.json"
 ok $([ "$(cat "$tmp/bad.rc")" -eq 2 ]; echo $?) "a bad policy exits 2"
 jq -s -e --arg p "$tmp/bad.policy" 'length >= 2 and all(.[]; .PRIORITY == "3") and
     any(.[]; .MESSAGE == "run: policy '"'"'\($p)'"'"' has errors: nothing changed")' "$tmp/errors.json" >/dev/null
-ok $? "journalctl MESSAGE_ID=<error>: its errors, PRIORITY 3, one record a line" "$(cat "$tmp/errors.json")"
+ok_files $? "journalctl MESSAGE_ID=<error>: its errors, PRIORITY 3, one record a line" "$tmp/errors.json"
 jq -s -e 'map(select(.SYSLOG_IDENTIFIER == "bm-test")) | length == 1 and (.[0].MESSAGE | startswith("pass: mode reclaim"))' "$tmp/all.json" >/dev/null
 ok $? "the pass's summary line (stdout) is one record" "$(jq -r '.SYSLOG_IDENTIFIER + ": " + .MESSAGE' "$tmp/all.json")"
 jq -s -e 'all(.[]; .MESSAGE | test("^<[0-7]>") | not)' "$tmp/all.json" >/dev/null

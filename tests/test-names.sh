@@ -17,7 +17,7 @@ NAMES="test://$ROOT/tests/data/names-hostile.xml"
 # the names as libvirt has them, one a line (hex, so TAB and CR compare as bytes)
 "$BM" -c "$NAMES" status --json >"$T/json" 2>"$T/err"
 jq -r '.domains[].name | @base64' "$T/json" | while read -r b; do base64 -d <<<"$b" | od -An -tx1 | tr -d ' \n'; echo; done | sort >"$T/want"
-[ "$(wc -l <"$T/want")" -eq 6 ]; ok $? "six hostile names read" "$(cat "$T/err")"
+[ "$(wc -l <"$T/want")" -eq 6 ]; ok_files $? "six hostile names read" "$T/err"
 
 # decode a table's \xNN once (the escapes of libsmartcols, as --raw documents them)
 decode_hex() { while IFS= read -r f; do printf '%b' "$f" | od -An -tx1 | tr -d ' \n'; echo; done; }
@@ -27,9 +27,9 @@ LC_ALL=C "$BM" -c "$NAMES" status --raw | tail -n +2 | cut -d' ' -f1 | decode_he
 diff "$T/want" "$T/raw" >/dev/null; ok $? "status --raw: each name decoded once is the domain's name" "$(diff "$T/want" "$T/raw")"
 # the table: escaped once ('caf\xc3\xa9', not 'caf\x5cxc3\x5cxa9'); the literal backslash once
 LC_ALL=C "$BM" -c "$NAMES" status >"$T/table"
-grep -q '^caf\\xc3\\xa9 ' "$T/table"; ok $? "status: café as caf\\xc3\\xa9 in the C locale" "$(cat "$T/table")"
+grep -q '^caf\\xc3\\xa9 ' "$T/table"; ok_files $? "status: café as caf\\xc3\\xa9 in the C locale" "$T/table"
 [ "$(grep -c 'x5c' "$T/table")" -eq 1 ] && grep -q '^tab\\x5cx09name ' "$T/table" && grep -q '^tab\\x09name ' "$T/table"
-ok $? "status: 'tab<TAB>name' and 'tab\\x09name' shown apart, each escaped once" "$(cat "$T/table")"
+ok_files $? "status: 'tab<TAB>name' and 'tab\\x09name' shown apart, each escaped once" "$T/table"
 LC_ALL=C.UTF-8 "$BM" -c "$NAMES" status >"$T/table8"
 grep -q '^café ' "$T/table8"; ok $? "status: café as itself in a UTF-8 locale" "$(head -3 "$T/table8")"
 ! grep -q $'\r' "$T/table" "$T/table8"; ok $? "status: no CR reaches stdout"
@@ -49,7 +49,7 @@ for q in "x' direction=deflate outcome=failed y='" "x\" outcome=failed y=\"" "x'
     # outside the quoted value of domain= (up to its first quote), one outcome= a record
     recs=$(grep -c '^balloonmgr: change ' "$T/err")
     [ "$recs" -eq 2 ] && [ "$(grep '^balloonmgr: change ' "$T/err" | sed "s/domain='[^']*'//" | grep -o ' outcome=' | wc -l)" -eq 2 ]
-    ok $? "run --once, a domain named $q: 2 change records, one outcome= each" "$(cat "$T/err")"
+    ok_files $? "run --once, a domain named $q: 2 change records, one outcome= each" "$T/err"
     # the value of domain='...' ends at the first quote and decodes to the name
     got=$(grep "uuid=3b1e2a50-6d1f-4a0e-9a51-000000000002$" "$T/err" | sed -n "s/^balloonmgr: change domain='\([^']*\)' .*/\1/p")
     [ "$(printf '%b' "$got")" = "$q" ]; ok $? "  its record's domain='...' decodes to the name" "$got"

@@ -27,8 +27,8 @@ passes() { jq -r '.counters.passes' "$1" 2>/dev/null; }
 saved_and_serving() { [ -s "$S" ] && curl -sf "127.0.0.1:$agent_port/metrics" >/dev/null 2>&1; }
 agent_start "$T/agent.log" "$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
     --listen 127.0.0.1:0 --state "$S" && agent_wait saved_and_serving && apid=$agent_pid || apid=""
-[ -n "$apid" ]; ok $? "an agent on $S serves and saved its state" "$(cat "$T/agent.log")"
-[ "$(head -1 "$S.lock")" = "$apid" ]; ok $? "  its lock file $S.lock holds its PID" "$(cat "$S.lock")"
+[ -n "$apid" ]; ok_files $? "an agent on $S serves and saved its state" "$T/agent.log"
+[ "$(head -1 "$S.lock")" = "$apid" ]; ok_files $? "  its lock file $S.lock holds its PID" "$S.lock"
 
 # ten run --once on the agent's state: each refused, nothing written
 cp "$S" "$T/before.json"
@@ -40,22 +40,22 @@ for i in $(seq 10); do
     [ "$st" -eq 4 ] || bad=1
     grep -qx "balloonmgr: run: state '$S': in use by PID $apid (.* agent .*) (lock '$S.lock'): one writer at a time" "$T/err" || bad=1
 done
-[ "$bad" = 0 ]; ok $? "ten run --once while the agent runs: each exits 4 naming the agent's PID (got$statuses)" "$(cat "$T/err")"
+[ "$bad" = 0 ]; ok_files $? "ten run --once while the agent runs: each exits 4 naming the agent's PID (got$statuses)" "$T/err"
 [ "$(grep -cv '^balloonmgr: \(change\|mode\) ' "$T/err")" -eq 1 ] && ! grep -q '^balloonmgr: \(change\|mode\) ' "$T/err"
-ok $? "  in one line, before any pass (no change or mode record)" "$(cat "$T/err")"
+ok_files $? "  in one line, before any pass (no change or mode record)" "$T/err"
 
 # a second agent: refused before it serves
 timeout 10 "$BM" -c "$DEMO" agent --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" \
     --listen 127.0.0.1:0 --state "$S" >"$T/out" 2>"$T/err2"
 st=$?
 [ "$st" -eq 4 ] && grep -qx "balloonmgr: agent: state '$S': in use by PID $apid (.* agent .*) (lock '$S.lock'): one writer at a time" "$T/err2"
-ok $? "a second agent on the same state exits 4 naming the first (got $st)" "$(cat "$T/err2")"
-! grep -q "serving /metrics" "$T/err2"; ok $? "  and never served" "$(cat "$T/err2")"
+ok_files $? "a second agent on the same state exits 4 naming the first (got $st)" "$T/err2"
+! grep -q "serving /metrics" "$T/err2"; ok_files $? "  and never served" "$T/err2"
 
 # a dry run reads the state and writes nothing: no lock needed
 "$BM" "${RUN[@]}" --dry-run >"$T/out" 2>"$T/err"
 st=$?
-[ "$st" -eq 0 ]; ok $? "run --once --dry-run while the agent runs: exit 0 (got $st)" "$(cat "$T/err")"
+[ "$st" -eq 0 ]; ok_files $? "run --once --dry-run while the agent runs: exit 0 (got $st)" "$T/err"
 
 # the agent's counters: all its passes, none lost to another writer
 agent_stop; st=$?
@@ -68,7 +68,7 @@ ok $? "  its last save counts its own passes ($(passes "$T/before.json") -> $age
 "$BM" "${RUN[@]}" >"$T/out" 2>"$T/err"
 st=$?
 [ "$st" -eq 0 ] && [ "$(passes "$S")" -eq $((agent_passes + 1)) ]
-ok $? "after the agent, run --once: exit 0, passes $agent_passes -> $(passes "$S")" "$(cat "$T/err")"
+ok_files $? "after the agent, run --once: exit 0, passes $agent_passes -> $(passes "$S")" "$T/err"
 [ "$(head -1 "$S.lock")" != "$apid" ]; ok $? "  the lock file names the last holder"
 
 # a lock held by another process (this shell, through flock(1) on fd 9) whose PID is in the file
@@ -80,12 +80,12 @@ if command -v flock >/dev/null; then
     "$BM" "${RUN[@]}" >"$T/out" 2>"$T/err"
     st=$?
     [ "$st" -eq 4 ] && grep -qx "balloonmgr: run: state '$S': in use by PID $$ (.*test-state-lock.sh.*) (lock '$S.lock'): one writer at a time" "$T/err"
-    ok $? "a lock held by another program: run --once exits 4 naming PID $$ (got $st)" "$(cat "$T/err")"
+    ok_files $? "a lock held by another program: run --once exits 4 naming PID $$ (got $st)" "$T/err"
     cmp -s "$S" "$T/before.json"; ok $? "  the state file untouched"
     exec 9<&-
     "$BM" "${RUN[@]}" >"$T/out" 2>"$T/err"
     st=$?
-    [ "$st" -eq 0 ]; ok $? "  released: run --once exits 0 (got $st)" "$(cat "$T/err")"
+    [ "$st" -eq 0 ]; ok_files $? "  released: run --once exits 0 (got $st)" "$T/err"
 else
     for _ in 1 2 3 4; do tap_skip "flock(1) is not installed"; done
 fi
@@ -102,7 +102,7 @@ for kind in dir fifo link; do
     timeout 10 "$BM" -c "$DEMO" run --once --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$D/s.json" >"$T/out" 2>"$T/err"
     st=$?
     [ "$st" -eq 1 ] && grep -q "^balloonmgr: run: state '$D/s.json': .*lock file '$D/s.json.lock'" "$T/err" && [ ! -e "$D/s.json" ]
-    ok $? "a lock file that is a $kind: run --once exits 1 naming it, nothing written (got $st)" "$(cat "$T/err")"
+    ok_files $? "a lock file that is a $kind: run --once exits 1 naming it, nothing written (got $st)" "$T/err"
 done
 [ ! -e "$T/elsewhere" ]; ok $? "  the link's target was not created"
 

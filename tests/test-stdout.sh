@@ -36,12 +36,12 @@ for c in "${cases[@]}" "RUN"; do
     "$BM" -c "$DEMO" "${args[@]}" >"$T/out" 2>"$T/err"
     st=$?
     [ "$st" -eq 0 ] && [ -s "$T/out" ]
-    ok $? "balloonmgr ${args[*]}: prints and exits 0 on a file (got $st)" "$(cat "$T/err")"
+    ok_files $? "balloonmgr ${args[*]}: prints and exits 0 on a file (got $st)" "$T/err"
     "$BM" -c "$DEMO" "${args[@]}" >/dev/full 2>"$T/err"
     st=$?
     [ "$st" -eq 1 ]; ok $? "  on /dev/full: exit 1 (got $st)"
     grep -q '^balloonmgr: write error on standard output' "$T/err"
-    ok $? "  and says so" "$(cat "$T/err")"
+    ok_files $? "  and says so" "$T/err"
 done
 
 # Issue 31: a pass that acted records what it did when its output pipe closes (| head -c1):
@@ -61,7 +61,7 @@ for fmt in --json --table ""; do
     mkdir -p "$T/prom"
     st=$(closed_pipe "$BM" -c "$DEMO" run --once $fmt --policy "$ROOT/demo/demo.policy" \
         --proc "$ROOT/demo/proc" --state "$T/acted.json" --textfile "$T/prom" 2>"$T/err")
-    [ "$st" = rc=1 ]; ok $? "run --once ${fmt:-(summary)} | (closed): exit 1, not killed by SIGPIPE (got $st)" "$(cat "$T/err")"
+    [ "$st" = rc=1 ]; ok_files $? "run --once ${fmt:-(summary)} | (closed): exit 1, not killed by SIGPIPE (got $st)" "$T/err"
     [ -s "$T/acted.json" ] && jq -e '.counters.target_changes.inflate >= 1' "$T/acted.json" >/dev/null
     ok $? "  the pass's changes are in the state file"
     [ -s "$T/prom/balloonmgr.prom" ]; ok $? "  and the textfile is written" "$(ls "$T/prom")"
