@@ -271,23 +271,26 @@ static void test_load_bounds(void)
     timed_ok(t_full < 20, "  in %.2f s", t_full);
     bm_ledger_clear(&l);
 
-    /* linear: a quarter of the domains takes about a quarter of the time */
-    _cleanup_free_ char *quarter = state_of(BM_STATE_MAX_DOMAINS / 4);
-    t0 = now_s();
-    r = bm_state_parse(quarter, &l);
-    double t_quarter = now_s() - t0;
-    bm_ledger_clear(&l);
-    /* the first load also paid for the allocator's first growth: the faster of two counts */
-    t0 = now_s();
-    r |= bm_state_parse(full, &l);
-    double t_again = now_s() - t0;
-    bm_ledger_clear(&l);
-    if (t_again < t_full)
-        t_full = t_again;
-    ok(r == 0, "  a quarter of the domains: read");
-    timed_ok(t_full < 10 * t_quarter + 0.05,
-       "  time linear in the domains: %.3f s for %d, %.3f s for a quarter", t_full,
-       BM_STATE_MAX_DOMAINS, t_quarter);
+    /* linear: a quarter of the domains takes about a quarter of the time (two loads more that
+     * only the timing check needs: the slow tier's) */
+    if (tap_timing()) {
+        _cleanup_free_ char *quarter = state_of(BM_STATE_MAX_DOMAINS / 4);
+        t0 = now_s();
+        r = bm_state_parse(quarter, &l);
+        double t_quarter = now_s() - t0;
+        bm_ledger_clear(&l);
+        /* the first load also paid for the allocator's first growth: the faster of two */
+        t0 = now_s();
+        r |= bm_state_parse(full, &l);
+        double t_again = now_s() - t0;
+        bm_ledger_clear(&l);
+        if (t_again < t_full)
+            t_full = t_again;
+        ok(r == 0, "  a quarter of the domains: read");
+        timed_ok(t_full < 10 * t_quarter + 0.05,
+                 "  time linear in the domains: %.3f s for %d, %.3f s for a quarter", t_full,
+                 BM_STATE_MAX_DOMAINS, t_quarter);
+    }
 
     /* one domain more: refused */
     _cleanup_free_ char *over = state_of(BM_STATE_MAX_DOMAINS + 1);

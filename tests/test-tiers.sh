@@ -13,15 +13,18 @@ set -u
 ROOT=$1 BUILD=$2
 . "$ROOT/tests/tap.sh"
 
-# fixed_sleeps FILE...: the offending lines, FILE:LINE: TEXT
+# fixed_sleeps FILE...: the offending lines, FILE:LINE: TEXT (one grep for the scripts, one
+# for the C files)
 fixed_sleeps() {
     local f
+    local -a sh=() c=()
     for f in "$@"; do
-        case "$f" in
-        *.sh) grep -nE '(^|[;&|({[:space:]])sleep([[:space:]]|$)' "$f" | grep -v '# poll' ;;
-        *.c | *.h) grep -nE '\b(sleep|usleep|nanosleep|clock_nanosleep)[[:space:]]*\(' "$f" ;;
-        esac | sed "s|^|${f#"$ROOT"/}:|"
+        case "$f" in *.sh) sh+=("$f") ;; *.c | *.h) c+=("$f") ;; esac
     done
+    {
+        [ ${#sh[@]} -eq 0 ] || grep -nHE '(^|[;&|({[:space:]])sleep([[:space:]]|$)' "${sh[@]}" | grep -v '# poll'
+        [ ${#c[@]} -eq 0 ] || grep -nHE '\b(sleep|usleep|nanosleep|clock_nanosleep)[[:space:]]*\(' "${c[@]}"
+    } | sed "s|^$ROOT/||"
 }
 
 # durations FILE: the names of the durations it measures: variables set from a clock read
@@ -45,15 +48,21 @@ durations() {
         }' "$1" | sort -u
 }
 
-# untimed FILE...: checks of a duration outside timed_ok(), FILE:LINE: TEXT
+# untimed FILE...: checks of a duration outside timed_ok(), FILE:LINE: TEXT; counts the
+# durations seen in $ndurations
 untimed() {
     local f v
+    ndurations=0
     for f in "$@"; do
-        for v in $(durations "$f"); do
-            # (string literals blanked: "unknown user" is no variable)
-            sed -E 's/"([^"\\]|\\.)*"/""/g' "$f" | grep -nE "(^|[^_a-z])ok\(.*\b$v\b" |
-                sed "s|^|${f#"$ROOT"/}:|"
-        done
+        local -a vs
+        mapfile -t vs < <(durations "$f")
+        [ ${#vs[@]} -gt 0 ] || continue
+        ndurations=$((ndurations + ${#vs[@]}))
+        local IFS='|'
+        # (string literals blanked: "unknown user" is no variable)
+        sed -E 's/"([^"\\]|\\.)*"/""/g' "$f" | grep -nE "(^|[^_a-z])ok\(.*\b(${vs[*]})\b" |
+            sed "s|^|${f#"$ROOT"/}:|"
+        unset IFS
     done
 }
 
@@ -80,16 +89,18 @@ nsh=$(printf '%s\n' "${files[@]}" | grep -c '\.sh$')
 nc=$(printf '%s\n' "${files[@]}" | grep -c '\.c$')
 ok $((nsh >= 15 && nc >= 25 ? 0 : 1)) "their sources: $nsh shell scripts, $nc C files"
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 out=$(fixed_sleeps "${files[@]}")
 [ -z "$out" ]; ok $? "no fixed sleep in them (but a poll's step, marked so)" "$out"
-out=$(untimed $(printf '%s\n' "${files[@]}" | grep '\.c$'))
+cfiles=()
+for f in "${files[@]}"; do [[ $f == *.c ]] && cfiles+=("$f"); done
+untimed "${cfiles[@]}" >"$tmp/untimed"
+out=$(<"$tmp/untimed") nd=$ndurations
 [ -z "$out" ]; ok $? "every duration they compare is a timed_ok() (skipped in the unit suite)" "$out"
-nd=$(for f in $(printf '%s\n' "${files[@]}" | grep '\.c$'); do durations "$f"; done | grep -c .)
 ok $((nd >= 3 ? 0 : 1)) "  (the scan saw $nd durations measured, all checked by timed_ok())"
 
 # the checks fail where they should
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 printf 'x=1\nsleep 2\nwhile :; do f && break; sleep 0.1; done\n' >"$tmp/a.sh"
 printf 'while :; do sleep 0.02 # poll: until f\ndone\n' >"$tmp/b.sh"
 printf 'int main(void) { usleep(1000); return 0; }\n' >"$tmp/c.c"

@@ -44,9 +44,9 @@ lane() {
 # unit + cli in both builds, side by side: both lanes are CPU-bound (a process costs about
 # 5 ms here, balloonmgr 45 ms and 150 ms under ASan), and one after the other each ends on
 # one long test with a core idle. The ASan lane's console goes to a file, shown after the
-# plain one's. Suite `once`: checks of the sources and the install layout (test-tiers,
-# test-includes, test-rules, test-units, test-install) that a sanitized build changes nothing
-# in; the ASan lane leaves them out.
+# plain one's. Suite `once`: checks of the sources, the completion and the install layout
+# (test-tiers, test-includes, test-rules, test-units, test-install, test-completion) that a
+# sanitized build changes nothing in; the ASan lane leaves them out.
 asan_console=build-asan/meson-logs/quick-console.txt
 mkdir -p build-asan/meson-logs
 (meson test -C build-asan --suite unit --suite cli --no-suite once --print-errorlogs --logbase quick \
