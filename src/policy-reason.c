@@ -195,7 +195,7 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
     case BM_REASON_UNBACKED:
         snprintf(buf, n,
             "not inflated: %s idle, but %s of its free memory is not backed by the host "
-            "(QEMU RSS %s, guest uses %s%s): an inflate would go through it and give nothing back",
+            "(QEMU RSS %s, guest uses %s%s): an inflate would give the host next to nothing back",
             SZ(x->idle_bytes), SZ(c->skip_bytes), SZ(x->rss_bytes), SZ(gp->used_bytes),
             c->reports ? ", free page reporting on" : "");
         break;
