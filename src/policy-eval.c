@@ -675,9 +675,9 @@ static uint64_t used_lately(const BmLedgerEntry *e, uint64_t used, uint64_t now_
  * 5.10 the memory freed at boot goes to the tail of the free lists (__free_pages_core(),
  * FPI_TO_TAIL), as do the pages free page reporting hands back. So an inflate takes the free
  * memory the host backs first, then this, then page cache (returning()). Seen on real guests
- * (bench/scenario/reference/agent-1, Linux 6.1): the grower, with 275 MiB of its free memory
- * never touched by this estimate, was inflated by 531 MiB and its QEMU RSS fell by 501 MiB
- * (through that memory first: 256 at most).
+ * (bench/scenario.sh's grower, Linux 6.1, 275 MiB of its free memory never touched by this
+ * estimate): inflated by 531 MiB, its QEMU RSS fell by 501 MiB (the run of 2026-12-01; through
+ * that memory first: 256 at most); by 449 MiB, 448 MiB (the kept reference run, 2026-12-04).
  *
  * "The guest's memory" is its total as it sees it (available: MemTotal), the measure what it
  * uses is taken from, less the balloon's pages where that total keeps them (deflate-on-oom).

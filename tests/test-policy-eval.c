@@ -1102,8 +1102,8 @@ static void test_unbacked_free_memory_gone_through(void)
 }
 
 /* The allocator hands out the free memory the host backs before what it does not (memory freed
- * at boot and reported pages sit at the tail of the free lists): the grower of the reference
- * run (bench/scenario/reference/agent-1, Linux 6.1) as read before its inflate: total 960 MiB,
+ * at boot and reported pages sit at the tail of the free lists): the grower of bench/scenario.sh's
+ * run of 2026-12-01 (Linux 6.1; bench/README.md) as read before its inflate: total 960 MiB,
  * 717 MiB usable, 714 MiB free, QEMU RSS 813 MiB, so (QEMU's own 128 MiB by the estimate) 275
  * MiB of its free memory never touched. Its inflate of 531 MiB gave the host 501 MiB, where
  * going through the never-touched memory first would have given at most 256: an inflate is

@@ -11,9 +11,10 @@
 #include "error.h"
 #include "util.h"
 
-/* measured on the reference run's TCG guests (bench/scenario/reference, console logs): a
- * touch pass writes about 200 MiB/s, the disk is read at 140 MiB/s; a booted 1 GiB guest's
- * kernel uses 103 MiB and its QEMU process holds 232 MiB */
+/* measured on the TCG guests of the reference run of 2026-12-01 (its console logs): a touch
+ * pass writes about 200 MiB/s, the disk is read at 140 MiB/s; a booted 1 GiB guest's kernel
+ * uses 103 MiB and its QEMU process holds 232 MiB (the reference run of 2026-12-04 that
+ * replaced it: 3615 MiB of QEMU RSS at rest against 3597, within the calibration's 5%) */
 #define TOUCH_MIB_S 200.0
 #define DISK_MIB_S 140.0
 #define KERNEL_MIB 103.0
@@ -118,8 +119,8 @@ static double allocate(SimGuest *g, double x, bool hot)
 
 /* The balloon takes x bytes: free memory, the pages freed last first (the buddy allocator's
  * hot end: backed), then never-touched ones, then cold and hot cache. Returns what it took;
- * *ret_backed the part the host had backed. (The reference run: 94% of what the balloons took
- * came back as QEMU RSS, with 48-248 MiB never touched in each guest.) */
+ * *ret_backed the part the host had backed. (The reference run of 2026-12-01: 94% of what the
+ * balloons took came back as QEMU RSS, with 48-248 MiB never touched in each guest.) */
 static double balloon_take(SimGuest *g, double x, double *ret_backed)
 {
     double backed = take_from(&g->free_backed, x);
