@@ -588,8 +588,8 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
         /* guests short of memory, under pressure or growing get what the host has above
          * reclaim_below, not only above target_available: between the two a host has memory
          * to spare, and a guest left short there is OOM-killed while it waits (the
-         * simulation's 100 guests, issue 33); below it, reclaim takes their share from the
-         * others */
+         * simulation's 100 guests, issue 33: 54 growers without this and the growth rule);
+         * below it, reclaim takes their share from the others */
         ret->budget_bytes = avail > below ? avail - below : 0;
     }
 }
