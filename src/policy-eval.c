@@ -768,8 +768,10 @@ static void set_take(BmDecision *x, Work *k)
     k->want = min_u64(x->idle_bytes, growth_for(k, step));
     /* count only on free memory the host backs: inflating pages the guest never touched (or
      * reported) gives the host nothing */
-    if (bm_present(x->backed_free_bytes) && growth_for(k, x->backed_free_bytes) < k->want) {
-        k->want = growth_for(k, x->backed_free_bytes);
+    uint64_t backed_end = bm_present(x->backed_free_bytes) ? growth_for(k, x->backed_free_bytes)
+                                                             : UINT64_MAX;
+    if (backed_end < k->want) {
+        k->want = backed_end;
         k->cap = BM_CAP_BACKED;
     }
     uint64_t probe = probe_cap(&k->learned, x->idle_bytes, x->backed_free_bytes, k->deadband,

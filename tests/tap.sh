@@ -46,6 +46,18 @@ ok_files() {
     ok "$status" "$desc" "${d[@]}"
 }
 
+# messages FILE: balloonmgr's stderr in FILE but the records a pass logs of its balloon and
+# mode changes (they are no messages about the input), in $REPLY, and how many lines those are
+# in $NMSG; the whole file in $ALL. Read in bash: no process per check.
+messages() {
+    local line
+    ALL="" REPLY="" NMSG=0
+    while IFS= read -r line || [ -n "$line" ]; do
+        ALL+=$line$'\n'
+        case $line in "balloonmgr: change "* | "balloonmgr: mode "*) ;; *) REPLY+=$line$'\n' NMSG=$((NMSG + 1)) ;; esac
+    done <"$1"
+}
+
 tap_skip() {
     tap_n=$((tap_n + 1))
     echo "ok $tap_n # SKIP $1"

@@ -21,7 +21,7 @@ PASS=(--policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc")
 # run_bm ARGS...: runs balloonmgr with stdout in $out and stderr in $err; sets rc
 run_bm() { "$BM" "$@" </dev/null >"$out" 2>"$err"; rc=$?; }
 # one_line: stderr is one line (the records of balloon and mode changes are not messages)
-one_line() { [ "$(grep -cv '^balloonmgr: \(change\|mode\) ' "$err")" -eq 1 ]; }
+one_line() { messages "$err"; [ "$NMSG" -eq 1 ]; }
 
 # --- textfile: a pass whose textfile directory is missing acts, saves, then reports (exit 1)
 run_bm -c "$DEMO" run --once --json "${PASS[@]}" --state "$T/s.json" --textfile "$T/missing"

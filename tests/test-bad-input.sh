@@ -168,17 +168,6 @@ sane() {
     [ "$1" -lt 128 ] && [[ $2 != *Sanitizer* && $2 != *"runtime error:"* && $2 != *"Segmentation fault"* ]]
 }
 
-# messages FILE: FILE's lines but the records a pass logs of its balloon and mode changes (they
-# are not messages about the input), in $REPLY; the whole file in $ALL
-messages() {
-    local line
-    ALL="" REPLY=""
-    while IFS= read -r line || [ -n "$line" ]; do
-        ALL+=$line$'\n'
-        case $line in "balloonmgr: change "* | "balloonmgr: mode "*) ;; *) REPLY+=$line$'\n' ;; esac
-    done <"$1"
-}
-
 # --- rows that run balloonmgr
 run_cli_row() {
     local class=$1 input=$2 want=$3 msg=$4

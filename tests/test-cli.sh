@@ -18,15 +18,9 @@ expect() {
     "$BM" "$@" >"$out" 2>"$err"; local got=$?
     [ "$got" -eq "$want" ]; ok $? "balloonmgr $* exits $want (got $got)"
     if [ -n "$msg" ]; then
-        # (read in bash: no process per check; the records of balloon and mode changes a pass
-        # logs are not messages)
-        local text="" line n=0
-        while IFS= read -r line || [ -n "$line" ]; do
-            text+=$line$'\n'
-            case $line in "balloonmgr: change "* | "balloonmgr: mode "*) ;; *) n=$((n + 1)) ;; esac
-        done <"$err"
-        [[ $text == *"$msg"* ]]; ok $? "  and says: $msg"
-        [ "$n" -eq 1 ]; ok $? "  in one line"
+        messages "$err"
+        [[ $ALL == *"$msg"* ]]; ok $? "  and says: $msg"
+        [ "$NMSG" -eq 1 ]; ok $? "  in one line"
     fi
 }
 

@@ -46,7 +46,8 @@ static char *read_source(const char *rel)
     return buf;
 }
 
-/* policies/default.policy with the agent's interval of bench/scenario.sh (2 s) and extra text. */
+/* policies/default.policy and extra text; scenario_interval: with the agent's interval of
+ * bench/scenario.sh (2 s) instead of its own 10 s. */
 static BmPolicy *policy_of(const char *extra, bool scenario_interval)
 {
     _cleanup_free_ char *text = read_source("policies/default.policy");
