@@ -24,6 +24,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 int bm_main(int argc, char **argv);
 
@@ -162,6 +165,13 @@ static int wait_child(pid_t pid)
 
 int main(void)
 {
+#ifdef __SANITIZE_ADDRESS__
+    /* LeakSanitizer's check at a child's exit scans 13 MB of globals here, most of them the
+     * sanitizer runtimes' untouched .bss (libasan's and libubsan's 6 MB each): one check now
+     * maps those pages, the forks inherit them, and a child's check no longer faults them in
+     * (20 ms of a row's 85) */
+    __lsan_do_recoverable_leak_check();
+#endif
     sigset_t chld, old_mask;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
