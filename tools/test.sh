@@ -6,7 +6,7 @@
 #   tools/test.sh           every tier (about 35 minutes on two cores)
 #   tools/test.sh --quick   unit + cli in both builds only (about 3 minutes, no root, no guests)
 #   tools/test.sh --full    every tier, then the two suites the per-push run leaves out:
-#                           exhaustive (about a minute) and lab-bookworm (the lab on QEMU 7.2
+#                           exhaustive (about 1.5 minutes) and lab-bookworm (the lab on QEMU 7.2
 #                           and Linux 6.1; the per-push run has it on QEMU 10.0 and 6.12)
 # Ends with one line "N passed, N failed, N skipped" over every suite it ran; exits 1 if any
 # failed.
