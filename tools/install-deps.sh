@@ -15,7 +15,9 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
            qemu-utils seabios ipxe-qemu busybox-static cpio xz-utils zstd kmod procps
            prometheus prometheus-pushgateway curl dbus polkitd openssl valgrind strace
            debhelper dpkg-dev build-essential lintian systemd clang libclang-rt-14-dev python3
-           mmdebstrap systemd-container)
+           mmdebstrap systemd-container
+           flex bison libglib2.0-dev libpixman-1-dev libfdt-dev ccache make python3-venv python3-pip
+           qemu-system-data)
 # libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
@@ -32,6 +34,8 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # systemd: systemd-journald, journalctl and systemd-cat for tests/test-journal.sh (a private
 # journald in a mount namespace).
 # openssl: the self-signed certificate of tests/test-webconfig-http.sh (HTTPS with curl).
+# flex ... qemu-system-data: what lab/build-qemu.sh builds the lab's QEMU 10.0 with (test-lab-trixie);
+# installed here, before the lanes of tools/test.sh, so that no apt-get runs beside test-deb's.
 # clang, libclang-rt-14-dev: the libFuzzer targets of fuzz/ (tools/test.sh builds
 # build-fuzz/ and runs each target a few seconds on its corpus with bench/fuzz).
 # python3: the notify socket (tests/test-notify.sh), a pipe closed before the program starts

@@ -107,8 +107,8 @@ ensure_host_pkgs() {
     [ "${#missing[@]}" -eq 0 ] && return 0
     [ "$(id -u)" -eq 0 ] || die "missing ${missing[*]} (need root to install them)"
     msg "installing ${missing[*]}"
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-        { apt-get update -qq >/dev/null; apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; } ||
+    apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null ||
+        { apt-get update -qq >/dev/null; apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null; } ||
         die "apt-get install ${missing[*]} failed"
 }
 

@@ -103,7 +103,7 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 fi
 log "apt-get install $deb $ne_pkg"
 installed=1
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" "$ne_pkg" \
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "$deb" "$ne_pkg" \
     >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "apt-get install failed"; }
 dpkg-query -W -f='${Status} ${Version}\n' balloonmgr | grep -qx "install ok installed $version" ||
     fail "dpkg does not list balloonmgr $version as installed"
@@ -209,7 +209,7 @@ pass "man page and completion ($comp)"
 # remove: the program, the units and the enablement go; the conffile stays
 cp /etc/balloonmgr/balloonmgr.policy "$work/policy.before"
 echo "# an operator's edit" >>/etc/balloonmgr/balloonmgr.policy
-DEBIAN_FRONTEND=noninteractive apt-get remove -y -q balloonmgr >"$work/remove.log" 2>&1 ||
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -q -o DPkg::Lock::Timeout=300 balloonmgr >"$work/remove.log" 2>&1 ||
     { cat "$work/remove.log"; fail "apt-get remove failed"; }
 for f in "${files[@]}"; do
     [ "$f" = /etc/balloonmgr/balloonmgr.policy ] && continue

@@ -22,6 +22,7 @@
 # Cache (BM_GUEST_CACHE, default /var/cache/balloonmgr-test):
 #   debs/                      the downloaded linux-image .deb
 #   kernel-VERSION/root/       the extracted .deb (dpkg-deb -x)
+#   .lock                      held while this script runs: one build per cache at a time
 #
 # Environment:
 #   BM_GUEST_DIR     default OUTDIR when no argument is given
@@ -130,6 +131,13 @@ die() { echo "build-guest: ERROR: $*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (apt-get download, mknod)"
 
+# One build per cache at a time: tools/test.sh runs the lab and the container tests beside the
+# host's integration tests, and their guests share a kernel (and its cache, its downloads, its
+# pruning, an output directory). Whoever comes second waits, then finds the stamp up to date.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9 || die "cannot lock $CACHE/.lock"
+
 export DEBIAN_FRONTEND=noninteractive
 APT_UPDATED=0
 apt_update_once() {
@@ -150,9 +158,9 @@ ensure_pkgs() {
     for p in "$@"; do pkg_installed "$p" || missing+=("$p"); done
     [ "${#missing[@]}" -eq 0 ] && return 0
     msg "installing ${missing[*]}"
-    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    if ! apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null; then
         apt_update_once
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null ||
             die "apt-get install ${missing[*]} failed"
     fi
 }

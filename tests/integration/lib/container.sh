@@ -9,6 +9,8 @@
 #                               trixie) with systemd, libvirt, QEMU and what builds the package;
 #                               prints its path. Cached under $BM_CT_CACHE/SUITE with a stamp of
 #                               the suite and the package list: a changed list builds it anew.
+#                               One builder at a time (a lock file per suite beside it): the
+#                               others wait and find it built.
 #   bm_ct_boot NAME ROOT DIR [NSPAWN-OPTION...]
 #                               boot ROOT (read-only lower layer) with an overlay whose upper
 #                               layer is DIR/upper (kept: a second boot on the same DIR is a
@@ -75,25 +77,33 @@ _bm_ct_rm() {
 }
 
 bm_ct_root() {
-    local suite=$1 dir stamp want tmp log
+    local suite=$1 dir stamp want tmp log lock
     dir=$BM_CT_CACHE/$suite
     want=$(printf '%s\n' "$suite" $(_bm_ct_packages) | sha256sum | cut -c1-16)
+    # one builder at a time: tools/test.sh runs the lab (its module is built in the trixie
+    # root) beside the container tests, and a root is replaced (rm, mv) when it is rebuilt; a
+    # second caller waits here and then finds the stamp (the lock is released when the
+    # function returns: it runs in $(...))
+    mkdir -p "$BM_CT_CACHE"
+    exec {lock}>"$BM_CT_CACHE/.$suite.lock"
+    flock "$lock" || bm_fail "cannot lock $BM_CT_CACHE/.$suite.lock"
     stamp=$(cat "$dir/.bm-stamp" 2>/dev/null || true)
     if [ "$stamp" = "$want" ] && [ -x "$dir/root/lib/systemd/systemd" ]; then
+        exec {lock}>&-
         echo "$dir/root"
         return 0
     fi
-    mkdir -p "$BM_CT_CACHE"
     tmp=$BM_CT_CACHE/.$suite.$$
     log=$BM_CT_CACHE/$suite.mmdebstrap.log
     _bm_ct_rm "$tmp"
     mkdir -p "$tmp"
     bm_log "mmdebstrap $suite into $tmp (log: $log)" >&2
-    if ! mmdebstrap --mode=root --variant=apt \
+    # niced: it is CPU-bound (about 100 s of two cores), and guests of the other lane run beside it
+    if ! nice -n 10 mmdebstrap --mode=root --variant=apt \
             --include="$(_bm_ct_packages | tr ' ' ',')" \
             --customize-hook='echo bm-host >"$1/etc/hostname"' \
             --customize-hook='rm -f "$1/etc/machine-id"; : >"$1/etc/machine-id"' \
-            "$suite" "$tmp/root" http://deb.debian.org/debian >"$log" 2>&1; then
+            "$suite" "$tmp/root" http://deb.debian.org/debian >"$log" 2>&1 {lock}>&-; then
         tail -20 "$log" >&2
         _bm_ct_rm "$tmp"
         bm_fail "mmdebstrap $suite failed (log: $log)"
@@ -101,6 +111,7 @@ bm_ct_root() {
     echo "$want" >"$tmp/.bm-stamp"
     _bm_ct_rm "$dir"
     mv "$tmp" "$dir"
+    exec {lock}>&-
     echo "$dir/root"
 }
 

@@ -98,9 +98,9 @@ bm_ensure_packages() {
     [ "${#missing[@]}" -eq 0 ] && return 0
     bm_log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    if ! apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null; then
         apt-get update -qq >/dev/null
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null ||
             bm_fail "apt-get install ${missing[*]} failed"
     fi
 }
