@@ -58,7 +58,7 @@ boot() {
 boot
 bm_ct_copy_source "$src"
 t0=$(bm_now)
-if ! cts 'cd /bm/src && DEB_BUILD_OPTIONS="nocheck parallel=2" dpkg-buildpackage -us -uc -b -Pnocheck' \
+if ! cts 'cd /bm/src && DEB_BUILD_OPTIONS="nocheck parallel=2" nice -n 10 dpkg-buildpackage -us -uc -b -Pnocheck' \
         >"$work/dpkg-buildpackage.log" 2>&1; then
     tail -30 "$work/dpkg-buildpackage.log"
     bm_fail "dpkg-buildpackage failed in $suite"
@@ -199,12 +199,18 @@ BM_WAIT_INTERVAL=1 bm_wait_until 60 "a change record of bm-a in the journal" cha
 ok "journal: $(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN=bm-a -o cat | head -1)"
 
 # the per-CPU drain: 512 MiB touched and freed on one CPU stay on its per-CPU list; the host
-# is below release_above (the policy), so the next pass gives them back through stat_refresh
-ct taskset -c 0 python3 -c 'b = b"\1" * (512 << 20); del b'
+# is below release_above (the policy), so the next pass gives them back through stat_refresh.
+# Another process allocating on that CPU before the pass takes them off the list (tools/test.sh
+# runs the host's guest tests beside this one): then they are parked again, up to 5 times, each
+# given 3 passes (6 s).
 drained() { grep -q "per-CPU free lists: gave" <<<"$(ct journalctl -u balloonmgr -o cat)"; }
-BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "the per-CPU drain" drained || {
+for try in 1 2 3 4 5; do
+    ct taskset -c 0 python3 -c 'b = b"\1" * (512 << 20); del b'
+    BM_WAIT_INTERVAL=0.5 bm_wait_until 6 "the per-CPU drain (512 MiB parked, try $try)" drained && break
+done
+drained || {
     ct journalctl -u balloonmgr -o cat | grep -i "per-cpu" >&2 || true
-    bm_fail "no per-CPU drain by the agent under its sandbox"
+    bm_fail "no per-CPU drain by the agent under its sandbox (512 MiB parked on CPU 0 five times)"
 }
 ! grep -q "cannot give the" <<<"$(ct journalctl -u balloonmgr -o cat)" || bm_fail "the drain failed in the sandbox"
 ok "$(ct journalctl -u balloonmgr -o cat | grep "per-CPU free lists: gave" | tail -1)"
