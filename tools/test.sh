@@ -2,9 +2,10 @@
 # README command 2: install what is missing, build, and run the tests tier by tier (meson
 # suites, see tests/meson.build): unit and cli in the normal build and under AddressSanitizer +
 # UBSan, then slow (normal build), integration and pressure (real libvirtd, QEMU TCG guests,
-# real host memory pressure; they need root) and the fuzz targets.
-#   tools/test.sh           every tier (about 35 minutes on two cores)
-#   tools/test.sh --quick   unit + cli in both builds only (about 3 minutes, no root, no guests)
+# real host memory pressure; they need root; the host's lane and suite `beside` at once, then
+# suite `alone`) and the fuzz targets.
+#   tools/test.sh           every tier (about 25 minutes on two cores)
+#   tools/test.sh --quick   unit + cli in both builds only (1-3 minutes, no root, no guests)
 #   tools/test.sh --full    every tier, then the two suites the per-push run leaves out:
 #                           exhaustive (about 1.5 minutes) and lab-bookworm (the lab on QEMU 7.2
 #                           and Linux 6.1; the per-push run has it on QEMU 10.0 and 6.12)
@@ -32,14 +33,15 @@ status=0
 logs=()
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # lane BUILD_DIR NAME SUITE...: one meson test run of those suites (!SUITE: without that one);
-# its JSON log is summed at the end
+# its JSON log is summed at the end. --no-rebuild: both builds are complete (ninja above), and
+# two lanes share build/ at once
 lane() {
     local dir=$1 name=$2 s args=()
     shift 2
     for s in "$@"; do
         case $s in '!'*) args+=(--no-suite "${s#!}") ;; *) args+=(--suite "$s") ;; esac
     done
-    meson test -C "$dir" "${args[@]}" --print-errorlogs --logbase "$name" || status=1
+    meson test -C "$dir" --no-rebuild "${args[@]}" --print-errorlogs --logbase "$name" || status=1
     logs+=("$dir/meson-logs/$name.json")
 }
 
@@ -67,11 +69,24 @@ if [ $quick -eq 0 ]; then
         (. tests/integration/lib/lib.sh && bm_start_daemons)
         trap '(. tests/integration/lib/lib.sh && bm_stop_daemons)' EXIT
     fi
-    lane build integration integration pressure
-    [ $full -eq 0 ] || lane build full exhaustive lab-bookworm
+    # Two lanes at once, both mostly waiting on guests (a core or more idle in each): the
+    # host's (its libvirtd: the integration tests, the lab, then the fuzz targets) and, in the
+    # background, suite `beside` (the containers with their own libvirtd and guests, the
+    # package, the state file under SIGKILL). Then suite `alone`, nothing beside it: real
+    # host memory pressure. The background lane's console goes to a file, shown after.
+    beside_console=build/meson-logs/beside-console.txt
+    (lane build beside beside; exit "$status") >"$beside_console" 2>&1 &
+    beside_pid=$!
+    lane build integration integration pressure '!beside' '!alone'
     # the libFuzzer targets (fuzz/) build with clang and run 3 s each on their corpus, so that
     # they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
-    bench/fuzz 3 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
+    nice -n 10 bench/fuzz 3 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
+    wait "$beside_pid" || status=1
+    echo "--- the lane beside it (suite beside):"
+    cat "$beside_console"
+    logs+=(build/meson-logs/beside.json)
+    lane build alone alone
+    [ $full -eq 0 ] || lane build full exhaustive lab-bookworm
 fi
 
 # one summary line over the lanes (meson writes one JSON object per test)
