@@ -24,6 +24,15 @@
 #define GIB (1024 * SIM_MIB)
 #define REF "bench/scenario/reference/agent-1"
 
+/* The reference run: REF, or BM_SIM_REFERENCE (a run's JSON without ".json", absolute or from
+ * the source root, its raw material in BASE.d/), to hold the model to a run made on this machine
+ * (bench/README.md). */
+static const char *ref_base(void)
+{
+    const char *e = getenv("BM_SIM_REFERENCE");
+    return e && *e ? e : REF;
+}
+
 /* the invariants' bounds */
 #define RELIEF_PASSES_MAX 3   /* relief within 3 passes where there is memory to take */
 #define KEEP_FREE_S_MAX 5.0   /* a ballooned growing guest below keep_free: the give-back target */
@@ -35,7 +44,7 @@ static double cpu_now(void)
 
 static char *read_source(const char *rel)
 {
-    _cleanup_free_ char *path = bm_asprintf("%s/%s", SOURCE_ROOT, rel);
+    _cleanup_free_ char *path = rel[0] == '/' ? bm_strdup(rel) : bm_asprintf("%s/%s", SOURCE_ROOT, rel);
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -113,6 +122,9 @@ typedef struct {
  * memory (680 MiB) is what its samples at rest leave besides MemAvailable and the QEMU RSS.
  * The hog as bm-mem-hog ran there (hog.log: 10.4 GiB in 10 s, then about 250 MiB/s), sized at
  * its start to take MemAvailable to 8% of MemTotal, never below 1.5 GiB. */
+/* run_five() at this inflate speed (MiB/s; 0: the model's SIM_INFLATE_MIB_S) */
+static double five_inflate_mib_s;
+
 static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grower_load, bool autodeflate,
                      const char *cache_load)
 {
@@ -123,6 +135,8 @@ static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grow
         _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
         sim_guest_init(h, i, name, GIB, load, i == 2 ? T0 : 0);
         h->g[i].autodeflate = autodeflate;
+        if (five_inflate_mib_s > 0)
+            h->g[i].inflate_mib_s = five_inflate_mib_s;
     }
     Sim *s = &run->sim;
     sim_init(s, h, pol);
@@ -153,7 +167,8 @@ static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grow
  * direction=D ...", as "NAME:i" / "NAME:d" words in order. */
 static char *reference_order(void)
 {
-    _cleanup_free_ char *text = read_source(REF ".d/records.tsv");
+    _cleanup_free_ char *name = bm_asprintf("%s.d/records.tsv", ref_base());
+    _cleanup_free_ char *text = read_source(name);
     if (!text)
         return NULL;
     char *out = bm_malloc0(strlen(text) + 1);
@@ -174,11 +189,13 @@ static char *reference_order(void)
 /* The same of the simulation, in the order the changes ended (a change started in a pass ends
  * after the ones started before it, in the reference by the time its balloon took: here by
  * start, then the size of the change). */
+static double order_inflate_mib_s = SIM_INFLATE_MIB_S; /* the guests' speed, for cmp_end() */
+
 static int cmp_end(const void *a, const void *b)
 {
     const SimChange *x = a, *y = b;
-    double ex = x->t + fabs(x->target - x->from) / ((x->dir < 0 ? SIM_INFLATE_MIB_S : SIM_DEFLATE_MIB_S) * MIB);
-    double ey = y->t + fabs(y->target - y->from) / ((y->dir < 0 ? SIM_INFLATE_MIB_S : SIM_DEFLATE_MIB_S) * MIB);
+    double ex = x->t + fabs(x->target - x->from) / ((x->dir < 0 ? order_inflate_mib_s : SIM_DEFLATE_MIB_S) * MIB);
+    double ey = y->t + fabs(y->target - y->from) / ((y->dir < 0 ? order_inflate_mib_s : SIM_DEFLATE_MIB_S) * MIB);
     return ex < ey ? -1 : ex > ey;
 }
 
@@ -186,6 +203,7 @@ static char *sim_order(const Sim *s)
 {
     SimChange *c = bm_malloc0((s->n_changes + 1) * sizeof(SimChange));
     memcpy(c, s->changes, s->n_changes * sizeof(SimChange));
+    order_inflate_mib_s = s->h->g[0].inflate_mib_s;
     qsort(c, s->n_changes, sizeof(SimChange), cmp_end);
     char *out = bm_malloc0(s->n_changes * 16 + 1);
     for (size_t i = 0; i < s->n_changes; i++)
@@ -224,6 +242,31 @@ static double ref_number(json_object *root, const char *path)
     return o ? json_object_get_double(o) : NAN;
 }
 
+/* The reference run's inflate speed, MiB/s: the mean of its first three inflates (the first
+ * pass under pressure, which ran at once), from its change records; -1 when it has none. TCG
+ * inflates as fast as the machine's cores go: 44-63 MiB/s on the machine of 2026-12-04,
+ * 406-565 on that of 2026-12-06. */
+static double ref_inflate_mib_s(void)
+{
+    _cleanup_free_ char *name = bm_asprintf("%s.d/records.tsv", ref_base());
+    _cleanup_free_ char *text = read_source(name);
+    double sum = 0;
+    int n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < 3; line = strtok(NULL, "\n")) {
+        unsigned long long from, reached;
+        double dur;
+        char *f = strstr(line, "direction=inflate from_bytes="), *r = strstr(line, " reached_bytes="),
+             *d = strstr(line, " duration_s=");
+        if (f && r && d && sscanf(f, "direction=inflate from_bytes=%llu", &from) == 1 &&
+            sscanf(r, " reached_bytes=%llu", &reached) == 1 && sscanf(d, " duration_s=%lf", &dur) == 1 &&
+            dur > 0 && from > reached) {
+            sum += (double)(from - reached) / MIB / dur;
+            n++;
+        }
+    }
+    return n ? sum / n : -1;
+}
+
 /* Within bound (a share) of the reference's value; prints both. */
 static void close_to(const char *what, double sim, double ref, double bound)
 {
@@ -245,10 +288,20 @@ static void five_guests(void)
     ok(run.r.give_back_s >= 0 && run.r.give_back_s <= 15,
        "five guests: the grower got room within 15 s of its demand step (%.1f s)", run.r.give_back_s);
 
-    /* calibration against the reference run */
-    _cleanup_free_ char *ref_text = read_source(REF ".json");
+    /* calibration against the reference run: the same scenario at the reference's own inflate
+     * speed (the rest of the model is the machine's guests, not its cores) */
+    double speed = ref_inflate_mib_s();
+    ok(speed > 0, "calibration: the reference's first inflates went at %.1f MiB/s (the model's "
+       "default: %.0f)", speed, SIM_INFLATE_MIB_S);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    five_inflate_mib_s = speed > 0 ? speed : 0;
+    run_five(&run, pol, true, NULL, false, NULL);
+    five_inflate_mib_s = 0;
+    _cleanup_free_ char *ref_name = bm_asprintf("%s.json", ref_base());
+    _cleanup_free_ char *ref_text = read_source(ref_name);
     json_object *ref = ref_text ? json_tokener_parse(ref_text) : NULL;
-    ok(ref != NULL, "the reference run %s.json", REF);
+    ok(ref != NULL, "the reference run %s", ref_name);
     _cleanup_free_ char *ro = reference_order(), *so = sim_order(&run.sim);
     _cleanup_free_ char *rs = ro ? shape(ro) : NULL, *ss = shape(so);
     printf("# reference order:  %s\n# simulation order: %s\n", ro ? ro : "-", so);

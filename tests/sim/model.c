@@ -239,7 +239,7 @@ static double move_balloon(SimGuest *g, double dt)
 {
     double backed = 0;
     if (g->target < g->actual) {
-        double x = fmin(g->actual - g->target, SIM_INFLATE_MIB_S * SIM_MIB * dt);
+        double x = fmin(g->actual - g->target, g->inflate_mib_s * SIM_MIB * dt);
         g->actual -= balloon_take(g, x, &backed);
     } else if (g->target > g->actual) {
         double x = fmin(g->target - g->actual, SIM_DEFLATE_MIB_S * SIM_MIB * dt);
@@ -480,7 +480,7 @@ int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, con
     *g = (SimGuest){.max = max_bytes, .actual = max_bytes, .target = max_bytes,
                     .reserved = max_bytes * RESERVED_SHARE, .kernel = KERNEL_MIB * SIM_MIB,
                     .free_backed = BOOT_FREED_MIB * SIM_MIB, .start_s = start_s, .restart_at = -1,
-                    .work_rate = 1};
+                    .work_rate = 1, .inflate_mib_s = SIM_INFLATE_MIB_S};
     g->free_unbacked = max_bytes - g->reserved - g->kernel - g->free_backed;
     snprintf(g->name, sizeof(g->name), "%s", name);
     snprintf(g->uuid, sizeof(g->uuid), "5e1a0000-0000-4000-8000-%012zu", i);

@@ -35,7 +35,9 @@
 #define SIM_MIB (1024.0 * 1024.0)
 /* balloon speeds measured in bench/scenario/reference (TCG guests on 2 cores): its three
  * first inflates at once went at 44-64 MiB/s each (the run of 2026-12-04; the machine of the
- * 2026-12-01 run inflated at 153-210 MiB/s and deflated as fast as this one) */
+ * 2026-12-01 run inflated at 153-210 MiB/s and deflated as fast as this one, that of 2026-12-06
+ * at 406-565). A guest's own speed is SimGuest.inflate_mib_s; test-sim's calibration sets it to
+ * its reference run's. */
 #define SIM_INFLATE_MIB_S 55.0
 #define SIM_DEFLATE_MIB_S 1000.0
 
@@ -68,6 +70,7 @@ typedef struct {
     double max, reserved, actual, target;
     double kernel, anon, cold, hot, hot_ws;
     double free_backed, free_unbacked;
+    double inflate_mib_s; /* its balloon's inflate speed (SIM_INFLATE_MIB_S unless set) */
     /* the load */
     SimSchedule sched;
     double start_s;     /* when its schedule's t=0 is */
