@@ -55,6 +55,13 @@ static char *read_source(const char *rel)
     return buf;
 }
 
+/* A file of the reference run: ref_base() followed by suffix (".json", ".d/records.tsv"). */
+static char *read_reference(const char *suffix)
+{
+    _cleanup_free_ char *name = bm_asprintf("%s%s", ref_base(), suffix);
+    return read_source(name);
+}
+
 /* policies/default.policy and extra text; scenario_interval: with the agent's interval of
  * bench/scenario.sh (2 s) instead of its own 10 s. */
 static BmPolicy *policy_of(const char *extra, bool scenario_interval)
@@ -122,11 +129,9 @@ typedef struct {
  * memory (680 MiB) is what its samples at rest leave besides MemAvailable and the QEMU RSS.
  * The hog as bm-mem-hog ran there (hog.log: 10.4 GiB in 10 s, then about 250 MiB/s), sized at
  * its start to take MemAvailable to 8% of MemTotal, never below 1.5 GiB. */
-/* run_five() at this inflate speed (MiB/s; 0: the model's SIM_INFLATE_MIB_S) */
-static double five_inflate_mib_s;
-
+/* inflate_mib_s: every guest's inflate speed (0: the model's SIM_INFLATE_MIB_S) */
 static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grower_load, bool autodeflate,
-                     const char *cache_load)
+                     const char *cache_load, double inflate_mib_s)
 {
     SimHost *h = &run->host;
     sim_host_init(h, 25276059648.0, 680 * MIB, 5);
@@ -135,8 +140,8 @@ static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grow
         _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
         sim_guest_init(h, i, name, GIB, load, i == 2 ? T0 : 0);
         h->g[i].autodeflate = autodeflate;
-        if (five_inflate_mib_s > 0)
-            h->g[i].inflate_mib_s = five_inflate_mib_s;
+        if (inflate_mib_s > 0)
+            h->g[i].inflate_mib_s = inflate_mib_s;
     }
     Sim *s = &run->sim;
     sim_init(s, h, pol);
@@ -167,8 +172,7 @@ static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grow
  * direction=D ...", as "NAME:i" / "NAME:d" words in order. */
 static char *reference_order(void)
 {
-    _cleanup_free_ char *name = bm_asprintf("%s.d/records.tsv", ref_base());
-    _cleanup_free_ char *text = read_source(name);
+    _cleanup_free_ char *text = read_reference(".d/records.tsv");
     if (!text)
         return NULL;
     char *out = bm_malloc0(strlen(text) + 1);
@@ -189,13 +193,15 @@ static char *reference_order(void)
 /* The same of the simulation, in the order the changes ended (a change started in a pass ends
  * after the ones started before it, in the reference by the time its balloon took: here by
  * start, then the size of the change). */
-static double order_inflate_mib_s = SIM_INFLATE_MIB_S; /* the guests' speed, for cmp_end() */
-
-static int cmp_end(const void *a, const void *b)
+static double change_end(const SimChange *c, const SimHost *h)
 {
-    const SimChange *x = a, *y = b;
-    double ex = x->t + fabs(x->target - x->from) / ((x->dir < 0 ? order_inflate_mib_s : SIM_DEFLATE_MIB_S) * MIB);
-    double ey = y->t + fabs(y->target - y->from) / ((y->dir < 0 ? order_inflate_mib_s : SIM_DEFLATE_MIB_S) * MIB);
+    double speed = c->dir < 0 ? h->g[c->guest].inflate_mib_s : SIM_DEFLATE_MIB_S;
+    return c->t + fabs(c->target - c->from) / (speed * MIB);
+}
+
+static int cmp_end(const void *a, const void *b, void *host)
+{
+    double ex = change_end(a, host), ey = change_end(b, host);
     return ex < ey ? -1 : ex > ey;
 }
 
@@ -203,8 +209,7 @@ static char *sim_order(const Sim *s)
 {
     SimChange *c = bm_malloc0((s->n_changes + 1) * sizeof(SimChange));
     memcpy(c, s->changes, s->n_changes * sizeof(SimChange));
-    order_inflate_mib_s = s->h->g[0].inflate_mib_s;
-    qsort(c, s->n_changes, sizeof(SimChange), cmp_end);
+    qsort_r(c, s->n_changes, sizeof(SimChange), cmp_end, s->h);
     char *out = bm_malloc0(s->n_changes * 16 + 1);
     for (size_t i = 0; i < s->n_changes; i++)
         sprintf(out + strlen(out), "%s%s:%c", i ? " " : "", five_names[c[i].guest], c[i].dir < 0 ? 'i' : 'd');
@@ -248,8 +253,7 @@ static double ref_number(json_object *root, const char *path)
  * 406-565 on that of 2026-12-06. */
 static double ref_inflate_mib_s(void)
 {
-    _cleanup_free_ char *name = bm_asprintf("%s.d/records.tsv", ref_base());
-    _cleanup_free_ char *text = read_source(name);
+    _cleanup_free_ char *text = read_reference(".d/records.tsv");
     double sum = 0;
     int n = 0;
     for (char *line = text ? strtok(text, "\n") : NULL; line && n < 3; line = strtok(NULL, "\n")) {
@@ -282,7 +286,7 @@ static void five_guests(void)
     if (!pol)
         return;
     Run run;
-    run_five(&run, pol, true, NULL, false, NULL);
+    run_five(&run, pol, true, NULL, false, NULL, 0);
     sim_print("five guests (bench/scenario.sh, agent)", &run.r, run.cpu_s);
     check_invariants("five guests", &run.r, true, true);
     ok(run.r.give_back_s >= 0 && run.r.give_back_s <= 15,
@@ -295,13 +299,10 @@ static void five_guests(void)
        "default: %.0f)", speed, SIM_INFLATE_MIB_S);
     sim_clear(&run.sim);
     sim_host_clear(&run.host);
-    five_inflate_mib_s = speed > 0 ? speed : 0;
-    run_five(&run, pol, true, NULL, false, NULL);
-    five_inflate_mib_s = 0;
-    _cleanup_free_ char *ref_name = bm_asprintf("%s.json", ref_base());
-    _cleanup_free_ char *ref_text = read_source(ref_name);
+    run_five(&run, pol, true, NULL, false, NULL, speed > 0 ? speed : 0);
+    _cleanup_free_ char *ref_text = read_reference(".json");
     json_object *ref = ref_text ? json_tokener_parse(ref_text) : NULL;
-    ok(ref != NULL, "the reference run %s", ref_name);
+    ok(ref != NULL, "the reference run %s.json", ref_base());
     _cleanup_free_ char *ro = reference_order(), *so = sim_order(&run.sim);
     _cleanup_free_ char *rs = ro ? shape(ro) : NULL, *ss = shape(so);
     printf("# reference order:  %s\n# simulation order: %s\n", ro ? ro : "-", so);
@@ -336,7 +337,7 @@ static void five_guests(void)
 
     /* the cache guest's page cache as a hot working set (issue #32): its work rate and disk
      * reads under pressure, printed */
-    run_five(&run, pol, true, NULL, false, "0:hot:600,1:32");
+    run_five(&run, pol, true, NULL, false, "0:hot:600,1:32", 0);
     sim_print("five guests, the cache guest's cache hot", &run.r, run.cpu_s);
     check_invariants("five guests, hot cache", &run.r, true, true);
     sim_clear(&run.sim);
@@ -344,7 +345,7 @@ static void five_guests(void)
 
     /* the control: no agent, one setmem per guest; the grower's workload is OOM-killed, as in
      * test-pressure's control run (the check can fail) */
-    run_five(&run, pol, false, NULL, false, NULL);
+    run_five(&run, pol, false, NULL, false, NULL, 0);
     sim_print("five guests, control (no agent, one setmem each)", &run.r, run.cpu_s);
     ok(run.r.oom_kills >= 1, "control: without the agent the grower is OOM-killed (%u kills)", run.r.oom_kills);
     sim_clear(&run.sim);

@@ -44,6 +44,20 @@ lane() {
     meson test -C "$dir" --no-rebuild "${args[@]}" --print-errorlogs --logbase "$name" || status=1
     logs+=("$dir/meson-logs/$name.json")
 }
+# lane_bg BUILD_DIR NAME SUITE...: lane() in the background, its console to a file;
+# lane_join TITLE: waits for it, then shows its console under TITLE and sums its log
+lane_bg() {
+    bg_console=$1/meson-logs/$2-console.txt bg_log=$1/meson-logs/$2.json
+    mkdir -p "$1/meson-logs"
+    (lane "$@"; exit "$status") >"$bg_console" 2>&1 &
+    bg_pid=$!
+}
+lane_join() {
+    wait "$bg_pid" || status=1
+    echo "--- $1:"
+    cat "$bg_console"
+    logs+=("$bg_log") # (lane's own, in the subshell, is lost)
+}
 
 # unit + cli in both builds, side by side: both lanes are CPU-bound (a process costs about
 # 5 ms here, balloonmgr 45 ms and 150 ms under ASan), and one after the other each ends on
@@ -51,15 +65,9 @@ lane() {
 # plain one's. Suite `once`: checks of the sources, the completion and the install layout
 # (test-tiers, test-includes, test-rules, test-units, test-install, test-completion) that a
 # sanitized build changes nothing in; the ASan lane leaves them out.
-asan_console=build-asan/meson-logs/quick-console.txt
-mkdir -p build-asan/meson-logs
-(lane build-asan quick unit cli '!once'; exit "$status") >"$asan_console" 2>&1 &
-asan_pid=$!
+lane_bg build-asan quick unit cli '!once'
 lane build quick unit cli
-wait "$asan_pid" || status=1
-echo "--- the ASan+UBSan lane (build-asan):"
-cat "$asan_console"
-logs+=(build-asan/meson-logs/quick.json) # (lane's own, in the subshell, is lost)
+lane_join "the ASan+UBSan lane (build-asan)"
 if [ $quick -eq 0 ]; then
     lane build slow slow
     # Integration tests start libvirtd/virtlogd themselves when run alone; here they are started
@@ -74,17 +82,12 @@ if [ $quick -eq 0 ]; then
     # background, suite `beside` (the containers with their own libvirtd and guests, the
     # package, the state file under SIGKILL). Then suite `alone`, nothing beside it: real
     # host memory pressure. The background lane's console goes to a file, shown after.
-    beside_console=build/meson-logs/beside-console.txt
-    (lane build beside beside; exit "$status") >"$beside_console" 2>&1 &
-    beside_pid=$!
+    lane_bg build beside beside
     lane build integration integration pressure '!beside' '!alone'
     # the libFuzzer targets (fuzz/) build with clang and run 3 s each on their corpus, so that
     # they cannot rot: bench/fuzz builds build-fuzz/ and exits 1 on a finding or a failed build
     nice -n 10 bench/fuzz 3 || { echo "test: bench/fuzz failed (build-fuzz/fuzz-work/*.log)" >&2; status=1; }
-    wait "$beside_pid" || status=1
-    echo "--- the lane beside it (suite beside):"
-    cat "$beside_console"
-    logs+=(build/meson-logs/beside.json)
+    lane_join "the lane beside it (suite beside)"
     lane build alone alone
     [ $full -eq 0 ] || lane build full exhaustive lab-bookworm
 fi

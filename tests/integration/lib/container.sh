@@ -82,8 +82,8 @@ bm_ct_root() {
     want=$(printf '%s\n' "$suite" $(_bm_ct_packages) | sha256sum | cut -c1-16)
     # one builder at a time: tools/test.sh runs the lab (its module is built in the trixie
     # root) beside the container tests, and a root is replaced (rm, mv) when it is rebuilt; a
-    # second caller waits here and then finds the stamp (the lock is released when the
-    # function returns: it runs in $(...))
+    # second caller waits here and then finds the stamp (the lock is closed on each way out,
+    # and mmdebstrap does not inherit it)
     mkdir -p "$BM_CT_CACHE"
     exec {lock}>"$BM_CT_CACHE/.$suite.lock"
     flock "$lock" || bm_fail "cannot lock $BM_CT_CACHE/.$suite.lock"
