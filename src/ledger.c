@@ -333,7 +333,7 @@ void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, 
         bm_count_add(&c->rss_dropped_bytes, drop);
     }
     bm_yield_learn(&e->yield, ch->from_bytes, ch->reached_bytes, t->rss_before_bytes,
-                   t->rss_after_bytes);
+                   t->rss_after_bytes, strcmp(t->why, "free") == 0);
     e->unresponsive = out == BM_CHANGE_STALLED || out == BM_CHANGE_TIMEOUT;
     if (e->unresponsive) {
         e->unresponsive_actual = ch->reached_bytes;

@@ -88,6 +88,8 @@ typedef enum {
     BM_REASON_TAKE,              /* inflate: the host needs memory */
     BM_REASON_NOT_NEEDED,        /* none: idle memory, the host not reclaiming */
     BM_REASON_HOT_SPARED,        /* none: only its hot page cache is left to take, spared */
+    BM_REASON_BUSY_SPARED,       /* none: a busy guest, spared while idle guests give what the
+                                  * host needs over the coming passes (BmPlan.busy_deferred) */
     BM_REASON_NOT_ASKED,         /* none: the others give what the host needs */
     BM_REASON_ABOVE_MAX,         /* none: balloon above the maximum */
     BM_REASON_GROWS_AT_MAX,      /* none: its use grows, at its maximum */
@@ -126,7 +128,9 @@ typedef struct {
     uint64_t keep_free_bytes;
     unsigned ahead_s;           /* growing: its room covers this much more growth */
     BmTakeCap cap;              /* take: what limited want */
-    bool busy;                  /* take: its vCPUs are busy: its cache after idle guests' */
+    bool busy;                  /* take: its vCPUs are busy: its memory after idle guests' */
+    uint64_t bite_bytes;        /* take, busy, the host not near its own OOM: the most of its
+                                 * page cache a pass takes (0: no bite) */
     unsigned shares;            /* its weight in the take */
     unsigned max_stats_age_s;   /* stale: the policy's limit */
     int run_state;              /* paused: its virDomainState */
@@ -201,6 +205,10 @@ typedef struct {
                                 * below it): what giving back may cost the host before it is
                                 * near its own OOM again */
     uint64_t hot_cache_bytes; /* of planned_inflate_bytes: taken from hot page caches */
+    bool busy_deferred;      /* RECLAIM, the host not near its own OOM: busy guests were spared
+                              * (nothing or less asked of them) while idle guests can give what
+                              * is needed over the coming passes, or inflates are in flight */
+    uint64_t busy_spared_bytes; /* the host bytes the busy guests could have given this pass */
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */

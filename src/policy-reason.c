@@ -168,6 +168,9 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
         free && amount > free ? ", " : "", amount > free ? SZ(amount - free) : "",
         x->take_hot_bytes ? " of a HOT page cache: the host is near its own OOM "
                             "(MemAvailable below half of reclaim_below)"
+        : x->take_cache_bytes && c->busy && c->bite_bytes
+            ? " page cache of a busy guest (vCPUs over 20%: after what idle guests give), a bite "
+              "a pass, each followed by the read check"
         : x->take_cache_bytes && c->busy ? " page cache of a busy guest (vCPUs over 20%: after "
                                            "idle guests' caches)"
         : x->take_cache_bytes ? " page cache"
@@ -234,6 +237,14 @@ static void none_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
             "host needs %s; its page cache is hot (%s idle): spared while MemAvailable stays "
             "above half of reclaim_below",
             SZ(plan->need_bytes), SZ(x->idle_bytes));
+        break;
+    case BM_REASON_BUSY_SPARED:
+        snprintf(buf, n,
+            "host needs %s; a busy guest (its vCPUs at %.0f%% of a CPU: an inflate costs it its "
+            "work, %s idle): spared while %s",
+            SZ(plan->need_bytes), x->pressure.cpu_rate * 100, SZ(x->idle_bytes),
+            plan->in_flight_bytes > 0 ? "inflates of ours are in flight"
+                                      : "idle guests give what is needed over the coming passes");
         break;
     case BM_REASON_NOT_ASKED:
         snprintf(buf, n, "host needs %s, none asked of this guest (%s idle, weight by shares %u)",

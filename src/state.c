@@ -163,6 +163,8 @@ static const BmStateField yield_fields[] = {
     YIELD("last_returned_bytes", last_returned_bytes, BM_STATE_COUNT),
     YIELD("returns_nothing", nothing, BM_STATE_BOOL),
     YIELD("returns_nothing_rss_bytes", nothing_rss_bytes, BM_STATE_COUNT),
+    YIELD("free_unbacked", free_unbacked, BM_STATE_BOOL),
+    YIELD("free_unbacked_rss_bytes", free_unbacked_rss_bytes, BM_STATE_COUNT),
 };
 
 /* The host's counters, in "counters" (after the histograms, changes and errors, before the

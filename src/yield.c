@@ -3,7 +3,7 @@
 #include "util.h"
 
 bool bm_yield_learn(BmYield *y, uint64_t from_bytes, uint64_t reached_bytes, uint64_t rss_before,
-                    uint64_t rss_after)
+                    uint64_t rss_after, bool free_only)
 {
     if (!bm_present(from_bytes) || !bm_present(reached_bytes) || reached_bytes >= from_bytes ||
         !bm_present(rss_before) || !bm_present(rss_after))
@@ -18,18 +18,38 @@ bool bm_yield_learn(BmYield *y, uint64_t from_bytes, uint64_t reached_bytes, uin
     bm_count_add(&y->returned_bytes, returned);
     y->last_inflated_bytes = inflated;
     y->last_returned_bytes = returned;
-    y->nothing = returned * 1000 < inflated * BM_YIELD_NOTHING_PERMILLE;
-    y->nothing_rss_bytes = y->nothing ? rss_after : 0;
+    bool nothing = returned * 1000 < inflated * BM_YIELD_NOTHING_PERMILLE;
+    if (free_only) {
+        /* free memory that returned nothing was never backed; the page cache beyond it is */
+        y->free_unbacked = nothing;
+        y->free_unbacked_rss_bytes = nothing ? rss_after : 0;
+        if (!nothing)
+            y->nothing = false, y->nothing_rss_bytes = 0;
+    } else {
+        y->nothing = nothing;
+        y->nothing_rss_bytes = nothing ? rss_after : 0;
+    }
     return true;
+}
+
+/* Whether a mark set at the QEMU RSS mark_rss still holds at rss (BM_ABSENT: it holds). */
+static bool mark_holds(bool mark, uint64_t mark_rss, uint64_t rss)
+{
+    if (!mark)
+        return false;
+    if (!bm_present(rss))
+        return true;
+    return rss < mark_rss + BM_YIELD_RETRY_GROWTH_BYTES;
 }
 
 bool bm_yield_returns_nothing(const BmYield *y, uint64_t rss_bytes)
 {
-    if (!y->nothing)
-        return false;
-    if (!bm_present(rss_bytes))
-        return true;
-    return rss_bytes < y->nothing_rss_bytes + BM_YIELD_RETRY_GROWTH_BYTES;
+    return mark_holds(y->nothing, y->nothing_rss_bytes, rss_bytes);
+}
+
+bool bm_yield_free_unbacked(const BmYield *y, uint64_t rss_bytes)
+{
+    return mark_holds(y->free_unbacked, y->free_unbacked_rss_bytes, rss_bytes);
 }
 
 unsigned bm_yield_permille(const BmYield *y)

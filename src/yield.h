@@ -23,21 +23,34 @@ typedef struct {
     uint64_t returned_bytes;      /* QEMU RSS drop those inflates gave the host */
     uint64_t last_inflated_bytes; /* the last one learned from; 0: none yet */
     uint64_t last_returned_bytes; /* its RSS drop */
-    bool nothing;                 /* marked "returns nothing" by the last inflate */
+    bool nothing;                 /* marked "returns nothing" by the last inflate that reached
+                                   * page cache (or whose parts are unknown) */
     uint64_t nothing_rss_bytes;   /* the QEMU RSS when it was marked */
+    bool free_unbacked;           /* marked by the last inflate of free memory alone that
+                                   * returned nothing: the guest's free memory is memory the host
+                                   * does not back; its page cache still returns (page cache is
+                                   * guest memory in use, which the host backs) */
+    uint64_t free_unbacked_rss_bytes; /* the QEMU RSS when it was marked */
 } BmYield;
 
 /* Learns from one finished change: the balloon went from from_bytes to reached_bytes, the QEMU
- * RSS from rss_before to rss_after (BM_ABSENT when unknown). Deflates, unknown RSS and
- * inflates under BM_YIELD_MIN_SAMPLE_BYTES are ignored. An inflate that returned less than
- * BM_YIELD_NOTHING_PERMILLE of its growth sets the "returns nothing" mark; one that returned
- * more clears it. Returns true when y was updated. */
+ * RSS from rss_before to rss_after (BM_ABSENT when unknown); free_only: the inflate was planned
+ * to take the guest's free memory and nothing else (its why= was "free"). Deflates, unknown RSS
+ * and inflates under BM_YIELD_MIN_SAMPLE_BYTES are ignored. An inflate that returned less than
+ * BM_YIELD_NOTHING_PERMILLE of its growth sets a mark, one that returned more clears it: the
+ * "free memory unbacked" mark for an inflate of free memory alone (what it teaches says nothing
+ * of the guest's page cache), the "returns nothing" mark for any other. Returns true when y
+ * was updated. */
 bool bm_yield_learn(BmYield *y, uint64_t from_bytes, uint64_t reached_bytes, uint64_t rss_before,
-                    uint64_t rss_after);
+                    uint64_t rss_after, bool free_only);
 
 /* Whether the "returns nothing" mark holds at the current QEMU RSS (BM_ABSENT: unknown, the
  * mark holds): until the RSS grew BM_YIELD_RETRY_GROWTH_BYTES above the RSS at the mark. */
 bool bm_yield_returns_nothing(const BmYield *y, uint64_t rss_bytes);
+
+/* Whether the "free memory unbacked" mark holds at the current QEMU RSS (BM_ABSENT: unknown,
+ * the mark holds): until the RSS grew BM_YIELD_RETRY_GROWTH_BYTES above the RSS at the mark. */
+bool bm_yield_free_unbacked(const BmYield *y, uint64_t rss_bytes);
 
 /* Share of inflated memory the host got back so far, permille 0..1000; 1000 (everything)
  * before anything was learned. */
