@@ -400,9 +400,10 @@ static void job_watch(int timer, void *opaque)
         arm(a->t_pass, 0);
 }
 
-/* Job: while a balloon is inflated, read the domains between passes and start a pass at once
- * when a ballooned guest grew short of memory or came under pressure (once per episode: a
- * guest the host cannot help now waits for the interval, not a pass every second). */
+/* Job: while a balloon is inflated, read the domains between passes, stop an inflate in flight
+ * that hurts its guest (bm_engine_stop_hurting()) and start a pass at once when a ballooned
+ * guest grew short of memory or came under pressure (once per episode: a guest the host cannot
+ * help now waits for the interval, not a pass every second). */
 static void job_guest_watch(int timer, void *opaque)
 {
     bm_error_reset();
@@ -416,6 +417,10 @@ static void job_guest_watch(int timer, void *opaque)
         on_close(a->conn, 0, a);
         return;
     }
+    /* an inflate that hurts its guest stops here, and the refault rule (a pass at once, below)
+     * gives back what it took */
+    if (r == 0)
+        bm_engine_stop_hurting(a->e);
     bool need = r == 0 && bm_engine_guest_in_need(a->e);
     if (need && !a->guest_in_need)
         arm(a->t_pass, 0);

@@ -13,7 +13,8 @@
 #include "util.h"
 
 const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
-const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed"};
+const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed",
+                                                            "stopped"};
 
 const char *bm_change_outcome_name(BmChangeOutcome o)
 {
@@ -22,6 +23,7 @@ const char *bm_change_outcome_name(BmChangeOutcome o)
     case BM_CHANGE_TIMEOUT: return "timeout";
     case BM_CHANGE_STALLED: return "stalled";
     case BM_CHANGE_FAILED: return "failed";
+    case BM_CHANGE_STOPPED: return "stopped";
     case BM_CHANGE_PENDING: return "pending";
     }
     return "unknown";
@@ -284,6 +286,46 @@ size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
     }
     t->n_items = keep;
     return keep;
+}
+
+void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
+{
+    if (i >= t->n_items)
+        return;
+    BmTracked *x = &t->items[i];
+    BmChange *ch = &x->change;
+    const BmClock *clock = t->opts.clock;
+    uint64_t actual = 0, rss = BM_ABSENT;
+    int r = t->ops ? t->ops->read_live(t->ops->ctx, x->uuid, &actual, &rss)
+                   : bm_balloon_read_live(x->dom, &actual, &rss);
+    if (r >= 0) {
+        /* the target where the balloon is, in whole MiB as every target of ours (an inflate
+         * stops up to 1 MiB short of where it got, a deflate up to 1 MiB beyond: never past
+         * its own target) */
+        const uint64_t mib = 1ull << 20;
+        bool down = ch->target_bytes < ch->from_bytes;
+        uint64_t at = down ? (actual + mib - 1) & ~(mib - 1) : actual & ~(mib - 1);
+        if (down ? at > ch->from_bytes : at < ch->from_bytes)
+            at = ch->from_bytes;
+        actual = at;
+        r = t->ops ? t->ops->set_target(t->ops->ctx, x->uuid, actual) : set_live(x->dom, actual);
+    }
+    ch->polls++;
+    ch->duration_ns = bm_clock_mono_ns(clock) - x->started_mono_ns;
+    ch->finished_real_ns = bm_clock_real_ns(clock);
+    if (r < 0) {
+        ch->outcome = BM_CHANGE_FAILED;
+        ch->failed_err = r;
+    } else {
+        ch->outcome = BM_CHANGE_STOPPED;
+        ch->reached_bytes = actual;
+        x->rss_after_bytes = rss;
+    }
+    drop_dom(x);
+    if (ended)
+        ended(ctx, x);
+    memmove(&t->items[i], &t->items[i + 1], (t->n_items - i - 1) * sizeof(*x));
+    t->n_items--;
 }
 
 size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void *ctx)

@@ -15,6 +15,8 @@ typedef enum {
     BM_CHANGE_TIMEOUT,  /* deadline passed while still moving */
     BM_CHANGE_STALLED,  /* no progress for stall_ms */
     BM_CHANGE_FAILED,   /* the domain could not be read any more (destroyed, libvirt error) */
+    BM_CHANGE_STOPPED,  /* stopped where it was (an inflate that hurt its guest:
+                         * bm_tracker_stop()) */
     BM_CHANGE_PENDING,  /* not waited for */
 } BmChangeOutcome;
 
@@ -149,6 +151,12 @@ typedef struct {
 /* Called for every change that ended (t->change.outcome says how); t is only valid during
  * the call. */
 typedef void (*BmChangeEnded)(void *ctx, const BmTracked *t);
+
+/* Stops change i of t where its balloon is now: reads it live and sets the target there (an
+ * inflate whose guest re-reads what the balloon takes is not carried on). The change ends with
+ * outcome BM_CHANGE_STOPPED (BM_CHANGE_FAILED when the balloon cannot be read or set), goes to
+ * ended(ctx, item) and leaves the tracker. */
+void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx);
 
 /* The default options: BM_WAIT_DEFAULT_* */
 BmWaitOptions bm_wait_options_default(void);

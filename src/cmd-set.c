@@ -338,6 +338,7 @@ static int outcome(const SetOptions *o, const BmChange *ch)
         return bm_error(-ETIME, "stalled: the balloon did not move for %u s (is the guest's "
                         "balloon driver loaded?)", o->stall_s);
     case BM_CHANGE_FAILED:
+    case BM_CHANGE_STOPPED: /* (the agent's: not a change of set) */
         break;
     }
     return bm_error(-EIO, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));

@@ -14,6 +14,7 @@
 #include "export.h"
 #include "log.h"
 #include "qmp.h"
+#include "size.h"
 #include "util.h"
 
 struct BmEngine {
@@ -567,6 +568,52 @@ size_t bm_engine_poll(BmEngine *e)
     return bm_tracker_poll(&e->changes, on_ended, e);
 }
 
+/* The row of the latest reading whose ledger entry is owner, or NULL. */
+static const BmRow *row_of(const BmEngine *e, const void *owner)
+{
+    for (size_t i = 0; owner && e->have_snap && i < e->rows.n_rows; i++)
+        if (e->rows.rows[i].entry == owner)
+            return &e->rows.rows[i];
+    return NULL;
+}
+
+/* Why an inflate hurts its guest, in words, into buf. */
+static void hurt_text(const BmGuestPressure *gp, char *buf, size_t n)
+{
+    if (gp->refaulting)
+        snprintf(buf, n, "its disk reads rose to %s/s after %s was taken: it re-reads the page "
+                 "cache the balloon takes", BM_SZ((uint64_t)gp->disk_read_rate), BM_SZ(gp->taken_bytes));
+    else if (bm_present(gp->oom_kills) && gp->oom_kills > 0)
+        snprintf(buf, n, "%" PRIu64 " OOM kill(s) in the guest", gp->oom_kills);
+    else
+        snprintf(buf, n, "major faults %.0f/s, swap-in %s/s", gp->major_fault_rate < 0 ? 0 : gp->major_fault_rate,
+                 BM_SZ(gp->swap_in_rate > 0 && gp->swap_in_rate < 0x1p63 ? (uint64_t)gp->swap_in_rate : 0));
+}
+
+size_t bm_engine_stop_hurting(BmEngine *e)
+{
+    if (!e->policy || !e->have_snap)
+        return 0;
+    uint64_t now_s = e->snap.taken_real_ns / 1000000000ull;
+    bool near_oom = e->have_host && bm_host_near_oom(&e->host, e->policy);
+    size_t stopped = 0;
+    for (size_t i = e->changes.n_items; i-- > 0;) {
+        const BmTracked *t = &e->changes.items[i];
+        const BmRow *row = t->change.target_bytes < t->change.from_bytes ? row_of(e, t->owner) : NULL;
+        BmGuestPressure gp;
+        if (!row || !bm_policy_inflate_hurts(row, now_s, near_oom, &gp))
+            continue;
+        char why[256];
+        hurt_text(&gp, why, sizeof(why));
+        _cleanup_free_ char *name = bm_escape_quoted(t->name);
+        bm_log(LOG_NOTICE, "stopping the inflate of domain '%s' toward %s where its balloon is: %s",
+               name, BM_SZ(t->change.target_bytes), why);
+        bm_tracker_stop(&e->changes, i, on_ended, e);
+        stopped++;
+    }
+    return stopped;
+}
+
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx)
 {
     e->changes.opts.progress = progress;
@@ -583,11 +630,36 @@ size_t bm_engine_in_flight(const BmEngine *e)
     return e->changes.n_items;
 }
 
+/* Whether an inflate of ours is in flight. */
+static bool inflating(const BmEngine *e)
+{
+    for (size_t i = 0; i < e->changes.n_items; i++)
+        if (e->changes.items[i].change.target_bytes < e->changes.items[i].change.from_bytes)
+            return true;
+    return false;
+}
+
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
     if (!e->conn && !e->model)
         return e->changes.n_items;
-    return bm_tracker_wait(&e->changes, timeout_s * 1000u, on_ended, e);
+    const uint64_t ms = 1000000ull;
+    uint64_t deadline = bm_clock_mono_ns(e->clock) + (uint64_t)timeout_s * 1000 * ms;
+    const volatile sig_atomic_t *stop = e->changes.opts.stop;
+    for (;;) {
+        uint64_t now = bm_clock_mono_ns(e->clock);
+        if (now >= deadline || !e->changes.n_items || (stop && *stop))
+            break;
+        /* a second at a time while an inflate is in flight: a reading between, as the agent's
+         * guest watch takes, to stop an inflate that hurts its guest */
+        uint64_t left_ms = (deadline - now) / ms + 1;
+        uint64_t slice = inflating(e) && left_ms > 1000 ? 1000 : left_ms;
+        bm_tracker_wait(&e->changes, slice < UINT32_MAX ? (uint32_t)slice : UINT32_MAX - 1, on_ended, e);
+        if (inflating(e) && !(stop && *stop) && bm_clock_mono_ns(e->clock) < deadline &&
+            read_view(e) == 0)
+            bm_engine_stop_hurting(e);
+    }
+    return e->changes.n_items;
 }
 
 const BmPlan *bm_engine_plan(const BmEngine *e)

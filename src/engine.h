@@ -120,6 +120,14 @@ int bm_engine_refresh(BmEngine *e);
  * (bm_log_change()). Returns how many are still in flight. */
 size_t bm_engine_poll(BmEngine *e);
 
+/* Stops the inflates of ours in flight that hurt their guest in the latest reading
+ * (bm_policy_inflate_hurts(): its disk reads rose, it faults, swaps in or had an OOM kill since
+ * the pass that started it) where their balloon is now, logging why: each ends as "stopped"
+ * (bm_log_change()), and the refault rule then gives back what was taken. Never while the host
+ * is near its own OOM. Returns how many were stopped. bm_engine_wait() does it after each
+ * reading it takes; the agent after each reading of its guest watch. */
+size_t bm_engine_stop_hurting(BmEngine *e);
+
 /* Shows the changes in flight while bm_engine_wait() waits: progress(ctx, change) after every
  * reading of one that did not end it (NULL: nothing shown). */
 void bm_engine_set_progress(BmEngine *e, void (*progress)(void *ctx, const BmTracked *t), void *ctx);
@@ -130,8 +138,9 @@ void bm_engine_set_stop(BmEngine *e, const volatile sig_atomic_t *stop);
 /* How many changes are in flight. */
 size_t bm_engine_in_flight(const BmEngine *e);
 
-/* Polls until no change is in flight or timeout_s passed. Returns how many are still in
- * flight. */
+/* Polls until no change is in flight or timeout_s passed; while an inflate is in flight, reads
+ * the domains again every second (bm_engine_refresh()) and stops those that hurt their guest
+ * (bm_engine_stop_hurting()). Returns how many are still in flight. */
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s);
 
 /* The last pass's plan and what applying each decision did (same order), its host reading,

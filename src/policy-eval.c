@@ -232,6 +232,8 @@ typedef struct {
     bool hot;           /* take: its page cache is hot: taken last (tier_cap()) */
     bool busy;          /* take: its vCPUs are busy (BUSY_CPU_SHARE): its memory, free or cache,
                          * after what idle guests give (tier_cap()) */
+    bool busy_unbacked; /* take: busy, with free memory the host does not back (skip) before its
+                         * cache, the host not near its own OOM: taken up to skip_at at most */
     uint64_t waiting;   /* not a taker this pass only because its statistics predate its last
                          * change: the host bytes it could give once they follow it */
     uint64_t in_flight; /* skipped: what an inflate of ours in flight will still give the host */
@@ -447,52 +449,44 @@ static uint64_t fill_tier(Work *w, size_t n, uint64_t need, int t)
     return expected;
 }
 
-/* Splits need among the takers tier by tier (the hot tier only when allowed). busy_need: the
- * most the busy guests' tiers are asked (what idle guests cannot give over the coming passes;
- * UINT64_MAX: no such limit). Returns the expected host bytes of all takes. */
-static uint64_t distribute_take(Work *w, size_t n, uint64_t need, bool allow_hot, uint64_t busy_need)
+/* Whether the idle guests have more to give than this pass takes: an inflate of ours still in
+ * flight (what it gives is not seen yet), an idle guest waiting for statistics that follow its
+ * last change, or an idle taker with a deadband or more of its potential left beyond its take. */
+static bool idle_left(const BmPlan *ret, const Work *w, size_t n)
 {
-    uint64_t expected = 0, busy = 0;
-    for (int t = 0; t < N_TIERS && expected < need; t++) {
-        if (t == TIER_HOT && !allow_hot)
-            continue;
-        uint64_t ask = need - expected;
-        if (t >= TIER_BUSY_FREE) {
-            if (busy >= busy_need)
-                break;
-            ask = min_u64(ask, busy_need - busy);
-        }
-        uint64_t got = fill_tier(w, n, ask, t);
-        expected += got;
-        if (t >= TIER_BUSY_FREE)
-            busy += got;
-    }
-    return expected;
-}
-
-/* What the busy guests' tiers are asked of need, where the host is not near its own OOM: what
- * the idle guests cannot give over the coming passes (a pass or two more of relief costs a
- * busy guest nothing; a real run that took a busy guest's cache in the first pass beside idle
- * memory that sufficed cost it 0.15 x of its work). Nothing while an inflate of ours is still
- * in flight or an idle guest waits for statistics that follow its last change: what they give
- * is not known yet. UINT64_MAX near the host's own OOM: then what is needed is taken now. */
-static uint64_t busy_need(const BmPlan *ret, const Work *w, size_t n, uint64_t need,
-                          uint64_t *ret_idle_reach)
-{
-    uint64_t reach = 0, waiting = 0;
+    if (ret->in_flight_bytes > 0)
+        return true;
     for (size_t i = 0; i < n; i++) {
         if (w[i].busy)
             continue;
-        if (w[i].role == ROLE_TAKE)
-            reach += w[i].potential;
-        waiting += w[i].waiting;
+        if (w[i].waiting > 0)
+            return true;
+        uint64_t got = w[i].role == ROLE_TAKE ? back_of(&w[i], w[i].amount) : 0;
+        if (w[i].role == ROLE_TAKE && w[i].potential > got && w[i].potential - got >= w[i].deadband)
+            return true;
     }
-    *ret_idle_reach = reach + waiting;
-    if (ret->hot_cache_allowed)
-        return UINT64_MAX;
-    if (ret->in_flight_bytes > 0 || waiting > 0)
-        return 0;
-    return need > reach ? need - reach : 0;
+    return false;
+}
+
+/* Splits need among the takers tier by tier, cheapest first. Near the host's own OOM every
+ * tier serves this pass (a hot cache last). Away from it the busy guests' tiers wait while the
+ * idle guests have more to give over the coming passes (idle_left()): a pass or two more of
+ * relief costs a busy guest nothing, and a real run that took a busy guest's cache in its first
+ * pass beside idle memory that sufficed cost it 0.15 x of its work (BmPlan.busy_deferred).
+ * Returns the expected host bytes of all takes. */
+static uint64_t distribute_take(BmPlan *ret, Work *w, size_t n, uint64_t need)
+{
+    uint64_t expected = 0;
+    for (int t = 0; t < N_TIERS && expected < need; t++) {
+        if (t == TIER_HOT && !ret->hot_cache_allowed)
+            continue;
+        if (t == TIER_BUSY_FREE && !ret->hot_cache_allowed && idle_left(ret, w, n)) {
+            ret->busy_deferred = true;
+            break;
+        }
+        expected += fill_tier(w, n, need - expected, t);
+    }
+    return expected;
 }
 
 /* Whether what our inflates took from a guest that refaults or thrashes after them may be
@@ -557,25 +551,21 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     }
     uint64_t asked = ret->need_bytes + ret->guard_bytes;
     asked = asked > coming ? asked - coming : 0;
-    uint64_t idle_reach;
-    uint64_t busy_asked = busy_need(ret, w, n, asked, &idle_reach);
-    ret->expected_return_bytes = distribute_take(w, n, asked, ret->hot_cache_allowed, busy_asked);
+    ret->expected_return_bytes = distribute_take(ret, w, n, asked);
     /* the busy guests spared: what their tiers could have given this pass */
-    for (size_t i = 0; i < n && busy_asked != UINT64_MAX; i++)
+    for (size_t i = 0; i < n && ret->busy_deferred; i++)
         if (w[i].role == ROLE_TAKE && w[i].busy) {
             uint64_t could = back_of(&w[i], tier_cap(&w[i], TIER_BUSY_CACHE));
             uint64_t got = back_of(&w[i], w[i].amount);
             ret->busy_spared_bytes += could > got ? could - got : 0;
         }
-    ret->busy_deferred = busy_asked != UINT64_MAX && ret->busy_spared_bytes >= MiB;
+    ret->busy_deferred = ret->busy_spared_bytes >= MiB;
     if (ret->busy_deferred) {
         size_t len = strlen(ret->reason);
-        if (ret->in_flight_bytes > 0 || idle_reach > 0)
-            say(ret->reason + len, sizeof(ret->reason) - len,
-                "; busy guests spared (%s of host memory): %s", SZ(ret->busy_spared_bytes),
-                ret->in_flight_bytes > 0
-                    ? "inflates are in flight, what they give is seen first"
-                    : "idle guests give what the host needs over the coming passes");
+        say(ret->reason + len, sizeof(ret->reason) - len, "; busy guests spared (%s of host memory): %s",
+            SZ(ret->busy_spared_bytes),
+            ret->in_flight_bytes > 0 ? "inflates are in flight, what they give is seen first"
+                                     : "idle guests give more over the coming passes");
     }
     /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
     uint64_t potential = 0;
@@ -655,7 +645,7 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
                             ret->reason, sizeof(ret->reason));
     *surplus = avail > above ? avail - above : 0;
     if (ret->mode == BM_HOST_RECLAIM) {
-        ret->hot_cache_allowed = avail < below / 2;
+        ret->hot_cache_allowed = bm_host_near_oom(host, policy);
         ret->oom_margin_bytes = avail > below / 2 ? avail - below / 2 : 0;
         ret->need_bytes = avail < target ? target - avail : 0;
         if (psi_pressure)
@@ -862,19 +852,28 @@ static void set_take(BmDecision *x, Work *k)
         k->want = probe;
         k->cap = BM_CAP_PROBE;
     }
+    /* a busy guest is not inflated through free memory the host does not back to reach its
+     * cache while the host is not near its own OOM: its vCPUs would pay for an inflate that
+     * returns next to nothing (the model's hot guest: 489 MiB inflated for a bite of 32) */
+    k->busy = x->pressure.cpu_rate >= BUSY_CPU_SHARE;
+    k->busy_unbacked = k->busy && !k->near_oom && k->skip > 0;
+    if (k->busy_unbacked && k->want > k->skip_at) {
+        k->want = k->skip_at;
+        k->cap = BM_CAP_BACKED;
+    }
     /* where its free memory ends (the balloon takes free pages first: those the host does not
      * back, skip, after those it does); the rest of its idle memory is page cache (all free
      * when the guest does not say) */
     k->free_end = bm_present(k->unused) ? min_u64(k->want, k->unused) : k->want;
     k->hot = x->cache_hot;
-    k->busy = x->pressure.cpu_rate >= BUSY_CPU_SHARE;
     uint64_t cache = bm_present(k->cache) ? k->cache : 0;
     k->bite = max_u64(k->deadband, cache / 1000 * BITE_PERMILLE) & ~(MiB - 1);
     unsigned shares = k->rules.shares ? k->rules.shares : 100;
     uint64_t basis = bm_present(x->backed_free_bytes) ? min_u64(x->idle_bytes, x->backed_free_bytes)
                                                       : x->idle_bytes;
     if (k->skip)
-        basis = min_u64(basis, returning(k, x->idle_bytes));
+        basis = min_u64(basis, returning(k, k->busy_unbacked ? min_u64(x->idle_bytes, k->skip_at)
+                                                             : x->idle_bytes));
     k->weight = (double)basis * 100.0 / shares;
     bool can = !x->returns_nothing && returning(k, k->want) >= k->deadband && k->weight > 0;
     if (!can || k->no_take) {
@@ -1107,6 +1106,8 @@ static BmReasonCode none_code(const BmPlan *plan, const BmDecision *x, const Wor
         return k->no_return ? BM_REASON_NO_RETURN : BM_REASON_RETURNED_NOTHING;
     if (k->skip && x->idle_bytes >= k->deadband && returning(k, x->idle_bytes) < k->deadband)
         return BM_REASON_UNBACKED;
+    if (k->busy_unbacked && x->idle_bytes >= k->deadband)
+        return BM_REASON_BUSY_UNBACKED;
     if (x->idle_bytes >= k->deadband && bm_present(x->backed_free_bytes) &&
         x->backed_free_bytes < k->deadband)
         return BM_REASON_NOT_BACKED;
@@ -1290,6 +1291,28 @@ const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid)
     const BmDecision *kp = &key, **hit = bsearch(&kp, p->by_uuid, p->n_decisions,
                                                  sizeof(BmDecision *), cmp_decision_uuid);
     return hit ? *hit : NULL;
+}
+
+bool bm_policy_inflate_hurts(const BmRow *row, uint64_t now_s, bool host_near_oom,
+                             BmGuestPressure *ret)
+{
+    BmGuestPressure gp;
+    const BmLedgerEntry *e = row->entry;
+    if (!ret)
+        ret = &gp;
+    if (!e || !e->have_prev || !e->in_flight || !row->dom->active) {
+        bm_guest_pressure(row->dom, NULL, &row->rules, now_s, ret);
+        return false;
+    }
+    bm_guest_pressure(row->dom, &e->prev, &row->rules, now_s, ret);
+    return !host_near_oom && (ret->refaulting || ret->under_pressure);
+}
+
+bool bm_host_near_oom(const BmHost *h, const BmPolicy *p)
+{
+    if (!bm_present(h->mem_total_bytes) || !bm_present(h->mem_available_bytes))
+        return false;
+    return h->mem_available_bytes < bm_amount_bytes(p->reclaim_below, h->mem_total_bytes) / 2;
 }
 
 bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)

@@ -103,6 +103,8 @@ typedef enum {
     BM_REASON_NO_RETURN,         /* none: ballooning returns nothing (its XML: no_return) */
     BM_REASON_RETURNED_NOTHING,  /* none: its last inflate returned nothing (the ledger) */
     BM_REASON_UNBACKED,          /* none: its idle memory is free memory the host does not back */
+    BM_REASON_BUSY_UNBACKED,     /* none: a busy guest whose page cache lies beyond free memory
+                                  * the host does not back (taken only near the host's OOM) */
     BM_REASON_NOT_BACKED,        /* none: the host backs none of its idle memory */
     BM_REASON_NOTHING_TO_TAKE,   /* none: reclaiming, nothing idle */
     BM_REASON_FINE,              /* none: not reclaiming, usable memory above keep_free */
@@ -206,8 +208,8 @@ typedef struct {
                                 * near its own OOM again */
     uint64_t hot_cache_bytes; /* of planned_inflate_bytes: taken from hot page caches */
     bool busy_deferred;      /* RECLAIM, the host not near its own OOM: busy guests were spared
-                              * (nothing or less asked of them) while idle guests can give what
-                              * is needed over the coming passes, or inflates are in flight */
+                              * while idle guests have more to give over the coming passes, or
+                              * inflates of ours are in flight */
     uint64_t busy_spared_bytes; /* the host bytes the busy guests could have given this pass */
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
@@ -275,6 +277,20 @@ bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s);
 /* bm_policy_rows_in_need() on the rows of snap joined with ledger and p. */
 bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
                              uint64_t now_s);
+
+/* Whether an inflate of ours in flight on the domain of row hurts its guest, so that it is to
+ * stop where its balloon is now rather than be given back after it ended: since the reading of
+ * the pass that started it, the guest re-reads the page cache the balloon takes (its disk
+ * reads rose: BmGuestPressure.refaulting) or faults, swaps in or had an OOM kill
+ * (under_pressure). Not while the host is near its own OOM (host_near_oom: MemAvailable below
+ * half of reclaim_below), where what is taken is kept. *ret (may be NULL): the guest's pressure,
+ * for the words of the log. Pure. */
+bool bm_policy_inflate_hurts(const BmRow *row, uint64_t now_s, bool host_near_oom,
+                             BmGuestPressure *ret);
+
+/* Whether a host reading is below half of the policy's reclaim_below: near its own OOM, where
+ * the policy takes a hot cache too and keeps what it took. Pure. */
+bool bm_host_near_oom(const BmHost *h, const BmPolicy *p);
 
 /* Whether a host reading is past the policy's reclaim thresholds (MemAvailable below
  * reclaim_below, or PSI some avg10 above psi_reclaim_above): the agent checks this between

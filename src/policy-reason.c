@@ -202,6 +202,14 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
             SZ(x->idle_bytes), SZ(c->skip_bytes), SZ(x->rss_bytes), SZ(gp->used_bytes),
             c->reports ? ", free page reporting on" : "");
         break;
+    case BM_REASON_BUSY_UNBACKED:
+        snprintf(buf, n,
+            "not inflated: a busy guest (its vCPUs at %.0f%% of a CPU) whose %s of page cache "
+            "lies beyond %s of free memory the host does not back: its work would pay for an "
+            "inflate that returns next to nothing; taken only near the host's own OOM",
+            gp->cpu_rate * 100, SZ(x->idle_bytes > c->skip_bytes ? x->idle_bytes - c->skip_bytes : 0),
+            SZ(c->skip_bytes));
+        break;
     case BM_REASON_NOT_BACKED:
         snprintf(buf, n,
             "not inflated: %s idle, but the host backs none of it (QEMU RSS %s, guest uses "
@@ -244,7 +252,7 @@ static void none_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
             "work, %s idle): spared while %s",
             SZ(plan->need_bytes), x->pressure.cpu_rate * 100, SZ(x->idle_bytes),
             plan->in_flight_bytes > 0 ? "inflates of ours are in flight"
-                                      : "idle guests give what is needed over the coming passes");
+                                      : "idle guests give more over the coming passes");
         break;
     case BM_REASON_NOT_ASKED:
         snprintf(buf, n, "host needs %s, none asked of this guest (%s idle, weight by shares %u)",

@@ -1376,7 +1376,7 @@ static void test_busy_guest_spared_while_idle_ones_suffice(void)
     is_code(b, BM_REASON_BUSY_SPARED, "  its reason: spared");
     ok(p.busy_deferred && p.busy_spared_bytes >= 64 * MiB && strstr(p.reason, "busy guests spared"),
        "the host's reason says what was spared (%" PRIu64 " MiB)", p.busy_spared_bytes / MiB);
-    ok(strstr(b->reason, "spared while idle guests give what is needed over the coming passes") != NULL,
+    ok(strstr(b->reason, "spared while idle guests give more over the coming passes") != NULL,
        "  and the busy guest's");
     bm_plan_clear(&p);
 
@@ -1562,6 +1562,37 @@ static BmLedgerEntry *refaulting_guest(BmDomain d[1], BmLedger *l)
     e->prev.inflated_from_bytes = 2 * GiB;
     e->prev.read_base_Bps = 1 * MiB;
     return e;
+}
+
+/* An inflate in flight hurts its guest once its disk reads rise (or it faults) since the pass
+ * that started it: it is to stop where its balloon is. Not near the host's own OOM, and not a
+ * domain with no change in flight. */
+static void test_inflate_in_flight_that_hurts_stops(void)
+{
+    BmDomain d[1];
+    BmLedger l;
+    BmLedgerEntry *e = refaulting_guest(d, &l);
+    e->in_flight = true;
+    e->last_target_bytes = 1 * GiB;
+    BmSnapshot snap = {.domains = d, .n_domains = 1};
+    _cleanup_(bm_rows_clear) BmRows rows;
+    bm_rows_join(&rows, &snap, &l, P);
+    BmGuestPressure gp;
+    ok(bm_policy_inflate_hurts(&rows.rows[0], NOW, false, &gp) && gp.refaulting,
+       "its reads rose to 200 MiB/s while the inflate runs: stop it");
+    ok(!bm_policy_inflate_hurts(&rows.rows[0], NOW, true, NULL), "  not near the host's own OOM");
+    d[0].disk_read_bytes = 10 * GiB + 2 * MiB;
+    ok(!bm_policy_inflate_hurts(&rows.rows[0], NOW, false, NULL), "reads at 2 MiB/s: carry on");
+    d[0].major_faults = 1000 + 200;
+    ok(bm_policy_inflate_hurts(&rows.rows[0], NOW, false, &gp) && gp.under_pressure,
+       "200 major faults a second: stop it");
+    e->in_flight = false;
+    ok(!bm_policy_inflate_hurts(&rows.rows[0], NOW, false, NULL), "no change in flight: nothing to stop");
+    BmHost h = host(8 * GiB, 400 * MiB);
+    ok(bm_host_near_oom(&h, P) && !bm_host_near_oom(&(BmHost){.mem_total_bytes = 8 * GiB,
+                                                           .mem_available_bytes = 500 * MiB}, P),
+       "near OOM: below half of reclaim_below (409.6 MiB of 8 GiB)");
+    bm_ledger_clear(&l);
 }
 
 /* A guest inflated in this episode whose disk reads rise after it re-reads the page cache the
@@ -1962,6 +1993,7 @@ int main(void)
     test_inflates_in_flight_count_for_the_need();
     test_busy_guest_spared_while_idle_ones_suffice();
     test_free_memory_lesson_keeps_the_cache_in_reach();
+    test_inflate_in_flight_that_hurts_stops();
     test_refaulting_guest_given_back();
     test_refaulting_guest_kept_near_oom();
     test_inflates_that_cost_or_give_nothing_given_back();

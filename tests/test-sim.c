@@ -462,6 +462,157 @@ static void moves_of(const Sim *s, size_t g, unsigned *inflates, unsigned *defla
     }
 }
 
+/* Issue 49's scenario: five 1 GiB guests (one re-reading 400 MiB of its page cache for ever,
+ * a cold cache, two idle guests whose free memory the host backs, a steady one); a hog takes
+ * MemAvailable to 9% of MemTotal, then a second step to 7%, for five minutes. Far from the
+ * host's own OOM the busy guest is not taken while the others can give what is needed, over
+ * however many passes: its work keeps 0.95 x its rate before, and both steps are relieved. */
+static void busy_beside_idle(const BmPolicy *pol)
+{
+    static const char *const names[] = {"hot", "cold", "idle1", "idle2", "steady"};
+    static const char *const loads[] = {"0:hot:400", "0:cache:600,1:32", "0:touch:800", "0:touch:800", "0:384"};
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
+    for (size_t i = 0; i < 5; i++) {
+        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", names[i]);
+        sim_guest_init(h, i, name, GIB, loads[i], 0);
+    }
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = s->t_hog + 300;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size1 = sim_available(h) - 0.09 * h->total;
+    _cleanup_free_ char *hog1 = bm_asprintf("0:%.0f@%.0f", size1 / MIB + 1, size1 / MIB / 30);
+    sim_host_hog(h, hog1, s->t_hog, s->t_hog_end, size1, 1.5 * GIB);
+    sim_run(s, s->t_hog + 120);
+    /* the second step: a second hog takes what is left down to 7% */
+    double size2 = h->hog + sim_available(h) - 0.07 * h->total;
+    _cleanup_free_ char *hog2 = bm_asprintf("0:%.0f@%.0f,120:%.0f@%.0f", size1 / MIB + 1, size1 / MIB / 30,
+                                            size2 / MIB + 1, (size2 - size1) / MIB / 30);
+    sim_host_hog(h, hog2, s->t_hog, s->t_hog_end, size2, 1.5 * GIB);
+    /* 90 s after the second step (the hog takes 30 s to get there) */
+    sim_run(s, s->t_hog + 210);
+    double avail2 = sim_available(h);
+    sim_run(s, s->t_hog_end + 90);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a busy guest beside idle ones (issue 49: 9% then 7%)", &run.r, run.cpu_s);
+    check_invariants("busy beside idle", &run.r, true, true);
+    /* the busy guest's first inflate, and where the others' balloons were then */
+    double t_busy = -1, others_then[5] = {0};
+    for (size_t g = 1; g < 5; g++)
+        others_then[g] = h->g[g].max;
+    for (size_t i = 0; i < s->n_changes && t_busy < 0; i++)
+        if (s->changes[i].guest == 0 && s->changes[i].dir < 0)
+            t_busy = s->changes[i].t;
+    for (size_t i = 0; i < s->n_changes; i++) /* the others' changes up to that pass's */
+        if (s->changes[i].guest != 0 && (t_busy < 0 || s->changes[i].t <= t_busy))
+            others_then[s->changes[i].guest] = s->changes[i].target;
+    if (t_busy < 0)
+        for (size_t g = 1; g < 5; g++)
+            others_then[g] = s->min_actual[g];
+    printf("#   the busy guest's first inflate at %.1f s into the pressure (-1: none); the cold cache "
+           "guest then (or at its lowest) at %.0f MiB, the idle ones at %.0f and %.0f; %zu inflate(s) "
+           "stopped in flight; MemAvailable 90 s after the second step %.0f MiB\n",
+           t_busy >= 0 ? t_busy - s->t_hog : -1, others_then[1] / MIB, others_then[2] / MIB,
+           others_then[3] / MIB, s->stopped, avail2 / MIB);
+    ok(t_busy < 0 || t_busy >= s->t_hog + 120,
+       "busy beside idle: the busy guest is not inflated in the first step, where the others suffice");
+    ok(t_busy < 0 || (others_then[1] <= 450 * MIB && others_then[2] <= 450 * MIB && others_then[3] <= 450 * MIB),
+       "busy beside idle: nor before the cold cache and the idle guests' free memory are taken");
+    ok(run.r.hot_work_ratio >= 0.95, "busy beside idle: its work under pressure %.3f x its rate before",
+       run.r.hot_work_ratio);
+    ok(avail2 >= 0.10 * h->total || s->min_actual[1] <= 450 * MIB,
+       "busy beside idle: the second step relieved, or the cold cache taken (lowest %.0f MiB)",
+       s->min_actual[1] / MIB);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+/* Only a busy guest's cache is left, the host short but not near its own OOM: its cache is
+ * taken in bites, each followed by the read check, and the first refault stops the inflate in
+ * flight (or gives back what it took) and spares the cache from then on. What that cost the
+ * guest is printed. */
+static void only_a_busy_cache(const BmPolicy *pol)
+{
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 8 * GIB, 680 * MIB, 2);
+    /* its free memory touched first: the host backs it, so the way to its cache returns */
+    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:touch:700,10:hot:600,11:32", 0);
+    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.07 * h->total; /* above half of reclaim_below (5%) */
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, T0 + 400);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("only a busy guest's cache to take, the host short, not near its own OOM", &run.r, run.cpu_s);
+    unsigned inf, def, turns;
+    moves_of(s, 0, &inf, &def, &turns);
+    printf("#   the busy guest: %u inflates, %u deflates, %zu stopped in flight, lowest %.0f MiB, "
+           "work %.3f x, %.0f MiB re-read under pressure\n", inf, def, s->stopped,
+           s->min_actual[0] / MIB, run.r.hot_work_ratio, run.r.hot_rd_bytes / MIB);
+    ok(run.r.oom_kills == 0, "busy cache: no guest OOM (%u kills)", run.r.oom_kills);
+    ok(turns <= 1, "busy cache: taken and given back once at most (%u inflates, %u deflates)", inf, def);
+    ok(run.r.hot_work_ratio >= 0.8, "busy cache: its work under pressure %.3f x its rate before (bound 0.8)",
+       run.r.hot_work_ratio);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
+/* A hot cache the vCPU time does not show (a guest that reads its files with little CPU: the
+ * policy takes it as an idle guest's cache): the inflate is stopped in flight once its disk reads
+ * rise, where its balloon is, and what it took is given back; the host is short, not near its
+ * own OOM. Without the stop it would run to its target and be given back after it ended. */
+static void stopped_in_flight(const BmPolicy *pol)
+{
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 8 * GIB, 680 * MIB, 2);
+    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:touch:700,10:hot:600,11:32", 0);
+    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
+    h->g[0].cpu_share = 0.05;
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.07 * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    double c0 = cpu_now();
+    sim_run(s, T0 + 400);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a hot cache its vCPU time does not show, the host short", &run.r, run.cpu_s);
+    double planned = 0;
+    for (size_t i = 0; i < s->n_changes; i++)
+        if (s->changes[i].guest == 0 && s->changes[i].dir < 0 && planned == 0)
+            planned = s->changes[i].from - s->changes[i].target;
+    printf("#   its first inflate planned %.0f MiB and took %.0f; %zu stopped in flight; work %.3f x\n",
+           planned / MIB, (h->g[0].max - s->min_actual[0]) / MIB, s->stopped, run.r.hot_work_ratio);
+    ok(s->stopped >= 1, "stopped in flight: the inflate stopped once its reads rose (%zu)", s->stopped);
+    ok(h->g[0].max - s->min_actual[0] < planned, "stopped in flight: short of its target (%.0f of %.0f MiB)",
+       (h->g[0].max - s->min_actual[0]) / MIB, planned / MIB);
+    ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "stopped in flight: no guest OOM, one reversal");
+    ok(h->g[0].actual >= h->g[0].max - MIB, "stopped in flight: all of it back by the end");
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+}
+
 /* Only a hot page cache left to take (issue #32): a host of 6 GiB, two 1 GiB guests, one
  * re-reading 600 MiB of its page cache, one holding 800 MiB; a hog takes MemAvailable to 2% of
  * MemTotal, below half of reclaim_below. The hot cache is taken, to keep the host out of its
@@ -514,6 +665,9 @@ int main(void)
         if (shipped)
             day(shipped);
         near_oom(pol);
+        busy_beside_idle(pol);
+        only_a_busy_cache(pol);
+        stopped_in_flight(pol);
     }
     return tap_done();
 }

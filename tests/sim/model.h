@@ -21,6 +21,8 @@
  * free lists of Linux >= 6.8 (a share of what the QEMU processes free lands there, out of
  * MemAvailable, trimmed by 8 MiB a CPU a second or by the engine's drain).
  *
+ * A guest's CPU time: one vCPU busy while it re-reads a hot working set, 2% of one otherwise.
+ *
  * Not modelled: PSI (always 0), swap, KSM, libvirt's lagging copy of the balloon (the engine
  * reads the live one), QEMU's own memory growing, the guest's kernel reclaim beyond its page
  * cache. */
@@ -84,6 +86,10 @@ typedef struct {
     /* counters */
     unsigned oom_kills;
     double rd_bytes, major_faults, work, work_time;
+    double cpu_ns;      /* its vCPUs' time: one CPU while it re-reads a hot working set, 2% of
+                         * one otherwise (an idle TCG guest), or cpu_share */
+    double cpu_share;   /* >= 0: its vCPUs' share of a CPU whatever it does (a hot cache read
+                         * by a guest that looks idle: sendfile, a file server) */
     double work_rate;   /* of the last step: 1 with the hot set in cache */
     /* statistics as of the last whole second */
     struct {

@@ -114,6 +114,12 @@ static void pass(Sim *s)
     /* an episode starts with a pass in reclaim and lasts until a comfortable pass (whose
      * changes still count in it) or 10 minutes, the span of the policy's one-reversal rule */
     double t = s->h->t;
+    /* BM_SIM_DEBUG=1: each reclaiming pass's host reason and decisions on stderr */
+    if (getenv("BM_SIM_DEBUG") && plan->mode == BM_HOST_RECLAIM) {
+        fprintf(stderr, "PASS t=%.1f %s\n", t, plan->reason);
+        for (size_t k = 0; k < plan->n_decisions; k++)
+            fprintf(stderr, "   %s %s: %s\n", plan->decisions[k].name, bm_action_name(plan->decisions[k].action), plan->decisions[k].reason);
+    }
     if (plan->mode == BM_HOST_RECLAIM && (s->episode_start < 0 || t - s->episode_start > EPISODE_MAX_S)) {
         for (size_t i = 0; i < s->h->n; i++)
             s->last_dir[i] = 0;
@@ -230,6 +236,7 @@ void sim_run(Sim *s, double until_s)
         if (now >= next_guest_watch) {
             next_guest_watch += GUEST_WATCH_MS;
             if (bm_engine_any_ballooned(s->e) && bm_engine_refresh(s->e) == 0) {
+                s->stopped += bm_engine_stop_hurting(s->e);
                 bool need = bm_engine_guest_in_need(s->e);
                 if (need && !guest_in_need)
                     next_pass = now;

@@ -49,6 +49,7 @@ typedef struct {
     unsigned *reversals;
     unsigned reversals_max;
     size_t steady_changes;
+    size_t stopped;         /* inflates stopped in flight (bm_engine_stop_hurting()) */
     double cpu_s;
 } Sim;
 
