@@ -169,6 +169,10 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "deflate_on_oom", json_object_new_string(verdict_name(sg, sg->deflate_on_oom)));
     uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes) : BM_ABSENT;
     json_object_object_add(o, "backed_free_bytes", bm_json_u64_or_null(backed));
+    /* measured for this domain (when a take may come, on this host's QEMU driver), else null:
+     * the host-wide estimate served */
+    json_object_object_add(o, "qemu_own_bytes", bm_json_u64_or_null(d->qemu_own_known ? d->qemu_own_bytes
+                                                                                      : BM_ABSENT));
     _cleanup_free_ char *cmd = bm_summary_fpr_would_return(d, backed)
                                    ? bm_summary_fpr_command(d->name, uri) : NULL;
     json_object_object_add(o, "free_page_reporting_command", cmd ? bm_json_name(cmd) : NULL);

@@ -244,3 +244,22 @@ int bm_conn_domain_state(virDomainPtr dom, bool *ret_active, bool *ret_persisten
     *ret_persistent = p == 1;
     return 0;
 }
+
+const char *bm_conn_qemu_run_dir(virConnectPtr conn, char *buf, size_t n)
+{
+    _cleanup_free_ char *uri = conn ? virConnectGetURI(conn) : NULL;
+    if (!uri) {
+        bm_error_reset();
+        return NULL;
+    }
+    if (strcmp(uri, "qemu:///system") == 0) {
+        snprintf(buf, n, "/run/libvirt/qemu");
+        return buf;
+    }
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (strcmp(uri, "qemu:///session") == 0 && xdg && *xdg) {
+        snprintf(buf, n, "%s/libvirt/qemu/run", xdg);
+        return buf;
+    }
+    return NULL;
+}

@@ -22,6 +22,12 @@ int bm_conn_init(void);
 /* The URI to use: uri if given, else $BALLOONMGR_URI, else NULL (libvirt's default). */
 const char *bm_conn_default_uri(const char *uri);
 
+/* libvirt's QEMU state directory of conn, where the QEMU driver keeps NAME.pid of each running
+ * domain, into buf (n bytes): /run/libvirt/qemu for qemu:///system,
+ * $XDG_RUNTIME_DIR/libvirt/qemu/run for qemu:///session. Returns buf, or NULL for another
+ * driver or a remote host (its processes are not this host's). */
+const char *bm_conn_qemu_run_dir(virConnectPtr conn, char *buf, size_t n);
+
 /* Opens a connection (read-only when readonly). Returns 0 and *ret_conn (caller closes),
  * or -errno with the reason. */
 int bm_conn_open(const char *uri, bool readonly, virConnectPtr *ret_conn);

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "export.h"
 #include "log.h"
+#include "qemuproc.h"
 #include "qmp.h"
 #include "size.h"
 #include "util.h"
@@ -35,6 +36,8 @@ struct BmEngine {
     bool have_host;
     bool drain_due;     /* an inflate of ours ended since the last reading of the host */
     bool drain_warned;  /* a failed drain was logged (once per engine) */
+    char run_dir[512];  /* libvirt's QEMU state directory ("": none, QEMU's own not measured) */
+    bool qemu_warned;   /* a failed measure of QEMU's own memory was logged (once per engine) */
     BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
     bool have_ksm;
     char ksm_error[512]; /* why it could not be read ("": it could, or a model) */
@@ -100,6 +103,11 @@ void bm_engine_set_conn(BmEngine *e, virConnectPtr conn)
     if (conn != e->conn)
         drop_changes(e);
     e->conn = conn;
+    e->run_dir[0] = '\0';
+    if (e->opts.qemu_run_dir)
+        snprintf(e->run_dir, sizeof(e->run_dir), "%s", e->opts.qemu_run_dir);
+    else if (conn && !bm_conn_qemu_run_dir(conn, e->run_dir, sizeof(e->run_dir)))
+        e->run_dir[0] = '\0';
 }
 
 void bm_engine_set_policy(BmEngine *e, const BmPolicy *policy)
@@ -335,6 +343,62 @@ static void read_ksm(BmEngine *e)
         snprintf(e->ksm_error, sizeof(e->ksm_error), "%s", bm_error_detail(r));
 }
 
+/* Whether a take may come of this reading: the host below target_available, or reclaiming. */
+static bool take_may_come(const BmEngine *e)
+{
+    if (!e->policy || !e->have_host || !bm_present(e->host.mem_available_bytes))
+        return false;
+    return e->ledger.mode == BM_HOST_RECLAIM || bm_host_under_pressure(&e->host, e->policy) ||
+           e->host.mem_available_bytes < bm_amount_bytes(e->policy->target_available,
+                                                         e->host.mem_total_bytes);
+}
+
+/* What the QEMU RSS of the running domain d holds beside its guest's memory: the RSS less the
+ * resident part of the guest RAM mapping, plus what its kernel keeps outside its total (balloon
+ * size less MemTotal, less the balloon's pages where deflate-on-oom keeps them in it). Returns 0
+ * or -errno with the reason. */
+static int measure_own(const BmEngine *e, BmDomain *d)
+{
+    pid_t pid;
+    uint64_t ram = 0;
+    int r = bm_qemuproc_pid(e->run_dir, d->name, &pid);
+    if (r >= 0)
+        r = bm_qemuproc_ram_resident(e->opts.proc_dir, pid, d->max_bytes, &ram);
+    if (r < 0)
+        return r;
+    uint64_t total = d->available_bytes, held = bm_domain_reclaimed_bytes(d);
+    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON && bm_present(held) && bm_present(total))
+        total -= total < held ? total : held;
+    uint64_t reserved = bm_present(total) && d->actual_bytes > total ? d->actual_bytes - total : 0;
+    d->qemu_own_bytes = (d->rss_bytes > ram ? d->rss_bytes - ram : 0) + reserved;
+    d->qemu_own_known = true;
+    return 0;
+}
+
+/* QEMU's own memory of every running domain (measure_own()) when a take may come, on this
+ * host's QEMU driver: read per domain, a guest running real software keeps more there than the
+ * host-wide estimate says (qemuproc.h). A domain that cannot be measured (not root, no
+ * CAP_SYS_PTRACE, a pid file gone) keeps the estimate; logged once per engine. */
+static void measure_qemu(BmEngine *e)
+{
+    if (e->model || !e->run_dir[0] || !take_may_come(e))
+        return;
+    for (size_t i = 0; i < e->snap.n_domains; i++) {
+        BmDomain *d = &e->snap.domains[i];
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING || !bm_present(d->rss_bytes) ||
+            !bm_present(d->max_bytes) || !bm_present(d->actual_bytes))
+            continue;
+        int r = measure_own(e, d);
+        if (r < 0 && !e->qemu_warned && r != -ENOENT) {
+            _cleanup_free_ char *name = bm_escape_quoted(d->name);
+            bm_log(LOG_WARNING, "cannot measure QEMU's own memory of domain '%s' (the host-wide "
+                   "estimate serves; logged once): %s", name, bm_error_detail(r));
+            e->qemu_warned = true;
+        }
+        bm_error_reset();
+    }
+}
+
 /* The domains of a reading (XML from the ledger's cache where it can), then the one join of
  * the reading: the rows, through which the ledger is brought in line. Returns 0 or -errno
  * (counted; the view keeps its last reading). */
@@ -356,6 +420,7 @@ static int read_domains_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
+    measure_qemu(e);
     /* the one join of this reading: every step after it walks the rows */
     bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy);
     uint64_t now_s = snap.taken_real_ns / 1000000000ull;

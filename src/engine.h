@@ -65,6 +65,9 @@ typedef struct {
     bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
                                   * export too (BmView.no_libvirt_duplicates) */
     const BmHostModel *model;    /* NULL: the host's /proc and libvirt (the connection) */
+    const char *qemu_run_dir;    /* libvirt's QEMU state directory (NAME.pid of each running
+                                  * domain): QEMU's own memory measured per domain (qemuproc.h);
+                                  * NULL: the connection's (bm_conn_qemu_run_dir()) */
 } BmEngineOptions;
 
 typedef struct BmEngine BmEngine;

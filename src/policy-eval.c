@@ -772,6 +772,10 @@ static uint64_t unbacked_free(const BmDomain *d, uint64_t used, uint64_t overhea
 static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhead,
                       uint64_t now_s, BmDecision *x, Work *k)
 {
+    /* QEMU's own memory: measured for this domain where it could be, the host-wide estimate
+     * otherwise */
+    if (d->qemu_own_known)
+        overhead = d->qemu_own_bytes;
     k->learned = e ? e->yield : (BmYield){0};
     k->rss_bytes = d->rss_bytes;
     x->yield_permille = bm_yield_permille(&k->learned);
@@ -787,7 +791,8 @@ static void set_yield(const BmDomain *d, const BmLedgerEntry *e, uint64_t overhe
     k->skip = unbacked_free(d, x->pressure.used_bytes, overhead);
     /* without reporting, less than the cap of QEMU's own memory cannot be told from an error
      * of its estimate: the learned yield and a probe serve there */
-    if (k->skip < k->deadband || (!k->reports && k->skip <= BM_YIELD_OVERHEAD_MAX_BYTES))
+    if (k->skip < k->deadband ||
+        (!k->reports && !d->qemu_own_known && k->skip <= BM_YIELD_OVERHEAD_MAX_BYTES))
         k->skip = 0;
     /* an inflate of its free memory alone returned nothing (learned, not estimated): all its
      * free memory is unbacked, and its page cache beyond it still returns (a "returns nothing"

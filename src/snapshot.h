@@ -56,6 +56,13 @@ typedef struct {
                                  * vCPUs idle is using no page cache */
     bool balloon_known;         /* balloon config read from the XML */
     BmBalloonConfig balloon;
+    /* What the QEMU RSS holds beside the guest's memory: QEMU's own (the RSS less the resident
+     * part of the guest RAM mapping, /proc/PID/smaps) and what the guest's kernel keeps outside
+     * its MemTotal (balloon size less its total). Not in libvirt's reading; the engine measures
+     * it (qemuproc.h) when a take may come, on this host's QEMU driver; where it is not known,
+     * the host-wide estimate of QEMU's own memory serves (yield.h) */
+    bool qemu_own_known;
+    uint64_t qemu_own_bytes;
     /* Linux 6.12's starvation statistics: not in libvirt's reading; the engine adds them
      * through the QEMU monitor where the policy allows it (all BM_ABSENT otherwise) */
     BmStarveStats starve;
@@ -152,14 +159,16 @@ static inline uint64_t bm_domain_used_bytes(const BmDomain *d)
 }
 
 /* Free guest memory the domain's QEMU process holds (backed free): its RSS minus what the
- * guest uses minus qemu_overhead_bytes, QEMU's own memory (BmPlan.qemu_overhead_bytes, yield.h),
+ * guest uses minus QEMU's own memory (measured, qemu_own_bytes; else qemu_overhead_bytes, the
+ * host-wide estimate: BmPlan.qemu_overhead_bytes, yield.h),
  * at least 0; BM_ABSENT for a domain not running or paused, or when the RSS or the guest's
  * statistics are unknown (yield.h: bm_yield_backed_free_net()). */
 static inline uint64_t bm_domain_backed_free_bytes(const BmDomain *d, uint64_t qemu_overhead_bytes)
 {
     if (!d->active)
         return UINT64_MAX;
-    return bm_yield_backed_free_net(d->rss_bytes, bm_domain_used_bytes(d), qemu_overhead_bytes);
+    return bm_yield_backed_free_net(d->rss_bytes, bm_domain_used_bytes(d),
+                                    d->qemu_own_known ? d->qemu_own_bytes : qemu_overhead_bytes);
 }
 
 /* Bytes the balloon holds back from the guest: max - actual; BM_ABSENT if either is unknown,

@@ -34,6 +34,22 @@ echo "$json" | jq -e '.domains[0] | .stats_period_s == 1 and .stats_age_s != nul
     bm_fail "stats period/age wrong"
 bm_pass "status --json shows non-null guest statistics on a real guest"
 
+# QEMU's own memory, measured per domain when the host is short (a policy that finds this host
+# short whatever its memory), from the QEMU process's smaps: TCG's translated code and QEMU's
+# heap beside the guest's RAM, of which 400 MiB is touched
+echo "$json" | jq -e '.domains[0].qemu_own_bytes == null' >/dev/null ||
+    bm_fail "status measured QEMU's own memory on a host that is not short"
+printf '[host]\nreclaim_below = 97%%\ntarget_available = 98%%\nrelease_above = 99%%\n' >short.policy.$$
+json=$("$BM" -c "$BM_URI" status --json --policy short.policy.$$ "$dom" 2>err.$$) || { cat err.$$; bm_fail "status --policy"; }
+rm -f short.policy.$$
+! grep -q "cannot measure" err.$$ || { cat err.$$; bm_fail "status could not measure QEMU's own memory"; }
+rm -f err.$$
+echo "$json" | jq -c '.domains[0] | {rss_bytes, qemu_own_bytes, backed_free_bytes}'
+echo "$json" | jq -e '.domains[0] | .qemu_own_bytes != null and .qemu_own_bytes > 16777216 and
+                      .qemu_own_bytes < .rss_bytes - 314572800' >/dev/null ||
+    bm_fail "QEMU's own memory not measured, or implausible, on a short host"
+bm_pass "status measures QEMU's own memory of a running domain when the host is short"
+
 "$BM" -c "$BM_URI" status "$dom" | tee /dev/stderr | grep -q "^$dom  *running  *512 MiB  *512 MiB  *0 B " ||
     bm_fail "status table row for $dom"
 bm_pass "status table"

@@ -408,6 +408,10 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
                         .disk_read_bytes = (uint64_t)g->rd_bytes,
                         .disk_read_reqs = BM_ABSENT,
                         .cpu_time_ns = (uint64_t)g->cpu_ns,
+                        /* QEMU's own memory as the engine measures it on a real host (its
+                         * RSS less the guest RAM's resident part) */
+                        .qemu_own_known = !h->own_unmeasured,
+                        .qemu_own_bytes = (uint64_t)(QEMU_OWN_MIB * SIM_MIB),
                         .balloon_known = true};
         snprintf(d->uuid, sizeof(d->uuid), "%s", g->uuid);
         d->balloon = (BmBalloonConfig){.present = true,

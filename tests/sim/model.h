@@ -108,6 +108,8 @@ typedef struct {
     /* the per-CPU lists: share of freed RSS landing there (0: before 6.8), what they hold */
     double percpu_share, percpu_excess;
     unsigned cpus;
+    bool own_unmeasured;    /* QEMU's own memory not measured per domain (no access to the QEMU
+                             * processes): the host-wide estimate serves */
     uint64_t percpu_drain_writes;
     SimGuest *g;
     size_t n;
