@@ -582,11 +582,62 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
         say(ret->reason + len, sizeof(ret->reason) - len,
             "; %s of hot page cache spared (taken only below half of reclaim_below)", SZ(spared));
     }
-    if (ret->unmet_bytes >= MiB) {
-        size_t len = strlen(ret->reason);
+}
+
+/* The host's reason after the decisions: what the planned inflates are in balloon and in host
+ * bytes, and, when the guests cannot meet the need, what holds their idle memory back (guest
+ * memory by cause), so that "unmet" names its cause. */
+static void explain_reclaim(BmPlan *ret, const Work *w, size_t n)
+{
+    size_t len = strlen(ret->reason);
+    uint64_t back = 0;
+    for (size_t i = 0; i < n; i++)
+        back += ret->decisions[i].expected_return_bytes;
+    /* said where the two differ: free memory the host does not back, or a partial yield */
+    if (ret->planned_inflate_bytes >= MiB && back + 32 * MiB < ret->planned_inflate_bytes) {
         say(ret->reason + len, sizeof(ret->reason) - len,
-            "; %s unmet: the guests can give back no more without going short", SZ(ret->unmet_bytes));
+            "; planned %s of balloon for about %s of host memory", SZ(ret->planned_inflate_bytes),
+            SZ(back));
+        len = strlen(ret->reason);
     }
+    if (ret->unmet_bytes < MiB)
+        return;
+    static const struct {
+        const char *what;
+        BmReasonCode codes[4];
+    } held[] = {
+        {"growing", {BM_REASON_GROWS, BM_REASON_GROWING}},
+        {"given memory in this episode", {BM_REASON_GIVEN}},
+        {"hot page cache", {BM_REASON_HOT_SPARED, BM_REASON_KEPT_HOT}},
+        {"busy, behind unbacked free memory", {BM_REASON_BUSY_UNBACKED}},
+        {"not backed by the host", {BM_REASON_UNBACKED, BM_REASON_NOT_BACKED, BM_REASON_RETURNED_NOTHING,
+                                    BM_REASON_NO_RETURN}},
+        {"statistics stale or older than a change", {BM_REASON_STALE, BM_REASON_NO_STATS,
+                                                     BM_REASON_STATS_PREDATE}},
+        {"left to the timer", {BM_REASON_TIMER_NEVER, BM_REASON_TIMER_SELF_DEFLATE}},
+    };
+    char parts[256] = "";
+    for (size_t h = 0; h < BM_ARRAY_SIZE(held); h++) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            const BmDecision *x = &ret->decisions[i];
+            for (size_t c = 0; c < BM_ARRAY_SIZE(held[h].codes) && held[h].codes[c]; c++)
+                if (x->cause.code == held[h].codes[c] && x->idle_bytes >= w[i].deadband)
+                    sum += x->idle_bytes;
+        }
+        if (sum >= MiB) {
+            size_t pl = strlen(parts);
+            snprintf(parts + pl, sizeof(parts) - pl, "%s%s %s", pl ? ", " : "", held[h].what, SZ(sum));
+        }
+    }
+    if (parts[0])
+        say(ret->reason + len, sizeof(ret->reason) - len,
+            "; %s of host memory unmet: the guests' idle memory is held back (%s of guest memory)",
+            SZ(ret->unmet_bytes), parts);
+    else
+        say(ret->reason + len, sizeof(ret->reason) - len,
+            "; %s of host memory unmet: the guests have nothing left above keep_free and their floors",
+            SZ(ret->unmet_bytes));
 }
 
 /* Gives budget to guests under pressure first, then to those short of memory, then to those
@@ -1192,11 +1243,12 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
         if (x->target_bytes == cur)
             x->action = BM_ACT_NONE;
     }
+    if (x->action == BM_ACT_INFLATE)
+        x->expected_return_bytes = expected_return(returning(k, cur - x->target_bytes), k->yield);
     x->why = bm_reason_why(x);
     bm_reason_format(plan, x, x->reason, sizeof(x->reason));
     if (x->action == BM_ACT_INFLATE) {
         uint64_t take = cur - x->target_bytes;
-        x->expected_return_bytes = expected_return(returning(k, take), k->yield);
         plan->planned_inflate_bytes += take;
         plan->hot_cache_bytes += x->take_hot_bytes;
     } else if (x->action == BM_ACT_DEFLATE) {
@@ -1251,6 +1303,8 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
     /* 4. targets and reasons */
     for (size_t i = 0; i < n; i++)
         finish(ret, &ret->decisions[i], &w[i]);
+    if (ret->mode == BM_HOST_RECLAIM)
+        explain_reclaim(ret, w, n);
     /* 5. the index by UUID (the export after a new reading) */
     ret->by_uuid = bm_malloc0((n + 1) * sizeof(BmDecision *));
     for (size_t i = 0; i < n; i++)

@@ -214,7 +214,7 @@ typedef struct {
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */
-    char reason[256];
+    char reason[512];
     BmDecision *decisions;   /* one per row (domain of the snapshot), same order */
     size_t n_decisions;
     const BmDecision **by_uuid; /* the same, sorted by UUID (NULL in a hand-made plan) */

@@ -175,8 +175,11 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
                                            "idle guests' caches)"
         : x->take_cache_bytes ? " page cache"
                               : "");
-    snprintf(buf, n, "host needs %s; take %s of %s idle%s: %s", SZ(plan->need_bytes), SZ(amount),
-        SZ(x->idle_bytes), cap, parts);
+    char back[64] = "";
+    if (x->expected_return_bytes + MiB < amount)
+        snprintf(back, sizeof(back), "; about %s of it back to the host", SZ(x->expected_return_bytes));
+    snprintf(buf, n, "host needs %s; take %s of %s idle%s: %s%s", SZ(plan->need_bytes), SZ(amount),
+        SZ(x->idle_bytes), cap, parts, back);
 }
 
 /* A domain left as it is although the host needs memory: what it would give back, or that it

@@ -19,7 +19,7 @@ typedef struct {
     BmKsm ksm;
     bool have_mode;
     BmHostMode mode;          /* what the policy decides for the host now */
-    char mode_reason[256];
+    char mode_reason[512];
     size_t n_running;         /* active (running or paused) domains */
     uint64_t maximum_bytes;   /* sum of the active domains' maximum memory */
     uint64_t reclaimed_bytes; /* sum of their maximum minus balloon current */

@@ -552,7 +552,7 @@ static void test_never_touched_guest_is_probed_then_left(void)
     ok(x->action == BM_ACT_NONE && x->returns_nothing, "the probe returned 1 MiB: not inflated again");
     is_str(x->reason, "not inflated: its last inflate of 32 MiB gave the host back 1 MiB (QEMU RSS); again once its RSS grows by 128 MiB", "reason");
     is_u64(p.unmet_bytes, p.need_bytes, "all of the need is unmet");
-    ok(strstr(p.reason, "unmet: the guests can give back no more without going short") != NULL,
+    ok(strstr(p.reason, "5.6 GiB of host memory unmet: the guests' idle memory is held back (not backed by the host 6 GiB") != NULL,
        "the host's reason says so: %s", p.reason);
     bm_plan_clear(&p);
     bm_ledger_clear(&prev);
@@ -1463,6 +1463,10 @@ static void test_free_memory_lesson_keeps_the_cache_in_reach(void)
        "through its free memory into its cold cache (%" PRIu64 " MiB of cache)", x->take_cache_bytes / MiB);
     ok(x->expected_return_bytes == x->take_cache_bytes, "  counted for the cache alone (%" PRIu64 " MiB)",
        x->expected_return_bytes / MiB);
+    ok(strstr(x->reason, "about 460 MiB of it back to the host") != NULL, "  its reason says what the host gets");
+    diag("host: %s", p.reason);
+    ok(strstr(p.reason, "planned 1.1 GiB of balloon for about 460 MiB of host memory") != NULL,
+       "  and the host's, in both units");
     bm_plan_clear(&p);
     bm_ledger_clear(&l);
 
