@@ -375,20 +375,31 @@ static int measure_own(const BmEngine *e, BmDomain *d)
     return 0;
 }
 
-/* QEMU's own memory of every running domain (measure_own()) when a take may come, on this
- * host's QEMU driver: read per domain, a guest running real software keeps more there than the
- * host-wide estimate says (qemuproc.h). A domain that cannot be measured (not root, no
- * CAP_SYS_PTRACE, a pid file gone) keeps the estimate; logged once per engine. */
-static void measure_qemu(BmEngine *e)
+/* QEMU's own memory of every running domain of the reading when a take may come, on this
+ * host's QEMU driver: a guest running real software keeps more there than the host-wide
+ * estimate says (qemuproc.h). Measured (measure_own()) once per BM_QEMU_OWN_KEEP_S and start,
+ * kept in the domain's ledger entry for the readings between. A domain that cannot be measured
+ * (not root, no CAP_SYS_PTRACE, a pid file gone) keeps the estimate; logged once per engine. */
+static void measure_qemu(BmEngine *e, uint64_t now_s)
 {
     if (e->model || !e->run_dir[0] || !take_may_come(e))
         return;
-    for (size_t i = 0; i < e->snap.n_domains; i++) {
-        BmDomain *d = &e->snap.domains[i];
+    for (size_t i = 0; i < e->rows.n_rows; i++) {
+        BmDomain *d = e->rows.rows[i].dom;
+        BmLedgerEntry *rec = e->rows.rows[i].entry;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING || !bm_present(d->rss_bytes) ||
             !bm_present(d->max_bytes) || !bm_present(d->actual_bytes))
             continue;
+        if (rec->qemu_own_s && rec->qemu_own_s <= now_s && now_s - rec->qemu_own_s < BM_QEMU_OWN_KEEP_S) {
+            d->qemu_own_bytes = rec->qemu_own_bytes;
+            d->qemu_own_known = true;
+            continue;
+        }
         int r = measure_own(e, d);
+        if (r >= 0) {
+            rec->qemu_own_bytes = d->qemu_own_bytes;
+            rec->qemu_own_s = now_s;
+        }
         if (r < 0 && !e->qemu_warned && r != -ENOENT) {
             _cleanup_free_ char *name = bm_escape_quoted(d->name);
             bm_log(LOG_WARNING, "cannot measure QEMU's own memory of domain '%s' (the host-wide "
@@ -420,7 +431,6 @@ static int read_domains_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
-    measure_qemu(e);
     /* the one join of this reading: every step after it walks the rows */
     bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy);
     uint64_t now_s = snap.taken_real_ns / 1000000000ull;
@@ -429,6 +439,7 @@ static int read_domains_view(BmEngine *e)
         bm_ledger_sync_entry(&e->ledger, e->rows.rows[i].entry, e->rows.rows[i].dom, e->boot_id,
                              now_s);
     bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped; the rows' stay */
+    measure_qemu(e, now_s);
     /* a reading just after a change ended may still show the balloon from before it */
     for (size_t i = 0; i < e->rows.n_rows; i++) {
         bm_ledger_correct_balloon(e->rows.rows[i].entry, e->rows.rows[i].dom, e->snap.taken_real_ns);
