@@ -26,7 +26,7 @@ static void vreport(int prio, const char *verb, const char *object, const char *
     }
     msg[o] = '\0';
     if (verb && object)
-        bm_log(prio, "balloonmgr: %s '%s': %s", verb, bm_printable(object, name, sizeof(name)), msg);
+        bm_log(prio, "balloonmgr: %s: '%s': %s", verb, bm_printable(object, name, sizeof(name)), msg);
     else if (verb)
         bm_log(prio, "balloonmgr: %s: %s", verb, msg);
     else
@@ -47,6 +47,15 @@ void bm_reportp(int prio, const char *verb, const char *object, const char *fmt,
     va_start(ap, fmt);
     vreport(prio, verb, object, fmt, ap);
     va_end(ap);
+}
+
+void bm_report_lines(int prio, const char *verb, const char *text)
+{
+    for (const char *line = text; line && *line;) {
+        size_t len = strcspn(line, "\n");
+        bm_reportp(prio, verb, NULL, "%.*s", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
 }
 
 int bm_report_failure(const char *verb, const char *object, int r)

@@ -96,7 +96,8 @@ extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
 /* Every verb, in the order --help lists them, NULL last. */
 extern const BmVerb *const bm_verbs[];
 
-/* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line:
+/* Prints "balloonmgr: VERB: 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line
+ * (the one form of every message: "balloonmgr: VERB: ..."):
  * the object is quoted and made printable, control characters in MESSAGE become \xNN. Its
  * priority (log.h: "<N>" when stderr is the journal) is LOG_WARNING when fmt starts with
  * "warning: ", else LOG_ERR. */
@@ -106,6 +107,10 @@ void bm_report(const char *verb, const char *object, const char *fmt, ...)
 /* bm_report() with an explicit priority (LOG_ERR ... LOG_DEBUG of <syslog.h>). */
 void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Reports each line of text (a list: a policy's errors or warnings, "FILE:LINE:COL: ...") as
+ * its own message, "balloonmgr: VERB: LINE", at priority prio. NULL or "" prints nothing. */
+void bm_report_lines(int prio, const char *verb, const char *text);
 
 /* Reports the failure r (-errno) of a verb's step once, under verb and object: bm_report() of
  * its detail (bm_error_detail()). Returns its exit status, bm_exit_for(r). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "cli.h"
 #include "session.h"
@@ -17,6 +18,7 @@
 #include "snapshot.h"
 
 enum { OPT_HOST = 0x100 };
+
 
 static const BmOptDef options[] = {
     {0, "host", OPT_HOST, NULL,
@@ -62,6 +64,33 @@ static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, B
     return 0;
 }
 
+/* Checks one policy file (path), or standard input (path NULL: named "<stdin>" in messages),
+ * printing "NAME: ok" or its errors, and its warnings (against host unless NULL). Returns 0, or
+ * -EINVAL when it has errors (reported). */
+static int check_one(const char *path, const BmLintHost *host)
+{
+    const char *name = !path ? "<stdin>" : *path ? path : "''";
+    _cleanup_(bm_policy_freep) BmPolicy *p = NULL;
+    _cleanup_free_ char *errors = NULL, *text = NULL, *warnings = NULL;
+    size_t len = 0, n_warnings = 0;
+    int r = path ? bm_file_read(path, BM_POLICY_MAX_BYTES, &text, &len)
+                 : bm_file_read_fd(STDIN_FILENO, BM_POLICY_MAX_BYTES, &text, &len);
+    if (r < 0) {
+        bm_report("policy check", NULL, "%s: %s", name, bm_error_detail(r));
+        return -EINVAL;
+    }
+    if (bm_policy_parse_n(text, len, name, &p, &errors) < 0) {
+        bm_report_lines(LOG_ERR, "policy check", errors);
+        return -EINVAL;
+    }
+    n_warnings = bm_policy_lint(text, len, name, p, host, &warnings);
+    bm_report_lines(LOG_WARNING, "policy check", warnings);
+    if (n_warnings)
+        printf("%s: ok, %zu warning(s)\n", name, n_warnings);
+    else
+        printf("%s: ok\n", name);
+    return 0;
+}
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
@@ -93,27 +122,17 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (r < 0)
         return bm_report_failure("policy check", NULL, r);
     int ret = BM_EXIT_OK;
+    bool stdin_read = false;
     for (int i = optind + 1; i < argc; i++) {
-        BmPolicy *p = NULL;
-        char *errors = NULL, *text = NULL, *warnings = NULL;
-        size_t len = 0, n_warnings = 0;
-        if (bm_policy_load(argv[i], &p, &errors) < 0) {
-            fputs(errors ? errors : "", stderr);
+        bool from_stdin = strcmp(argv[i], "-") == 0;
+        if (from_stdin && stdin_read) {
+            bm_report("policy check", NULL, "'-': standard input given twice");
             ret = BM_EXIT_USAGE;
-        } else {
-            /* the text again, for where each size was written (it parsed: it is readable) */
-            if (bm_file_read(argv[i], 16u << 20, &text, &len) == 0)
-                n_warnings = bm_policy_lint(text, len, argv[i], p, host ? &lh : NULL, &warnings);
-            fputs(warnings ? warnings : "", stderr);
-            if (n_warnings)
-                printf("%s: ok, %zu warning(s)\n", argv[i], n_warnings);
-            else
-                printf("%s: ok\n", argv[i]);
+            continue;
         }
-        bm_policy_free(p);
-        free(errors);
-        free(text);
-        free(warnings);
+        stdin_read |= from_stdin;
+        if (check_one(from_stdin ? NULL : argv[i], host ? &lh : NULL) < 0)
+            ret = BM_EXIT_USAGE;
     }
     bm_snapshot_clear(&snap);
     return ret;

@@ -382,7 +382,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (r != 0)
         return r > 0 ? BM_EXIT_OK : bm_report_failure("run", NULL, r);
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    if (bm_session_policy_load(o.policy_path, o.policy_explicit, &pol) < 0)
+    if (bm_session_policy_load("run", o.policy_path, o.policy_explicit, &pol) < 0)
         return bm_report_failure("run", NULL, bm_error(-EINVAL, "policy '%s' has errors: "
                                                        "nothing changed", o.policy_path));
     /* one writer of the state file at a time: held until the run ends (a dry run never writes

@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "json-name.h"
@@ -164,8 +165,14 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
                         "boot's, there is nothing to wait for (--live --config changes both)");
     if (o->json && o->quiet)
         return bm_error(-EINVAL, "--json and --quiet: give one of them");
-    if (argc - optind != 2)
+    if (argc - optind < 2)
         return bm_error(-EINVAL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
+    if (argc - optind > 2) {
+        char shown[256];
+        return bm_error(-EINVAL, "too many arguments: '%s' after DOMAIN and SIZE (a SIZE is one "
+                        "word: '2G')", bm_printable(bm_cli_unprotect(args[optind + 2]), shown,
+                                                    sizeof(shown)));
+    }
     o->name = bm_cli_unprotect(args[optind]);
     o->size = bm_cli_unprotect(args[optind + 1]);
     return 0;
@@ -180,7 +187,7 @@ static int load_floor_policy(SetOptions *o)
         return 0;
     _cleanup_free_ char *errors = NULL;
     if (bm_policy_load(o->policy_path, &o->policy, &errors) < 0) {
-        fputs(errors ? errors : "", stderr);
+        bm_report_lines(LOG_ERR, "set", errors);
         return bm_error(-EINVAL, "policy '%s' has errors", o->policy_path);
     }
     return 0;
@@ -332,8 +339,9 @@ static int outcome(const SetOptions *o, const BmChange *ch)
     case BM_CHANGE_REACHED:
     case BM_CHANGE_PENDING: return 0;
     case BM_CHANGE_TIMEOUT:
-        return bm_error(-ETIME, "timed out after %u s, balloon at %" PRIu64 " KiB", o->timeout_s,
-                        ch->reached_bytes / 1024);
+        return bm_error(-ETIME, "timed out after %u s, balloon at %s", o->timeout_s,
+                        bm_size_format_exact(ch->reached_bytes, (char[BM_SIZE_EXACT_LEN]){""},
+                                             BM_SIZE_EXACT_LEN));
     case BM_CHANGE_STALLED:
         return bm_error(-ETIME, "stalled: the balloon did not move for %u s (is the guest's "
                         "balloon driver loaded?)", o->stall_s);

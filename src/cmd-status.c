@@ -6,6 +6,7 @@
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "json-name.h"
 #include "cli.h"
@@ -359,7 +360,7 @@ static int report_inputs(const BmEngine *e, const char *host_error, const Policy
         return 0;
     }
     if (!policy->pol) {
-        fputs(policy->errors ? policy->errors : "", stderr);
+        bm_report_lines(LOG_ERR, "status", policy->errors);
         return bm_error(-EINVAL, "policy '%s' has errors", policy->path);
     }
     if (state->load < 0 && state->explicit_path) /* the load's cause, stored again */
