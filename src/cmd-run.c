@@ -186,25 +186,33 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     const BmHost *h = bm_engine_host(e);
     const BmPlan *plan = bm_engine_plan(e);
     const BmApplied *ap = bm_engine_applied(e);
-    char a[32], b[32];
-    printf("policy %s%s\n", pol->path, o->dry_run ? " (dry run: nothing is changed)" : "");
-    printf("host: %s: %s", bm_host_mode_name(plan->mode), plan->reason);
-    printf(" [MemAvailable %s of %s", bm_size_format(h->mem_available_bytes, a, sizeof(a)),
-           bm_size_format(h->mem_total_bytes, b, sizeof(b)));
+    char a[32], b[32], psi[48] = "", guard[96] = "", unmet[48] = "";
+    /* on a terminal the lines are cut at blanks to its width; elsewhere as they always were */
+    int width = bm_table_terminal_width(STDOUT_FILENO);
+    _cleanup_free_ char *policy = bm_asprintf("policy %s%s", pol->path,
+                                              o->dry_run ? " (dry run: nothing is changed)" : "");
+    bm_table_print_line(stdout, width, 2, policy);
     if (h->psi_present)
-        printf(", PSI some avg10 %.1f%%", h->psi_some_avg10);
-    printf("]\n");
+        snprintf(psi, sizeof(psi), ", PSI some avg10 %.1f%%", h->psi_some_avg10);
+    _cleanup_free_ char *host = bm_asprintf(
+        "host: %s: %s [MemAvailable %s of %s%s]", bm_host_mode_name(plan->mode), plan->reason,
+        bm_size_format(h->mem_available_bytes, a, sizeof(a)),
+        bm_size_format(h->mem_total_bytes, b, sizeof(b)), psi);
+    bm_table_print_line(stdout, width, 6, host);
     if (plan->mode == BM_HOST_RECLAIM) {
-        printf("host needs %s back", bm_size_format(plan->need_bytes, a, sizeof(a)));
         if (plan->guard_bytes)
-            printf(", and %s for guests short of memory", bm_size_format(plan->guard_bytes, a, sizeof(a)));
-        printf("; planned %s", bm_size_format(plan->planned_inflate_bytes, b, sizeof(b)));
+            snprintf(guard, sizeof(guard), ", and %s for guests short of memory",
+                     bm_size_format(plan->guard_bytes, a, sizeof(a)));
         if (plan->unmet_bytes)
-            printf("; unmet %s", bm_size_format(plan->unmet_bytes, a, sizeof(a)));
-        printf("\n");
+            snprintf(unmet, sizeof(unmet), "; unmet %s", bm_size_format(plan->unmet_bytes, a, sizeof(a)));
+        _cleanup_free_ char *needs = bm_asprintf(
+            "host needs %s back%s; planned %s%s", bm_size_format(plan->need_bytes, b, sizeof(b)),
+            guard, BM_SZ(plan->planned_inflate_bytes), unmet);
+        bm_table_print_line(stdout, width, 2, needs);
     }
     static const char *headers[] = {"NAME", "ACTION", "CURRENT", "TARGET", "RESULT", "REASON"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrlw");
+    bm_table_set_give_way(t, "CURRENT,RESULT"); /* balloonmgr(8) says so; REASON wraps */
     for (size_t i = 0; i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];
         bm_table_cell(t, "%s", d->name); /* escaped once, by the table */

@@ -33,7 +33,8 @@ static const BmOptDef options[] = {
     {'o', "output", 'o', " COLUMNS",
      "the table's columns, comma-separated, in that order (NAME,STATE,\n"
      "MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-     "SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)",
+     "SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ); +COL,...: added\n"
+     "to the default ones",
      BM_COMPLETE_LIST, "NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN "
                        "SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL READ"},
     {0, "no-headings", OPT_NO_HEADINGS, NULL, "neither the host line nor the header row",
@@ -220,17 +221,25 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
     return buf;
 }
 
-/* Prints the table (every column, or cols[0..n_cols) when cols), with headings or not. */
+/* The table's columns, their alignment, and the order in which the optional ones give way on
+ * a terminal too narrow for the table (balloonmgr(8) says it): NAME never does. READ is shown
+ * only when asked for (-o): the default columns are the first N_DEFAULT. */
+static const char *const headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
+                                      "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
+                                      "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
+                                      "FPR",    "AUTODEFL", "READ"};
+#define ALIGN "llrrrrrrrrrrrrrlllr"
+#define N_DEFAULT (BM_ARRAY_SIZE(headers) - 1)
+#define GIVE_WAY "PERIOD,AGE,MAJFLT,SWAPOUT,SWAPIN,AUTODEFL,FPR,SG,AVAIL,CACHES,UNUSED," \
+                 "RECLAIMED,MAXIMUM,STATE,RSS,USABLE,CURRENT"
+
+/* Prints the table (the default columns, or those of -o columns), with headings or not. */
 static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *sum,
                         const char *uri, const char *columns, bool headings, bool raw)
 {
-    static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
-                                    "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
-                                    "FPR",    "AUTODEFL", "READ"};
-    _cleanup_(bm_table_freep) BmTable *t =
-        bm_table_new(BM_ARRAY_SIZE(headers), headers, "tlrrrrrrrrrrrrrlllr");
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, ALIGN);
     bm_table_set_raw(t, raw);
+    bm_table_set_give_way(t, GIVE_WAY);
     char b[32];
     for (size_t i = 0; i < s->n; i++) {
         const BmDomain *d = s->d[i];
@@ -259,32 +268,40 @@ static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *s
         bm_table_cell(t, "%s", config_cell(d, d->balloon.autodeflate, sg[i].deflate_on_oom, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->disk_read_bytes, b, sizeof(b)));
     }
+    size_t defaults[N_DEFAULT];
+    for (size_t c = 0; c < N_DEFAULT; c++)
+        defaults[c] = c;
     _cleanup_free_ size_t *cols = NULL;
     size_t n_cols = 0;
-    if (!columns || bm_table_parse_columns(t, columns, &cols, &n_cols) < 0) {
+    if (!columns || bm_table_parse_columns(t, columns, defaults, N_DEFAULT, &cols, &n_cols) < 0) {
         free(cols);
-        cols = bm_malloc0(BM_ARRAY_SIZE(headers) * sizeof(size_t));
-        /* READ only when asked for (-o): the default columns stay what scripts parse */
-        for (n_cols = 0; n_cols < BM_ARRAY_SIZE(headers) - 1; n_cols++)
-            cols[n_cols] = n_cols;
+        cols = bm_malloc0(N_DEFAULT * sizeof(size_t));
+        memcpy(cols, defaults, sizeof(defaults));
+        n_cols = N_DEFAULT;
     }
     bm_table_print_columns(t, stdout, cols, n_cols, headings);
+    int width = bm_table_terminal_width(STDOUT_FILENO);
     for (size_t i = 0; headings && !raw && i < s->n; i++) {
         const BmDomain *d = s->d[i];
         const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
         /* the name escaped once, as list prints it; the command is already a shell word */
         _cleanup_free_ char *name = bm_escape_name(d->name);
-        if (why)
-            printf("%s: never inflated: ballooning returns nothing to the host: %s\n", name, why);
+        if (why) {
+            _cleanup_free_ char *line = bm_asprintf("%s: never inflated: ballooning returns "
+                                                    "nothing to the host: %s", name, why);
+            bm_table_print_line(stdout, width, 2, line);
+        }
         uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes)
                                                 : BM_ABSENT;
         if (bm_summary_fpr_would_return(d, backed)) {
             char size[32];
             _cleanup_free_ char *cmd = bm_summary_fpr_command(d->name, uri);
-            printf("%s: QEMU holds %s of free guest memory that free page reporting would hand "
-                   "back (Linux guests 5.7 or later): '%s', then shut the domain down and start "
-                   "it again (a reboot keeps the QEMU process)\n",
-                   name, bm_size_format(backed, size, sizeof(size)), cmd);
+            _cleanup_free_ char *line = bm_asprintf(
+                "%s: QEMU holds %s of free guest memory that free page reporting would hand "
+                "back (Linux guests 5.7 or later): '%s', then shut the domain down and start "
+                "it again (a reboot keeps the QEMU process)",
+                name, bm_size_format(backed, size, sizeof(size)), cmd);
+            bm_table_print_line(stdout, width, 2, line);
         }
     }
 }
@@ -292,14 +309,10 @@ static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *s
 /* The column names of the table, to check -o before connecting. */
 static int check_columns(const char *columns)
 {
-    static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
-                                    "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
-                                    "FPR",    "AUTODEFL", "READ"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "");
     _cleanup_free_ size_t *cols = NULL;
     size_t n = 0;
-    return bm_table_parse_columns(t, columns, &cols, &n);
+    return bm_table_parse_columns(t, columns, NULL, 0, &cols, &n);
 }
 
 /* The state file as status reads it, once, into the engine's ledger: the previous pass's mode
@@ -488,7 +501,8 @@ static void print_status(const Shown *s, const SgCell *sg, const BmHostSummary *
     } else {
         if (headings && !raw) {
             char line[512];
-            puts(bm_summary_format(summary, line, sizeof(line)));
+            bm_table_print_line(stdout, bm_table_terminal_width(STDOUT_FILENO), 6,
+                                bm_summary_format(summary, line, sizeof(line)));
         }
         print_table(s, sg, summary, uri, columns, headings, raw);
     }

@@ -143,6 +143,8 @@ static void print_table(const Result *res, size_t n)
                                      BM_FEATURE_FREE_PAGE_HINT, BM_FEATURE_REPORTING,
                                      BM_FEATURE_PAGE_POISON};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llllllllw"); /* NOTE wraps */
+    /* on a narrow terminal (balloonmgr(8) says so): NAME, SG and IOEVENTFD stay */
+    bm_table_set_give_way(t, "PAGE-POISON,FREE-PAGE-HINT,STATS,REPORTING,DEFLATE-ON-OOM");
     for (size_t i = 0; i < n; i++) {
         const BmFeatureReport *rep = &res[i].rep;
         const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];
