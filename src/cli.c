@@ -89,14 +89,11 @@ const BmVerb *const bm_verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
                                    &bm_verb_policy, &bm_verb_agent, NULL};
 
 const BmOptDef bm_cli_global_options[] = {
-    {'c', "connect", 'c', " URI",
-     "libvirt connection URI (default: $BALLOONMGR_URI, else\nlibvirt's default)",
+    {'c', "connect", 'c', " URI", "libvirt URI (default: $BALLOONMGR_URI, libvirt's)",
      BM_COMPLETE_NONE, NULL},
-    {'r', "readonly", BM_OPT_READONLY, NULL,
-     "monitoring only: libvirt's read-only socket; verbs that\nchange domains are refused, the "
-     "agent only exports", BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_PROC("for status, run and agent: read host memory from DIR\ninstead of /proc (as "
-                   "their own --proc)"),
+    {'r', "readonly", BM_OPT_READONLY, NULL, "monitoring only: libvirt's read-only socket",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_PROC("status, run, agent: host memory from DIR, not /proc"),
     BM_OPTDEF_HELP("show this help ('balloonmgr VERB --help' for a verb)"),
     {'V', "version", 'V', NULL, "print the version", BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_END,
@@ -148,11 +145,22 @@ void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f)
 
 void bm_verb_usage(const BmVerb *v, FILE *f)
 {
-    fprintf(f, "Usage: balloonmgr [-c URI] %s\n\n%s\n", v->synopsis, v->summary);
+    fprintf(f, "Usage: balloonmgr %s\n\n%s\n", v->synopsis, v->summary);
     fputs("\nOptions:\n", f);
     bm_cli_print_options(v->options, v->help_column, f);
     if (v->help_after)
         fputs(v->help_after, f);
+    /* right after help_after, whose last line is a sentence of its own */
+    fputs(v->help_after ? "The full text: balloonmgr(8) (man balloonmgr).\n"
+                        : "\nThe full text: balloonmgr(8) (man balloonmgr).\n", f);
+}
+
+const BmVerb *bm_verb_find(const char *name)
+{
+    for (size_t i = 0; bm_verbs[i]; i++)
+        if (strcmp(bm_verbs[i]->name, name) == 0)
+            return bm_verbs[i];
+    return NULL;
 }
 
 int bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c)

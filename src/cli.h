@@ -88,6 +88,7 @@ typedef struct {
     const BmOptDef *options; /* its options, BM_OPTDEF_END last */
     int help_column;         /* where --help's option texts start */
     const char *help_after;  /* --help's text after the options, or NULL */
+    const char *brief;       /* a few words for the list of verbs ('balloonmgr help') */
 } BmVerb;
 
 extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
@@ -151,8 +152,12 @@ void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f);
 int bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c);
 
 /* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS", its summary, its options from its
- * table and its help_after) to f. */
+ * table, its help_after and where the full text is) to f: VERB --help and 'balloonmgr help
+ * VERB', within 80 columns and 24 lines (test-help checks). */
 void bm_verb_usage(const BmVerb *v, FILE *f);
+
+/* The verb named name, or NULL. */
+const BmVerb *bm_verb_find(const char *name);
 
 /* getopt_long() would read a negative size such as "-512M" as options. Returns a copy of argv
  * (argc entries + NULL) in which such arguments are protected; bm_cli_unprotect() gives

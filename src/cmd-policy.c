@@ -21,22 +21,17 @@ enum { OPT_HOST = 0x100 };
 
 
 static const BmOptDef options[] = {
-    {0, "host", OPT_HOST, NULL,
-     "also check the sizes against this host: its MemTotal (/proc, or\n"
-     "--proc DIR) and the maximum of every domain of the connection",
+    {0, "host", OPT_HOST, NULL, "also check sizes against MemTotal and the domains",
      BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_PROC("read MemTotal from DIR/meminfo (tests)"),
+    BM_OPTDEF_PROC("read MemTotal from DIR/meminfo"),
     BM_OPTDEF_HELP("show this help (an option anywhere, also after 'check')"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
     "  --               the arguments after it are files, even '-h'\n"
-    "\nWarnings (\"FILE:LINE:COL: warning: ...\") do not change the exit status: a size\n"
-    "written as a bare number under 1 MiB (a bare number is KiB), a keep_free of 0, a\n"
-    "floor below the absolute minimum (128 MiB, 5% of the maximum: the passes keep it), and\n"
-    "with --host a floor or keep_free not below a domain's maximum or a [host] size not\n"
-    "below MemTotal.\n";
+    "\nFILE '-' is standard input. Warnings (a bare number under 1 MiB is KiB, ...)\n"
+    "leave the exit status 0.\n";
 
 /* The host of --host: MemTotal and every domain's maximum; *ret_snap holds the names. Returns
  * 0, or -errno with the detail when the domains cannot be read (a runtime failure). */
@@ -145,7 +140,8 @@ const BmVerb bm_verb_policy = {
     .help_after = help_after,
     .run = run,
     .synopsis = "policy check [--host] [--proc DIR] FILE...",
-    .summary = "Check policy files (balloonmgr.policy(5)); every error is listed as FILE:LINE:COL,\n"
-               "then warnings about sizes that are likely misread or absurd (--host: on this host).",
+    .summary = "Check policy files (balloonmgr.policy(5)): every error as FILE:LINE:COL, then\n"
+               "warnings about sizes likely misread or absurd (--host: on this host).",
+    .brief = "check policy files",
     .reads_host = true,
 };

@@ -36,42 +36,28 @@
 #define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const BmOptDef options[] = {
-    {0, "once", 'o', NULL,
-     "one pass, then exit (what the systemd timer runs; required:\n"
-     "the long-running loop is 'balloonmgr agent')",
+    {0, "once", 'o', NULL, "one pass, then exit (required; the loop is 'agent')",
      BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_POLICY("policy file (default " DEFAULT_POLICY ";\n"
-                     "built-in defaults when that file does not exist)"),
-    BM_OPTDEF_DRY_RUN("decide and print, change nothing (no balloon, no state file)"),
+    BM_OPTDEF_POLICY("policy file (default below; built-in if absent)"),
+    BM_OPTDEF_DRY_RUN("decide and print, change nothing"),
     BM_OPTDEF_JSON("print JSON"),
-    {0, "table", 'T', NULL,
-     "print the table of decisions also when standard output is not\n"
-     "a terminal (there: one summary line a pass)",
+    {0, "table", 'T', NULL, "the table also off a terminal (else one line)",
      BM_COMPLETE_NONE, NULL},
-    {'q', "quiet", 'q', NULL,
-     "print nothing on standard output (problems and the records of\n"
-     "changes still go to standard error)",
-     BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_STATE("state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
-                    "through FILE.lock for the run: exit 4 if another writer holds it"),
-    BM_OPTDEF_PROC("read host memory from DIR/meminfo, DIR/pressure/memory and\n"
-                   "DIR/zoneinfo (and write DIR/sys/vm/stat_refresh) instead of\n"
-                   "/proc (for tests and demos)"),
-    {0, "textfile", 't', " DIR",
-     "with --once: write the metrics to DIR/balloonmgr.prom\n"
-     "(node_exporter's textfile collector), atomically",
+    {'q', "quiet", 'q', NULL, "print nothing on standard output", BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_STATE("state file (default below), locked: exit 4 if held"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc"),
+    {0, "textfile", 't', " DIR", "the metrics to DIR/balloonmgr.prom (node_exporter)",
      BM_COMPLETE_DIR, NULL},
-    {0, "push", 'u', " URL",
-     "with --once: PUT the metrics to the Pushgateway at URL\n"
-     "(URL/metrics/job/balloonmgr/instance/HOSTNAME)",
-     BM_COMPLETE_NONE, NULL},
-    {0, "no-libvirt-duplicates", 'D', NULL,
-     "\nwith --textfile/--push: leave out the per-domain series\n"
-     "libvirt exporters export too",
+    {0, "push", 'u', " URL", "PUT the metrics to a Pushgateway at URL", BM_COMPLETE_NONE, NULL},
+    {0, "no-libvirt-duplicates", 'D', NULL, "leave out what libvirt exporters export",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
+
+static const char help_after[] =
+    "\nPolicy: " DEFAULT_POLICY "\n"
+    "State:  " BM_STATE_DEFAULT_PATH "\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -436,9 +422,11 @@ const BmVerb bm_verb_run = {
     .help_column = 22,
     .reads_host = true,
     .run = run,
-    .synopsis = "run --once [--policy FILE] [--dry-run] [--json|--table|--quiet] [--state FILE]\n"
-                "             [--proc DIR] [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
-    .summary = "Run one policy pass: read the host's and every domain's memory, decide by the policy,\n"
-               "and move balloon targets; print each decision and its reason on a terminal, one\n"
-               "summary line otherwise (the timer's job; the long-running loop is 'agent').",
+    .synopsis = "run --once [--policy FILE] [--dry-run]\n"
+                "       [--json|--table|--quiet] [--state FILE] [--proc DIR]\n"
+                "       [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
+    .summary = "One policy pass (the timer's job): read the host and every domain, decide by the\n"
+               "policy, move balloons; each decision and its reason on a terminal.",
+    .help_after = help_after,
+    .brief = "one policy pass (the timer's)",
 };

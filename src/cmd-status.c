@@ -29,44 +29,29 @@
 enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
 
 static const BmOptDef options[] = {
-    BM_OPTDEF_JSON("print JSON (sizes in bytes, absent statistics as null)"),
-    {'o', "output", 'o', " COLUMNS",
-     "the table's columns, comma-separated, in that order (NAME,STATE,\n"
-     "MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-     "SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ); +COL,...: added\n"
-     "to the default ones",
+    BM_OPTDEF_JSON("JSON: sizes in bytes, absent statistics null"),
+    {'o', "output", 'o', " [+]COLUMNS",
+     "the table's columns, comma-separated (below);\n"
+     "+COL,...: added to the default ones (-o +READ)",
      BM_COMPLETE_LIST, "NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN "
                        "SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL READ"},
     {0, "no-headings", OPT_NO_HEADINGS, NULL, "neither the host line nor the header row",
      BM_COMPLETE_NONE, NULL},
     {'b', "bytes", 'b', NULL, "sizes in the table in bytes", BM_COMPLETE_NONE, NULL},
-    {0, "raw", OPT_RAW, NULL,
-     "the table for scripts: no host line, no alignment, one domain a\n"
-     "line, fields separated by one space, blanks in a field as \\x20\n"
-     "('shut\\x20off'); otherwise the table fits a terminal's width",
+    {0, "raw", OPT_RAW, NULL, "the table for scripts, as lsblk --raw ('shut\\x20off')",
      BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_POLICY("the policy deciding the host's mode (default\n" BM_POLICY_DEFAULT_PATH ")"),
-    BM_OPTDEF_STATE("the previous pass's mode, for hysteresis (default\n" BM_STATE_DEFAULT_PATH
-                    ", if readable)"),
-    BM_OPTDEF_PROC("read host memory from DIR instead of /proc (tests)"),
-    {0, "probe", OPT_PROBE, NULL,
-     "ask the QEMU monitor of running domains for SG, free page\n"
-     "reporting and deflate-on-oom (libvirt marks them tainted);\n"
-     "without it they are what the agent or the timer found at this\n"
-     "start of the domain (--state), or not-probed",
+    BM_OPTDEF_POLICY("the policy deciding the host's mode"),
+    BM_OPTDEF_STATE("the previous pass's mode, for hysteresis"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc"),
+    {0, "probe", OPT_PROBE, NULL, "ask QEMU for SG, FPR, AUTODEFL (taints the domain)",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
-    "\nFPR and AUTODEFL: free page reporting and deflate-on-oom as the domain XML sets them\n"
-    "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
-    "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
-    "free guest memory the QEMU processes hold; below the table, the configure command for\n"
-    "each domain that free page reporting would hand 64 MiB or more of it back for. READ (only\n"
-    "with -o): read from all the domain's disks since it started (QEMU): a guest refaulting its\n"
-    "page cache reads it again.\n";
+    "\nColumns: NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS\n"
+    "SWAPIN SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL, and READ with -o.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -612,12 +597,13 @@ static int run(BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_status = {
     .name = "status",
     .options = options,
-    .help_column = 25,
+    .help_column = 27,
     .help_after = help_after,
     .reads_host = true,
     .run = run,
-    .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--bytes] [--raw]\n"
-                "             [--policy FILE] [--state FILE] [--proc DIR] [--probe]",
-    .summary = "Show the host (memory, PSI, the policy's mode, reclaimed, overcommit, KSM) and each\n"
-               "domain's memory: maximum, balloon, what the guest reports, host RSS.",
+    .synopsis = "status [DOMAIN...] [--json] [-o [+]COLUMNS] [--no-headings]\n"
+                "       [--bytes] [--raw] [--policy FILE] [--state FILE] [--proc DIR] [--probe]",
+    .summary = "Show the host (memory, PSI, the policy's mode, KSM) and each domain's memory:\n"
+               "maximum, balloon, what the guest reports, host RSS.",
+    .brief = "the host and each domain's memory",
 };

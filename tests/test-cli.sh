@@ -26,7 +26,7 @@ expect() {
 
 # --- global
 expect 0 "" -- --help
-grep -q '^  set DOMAIN SIZE' "$out"; ok $? "--help lists set"
+grep -q '^  set  *a domain' "$out"; ok $? "--help lists set"
 expect 0 "" -- --version
 grep -q '^balloonmgr [0-9]' "$out"; ok $? "--version prints a version"
 expect 2 "unknown verb 'frobnicate'" -- frobnicate
@@ -351,7 +351,7 @@ rm -rf "$tmpd"
 # --- every verb has --help
 for v in list status set verify configure run policy agent; do
     expect 0 "" -- "$v" --help
-    grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
+    grep -q "^Usage: balloonmgr $v" "$out"; ok $? "$v --help"
 done
 
 tap_done

@@ -28,7 +28,9 @@ complete_is() {
     if [ "$got" = "$want" ]; then ok 0 "'$line' -> $want"; else ok 1 "'$line' -> '$got', want '$want'"; fi
 }
 
-complete_is "balloonmgr " "agent configure list policy run set status verify "
+complete_is "balloonmgr " "agent configure help list policy run set status verify "
+complete_is "balloonmgr help s" "set status "
+complete_is "balloonmgr help status " " "
 complete_is "balloonmgr agent --l" "--listen "
 complete_is "balloonmgr agent --web-c" "--web-config "
 complete_is "balloonmgr agent --web.l" "--web.listen-address "
