@@ -6,7 +6,7 @@
 # man page renders at 80 columns without a warning, its journal fields whole.
 # Usage: test-docs.sh BALLOONMGR SOURCE_ROOT BUILD_ROOT   (TAP output)
 set -u
-BM=$1 ROOT=$2 BUILD=$3
+BM=$(realpath "$1") ROOT=$(realpath "$2") BUILD=$(realpath "$3")
 . "$ROOT/tests/tap.sh"
 export LC_ALL=C.UTF-8
 T=$(mktemp -d)
