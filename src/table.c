@@ -131,14 +131,16 @@ static bool unit_word(const char *p)
     return false;
 }
 
-/* The length of the word at p: up to a blank outside '...' (a quoted command or name is one
- * word) that no unit follows. */
+/* The length of the word at p: up to a blank that no unit follows, outside a quoted '...'
+ * that the word starts with (a quoted command or name is one word; the quote must end before
+ * a blank, a punctuation mark or the end: "guests'" opens nothing). */
 static size_t word_len(const char *p)
 {
-    size_t len = 0;
-    for (bool quoted = false; p[len]; len++) {
-        if (p[len] == '\'')
-            quoted = !quoted;
+    bool quoted = p[0] == '\'';
+    size_t len = quoted;
+    for (; p[len]; len++) {
+        if (quoted && p[len] == '\'' && (!p[len + 1] || strchr(" ,.;:)]", p[len + 1])))
+            quoted = false;
         else if (p[len] == ' ' && !quoted && !unit_word(p + len + 1))
             break;
     }
