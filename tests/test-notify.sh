@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The agent and the service manager (Type=notify): a datagram unix socket stands in for systemd
 # ($NOTIFY_SOCKET, as `systemd-notify` and sd_notify(3) use it; a path and an '@' abstract
-# name), $WATCHDOG_USEC asks for pings. The agent on libvirt's test driver must send READY=1
+# name), $WATCHDOG_USEC asks for pings. The agent speaks through libsystemd (sd_notify(3),
+# sd_watchdog_enabled(3)): the binary imports both. The agent on libvirt's test driver must send READY=1
 # with its first pass, a STATUS= line (mode, reclaimed, domains) each pass, WATCHDOG=1 at half
 # the interval, and STOPPING=1 at SIGTERM; a WATCHDOG_PID of another process means no pings.
 # Usage: test-notify.sh BALLOONMGR SOURCE_ROOT   (TAP output)
@@ -72,6 +73,17 @@ listen "@bm-notify-test-$$" "$tmp/abs.out"; ok $? "an abstract datagram socket"
 agent "@bm-notify-test-$$" "$tmp/abs.out" WATCHDOG_USEC=400000 WATCHDOG_PID=1; ok $? "agent with an @abstract NOTIFY_SOCKET"
 grep -q '^READY=1|STATUS=mode ' "$tmp/abs.out"; ok $? "READY=1 through the abstract socket"
 ok $(grep -c '^WATCHDOG=1$' "$tmp/abs.out" | grep -qx 0; echo $?) "WATCHDOG_PID=1 (not the agent): no watchdog pings"
+
+# WATCHDOG_USEC that is not a number: sd_watchdog_enabled(3) refuses it, no pings
+listen "$tmp/bad-usec" "$tmp/bad.out"; ok $? "a third socket"
+agent "$tmp/bad-usec" "$tmp/bad.out" WATCHDOG_USEC=soon; ok $? "agent with WATCHDOG_USEC=soon"
+grep -q '^READY=1|STATUS=mode ' "$tmp/bad.out" && ! grep -q '^WATCHDOG=1$' "$tmp/bad.out"
+ok $? "WATCHDOG_USEC=soon: READY=1, no watchdog pings"
+
+# the protocol is libsystemd's, not a copy of it
+syms=$(nm -D --undefined-only "$BM" 2>/dev/null | awk '{ print $NF }')
+grep -q '^sd_notify@' <<<"$syms" && grep -q '^sd_watchdog_enabled@' <<<"$syms"
+ok $? "the binary imports sd_notify and sd_watchdog_enabled from libsystemd"
 
 # a NOTIFY_SOCKET nobody listens on: one warning, the agent runs on
 agent "$tmp/nobody" "$tmp/none.out"; ok $? "agent with a NOTIFY_SOCKET that does not exist runs and stops with 0"
