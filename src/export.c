@@ -251,18 +251,29 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
     return r_ok;
 }
 
+/* A word of the CLI's ("shut off", "not-offered") as a label value: snake_case, as
+ * node_exporter's label values are ("shut_off", "not_offered"). Returns buf (size n). */
+static const char *label_value(const char *word, char *buf, size_t n)
+{
+    size_t i = 0;
+    for (; word[i] && i + 1 < n; i++)
+        buf[i] = word[i] == ' ' || word[i] == '-' ? '_' : word[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 /* What balloonmgr knows of one domain from the ledger (rec may be NULL). */
 static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEntry *rec)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
-    const char *sg = "unknown", *io = "unknown";
-    if (rec && rec->features_known) {
-        sg = bm_feature_state_name(rec->sg);
-        io = bm_switch_state_name(rec->ioeventfd);
-    }
-    const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", bm_snapshot_run_state_name(d->state),
-                          "sg", sg, "ioeventfd", io, NULL};
+    char state[32], sg[32], io[32];
+    label_value(bm_snapshot_run_state_name(d->state), state, sizeof(state));
+    label_value(rec && rec->features_known ? bm_feature_state_name(rec->sg) : "unknown", sg, sizeof(sg));
+    label_value(rec && rec->features_known ? bm_switch_state_name(rec->ioeventfd) : "unknown", io,
+                sizeof(io));
+    const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", state, "sg", sg, "ioeventfd", io,
+                          NULL};
     r_ok |= bm_registry_add(r, "balloonmgr_domain_info", info, 1);
     if (rec && rec->last_duration_s >= 0 && rec->last_direction >= 0) {
         const char *l[] = {"domain", d->name, "direction", bm_dir_names[rec->last_direction], NULL};
