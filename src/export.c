@@ -320,8 +320,10 @@ static int add_domain_features(BmRegistry *r, const BmDomain *d, const BmLedgerE
 }
 
 /* What of one domain's reading is not a field of it: reclaimed, the starvation statistics
- * by reclaimer (libvirt drops them, so never a duplicate), the statistics' timestamp. */
-static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
+ * by reclaimer (libvirt drops them, so never a duplicate), the statistics' timestamp: not one
+ * from before the machine booted (boot_s, 0 when not known), which no guest of this host set
+ * (libvirt's test driver reports one from 1989), as status shows no age for it. */
+static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, uint64_t boot_s)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
@@ -333,15 +335,16 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
     ADD("balloonmgr_domain_guest_scanned_bytes_total", direct, st->direct_scan_bytes);
     ADD("balloonmgr_domain_guest_reclaimed_bytes_total", kswapd, st->async_reclaim_bytes);
     ADD("balloonmgr_domain_guest_reclaimed_bytes_total", direct, st->direct_reclaim_bytes);
-    if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
+    if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s &&
+        d->last_update_s + 1 >= boot_s)
         ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
     return r_ok;
 }
 
 /* Every domain of the rows, and the sum of what was reclaimed. The plan's decisions are the
  * rows' when it was made from them, else found by UUID (a reading after the pass). */
-static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool no_dups,
-                       const BmPlan *plan)
+static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64_t boot_s,
+                       bool no_dups, const BmPlan *plan)
 {
     int r_ok = 0;
     uint64_t reclaimed_total = 0, backed_total = 0;
@@ -351,7 +354,7 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool n
         const BmLedgerEntry *rec = rows->rows[i].entry;
         r_ok |= add_domain_record(r, d, rec);
         r_ok |= add_domain_features(r, d, rec);
-        r_ok |= add_domain_reading(r, d, now_s);
+        r_ok |= add_domain_reading(r, d, now_s, boot_s);
         const char *dl[] = {"domain", d->name, NULL};
         const void *bases[SRC_COUNT] = {[SRC_DOMAIN] = d, [SRC_ENTRY] = rec,
                                         [SRC_DECISION] = bm_plan_find(plan, i, d->uuid)};
@@ -428,7 +431,7 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
         if (!v->rows)
             bm_rows_join(&joined, v->snap, l, NULL);
         r_ok |= add_domains(r, v->rows ? v->rows : &joined, v->snap->taken_real_ns / 1000000000ull,
-                            v->no_libvirt_duplicates, v->plan);
+                            v->snap->boot_real_s, v->no_libvirt_duplicates, v->plan);
         bm_rows_clear(&joined);
     }
     r_ok |= add_host(r, v);

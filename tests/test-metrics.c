@@ -889,6 +889,39 @@ static void test_export(void)
     bm_ledger_clear(&l);
 }
 
+/* The statistics' timestamp: exported for a guest that updated them since the machine booted,
+ * not for one from before (libvirt's test driver reports 1989: the demo host fired
+ * BalloonmgrStatsStale for every domain), and kept when the boot time is not known. */
+static void test_export_stats_timestamp(void)
+{
+    BmDomain doms[] = {
+        export_domain("fresh", "3b1e2a50-6d1f-4a0e-9a51-000000000201", VIR_DOMAIN_RUNNING, 300, 420,
+                      BM_TRI_OFF, BM_TRI_OFF),
+        export_domain("synthetic", "3b1e2a50-6d1f-4a0e-9a51-000000000202", VIR_DOMAIN_RUNNING, 300, 420,
+                      BM_TRI_OFF, BM_TRI_OFF),
+    };
+    doms[0].last_update_s = 1717999995;
+    doms[1].last_update_s = 627319920;
+    BmSnapshot snap = {.domains = doms, .n_domains = BM_ARRAY_SIZE(doms),
+                       .taken_real_ns = 1718000000ull * 1000000000ull, .boot_real_s = 1717900000};
+    BmLedger l;
+    bm_ledger_init(&l);
+    BmView v = {.snap = &snap, .libvirt_up = true};
+    _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
+    ok(bm_export_build(r, &l, &v) == 0, "stats timestamp: the registry builds");
+    _cleanup_free_ char *text = bm_registry_render(r);
+    ok(strstr(text, "balloonmgr_domain_stats_last_update_timestamp_seconds{domain=\"fresh\"} 1717999995\n") &&
+           !strstr(text, "balloonmgr_domain_stats_last_update_timestamp_seconds{domain=\"synthetic\"}"),
+       "stats timestamp: since the boot exported, from before it (1989, the test driver's) left out");
+    snap.boot_real_s = 0;
+    _cleanup_(bm_registry_freep) BmRegistry *r2 = bm_registry_new();
+    ok(bm_export_build(r2, &l, &v) == 0, "stats timestamp, boot time unknown: builds");
+    _cleanup_free_ char *text2 = bm_registry_render(r2);
+    ok(strstr(text2, "balloonmgr_domain_stats_last_update_timestamp_seconds{domain=\"synthetic\"} 627319920\n") != NULL,
+       "stats timestamp: kept when the boot time is not known");
+    bm_ledger_clear(&l);
+}
+
 /* The words of one label of one family in a rendering, sorted, space-separated, into out
  * (size n); every value of every label but the free-form ones (domain, uuid, version,
  * revision, le) counted in *ret_not_snake when it is not snake_case. */
@@ -1099,6 +1132,7 @@ int main(void)
     test_docs_catalogue();
     test_export();
     test_export_vocabulary();
+    test_export_stats_timestamp();
     test_export_documented();
     test_promtool_lints();
     test_many();
