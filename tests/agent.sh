@@ -54,7 +54,7 @@ agent_wait() { _agent_poll "$agent_pid" "$@"; }
 # 1 if there is none yet (the address counts once the comma after it is written: a line can be
 # read half-written)
 _agent_addr_of() {
-    local line re='serving /metrics on .* at ([^ ,]*:[0-9]+),'
+    local line re='serving /metrics .*at ([^ ,]*:[0-9]+),'
     _agent_addr=""
     while IFS= read -r line; do
         if [[ $line =~ $re ]]; then

@@ -237,6 +237,14 @@ answers "127.0.0.1:$port"; ok $? "listen:   and answers on 127.0.0.1 (localhost 
 grep -q "serving /metrics on localhost:0 (http, no auth) at 127.0.0.1:$port" "$T/agent.log"
 ok $? "listen:   its message names the addresses" "$(head -1 "$T/agent.log")"
 stop_agent
+# an address given as it is served: named once (the port just freed, taken again)
+agent_on "127.0.0.1:$port"
+ok_files $? "listen: --listen 127.0.0.1:$port starts" "$T/agent.log"
+line=$(grep -m1 "serving /metrics" "$T/agent.log")
+[[ $line == *"serving /metrics (http, no auth) at 127.0.0.1:$port, policy "* ]] &&
+    [ "$(grep -o "127.0.0.1:$port" <<<"$line" | wc -l)" -eq 1 ]
+ok $? "listen:   its message names the address once" "$line"
+stop_agent
 if [ -e /proc/net/if_inet6 ] && grep -q '^0*1 ' /proc/net/if_inet6; then
     agent_on '[::1]:PORT'
     ok_files $? "listen: --listen [::1]:PORT starts" "$T/agent.log"

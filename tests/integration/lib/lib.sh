@@ -1007,7 +1007,7 @@ bm_agent_port() {
     local log=$1 addr
     # the address once the comma after it is written: the line can be read half-written (a
     # port cut short made curl exit 3 on a malformed URL in test-agent on Debian 13)
-    _bm_serving_addr() { sed -n 's/.*serving \/metrics on .* at \([^ ,]*:[0-9][0-9]*\),.*/\1/p' "$log" | head -1; }
+    _bm_serving_addr() { sed -n 's/.*serving \/metrics .* at \([^ ,]*:[0-9][0-9]*\),.*/\1/p' "$log" | head -1; }
     _bm_serving() { [ -n "$(_bm_serving_addr)" ]; }
     BM_WAIT_INTERVAL=0.02 bm_wait_until "${2:-30}" "the agent's serving line in $log" _bm_serving ||
         bm_fail "the agent never said where it serves: $(cat "$log")"
