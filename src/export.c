@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policy-eval.h"
+#include "revision.h"
 #include "util.h"
 
 #ifndef BM_VERSION
@@ -177,7 +178,7 @@ static const ExportFamily families[] = {
     {"balloonmgr_libvirt_up", BM_METRIC_GAUGE, BY_CODE, "1 while the libvirt connection is up."},
     {"balloonmgr_last_successful_pass_timestamp_seconds", BM_METRIC_GAUGE,
      COUNTERS(last_success_s, NONZERO), "When the last policy pass completed without error."},
-    {"balloonmgr_build_info", BM_METRIC_GAUGE, BY_CODE, "Version of balloonmgr."},
+    {"balloonmgr_build_info", BM_METRIC_GAUGE, BY_CODE, "Version of balloonmgr and the revision it was built from."},
 };
 
 /* The samples of the families read from fields: bases[src] is the struct of source src, or
@@ -410,7 +411,7 @@ static int add_health(BmRegistry *r, const BmCounters *c, bool libvirt_up)
         r_ok |= bm_registry_add(r, "balloonmgr_errors_total", l, (double)c->errors[e]);
     }
     r_ok |= bm_registry_add(r, "balloonmgr_libvirt_up", NULL, libvirt_up ? 1 : 0);
-    const char *bl[] = {"version", BM_VERSION, NULL};
+    const char *bl[] = {"version", BM_VERSION, "revision", BM_REVISION, NULL};
     r_ok |= bm_registry_add(r, "balloonmgr_build_info", bl, 1);
     return r_ok;
 }

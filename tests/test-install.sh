@@ -61,6 +61,17 @@ extra=$(comm -23 "$tmp/got" "$tmp/want" | tr '\n' ' ')
 ok $([ -z "$extra" ]; echo $?) "nothing else installed${extra:+: $extra}"
 [ -x "$D$bindir/balloonmgr" ] && "$D$bindir/balloonmgr" --version | grep -q '^balloonmgr '
 ok $? "the installed binary runs"
+# one source of the version: debian/changelog's newest entry, its upstream part
+want_v=$(dpkg-parsechangelog -l "$ROOT/debian/changelog" -S Version 2>/dev/null ||
+         sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$ROOT/debian/changelog")
+want_v=${want_v#*:} && want_v=${want_v%-*}
+[ "$("$D$bindir/balloonmgr" --version)" = "balloonmgr $want_v" ]
+ok $? "--version says debian/changelog's version $want_v"
+printf 'balloonmgr (2:0.3.1-4) unstable; urgency=medium\n' >"$tmp/changelog-rev"
+printf 'balloonmgr (0.3.1~rc2) unstable; urgency=medium\n' >"$tmp/changelog-native"
+[ "$("$ROOT/tools/version.sh" "$tmp/changelog-rev")" = 0.3.1 ] &&
+    [ "$("$ROOT/tools/version.sh" "$tmp/changelog-native")" = 0.3.1~rc2 ]
+ok $? "tools/version.sh: 2:0.3.1-4 is 0.3.1, 0.3.1~rc2 stays"
 cmp -s "$D$sysconfdir/balloonmgr/balloonmgr.policy" "$ROOT/policies/default.policy"
 ok $? "the system policy is the default policy"
 

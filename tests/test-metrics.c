@@ -840,14 +840,18 @@ static void test_export(void)
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     ok(bm_export_build(r, &l, &v) == 0, "export: the registry builds");
     _cleanup_free_ char *text = bm_registry_render(r);
-    /* the build's version is not the golden's */
+    /* the build's version and revision are not the golden's */
     char *ver = strstr(text, "balloonmgr_build_info{version=\"");
+    char *rev = ver ? strstr(ver, "\",revision=\"") : NULL;
     _cleanup_free_ char *golden = NULL;
-    if (ver) {
+    if (ver && rev) {
         ver += strlen("balloonmgr_build_info{version=\"");
-        golden = bm_asprintf("%.*s@VERSION@%s", (int)(ver - text), text, strchr(ver, '"'));
+        char *rev_end = strchr(rev + strlen("\",revision=\""), '"');
+        golden = bm_asprintf("%.*s@VERSION@\",revision=\"@REVISION@%s", (int)(ver - text), text, rev_end);
+        ok(rev_end > rev + strlen("\",revision=\""), "export: build_info's revision is not empty (%.*s)",
+           (int)(rev_end - rev - strlen("\",revision=\"")), rev + strlen("\",revision=\""));
     }
-    ok(golden != NULL, "export: build_info carries the version");
+    ok(golden != NULL, "export: build_info carries the version and the revision");
     check_golden_text("export", golden ? golden : text);
     ok(strstr(text, "balloonmgr_domain_feature_configured{domain=\"web1\",feature=\"free_page_reporting\"} 1\n") &&
            strstr(text, "balloonmgr_domain_feature_configured{domain=\"db1\",feature=\"free_page_reporting\"} 0\n") &&
