@@ -34,7 +34,8 @@
 # 700 MiB of its disk read at boot, then 32 MiB held), two idle guests whose free memory the
 # host backs ("idle", "idle2": 800 MiB touched and freed) and "steady" (384 MiB); no grower, no
 # fresh guest. The hog takes MemAvailable to 9% of MemTotal (BM_HOG_TARGET), a second hog to 7%
-# halfway through (BM_HOG_STEP, default LEAD:7%); five minutes of pressure (150 s + 150 s;
+# halfway through (BM_HOG_STEP, default LEAD:7%), both with a floor of 1 GiB (BM_HOG_FLOOR;
+# bm-mem-hog needs a target 256 MiB above it); five minutes of pressure (150 s + 150 s;
 # --short: 70 + 70; BM_SCENARIO_AFTER: the second half). Its control mode sets no balloon (no
 # balloonmgr at all; the default layout's control sets each guest once).
 #
@@ -109,6 +110,9 @@ case "$LAYOUT" in default|issue49) ;; *) echo "scenario: BM_SCENARIO_LAYOUT '$LA
 HOG_TARGET=${BM_HOG_TARGET:-8%}
 [ "$LAYOUT" = default ] || HOG_TARGET=${BM_HOG_TARGET:-9%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
+# issue49: the step to 7% of MemTotal must be 256 MiB above the floor (bm-mem-hog's rule): on 24
+# GiB, 1687 MiB, so the floor there is 1 GiB
+[ "$LAYOUT" = default ] || HOG_FLOOR=${BM_HOG_FLOOR:-1G}
 HOG_CHASE=${BM_HOG_CHASE:-0}
 case "$HOG_CHASE" in 0|1) ;; *) echo "scenario: BM_HOG_CHASE '$HOG_CHASE': expected 0 or 1" >&2; exit 2 ;; esac
 GUESTS=(idle fresh steady grower cache)
@@ -192,6 +196,11 @@ run_one() {
     fi
     [ -z "$AFTER" ] || after=$AFTER
     [ "$HOG_STEP_DEFAULT" = 0 ] || HOG_STEP=$lead:7%
+    # each hog's target 256 MiB above the floor (bm-mem-hog refuses it otherwise): said now, not
+    # minutes into the run
+    hog_target_ok "$HOG_TARGET" || die "BM_HOG_TARGET $HOG_TARGET: not 256 MiB above the floor $HOG_FLOOR (BM_HOG_FLOOR)"
+    [ -z "$HOG_STEP" ] || hog_target_ok "${HOG_STEP#*:}" ||
+        die "BM_HOG_STEP's target ${HOG_STEP#*:}: not 256 MiB above the floor $HOG_FLOOR (BM_HOG_FLOOR)"
     # the grower's schedule counts from its own start, about when it is ready (polled every
     # 0.5 s): the steady phase starts then, its demand step comes `lead` s into the pressure
     local step_at=$((steady + lead))
@@ -535,6 +544,20 @@ run_one() {
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
     bm_log "run written to $out"
+}
+
+# hog_target_ok TARGET: TARGET (as bm-mem-hog reads a size: N%, N, NK, NM, NG) is at least 256 MiB
+# above HOG_FLOOR on this host
+hog_target_ok() {
+    awk -v t="$1" -v f="$HOG_FLOOR" '
+        function size(s,   v) { v = s + 0
+            if (s ~ /%$/) return v / 100 * total
+            if (s ~ /[kK]$/) return v * 1024
+            if (s ~ /[mM]$/) return v * 1048576
+            if (s ~ /[gG]$/) return v * 1073741824
+            return v }
+        /^MemTotal:/ { total = $2 * 1024 }
+        END { exit !(size(t) >= size(f) + 256 * 1048576) }' /proc/meminfo
 }
 
 # wait_cached GUEST MIB: waits until GUEST's load has read MIB MiB of its disk into its page
