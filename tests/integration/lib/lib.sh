@@ -348,6 +348,13 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #     disk=MIB             a read-only virtio disk (the guest's /dev/vda, virtio_blk) of MIB
 #                          MiB of random bytes (bm_disk_image; bm.load's cache:MIB reads it
 #                          into the guest's page cache)
+#     root=DIR             boot a real distribution's root: DIR as build-server-guest.sh
+#                          makes it (DIR/boot's kernel and initramfs, DIR/root.img); the image
+#                          through a qcow2 overlay of the guest's own (in its dir, made anew at
+#                          each start: the image is never written), read-write, cache='none'
+#                          (a miss is a real read); bm.root=/dev/vda and
+#                          bm.rootinit=/usr/local/sbin/bm-server-init on the command line. Not
+#                          with disk=.
 #     emulator=PATH        <emulator> (e.g. a patched QEMU)
 #     devices=XML          extra XML appended inside <devices>
 #     extra=XML            extra XML appended at the end of <domain> (e.g. <iothreads>,
@@ -396,6 +403,7 @@ bm_define_guest() {
     # running beside other guests.
     local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1 no_timer_check"
     local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img dcache=none
+    local root="" kernel=${BM_KERNEL:-} initrd=${BM_INITRD:-} overlay
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
         case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
@@ -408,6 +416,7 @@ bm_define_guest() {
             autodeflate)       autodeflate=$val ;;
             freepagereporting) fpr=$val ;;
             disk)              disk=$val ;;
+            root)              root=$val ;;
             emulator)          emulator=$val ;;
             devices)           devices="$devices$val" ;;
             extra)             extra="$extra$val" ;;
@@ -415,7 +424,7 @@ bm_define_guest() {
             *)                 cmdline="$cmdline bm.$key=$val" ;;
         esac
     done
-    if [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; then
+    if [ -z "$root" ] && { [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; }; then
         bm_fail "bm_define_guest: call bm_guest_image (or bm_setup) first"
     fi
 
@@ -433,6 +442,25 @@ bm_define_guest() {
         [ "$stats" != 0 ] && bstats="<stats period='$stats'/>"
     fi
     [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
+    [ -z "$root" ] || [ -z "$disk" ] || bm_fail "bm_define_guest: root= and disk= together"
+    if [ -n "$root" ]; then
+        for img in "$root/boot/vmlinuz" "$root/boot/initrd.img" "$root/root.img"; do
+            [ -s "$img" ] || bm_fail "bm_define_guest: root=$root: no $img (build-server-guest.sh)"
+        done
+        kernel=$root/boot/vmlinuz; initrd=$root/boot/initrd.img
+        overlay=$dir/root-overlay.qcow2
+        rm -f "$overlay"
+        qemu-img create -q -f qcow2 -o backing_file="$root/root.img",backing_fmt=raw "$overlay" ||
+            bm_fail "cannot make the overlay $overlay of $root/root.img"
+        # the overlay is QEMU's to write (libvirt labels it); the image below only read, as root's
+        # 0644 file (relabel='no', the backing store named here so that libvirt leaves it alone)
+        dd if="$root/root.img" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null || dcache=default
+        devices="<disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='$dcache'/>\
+<source file='$overlay'/>\
+<backingStore type='file'><format type='raw'/><source file='$root/root.img'><seclabel model='dac' relabel='no'/></source><backingStore/></backingStore>\
+<target dev='vda' bus='virtio'/></disk>$devices"
+        cmdline="$cmdline bm.root=/dev/vda bm.rootinit=/usr/local/sbin/bm-server-init"
+    fi
     if [ -n "$disk" ]; then
         # read-only and shared by the guests of a run; cache='none' (O_DIRECT) where the file
         # system has it (tmpfs before Linux 6.6 has not): the guest's reads land in its own
@@ -452,8 +480,8 @@ bm_define_guest() {
   <vcpu placement='static'>$vcpus</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$BM_KERNEL</kernel>
-    <initrd>$BM_INITRD</initrd>
+    <kernel>$kernel</kernel>
+    <initrd>$initrd</initrd>
     <cmdline>$(printf '%s' "$cmdline" | _bm_xml_escape)</cmdline>
   </os>
   <features><acpi/></features>
