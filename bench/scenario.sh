@@ -75,7 +75,11 @@
 # the inflate mostly takes pages the guest never touched), BM_SCENARIO_PIN=1 (the hot guest on
 # CPU 1 alone, its vCPU and emulator threads pinned; the other guests, libvirtd, the hog, the
 # agent or timer and the sampler on CPU 0: the hot guest's rate then measures its cache, not
-# the CPU the rest of the run takes; 2 CPUs or more), BM_HOG_STEP=SECS:TARGET (a second hog,
+# the CPU the rest of the run takes; 2 CPUs or more), BM_SCENARIO_ISOLATE=1 (with
+# BM_SCENARIO_PIN=1: every other process of the machine, this run's and others', is moved to
+# CPU 0 while the run lasts, checked every 2 s so that processes started meanwhile follow, and
+# moved back at its end: the hot guest's CPU is its own whatever else the machine does, another
+# session's builds beside a run; the hot guest's label says +isolated), BM_HOG_STEP=SECS:TARGET (a second hog,
 # chasing TARGET (as BM_HOG_TARGET) from SECS s into the pressure to its end, with the same
 # floor: a deeper step once the first is relieved), BM_SCENARIO_AFTER=SECS (the pressure's
 # length after the grower's demand step, instead of 90 s, 50 with --short; test-pressure: 35;
@@ -135,6 +139,9 @@ CACHE_MIB=600
 COLD_LEFT=${BM_SCENARIO_COLD_LEFT:-64}
 case "$COLD_LEFT" in ''|*[!0-9]*) echo "scenario: BM_SCENARIO_COLD_LEFT '$COLD_LEFT': expected MiB" >&2; exit 2 ;; esac
 PIN=${BM_SCENARIO_PIN:-0}
+ISOLATE=${BM_SCENARIO_ISOLATE:-0}
+case "$ISOLATE" in 0|1) ;; *) echo "scenario: BM_SCENARIO_ISOLATE '$ISOLATE': expected 0 or 1" >&2; exit 2 ;; esac
+[ "$ISOLATE" = 0 ] || [ "$PIN" = 1 ] || { echo "scenario: BM_SCENARIO_ISOLATE=1 needs BM_SCENARIO_PIN=1" >&2; exit 2; }
 AFTER=${BM_SCENARIO_AFTER:-}
 case "$AFTER" in ''|[1-9]|[1-9][0-9]|[1-9][0-9][0-9]) ;; *) echo "scenario: BM_SCENARIO_AFTER '$AFTER': expected seconds (1-999)" >&2; exit 2 ;; esac
 case "$PIN" in 0|1) ;; *) echo "scenario: BM_SCENARIO_PIN '$PIN': expected 0 or 1" >&2; exit 2 ;; esac
@@ -149,6 +156,7 @@ HOT_LABEL=$HOT
 if [ "$HOT" != none ]; then
     [ "$HOT_TOUCH" = 0 ] || HOT_LABEL=$HOT_LABEL+touched
     [ "$PIN" = 0 ] || HOT_LABEL=$HOT_LABEL+pinned
+    [ "$ISOLATE" = 0 ] || HOT_LABEL=$HOT_LABEL+isolated
 fi
 RESULTS=${BM_BENCH_RESULTS:-/var/tmp/balloonmgr-bench}
 MIB=1048576
@@ -162,6 +170,36 @@ IDLE_CACHE_MIB=700
 
 die() { echo "scenario: $*" >&2; exit 2; }
 now() { echo "$EPOCHREALTIME"; }
+
+# isolate_loop HOT_PID SAVED: every process but the hot guest's QEMU (HOT_PID) whose CPUs
+# include one beside CPU 0 is moved to CPU 0, every 2 s until killed; each moved process's list
+# of CPUs is appended to SAVED ("PID LIST"), for unisolate. Pure bash reads of /proc (no process
+# per PID a round); kernel threads bound to a CPU refuse the move and are left.
+isolate_loop() {
+    local hot=$1 saved=$2 f pid k v list
+    while :; do
+        for f in /proc/[0-9]*/status; do
+            pid=${f#/proc/}; pid=${pid%/status}
+            [ "$pid" != "$hot" ] && [ "$pid" != "$BASHPID" ] || continue
+            list=""
+            { while IFS=$' \t' read -r k v; do
+                  [ "$k" = Cpus_allowed_list: ] && { list=$v; break; }
+              done <"$f"; } 2>/dev/null
+            [ -n "$list" ] && [ "$list" != 0 ] || continue
+            taskset -a -p -c 0 "$pid" >/dev/null 2>&1 && echo "$pid $list" >>"$saved"
+        done
+        sleep 2
+    done
+}
+
+# unisolate SAVED: the processes isolate_loop moved (and still alive) back to their CPUs.
+unisolate() {
+    local pid list
+    [ -s "$1" ] || return 0
+    while read -r pid list; do
+        taskset -a -p -c "$list" "$pid" >/dev/null 2>&1 || true
+    done <"$1"
+}
 
 # ---------------------------------------------------------------------------------------------
 # One run
@@ -401,6 +439,16 @@ run_one() {
     sampler=$!
     bm_add_cleanup "kill $sampler 2>/dev/null || true"
     event() { printf '%s\t-\t%s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')" "$*" >>"$EVENTS"; bm_log "$*"; }
+    if [ "$ISOLATE" = 1 ]; then
+        [ "$HOT" != none ] || die "BM_SCENARIO_ISOLATE=1 needs a hot guest"
+        local hot_pid isolator
+        hot_pid=$(cat "/run/libvirt/qemu/$(bm_dom hot).pid" 2>/dev/null) || die "no QEMU pid of the hot guest"
+        : >"$W/isolated"
+        isolate_loop "$hot_pid" "$W/isolated" &
+        isolator=$!
+        bm_add_cleanup "kill $isolator 2>/dev/null || true; unisolate '$W/isolated'"
+        event "isolated: every other process on CPU 0, the hot guest's QEMU ($hot_pid) alone on CPU 1"
+    fi
 
     case "$mode" in
         agent|agent-fpr)
