@@ -190,7 +190,7 @@ static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *u
     int r = t->ops ? t->ops->set_target(t->ops->ctx, uuid, target_bytes) : set_live(dom, target_bytes);
     if (r < 0)
         return r;
-    bm_copy_name(x.name, sizeof(x.name), name);
+    x.name = bm_strdup(name ? name : "");
     snprintf(x.uuid, sizeof(x.uuid), "%s", uuid);
     x.sg = sg;
     x.rss_before_bytes = rss_bytes;
@@ -280,6 +280,7 @@ size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
             drop_dom(x);
             if (ended)
                 ended(ctx, x);
+            free(x->name);
         } else {
             t->items[keep++] = *x;
         }
@@ -324,6 +325,7 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
     drop_dom(x);
     if (ended)
         ended(ctx, x);
+    free(x->name);
     memmove(&t->items[i], &t->items[i + 1], (t->n_items - i - 1) * sizeof(*x));
     t->n_items--;
 }
@@ -345,8 +347,10 @@ size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void 
 
 void bm_tracker_clear(BmTracker *t)
 {
-    for (size_t i = 0; i < t->n_items; i++)
+    for (size_t i = 0; i < t->n_items; i++) {
         drop_dom(&t->items[i]);
+        free(t->items[i].name);
+    }
     free(t->items);
     t->items = NULL;
     t->n_items = 0;

@@ -115,7 +115,9 @@ int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool 
  * changes of its pass with bm_tracker_wait() too. */
 
 typedef struct BmTracked {
-    char name[256];
+    char *name;                /* the domain's name whole, as libvirt has it (the change record's
+                                * domain=, BALLOONMGR_DOMAIN): owned by the tracker, freed when
+                                * the change ended and the callback returned */
     char uuid[VIR_UUID_STRING_BUFLEN];
     BmSgLabel sg;              /* the domain's SG verdict: its latency histogram */
     char why[32];              /* the policy's cause of the change (BmDecision.why); "" by hand */

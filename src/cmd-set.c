@@ -251,9 +251,12 @@ static void on_progress(void *ctx, const BmTracked *t)
                                              sizeof(line)), false);
 }
 
+/* the change that ended, its name copied (the tracker frees its own) */
 static void keep_ended(void *ctx, const BmTracked *t)
 {
-    *(BmTracked *)ctx = *t;
+    BmTracked *kept = ctx;
+    *kept = *t;
+    kept->name = bm_strdup(t->name);
 }
 
 /* Hands a measured change to a running agent / the next timer run with its QEMU RSS now and
@@ -315,6 +318,7 @@ static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uin
     if (ret->target_bytes != ret->from_bytes)
         spool_change(conn, dom, o->name, o->policy ? o->policy->verify_features : BM_VERIFY_AUTO,
                      &ended);
+    free(ended.name);
     return 0;
 }
 

@@ -51,7 +51,9 @@ static int write_changes(int n)
                                   .duration_ns = 100000000},
                        .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT};
         snprintf(t.uuid, sizeof(t.uuid), "%08d-0000-0000-0000-000000000000", i);
-        snprintf(t.name, sizeof(t.name), "guest%d", i);
+        char name[32];
+        snprintf(name, sizeof(name), "guest%d", i);
+        t.name = name;
         t.sg = BM_SGL_UNKNOWN;
         written += bm_spool_write(&t, URI) == 1;
     }
