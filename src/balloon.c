@@ -235,6 +235,7 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     ch->polls++;
     ch->duration_ns = at - x->started_mono_ns;
     ch->finished_real_ns = before_real + (after - before) / 2;
+    ch->reading_ns = after - before;
     if (r < 0) {
         ch->outcome = BM_CHANGE_FAILED;
         ch->failed_err = r;

@@ -52,8 +52,11 @@ typedef struct {
     uint64_t target_bytes;
     uint64_t reached_bytes;    /* balloon when the wait ended */
     uint64_t started_real_ns;  /* wall clock just before the target was set */
-    uint64_t finished_real_ns; /* wall clock of the read that ended the wait */
+    uint64_t finished_real_ns; /* wall clock of the read that ended the wait (the middle of
+                                * its call, reading_ns long) */
     uint64_t duration_ns;      /* monotonic, set -> end of the wait */
+    uint64_t reading_ns;       /* how long the call of that read took: the value was read
+                                * somewhere inside it, so the end is known to +- half of it */
     unsigned polls;            /* balloon reads made */
     int failed_err;            /* BM_CHANGE_FAILED: the -errno of the read that failed (its
                                 * detail: bm_error_detail()) */

@@ -81,6 +81,7 @@ static void print_json(const char *name, const BmChange *ch, bool waited, bool l
     json_object_object_add(o, "started_at", json_seconds(ch->started_real_ns));
     json_object_object_add(o, "finished_at",
                            waited ? json_seconds(ch->finished_real_ns) : NULL);
+    json_object_object_add(o, "reading_s", waited ? json_seconds(ch->reading_ns) : NULL);
     json_object_object_add(o, "polls", json_object_new_int((int)ch->polls));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
 }
