@@ -35,7 +35,7 @@ mkdir -p /run/systemd/journal /run/log/journal
 [ -d /var/log/journal ] && { mount -t tmpfs bm-test-journal /var/log/journal || exit 10; }
 /lib/systemd/systemd-journald >"$tmp/journald.log" 2>&1 &
 jpid=$!
-for _ in $(seq 100); do [ -S /run/systemd/journal/socket ] && [ -S /run/systemd/journal/stdout ] && break; sleep 0.1; done
+for _ in $(seq $((100 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do [ -S /run/systemd/journal/socket ] && [ -S /run/systemd/journal/stdout ] && break; sleep 0.1; done
 [ -S /run/systemd/journal/stdout ] || { kill "$jpid"; exit 11; }
 # as a unit's ExecStart: stdout and stderr the journal's stream, JOURNAL_STREAM naming it
 as_unit() { systemd-cat -t bm-test bash -c 'export JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2); exec "$@"' bash "$@"; }
@@ -47,7 +47,7 @@ printf '[host]\nreclaim_below = lots\n' >"$tmp/bad.policy"
 as_unit "$BM" -c "test://$ROOT/demo/host.xml" run --once --policy "$tmp/bad.policy" --proc "$ROOT/demo/proc"
 echo "$?" >"$tmp/bad.rc"
 # every record written before journalctl reads (journald took them in order of arrival)
-for _ in $(seq 50); do
+for _ in $(seq $((50 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
     journalctl --no-pager -o json MESSAGE_ID=08f0feab6db641d4ae9c86b7f29d1225 2>/dev/null | grep -q . && break
     sleep 0.1
 done
@@ -61,7 +61,7 @@ long=$(printf 'a%.0s' $(seq 300))-web
 sed "s|<name>web2</name>|<name>$long</name>|" "$ROOT/demo/host.xml" >"$tmp/long.xml"
 as_unit "$BM" -c "test://$tmp/long.xml" run --once --policy "$ROOT/demo/demo.policy" \
     --proc "$ROOT/demo/proc" --state "$tmp/state-long.json"
-for _ in $(seq 50); do
+for _ in $(seq $((50 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
     journalctl --no-pager -o json BALLOONMGR_DOMAIN_UUID=3b1e2a50-6d1f-4a0e-9a51-000000000002 2>/dev/null | grep -q "$long" && break
     sleep 0.1 # poll: until journald has the record
 done
