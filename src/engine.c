@@ -406,8 +406,9 @@ static void measure_qemu(BmEngine *e, uint64_t now_s)
         }
         if (r < 0 && !e->qemu_warned && r != -ENOENT) {
             _cleanup_free_ char *name = bm_escape_quoted(d->name);
-            bm_log(LOG_WARNING, "cannot measure QEMU's own memory of domain '%s' (the host-wide "
-                   "estimate serves; logged once): %s", name, bm_error_detail(r));
+            _cleanup_free_ char *why = bm_escape_name(bm_error_detail(r));
+            bm_log(LOG_WARNING, "balloonmgr: cannot measure QEMU's own memory of domain '%s' (the "
+                   "host-wide estimate serves; logged once): %s", name, why);
             e->qemu_warned = true;
         }
         bm_error_reset();
@@ -686,7 +687,7 @@ size_t bm_engine_stop_hurting(BmEngine *e)
         char why[256];
         hurt_text(&gp, why, sizeof(why));
         _cleanup_free_ char *name = bm_escape_quoted(t->name);
-        bm_log(LOG_NOTICE, "stopping the inflate of domain '%s' toward %s where its balloon is: %s",
+        bm_log(LOG_NOTICE, "balloonmgr: stopping the inflate of domain '%s' toward %s where its balloon is: %s",
                name, BM_SZ(t->change.target_bytes), why);
         bm_tracker_stop(&e->changes, i, on_ended, e);
         stopped++;
