@@ -169,6 +169,24 @@ _bm_polkit_on_bus() {
     dbus-send --system --print-reply --dest=org.freedesktop.DBus / \
         org.freedesktop.DBus.GetNameOwner string:org.freedesktop.PolicyKit1 >/dev/null 2>&1
 }
+_bm_bus_answers() {
+    [ -S /run/dbus/system_bus_socket ] &&
+        dbus-send --system --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetId >/dev/null 2>&1
+}
+# _bm_started_before PID1 PID2: process PID1 started before PID2 (/proc/PID/stat's starttime)
+_bm_started_before() {
+    local a b
+    a=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20) &&
+        b=$(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null | cut -d' ' -f20) &&
+        [ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ]
+}
+# _bm_bus_pid: the system bus's dbus-daemon (its pid file, else the first here), or empty
+_bm_bus_pid() {
+    local pid
+    pid=$(cat /run/dbus/pid 2>/dev/null || true)
+    _bm_pid_is dbus-daemon "$pid" && { echo "$pid"; return 0; }
+    _bm_pgrep_here dbus-daemon
+}
 
 # _bm_start_polkit: libvirt asks polkit (over the system bus) whether a
 # non-root client may use a socket: the read-only socket is open to any local
@@ -176,30 +194,35 @@ _bm_polkit_on_bus() {
 # read-write one is not. Without a system bus (a container without systemd)
 # libvirtd refuses every non-root client, so the monitoring-only mode could not
 # be tested as it runs on a host. Starts dbus-daemon --system and polkitd when
-# they do not run (before libvirtd: libvirt connects to the bus once), records
-# them like the daemons. BM_POLKIT=0 disables this.
+# they do not answer on the bus, each waited for until it answers there (polkitd
+# takes seconds on a busy machine), records them like the daemons; libvirtd is
+# started after them (bm_start_daemons: libvirt keeps the bus it found at its start
+# for its life). BM_POLKIT=0 disables this.
 _bm_start_polkit() {
     local pid polkitd=/usr/lib/polkit-1/polkitd
     [ "${BM_POLKIT:-1}" = 1 ] && command -v dbus-daemon >/dev/null && [ -x "$polkitd" ] || return 0
-    if [ -S /run/dbus/system_bus_socket ] && dbus-send --system --print-reply --dest=org.freedesktop.DBus \
-        / org.freedesktop.DBus.GetId >/dev/null 2>&1; then
+    if _bm_bus_answers; then
         bm_log "system bus already running, leaving it alone"
     else
         mkdir -p /run/dbus
         rm -f /run/dbus/pid /run/dbus/system_bus_socket    # stale: no bus answers on it
         pid=$(dbus-daemon --system --fork --print-pid) || bm_fail "'dbus-daemon --system' failed"
         echo "dbus-daemon $pid" >>"$(_bm_owner_file)"
+        bm_wait_until 30 "the system bus (dbus-daemon $pid) to answer" _bm_bus_answers ||
+            bm_fail "dbus-daemon $pid does not answer on /run/dbus/system_bus_socket"
         bm_log "dbus-daemon --system started, pid $pid"
     fi
-    pid=$(_bm_pgrep_here polkitd)
-    if [ -n "$pid" ]; then
-        bm_log "polkitd already running (pid $pid), leaving it alone"
+    # a polkitd that is not on this bus (one of a bus since stopped) serves nobody: polkit
+    # counts as running only when it owns its name on the bus
+    if _bm_polkit_on_bus; then
+        bm_log "polkit already on the system bus, leaving it alone"
         return 0
     fi
     "$polkitd" --no-debug </dev/null >/dev/null 2>&1 &
     pid=$!
-    bm_wait_until 5 "polkitd on the system bus" _bm_polkit_on_bus || true
     echo "polkitd $pid" >>"$(_bm_owner_file)"
+    bm_wait_until 60 "polkitd $pid to own org.freedesktop.PolicyKit1 on the system bus" _bm_polkit_on_bus ||
+        bm_fail "polkitd $pid is not on the system bus: libvirt could not ask it about non-root clients"
     bm_log "polkitd started, pid $pid"
 }
 
@@ -238,9 +261,25 @@ bm_start_daemons() {
     _bm_fix_kvm_perms
     _bm_start_polkit
     _bm_start_one virtlogd
-    # A daemon that already answers (libvirtd or a modular virtqemud) is fine.
+    # A daemon that already answers (libvirtd or a modular virtqemud) is fine, unless it is a
+    # libvirtd older than the system bus: libvirt connects to the system bus once, at its start,
+    # and keeps that connection, or the failure, for its life (virGDBusGetSystemBus()). One
+    # started before any bus (Debian's package starts libvirtd at its install, before the suite
+    # starts a bus) answers every non-root client "Unable to get system bus connection: Could
+    # not connect: No such file or directory", one whose bus has since stopped (a run's end)
+    # gives the bus's error: it cannot tell polkit's answer for the read-only socket. It is
+    # started again, after the bus, and is ours from then on.
+    local lpid bpid
     if _bm_libvirt_answers; then
-        bm_log "libvirt already answers on $BM_URI"
+        lpid=$(_bm_daemon_pid libvirtd) bpid=$(_bm_bus_pid)
+        if [ -n "$lpid" ] && [ -n "$bpid" ] && _bm_started_before "$lpid" "$bpid"; then
+            bm_log "libvirtd (pid $lpid) started before the system bus (dbus-daemon $bpid): starting it again after it"
+            bm_terminate libvirtd "$lpid" 30 _bm_pid_is libvirtd "$lpid"
+            rm -f /run/libvirtd.pid
+            _bm_start_one libvirtd
+        else
+            bm_log "libvirt already answers on $BM_URI"
+        fi
     else
         _bm_start_one libvirtd
     fi
@@ -270,7 +309,12 @@ bm_stop_daemons() {
         fi
         bm_log "stopping $name (pid $pid)"
         bm_terminate "$name" "$pid" 15 _bm_pid_is "$name" "$pid"
-        [ "$name" = dbus-daemon ] && [ "$(cat /run/dbus/pid 2>/dev/null)" = "$pid" ] && rm -f /run/dbus/pid
+        # the bus's files with it: a socket nobody listens on makes every later client's
+        # connect fail with "Connection refused" instead of starting a bus
+        if [ "$name" = dbus-daemon ] && [ "$(cat /run/dbus/pid 2>/dev/null)" = "$pid" ]; then
+            rm -f /run/dbus/pid
+            _bm_bus_answers || rm -f /run/dbus/system_bus_socket
+        fi
     done < <(tac "$f")
     rm -f "$f"
 }
@@ -953,7 +997,10 @@ bm_setup() {
 # caller decides: bm_wait_until ... || bm_fail ...). Set BM_WAIT_INTERVAL for one call:
 #   BM_WAIT_INTERVAL=1 bm_wait_until 60 "fresh stats" stats_are_fresh
 bm_wait_until() {
-    local timeout=$1 what=$2 interval=${BM_WAIT_INTERVAL:-0.1} tries i
+    local timeout what=$2 interval=${BM_WAIT_INTERVAL:-0.1} tries i
+    # (a guard, not a measure: times BM_TIMEOUT_MULTIPLIER, meson's timeout multiplier that
+    # tools/test.sh sets for a machine busy with other work)
+    timeout=$(awk -v t="$1" -v m="${BM_TIMEOUT_MULTIPLIER:-1}" 'BEGIN { print t * m }')
     shift 2
     tries=$(awk -v t="$timeout" -v i="$interval" 'BEGIN { n = t / i; print (n == int(n)) ? n : int(n) + 1 }')
     for ((i = 0; i < tries; i++)); do
