@@ -693,8 +693,8 @@ int bm_domxml_emulator(const char *xml, char **ret_path)
     return 0;
 }
 
-/* The virtio-mem device of the domain root whose alias is alias (NULL: the first), or NULL. */
-static xmlNodePtr virtio_mem_device(xmlNodePtr root, const char *alias)
+/* Virtio-mem device index of the domain root, or NULL. */
+static xmlNodePtr virtio_mem_device(xmlNodePtr root, size_t index)
 {
     for (xmlNodePtr d = root->children; d; d = d->next) {
         if (d->type != XML_ELEMENT_NODE || d->ns || strcmp((const char *)d->name, "devices") != 0)
@@ -703,14 +703,14 @@ static xmlNodePtr virtio_mem_device(xmlNodePtr root, const char *alias)
             if (c->type != XML_ELEMENT_NODE || c->ns || strcmp((const char *)c->name, "memory") != 0 ||
                 !prop_is(c, "model", "virtio-mem"))
                 continue;
-            if (!alias || prop_is(child(c, "alias"), "name", alias))
+            if (index-- == 0)
                 return c;
         }
     }
     return NULL;
 }
 
-int bm_domxml_virtio_mem_update(const char *xml, const char *alias, uint64_t requested_bytes,
+int bm_domxml_virtio_mem_update(const char *xml, size_t index, uint64_t requested_bytes,
                                 char **ret_xml)
 {
     *ret_xml = NULL;
@@ -720,13 +720,10 @@ int bm_domxml_virtio_mem_update(const char *xml, const char *alias, uint64_t req
     int r = read_domain(xml, false, &doc);
     if (r < 0)
         return r;
-    xmlNodePtr dev = virtio_mem_device(xmlDocGetRootElement(doc), alias);
-    if (!dev) {
-        char a[128];
-        return alias ? bm_error(-ENODEV, "the domain has no virtio-mem device '%s'",
-                                bm_printable(alias, a, sizeof(a)))
+    xmlNodePtr dev = virtio_mem_device(xmlDocGetRootElement(doc), index);
+    if (!dev)
+        return index ? bm_error(-ENODEV, "the domain has no virtio-mem device %zu", index)
                      : bm_error(-ENODEV, "the domain has no virtio-mem device");
-    }
     xmlNodePtr target = child(dev, "target");
     if (!target)
         return bm_error(-EINVAL, "its virtio-mem device has no <target>");

@@ -70,12 +70,13 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret);
  * for the I-th) in an inactive XML, into buf (n bytes). Returns buf. */
 const char *bm_domxml_virtio_mem_name(const BmBalloonConfig *c, size_t i, char *buf, size_t n);
 
-/* The virtio-mem device of xml (a domain's live XML) whose alias is alias (NULL: the first),
- * as the XML for virDomainUpdateDeviceFlags() that asks for requested_bytes (written in KiB):
- * the device element as the domain has it (address, alias), <requested> replaced and the
- * read-only <current> left out. Returns 0 and *ret_xml (caller frees), -ENODEV when there is
- * no such device, -EINVAL for XML that is not a domain or a size not in whole KiB. */
-int bm_domxml_virtio_mem_update(const char *xml, const char *alias, uint64_t requested_bytes,
+/* Virtio-mem device index (in document order, as BmBalloonConfig.virtio_mem) of xml, a
+ * domain's live or persistent XML, as the XML for virDomainUpdateDeviceFlags() that asks for
+ * requested_bytes (written in KiB): the device element as the domain has it (address, alias),
+ * <requested> replaced and the read-only <current> left out. Returns 0 and *ret_xml (caller
+ * frees), -ENODEV when there is no such device, -EINVAL for XML that is not a domain or a
+ * size not in whole KiB. */
+int bm_domxml_virtio_mem_update(const char *xml, size_t index, uint64_t requested_bytes,
                                 char **ret_xml);
 
 /* What `balloonmgr configure` changes in a domain's persistent XML; BM_TRI_UNSET leaves a

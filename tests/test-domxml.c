@@ -198,7 +198,7 @@ static void test_virtio_mem_update(void)
         fclose(f);
     buf[n] = '\0';
     char *out = NULL;
-    ok(bm_domxml_virtio_mem_update(buf, "virtiomem0", 256ull << 20, &out) == 0, "update XML made");
+    ok(bm_domxml_virtio_mem_update(buf, 0, 256ull << 20, &out) == 0, "update XML made");
     is_str(out, "<memory model=\"virtio-mem\">\n"
                 "      <target>\n"
                 "        <size unit=\"KiB\">1048576</size>\n"
@@ -213,18 +213,18 @@ static void test_virtio_mem_update(void)
            "the device with requested 256 MiB, no <current>");
     free(out);
     out = NULL;
-    ok(bm_domxml_virtio_mem_update(buf, NULL, 0, &out) == 0 && strstr(out, ">0</requested>"),
-       "no alias: the first device; 0 is a size");
+    ok(bm_domxml_virtio_mem_update(buf, 0, 0, &out) == 0 && strstr(out, ">0</requested>"),
+       "0 is a size");
     free(out);
     out = NULL;
     bm_error_reset();
-    ok(bm_domxml_virtio_mem_update(buf, "virtiomem1", 256ull << 20, &out) == -ENODEV && !out,
-       "an alias it does not have: -ENODEV");
-    is_str(bm_error_detail(-ENODEV), "the domain has no virtio-mem device 'virtiomem1'", "named");
-    ok(bm_domxml_virtio_mem_update(buf, NULL, 1000, &out) == -EINVAL && !out,
+    ok(bm_domxml_virtio_mem_update(buf, 1, 256ull << 20, &out) == -ENODEV && !out,
+       "a device it does not have: -ENODEV");
+    is_str(bm_error_detail(-ENODEV), "the domain has no virtio-mem device 1", "named");
+    ok(bm_domxml_virtio_mem_update(buf, 0, 1000, &out) == -EINVAL && !out,
        "a size not in whole KiB refused");
     ok(bm_domxml_virtio_mem_update("<domain><devices><memory model='virtio-mem'><target><size>"
-                                   "1024</size></target></memory></devices></domain>", NULL,
+                                   "1024</size></target></memory></devices></domain>", 0,
                                    1ull << 20, &out) == 0 &&
            strstr(out, "<requested unit=\"KiB\">1024</requested>"),
        "a device without <requested> gets one");

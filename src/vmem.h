@@ -1,0 +1,43 @@
+/* virtio-mem arithmetic: what a domain's total memory means for its virtio-mem devices, what a
+ * device can still unplug and plug. Pure: numbers in and out. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "domxml.h"
+
+/* What the domain has with its virtio-mem devices as they are: its base memory plus what each
+ * device has plugged (<current>; its <requested> where the XML has no <current>: an inactive
+ * XML, the next boot's). BM_ABSENT when the base or a device's size is unknown, or without a
+ * virtio-mem device. */
+uint64_t bm_vmem_domain_bytes(const BmBalloonConfig *c);
+
+/* The sum of the devices' <current> (plugged), or BM_ABSENT when one is unknown or there is
+ * none. */
+uint64_t bm_vmem_plugged_bytes(const BmBalloonConfig *c);
+
+/* What device m can still unplug: what it has plugged (the guest may keep part of it: it
+ * unplugs only memory it can move), BM_ABSENT when unknown. */
+uint64_t bm_vmem_unpluggable_bytes(const BmVirtioMem *m);
+
+/* What device m can still plug: its size less what it has plugged, BM_ABSENT when unknown. */
+uint64_t bm_vmem_pluggable_bytes(const BmVirtioMem *m);
+
+/* The requested size of one device for a domain total. */
+typedef struct {
+    uint64_t requested_bytes; /* what to ask of the device: a multiple of its block */
+    uint64_t asked_bytes;     /* the total less the base and the other devices, before rounding */
+    uint64_t total_bytes;     /* the domain's total with requested_bytes: what it will have */
+    uint64_t others_bytes;    /* base + the other devices' requested sizes */
+    bool rounded;             /* requested_bytes != asked_bytes */
+} BmVmemTarget;
+
+/* Device index of c asked for the domain total target_bytes: target - base - the other
+ * devices' requested sizes, rounded to the nearest multiple of the device's block (half a
+ * block up). Returns 0 and *ret, or with the detail: -ERANGE when the target is below the
+ * base and the other devices (virtio-mem unplugs only its own memory) or above what the device
+ * can plug, -EINVAL when the base, the device's size or block is unknown. */
+int bm_vmem_target(const BmBalloonConfig *c, size_t index, uint64_t target_bytes,
+                   BmVmemTarget *ret);
