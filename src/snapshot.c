@@ -214,7 +214,10 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
     }
     /* the XML first: it also has the maximum, which the bulk record may lack */
     if (flags & BM_SNAPSHOT_XML) {
-        if (cache && d->uuid[0] && cache->lookup(cache->ctx, d->uuid, &d->balloon)) {
+        /* a cached config serves unless the domain has virtio-mem devices: their <current>
+         * moves with no lifecycle event that would drop it from the cache */
+        if (cache && d->uuid[0] && cache->lookup(cache->ctx, d->uuid, &d->balloon) &&
+            d->balloon.n_virtio_mem == 0) {
             d->balloon_known = true;
         } else {
             read_xml(s, d, dom);
