@@ -71,7 +71,7 @@ static int run(BmGlobal *g, int argc, char **argv)
 const BmVerb bm_verb_list = {
     .name = "list",
     .options = options,
-    .help_column = 18,
+    .help_column = 20,
     .run = run,
     .synopsis = "list [--all] [--id|--uuid] [--virtio-mem]",
     .summary = "Print the names of the running domains (--all: of every domain), one a line\n"
