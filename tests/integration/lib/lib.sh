@@ -399,6 +399,14 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #                          (a miss is a real read); bm.root=/dev/vda and
 #                          bm.rootinit=/usr/local/sbin/bm-server-init on the command line. Not
 #                          with disk=.
+#     virtiomem=SIZE[:REQ[:BLOCK]]  a virtio-mem device of SIZE MiB asking REQ MiB (default
+#                          SIZE) in BLOCK KiB blocks (default 2048) on guest NUMA node 0 (a
+#                          NUMA cell of MEM_MIB, <maxMemory slots='2'>; <memory> is MEM_MIB +
+#                          SIZE and <currentMemory> that too unless current=), its memory onlined
+#                          movable (memhp_default_state=online_movable: unplugged again);
+#                          novirtiomem=1: the guest loads no virtio_mem driver
+#     hugepages=1          <memoryBacking><hugepages/>: all guest memory (the virtio-mem
+#                          device's too) from the host's 2 MiB huge pages, reserved by the test
 #     emulator=PATH        <emulator> (e.g. a patched QEMU)
 #     devices=XML          extra XML appended inside <devices>
 #     extra=XML            extra XML appended at the end of <domain> (e.g. <iothreads>,
@@ -448,12 +456,15 @@ bm_define_guest() {
     local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1 no_timer_check"
     local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img dcache=none
     local root="" kernel=${BM_KERNEL:-} initrd=${BM_INITRD:-} overlay
+    local vmem="" vmem_xml="" max_xml="" numa_xml="" backing_xml="" total cur_set=0
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
         case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
         key=${opt%%=*}; val=${opt#*=}
         case "$key" in
-            current)           cur=$val ;;
+            current)           cur=$val; cur_set=1 ;;
+            virtiomem)         vmem=$val ;;
+            hugepages)         [ "$val" = 1 ] && backing_xml="<memoryBacking><hugepages/></memoryBacking>" ;;
             vcpus)             vcpus=$val ;;
             stats)             stats=$val ;;
             balloon)           balloon=$val ;;
@@ -470,6 +481,21 @@ bm_define_guest() {
     done
     if [ -z "$root" ] && { [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; }; then
         bm_fail "bm_define_guest: call bm_guest_image (or bm_setup) first"
+    fi
+
+    total=$mem
+    if [ -n "$vmem" ]; then
+        local vsize vreq vblock
+        IFS=: read -r vsize vreq vblock <<<"$vmem"
+        vreq=${vreq:-$vsize}; vblock=${vblock:-2048}
+        case "$vsize$vreq$vblock" in ''|*[!0-9]*) bm_fail "bm_define_guest: virtiomem='$vmem': expected SIZE[:REQ[:BLOCK]] in MiB, MiB, KiB" ;; esac
+        total=$((mem + vsize))
+        [ "$cur_set" = 1 ] || cur=$total
+        max_xml="<maxMemory slots='2' unit='MiB'>$((total + 1024))</maxMemory>"
+        numa_xml="<cpu><numa><cell id='0' cpus='0-$((vcpus - 1))' memory='$mem' unit='MiB'/></numa></cpu>"
+        vmem_xml="<memory model='virtio-mem'><target><size unit='MiB'>$vsize</size><node>0</node>\
+<block unit='KiB'>$vblock</block><requested unit='MiB'>$vreq</requested></target></memory>"
+        cmdline="$cmdline memhp_default_state=online_movable"
     fi
 
     dir=$(bm_guest_dir "$dom"); console="$dir/console.log"; xml="$dir/domain.xml"
@@ -519,9 +545,12 @@ bm_define_guest() {
     cat >"$xml" <<EOF
 <domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>$dom</name>
-  <memory unit='MiB'>$mem</memory>
+  $max_xml
+  <memory unit='MiB'>$total</memory>
   <currentMemory unit='MiB'>$cur</currentMemory>
+  $backing_xml
   <vcpu placement='static'>$vcpus</vcpu>
+  $numa_xml
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>$kernel</kernel>
@@ -545,6 +574,7 @@ bm_define_guest() {
       <target type='serial' port='0'/>
     </console>
     <memballoon$battrs>$bstats</memballoon>
+    $vmem_xml
     $devices
   </devices>
   $extra
