@@ -59,6 +59,10 @@
 #   bm.noballoon=1   do not load virtio_balloon
 #   bm.novirtiomem=1 do not load virtio_mem: a virtio-mem device without a driver (its
 #                    requested size moves, what is plugged does not)
+#   bm.memtotal=MIB  before the touch and BALLOONMGR-GUEST-READY, wait until MemTotal is
+#                    MIB MiB or more (a virtio-mem device plugs its memory after its driver
+#                    loaded): "bm: memtotal N kB" or "bm: memtotal MIB MiB not reached FAILED"
+#                    after 120 s
 #   bm.modules=DIR   prefer DIR/NAME.ko (a path inside the guest) over the
 #                    built-in copy of module NAME
 #   bm.sgdriver=1    load virtio_balloon_sg (SG lab driver) instead of
@@ -427,6 +431,7 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null || true
 touch_mib=0
 noballoon=0
 novirtiomem=0
+memtotal_mib=0
 moddir=
 sgdriver=0
 sgparams=
@@ -442,6 +447,7 @@ for arg in $(cat /proc/cmdline); do
         bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
         bm.noballoon=*) noballoon=${arg#bm.noballoon=} ;;
         bm.novirtiomem=*) novirtiomem=${arg#bm.novirtiomem=} ;;
+        bm.memtotal=*)  memtotal_mib=${arg#bm.memtotal=} ;;
         bm.modules=*)   moddir=${arg#bm.modules=} ;;
         bm.sgdriver=*)  sgdriver=${arg#bm.sgdriver=} ;;
         bm.sgparams=*)  sgparams=${arg#bm.sgparams=} ;;
@@ -544,6 +550,22 @@ touch_mem() {
         echo "bm: $3 $1 MiB FAILED"
     fi
 }
+
+case "$memtotal_mib" in
+    ''|*[!0-9]*) echo "bm: bad bm.memtotal=$memtotal_mib, ignored"; memtotal_mib=0 ;;
+esac
+if [ "$memtotal_mib" -gt 0 ]; then
+    i=0
+    while [ "$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" -lt $((memtotal_mib * 1024)) ] &&
+          [ $i -lt 1200 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    if [ $i -lt 1200 ]; then
+        echo "bm: memtotal $(awk '/^MemTotal:/ { print $2 }' /proc/meminfo) kB"
+    else
+        echo "bm: memtotal $memtotal_mib MiB not reached FAILED"
+    fi
+fi
 
 case "$touch_mib" in
     ''|*[!0-9]*) echo "bm: bad bm.touch=$touch_mib, ignored"; touch_mib=0 ;;

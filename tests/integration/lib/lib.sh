@@ -404,6 +404,9 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #                          NUMA cell of MEM_MIB, <maxMemory slots='2'>; <memory> is MEM_MIB +
 #                          SIZE and <currentMemory> that too unless current=), its memory onlined
 #                          movable (memhp_default_state=online_movable: unplugged again);
+#                          the guest is ready once its MemTotal shows REQ (bm.memtotal: its
+#                          base and REQ less 128 MiB and REQ/32 of the kernel's own: 653 MiB
+#                          of 256 + 512 on Linux 6.1; a REQ of some 256 MiB or more), unless
 #                          novirtiomem=1: the guest loads no virtio_mem driver
 #     hugepages=1          <memoryBacking><hugepages/>: all guest memory (the virtio-mem
 #                          device's too) from the host's 2 MiB huge pages, reserved by the test
@@ -496,6 +499,10 @@ bm_define_guest() {
         vmem_xml="<memory model='virtio-mem'><target><size unit='MiB'>$vsize</size><node>0</node>\
 <block unit='KiB'>$vblock</block><requested unit='MiB'>$vreq</requested></target></memory>"
         cmdline="$cmdline memhp_default_state=online_movable"
+        case " $* " in
+            *" novirtiomem=1 "*) ;;
+            *) [ "$vreq" -eq 0 ] || cmdline="$cmdline bm.memtotal=$((mem + vreq - 128 - vreq / 32))" ;;
+        esac
     fi
 
     dir=$(bm_guest_dir "$dom"); console="$dir/console.log"; xml="$dir/domain.xml"
