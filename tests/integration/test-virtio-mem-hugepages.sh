@@ -14,6 +14,8 @@ hp_total() { awk '/^HugePages_Total:/ { print $2 }' /proc/meminfo; }
 [ "$(awk '/^Hugepagesize:/ { print $2 }' /proc/meminfo)" = 2048 ] ||
     bm_fail "the host's default huge page is not 2 MiB"
 
+# a hugetlbfs mount for libvirt (the test's own where there is none; unmounted last)
+bm_hugetlbfs
 # the pages the guest needs (256 MiB base, a 512 MiB device, QEMU's own beside them on 4 KiB
 # pages), reserved on top of what the host had; the test's own, given back after the guest is
 # gone (a page in use when the count drops is freed when QEMU lets it go)

@@ -289,6 +289,29 @@ bm_start_daemons() {
     bm_log "libvirt answers on $BM_URI"
 }
 
+# bm_hugetlbfs: a hugetlbfs mount for a guest on huge pages (<memoryBacking><hugepages/>):
+# /dev/hugepages is mounted here when no hugetlbfs is (and unmounted at the test's exit, after
+# its guests: register this before them), and a running libvirtd, which looks for hugetlbfs
+# mounts once at its start, is started again after the mount (ours from then on, as after the
+# system bus in bm_start_daemons).
+bm_hugetlbfs() {
+    local lpid
+    awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts && return 0
+    mkdir -p /dev/hugepages
+    mount -t hugetlbfs -o pagesize=2M hugetlbfs /dev/hugepages || bm_fail "cannot mount hugetlbfs on /dev/hugepages"
+    bm_add_cleanup "umount /dev/hugepages || bm_warn 'could not unmount /dev/hugepages'"
+    bm_log "mounted hugetlbfs on /dev/hugepages"
+    lpid=$(_bm_daemon_pid libvirtd)
+    if [ -n "$lpid" ]; then
+        bm_log "libvirtd (pid $lpid) started before the hugetlbfs mount: starting it again after it"
+        bm_terminate libvirtd "$lpid" 30 _bm_pid_is libvirtd "$lpid"
+        rm -f /run/libvirtd.pid
+        _bm_start_one libvirtd
+        BM_WAIT_INTERVAL=0.5 bm_wait_until "$BM_DAEMON_TIMEOUT" "libvirt on $BM_URI" _bm_libvirt_answers ||
+            bm_fail "libvirt did not answer on $BM_URI after its restart"
+    fi
+}
+
 # bm_stop_daemons: stop exactly the daemons bm_start_daemons started in this
 # shell: TERM, wait up to 15 s, then KILL. Anything else is left running.
 bm_stop_daemons() {
@@ -495,7 +518,7 @@ bm_define_guest() {
         total=$((mem + vsize))
         [ "$cur_set" = 1 ] || cur=$total
         max_xml="<maxMemory slots='2' unit='MiB'>$((total + 1024))</maxMemory>"
-        numa_xml="<cpu><numa><cell id='0' cpus='0-$((vcpus - 1))' memory='$mem' unit='MiB'/></numa></cpu>"
+        numa_xml="<cpu><numa><cell id='0' cpus='0$([ "$vcpus" -gt 1 ] && echo "-$((vcpus - 1))")' memory='$mem' unit='MiB'/></numa></cpu>"
         vmem_xml="<memory model='virtio-mem'><target><size unit='MiB'>$vsize</size><node>0</node>\
 <block unit='KiB'>$vblock</block><requested unit='MiB'>$vreq</requested></target></memory>"
         cmdline="$cmdline memhp_default_state=online_movable"
