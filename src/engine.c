@@ -594,7 +594,7 @@ int bm_engine_pass(BmEngine *e)
         double reads = x->pressure.disk_read_rate;
         bm_ledger_note_episode(e->rows.rows[i].entry, inflated ? x->current_bytes : BM_ABSENT,
                                reads >= 0 && reads < 0x1p63 ? (uint64_t)reads : BM_ABSENT,
-                               x->cache_found_hot, now_s);
+                               x->cache_found_hot, x->pressure.busy_measured, now_s);
         if (inflated) {
             bm_count_add(&c->hot_cache_taken_bytes, x->take_hot_bytes);
             bm_count_add(&c->cache_taken_bytes, x->take_cache_bytes);

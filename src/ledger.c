@@ -245,6 +245,9 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
         hot_s = bm_prev_cache_hot(&e->prev, now_s) ? e->prev.cache_hot_s : 0;
     }
     uint64_t oom_s = mode != BM_HOST_RELEASE ? bm_prev_oom_at(&e->prev, d, now_s) : 0;
+    uint64_t busy_s = e->prev.busy_s && e->prev.busy_s <= now_s && now_s - e->prev.busy_s < BM_BUSY_HOLD_S
+                          ? e->prev.busy_s
+                          : 0;
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = d->major_faults,
                               .swap_in_bytes = d->swap_in_bytes,
@@ -263,12 +266,15 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .oom_kills = d->starve.oom_kills,
                               .alloc_stalls = d->starve.alloc_stalls,
                               .direct_reclaim_bytes = d->starve.direct_reclaim_bytes,
-                              .oom_s = oom_s};
+                              .oom_s = oom_s,
+                              .busy_s = busy_s};
 }
 
 void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
-                            bool cache_hot, uint64_t now_s)
+                            bool cache_hot, bool busy, uint64_t now_s)
 {
+    if (busy)
+        e->prev.busy_s = now_s;
     if (bm_present(from_bytes) && !bm_present(e->prev.inflated_from_bytes)) {
         e->prev.inflated_from_bytes = from_bytes;
         e->prev.read_base_Bps = read_Bps;

@@ -54,7 +54,14 @@ typedef struct {
     uint64_t direct_reclaim_bytes;
     uint64_t oom_s;           /* when an OOM kill in the guest was last seen while the host was
                                * not comfortable; 0: none in this pressure episode */
+    uint64_t busy_s;          /* when its vCPUs were last measured busy (policy-eval.c); 0: not
+                               * within BM_BUSY_HOLD_S */
 } BmPrevReading;
+
+/* How long a guest measured busy counts as busy where a reading cannot tell (two readings less
+ * than BM_BUSY_MIN_SPAN_S apart: whole seconds of CPU time over one say little) */
+#define BM_BUSY_HOLD_S 60
+#define BM_BUSY_MIN_SPAN_S 2
 
 /* How long the most a guest used counts against its free memory: memory a guest gives up
  * under an inflate and takes back within this time is no gain for the host. */
@@ -255,9 +262,11 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
  * bm_ledger_note_reading() of the same pass): an inflate of ours started from from_bytes
  * (BM_ABSENT: none) while its disks read read_Bps bytes a second (BM_ABSENT: unknown), the
  * first of the episode sets where it began; cache_hot: its page cache was found hot now. The
- * marks last until the host is comfortable (mode release) or BM_GIVEN_HOLD_S. */
+ * marks last until the host is comfortable (mode release) or BM_GIVEN_HOLD_S. busy: its vCPUs
+ * were measured busy in this reading (BmGuestPressure.busy_measured): the mark busy_s, which
+ * holds BM_BUSY_HOLD_S whatever the mode. */
 void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
-                            bool cache_hot, uint64_t now_s);
+                            bool cache_hot, bool busy, uint64_t now_s);
 
 /* Records that a change of ours to the domain of entry e started (from_bytes -> target_bytes):
  * the domain is in flight, its last target, the target counted. */

@@ -177,6 +177,14 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
         ret->cpu_rate = rate(d->cpu_time_ns, prev->cpu_time_ns, host_dt);
         if (ret->cpu_rate >= 0)
             ret->cpu_rate /= 1e9;
+        /* busy: measured over two seconds or more; closer readings (whole seconds of both
+         * clocks) keep what the last measure said for BM_BUSY_HOLD_S */
+        bool measured = ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;
+        ret->busy_measured = measured && ret->cpu_rate >= BUSY_CPU_SHARE;
+        ret->busy = measured ? ret->busy_measured
+                             : ret->cpu_rate >= BUSY_CPU_SHARE ||
+                                   (prev->busy_s && prev->busy_s <= now_s &&
+                                    now_s - prev->busy_s < BM_BUSY_HOLD_S);
         episode_reads(d, prev, rules, ret);
         starve(d, prev, dt, now_s, ret);
     }
@@ -380,10 +388,15 @@ static uint64_t tier_cap(const Work *x, int t)
     if (t < free_tier)
         return 0;
     uint64_t free = min_u64(x->want, x->free_end);
+    /* a busy guest away from the host's own OOM: the last of its free memory is no safe
+     * estimate (a real busy guest's reads rose 108 MiB before the end of its MemFree), so it
+     * is taken with its cache, in bites */
+    bool bites = x->busy && !x->near_oom;
+    uint64_t safe = bites ? free - min_u64(free, max_u64(2 * x->deadband, free / 4)) : free;
     if (t < cache_tier)
-        return free;
-    if (x->busy && !x->hot && !x->near_oom)
-        return min_u64(x->want, free + min_u64(x->bite, UINT64_MAX - free));
+        return safe;
+    if (bites && !x->hot)
+        return min_u64(x->want, safe + min_u64(x->bite, UINT64_MAX - safe));
     return x->want;
 }
 
@@ -912,7 +925,7 @@ static void set_take(BmDecision *x, Work *k)
     /* a busy guest is not inflated through free memory the host does not back to reach its
      * cache while the host is not near its own OOM: its vCPUs would pay for an inflate that
      * returns next to nothing (the model's hot guest: 489 MiB inflated for a bite of 32) */
-    k->busy = x->pressure.cpu_rate >= BUSY_CPU_SHARE;
+    k->busy = x->pressure.busy;
     k->busy_unbacked = k->busy && !k->near_oom && k->skip > 0;
     if (k->busy_unbacked && k->want > k->skip_at) {
         k->want = k->skip_at;

@@ -35,6 +35,11 @@ typedef struct {
     double disk_read_rate;   /* its disks' reads, bytes per second (QEMU, host side); < 0
                               * unknown */
     double cpu_rate;         /* its CPU time per second (1.0: one CPU busy); < 0 unknown */
+    bool busy_measured;      /* cpu_rate over BM_BUSY_MIN_SPAN_S or more is BM_BUSY_CPU_SHARE or
+                              * more (the ledger's mark busy_s) */
+    bool busy;               /* busy: measured so, or, where this reading cannot tell (readings
+                              * too close, CPU time unknown), marked busy within BM_BUSY_HOLD_S:
+                              * a pass right after another once took a busy guest for idle */
     double read_base_rate;   /* that rate in the pass of our first inflate of the episode; < 0
                               * unknown or none */
     uint64_t taken_bytes;    /* what our inflates of this pressure episode took: its balloon

@@ -1435,6 +1435,54 @@ static void test_busy_guest_spared_while_idle_ones_suffice(void)
     bm_ledger_clear(&l);
 }
 
+/* Busy as measured over two seconds or more; a pass right after another (the host watch or the
+ * guest watch starts one) cannot tell from whole seconds of CPU time, and keeps the last
+ * measure's mark for a minute: a real run's pass 0 s after the one before took a busy guest
+ * for idle and inflated it 624 MiB. And a busy guest's free memory is taken with a margin before
+ * its cache (the last of MemFree is no safe estimate), the rest with the cache in bites. */
+static void test_busy_mark_and_margin(void)
+{
+    BmDomain d[1];
+    d[0] = guest("busy", 2 * GiB, 2 * GiB, 1536 * MiB);
+    d[0].unused_bytes = 600 * MiB;
+    d[0].disk_caches_bytes = 936 * MiB;
+    d[0].cpu_time_ns = 5000000000ull; /* no CPU time since the previous reading */
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.cpu_time_ns = 5000000000ull;
+    e->prev.taken_s = NOW; /* the previous reading in the same second */
+    e->prev.busy_s = NOW - 10;
+    BmHost h = host(16 * GiB, 1400 * MiB); /* needs 1058 MiB, not near OOM */
+    BmPlan p = eval(&h, d, 1, &l, P);
+    const BmDecision *x = &p.decisions[0];
+    diag("busy: %s", x->reason);
+    ok(x->pressure.busy && !x->pressure.busy_measured, "readings in the same second: busy by its mark");
+    ok(x->action == BM_ACT_INFLATE && taken(x) <= 600 * MiB - 150 * MiB + 47 * MiB &&
+           taken(x) >= 400 * MiB,
+       "its free memory less a margin of a quarter, then a bite (%" PRIu64 " MiB)", taken(x) / MiB);
+    bm_plan_clear(&p);
+    e->prev.busy_s = NOW - BM_BUSY_HOLD_S;
+    p = eval(&h, d, 1, &l, P);
+    ok(!p.decisions[0].pressure.busy && taken(&p.decisions[0]) >= 600 * MiB,
+       "the mark a minute old: not busy, all its free memory first (%" PRIu64 " MiB)", taken(&p.decisions[0]) / MiB);
+    bm_plan_clear(&p);
+    e->prev.busy_s = NOW - 10;
+    e->prev.taken_s = NOW - 2; /* measured over 2 s: 0% of a CPU */
+    p = eval(&h, d, 1, &l, P);
+    ok(!p.decisions[0].pressure.busy, "measured idle over 2 s: not busy, whatever the mark");
+    bm_plan_clear(&p);
+    d[0].cpu_time_ns += 1800000000ull; /* 90% of a CPU over the 2 s */
+    p = eval(&h, d, 1, &l, P);
+    ok(p.decisions[0].pressure.busy_measured, "measured busy over 2 s: the mark is set again");
+    bm_plan_clear(&p);
+    BmSnapshot snap = {.domains = d, .n_domains = 1};
+    bm_ledger_note_pass(&l, &snap, BM_HOST_RECLAIM, NOW, 0);
+    bm_ledger_note_episode(e, BM_ABSENT, BM_ABSENT, false, true, NOW);
+    ok(e->prev.busy_s == NOW, "  the ledger keeps it (busy_at in the state file)");
+    bm_ledger_clear(&l);
+}
+
 /* An inflate of free memory alone that returned nothing teaches that the guest's free memory
  * is unbacked, not that its page cache returns nothing: a cold cache beyond it is still taken
  * (issue 49's database run left a step unmet for the rest of the episode beside a cold cache of
@@ -1647,7 +1695,7 @@ static void test_refaulting_guest_given_back(void)
     free(errors);
     /* the mark, kept by the ledger: its cache is taken last from now on */
     bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, NOW, 0);
-    bm_ledger_note_episode(bm_ledger_entry(&l, d[0].uuid, NULL), BM_ABSENT, BM_ABSENT, true, NOW);
+    bm_ledger_note_episode(bm_ledger_entry(&l, d[0].uuid, NULL), BM_ABSENT, BM_ABSENT, true, false, NOW);
     e = bm_ledger_entry(&l, d[0].uuid, NULL);
     ok(e->prev.cache_hot_s == NOW && e->prev.inflated_from_bytes == 2 * GiB,
        "the ledger keeps the mark and where the episode began");
@@ -2052,6 +2100,7 @@ int main(void)
     test_busy_guest_spared_while_idle_ones_suffice();
     test_free_memory_lesson_keeps_the_cache_in_reach();
     test_inflate_in_flight_that_hurts_stops();
+    test_busy_mark_and_margin();
     test_refaulting_guest_given_back();
     test_refaulting_guest_kept_near_oom();
     test_inflates_that_cost_or_give_nothing_given_back();
