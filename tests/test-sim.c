@@ -533,6 +533,32 @@ static void busy_beside_idle(const BmPolicy *pol)
     sim_host_clear(&run.host);
 }
 
+/* Two 1 GiB guests on a host of total bytes: "hot" with the load hot_load (its vCPUs at
+ * cpu_share of a CPU; < 0: as the model says), "full" holding 800 MiB; from 60 s into the run a
+ * hog takes MemAvailable to avail_share of MemTotal until 270 s; the run ends at 400 s. */
+static void two_guests(Run *run, const BmPolicy *pol, double total, const char *hot_load,
+                       double cpu_share, double avail_share)
+{
+    SimHost *h = &run->host;
+    sim_host_init(h, total, 680 * MIB, 2);
+    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, hot_load, 0);
+    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
+    h->g[0].cpu_share = cpu_share;
+    Sim *s = &run->sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - avail_share * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, T0 + 400);
+    run->cpu_s = cpu_now() - c0;
+    sim_result(s, &run->r);
+}
+
 /* Only a busy guest's cache is left, the host short but not near its own OOM: its cache is
  * taken in bites, each followed by the read check, and the first refault stops the inflate in
  * flight (or gives back what it took) and spares the cache from then on. What that cost the
@@ -540,24 +566,10 @@ static void busy_beside_idle(const BmPolicy *pol)
 static void only_a_busy_cache(const BmPolicy *pol)
 {
     Run run;
-    SimHost *h = &run.host;
-    sim_host_init(h, 8 * GIB, 680 * MIB, 2);
-    /* its free memory touched first: the host backs it, so the way to its cache returns */
-    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:touch:700,10:hot:600,11:32", 0);
-    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
     Sim *s = &run.sim;
-    sim_init(s, h, pol);
-    s->t_steady = T0;
-    s->t_hog = T0 + 60;
-    s->t_hog_end = T0 + 270;
-    double c0 = cpu_now();
-    sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.07 * h->total; /* above half of reclaim_below (5%) */
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
-    sim_run(s, T0 + 400);
-    run.cpu_s = cpu_now() - c0;
-    sim_result(s, &run.r);
+    /* its free memory touched first: the host backs it, so the way to its cache returns; the
+     * host short, above half of reclaim_below (5%) */
+    two_guests(&run, pol, 8 * GIB, "0:touch:700,10:hot:600,11:32", -1, 0.07);
     sim_print("only a busy guest's cache to take, the host short, not near its own OOM", &run.r, run.cpu_s);
     unsigned inf, def, turns;
     moves_of(s, 0, &inf, &def, &turns);
@@ -580,23 +592,8 @@ static void stopped_in_flight(const BmPolicy *pol)
 {
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 8 * GIB, 680 * MIB, 2);
-    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:touch:700,10:hot:600,11:32", 0);
-    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
-    h->g[0].cpu_share = 0.05;
     Sim *s = &run.sim;
-    sim_init(s, h, pol);
-    s->t_steady = T0;
-    s->t_hog = T0 + 60;
-    s->t_hog_end = T0 + 270;
-    sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.07 * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
-    double c0 = cpu_now();
-    sim_run(s, T0 + 400);
-    run.cpu_s = cpu_now() - c0;
-    sim_result(s, &run.r);
+    two_guests(&run, pol, 8 * GIB, "0:touch:700,10:hot:600,11:32", 0.05, 0.07);
     sim_print("a hot cache its vCPU time does not show, the host short", &run.r, run.cpu_s);
     double planned = 0;
     for (size_t i = 0; i < s->n_changes; i++)
@@ -622,22 +619,8 @@ static void near_oom(const BmPolicy *pol)
 {
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 6 * GIB, 680 * MIB, 2);
-    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:hot:600,1:32", 0);
-    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
     Sim *s = &run.sim;
-    sim_init(s, h, pol);
-    s->t_steady = T0;
-    s->t_hog = T0 + 60;
-    s->t_hog_end = T0 + 270;
-    double c0 = cpu_now();
-    sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.02 * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
-    sim_run(s, T0 + 400);
-    run.cpu_s = cpu_now() - c0;
-    sim_result(s, &run.r);
+    two_guests(&run, pol, 6 * GIB, "0:hot:600,1:32", -1, 0.02);
     sim_print("only a hot page cache to take, the host near its own OOM", &run.r, run.cpu_s);
     unsigned inf, def, turns;
     moves_of(s, 0, &inf, &def, &turns);
