@@ -3,7 +3,7 @@
  * (resolved once per domain per pass), its decisions are applied to the domains of their UUID,
  * the changes are tracked by the engine and their outcomes recorded into the ledger; a new
  * reading after the pass still finds each domain's decision. And the engine on a model of a
- * host made by hand (BmHostModel), with domains coming and going between passes and changes in
+ * host made by hand (the host interface, BmHostOps), with domains coming and going between passes and changes in
  * flight across passes: each domain's episode marks stay on its own ledger entry, and the
  * export shows a hot cache while its give-back is in flight. */
 #include <errno.h>
@@ -107,13 +107,14 @@ static int cmp_dom_name(const void *a, const void *b)
 
 /* The domains present, sorted by name as a snapshot is: each uses GUEST_USED,
  * the rest of its balloon usable (200 MiB of it free), QEMU holds its balloon and 100 MiB. */
-static int model_read_domains(void *ctx, BmSnapshot *ret)
+static int model_read_domains(void *ctx, const BmXmlCache *cache, BmSnapshot *ret)
 {
-    const ModelHost *h = ctx;
+    ModelHost *h = ctx;
+    (void)cache;
     *ret = (BmSnapshot){.taken_real_ns = bm_clock_real_ns(&h->sim.clock), .bulk = true};
     ret->domains = bm_malloc0((h->n + 1) * sizeof(BmDomain));
     for (size_t i = 0; i < h->n; i++) {
-        const ModelDom *m = &h->d[i];
+        ModelDom *m = &h->d[i];
         if (!m->present)
             continue;
         BmDomain *d = &ret->domains[ret->n_domains];
@@ -127,7 +128,7 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
                         .minor_faults = BM_ABSENT, .last_update_s = ret->taken_real_ns / 1000000000ull,
                         .disk_read_bytes = m->rd, .disk_read_reqs = BM_ABSENT,
                         .cpu_time_ns = BM_ABSENT, .balloon_known = true,
-                        .starve = BM_STARVE_STATS_ABSENT};
+                        .starve = BM_STARVE_STATS_ABSENT, .handle = m};
         snprintf(d->uuid, sizeof(d->uuid), "%s", m->uuid);
         d->balloon = (BmBalloonConfig){.present = true, .model = "virtio", .stats_period_s = 1,
                                        .min_guarantee_bytes = BM_ABSENT, .memory_bytes = m->max,
@@ -139,37 +140,57 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
     return 0;
 }
 
-/* The present domain of uuid, or NULL with *ret_r -ENOENT and its reason (a domain destroyed
- * under its change: libvirt's "domain not found"). */
-static ModelDom *model_live(void *ctx, const char *uuid, int *ret_r)
+/* The domain of handle when present, or NULL with *ret_r -ENOENT and its reason (a domain
+ * destroyed under its change: libvirt's "domain not found"). */
+static ModelDom *model_live(void *handle, int *ret_r)
 {
-    ModelHost *h = ctx;
+    ModelDom *m = handle;
     *ret_r = 0;
-    for (size_t i = 0; i < h->n; i++)
-        if (h->d[i].present && strcmp(h->d[i].uuid, uuid) == 0)
-            return &h->d[i];
-    *ret_r = bm_error(-ENOENT, "domain %s destroyed", uuid);
+    if (m->present)
+        return m;
+    *ret_r = bm_error(-ENOENT, "domain %s destroyed", m->uuid);
     return NULL;
 }
 
-static int model_set_target(void *ctx, const char *uuid, uint64_t target_bytes)
+static int model_set_target(void *ctx, void *handle, uint64_t target_bytes)
 {
+    (void)ctx;
     int r;
-    ModelDom *m = model_live(ctx, uuid, &r);
+    ModelDom *m = model_live(handle, &r);
     if (m)
         m->target = target_bytes;
     return r;
 }
 
-static int model_read_live(void *ctx, const char *uuid, uint64_t *ret_actual, uint64_t *ret_rss)
+static int model_read_live(void *ctx, void *handle, uint64_t *ret_actual, uint64_t *ret_rss)
 {
+    (void)ctx;
     int r;
-    const ModelDom *m = model_live(ctx, uuid, &r);
+    const ModelDom *m = model_live(handle, &r);
     if (m) {
         *ret_actual = m->actual;
         *ret_rss = m->actual + 100 * MiB;
     }
     return r;
+}
+
+/* No long job holds the test's domains, and their monitors answer nothing. */
+static int model_job_running(void *ctx, const BmDomain *d, const char **ret_what)
+{
+    (void)ctx, (void)d, (void)ret_what;
+    return 0;
+}
+
+static int model_no_monitor(void *ctx, const BmDomain *d, BmFeatureReport *ret, char *path, size_t n)
+{
+    (void)ctx, (void)d, (void)ret, (void)path, (void)n;
+    return bm_error(-ENOTSUP, "no monitor");
+}
+
+static int model_no_starve(void *ctx, const BmDomain *d, char *path, size_t n, BmStarveStats *ret)
+{
+    (void)ctx, (void)d, (void)ret, (void)path, (void)n;
+    return bm_error(-ENOTSUP, "no monitor");
 }
 
 /* The domain called name in h (present or not), or NULL. */
@@ -210,9 +231,12 @@ static void model_init(ModelHost *h)
 {
     *h = (ModelHost){0};
     sim_host_init(&h->sim, 16384 * MiB, 10240 * MiB, 0);
-    h->sim.model.read_domains = model_read_domains;
-    h->sim.model.balloon.set_target = model_set_target;
-    h->sim.model.balloon.read_live = model_read_live;
+    h->sim.ops.read_domains = model_read_domains;
+    h->sim.ops.job_running = model_job_running;
+    h->sim.ops.probe = model_no_monitor;
+    h->sim.ops.read_starve = model_no_starve;
+    h->sim.balloon.set_target = model_set_target;
+    h->sim.balloon.read_live = model_read_live;
 }
 
 /* The model's time set to at_s seconds. */
@@ -394,7 +418,7 @@ static void churn(void)
     model_add(&h, "t-hot", HOT_UUID);
     model_add(&h, "t-hotmap", HOTMAP_UUID);
     model_add(&h, "a-churn1", "80000000-0000-4000-8000-00000000c201");
-    BmEngineOptions o = {.model = &h.sim.model};
+    BmEngineOptions o = {.host = &h.sim.ops};
     BmEngine *e = bm_engine_new(&o);
     bm_engine_set_policy(e, policy);
     churn_first_passes(e, &h);

@@ -21,7 +21,7 @@ void sim_init(Sim *s, SimHost *h, const BmPolicy *policy)
     *s = (Sim){.h = h, .policy = policy, .step_guest = -1, .t_below = -1, .t_back = -1,
                .t_comfort = -1, .t_all_back = -1, .t_room = -1, .min_avail = INFINITY,
                .rss_min = INFINITY, .episode_start = -1};
-    BmEngineOptions o = {.model = &h->model};
+    BmEngineOptions o = {.host = &h->ops};
     s->e = bm_engine_new(&o);
     bm_engine_set_policy(s->e, policy);
     s->below_run_s = bm_malloc0((h->n + 1) * sizeof(double));
@@ -229,7 +229,7 @@ void sim_run(Sim *s, double until_s)
         if (now >= next_watch) {
             BmHost host;
             next_watch += WATCH_MS;
-            if (!bm_engine_reclaiming(s->e) && h->model.read_host(h, &host) == 0 &&
+            if (!bm_engine_reclaiming(s->e) && h->ops.read_meminfo(h, &host) == 0 &&
                 bm_host_under_pressure(&host, s->policy))
                 next_pass = now;
         }
