@@ -393,8 +393,9 @@ static int run(BmGlobal *g, int argc, char **argv)
         (!o.dry_run && (r = bm_session_state_lock(o.state_path, &lock_fd)) < 0))
         return bm_report_failure("run", NULL, r);
 
-    BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !o.dry_run,
-                          .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
+    BmEngineOptions eo = bm_once_engine_options(o.dry_run);
+    eo.proc_dir = o.proc_dir;
+    eo.no_libvirt_duplicates = o.no_libvirt_duplicates;
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
     if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0 ||

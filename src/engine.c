@@ -696,6 +696,16 @@ uint64_t bm_engine_pass_time_s(const BmEngine *e)
     return e->pass_now_s;
 }
 
+bool bm_engine_host_under_pressure(BmEngine *e)
+{
+    BmHost h;
+    if (!e->policy || e->hw.read_meminfo(e->hw.ctx, &h) < 0) {
+        bm_error_reset();
+        return false;
+    }
+    return bm_host_under_pressure(&h, e->policy);
+}
+
 bool bm_engine_reclaiming(const BmEngine *e)
 {
     return e->have_plan && e->plan.mode == BM_HOST_RECLAIM;

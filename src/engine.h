@@ -140,6 +140,10 @@ const BmSnapshot *bm_engine_snapshot(const BmEngine *e);
 const BmPassTiming *bm_engine_timing(const BmEngine *e);
 uint64_t bm_engine_pass_time_s(const BmEngine *e);
 
+/* Whether the host's memory, read now (meminfo and PSI alone), is past the policy's reclaim
+ * thresholds (bm_host_under_pressure()): the agent's host watch. False when it cannot be read. */
+bool bm_engine_host_under_pressure(BmEngine *e);
+
 /* Whether the last pass found the host reclaiming. */
 bool bm_engine_reclaiming(const BmEngine *e);
 

@@ -33,6 +33,9 @@ typedef struct {
     void (*observed)(void *ctx, const BmEngine *e);
 } BmOnceHooks;
 
+/* The engine options of the timer's pass (a dry run: never a change, no monitor asked). */
+BmEngineOptions bm_once_engine_options(bool dry_run);
+
 /* Runs the timer's pass on e (its connection and policy set, its ledger loaded) with policy pol
  * (for apply_timeout). A pass that could not read the host or the domains is reported and
  * still exports and saves (its error counted). Returns the exit status: BM_EXIT_OK, or

@@ -321,11 +321,14 @@ static void step(SimHost *h, double dt)
 
 void sim_advance(SimHost *h, double dt)
 {
+    double all = dt;
     while (dt > 1e-9) {
         double d = dt < STEP_S ? dt : STEP_S;
         step(h, d);
         dt -= d;
     }
+    if (h->observer && all > 1e-9)
+        h->observer(h->observer_ctx, all);
 }
 
 /* ---- the host interface onto the model (BmHostOps) and its clock ---- */

@@ -126,6 +126,9 @@ typedef struct {
     SimGuest *g;
     size_t n;
     BmClock clock;
+    /* called after each advance of dt seconds (the simulation's measures) */
+    void (*observer)(void *ctx, double dt);
+    void *observer_ctx;
     BmBalloonOps balloon;
     BmHostOps ops;          /* the host interface onto the model (ctx: the SimHost) */
 } SimHost;
