@@ -386,7 +386,7 @@ static void host_summary(const BmEngine *e, BmHostSummary *ret)
     if (plan) {
         ret->have_mode = true;
         ret->mode = plan->mode;
-        snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan->reason);
+        bm_host_reason_format(plan, ret->mode_reason, sizeof(ret->mode_reason));
         bm_summary_add_backed_free(ret, all, plan->qemu_overhead_bytes);
     }
 }

@@ -40,6 +40,7 @@ struct BmEngine {
     char ksm_error[512]; /* why it could not be read ("": it could) */
     BmPlan plan;
     bool have_plan;
+    uint64_t plan_gen;  /* the plan's number: a ledger entry keeps its decision's index in it */
     BmApplied *applied; /* per decision of plan */
     uint64_t pass_now_s;
     BmPassTiming timing;
@@ -74,6 +75,7 @@ static void clear_plan(BmEngine *e)
     free(e->applied);
     e->applied = NULL;
     e->have_plan = false;
+    bm_plan_link(NULL, &e->rows);
 }
 
 void bm_engine_free(BmEngine *e)
@@ -365,19 +367,14 @@ static int read_domains_view(BmEngine *e)
     e->snap = snap;
     e->have_snap = true;
     measure_qemu(e);
-    /* the one join of this reading: every step after it walks the rows */
-    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy);
-    uint64_t now_s = snap.taken_real_ns / 1000000000ull;
-    bm_ledger_sync_begin(&e->ledger);
+    /* the one join of this reading: the ledger brought in line and the balloons corrected
+     * through the rows, which every step after it walks */
+    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy, e->boot_id,
+                  snap.taken_real_ns / 1000000000ull);
+    /* the reading's last part, through the rows' handles: the guests' own starvation counters */
     for (size_t i = 0; i < e->rows.n_rows; i++)
-        bm_ledger_sync_entry(&e->ledger, e->rows.rows[i].entry, e->rows.rows[i].dom, e->boot_id,
-                             now_s);
-    bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped; the rows' stay */
-    /* a reading just after a change ended may still show the balloon from before it */
-    for (size_t i = 0; i < e->rows.n_rows; i++) {
-        bm_ledger_correct_balloon(e->rows.rows[i].entry, e->rows.rows[i].dom, e->snap.taken_real_ns);
         read_starve(e, &e->rows.rows[i]);
-    }
+    bm_plan_link(e->have_plan ? &e->plan : NULL, &e->rows);
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;
@@ -405,7 +402,8 @@ static bool applied(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplie
     if (r >= 0) {
         bm_ledger_record_start(&e->ledger, row->entry, d->current_bytes, d->target_bytes);
         BmTracked *t = &e->changes.items[e->changes.n_items - 1];
-        snprintf(t->why, sizeof(t->why), "%s", d->why ? d->why : "");
+        const char *why = bm_reason_why(d);
+        snprintf(t->why, sizeof(t->why), "%s", why ? why : "");
         t->owner = row->entry; /* recorded into it when it ends */
     }
     if (r < 0) {
@@ -464,6 +462,8 @@ static int decide(BmEngine *e, uint64_t now_s, unsigned horizon_s)
     if (r < 0)
         return r;
     e->have_plan = true;
+    /* decision i is row i's: its entry keeps the index for the readings after the pass */
+    bm_plan_attach(&e->plan, &e->rows, ++e->plan_gen);
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
     return 0;
 }
@@ -496,17 +496,17 @@ int bm_engine_pass(BmEngine *e)
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return r;
     }
-    if (e->plan.mode != e->ledger.mode)
-        bm_log_mode(e->ledger.mode, e->plan.mode, e->plan.reason);
+    if (e->plan.mode != e->ledger.mode) {
+        char why[BM_HOST_REASON_MAX];
+        bm_host_reason_format(&e->plan, why, sizeof(why));
+        bm_log_mode(e->ledger.mode, e->plan.mode, why);
+    }
     uint64_t t2 = bm_clock_mono_ns(e->clock);
     e->timing.eval_s = (t2 - t1) / 1e9;
     /* 3. apply */
     bool ok = apply(e);
     /* 4. remember: this reading is the next pass's base */
-    bm_ledger_note_mode(&e->ledger, e->plan.mode);
-    for (size_t i = 0; i < e->rows.n_rows; i++)
-        bm_ledger_note_reading(e->rows.rows[i].entry, e->rows.rows[i].dom, e->plan.mode, now_s,
-                               horizon_s);
+    bm_rows_note(&e->rows, &e->ledger, e->plan.mode, now_s, horizon_s);
     BmCounters *c = &e->ledger.counters;
     for (size_t i = 0; i < e->plan.n_decisions; i++) {
         const BmDecision *x = &e->plan.decisions[i];

@@ -245,6 +245,26 @@ static void model_at(ModelHost *h, double at_s)
     h->sim.t = at_s;
 }
 
+/* The words of decision x of e's last plan (a ring of buffers: a few in one message), "-" for
+ * none; those of a plan's host mode. */
+static const char *words(BmEngine *e, const BmDecision *x)
+{
+    static char ring[4][BM_REASON_MAX];
+    static unsigned next;
+    char *buf = ring[next++ % 4];
+    snprintf(buf, BM_REASON_MAX, "-");
+    if (x && bm_engine_plan(e))
+        bm_reason_format(bm_engine_plan(e), x, buf, BM_REASON_MAX);
+    return buf;
+}
+
+static const char *host_words(const BmPlan *p)
+{
+    static char buf[BM_HOST_REASON_MAX];
+    bm_host_reason_format(p, buf, sizeof(buf));
+    return buf;
+}
+
 /* The decision of the domain called name in the engine's last plan, or NULL. */
 static const BmDecision *decision_of(BmEngine *e, const char *name)
 {
@@ -294,7 +314,7 @@ static void churn_first_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 0);
     const BmDecision *dh = decision_of(e, "t-hot"), *dm = decision_of(e, "t-hotmap");
     ok(dh && dm && dh->action == BM_ACT_INFLATE && dm->action == BM_ACT_INFLATE,
-       "pass 1: both guests inflated (%s; %s)", dh ? dh->reason : "-", dm ? dm->reason : "-");
+       "pass 1: both guests inflated (%s; %s)", words(e, dh), words(e, dm));
     hot->actual = hot->target;
     map->actual = (map->max + map->target) / 2;
     is_u64(poll_at(e, h, 1), 1, "  the inflate of t-hot ended, that of t-hotmap goes on");
@@ -306,7 +326,7 @@ static void churn_first_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 2);
     dh = decision_of(e, "t-hot"), dm = decision_of(e, "t-hotmap");
     ok(dh && dh->action == BM_ACT_DEFLATE && dh->cause.code == BM_REASON_CACHE_REFAULT &&
-           dh->cache_hot, "pass 2: t-hot given back, its cache found hot (%s)", dh ? dh->reason : "-");
+           dh->cache_hot, "pass 2: t-hot given back, its cache found hot (%s)", words(e, dh));
     ok(dm && dm->action == BM_ACT_SKIP && dm->cause.code == BM_REASON_IN_FLIGHT,
        "  t-hotmap left alone: its inflate is in flight");
     const BmDecision *dc = decision_of(e, "t-churn");
@@ -321,7 +341,7 @@ static void churn_first_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 4);
     dh = decision_of(e, "t-hot"), dm = decision_of(e, "t-hotmap");
     ok(dh && dh->cache_hot && dh->action != BM_ACT_INFLATE,
-       "pass 3: t-hot's cache still hot, not inflated again (%s)", dh ? dh->reason : "-");
+       "pass 3: t-hot's cache still hot, not inflated again (%s)", words(e, dh));
     ok(dm && dm->cause.code == BM_REASON_IN_FLIGHT, "  t-hotmap's inflate still in flight");
     ok(!bm_ledger_find(bm_engine_ledger(e), "90000000-0000-4000-8000-00000000c203"),
        "  the entry of t-churn, gone with its change ended, left the ledger");
@@ -367,7 +387,7 @@ static void churn_last_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 6);
     const BmDecision *dm = decision_of(e, "t-hotmap");
     ok(dm && dm->action == BM_ACT_DEFLATE && dm->cause.code == BM_REASON_CACHE_REFAULT &&
-           dm->cache_hot, "pass 4: t-hotmap given back, its cache found hot (%s)", dm ? dm->reason : "-");
+           dm->cache_hot, "pass 4: t-hotmap given back, its cache found hot (%s)", words(e, dm));
     if (dm)
         map->actual = (dm->current_bytes + dm->target_bytes) / 2;
     is_u64(poll_at(e, h, 7), 1, "  half of it given at the next poll");
@@ -394,8 +414,8 @@ static void churn_last_passes(BmEngine *e, ModelHost *h)
     ok(dh && dm && dh->cache_hot && dm->cache_hot && dh->action != BM_ACT_INFLATE &&
            dm->action != BM_ACT_INFLATE && cache_hot_exported(e, "t-hot") == 1 &&
            cache_hot_exported(e, "t-hotmap") == 1,
-       "pass 6: both caches hot, neither inflated again (%s; %s)", dh ? dh->reason : "-",
-       dm ? dm->reason : "-");
+       "pass 6: both caches hot, neither inflated again (%s; %s)", words(e, dh),
+       words(e, dm));
 }
 
 /* tests/integration/test-hotcache.sh on a real libvirtd whose domains another run defined,
@@ -489,7 +509,7 @@ int main(void)
         joined &= en && strcmp(en->name, snap->domains[i].name) == 0;
     }
     ok(joined, "  each domain has its ledger entry, with its name");
-    ok(plan->mode == BM_HOST_RECLAIM, "  the host is reclaiming: %s", plan->reason);
+    ok(plan->mode == BM_HOST_RECLAIM, "  the host is reclaiming: %s", host_words(plan));
     is_u64(plan->n_decisions, snap->n_domains, "  one decision per row");
     lookups = bm_policy_rules_lookups;
     bm_engine_guest_in_need(e);
@@ -613,7 +633,7 @@ int main(void)
     r = bm_engine_evaluate(ev);
     const BmPlan *ep = bm_engine_plan(ev);
     ok(r == 0 && ep && ep->mode == bm_engine_plan(de)->mode && ep->mode == BM_HOST_RECLAIM,
-       "an evaluation decides the dry pass's mode: %s", ep ? ep->reason : bm_error_detail(r));
+       "an evaluation decides the dry pass's mode: %s", ep ? host_words(ep) : bm_error_detail(r));
     ok(bm_engine_ledger(ev)->mode == BM_HOST_HOLD && bm_engine_ledger(ev)->counters.passes == 0,
        "  and notes neither the mode nor a pass in the ledger");
     ok(bm_engine_snapshot(ev) && bm_engine_snapshot(ev)->n_domains == 7 && bm_engine_host(ev),

@@ -127,9 +127,14 @@ static void record_pass(Sim *s)
     double t = s->h->t;
     /* BM_SIM_DEBUG=1: each reclaiming pass's host reason and decisions on stderr */
     if (getenv("BM_SIM_DEBUG") && plan->mode == BM_HOST_RECLAIM) {
-        fprintf(stderr, "PASS t=%.1f %s\n", t, plan->reason);
-        for (size_t k = 0; k < plan->n_decisions; k++)
-            fprintf(stderr, "   %s %s: %s\n", plan->decisions[k].name, bm_action_name(plan->decisions[k].action), plan->decisions[k].reason);
+        char why[BM_HOST_REASON_MAX];
+        bm_host_reason_format(plan, why, sizeof(why));
+        fprintf(stderr, "PASS t=%.1f %s\n", t, why);
+        for (size_t k = 0; k < plan->n_decisions; k++) {
+            bm_reason_format(plan, &plan->decisions[k], why, sizeof(why));
+            fprintf(stderr, "   %s %s: %s\n", plan->decisions[k].name,
+                    bm_action_name(plan->decisions[k].action), why);
+        }
     }
     if (plan->mode == BM_HOST_RECLAIM && (s->episode_start < 0 || t - s->episode_start > EPISODE_MAX_S)) {
         for (size_t i = 0; i < s->h->n; i++)
