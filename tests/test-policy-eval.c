@@ -57,7 +57,7 @@ static BmPlan eval(const BmHost *h, BmDomain *doms, size_t n, BmLedger *prev,
     BmPlan plan;
     int r = route_eval(h, &s, prev, p, NOW, 0, &plan);
     if (r < 0)
-        ok(0, "bm_policy_eval failed");
+        ok(0, "bm_policy_eval_rows failed");
     return plan;
 }
 
@@ -924,7 +924,7 @@ static BmPlan eval_h(const BmHost *h, BmDomain *doms, size_t n, BmLedger *prev,
     BmSnapshot s = {.domains = doms, .n_domains = n};
     BmPlan plan;
     if (route_eval(h, &s, prev, p, NOW, horizon_s, &plan) < 0)
-        ok(0, "bm_policy_eval failed");
+        ok(0, "bm_policy_eval_rows failed");
     return plan;
 }
 

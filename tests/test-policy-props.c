@@ -1,4 +1,5 @@
-/* Properties of the policy decision (bm_policy_eval) on random hosts, snapshots and policies:
+/* Properties of the policy decision (bm_policy_eval_rows(), through the join) on random hosts,
+ * snapshots and policies:
  * the guarantees src/policy-eval.h makes must hold for every plan, not only for the hand-made
  * cases of test-policy-eval.c. Deterministic: BM_PROPS_SEED picks the seed (printed),
  * BM_PROPS_CASES the number of cases (default 20000), BM_PROPS_CASE runs one case only.
@@ -566,7 +567,7 @@ enum {
 };
 
 static const char *const prop_names[P_COUNT] = {
-    [P_EVAL] = "bm_policy_eval succeeds on a complete host reading",
+    [P_EVAL] = "bm_policy_eval_rows succeeds on a complete host reading",
     [P_RANGE] = "inflate/deflate targets within floor_bytes..max_bytes",
     [P_FLOOR] = "floor_bytes = max(floor, min_guarantee, 128 MiB, 5%), capped at the maximum",
     [P_UNCHANGED] = "none and skip keep target == current",

@@ -196,6 +196,8 @@ static void run_load(SimHost *h, SimGuest *g, double dt)
         g->anon += got;
         g->growing = got > 0;
         if (got < x) {
+            if (!g->oom_kills)
+                g->first_oom_t = h->t;
             g->oom_kills++;
             free_anon(g, g->anon);
             g->restart_at = h->t + 1; /* the supervisor restarts the worker in 1 s */
@@ -229,13 +231,13 @@ static void run_hot(SimGuest *g, double dt)
         double got = allocate(g, refill, false);
         g->hot += got;
         g->rd_bytes += got;
-        g->major_faults += got / 4096;
+        g->major_faults += g->buffered ? 0 : got / 4096;
     }
     double miss = (g->hot_ws - g->hot) / g->hot_ws;
     g->work_rate = 1 / (1 + (MISS_COST - 1) * miss);
     double reread = HOT_REREAD_MIB_S * SIM_MIB * dt * g->work_rate * miss;
     g->rd_bytes += reread;
-    g->major_faults += reread / 4096;
+    g->major_faults += g->buffered ? 0 : reread / 4096;
     g->work += g->work_rate * dt;
     g->work_time += dt;
 }
@@ -573,7 +575,7 @@ int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, con
                     .reserved = max_bytes * RESERVED_SHARE, .kernel = KERNEL_MIB * SIM_MIB,
                     .free_backed = BOOT_FREED_MIB * SIM_MIB, .start_s = start_s, .restart_at = -1,
                     .work_rate = 1, .inflate_mib_s = SIM_INFLATE_MIB_S, .cpu_share = -1,
-                    .job_from = -1, .job_until = -1};
+                    .job_from = -1, .job_until = -1, .first_oom_t = -1};
     g->free_unbacked = max_bytes - g->reserved - g->kernel - g->free_backed;
     snprintf(g->name, sizeof(g->name), "%s", name);
     snprintf(g->uuid, sizeof(g->uuid), "5e1a0000-0000-4000-8000-%012zu", i);

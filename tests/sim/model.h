@@ -103,6 +103,9 @@ typedef struct {
     double stalls, direct_reclaim; /* allocation stalls, bytes reclaimed by its allocations */
     double job_from, job_until; /* a long libvirt job (a dump) holds it in [from, until) */
     unsigned probes;    /* its monitor asked for the balloon's features */
+    double first_oom_t; /* when its first OOM kill came (< 0: none) */
+    bool buffered;      /* its hot working set is re-read with read(): a miss is a disk read
+                         * but no major fault (else through mmap: a fault each page) */
     /* statistics as of the last whole second */
     struct {
         double avail, usable, unused, caches, majflt, oom_kills, stalls, direct_reclaim;

@@ -100,12 +100,15 @@ static double takeable(const Sim *s)
 
 /* One change the pass started: recorded, and counted as a reversal when it goes against the
  * domain's last one in this episode. */
-static void note_change(Sim *s, size_t i, int dir, double from, double target)
+static void note_change(Sim *s, size_t i, const BmDecision *d)
 {
     double t = s->h->t;
+    int dir = d->action == BM_ACT_INFLATE ? -1 : 1;
     s->changes = bm_reallocarray(s->changes, s->n_changes + 1, sizeof(SimChange));
-    s->changes[s->n_changes++] = (SimChange){.t = t, .guest = i, .dir = dir, .from = from,
-                                             .target = target, .pass = s->passes};
+    s->changes[s->n_changes++] = (SimChange){.t = t, .guest = i, .dir = dir,
+                                             .from = (double)d->current_bytes,
+                                             .target = (double)d->target_bytes, .pass = s->passes,
+                                             .code = d->cause.code, .why = bm_reason_why(d)};
     if (t < s->t_hog)
         s->steady_changes++;
     if (s->last_dir[i] && s->last_dir[i] != dir) {
@@ -146,8 +149,7 @@ static void record_pass(Sim *s)
         if (!ap[k].applied)
             continue;
         /* the model's guests are in the snapshot's (name) order: decision k is guest k */
-        note_change(s, k, d->action == BM_ACT_INFLATE ? -1 : 1, (double)d->current_bytes,
-                    (double)d->target_bytes);
+        note_change(s, k, d);
     }
     if (plan->mode == BM_HOST_RELEASE)
         s->episode_start = -1;

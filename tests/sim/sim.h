@@ -10,6 +10,7 @@
 
 #include "loop.h"
 #include "model.h"
+#include "policy-eval.h"
 #include "policy.h"
 
 typedef struct {
@@ -18,6 +19,8 @@ typedef struct {
     int dir; /* -1 inflate, +1 deflate */
     double from, target;
     size_t pass;
+    int code;        /* the rule that decided it (BmReasonCode) */
+    const char *why; /* its record's one word (bm_reason_why()) */
 } SimChange;
 
 typedef struct {
