@@ -52,7 +52,7 @@ int main(int argc, char **argv)
            "_balloonmgr_verbs=\"");
     for (size_t i = 0; bm_verbs[i]; i++)
         printf("%s%s", i ? " " : "", bm_verbs[i]->name);
-    printf("\"\n_balloonmgr_global_opts=\"");
+    printf(" help\"\n_balloonmgr_global_opts=\"");
     for (const BmOptDef *d = bm_cli_global_options; d->name; d++)
         print_words(d, true, &sep);
     printf("\"\n\n# _balloonmgr_opts VERB: the verb's options and the global ones it takes after it\n"

@@ -399,7 +399,7 @@ static void job_spool(int timer, void *opaque)
 static void reload(Agent *a)
 {
     BmPolicy *fresh = NULL;
-    if (bm_session_policy_load(a->o->policy_path, a->o->policy_explicit, &fresh) == 0) {
+    if (bm_session_policy_load("agent", a->o->policy_path, a->o->policy_explicit, &fresh) == 0) {
         bm_policy_free(a->policy);
         a->policy = fresh;
         bm_engine_set_policy(a->e, fresh);
@@ -452,7 +452,7 @@ static int block_signals(void)
 static int start_serving(Agent *a)
 {
     const BmAgentOptions *o = a->o;
-    if (bm_session_policy_load(o->policy_path, o->policy_explicit, &a->policy) < 0)
+    if (bm_session_policy_load("agent", o->policy_path, o->policy_explicit, &a->policy) < 0)
         return bm_error(-EINVAL, "policy '%s' has errors", o->policy_path);
     _cleanup_(bm_webconfig_freep) BmWebConfig *wc = NULL;
     if (o->web_config && load_web_config(o->web_config, &wc) < 0)

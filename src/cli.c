@@ -26,7 +26,7 @@ static void vreport(int prio, const char *verb, const char *object, const char *
     }
     msg[o] = '\0';
     if (verb && object)
-        bm_log(prio, "balloonmgr: %s '%s': %s", verb, bm_printable(object, name, sizeof(name)), msg);
+        bm_log(prio, "balloonmgr: %s: '%s': %s", verb, bm_printable(object, name, sizeof(name)), msg);
     else if (verb)
         bm_log(prio, "balloonmgr: %s: %s", verb, msg);
     else
@@ -47,6 +47,15 @@ void bm_reportp(int prio, const char *verb, const char *object, const char *fmt,
     va_start(ap, fmt);
     vreport(prio, verb, object, fmt, ap);
     va_end(ap);
+}
+
+void bm_report_lines(int prio, const char *verb, const char *text)
+{
+    for (const char *line = text; line && *line;) {
+        size_t len = strcspn(line, "\n");
+        bm_reportp(prio, verb, NULL, "%.*s", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
 }
 
 int bm_report_failure(const char *verb, const char *object, int r)
@@ -80,14 +89,11 @@ const BmVerb *const bm_verbs[] = {&bm_verb_list, &bm_verb_status, &bm_verb_set,
                                    &bm_verb_policy, &bm_verb_agent, NULL};
 
 const BmOptDef bm_cli_global_options[] = {
-    {'c', "connect", 'c', " URI",
-     "libvirt connection URI (default: $BALLOONMGR_URI, else\nlibvirt's default)",
+    {'c', "connect", 'c', " URI", "libvirt URI (default: $BALLOONMGR_URI, libvirt's)",
      BM_COMPLETE_NONE, NULL},
-    {'r', "readonly", BM_OPT_READONLY, NULL,
-     "monitoring only: libvirt's read-only socket; verbs that\nchange domains are refused, the "
-     "agent only exports", BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_PROC("for status, run and agent: read host memory from DIR\ninstead of /proc (as "
-                   "their own --proc)"),
+    {'r', "readonly", BM_OPT_READONLY, NULL, "monitoring only: libvirt's read-only socket",
+     BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_PROC("status, run, agent: host memory from DIR, not /proc"),
     BM_OPTDEF_HELP("show this help ('balloonmgr VERB --help' for a verb)"),
     {'V', "version", 'V', NULL, "print the version", BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_END,
@@ -139,11 +145,22 @@ void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f)
 
 void bm_verb_usage(const BmVerb *v, FILE *f)
 {
-    fprintf(f, "Usage: balloonmgr [-c URI] %s\n\n%s\n", v->synopsis, v->summary);
+    fprintf(f, "Usage: balloonmgr %s\n\n%s\n", v->synopsis, v->summary);
     fputs("\nOptions:\n", f);
     bm_cli_print_options(v->options, v->help_column, f);
     if (v->help_after)
         fputs(v->help_after, f);
+    /* right after help_after, whose last line is a sentence of its own */
+    fputs(v->help_after ? "The full text: balloonmgr(8) (man balloonmgr).\n"
+                        : "\nThe full text: balloonmgr(8) (man balloonmgr).\n", f);
+}
+
+const BmVerb *bm_verb_find(const char *name)
+{
+    for (size_t i = 0; bm_verbs[i]; i++)
+        if (strcmp(bm_verbs[i]->name, name) == 0)
+            return bm_verbs[i];
+    return NULL;
 }
 
 int bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c)

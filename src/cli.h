@@ -88,6 +88,7 @@ typedef struct {
     const BmOptDef *options; /* its options, BM_OPTDEF_END last */
     int help_column;         /* where --help's option texts start */
     const char *help_after;  /* --help's text after the options, or NULL */
+    const char *brief;       /* a few words for the list of verbs ('balloonmgr help') */
 } BmVerb;
 
 extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
@@ -96,7 +97,8 @@ extern const BmVerb bm_verb_list, bm_verb_status, bm_verb_set, bm_verb_verify,
 /* Every verb, in the order --help lists them, NULL last. */
 extern const BmVerb *const bm_verbs[];
 
-/* Prints "balloonmgr: VERB 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line:
+/* Prints "balloonmgr: VERB: 'OBJECT': MESSAGE" (object omitted when NULL) to stderr, one line
+ * (the one form of every message: "balloonmgr: VERB: ..."):
  * the object is quoted and made printable, control characters in MESSAGE become \xNN. Its
  * priority (log.h: "<N>" when stderr is the journal) is LOG_WARNING when fmt starts with
  * "warning: ", else LOG_ERR. */
@@ -106,6 +108,10 @@ void bm_report(const char *verb, const char *object, const char *fmt, ...)
 /* bm_report() with an explicit priority (LOG_ERR ... LOG_DEBUG of <syslog.h>). */
 void bm_reportp(int prio, const char *verb, const char *object, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Reports each line of text (a list: a policy's errors or warnings, "FILE:LINE:COL: ...") as
+ * its own message, "balloonmgr: VERB: LINE", at priority prio. NULL or "" prints nothing. */
+void bm_report_lines(int prio, const char *verb, const char *text);
 
 /* Reports the failure r (-errno) of a verb's step once, under verb and object: bm_report() of
  * its detail (bm_error_detail()). Returns its exit status, bm_exit_for(r). */
@@ -146,8 +152,12 @@ void bm_cli_print_options(const BmOptDef *defs, int help_column, FILE *f);
 int bm_cli_bad_option(const BmVerb *v, char **argv, const struct option *longs, int c);
 
 /* Prints a verb's usage ("Usage: balloonmgr SYNOPSIS", its summary, its options from its
- * table and its help_after) to f. */
+ * table, its help_after and where the full text is) to f: VERB --help and 'balloonmgr help
+ * VERB', within 80 columns and 24 lines (test-help checks). */
 void bm_verb_usage(const BmVerb *v, FILE *f);
+
+/* The verb named name, or NULL. */
+const BmVerb *bm_verb_find(const char *name);
 
 /* getopt_long() would read a negative size such as "-512M" as options. Returns a copy of argv
  * (argc entries + NULL) in which such arguments are protected; bm_cli_unprotect() gives

@@ -17,40 +17,29 @@
 #define LISTEN_WORDS "127.0.0.1:9736 localhost:9736 [::1]:9736 0.0.0.0:9736 :9736 127.0.0.1:0"
 
 static const BmOptDef options[] = {
-    BM_OPTDEF_POLICY("policy file (default " DEFAULT_POLICY ";\n"
-                     "built-in defaults when that file does not exist)"),
+    BM_OPTDEF_POLICY("policy file (default below; built-in if absent)"),
     {'l', "listen", 'l', " ADDR:PORT",
-     "serve /metrics there (default " BM_HTTP_DEFAULT_LISTEN ");\n"
-     "ADDR an IPv4 address, [IPv6], or a host name (each of its\n"
-     "addresses: localhost:9736); :PORT is every address; port 0\n"
-     "a free port, named in the 'serving' line; alias\n"
-     "--web.listen-address",
+     "serve /metrics there (" BM_HTTP_DEFAULT_LISTEN "; :PORT every\n"
+     "address); alias --web.listen-address",
      BM_COMPLETE_WORDS, LISTEN_WORDS},
     {0, "web.listen-address", 'l', " ADDR:PORT", NULL, BM_COMPLETE_WORDS, LISTEN_WORDS},
-    {0, "no-libvirt-duplicates", 'D', NULL,
-     "\nleave out the per-domain series libvirt exporters export\n"
-     "too (balloon current, maximum, guest memory statistics,\n"
-     "RSS, faults, swap): for hosts that run both",
+    {0, "no-libvirt-duplicates", 'D', NULL, "leave out what libvirt exporters export",
      BM_COMPLETE_NONE, NULL},
     {0, "web-config", 'W', " FILE",
-     "TLS and basic auth for /metrics: a YAML file in the format of\n"
-     "Prometheus' exporter-toolkit (tls_server_config,\n"
-     "basic_auth_users); alias --web.config.file",
+     "TLS and basic auth (exporter-toolkit's YAML);\nalias --web.config.file",
      BM_COMPLETE_FILE, NULL},
     {0, "web.config.file", 'W', " FILE", NULL, BM_COMPLETE_FILE, NULL},
-    BM_OPTDEF_STATE("state file, read at start, saved after every pass and at\n"
-                    "stop (default " BM_STATE_DEFAULT_PATH ", shared with the\n"
-                    "timer's run --once: a host runs one or the other; locked\n"
-                    "through FILE.lock, a second writer exits 4)"),
-    BM_OPTDEF_PROC("read host memory from DIR instead of /proc (tests)"),
-    BM_OPTDEF_DRY_RUN("decide and export, never change a balloon or the state file"),
+    BM_OPTDEF_STATE("state file (default below; the timer's too), locked"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc"),
+    BM_OPTDEF_DRY_RUN("decide and export, change nothing"),
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
-    "\nSignals: SIGHUP reloads the policy and the web config (a bad one is reported, the last\n"
-    "good one kept); SIGTERM and SIGINT stop the agent.\n";
+    "\nSIGHUP reloads the policy and the web config; SIGTERM, SIGINT stop.\n"
+    "Policy: " DEFAULT_POLICY "\n"
+    "State:  " BM_STATE_DEFAULT_PATH "\n";
 
 /* The options. Returns 0 to go on, 1 after printing --help, or -EINVAL with the detail. */
 static int parse_options(BmGlobal *g, int argc, char **argv, BmAgentOptions *o)
@@ -93,8 +82,9 @@ const BmVerb bm_verb_agent = {
     .help_after = help_after,
     .reads_host = true,
     .run = run,
-    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE] [--state FILE]\n"
-                "             [--proc DIR] [--dry-run] [--no-libvirt-duplicates]",
-    .summary = "Run the policy loop continuously and serve Prometheus metrics on /metrics: inflate\n"
-               "latency by SG, reclaimed memory, per-domain and host memory, the agent's health.",
+    .synopsis = "agent [--policy FILE] [--listen ADDR:PORT] [--web-config FILE]\n"
+                "       [--state FILE] [--proc DIR] [--dry-run] [--no-libvirt-duplicates]",
+    .summary = "Run the policy loop and serve Prometheus metrics on /metrics (latency by SG,\n"
+               "reclaimed memory, domain and host memory, the agent's health).",
+    .brief = "the policy loop and /metrics (the service)",
 };

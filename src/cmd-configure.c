@@ -17,11 +17,9 @@
 #include "qmp.h"
 
 static const BmOptDef options[] = {
-    {0, "sg", 's', " on|off",
-     "QEMU device property 'sg' (VIRTIO_BALLOON_F_SG; needs a\nQEMU with the SG balloon patch)",
+    {0, "sg", 's', " on|off", "QEMU property sg (a QEMU with the SG patch)",
      BM_COMPLETE_WORDS, "on off"},
-    {0, "ioeventfd", 'i', " on|off",
-     "virtio-balloon-pci property 'ioeventfd' (needs a QEMU\nwith that option)",
+    {0, "ioeventfd", 'i', " on|off", "virtio-balloon-pci property ioeventfd",
      BM_COMPLETE_WORDS, "on off"},
     {0, "autodeflate", 'a', " on|off", "deflate on guest OOM (memballoon autodeflate)",
      BM_COMPLETE_WORDS, "on off"},
@@ -32,21 +30,15 @@ static const BmOptDef options[] = {
     {0, "live", 'L', NULL, "change the running domain only (stats period)", BM_COMPLETE_NONE,
      NULL},
     {0, "config", 'C', NULL, "change the persistent definition only", BM_COMPLETE_NONE, NULL},
-    {0, "probe", 'P', NULL,
-     "check sg/ioeventfd by asking the QEMU monitor of a\n"
-     "running domain with the same QEMU (libvirt marks it\n"
-     "tainted) instead of running the QEMU binary",
+    {0, "probe", 'P', NULL, "ask a QEMU monitor for sg/ioeventfd (taints)",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
-    "\nDevice settings (sg, ioeventfd, autodeflate, free-page-reporting) change the\n"
-    "persistent definition and apply on the next start; sg and ioeventfd go through\n"
-    "libvirt's <qemu:override> and are refused unless this domain's QEMU has them\n"
-    "(asked as '<emulator> -device TYPE,help': no monitor command, nothing tainted).\n"
-    "Without --live/--config, the stats period changes live (if running) and persistently.\n";
+    "\nDevice settings change the definition and apply at the next start; sg and\n"
+    "ioeventfd only where the domain's QEMU has them (asked without a monitor).\n";
 
 static int parse_onoff(const char *opt, const char *v, BmTristate *ret)
 {
@@ -323,9 +315,10 @@ const BmVerb bm_verb_configure = {
     .help_column = 32,
     .help_after = help_after,
     .run = run,
-    .synopsis = "configure DOMAIN [--sg on|off] [--ioeventfd on|off] [--stats-period SEC]\n"
-                "             [--autodeflate on|off] [--free-page-reporting on|off] [--live] [--config]\n"
-                "             [--probe]",
-    .summary = "Change the balloon device of a domain: SG and ioeventfd (patched QEMU), autodeflate,\n"
-               "free page reporting, the statistics period. Checked before anything changes.",
+    .synopsis = "configure DOMAIN [--sg on|off] [--ioeventfd on|off]\n"
+                "       [--stats-period SEC] [--autodeflate on|off]\n"
+                "       [--free-page-reporting on|off] [--live] [--config] [--probe]",
+    .summary = "Change a domain's balloon device: SG and ioeventfd, autodeflate, free page\n"
+               "reporting, the statistics period. Checked before anything changes.",
+    .brief = "a domain's balloon device",
 };

@@ -57,6 +57,7 @@ const BmVerb bm_verb_list = {
     .help_column = 15,
     .run = run,
     .synopsis = "list [--all] [--id|--uuid]",
-    .summary = "Print the names of the running domains (with --all, of every domain), one per line\n"
+    .summary = "Print the names of the running domains (--all: of every domain), one a line\n"
                "(--id, --uuid: their IDs or UUIDs, in the order of their names).",
+    .brief = "the names of the domains",
 };

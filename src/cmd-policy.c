@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "cli.h"
 #include "session.h"
@@ -18,23 +19,19 @@
 
 enum { OPT_HOST = 0x100 };
 
+
 static const BmOptDef options[] = {
-    {0, "host", OPT_HOST, NULL,
-     "also check the sizes against this host: its MemTotal (/proc, or\n"
-     "--proc DIR) and the maximum of every domain of the connection",
+    {0, "host", OPT_HOST, NULL, "also check sizes against MemTotal and the domains",
      BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_PROC("read MemTotal from DIR/meminfo (tests)"),
+    BM_OPTDEF_PROC("read MemTotal from DIR/meminfo"),
     BM_OPTDEF_HELP("show this help (an option anywhere, also after 'check')"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
     "  --               the arguments after it are files, even '-h'\n"
-    "\nWarnings (\"FILE:LINE:COL: warning: ...\") do not change the exit status: a size\n"
-    "written as a bare number under 1 MiB (a bare number is KiB), a keep_free of 0, a\n"
-    "floor below the absolute minimum (128 MiB, 5% of the maximum: the passes keep it), and\n"
-    "with --host a floor or keep_free not below a domain's maximum or a [host] size not\n"
-    "below MemTotal.\n";
+    "\nFILE '-' is standard input. Warnings (a bare number under 1 MiB is KiB, ...)\n"
+    "leave the exit status 0.\n";
 
 /* The host of --host: MemTotal and every domain's maximum; *ret_snap holds the names. Returns
  * 0, or -errno with the detail when the domains cannot be read (a runtime failure). */
@@ -62,6 +59,33 @@ static int read_host(const BmGlobal *g, const char *proc_dir, BmLintHost *ret, B
     return 0;
 }
 
+/* Checks one policy file (path), or standard input (path NULL: named "<stdin>" in messages),
+ * printing "NAME: ok" or its errors, and its warnings (against host unless NULL). Returns 0, or
+ * -EINVAL when it has errors (reported). */
+static int check_one(const char *path, const BmLintHost *host)
+{
+    const char *name = !path ? "<stdin>" : *path ? path : "''";
+    _cleanup_(bm_policy_freep) BmPolicy *p = NULL;
+    _cleanup_free_ char *errors = NULL, *text = NULL, *warnings = NULL;
+    size_t len = 0, n_warnings = 0;
+    int r = path ? bm_file_read(path, BM_POLICY_MAX_BYTES, &text, &len)
+                 : bm_file_read_fd(STDIN_FILENO, BM_POLICY_MAX_BYTES, &text, &len);
+    if (r < 0) {
+        bm_report("policy check", NULL, "%s: %s", name, bm_error_detail(r));
+        return -EINVAL;
+    }
+    if (bm_policy_parse_n(text, len, name, &p, &errors) < 0) {
+        bm_report_lines(LOG_ERR, "policy check", errors);
+        return -EINVAL;
+    }
+    n_warnings = bm_policy_lint(text, len, name, p, host, &warnings);
+    bm_report_lines(LOG_WARNING, "policy check", warnings);
+    if (n_warnings)
+        printf("%s: ok, %zu warning(s)\n", name, n_warnings);
+    else
+        printf("%s: ok\n", name);
+    return 0;
+}
 
 static int run(BmGlobal *g, int argc, char **argv)
 {
@@ -93,27 +117,17 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (r < 0)
         return bm_report_failure("policy check", NULL, r);
     int ret = BM_EXIT_OK;
+    bool stdin_read = false;
     for (int i = optind + 1; i < argc; i++) {
-        BmPolicy *p = NULL;
-        char *errors = NULL, *text = NULL, *warnings = NULL;
-        size_t len = 0, n_warnings = 0;
-        if (bm_policy_load(argv[i], &p, &errors) < 0) {
-            fputs(errors ? errors : "", stderr);
+        bool from_stdin = strcmp(argv[i], "-") == 0;
+        if (from_stdin && stdin_read) {
+            bm_report("policy check", NULL, "'-': standard input given twice");
             ret = BM_EXIT_USAGE;
-        } else {
-            /* the text again, for where each size was written (it parsed: it is readable) */
-            if (bm_file_read(argv[i], 16u << 20, &text, &len) == 0)
-                n_warnings = bm_policy_lint(text, len, argv[i], p, host ? &lh : NULL, &warnings);
-            fputs(warnings ? warnings : "", stderr);
-            if (n_warnings)
-                printf("%s: ok, %zu warning(s)\n", argv[i], n_warnings);
-            else
-                printf("%s: ok\n", argv[i]);
+            continue;
         }
-        bm_policy_free(p);
-        free(errors);
-        free(text);
-        free(warnings);
+        stdin_read |= from_stdin;
+        if (check_one(from_stdin ? NULL : argv[i], host ? &lh : NULL) < 0)
+            ret = BM_EXIT_USAGE;
     }
     bm_snapshot_clear(&snap);
     return ret;
@@ -126,7 +140,8 @@ const BmVerb bm_verb_policy = {
     .help_after = help_after,
     .run = run,
     .synopsis = "policy check [--host] [--proc DIR] FILE...",
-    .summary = "Check policy files (balloonmgr.policy(5)); every error is listed as FILE:LINE:COL,\n"
-               "then warnings about sizes that are likely misread or absurd (--host: on this host).",
+    .summary = "Check policy files (balloonmgr.policy(5)): every error as FILE:LINE:COL, then\n"
+               "warnings about sizes likely misread or absurd (--host: on this host).",
+    .brief = "check policy files",
     .reads_host = true,
 };

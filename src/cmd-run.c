@@ -36,42 +36,28 @@
 #define DEFAULT_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const BmOptDef options[] = {
-    {0, "once", 'o', NULL,
-     "one pass, then exit (what the systemd timer runs; required:\n"
-     "the long-running loop is 'balloonmgr agent')",
+    {0, "once", 'o', NULL, "one pass, then exit (required; the loop is 'agent')",
      BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_POLICY("policy file (default " DEFAULT_POLICY ";\n"
-                     "built-in defaults when that file does not exist)"),
-    BM_OPTDEF_DRY_RUN("decide and print, change nothing (no balloon, no state file)"),
+    BM_OPTDEF_POLICY("policy file (default below; built-in if absent)"),
+    BM_OPTDEF_DRY_RUN("decide and print, change nothing"),
     BM_OPTDEF_JSON("print JSON"),
-    {0, "table", 'T', NULL,
-     "print the table of decisions also when standard output is not\n"
-     "a terminal (there: one summary line a pass)",
+    {0, "table", 'T', NULL, "the table also off a terminal (else one line)",
      BM_COMPLETE_NONE, NULL},
-    {'q', "quiet", 'q', NULL,
-     "print nothing on standard output (problems and the records of\n"
-     "changes still go to standard error)",
-     BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_STATE("state file (default " BM_STATE_DEFAULT_PATH "), locked\n"
-                    "through FILE.lock for the run: exit 4 if another writer holds it"),
-    BM_OPTDEF_PROC("read host memory from DIR/meminfo, DIR/pressure/memory and\n"
-                   "DIR/zoneinfo (and write DIR/sys/vm/stat_refresh) instead of\n"
-                   "/proc (for tests and demos)"),
-    {0, "textfile", 't', " DIR",
-     "with --once: write the metrics to DIR/balloonmgr.prom\n"
-     "(node_exporter's textfile collector), atomically",
+    {'q', "quiet", 'q', NULL, "print nothing on standard output", BM_COMPLETE_NONE, NULL},
+    BM_OPTDEF_STATE("state file (default below), locked: exit 4 if held"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc"),
+    {0, "textfile", 't', " DIR", "the metrics to DIR/balloonmgr.prom (node_exporter)",
      BM_COMPLETE_DIR, NULL},
-    {0, "push", 'u', " URL",
-     "with --once: PUT the metrics to the Pushgateway at URL\n"
-     "(URL/metrics/job/balloonmgr/instance/HOSTNAME)",
-     BM_COMPLETE_NONE, NULL},
-    {0, "no-libvirt-duplicates", 'D', NULL,
-     "\nwith --textfile/--push: leave out the per-domain series\n"
-     "libvirt exporters export too",
+    {0, "push", 'u', " URL", "PUT the metrics to a Pushgateway at URL", BM_COMPLETE_NONE, NULL},
+    {0, "no-libvirt-duplicates", 'D', NULL, "leave out what libvirt exporters export",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
+
+static const char help_after[] =
+    "\nPolicy: " DEFAULT_POLICY "\n"
+    "State:  " BM_STATE_DEFAULT_PATH "\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -191,27 +177,35 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     const BmHost *h = bm_engine_host(e);
     const BmPlan *plan = bm_engine_plan(e);
     const BmApplied *ap = bm_engine_applied(e);
-    char a[32], b[32];
-    printf("policy %s%s\n", pol->path, o->dry_run ? " (dry run: nothing is changed)" : "");
+    char a[32], b[32], psi[48] = "", guard[96] = "", unmet[48] = "";
     char why[BM_HOST_REASON_MAX], reason[BM_REASON_MAX];
     bm_host_reason_format(plan, why, sizeof(why));
-    printf("host: %s: %s", bm_host_mode_name(plan->mode), why);
-    printf(" [MemAvailable %s of %s", bm_size_format(h->mem_available_bytes, a, sizeof(a)),
-           bm_size_format(h->mem_total_bytes, b, sizeof(b)));
+    /* on a terminal the lines are cut at blanks to its width; elsewhere as they always were */
+    int width = bm_table_terminal_width(STDOUT_FILENO);
+    _cleanup_free_ char *policy = bm_asprintf("policy %s%s", pol->path,
+                                              o->dry_run ? " (dry run: nothing is changed)" : "");
+    bm_table_print_line(stdout, width, 2, policy);
     if (h->psi_present)
-        printf(", PSI some avg10 %.1f%%", h->psi_some_avg10);
-    printf("]\n");
+        snprintf(psi, sizeof(psi), ", PSI some avg10 %.1f%%", h->psi_some_avg10);
+    _cleanup_free_ char *host = bm_asprintf(
+        "host: %s: %s [MemAvailable %s of %s%s]", bm_host_mode_name(plan->mode), why,
+        bm_size_format(h->mem_available_bytes, a, sizeof(a)),
+        bm_size_format(h->mem_total_bytes, b, sizeof(b)), psi);
+    bm_table_print_line(stdout, width, 6, host);
     if (plan->mode == BM_HOST_RECLAIM) {
-        printf("host needs %s back", bm_size_format(plan->need_bytes, a, sizeof(a)));
         if (plan->guard_bytes)
-            printf(", and %s for guests short of memory", bm_size_format(plan->guard_bytes, a, sizeof(a)));
-        printf("; planned %s", bm_size_format(plan->planned_inflate_bytes, b, sizeof(b)));
+            snprintf(guard, sizeof(guard), ", and %s for guests short of memory",
+                     bm_size_format(plan->guard_bytes, a, sizeof(a)));
         if (plan->unmet_bytes)
-            printf("; unmet %s", bm_size_format(plan->unmet_bytes, a, sizeof(a)));
-        printf("\n");
+            snprintf(unmet, sizeof(unmet), "; unmet %s", bm_size_format(plan->unmet_bytes, a, sizeof(a)));
+        _cleanup_free_ char *needs = bm_asprintf(
+            "host needs %s back%s; planned %s%s", bm_size_format(plan->need_bytes, b, sizeof(b)),
+            guard, BM_SZ(plan->planned_inflate_bytes), unmet);
+        bm_table_print_line(stdout, width, 2, needs);
     }
     static const char *headers[] = {"NAME", "ACTION", "CURRENT", "TARGET", "RESULT", "REASON"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llrrlw");
+    bm_table_set_give_way(t, "CURRENT,RESULT"); /* balloonmgr(8) says so; REASON wraps */
     for (size_t i = 0; i < plan->n_decisions; i++) {
         const BmDecision *d = &plan->decisions[i];
         bm_table_cell(t, "%s", d->name); /* escaped once, by the table */
@@ -392,7 +386,7 @@ static int run(BmGlobal *g, int argc, char **argv)
     if (r != 0)
         return r > 0 ? BM_EXIT_OK : bm_report_failure("run", NULL, r);
     _cleanup_(bm_policy_freep) BmPolicy *pol = NULL;
-    if (bm_session_policy_load(o.policy_path, o.policy_explicit, &pol) < 0)
+    if (bm_session_policy_load("run", o.policy_path, o.policy_explicit, &pol) < 0)
         return bm_report_failure("run", NULL, bm_error(-EINVAL, "policy '%s' has errors: "
                                                        "nothing changed", o.policy_path));
     /* one writer of the state file at a time: held until the run ends (a dry run never writes
@@ -439,9 +433,11 @@ const BmVerb bm_verb_run = {
     .help_column = 22,
     .reads_host = true,
     .run = run,
-    .synopsis = "run --once [--policy FILE] [--dry-run] [--json|--table|--quiet] [--state FILE]\n"
-                "             [--proc DIR] [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
-    .summary = "Run one policy pass: read the host's and every domain's memory, decide by the policy,\n"
-               "and move balloon targets; print each decision and its reason on a terminal, one\n"
-               "summary line otherwise (the timer's job; the long-running loop is 'agent').",
+    .synopsis = "run --once [--policy FILE] [--dry-run]\n"
+                "       [--json|--table|--quiet] [--state FILE] [--proc DIR]\n"
+                "       [--textfile DIR] [--push URL] [--no-libvirt-duplicates]",
+    .summary = "One policy pass (the timer's job): read the host and every domain, decide by the\n"
+               "policy, move balloons; each decision and its reason on a terminal.",
+    .help_after = help_after,
+    .brief = "one policy pass (the timer's)",
 };

@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "json-name.h"
@@ -28,41 +29,29 @@
 #define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
 static const BmOptDef options[] = {
-    {0, "live", 'L', NULL, "change the running domain (the default, as virsh setmem's)",
+    {0, "live", 'L', NULL, "the running domain (the default, as virsh setmem)",
      BM_COMPLETE_NONE, NULL},
-    {0, "config", 'C', NULL,
-     "change its definition: the balloon of its next boot\n"
-     "(<currentMemory>; also of a domain that is shut off)",
+    {0, "config", 'C', NULL, "its definition: the balloon of its next boot", BM_COMPLETE_NONE,
+     NULL},
+    {0, "current", 'K', NULL, "the running domain if it runs, else its definition",
      BM_COMPLETE_NONE, NULL},
-    {0, "current", 'K', NULL,
-     "the running domain if it runs, else its definition\n(not with --live or --config)",
+    {'w', "wait", 'w', "[=SECONDS]", "wait until reached, at most SECONDS (120); exit 3 if not",
      BM_COMPLETE_NONE, NULL},
-    {'w', "wait", 'w', "[=SECONDS]",
-     "wait until the balloon reaches the target (within 1 MiB),\n"
-     "at most SECONDS (default 120); exit 3 on timeout or stall",
+    {0, "stall", 's', "=SECONDS", "with --wait: give up when unmoved for SECONDS (10)",
      BM_COMPLETE_NONE, NULL},
-    {0, "stall", 's', "=SECONDS",
-     "with --wait: give up when the balloon has not moved for\nSECONDS (default 10)",
-     BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_POLICY("take the domain's floor and verify_features from FILE\n"
-                     "(default " SET_POLICY ", when it exists)"),
+    BM_OPTDEF_POLICY("the domain's floor from FILE (default: the system's)"),
     {'f', "force", 'f', NULL, "set a target below the domain's floor too", BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_JSON("print JSON"),
-    {'q', "quiet", 'q', NULL,
-     "print nothing on standard output: the exit status says how\n"
-     "it went (problems still go to standard error)",
+    {'q', "quiet", 'q', NULL, "print nothing: the exit status says how it went",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
-    "\nSIZE: a bare number is KiB; b, K/KiB, M/MiB, G/GiB, T/TiB are 1024-based and\n"
-    "KB, MB, GB, TB 1000-based; N% is N percent of the maximum; +SIZE / -SIZE move\n"
-    "from the current balloon.\n"
-    "\nAn inflate to a target below the domain's floor is refused (exit 2) unless --force: the\n"
-    "floor is the largest of 128 MiB, 5% of the maximum, <memtune><min_guarantee> and the\n"
-    "policy's floor.\n";
+    "\nSIZE: a bare number is KiB (as virsh); 2G, 512M, 50% of the maximum; +1G, -512M\n"
+    "move from the current balloon. Below the floor (128 MiB, 5% of the maximum,\n"
+    "<min_guarantee>, the policy's) only with --force.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -164,8 +153,14 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
                         "boot's, there is nothing to wait for (--live --config changes both)");
     if (o->json && o->quiet)
         return bm_error(-EINVAL, "--json and --quiet: give one of them");
-    if (argc - optind != 2)
+    if (argc - optind < 2)
         return bm_error(-EINVAL, "expected DOMAIN and SIZE (see 'balloonmgr set --help')");
+    if (argc - optind > 2) {
+        char shown[256];
+        return bm_error(-EINVAL, "too many arguments: '%s' after DOMAIN and SIZE (a SIZE is one "
+                        "word: '2G')", bm_printable(bm_cli_unprotect(args[optind + 2]), shown,
+                                                    sizeof(shown)));
+    }
     o->name = bm_cli_unprotect(args[optind]);
     o->size = bm_cli_unprotect(args[optind + 1]);
     return 0;
@@ -180,7 +175,7 @@ static int load_floor_policy(SetOptions *o)
         return 0;
     _cleanup_free_ char *errors = NULL;
     if (bm_policy_load(o->policy_path, &o->policy, &errors) < 0) {
-        fputs(errors ? errors : "", stderr);
+        bm_report_lines(LOG_ERR, "set", errors);
         return bm_error(-EINVAL, "policy '%s' has errors", o->policy_path);
     }
     return 0;
@@ -332,8 +327,9 @@ static int outcome(const SetOptions *o, const BmChange *ch)
     case BM_CHANGE_REACHED:
     case BM_CHANGE_PENDING: return 0;
     case BM_CHANGE_TIMEOUT:
-        return bm_error(-ETIME, "timed out after %u s, balloon at %" PRIu64 " KiB", o->timeout_s,
-                        ch->reached_bytes / 1024);
+        return bm_error(-ETIME, "timed out after %u s, balloon at %s", o->timeout_s,
+                        bm_size_format_exact(ch->reached_bytes, (char[BM_SIZE_EXACT_LEN]){""},
+                                             BM_SIZE_EXACT_LEN));
     case BM_CHANGE_STALLED:
         return bm_error(-ETIME, "stalled: the balloon did not move for %u s (is the guest's "
                         "balloon driver loaded?)", o->stall_s);
@@ -423,9 +419,10 @@ const BmVerb bm_verb_set = {
     .help_column = 24,
     .help_after = help_after,
     .run = run,
-    .synopsis = "set DOMAIN SIZE [--live] [--config] [--current] [--wait[=SECONDS]] [--stall=SECONDS]\n"
-                "           [--policy FILE] [--force] [--json|--quiet]",
-    .summary = "Set the balloon target of a running domain (as virsh setmem: --config the next boot's,\n"
-               "--current whichever the domain has now) and optionally wait until it is reached,\n"
-               "measuring how long the inflate or deflate took.",
+    .synopsis = "set DOMAIN SIZE [--live] [--config] [--current]\n"
+                "       [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
+                "       [--json|--quiet]",
+    .summary = "Set a domain's balloon target (as virsh setmem) and optionally wait until it\n"
+               "is reached, measuring how long the inflate or deflate took.",
+    .brief = "a domain's balloon target (--wait: measured)",
 };

@@ -4,8 +4,15 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include <syslog.h>
 
 #include "json-name.h"
 #include "cli.h"
@@ -25,46 +32,37 @@
 #include "summary.h"
 #include "table.h"
 
-enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW };
+enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW, OPT_SORT };
 
 static const BmOptDef options[] = {
-    BM_OPTDEF_JSON("print JSON (sizes in bytes, absent statistics as null)"),
-    {'o', "output", 'o', " COLUMNS",
-     "the table's columns, comma-separated, in that order (NAME,STATE,\n"
-     "MAXIMUM,CURRENT,RECLAIMED,AVAIL,USABLE,UNUSED,CACHES,RSS,SWAPIN,\n"
-     "SWAPOUT,MAJFLT,PERIOD,AGE,SG,FPR,AUTODEFL,READ)",
+    BM_OPTDEF_JSON("JSON: sizes in bytes, absent statistics null"),
+    {'o', "output", 'o', " [+]COLUMNS",
+     "the table's columns, comma-separated (below);\n"
+     "+COL,...: added to the default ones (-o +READ)",
      BM_COMPLETE_LIST, "NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS SWAPIN "
                        "SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL READ"},
     {0, "no-headings", OPT_NO_HEADINGS, NULL, "neither the host line nor the header row",
      BM_COMPLETE_NONE, NULL},
     {'b', "bytes", 'b', NULL, "sizes in the table in bytes", BM_COMPLETE_NONE, NULL},
-    {0, "raw", OPT_RAW, NULL,
-     "the table for scripts: no host line, no alignment, one domain a\n"
-     "line, fields separated by one space, blanks in a field as \\x20\n"
-     "('shut\\x20off'); otherwise the table fits a terminal's width",
+    {0, "raw", OPT_RAW, NULL, "the table for scripts, as lsblk --raw ('shut\\x20off')",
      BM_COMPLETE_NONE, NULL},
-    BM_OPTDEF_POLICY("the policy deciding the host's mode (default\n" BM_POLICY_DEFAULT_PATH ")"),
-    BM_OPTDEF_STATE("the previous pass's mode, for hysteresis (default\n" BM_STATE_DEFAULT_PATH
-                    ", if readable)"),
-    BM_OPTDEF_PROC("read host memory from DIR instead of /proc (tests)"),
-    {0, "probe", OPT_PROBE, NULL,
-     "ask the QEMU monitor of running domains for SG, free page\n"
-     "reporting and deflate-on-oom (libvirt marks them tainted);\n"
-     "without it they are what the agent or the timer found at this\n"
-     "start of the domain (--state), or not-probed",
+    BM_OPTDEF_POLICY("the policy deciding the host's mode"),
+    BM_OPTDEF_STATE("the previous pass's mode, for hysteresis"),
+    BM_OPTDEF_PROC("read host memory from DIR instead of /proc"),
+    {0, "probe", OPT_PROBE, NULL, "ask QEMU for SG, FPR, AUTODEFL (taints the domain)",
+     BM_COMPLETE_NONE, NULL},
+    {0, "sort", OPT_SORT, " COLUMN", "sort by COLUMN (sizes largest first; default NAME)",
+     BM_COMPLETE_WORDS, "NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS "
+                        "SWAPIN SWAPOUT MAJFLT READ TARGET"},
+    {'w', "watch", 'w', "[=SECONDS]", "live view, redrawn every SECONDS (2); s, q keys",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
-    "\nFPR and AUTODEFL: free page reporting and deflate-on-oom as the domain XML sets them\n"
-    "(on, off), with the QEMU monitor's verdict where known: on+negotiated, on+offered (the\n"
-    "guest's driver did not take it), on+not-offered. Backed free (host line, backed_free_bytes):\n"
-    "free guest memory the QEMU processes hold; below the table, the configure command for\n"
-    "each domain that free page reporting would hand 64 MiB or more of it back for. READ (only\n"
-    "with -o): read from all the domain's disks since it started (QEMU): a guest refaulting its\n"
-    "page cache reads it again.\n";
+    "\nColumns: NAME STATE MAXIMUM CURRENT RECLAIMED AVAIL USABLE UNUSED CACHES RSS\n"
+    "SWAPIN SWAPOUT MAJFLT PERIOD AGE SG FPR AUTODEFL (+ READ ACTION TARGET REASON).\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -219,17 +217,39 @@ static const char *age_cell(uint64_t s, char *buf, size_t n)
     return buf;
 }
 
-/* Prints the table (every column, or cols[0..n_cols) when cols), with headings or not. */
-static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *sum,
-                        const char *uri, const char *columns, bool headings, bool raw)
+/* The table's columns, their alignment, and the order in which the optional ones give way on
+ * a terminal too narrow for the table (balloonmgr(8) says it): NAME never does. READ is shown
+ * only when asked for (-o): the default columns are the first N_DEFAULT. */
+static const char *const headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
+                                      "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
+                                      "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
+                                      "FPR",    "AUTODEFL", "READ", "ACTION", "TARGET", "REASON"};
+#define ALIGN "llrrrrrrrrrrrrrlllrlrw"
+#define N_DEFAULT 18 /* up to AUTODEFL: what scripts parse; the rest with -o */
+/* the columns of the live view (--watch) unless -o: the balloon, what the guest can use, the
+ * host's RSS and what the policy decides now */
+#define WATCH_COLUMNS "NAME,STATE,CURRENT,USABLE,RSS,ACTION,TARGET,REASON"
+#define WATCH_GIVE_WAY "STATE,REASON,TARGET,ACTION,USABLE,RSS,CURRENT"
+#define GIVE_WAY "PERIOD,AGE,MAJFLT,SWAPOUT,SWAPIN,AUTODEFL,FPR,SG,AVAIL,CACHES,UNUSED," \
+                 "RECLAIMED,MAXIMUM,STATE,RSS,USABLE,CURRENT"
+
+/* The decision of the policy's dry evaluation for d, or NULL. */
+static const BmDecision *decision_of(const BmPlan *plan, const BmDomain *d)
 {
-    static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
-                                    "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
-                                    "FPR",    "AUTODEFL", "READ"};
-    _cleanup_(bm_table_freep) BmTable *t =
-        bm_table_new(BM_ARRAY_SIZE(headers), headers, "tlrrrrrrrrrrrrrlllr");
+    for (size_t i = 0; plan && i < plan->n_decisions; i++)
+        if (strcmp(plan->decisions[i].uuid, d->uuid) == 0)
+            return &plan->decisions[i];
+    return NULL;
+}
+
+/* Prints the table (the default columns, or those of -o columns), with headings or not. */
+static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *sum,
+                        const BmPlan *plan, const char *uri, const char *columns, bool headings,
+                        bool raw, bool watch)
+{
+    _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, ALIGN);
     bm_table_set_raw(t, raw);
+    bm_table_set_give_way(t, watch && !columns ? WATCH_GIVE_WAY : GIVE_WAY);
     char b[32];
     for (size_t i = 0; i < s->n; i++) {
         const BmDomain *d = s->d[i];
@@ -257,33 +277,56 @@ static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *s
         bm_table_cell(t, "%s", config_cell(d, d->balloon.free_page_reporting, sg[i].reporting, b, sizeof(b)));
         bm_table_cell(t, "%s", config_cell(d, d->balloon.autodeflate, sg[i].deflate_on_oom, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->disk_read_bytes, b, sizeof(b)));
+        const BmDecision *x = decision_of(plan, d);
+        bm_table_cell(t, "%s", x ? bm_action_name(x->action) : "-");
+        bm_table_cell(t, "%s", size_cell(x ? x->target_bytes : BM_ABSENT, b, sizeof(b)));
+        char reason[BM_REASON_MAX] = "-";
+        if (x)
+            bm_reason_format(plan, x, reason, sizeof(reason));
+        bm_table_cell(t, "%s", reason);
+    }
+    /* the default columns: status's, or the live view's (which give way, as defaults do) */
+    _cleanup_free_ size_t *defaults = NULL;
+    size_t n_defaults = N_DEFAULT;
+    if (watch) {
+        _cleanup_(bm_table_freep) BmTable *scratch = bm_table_new(BM_ARRAY_SIZE(headers), headers, "");
+        bm_table_parse_columns(scratch, WATCH_COLUMNS, NULL, 0, &defaults, &n_defaults);
+    } else {
+        defaults = bm_malloc0(N_DEFAULT * sizeof(size_t));
+        for (size_t c = 0; c < N_DEFAULT; c++)
+            defaults[c] = c;
     }
     _cleanup_free_ size_t *cols = NULL;
     size_t n_cols = 0;
-    if (!columns || bm_table_parse_columns(t, columns, &cols, &n_cols) < 0) {
+    if (!columns || bm_table_parse_columns(t, columns, defaults, n_defaults, &cols, &n_cols) < 0) {
         free(cols);
-        cols = bm_malloc0(BM_ARRAY_SIZE(headers) * sizeof(size_t));
-        /* READ only when asked for (-o): the default columns stay what scripts parse */
-        for (n_cols = 0; n_cols < BM_ARRAY_SIZE(headers) - 1; n_cols++)
-            cols[n_cols] = n_cols;
+        cols = bm_malloc0((n_defaults + 1) * sizeof(size_t));
+        memcpy(cols, defaults, n_defaults * sizeof(size_t));
+        n_cols = n_defaults;
     }
     bm_table_print_columns(t, stdout, cols, n_cols, headings);
+    int width = bm_table_terminal_width(STDOUT_FILENO);
     for (size_t i = 0; headings && !raw && i < s->n; i++) {
         const BmDomain *d = s->d[i];
         const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
         /* the name escaped once, as list prints it; the command is already a shell word */
         _cleanup_free_ char *name = bm_escape_name(d->name);
-        if (why)
-            printf("%s: never inflated: ballooning returns nothing to the host: %s\n", name, why);
+        if (why) {
+            _cleanup_free_ char *line = bm_asprintf("%s: never inflated: ballooning returns "
+                                                    "nothing to the host: %s", name, why);
+            bm_table_print_line(stdout, width, 2, line);
+        }
         uint64_t backed = sum->have_backed_free ? bm_domain_backed_free_bytes(d, sum->qemu_overhead_bytes)
                                                 : BM_ABSENT;
         if (bm_summary_fpr_would_return(d, backed)) {
             char size[32];
             _cleanup_free_ char *cmd = bm_summary_fpr_command(d->name, uri);
-            printf("%s: QEMU holds %s of free guest memory that free page reporting would hand "
-                   "back (Linux guests 5.7 or later): '%s', then shut the domain down and start "
-                   "it again (a reboot keeps the QEMU process)\n",
-                   name, bm_size_format(backed, size, sizeof(size)), cmd);
+            _cleanup_free_ char *line = bm_asprintf(
+                "%s: QEMU holds %s of free guest memory that free page reporting would hand "
+                "back (Linux guests 5.7 or later): '%s', then shut the domain down and start "
+                "it again (a reboot keeps the QEMU process)",
+                name, bm_size_format(backed, size, sizeof(size)), cmd);
+            bm_table_print_line(stdout, width, 2, line);
         }
     }
 }
@@ -291,14 +334,10 @@ static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *s
 /* The column names of the table, to check -o before connecting. */
 static int check_columns(const char *columns)
 {
-    static const char *headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", "RECLAIMED",
-                                    "AVAIL",  "USABLE", "UNUSED",  "CACHES",  "RSS",
-                                    "SWAPIN", "SWAPOUT", "MAJFLT", "PERIOD",  "AGE", "SG",
-                                    "FPR",    "AUTODEFL", "READ"};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "");
     _cleanup_free_ size_t *cols = NULL;
     size_t n = 0;
-    return bm_table_parse_columns(t, columns, &cols, &n);
+    return bm_table_parse_columns(t, columns, NULL, 0, &cols, &n);
 }
 
 /* The state file as status reads it, once, into the engine's ledger: the previous pass's mode
@@ -359,7 +398,7 @@ static int report_inputs(const BmEngine *e, const char *host_error, const Policy
         return 0;
     }
     if (!policy->pol) {
-        fputs(policy->errors ? policy->errors : "", stderr);
+        bm_report_lines(LOG_ERR, "status", policy->errors);
         return bm_error(-EINVAL, "policy '%s' has errors", policy->path);
     }
     if (state->load < 0 && state->explicit_path) /* the load's cause, stored again */
@@ -472,7 +511,8 @@ static int check_options(const char *columns, bool json, bool raw, const char *e
 /* Prints the host line and the domains of s (with their SG cells sg) as JSON or as the
  * table (columns: -o, NULL for all; headings: the host line and the header; raw: --raw). */
 static void print_status(const Shown *s, const SgCell *sg, const BmHostSummary *summary,
-                         const char *uri, const char *columns, bool json, bool headings, bool raw)
+                         const BmPlan *plan, const char *uri, const char *columns, bool json,
+                         bool headings, bool raw, bool watch)
 {
     if (json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
@@ -487,9 +527,10 @@ static void print_status(const Shown *s, const SgCell *sg, const BmHostSummary *
     } else {
         if (headings && !raw) {
             char line[512];
-            puts(bm_summary_format(summary, line, sizeof(line)));
+            bm_table_print_line(stdout, bm_table_terminal_width(STDOUT_FILENO), 6,
+                                bm_summary_format(summary, line, sizeof(line)));
         }
-        print_table(s, sg, summary, uri, columns, headings, raw);
+        print_table(s, sg, summary, plan, uri, columns, headings, raw, watch);
     }
 }
 
@@ -526,43 +567,96 @@ static int pick_shown(virConnectPtr conn, const BmSnapshot *all, char *const *na
     return 0;
 }
 
-static int run(BmGlobal *g, int argc, char **argv)
-{
-    bool json = false, headings = true, policy_explicit = false, state_explicit = false;
-    bool probe = false, raw = false;
-    const char *columns = NULL, *policy_path = BM_POLICY_DEFAULT_PATH;
-    const char *state_path = BM_STATE_DEFAULT_PATH, *proc_dir = g->proc_dir;
-    int c;
-    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv)) != -1) {
-        switch (c) {
-        case BM_OPT_JSON: json = true; break;
-        case 'o': columns = optarg; break;
-        case OPT_NO_HEADINGS: headings = false; break;
-        case BM_OPT_POLICY: policy_path = optarg; policy_explicit = true; break;
-        case BM_OPT_STATE: state_path = optarg; state_explicit = true; break;
-        case BM_OPT_PROC: proc_dir = optarg; break;
-        case OPT_PROBE: probe = true; break;
-        case 'b': bytes_cells = true; break;
-        case OPT_RAW: raw = true; break;
-        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, stdout); return BM_EXIT_OK;
-        default: return bm_report_failure("status", NULL, -EINVAL); /* bm_cli_getopt()'s */
-        }
-    }
-    char *const *names = optind < argc ? &argv[optind] : NULL;
-    int r = check_options(columns, json, raw, state_explicit ? state_path : NULL, proc_dir);
-    if (r < 0)
-        return bm_report_failure("status", NULL, r);
+/* What status was asked for. */
+typedef struct {
+    bool json, headings, policy_explicit, state_explicit, probe, raw;
+    const char *columns, *policy_path, *state_path, *proc_dir, *sort;
+    char *const *names; /* NULL: every domain */
+    int watch_s;        /* --watch: seconds between redraws; 0: once */
+} StatusOptions;
 
+/* The columns --sort takes: NAME and STATE by their text, the others by size, largest first. */
+static const char *const sort_columns[] = {"NAME",   "STATE",   "MAXIMUM", "CURRENT", "RECLAIMED",
+                                           "AVAIL",  "USABLE",  "UNUSED",  "CACHES",  "RSS",
+                                           "SWAPIN", "SWAPOUT", "MAJFLT",  "READ",    "TARGET"};
+
+/* d's value for the sort column key (an index into sort_columns, 2 and later). */
+static uint64_t sort_value(const BmDomain *d, const BmPlan *plan, size_t key)
+{
+    const BmDecision *x;
+    switch (key) {
+    case 2: return d->max_bytes;
+    case 3: return d->actual_bytes;
+    case 4: return bm_domain_reclaimed_bytes(d);
+    case 5: return d->available_bytes;
+    case 6: return d->usable_bytes;
+    case 7: return d->unused_bytes;
+    case 8: return d->disk_caches_bytes;
+    case 9: return d->rss_bytes;
+    case 10: return d->swap_in_bytes;
+    case 11: return d->swap_out_bytes;
+    case 12: return d->major_faults;
+    case 13: return d->disk_read_bytes;
+    default: return (x = decision_of(plan, d)) ? x->target_bytes : BM_ABSENT;
+    }
+}
+
+/* The index of --sort's column in sort_columns, or -EINVAL with the detail. */
+static int sort_key(const char *name)
+{
+    for (size_t i = 0; i < BM_ARRAY_SIZE(sort_columns); i++)
+        if (strcasecmp(sort_columns[i], name) == 0)
+            return (int)i;
+    char shown[64];
+    return bm_error(-EINVAL, "--sort '%s': not a column to sort by (NAME, STATE, MAXIMUM, CURRENT, "
+                    "RECLAIMED, AVAIL, USABLE, UNUSED, CACHES, RSS, SWAPIN, SWAPOUT, MAJFLT, READ, "
+                    "TARGET)", bm_printable(name, shown, sizeof(shown)));
+}
+
+/* Sorts the domains shown by the column key: names and states ascending, values largest
+ * first (absent ones last), ties by name. Stable for equal keys: insertion sort (a host's
+ * domains, not millions). */
+static void sort_shown(Shown *s, const BmPlan *plan, size_t key)
+{
+    for (size_t i = 1; i < s->n; i++) {
+        const BmDomain *d = s->d[i];
+        size_t j = i;
+        for (; j > 0; j--) {
+            const BmDomain *p = s->d[j - 1];
+            int c;
+            if (key == 0)
+                c = strcmp(p->name, d->name);
+            else if (key == 1)
+                c = strcmp(bm_snapshot_run_state_name(p->state), bm_snapshot_run_state_name(d->state));
+            else {
+                uint64_t a = sort_value(p, plan, key), b = sort_value(d, plan, key);
+                /* largest first, absent (BM_ABSENT) last */
+                c = a == b ? 0 : !bm_present(a) ? 1 : !bm_present(b) ? -1 : a < b ? 1 : -1;
+            }
+            if (c == 0 && key != 0)
+                c = strcmp(p->name, d->name);
+            if (c <= 0)
+                break;
+            s->d[j] = s->d[j - 1];
+        }
+        s->d[j] = d;
+    }
+}
+
+/* One reading and what status prints of it. Returns the exit status (failures reported). */
+static int status_once(BmGlobal *g, const StatusOptions *o)
+{
+    int r;
     /* the policy and the state file first, reported after the reading as before */
     _cleanup_(policy_clear) PolicyRead policy;
-    policy_read(policy_path, policy_explicit, &policy);
+    policy_read(o->policy_path, o->policy_explicit, &policy);
     _cleanup_(virConnectClosep) virConnectPtr conn = NULL; /* closed after the engine is freed */
-    BmEngineOptions eo = {.proc_dir = proc_dir, .dry_run = true, .timer = true};
+    BmEngineOptions eo = {.proc_dir = o->proc_dir, .dry_run = true, .timer = true};
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     StateRead state;
-    state_read(state_path, state_explicit, bm_engine_ledger(e), &state);
+    state_read(o->state_path, o->state_explicit, bm_engine_ledger(e), &state);
     bool readonly;
-    if ((r = open_conn(g, probe, &conn, &readonly)) < 0)
+    if ((r = open_conn(g, o->probe, &conn, &readonly)) < 0)
         return bm_report_failure("status", NULL, r);
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, policy.pol);
@@ -579,30 +673,175 @@ static int run(BmGlobal *g, int argc, char **argv)
         snprintf(host_error, sizeof(host_error), "%s", bm_error_detail(r));
     Shown shown;
     _cleanup_free_ const BmDomain **picked = NULL;
-    if ((r = pick_shown(conn, all, names, &shown, &picked)) < 0)
+    if ((r = pick_shown(conn, all, o->names, &shown, &picked)) < 0)
         return bm_report_failure("status", NULL, r);
+    if (o->sort)
+        sort_shown(&shown, bm_engine_plan(e), (size_t)sort_key(o->sort));
     for (size_t i = 0; i < shown.n; i++)
         if (shown.d[i]->error)
             bm_report("status", shown.d[i]->name, "%s", shown.d[i]->error);
     if ((r = report_inputs(e, host_error, &policy, &state)) < 0)
         return bm_report_failure("status", NULL, r);
     _cleanup_free_ SgCell *sg =
-        probe_sg(conn, &shown, readonly, probe, &state, bm_engine_ledger(e), proc_dir);
+        probe_sg(conn, &shown, readonly, o->probe, &state, bm_engine_ledger(e), o->proc_dir);
     BmHostSummary summary;
     host_summary(e, &summary);
-    print_status(&shown, sg, &summary, g->uri, columns, json, headings, raw);
+    print_status(&shown, sg, &summary, bm_engine_plan(e), g->uri, o->columns, o->json,
+                 o->headings, o->raw, o->watch_s > 0);
     return BM_EXIT_OK;
+}
+
+/* --watch: SIGINT, SIGTERM end the view; SIGWINCH redraws it at the new size. */
+static volatile sig_atomic_t watch_stop, watch_resized;
+
+static void on_watch_signal(int sig)
+{
+    if (sig == SIGWINCH)
+        watch_resized = 1;
+    else
+        watch_stop = 1;
+}
+
+/* The terminal as it was before the live view, restored at its end. */
+static struct termios watch_saved;
+static bool watch_raw;
+
+static void watch_restore(void)
+{
+    if (watch_raw)
+        tcsetattr(STDIN_FILENO, TCSANOW, &watch_saved);
+    watch_raw = false;
+    if (isatty(STDOUT_FILENO))
+        fputs("\033[?25h\033[?1049l", stdout); /* the cursor back, the main screen back */
+    fflush(stdout);
+}
+
+/* status --watch: the live view. On a terminal: the alternate screen redrawn every watch_s
+ * seconds, keys read one at a time (q quits, s sorts by the next column); elsewhere one
+ * reading after another, a blank line between them, until SIGINT or SIGTERM. Returns the exit
+ * status of the first reading when it failed, else 0. */
+static int status_watch(BmGlobal *g, StatusOptions *o)
+{
+    bool tty_out = isatty(STDOUT_FILENO), tty_in = isatty(STDIN_FILENO);
+    struct sigaction sa = {.sa_handler = on_watch_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGWINCH, &sa, NULL);
+    if (tty_in && tcgetattr(STDIN_FILENO, &watch_saved) == 0) {
+        struct termios raw = watch_saved;
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        watch_raw = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+    if (tty_out)
+        fputs("\033[?1049h\033[?25l", stdout); /* the alternate screen, no cursor */
+    size_t key = o->sort ? (size_t)sort_key(o->sort) : 0;
+    int ret = BM_EXIT_OK;
+    for (unsigned frame = 0; !watch_stop; frame++) {
+        o->sort = sort_columns[key];
+        char when[32];
+        time_t now = time(NULL);
+        strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+        if (tty_out)
+            fputs("\033[H\033[2J", stdout); /* home, the screen cleared */
+        else if (frame)
+            putchar('\n');
+        printf("balloonmgr status --watch: every %d s, sorted by %s%s  %s\n", o->watch_s,
+               sort_columns[key], tty_in ? "; s: sort, q: quit" : "", when);
+        int r = status_once(g, o);
+        bm_cli_flush_stdout();
+        if (r != BM_EXIT_OK && frame == 0) {
+            ret = r;
+            break;
+        }
+        /* wait for the next redraw: a key, a signal or the interval, whichever comes first */
+        uint64_t until = bm_now_mono_ns() + (uint64_t)o->watch_s * 1000000000ull;
+        bool redraw = false;
+        while (!watch_stop && !redraw) {
+            uint64_t now_ns = bm_now_mono_ns();
+            if (now_ns >= until)
+                break;
+            struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+            int n = poll(&p, watch_raw ? 1 : 0, (int)((until - now_ns) / 1000000 + 1));
+            if (n < 0 && errno == EINTR) {
+                redraw = watch_resized;
+                watch_resized = 0;
+                continue;
+            }
+            char c;
+            if (n > 0 && read(STDIN_FILENO, &c, 1) == 1) {
+                if (c == 'q' || c == 'Q')
+                    watch_stop = 1;
+                else if (c == 's') {
+                    key = (key + 1) % BM_ARRAY_SIZE(sort_columns);
+                    redraw = true;
+                } else if (c == ' ')
+                    redraw = true;
+            } else if (n > 0) {
+                watch_stop = 1; /* the end of the input */
+            }
+        }
+    }
+    watch_restore();
+    return ret;
+}
+
+static int run(BmGlobal *g, int argc, char **argv)
+{
+    StatusOptions o = {.headings = true, .policy_path = BM_POLICY_DEFAULT_PATH,
+                       .state_path = BM_STATE_DEFAULT_PATH, .proc_dir = g->proc_dir};
+    unsigned watch_s = 0;
+    int c, r;
+    while ((c = bm_cli_getopt(g, &bm_verb_status, argc, argv)) != -1) {
+        switch (c) {
+        case BM_OPT_JSON: o.json = true; break;
+        case 'o': o.columns = optarg; break;
+        case OPT_NO_HEADINGS: o.headings = false; break;
+        case BM_OPT_POLICY: o.policy_path = optarg; o.policy_explicit = true; break;
+        case BM_OPT_STATE: o.state_path = optarg; o.state_explicit = true; break;
+        case BM_OPT_PROC: o.proc_dir = optarg; break;
+        case OPT_PROBE: o.probe = true; break;
+        case 'b': bytes_cells = true; break;
+        case OPT_RAW: o.raw = true; break;
+        case OPT_SORT:
+            if ((r = sort_key(optarg)) < 0)
+                return bm_report_failure("status", NULL, r);
+            o.sort = optarg;
+            break;
+        case 'w':
+            if (bm_cli_parse_seconds(optarg ? optarg : "2", 3600, &watch_s) < 0 || watch_s == 0)
+                return bm_report_failure("status", NULL,
+                                         bm_error(-EINVAL, "--watch '%s': expected a number of "
+                                                  "seconds from 1 to 3600", optarg));
+            break;
+        case BM_OPT_HELP: bm_verb_usage(&bm_verb_status, stdout); return BM_EXIT_OK;
+        default: return bm_report_failure("status", NULL, -EINVAL); /* bm_cli_getopt()'s */
+        }
+    }
+    o.names = optind < argc ? &argv[optind] : NULL;
+    r = check_options(o.columns, o.json, o.raw, o.state_explicit ? o.state_path : NULL, o.proc_dir);
+    if (r >= 0 && watch_s && (o.json || o.raw))
+        r = bm_error(-EINVAL, "--watch is a view for people: not with --json or --raw");
+    if (r < 0)
+        return bm_report_failure("status", NULL, r);
+    if (!watch_s)
+        return status_once(g, &o);
+    o.watch_s = (int)watch_s;
+    return status_watch(g, &o);
 }
 
 const BmVerb bm_verb_status = {
     .name = "status",
     .options = options,
-    .help_column = 25,
+    .help_column = 27,
     .help_after = help_after,
     .reads_host = true,
     .run = run,
-    .synopsis = "status [DOMAIN...] [--json] [-o COLUMNS] [--no-headings] [--bytes] [--raw]\n"
-                "             [--policy FILE] [--state FILE] [--proc DIR] [--probe]",
-    .summary = "Show the host (memory, PSI, the policy's mode, reclaimed, overcommit, KSM) and each\n"
-               "domain's memory: maximum, balloon, what the guest reports, host RSS.",
+    .synopsis = "status [DOMAIN...] [--json] [-o [+]COLUMNS] [--no-headings]\n"
+                "       [--bytes] [--raw] [--policy FILE] [--state FILE] [--proc DIR] [--probe]\n"
+                "       [--sort COLUMN] [--watch[=SECONDS]]",
+    .summary = "Show the host's memory and mode, and each domain's: balloon, guest, host RSS.",
+    .brief = "the host and each domain's memory",
 };

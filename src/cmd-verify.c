@@ -19,16 +19,12 @@
 
 static const BmOptDef options[] = {
     {'r', "require", 'r', " FEATURE[,FEATURE]",
-     "exit 3 unless every domain has each feature\n"
-     "negotiated (ioeventfd: on). Features: sg, ioeventfd, stats,\n"
-     "deflate-on-oom, free-page-hint, page-poison, reporting,\n"
-     "must-tell-host",
+     "\nexit 3 unless every domain negotiated each feature:\n"
+     "sg ioeventfd stats deflate-on-oom free-page-hint\n"
+     "page-poison reporting must-tell-host",
      BM_COMPLETE_LIST, "sg ioeventfd stats deflate-on-oom free-page-hint page-poison reporting "
                        "must-tell-host"},
-    {0, "sg-bit", 'b', "=N",
-     "also take undecoded feature bit N as SG (default 3, the 2017\n"
-     "series' bit; -1: by name only). A bit QEMU decodes as another\n"
-     "feature (bit 3 = FREE_PAGE_HINT) never counts as SG.",
+    {0, "sg-bit", 'b', "=N", "also take undecoded bit N as SG (3; -1: by name only)",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_JSON("print JSON"),
     BM_OPTDEF_HELP("show this help"),
@@ -36,10 +32,8 @@ static const BmOptDef options[] = {
 };
 
 static const char help_after[] =
-    "\nWithout DOMAIN, every running domain is verified. DEFLATE-ON-OOM and REPORTING (free\n"
-    "page reporting) show the domain XML's setting (memballoon autodeflate, freePageReporting:\n"
-    "on, off) with QEMU's verdict: on+negotiated, on+offered (the guest's driver did not take\n"
-    "it), on+not-offered; off when neither the XML nor QEMU has it.\n";
+    "\nWithout DOMAIN, every running domain. DEFLATE-ON-OOM and REPORTING: the XML's\n"
+    "setting with QEMU's verdict (on+negotiated, on+offered, on+not-offered).\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -143,6 +137,8 @@ static void print_table(const Result *res, size_t n)
                                      BM_FEATURE_FREE_PAGE_HINT, BM_FEATURE_REPORTING,
                                      BM_FEATURE_PAGE_POISON};
     _cleanup_(bm_table_freep) BmTable *t = bm_table_new(BM_ARRAY_SIZE(headers), headers, "llllllllw"); /* NOTE wraps */
+    /* on a narrow terminal (balloonmgr(8) says so): NAME, SG and IOEVENTFD stay */
+    bm_table_set_give_way(t, "PAGE-POISON,FREE-PAGE-HINT,STATS,REPORTING,DEFLATE-ON-OOM");
     for (size_t i = 0; i < n; i++) {
         const BmFeatureReport *rep = &res[i].rep;
         const BmFeatureVerdict *sg = &rep->feature[BM_FEATURE_SG];
@@ -340,7 +336,9 @@ const BmVerb bm_verb_verify = {
     .help_column = 24,
     .help_after = help_after,
     .run = run,
-    .synopsis = "verify [DOMAIN...] [--require FEATURE[,FEATURE]] [--sg-bit=N] [--json]",
+    .synopsis = "verify [DOMAIN...] [--require FEATURE[,FEATURE]] [--sg-bit=N]\n"
+                "       [--json]",
     .summary = "Show which virtio-balloon features each domain negotiated (SG, stats, ...) and\n"
                "whether ioeventfd is on, from QEMU's own view (x-query-virtio-status).",
+    .brief = "the balloon features QEMU negotiated (SG)",
 };

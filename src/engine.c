@@ -318,24 +318,35 @@ static bool take_may_come(const BmEngine *e)
                                                          e->host.mem_total_bytes);
 }
 
-/* QEMU's own memory of every running domain (the host's measure_qemu()) when a take may come:
- * read per domain, a guest running real software keeps more there than the host-wide estimate
- * says (qemuproc.h). A domain that cannot be measured (not root, no CAP_SYS_PTRACE, a pid file
- * gone) keeps the estimate; logged once per engine. A host that does not measure it (another
- * driver) says so once and is not asked again this reading. */
-static void measure_qemu(BmEngine *e)
+/* QEMU's own memory of every running domain of the reading when a take may come (the host's
+ * measure_qemu()): a guest running real software keeps more there than the host-wide estimate
+ * says (qemuproc.h). Measured once per BM_QEMU_OWN_KEEP_S and start, kept in the domain's ledger
+ * entry for the readings between. A domain that cannot be measured (not root, no
+ * CAP_SYS_PTRACE, a pid file gone) keeps the estimate; logged once per engine. A host that does
+ * not measure it (another driver) says so and is not asked again this reading. */
+static void measure_qemu(BmEngine *e, uint64_t now_s)
 {
     if (!take_may_come(e))
         return;
-    for (size_t i = 0; i < e->snap.n_domains; i++) {
-        BmDomain *d = &e->snap.domains[i];
+    for (size_t i = 0; i < e->rows.n_rows; i++) {
+        BmDomain *d = e->rows.rows[i].dom;
+        BmLedgerEntry *rec = e->rows.rows[i].entry;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING || !bm_present(d->rss_bytes) ||
             !bm_present(d->max_bytes) || !bm_present(d->actual_bytes))
             continue;
+        if (rec->qemu_own_s && rec->qemu_own_s <= now_s && now_s - rec->qemu_own_s < BM_QEMU_OWN_KEEP_S) {
+            d->qemu_own_bytes = rec->qemu_own_bytes;
+            d->qemu_own_known = true;
+            continue;
+        }
         int r = e->hw.measure_qemu(e->hw.ctx, d);
         if (r == -ENOTSUP) {
             bm_error_reset();
             return;
+        }
+        if (r >= 0) {
+            rec->qemu_own_bytes = d->qemu_own_bytes;
+            rec->qemu_own_s = now_s;
         }
         if (r < 0 && !e->qemu_warned && r != -ENOENT) {
             _cleanup_free_ char *name = bm_escape_quoted(d->name);
@@ -366,12 +377,14 @@ static int read_domains_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
-    measure_qemu(e);
-    /* the one join of this reading: the ledger brought in line and the balloons corrected
-     * through the rows, which every step after it walks */
-    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy, e->boot_id,
-                  snap.taken_real_ns / 1000000000ull);
-    /* the reading's last part, through the rows' handles: the guests' own starvation counters */
+    /* the one join of this reading: the ledger brought in line through the rows, which every
+     * step after it walks */
+    uint64_t now_s = snap.taken_real_ns / 1000000000ull;
+    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy, e->boot_id, now_s);
+    /* the reading's last parts, through the rows and their handles: QEMU's own memory, the
+     * balloons corrected from the changes that just ended, the guests' starvation counters */
+    measure_qemu(e, now_s);
+    bm_rows_correct(&e->rows, e->snap.taken_real_ns);
     for (size_t i = 0; i < e->rows.n_rows; i++)
         read_starve(e, &e->rows.rows[i]);
     bm_plan_link(e->have_plan ? &e->plan : NULL, &e->rows);

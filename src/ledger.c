@@ -136,6 +136,7 @@ void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, cons
         e->features_known = false;
         e->qom_path[0] = '\0';
         e->starve_warned = false;
+        e->qemu_own_s = 0;
         /* a start we knew has ended: its reading (counters since that boot, the usage peak,
          * the episode's marks) is not this start's. An entry without a start (read from a
          * state file that kept none) keeps its reading. */

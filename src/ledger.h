@@ -22,6 +22,10 @@
 #include "snapshot.h"
 #include "yield.h"
 
+/* How long a measure of QEMU's own memory serves a domain's readings (a smaps read costs about
+ * a millisecond a GiB of guest RAM: a thousand domains are not read every pass) */
+#define BM_QEMU_OWN_KEEP_S 60
+
 /* A domain's counters as one pass read them: the base of the next pass's rates. */
 typedef struct {
     uint64_t major_faults;  /* BM_ABSENT if unknown */
@@ -129,6 +133,10 @@ typedef struct {
      * start ("" not yet); whether a failed read was logged (once per start) */
     char qom_path[128];
     bool starve_warned;
+    /* QEMU's own memory of this start as last measured (BmDomain.qemu_own_bytes, qemuproc.h)
+     * and when; 0: not measured. Measured again after BM_QEMU_OWN_KEEP_S */
+    uint64_t qemu_own_bytes;
+    uint64_t qemu_own_s;
     /* the balloon config of the XML (agent cache, dropped on lifecycle/define events) */
     bool balloon_cached;
     BmBalloonConfig balloon;

@@ -18,16 +18,37 @@ static void usage(FILE *f)
 {
     fputs("Usage: balloonmgr [-c URI] [-r] [--proc DIR] VERB [OPTIONS] [ARGS]\n\n"
           "Manage virtio-balloon memory of libvirt domains.\n\n"
-          "Verbs:\n",
+          "Verbs ('balloonmgr help VERB' or 'balloonmgr VERB --help' for one):\n",
           f);
     for (size_t i = 0; bm_verbs[i]; i++)
-        fprintf(f, "  %s\n", bm_verbs[i]->synopsis);
+        fprintf(f, "  %-10s %s\n", bm_verbs[i]->name, bm_verbs[i]->brief);
     fputs("\nGlobal options (-c and -r also after the verb; verify's -r is its --require):\n", f);
     bm_cli_print_options(bm_cli_global_options, BM_CLI_GLOBAL_HELP_COLUMN, f);
     fputs("\nExit status: 0 ok, 1 runtime error, 2 bad usage or input, 3 requirement not met,\n"
-          "4 the state file is written by another process (run --once, agent).\n"
-          "See balloonmgr(8).\n",
+          "4 the state file is written by another process. The full text: balloonmgr(8).\n",
           f);
+}
+
+/* balloonmgr help [VERB] (virsh's help VERB): the usage, or the verb's. */
+static int help(int argc, char **argv)
+{
+    if (argc > 2) {
+        bm_report("help", NULL, "too many arguments: '%s' (see 'balloonmgr help')", argv[2]);
+        return BM_EXIT_USAGE;
+    }
+    if (argc < 2) {
+        usage(stdout);
+        return BM_EXIT_OK;
+    }
+    const BmVerb *v = bm_verb_find(argv[1]);
+    if (!v) {
+        char shown[256];
+        bm_report("help", NULL, "unknown verb '%s' (see 'balloonmgr help')",
+                  bm_printable(argv[1], shown, sizeof(shown)));
+        return BM_EXIT_USAGE;
+    }
+    bm_verb_usage(v, stdout);
+    return BM_EXIT_OK;
 }
 
 /* coreutils' close_stdout(): what a verb printed must have reached stdout (a full disk, a
@@ -96,7 +117,7 @@ static int run_main(int argc, char **argv)
         for (size_t i = 0; bm_verbs[i]; i++)
             snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
                      bm_verbs[i]->name);
-        bm_report(NULL, NULL, "expected a verb: %s (see 'balloonmgr --help')", names);
+        bm_report(NULL, NULL, "expected a verb: %s (see 'balloonmgr help')", names);
         return BM_EXIT_USAGE;
     }
     if (uri && !*uri) {
@@ -104,10 +125,9 @@ static int run_main(int argc, char **argv)
         return BM_EXIT_USAGE;
     }
     const char *name = argv[optind];
-    const BmVerb *verb = NULL;
-    for (size_t i = 0; bm_verbs[i]; i++)
-        if (strcmp(bm_verbs[i]->name, name) == 0)
-            verb = bm_verbs[i];
+    if (strcmp(name, "help") == 0)
+        return help(argc - optind, argv + optind);
+    const BmVerb *verb = bm_verb_find(name);
     if (!verb) {
         bm_report(NULL, NULL, "unknown verb '%s' (see 'balloonmgr --help')", name);
         return BM_EXIT_USAGE;

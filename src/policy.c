@@ -17,7 +17,6 @@
 #include "size.h"
 
 /* A policy file larger than this is not a policy file (and /dev/zero is not one either). */
-#define POLICY_MAX_BYTES (16u * 1024 * 1024)
 /* Values are short tokens; longer ones are refused before any parsing. */
 #define VALUE_MAX 64
 #define MAX_STATS_AGE_MAX_S (24u * 3600)
@@ -1053,7 +1052,7 @@ int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors)
         return bm_error(-ENOENT, "'': empty file name");
     }
     size_t len = 0;
-    int r = bm_file_read(path, POLICY_MAX_BYTES, &text, &len);
+    int r = bm_file_read(path, BM_POLICY_MAX_BYTES, &text, &len);
     if (r < 0) {
         char why[512];
         snprintf(why, sizeof(why), "%s", bm_error_detail(r));

@@ -116,6 +116,9 @@ int bm_policy_parse(const char *text, const char *path, BmPolicy **ret, char **r
 int bm_policy_parse_n(const char *text, size_t len, const char *path, BmPolicy **ret,
                       char **ret_errors);
 
+/* The most of a policy file that is read. */
+#define BM_POLICY_MAX_BYTES (16u * 1024 * 1024)
+
 /* Reads and parses a file. Returns as bm_policy_parse(), or -errno with *ret_errors
  * "path: cannot read: reason" when the file cannot be read. */
 int bm_policy_load(const char *path, BmPolicy **ret, char **ret_errors);

@@ -19,9 +19,14 @@ void bm_rows_build(BmRows *ret, BmSnapshot *snap, BmLedger *l, const BmPolicy *p
     for (size_t i = 0; i < ret->n_rows; i++)
         bm_ledger_sync_entry(l, ret->rows[i].entry, ret->rows[i].dom, boot_id, now_s);
     bm_ledger_sync_end(l); /* entries of domains gone dropped; the rows' stay */
-    /* a reading just after a change ended may still show the balloon from before it */
-    for (size_t i = 0; i < ret->n_rows; i++)
-        bm_ledger_correct_balloon(ret->rows[i].entry, ret->rows[i].dom, snap->taken_real_ns);
+}
+
+size_t bm_rows_correct(BmRows *rows, uint64_t taken_real_ns)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rows->n_rows; i++)
+        n += bm_ledger_correct_balloon(rows->rows[i].entry, rows->rows[i].dom, taken_real_ns);
+    return n;
 }
 
 void bm_rows_note(const BmRows *rows, BmLedger *l, BmHostMode mode, uint64_t now_s,

@@ -29,12 +29,16 @@ typedef struct {
 /* The join of a reading taken at now_s on the host boot_id (NULL: unknown): one row per domain
  * of snap, in its order, with its ledger entry (added to l if new) and its rules under policy
  * (NULL: all zero, nothing excluded); then l brought in line with the reading through the rows
- * (bm_ledger_sync_begin(), _entry() per row, _end(): entries of domains gone dropped) and each
- * domain's balloon corrected from its entry's last change (bm_ledger_correct_balloon()). The
- * rows point into snap and l: valid until snap is cleared (a ledger entry stays where it is
- * while its domain is in a reading). Free with bm_rows_clear(). */
+ * (bm_ledger_sync_begin(), _entry() per row, _end(): entries of domains gone dropped). The rows
+ * point into snap and l: valid until snap is cleared (a ledger entry stays where it is while
+ * its domain is in a reading). Free with bm_rows_clear(). */
 void bm_rows_build(BmRows *ret, BmSnapshot *snap, BmLedger *l, const BmPolicy *policy,
                    const char *boot_id, uint64_t now_s);
+
+/* Each row's balloon corrected from its entry's last change (bm_ledger_correct_balloon()) in a
+ * reading taken at taken_real_ns: a part of the read step, after the join. Returns how many it
+ * corrected. */
+size_t bm_rows_correct(BmRows *rows, uint64_t taken_real_ns);
 
 /* The end of a pass in host mode mode at now_s (horizon_s: until the next one looks at the
  * guests): the mode kept in l, and each row's reading kept in its entry as the next pass's base

@@ -134,13 +134,13 @@ int bm_session_state_save(const char *verb, BmStateWriter *w, const char *path, 
     return r;
 }
 
-int bm_session_policy_load(const char *path, bool explicit, BmPolicy **ret)
+int bm_session_policy_load(const char *verb, const char *path, bool explicit, BmPolicy **ret)
 {
     bm_error_reset();
     _cleanup_free_ char *errors = NULL;
     int r = bm_policy_load_or_default(path, explicit, ret, &errors);
     if (r < 0)
-        bm_log_text(LOG_ERR, errors);
+        bm_report_lines(LOG_ERR, verb, errors);
     return r;
 }
 

@@ -52,9 +52,10 @@ int bm_session_state_save(const char *verb, BmStateWriter *w, const char *path, 
 
 /* The policy of run and agent: path, or the built-in defaults when path is the default one
  * (not explicit) and does not exist (bm_policy_load_or_default()). Returns 0 and *ret, or
- * -errno after logging the policy's errors (the error list, at LOG_ERR); the one line that
- * says what follows ("has errors: nothing changed", "not reloaded") is the caller's. */
-int bm_session_policy_load(const char *path, bool explicit, BmPolicy **ret);
+ * -errno after reporting the policy's errors under verb (one message a line, at LOG_ERR); the
+ * one line that says what follows ("has errors: nothing changed", "not reloaded") is the
+ * caller's. */
+int bm_session_policy_load(const char *verb, const char *path, bool explicit, BmPolicy **ret);
 
 /* Counts the changes `set --wait` spooled for the connection uri into l (bm_spool_ingest()),
  * reporting a problem with the spool as a warning. A one-off pass (last_reported NULL)

@@ -128,8 +128,9 @@ int bm_size_parse(const char *s, const BmSizeContext *ctx, uint64_t *ret_bytes)
             return bm_error(-ERANGE, "too large");
     } else if (sign < 0) {
         if (magnitude > ctx->current_bytes)
-            return bm_error(-ERANGE, "would be negative (current size is %" PRIu64 " KiB)",
-                            ctx->current_bytes / 1024);
+            return bm_error(-ERANGE, "would be negative (current size is %s)",
+                            bm_size_format_exact(ctx->current_bytes, (char[BM_SIZE_EXACT_LEN]){""},
+                                                 BM_SIZE_EXACT_LEN));
         bytes = ctx->current_bytes - magnitude;
     }
 
@@ -139,7 +140,9 @@ int bm_size_parse(const char *s, const BmSizeContext *ctx, uint64_t *ret_bytes)
     if (ctx && bytes < 1024)
         return bm_error(-ERANGE, "less than 1 KiB (balloon targets are whole KiB)");
     if (ctx && bytes > ctx->max_bytes)
-        return bm_error(-ERANGE, "exceeds the maximum of %" PRIu64 " KiB", ctx->max_bytes / 1024);
+        return bm_error(-ERANGE, "exceeds the maximum of %s",
+                        bm_size_format_exact(ctx->max_bytes, (char[BM_SIZE_EXACT_LEN]){""},
+                                             BM_SIZE_EXACT_LEN));
     *ret_bytes = bytes;
     return 0;
 }
@@ -174,6 +177,33 @@ const char *bm_size_format(uint64_t bytes, char *buf, size_t n)
         snprintf(buf, n, "%" PRIu64 " %s", whole, units[u]);
     else
         snprintf(buf, n, "%" PRIu64 ".%" PRIu64 " %s", whole, tenths, units[u]);
+    return buf;
+}
+
+const char *bm_size_format_exact(uint64_t bytes, char *buf, size_t n)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    char shown[32];
+    bm_size_format(bytes, shown, sizeof(shown));
+    /* what it says, back in bytes: exact when that is bytes */
+    unsigned long long whole = 0, tenths = 0;
+    char unit[8] = "";
+    if (sscanf(shown, "%llu.%llu %7s", &whole, &tenths, unit) != 3) {
+        tenths = 0;
+        sscanf(shown, "%llu %7s", &whole, unit);
+    }
+    unsigned __int128 said = 0;
+    for (unsigned u = 0, div = 0; u < sizeof(units) / sizeof(units[0]) && !div; u++)
+        if (strcmp(unit, units[u]) == 0) {
+            said = ((unsigned __int128)whole * 10 + tenths) * ((unsigned __int128)1 << (10 * u));
+            div = 1;
+        }
+    if (said == (unsigned __int128)bytes * 10)
+        snprintf(buf, n, "%s", shown);
+    else if (bytes % 1024 == 0)
+        snprintf(buf, n, "%s (%" PRIu64 " KiB)", shown, bytes / 1024);
+    else
+        snprintf(buf, n, "%s (%" PRIu64 " bytes)", shown, bytes);
     return buf;
 }
 

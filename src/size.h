@@ -29,6 +29,12 @@ int bm_size_parse_plain(const char *s, uint64_t default_scale, uint64_t *ret_byt
  * unless whole). Writes at most n bytes to buf; returns buf. */
 const char *bm_size_format(uint64_t bytes, char *buf, size_t n);
 
+/* A size in a message, exact: bm_size_format() when that is the exact value ("4 GiB"), else
+ * with the exact KiB (or bytes, below 1 KiB) after it: "3.9 GiB (4194303 KiB)". Writes at
+ * most n bytes to buf (BM_SIZE_EXACT_LEN is enough); returns buf. */
+#define BM_SIZE_EXACT_LEN 64
+const char *bm_size_format_exact(uint64_t bytes, char *buf, size_t n);
+
 /* bm_size_format() into buf (BM_SIZE_TEXT_LEN bytes, the caller's), "?" for BM_ABSENT. */
 #define BM_SIZE_TEXT_LEN 32
 const char *bm_size_text(uint64_t bytes, char *buf);

@@ -1,6 +1,6 @@
 /* The production route for tests of hand-made readings and ledgers: a reading joined as the
- * engine joins it (bm_rows_build(): the rows, the ledger brought in line, the balloons
- * corrected), evaluated from those rows (bm_policy_eval_rows()) and noted as the next pass's
+ * engine joins it (bm_rows_build(): the rows, the ledger brought in line; bm_rows_correct(): the
+ * balloons corrected), evaluated from those rows (bm_policy_eval_rows()) and noted as the next pass's
  * base (bm_rows_note()). No test takes a route production does not. */
 #pragma once
 
@@ -16,6 +16,7 @@ static inline void route_sync(BmLedger *l, BmSnapshot *snap, const char *boot_id
 {
     BmRows rows;
     bm_rows_build(&rows, snap, l, NULL, boot_id, now_s);
+    bm_rows_correct(&rows, snap->taken_real_ns);
     bm_rows_clear(&rows);
 }
 
@@ -26,6 +27,7 @@ static inline void route_note(BmLedger *l, BmSnapshot *snap, const char *boot_id
 {
     BmRows rows;
     bm_rows_build(&rows, snap, l, NULL, boot_id, now_s);
+    bm_rows_correct(&rows, snap->taken_real_ns);
     bm_rows_note(&rows, l, mode, now_s, horizon_s);
     bm_rows_clear(&rows);
 }
@@ -42,6 +44,7 @@ static inline int route_eval(const BmHost *h, BmSnapshot *snap, BmLedger *l, con
     }
     BmRows rows;
     bm_rows_build(&rows, snap, l, p, NULL, now_s);
+    bm_rows_correct(&rows, snap->taken_real_ns);
     int r = bm_policy_eval_rows(h, &rows, l->mode, p, now_s, horizon_s, ret);
     bm_rows_clear(&rows);
     if (l == &own)
@@ -59,6 +62,7 @@ static inline bool route_in_need(BmSnapshot *snap, BmLedger *l, const BmPolicy *
     }
     BmRows rows;
     bm_rows_build(&rows, snap, l, p, NULL, now_s);
+    bm_rows_correct(&rows, snap->taken_real_ns);
     bool need = bm_policy_rows_in_need(&rows, now_s);
     bm_rows_clear(&rows);
     if (l == &own)

@@ -26,7 +26,7 @@ expect() {
 
 # --- global
 expect 0 "" -- --help
-grep -q '^  set DOMAIN SIZE' "$out"; ok $? "--help lists set"
+grep -q '^  set  *a domain' "$out"; ok $? "--help lists set"
 expect 0 "" -- --version
 grep -q '^balloonmgr [0-9]' "$out"; ok $? "--version prints a version"
 expect 2 "unknown verb 'frobnicate'" -- frobnicate
@@ -146,17 +146,17 @@ expect 2 "status: --output is for the table, not --json" -- -c "$DEMO" status -o
 expect 2 "status: 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" status web1 nope
 
 # --- set: sizes
-expect 2 "set 'test': size '12X': unknown unit 'X'" -- -c test:///default set test 12X
-expect 2 "set 'test': size '9G': exceeds the maximum of 8388608 KiB" -- -c test:///default set test 9G
-expect 2 "set 'test': size '-3G': would be negative" -- -c test:///default set test -3G
-expect 2 "set 'test': size '0': must be greater than 0" -- -c test:///default set test 0
-expect 2 "set 'test': size '99999999999999999999': too large" -- -c test:///default set test 99999999999999999999
-expect 2 "set 'test': size 'abc': not a number" -- -c test:///default set test abc
-expect 2 "set 'test': size '1.5 G': contains white space" -- -c test:///default set test "1.5 G"
-expect 2 "set 'nope': no domain with this name, ID or UUID" -- -c test:///default set nope 1G
-expect 2 "set 'bad\\x0aname': no domain with this name, ID or UUID" -- -c test:///default set "bad
+expect 2 "set: 'test': size '12X': unknown unit 'X'" -- -c test:///default set test 12X
+expect 2 "set: 'test': size '9G': exceeds the maximum of 8 GiB" -- -c test:///default set test 9G
+expect 2 "set: 'test': size '-3G': would be negative" -- -c test:///default set test -3G
+expect 2 "set: 'test': size '0': must be greater than 0" -- -c test:///default set test 0
+expect 2 "set: 'test': size '99999999999999999999': too large" -- -c test:///default set test 99999999999999999999
+expect 2 "set: 'test': size 'abc': not a number" -- -c test:///default set test abc
+expect 2 "set: 'test': size '1.5 G': contains white space" -- -c test:///default set test "1.5 G"
+expect 2 "set: 'nope': no domain with this name, ID or UUID" -- -c test:///default set nope 1G
+expect 2 "set: 'bad\\x0aname': no domain with this name, ID or UUID" -- -c test:///default set "bad
 name" 1G
-expect 1 "set 'batch1': domain is not running" -- -c "$DEMO" set batch1 1G
+expect 1 "set: 'batch1': domain is not running" -- -c "$DEMO" set batch1 1G
 expect 2 "expected DOMAIN and SIZE" -- -c test:///default set test
 expect 2 "--wait 'x': expected a number of seconds" -- -c test:///default set test 1G --wait=x
 expect 2 "--stall '0': expected a number of seconds" -- -c test:///default set test 1G --wait --stall=0
@@ -178,15 +178,15 @@ expect 0 "" -- -c "test://$ROOT/tests/data/names.xml" status --json
 jq -e '[.domains[].name] | sort == ["café", "tab\tname"]' "$out" >/dev/null; ok $? "status --json: valid JSON with the names"
 
 # --- set: never below the domain's floor by accident
-expect 2 "set 'test': size '1.5' (1.5 KiB) is below the domain's floor of 409.6 MiB, the absolute minimum (the larger of 128 MiB and 5% of the maximum); --force sets it anyway" -- -c test:///default set test 1.5
-expect 2 "set 'test': size '2048' (2 MiB) is below the domain's floor of 409.6 MiB" -- -c test:///default set test 2048
-expect 2 "set 'db1': size '6G' (6 GiB) is below the domain's floor of 8 GiB, <memtune><min_guarantee>; --force sets it anyway" -- -c "$DEMO" set db1 6G
+expect 2 "set: 'test': size '1.5' (1.5 KiB) is below the domain's floor of 409.6 MiB, the absolute minimum (the larger of 128 MiB and 5% of the maximum); --force sets it anyway" -- -c test:///default set test 1.5
+expect 2 "set: 'test': size '2048' (2 MiB) is below the domain's floor of 409.6 MiB" -- -c test:///default set test 2048
+expect 2 "set: 'db1': size '6G' (6 GiB) is below the domain's floor of 8 GiB, <memtune><min_guarantee>; --force sets it anyway" -- -c "$DEMO" set db1 6G
 expect 0 "" -- -c "$DEMO" set db1 8G
 grep -q 'target 8 GiB' "$out"; ok $? "set db1 8G: at <min_guarantee> is fine"
 expect 0 "" -- -c test:///default set test 300M --force
 grep -q 'inflate from 2 GiB to target 300 MiB' "$out"; ok $? "set 300M --force: below the floor on purpose"
 printf '[guest]\nfloor = 50%%\n' >"$tmp_floor"
-expect 2 "set 'test': size '1.5G' (1.5 GiB) is below the domain's floor of 4 GiB, the policy's floor in $tmp_floor; --force sets it anyway" -- -c test:///default set test 1.5G --policy "$tmp_floor"
+expect 2 "set: 'test': size '1.5G' (1.5 GiB) is below the domain's floor of 4 GiB, the policy's floor in $tmp_floor; --force sets it anyway" -- -c test:///default set test 1.5G --policy "$tmp_floor"
 expect 0 "" -- -c test:///default set test 3G --policy "$tmp_floor"
 grep -q 'deflate from 2 GiB to target 3 GiB' "$out"; ok $? "set 3G from 2 GiB under a 4 GiB floor: a deflate gives memory back, taken"
 
@@ -195,11 +195,11 @@ expect 0 "" -- -c "$DEMO" verify --json
 jq -e '[.domains[].name] == ["build1","cache1","db1","web1","web2"]' "$out" >/dev/null; ok $? "verify without DOMAIN: the running domains"
 jq -e '[.domains[].features.sg] | all(.state == "unknown" and .reason == "libvirt driver without QEMU monitor")' "$out" >/dev/null; ok $? "verify on the test driver: sg unknown, reason given"
 jq -e '[.domains[0] | .. | objects | keys[] | select(test("^[a-z0-9_]+$") | not)] == []' "$out" >/dev/null; ok $? "verify keys are snake_case"
-expect 3 "verify 'web1': sg is unknown: libvirt driver without QEMU monitor" -- -c "$DEMO" verify web1 --require sg
-expect 3 "verify 'batch1': ioeventfd is unknown: domain not running" -- -c "$DEMO" verify batch1 --require ioeventfd
+expect 3 "verify: 'web1': sg is unknown: libvirt driver without QEMU monitor" -- -c "$DEMO" verify web1 --require sg
+expect 3 "verify: 'batch1': ioeventfd is unknown: domain not running" -- -c "$DEMO" verify batch1 --require ioeventfd
 expect 2 "verify: --require 'fast': unknown feature" -- -c "$DEMO" verify --require sg,fast
 expect 2 "verify: --sg-bit '64': expected a bit number" -- -c "$DEMO" verify --sg-bit=64
-expect 2 "verify 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" verify web1 nope
+expect 2 "verify: 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" verify web1 nope
 [ ! -s "$out" ]; ok $? "  and prints no table"
 expect 0 "" -- -c "$FPRHOST" verify --json
 jq -e '[.domains[] | [.name, .features.reporting.configured, .features.deflate_on_oom.configured, .features.reporting.state]] == [["both1",true,true,"unknown"],["doom1",false,true,"unknown"],["fpr1",true,false,"unknown"],["none1",null,null,"unknown"],["plain1",false,false,"unknown"]]' "$out" >/dev/null
@@ -208,8 +208,8 @@ jq -e '.domains[0].features.sg | has("configured") | not' "$out" >/dev/null; ok 
 expect 0 "" -- -c "$FPRHOST" verify both1 doom1 none1
 [ "$(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')" = "NAME DEFLATE-ON-OOM REPORTING|both1 on on|doom1 on off|none1 unknown unknown|" ]
 ok $? "verify table: DEFLATE-ON-OOM and REPORTING with the XML's setting: $(awk '{print $1, $5, $7}' "$out" | tr '\n' '|')"
-expect 3 "verify 'plain1': reporting is unknown: libvirt driver without QEMU monitor; the domain XML leaves it off ('balloonmgr -c $FPRHOST configure plain1 --free-page-reporting on' turns it on at the next start)" -- -c "$FPRHOST" verify --require reporting plain1
-expect 3 "verify 'both1': reporting is unknown: libvirt driver without QEMU monitor" -- -c "$FPRHOST" verify --require reporting both1
+expect 3 "verify: 'plain1': reporting is unknown: libvirt driver without QEMU monitor; the domain XML leaves it off ('balloonmgr -c $FPRHOST configure plain1 --free-page-reporting on' turns it on at the next start)" -- -c "$FPRHOST" verify --require reporting plain1
+expect 3 "verify: 'both1': reporting is unknown: libvirt driver without QEMU monitor" -- -c "$FPRHOST" verify --require reporting both1
 ! grep -q "leaves it off" "$err"; ok $? "  no such hint for a domain whose XML turns it on"
 expect 0 "" -- -c "$DEMO" verify web1
 head -1 "$out" | grep -q '^NAME  SG  *IOEVENTFD  *STATS'; ok $? "verify table header"
@@ -223,14 +223,14 @@ jq -e '.domains[] | select(.name=="legacy1") | .sg == "unknown" and .sg_reason =
 expect 0 "" -- -c "$DEMO" configure web1 --autodeflate on --stats-period 3
 grep -qx "web1: memballoon autodeflate: unset -> on (persistent; applies on the next start)" "$out"; ok $? "configure prints the device change"
 grep -qx "web1: stats period: 5 s -> 3 s (live and persistent)" "$out"; ok $? "configure prints the stats period change"
-expect 2 "configure 'legacy1': memballoon model is 'none': the domain has no balloon" -- -c "$DEMO" configure legacy1 --autodeflate on
-expect 2 "configure 'web1': device settings cannot change live" -- -c "$DEMO" configure web1 --live --sg on
+expect 2 "configure: 'legacy1': memballoon model is 'none': the domain has no balloon" -- -c "$DEMO" configure legacy1 --autodeflate on
+expect 2 "configure: 'web1': device settings cannot change live" -- -c "$DEMO" configure web1 --live --sg on
 expect 2 "configure: --sg 'maybe': expected on or off" -- -c "$DEMO" configure web1 --sg maybe
 expect 2 "configure: --stats-period '-1': expected seconds" -- -c "$DEMO" configure web1 --stats-period=-1
-expect 2 "configure 'web1': nothing to change" -- -c "$DEMO" configure web1
-expect 2 "configure 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" configure nope --autodeflate on
-expect 1 "configure 'batch1': --live: domain is not running" -- -c "$DEMO" configure batch1 --stats-period 2 --live
-expect 3 "configure 'web1': --sg is a QEMU device property and this domain has no QEMU (libvirt driver 'TEST': domain XML names no <emulator>); nothing changed" -- -c "$DEMO" configure web1 --sg on
+expect 2 "configure: 'web1': nothing to change" -- -c "$DEMO" configure web1
+expect 2 "configure: 'nope': no domain with this name, ID or UUID" -- -c "$DEMO" configure nope --autodeflate on
+expect 1 "configure: 'batch1': --live: domain is not running" -- -c "$DEMO" configure batch1 --stats-period 2 --live
+expect 3 "configure: 'web1': --sg is a QEMU device property and this domain has no QEMU (libvirt driver 'TEST': domain XML names no <emulator>); nothing changed" -- -c "$DEMO" configure web1 --sg on
 [ ! -s "$out" ]; ok $? "  and changes nothing"
 
 # --- policy check, run
@@ -240,13 +240,23 @@ tmpd=$(mktemp -d)
 printf '[guest]\nflor = 5%%\nfloor = 12X\n' >"$tmpd/bad.policy"
 "$BM" policy check "$tmpd/bad.policy" >"$out" 2>"$err"; rc=$?
 [ $rc -eq 2 ]; ok $? "policy check on a broken file exits 2"
-grep -qx "$tmpd/bad.policy:2:1: unknown key 'flor' in \[guest\] (did you mean 'floor'?)" "$err"; ok $? "  with file:line:col"
-grep -qx "$tmpd/bad.policy:3:9: floor: '12X': unknown unit 'X'" "$err"; ok $? "  and every error"
+grep -qx "balloonmgr: policy check: $tmpd/bad.policy:2:1: unknown key 'flor' in \[guest\] (did you mean 'floor'?)" "$err"; ok $? "  with file:line:col, after 'balloonmgr: policy check: '"
+grep -qx "balloonmgr: policy check: $tmpd/bad.policy:3:9: floor: '12X': unknown unit 'X'" "$err"; ok $? "  and every error"
+# '-': standard input, named <stdin> in messages
+"$BM" policy check - <"$tmpd/bad.policy" >"$out" 2>"$err"; rc=$?
+[ $rc -eq 2 ] && grep -qx "balloonmgr: policy check: <stdin>:3:9: floor: '12X': unknown unit 'X'" "$err"
+ok_files $? "policy check -: reads standard input, its errors as <stdin>:LINE:COL (exit $rc)" "$err"
+"$BM" policy check - "$ROOT/demo/demo.policy" <"$ROOT/policies/default.policy" >"$out" 2>"$err"; rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$out")" = "$(printf '<stdin>: ok\n%s: ok' "$ROOT/demo/demo.policy")" ]
+ok_files $? "policy check - FILE: standard input and a file (exit $rc)" "$out" "$err"
+printf '[guest]\nfloor = 25\n' | "$BM" policy check - >"$out" 2>"$err"; rc=$?
+[ $rc -eq 0 ] && grep -q "^balloonmgr: policy check: <stdin>:2:9: warning: floor: '25' is 25 KiB" "$err" && grep -qx '<stdin>: ok, 1 warning(s)' "$out"
+ok_files $? "policy check -: warnings too, in the one form (exit $rc)" "$out" "$err"
 expect 2 "policy: expected 'check FILE...'" -- policy lint x
 # a NUL byte: refused, as balloonmgr.policy(5) says in FORMAT and in ERRORS (one truth)
 printf '[host]\nreclaim_below = 10%%\n\0\n[guest]\nflor = 5\n' >"$tmpd/nul.policy"
 "$BM" policy check "$tmpd/nul.policy" >"$out" 2>"$err"; rc=$?
-[ $rc -eq 2 ] && grep -q "^$tmpd/nul.policy:3:1: " "$err"; ok_files $? "policy check on a file with a NUL byte exits 2 naming the line" "$err"
+[ $rc -eq 2 ] && grep -q "^balloonmgr: policy check: $tmpd/nul.policy:3:1: " "$err"; ok_files $? "policy check on a file with a NUL byte exits 2 naming the line" "$err"
 format=$(sed -n '/^# FORMAT/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | tr '\n' ' ')
 errors=$(sed -n '/^# ERRORS/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | tr '\n' ' ')
 ! grep -qi 'NUL byte ends' <<<"$format" && grep -q 'NUL byte is refused' <<<"$format" &&
@@ -254,7 +264,7 @@ errors=$(sed -n '/^# ERRORS/,/^# [A-Z]/p' "$ROOT/man/balloonmgr.policy.5.scd" | 
 ok $? "balloonmgr.policy(5): FORMAT and ERRORS both say a NUL byte is refused"
 "$BM" -c "$DEMO" run --once --policy "$tmpd/bad.policy" --state "$tmpd/s.json" >"$out" 2>"$err"; rc=$?
 [ $rc -eq 2 ]; ok $? "run with a broken policy exits 2"
-[ "$(tail -1 "$err")" = "balloonmgr: run: policy '$tmpd/bad.policy' has errors: nothing changed" ] && grep -q ":3:9: floor: '12X'" "$err"; ok $? "  lists the errors and says nothing changed"
+[ "$(tail -1 "$err")" = "balloonmgr: run: policy '$tmpd/bad.policy' has errors: nothing changed" ] && grep -qx "balloonmgr: run: $tmpd/bad.policy:3:9: floor: '12X': unknown unit 'X'" "$err"; ok $? "  lists the errors (as run's messages) and says nothing changed"
 [ ! -e "$tmpd/s.json" ]; ok $? "  no state written"
 expect 2 "" -- -c "$DEMO" run --once --policy "$tmpd/missing.policy"
 expect 0 "" -- -c "$DEMO" run --once --dry-run --json --policy "$ROOT/demo/demo.policy" --proc "$ROOT/demo/proc" --state "$tmpd/s.json"
@@ -341,7 +351,7 @@ rm -rf "$tmpd"
 # --- every verb has --help
 for v in list status set verify configure run policy agent; do
     expect 0 "" -- "$v" --help
-    grep -q "^Usage: balloonmgr \[-c URI\] $v" "$out"; ok $? "$v --help"
+    grep -q "^Usage: balloonmgr $v" "$out"; ok $? "$v --help"
 done
 
 tap_done

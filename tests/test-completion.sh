@@ -28,7 +28,9 @@ complete_is() {
     if [ "$got" = "$want" ]; then ok 0 "'$line' -> $want"; else ok 1 "'$line' -> '$got', want '$want'"; fi
 }
 
-complete_is "balloonmgr " "agent configure list policy run set status verify "
+complete_is "balloonmgr " "agent configure help list policy run set status verify "
+complete_is "balloonmgr help s" "set status "
+complete_is "balloonmgr help status " " "
 complete_is "balloonmgr agent --l" "--listen "
 complete_is "balloonmgr agent --web-c" "--web-config "
 complete_is "balloonmgr agent --web.l" "--web.listen-address "
@@ -67,6 +69,8 @@ complete_is "balloonmgr status --n" "--no-headings "
 complete_is "balloonmgr status -o NAME,CU" "NAME,CURRENT "
 complete_is "balloonmgr status -o NAME,F" "NAME,FPR "
 complete_is "balloonmgr status -o SG,A" "SG,AGE SG,AUTODEFL SG,AVAIL "
+complete_is "balloonmgr status -o +RE" "+READ +RECLAIMED "
+complete_is "balloonmgr status -o +READ,SW" "+READ,SWAPIN +READ,SWAPOUT "
 complete_is "balloonmgr verify --require s" "sg stats "
 complete_is "balloonmgr verify --require sg,io" "sg,ioeventfd "
 complete_is "balloonmgr -c $DEMO verify w" "web1 web2 "

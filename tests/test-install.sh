@@ -92,9 +92,9 @@ for u in balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service
 done
 # the binary's compiled-in defaults are the same paths
 help=$("$D$bindir/balloonmgr" run --help)
-grep -qF "default $sysconfdir/balloonmgr/balloonmgr.policy" <<<"$help"
+grep -qxF "Policy: $sysconfdir/balloonmgr/balloonmgr.policy" <<<"$help"
 ok $? "run --help: default policy $sysconfdir/balloonmgr/balloonmgr.policy"
-grep -qF "default $localstatedir/lib/balloonmgr/state.json" <<<"$help"
+grep -qxF "State:  $localstatedir/lib/balloonmgr/state.json" <<<"$help"
 ok $? "run --help: default state $localstatedir/lib/balloonmgr/state.json"
 grep -qF "$rundir/balloonmgr/changes" "$D$unitdir/balloonmgr.service"
 ok $? "balloonmgr.service names the spool $rundir/balloonmgr/changes"

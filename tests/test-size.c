@@ -48,10 +48,10 @@ static const struct {
     {"0", -ERANGE, "must be greater than 0"},
     {"0G", -ERANGE, "must be greater than 0"},
     {"0%", -ERANGE, "must be greater than 0"},
-    {"9G", -ERANGE, "exceeds the maximum of 8388608 KiB"},
-    {"101%", -ERANGE, "exceeds the maximum of 8388608 KiB"},
-    {"+7G", -ERANGE, "exceeds the maximum of 8388608 KiB"},
-    {"-3G", -ERANGE, "would be negative (current size is 2097152 KiB)"},
+    {"9G", -ERANGE, "exceeds the maximum of 8 GiB"},
+    {"101%", -ERANGE, "exceeds the maximum of 8 GiB"},
+    {"+7G", -ERANGE, "exceeds the maximum of 8 GiB"},
+    {"-3G", -ERANGE, "would be negative (current size is 2 GiB)"},
     {"-2G", -ERANGE, "must be greater than 0"},
     {"1b", -ERANGE, "less than 1 KiB (balloon targets are whole KiB)"},
     {"1023b", -ERANGE, "less than 1 KiB (balloon targets are whole KiB)"},
@@ -115,6 +115,24 @@ static void test_format(void)
         char buf[32];
         is_str(bm_size_format(fmt[i].bytes, buf, sizeof(buf)), fmt[i].want, "format %" PRIu64,
                fmt[i].bytes);
+    }
+    /* in messages: exact, the KiB (or bytes) after a size that is rounded */
+    static const struct {
+        uint64_t bytes;
+        const char *want;
+    } exact[] = {
+        {4 * GiB, "4 GiB"},
+        {GiB + GiB / 2, "1.5 GiB"},
+        {4 * GiB - 1024, "4 GiB (4194303 KiB)"},
+        {4 * GiB - 100 * MiB, "3.9 GiB (4091904 KiB)"},
+        {1023, "1023 B"},
+        {1536 + 1, "1.5 KiB (1537 bytes)"},
+        {0, "0 B"},
+    };
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
+        char buf[BM_SIZE_EXACT_LEN];
+        is_str(bm_size_format_exact(exact[i].bytes, buf, sizeof(buf)), exact[i].want,
+               "format exact %" PRIu64, exact[i].bytes);
     }
 }
 

@@ -17,7 +17,7 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
            debhelper dpkg-dev build-essential lintian systemd clang libclang-rt-14-dev python3
            mmdebstrap systemd-container
            flex bison libglib2.0-dev libpixman-1-dev libfdt-dev ccache make python3-venv python3-pip
-           qemu-system-data)
+           qemu-system-data tmux man-db groff-base)
 # libc6-dev: libc.a, for the static workload of the test guest (tests/integration/lib/guest-load.c).
 # valgrind: tests/test-leaks.sh runs the normal build's binary under it (the ASan build uses
 # LeakSanitizer instead).
@@ -38,6 +38,8 @@ test_pkgs=(libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu
 # installed here, before the lanes of tools/test.sh, so that no apt-get runs beside test-deb's.
 # clang, libclang-rt-14-dev: the libFuzzer targets of fuzz/ (tools/test.sh builds
 # build-fuzz/ and runs each target a few seconds on its corpus with bench/fuzz).
+# tmux: tests/test-watch.sh drives status --watch in a real terminal (send-keys, capture-pane).
+# man-db, groff-base: tests/test-docs.sh renders balloonmgr(8) at 80 columns (man --warnings).
 # python3: the notify socket (tests/test-notify.sh), a pipe closed before the program starts
 # (tests/test-stdout.sh).
 

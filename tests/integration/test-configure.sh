@@ -55,7 +55,7 @@ for opt in "${refused[@]}"; do
     cat err.$$
     after=$(bm_virsh dumpxml --inactive "$dom" | sha256sum)
     prop=${opt#--}; prop=${prop%% *}
-    grep -q "configure '$dom': --$prop: QEMU .* has no virtio-balloon-pci property '$prop': a QEMU with that option is needed; nothing changed" err.$$ ||
+    grep -q "configure: '$dom': --$prop: QEMU .* has no virtio-balloon-pci property '$prop': a QEMU with that option is needed; nothing changed" err.$$ ||
         { rm -f out.$$ err.$$; bm_fail "configure $opt: message"; }
     [ ! -s out.$$ ] || { rm -f out.$$ err.$$; bm_fail "configure $opt printed a change"; }
     rm -f out.$$ err.$$

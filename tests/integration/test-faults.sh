@@ -50,7 +50,7 @@ set +e
 set -e
 took=$(bm_elapsed "$t0")
 cat "$work/err"
-[ "$rc" -eq 1 ] && grep -q "set '$busy': busy with a dump: libvirt lets no balloon change in" "$work/err" ||
+[ "$rc" -eq 1 ] && grep -q "set: '$busy': busy with a dump: libvirt lets no balloon change in" "$work/err" ||
     bm_fail "set on a busy domain: exit $rc, $(cat "$work/err")"
 awk -v t="$took" 'BEGIN { exit !(t < 5) }' || bm_fail "set on a busy domain took $took s"
 bm_pass "set on a domain in a dump job: exit 1 after $took s (libvirt's own wait is 30 s)"
@@ -66,7 +66,7 @@ jq -e --arg d "$busy" '.decisions[] | select(.name == $d) | .action == "inflate"
     bm_fail "the busy domain was not skipped as busy"
 jq -e --arg d "$free" '.decisions[] | select(.name == $d) | .action == "inflate" and .applied' "$work/run1.json" >/dev/null ||
     bm_fail "the other domain was not inflated"
-grep -q "run '$busy': busy with a dump: left alone this pass" "$work/run1.err" || bm_fail "no busy message"
+grep -q "run: '$busy': busy with a dump: left alone this pass" "$work/run1.err" || bm_fail "no busy message"
 [ "$(actual "$busy")" = "$before_busy" ] || bm_fail "the busy domain's balloon moved"
 # the pass itself is the read, the decision and the set calls; run --once then waits for the
 # free guest's inflate (seconds under TCG). Without the job check it would wait 30 s for

@@ -121,7 +121,7 @@ awk -v d="$rep" '$1 == d { exit !($5 == "on+negotiated" && $7 == "on+negotiated"
 bm verify --require reporting,deflate-on-oom "$rep" >/dev/null || bm_fail "verify --require reporting,deflate-on-oom $rep: want exit 0"
 rc=0; bm verify --require reporting "$plain" >/dev/null 2>"$work/require.err" || rc=$?
 cat "$work/require.err"
-[ "$rc" -eq 3 ] && grep -qF "verify '$plain': reporting is not-offered: the device does not offer it; the domain XML leaves it off ('balloonmgr -c $BM_URI configure $plain --free-page-reporting on' turns it on at the next start)" "$work/require.err" ||
+[ "$rc" -eq 3 ] && grep -qF "verify: '$plain': reporting is not-offered: the device does not offer it; the domain XML leaves it off ('balloonmgr -c $BM_URI configure $plain --free-page-reporting on' turns it on at the next start)" "$work/require.err" ||
     bm_fail "verify --require reporting $plain: want exit 3 (got $rc) with the configure command"
 bm_pass "verify: reporting and deflate-on-oom configured and negotiated for $rep, --require both exits 0; for $plain exit 3 with the configure command"
 

@@ -40,7 +40,7 @@ current_kib() { bm_virsh dumpxml --inactive "$dom" | sed -n "s|.*<currentMemory 
 [ "$(current_kib)" = 524288 ] || bm_fail "defined $dom with currentMemory $(current_kib) KiB, want 524288"
 
 "$BM" -c "$BM_URI" set "$dom" 256M >"$work/out" 2>"$work/err" && bm_fail "set on a shut-off domain without --config worked"
-grep -qxF "balloonmgr: set '$dom': domain is not running (--config or --current sets the balloon of its next boot)" "$work/err" ||
+grep -qxF "balloonmgr: set: '$dom': domain is not running (--config or --current sets the balloon of its next boot)" "$work/err" ||
     bm_fail "set on a shut-off domain: $(cat "$work/err")"
 [ "$(current_kib)" = 524288 ] || bm_fail "a refused set changed currentMemory"
 bm_pass "set DOMAIN SIZE on a shut-off domain: refused as virsh setmem's default, nothing changed"

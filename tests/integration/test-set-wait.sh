@@ -109,7 +109,7 @@ rc=0
 "$BM" -c "$BM_URI" set "$dom" 2048 2>"$err" || rc=$?
 cat "$err"
 [ "$rc" -eq 2 ] || bm_fail "set 2048: exit $rc, want 2"
-grep -qF "set '$dom': size '2048' (2 MiB) is below the domain's floor of 128 MiB" "$err" ||
+grep -qF "set: '$dom': size '2048' (2 MiB) is below the domain's floor of 128 MiB" "$err" ||
     bm_fail "set 2048: message"
 sleep 2
 actual_after=$(bm_virsh dommemstat "$dom" | awk '$1 == "actual" { print $2 }')

@@ -57,7 +57,7 @@ bm_pass "status table"
 set +e
 "$BM" -c "$BM_URI" set "${BM_PREFIX}no-such-guest" 50% 2>err.$$; rc=$?
 set -e
-grep -q "set '${BM_PREFIX}no-such-guest': no domain with this name, ID or UUID" err.$$ || { cat err.$$; rm -f err.$$; bm_fail "unknown domain message"; }
+grep -q "set: '${BM_PREFIX}no-such-guest': no domain with this name, ID or UUID" err.$$ || { cat err.$$; rm -f err.$$; bm_fail "unknown domain message"; }
 rm -f err.$$
 [ "$rc" -eq 2 ] || bm_fail "set on an unknown domain exited $rc, want 2"
 bm_pass "set on an unknown domain exits 2 and names it"

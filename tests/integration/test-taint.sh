@@ -112,7 +112,7 @@ for opt in sg ioeventfd; do
     set +e; bm configure "$dom" --$opt on >"$work/cf.out" 2>"$work/cf.err"; rc=$?; set -e
     cat "$work/cf.err"
     [ "$rc" -eq 3 ] || bm_fail "configure --$opt on exited $rc, want 3 (stock QEMU has no '$opt')"
-    grep -q "configure '$dom': --$opt: QEMU .* has no virtio-balloon-pci property '$opt'" "$work/cf.err" ||
+    grep -q "configure: '$dom': --$opt: QEMU .* has no virtio-balloon-pci property '$opt'" "$work/cf.err" ||
         bm_fail "configure --$opt on: message"
 done
 [ "$(bm_virsh dumpxml --inactive "$dom" | sha256sum)" = "$xml_before" ] || bm_fail "a refused configure changed the XML"

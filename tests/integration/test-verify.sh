@@ -52,9 +52,9 @@ set +e
 "$BM" -c "$BM_URI" verify --require sg "$stock" "$nodrv" >/dev/null 2>err.$$; rc=$?
 set -e
 cat err.$$
-grep -q "verify '$stock': sg is not-offered: the device does not offer it" err.$$ ||
+grep -q "verify: '$stock': sg is not-offered: the device does not offer it" err.$$ ||
     { rm -f err.$$; bm_fail "--require sg does not name the stock guest and the reason"; }
-grep -q "verify '$nodrv': sg is not-offered" err.$$ || { rm -f err.$$; bm_fail "--require sg: no-driver guest"; }
+grep -q "verify: '$nodrv': sg is not-offered" err.$$ || { rm -f err.$$; bm_fail "--require sg: no-driver guest"; }
 rm -f err.$$
 [ "$rc" -eq 3 ] || bm_fail "--require sg exited $rc, want 3"
 bm_pass "verify --require sg exits 3 on stock guests and names the reason"
