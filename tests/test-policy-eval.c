@@ -316,6 +316,7 @@ static void test_deadband_and_hysteresis(void)
     p = eval(&h, d, 1, NULL, pol);
     ok(p.mode == BM_HOST_HOLD, "same reading without previous reclaim: hold");
     bm_plan_clear(&p);
+    bm_ledger_clear(&prev);
 }
 
 /* floors: below floor is raised even without stats; min_guarantee raises the floor */
@@ -485,6 +486,7 @@ static void test_multi_pass_reclaim_converges(void)
     ok(avail >= T2 * 150 / 1000 - 32 * MiB, "host reached target_available (%" PRIu64 " MiB)", avail / MiB);
     ok(passes <= 3, "a %" PRIu64 " GiB reclaim takes %d passes (MOM's 5%% steps: ~14)", total_taken / GiB, passes);
     ok(safe, "no guest went below keep_free or its floor on the way");
+    bm_ledger_clear(&prev);
 }
 
 static const BmPolicy *P; /* the built-in defaults, for the named tests below */
