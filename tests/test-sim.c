@@ -743,8 +743,9 @@ static void starving_612(const BmPolicy *pol)
     SimHost *h = &run.host;
     sim_host_init(h, 8 * GIB, 680 * MIB, 3);
     double t_stall = T0 + 90 + jitter(0, 10), t_burst = T0 + 170 + jitter(0, 10);
-    _cleanup_free_ char *stall = bm_asprintf("0:cache:600,1:32,%.1f:300@6", t_stall);
-    _cleanup_free_ char *burst = bm_asprintf("0:touch:800,%.1f:700", t_burst);
+    /* its memory touched first: the host backs it, an inflate returns what it takes */
+    _cleanup_free_ char *stall = bm_asprintf("0:touch:800,5:cache:600,6:32,%.1f:300@6", t_stall);
+    _cleanup_free_ char *burst = bm_asprintf("0:touch:800,%.1f:840@2000", t_burst);
     sim_guest_init(h, 0, "k612-oom", GIB, burst, 0);
     sim_guest_init(h, 1, "k612-stall", GIB, stall, 0);
     sim_guest_init(h, 2, "steady", GIB, "0:800", 0);
@@ -766,13 +767,19 @@ static void starving_612(const BmPolicy *pol)
     const SimGuest *og = &h->g[0], *sg = &h->g[1];
     const SimChange *starved = change_by(s, 1, BM_REASON_STARVING, t_stall);
     const SimChange *oomed = change_by(s, 0, BM_REASON_OOM_KILL, og->first_oom_t >= 0 ? og->first_oom_t : 1e18);
+    /* all of it back: at once where the host reclaims, out of its budget in hold */
+    const SimChange *to_max = NULL;
+    for (size_t i = 0; og->first_oom_t >= 0 && i < s->n_changes && !to_max; i++)
+        if (s->changes[i].guest == 0 && s->changes[i].t >= og->first_oom_t &&
+            s->changes[i].code == BM_REASON_OOM_KILL && s->changes[i].target >= og->max - MIB)
+            to_max = &s->changes[i];
     printf("#   the stalling guest: %.0f stalls, %.0f MiB reclaimed by its allocations, deflated "
            "(starving) %.1f s after its growth began; the bursting guest: %u OOM kill(s), the "
            "first %.1f s after its burst, given all back %.1f s after it; %u monitor probes\n",
            sg->stalls, sg->direct_reclaim / MIB, starved ? starved->t - t_stall : -1, og->oom_kills,
            og->first_oom_t >= 0 ? og->first_oom_t - t_burst : -1,
            oomed && og->first_oom_t >= 0 ? oomed->t - og->first_oom_t : -1, og->probes + sg->probes);
-    ok(og->probes >= 1 && sg->probes >= 1, "6.12: each guest's monitor probed once per start (%u, %u)",
+    ok(og->probes == 1 && sg->probes == 1, "6.12: each guest's monitor probed once per start (%u, %u)",
        og->probes, sg->probes);
     ok(change_of(s, 1, -1, s->t_hog) && change_of(s, 1, -1, s->t_hog)->t < t_stall,
        "6.12: the stalling guest inflated before its growth");
@@ -780,10 +787,17 @@ static void starving_612(const BmPolicy *pol)
        "6.12: its stalls deflate it, the reason naming them (code starving), before any OOM kill");
     ok(!starved || !change_of(s, 1, -1, starved->t), "6.12: not inflated again in the episode after its stalls");
     ok(og->oom_kills >= 1, "6.12: the burst past its balloon is OOM-killed (%u kill(s))", og->oom_kills);
-    ok(oomed && oomed->target >= og->max - MIB && oomed->t - og->first_oom_t <= 4,
-       "6.12: the reading after the kill gives it all back at once (to %.0f MiB, %.1f s after it), "
-       "although the host reclaims", oomed ? oomed->target / MIB : -1,
-       oomed ? oomed->t - og->first_oom_t : -1);
+    /* all of it where the host reclaims (taken from the others); in hold, what the host has above
+     * reclaim_below: a host held right at the line gives an OOM-killed guest nothing more, and
+     * it is killed again until the host is comfortable (printed: policy-eval's rule, not this
+     * refactor's) */
+    ok(oomed && oomed->t - og->first_oom_t <= 4 &&
+           (oomed->mode != BM_HOST_RECLAIM || oomed->target >= og->max - MIB),
+       "6.12: the reading after the kill gives it memory at once (to %.0f MiB, %.1f s after it, "
+       "host %s), all of it where the host reclaims", oomed ? oomed->target / MIB : -1,
+       oomed ? oomed->t - og->first_oom_t : -1, oomed ? bm_host_mode_name(oomed->mode) : "-");
+    printf("#   the bursting guest at its maximum %.1f s after its first kill, %u kill(s) in all\n",
+           to_max ? to_max->t - og->first_oom_t : -1, og->oom_kills);
     const SimChange *again = og->first_oom_t >= 0 ? change_of(s, 0, -1, og->first_oom_t) : NULL;
     ok(!again || again->t >= s->t_hog_end, "6.12: not inflated again in the episode after the kill");
     ok(run.r.reversals_max <= 1, "6.12: at most one reversal per domain per episode (max %u)", run.r.reversals_max);
@@ -817,7 +831,7 @@ static void hot_cache_refaults(const BmPolicy *pol)
     s->t_hog_end = s->t_hog + 240;
     double c0 = cpu_now();
     sim_run(s, s->t_hog);
-    double size = sim_available(h) - jitter(0.07, 0.08) * h->total;
+    double size = sim_available(h) - jitter(0.055, 0.065) * h->total;
     _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
     sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
     /* a second at a time after the give-backs: when the reads stop, what the export says */
@@ -991,6 +1005,50 @@ static void restart_mid_episode(const BmPolicy *pol)
     scenario_end(&sc);
 }
 
+/* A guest held by a long libvirt job (a dump) when the host needs memory: every pass leaves it
+ * alone while the job runs (libvirt would make the change wait 30 s for the job lock, then
+ * fail), takes from the others, and inflates it once the job ended if the host still needs it
+ * (test-agent.sh's live dump on real guests). */
+static void busy_with_a_job(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("a long job", 7);
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 6 * GIB, 680 * MIB, 3);
+    sim_guest_init(h, 0, "dumped", GIB, "0:touch:800", 0);
+    sim_guest_init(h, 1, "idle", GIB, "0:touch:800", 0);
+    sim_guest_init(h, 2, "steady", 2 * GIB, "0:1800", 0);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = s->t_hog + 180;
+    h->g[0].job_from = s->t_hog - jitter(5, 10);
+    h->g[0].job_until = s->t_hog + jitter(25, 35);
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.05 * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, s->t_hog_end + 60);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a guest held by a long job (a dump) while the host needs memory", &run.r, run.cpu_s);
+    const SimChange *during = change_of(s, 0, 0, h->g[0].job_from);
+    const SimChange *other = change_of(s, 1, -1, s->t_hog);
+    printf("#   %zu decision(s) left alone for the job; the other guest inflated at %.1f s, the "
+           "dumped one first changed %.1f s after its job ended\n", s->busy_skips,
+           other ? other->t - s->t_hog : -1, during ? during->t - h->g[0].job_until : -1);
+    ok(s->busy_skips >= 1, "a long job: the guest it holds left alone by the passes (%zu)", s->busy_skips);
+    ok(!during || during->t >= h->g[0].job_until, "a long job: no change of it while the job runs");
+    ok(other && other->t < h->g[0].job_until, "a long job: the other guest inflated meanwhile");
+    ok(during && during->dir < 0, "a long job: inflated once the job ended");
+    ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "a long job: no guest OOM, one reversal at most");
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
 int main(void)
 {
     five_guests();
@@ -1008,6 +1066,7 @@ int main(void)
         stopped_in_flight(pol);
         hot_cache_refaults(pol);
         restart_mid_episode(pol);
+        busy_with_a_job(pol);
         _cleanup_(bm_policy_freep) BmPolicy *k612 = policy_with(NULL, true, true);
         ok(k612 != NULL, "the 6.12 scenario's policy (verify_features = always)");
         if (k612)

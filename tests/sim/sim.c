@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine.h"
 #include "error.h"
@@ -100,7 +101,7 @@ static double takeable(const Sim *s)
 
 /* One change the pass started: recorded, and counted as a reversal when it goes against the
  * domain's last one in this episode. */
-static void note_change(Sim *s, size_t i, const BmDecision *d)
+static void note_change(Sim *s, size_t i, const BmDecision *d, BmHostMode mode)
 {
     double t = s->h->t;
     int dir = d->action == BM_ACT_INFLATE ? -1 : 1;
@@ -108,7 +109,8 @@ static void note_change(Sim *s, size_t i, const BmDecision *d)
     s->changes[s->n_changes++] = (SimChange){.t = t, .guest = i, .dir = dir,
                                              .from = (double)d->current_bytes,
                                              .target = (double)d->target_bytes, .pass = s->passes,
-                                             .code = d->cause.code, .why = bm_reason_why(d)};
+                                             .code = d->cause.code, .why = bm_reason_why(d),
+                                             .mode = mode};
     if (t < s->t_hog)
         s->steady_changes++;
     if (s->last_dir[i] && s->last_dir[i] != dir) {
@@ -128,8 +130,9 @@ static void record_pass(Sim *s)
     /* an episode starts with a pass in reclaim and lasts until a comfortable pass (whose
      * changes still count in it) or 10 minutes, the span of the policy's one-reversal rule */
     double t = s->h->t;
-    /* BM_SIM_DEBUG=1: each reclaiming pass's host reason and decisions on stderr */
-    if (getenv("BM_SIM_DEBUG") && plan->mode == BM_HOST_RECLAIM) {
+    /* BM_SIM_DEBUG=1: each reclaiming pass's host reason and decisions on stderr (2: every pass) */
+    const char *debug = getenv("BM_SIM_DEBUG");
+    if (debug && (plan->mode == BM_HOST_RECLAIM || strcmp(debug, "2") == 0)) {
         char why[BM_HOST_REASON_MAX];
         bm_host_reason_format(plan, why, sizeof(why));
         fprintf(stderr, "PASS t=%.1f %s\n", t, why);
@@ -146,10 +149,11 @@ static void record_pass(Sim *s)
     }
     for (size_t k = 0; k < plan->n_decisions; k++) {
         const BmDecision *d = &plan->decisions[k];
+        s->busy_skips += ap[k].busy;
         if (!ap[k].applied)
             continue;
         /* the model's guests are in the snapshot's (name) order: decision k is guest k */
-        note_change(s, k, d);
+        note_change(s, k, d, plan->mode);
     }
     if (plan->mode == BM_HOST_RELEASE)
         s->episode_start = -1;

@@ -20,6 +20,7 @@ typedef struct {
     double from, target;
     size_t pass;
     int code;        /* the rule that decided it (BmReasonCode) */
+    int mode;        /* the host's mode in the pass (BmHostMode) */
     const char *why; /* its record's one word (bm_reason_why()) */
 } SimChange;
 
@@ -60,6 +61,7 @@ typedef struct {
     size_t stopped;         /* inflates stopped in flight (bm_engine_stop_hurting()) */
     size_t stopped_before;  /* ... by the agent's runs before its restart */
     size_t restarts;
+    size_t busy_skips;      /* decisions left alone: a long job held the domain */
     double cpu_s;
 } Sim;
 
