@@ -116,8 +116,13 @@ uint64_t bm_schedule_next_ms(const BmSchedule *s)
 const char *bm_job_name(BmJob j)
 {
     static const char *const names[BM_JOB_COUNT] = {
-        [BM_JOB_PASS] = "pass",       [BM_JOB_POLL] = "poll",       [BM_JOB_HOST_WATCH] = "host-watch",
-        [BM_JOB_GUEST_WATCH] = "guest-watch", [BM_JOB_REFRESH] = "refresh", [BM_JOB_SAVE] = "save",
-        [BM_JOB_PROBE] = "probe"};
+        [BM_JOB_PASS] = "pass",
+        [BM_JOB_POLL] = "poll",
+        [BM_JOB_HOST_WATCH] = "host-watch",
+        [BM_JOB_GUEST_WATCH] = "guest-watch",
+        [BM_JOB_REFRESH] = "refresh",
+        [BM_JOB_SAVE] = "save",
+        [BM_JOB_PROBE] = "probe",
+    };
     return (unsigned)j < BM_JOB_COUNT ? names[j] : "?";
 }
