@@ -15,7 +15,13 @@
 #            buffered read()s (a database's or web server's working set: a HOT page cache; the
 #            disk has cache='none', so a miss is a real read and no page fault); its re-read
 #            rate is its work, measured before, under and after the pressure. BM_SCENARIO_HOT=
-#            mmap: the same through mmap (a miss is a major fault); none: no such guest
+#            mmap: the same through mmap (a miss is a major fault); none: no such guest;
+#            pgbench (issue 49): a real server instead, PostgreSQL 15 in a Debian 12 guest
+#            (tests/integration/lib/build-server-guest.sh, built and cached on first use, about
+#            4 minutes) with pgbench -S (1 client, read-only selects by primary key over 418 MiB
+#            of database files in the guest's page cache, shared_buffers 16MB: read through
+#            read()), its disk a copy-on-write overlay of the image, cache='none'; its rate is
+#            pgbench's transactions a second (its "progress: ... tps" line each second)
 # With BM_SCENARIO_SPARE=cache (the page-cache scenario of issue #21) the idle guest's spare
 # memory is page cache too: it reads 700 MiB of its own disk and keeps it open instead of
 # touching and freeing 800 MiB (the default, BM_SCENARIO_SPARE=free: its spare memory is free).
@@ -23,6 +29,15 @@
 # MemTotal (below default.policy's reclaim_below, 10%), never below a 1.5 GiB safety floor.
 # Phases: steady (nothing should change) -> host pressure begins -> the grower's demand
 # steps up while the host is still short -> the hog ends (release).
+# BM_SCENARIO_LAYOUT=issue49: the scenario of issue 49 instead: five 1 GiB guests, the hot one
+# (BM_SCENARIO_HOT: the re-reader, or the server with pgbench), a cold cache guest ("cache",
+# 700 MiB of its disk read at boot, then 32 MiB held), two idle guests whose free memory the
+# host backs ("idle", "idle2": 800 MiB touched and freed) and "steady" (384 MiB); no grower, no
+# fresh guest. The hog takes MemAvailable to 9% of MemTotal (BM_HOG_TARGET), a second hog to 7%
+# halfway through (BM_HOG_STEP, default LEAD:7%), both with a floor of 1 GiB (BM_HOG_FLOOR;
+# bm-mem-hog needs a target 256 MiB above it); five minutes of pressure (150 s + 150 s;
+# --short: 70 + 70; BM_SCENARIO_AFTER: the second half). Its control mode sets no balloon (no
+# balloonmgr at all; the default layout's control sets each guest once).
 #
 # Usage:
 #   bench/scenario.sh run MODE OUT.json [--short]
@@ -60,10 +75,27 @@
 # the inflate mostly takes pages the guest never touched), BM_SCENARIO_PIN=1 (the hot guest on
 # CPU 1 alone, its vCPU and emulator threads pinned; the other guests, libvirtd, the hog, the
 # agent or timer and the sampler on CPU 0: the hot guest's rate then measures its cache, not
-# the CPU the rest of the run takes; 2 CPUs or more), BM_HOG_STEP=SECS:TARGET (a second hog,
+# the CPU the rest of the run takes; 2 CPUs or more), BM_SCENARIO_ISOLATE=1 (with
+# BM_SCENARIO_PIN=1: every other process of the machine, this run's and others', is moved to
+# CPU 0 while the run lasts, checked every 2 s so that processes started meanwhile follow, and
+# moved back at its end: the hot guest's CPU is its own whatever else the machine does, another
+# session's builds beside a run; the hot guest's label says +isolated), BM_HOG_STEP=SECS:TARGET (a second hog,
 # chasing TARGET (as BM_HOG_TARGET) from SECS s into the pressure to its end, with the same
 # floor: a deeper step once the first is relieved), BM_SCENARIO_AFTER=SECS (the pressure's
-# length after the grower's demand step, instead of 90 s, 50 with --short; test-pressure: 35).
+# length after the grower's demand step, instead of 90 s, 50 with --short; test-pressure: 35;
+# issue49: after the hog's second step), BM_SCENARIO_LAYOUT (default or issue49, above; in the
+# JSON as layout), BM_SERVER_DIR (the server guest's image, default
+# /var/cache/balloonmgr-test/server), BM_SCENARIO_COLD_LEFT=MIB (default 64: the check below).
+# Measured for every run, besides issue #14's: the hot guest's rate before (the steady phase's
+# last 40 s), under pressure and in the minute after, the worst window of 5 s and of 10 s from
+# the start of the hog to a minute after, when after the hog a 10 s window is back at 0.9 x;
+# its disk reads before and under pressure; the host's seconds below 10% of MemTotal under
+# pressure; the QEMU processes' total RSS at rest, lowest and mean under pressure; guest OOM
+# kills (the server guest: its kernel's "Killed process" lines); and the seconds in which the
+# agent reported memory unmet (balloonmgr_host_unmet_bytes > 0) while the cold cache guest
+# still held more than BM_SCENARIO_COLD_LEFT MiB of page cache above its keep_free (15%: the
+# smaller of its page cache and its usable memory beyond that) and its balloon was not growing
+# (issue 49: "no step stays unmet while another guest holds cold cache the host backs").
 # The hot guest's label in the JSON and the table says which of these a run had (e.g.
 # read+touched+pinned).
 # The timer runs every timer_interval of the policy (60 s without it).
@@ -76,28 +108,55 @@ BM=${BALLOONMGR:-$ROOT/build/src/balloonmgr}
 HOG=${BM_MEM_HOG:-$ROOT/build/tests/integration/bm-mem-hog}
 export BM_GUEST_LOAD=${BM_GUEST_LOAD:-$ROOT/build/tests/integration/bm-guest-load}
 POLICY_SRC=${BM_SCENARIO_POLICY:-$ROOT/policies/default.policy}
+# the guests: default (the five of issues #14 and #21 above, with the hot one) or issue49 (below)
+LAYOUT=${BM_SCENARIO_LAYOUT:-default}
+case "$LAYOUT" in default|issue49) ;; *) echo "scenario: BM_SCENARIO_LAYOUT '$LAYOUT': expected default or issue49" >&2; exit 2 ;; esac
 HOG_TARGET=${BM_HOG_TARGET:-8%}
+[ "$LAYOUT" = default ] || HOG_TARGET=${BM_HOG_TARGET:-9%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
+# issue49: the step to 7% of MemTotal must be 256 MiB above the floor (bm-mem-hog's rule): on 24
+# GiB, 1687 MiB, so the floor there is 1 GiB
+[ "$LAYOUT" = default ] || HOG_FLOOR=${BM_HOG_FLOOR:-1G}
 HOG_CHASE=${BM_HOG_CHASE:-0}
 case "$HOG_CHASE" in 0|1) ;; *) echo "scenario: BM_HOG_CHASE '$HOG_CHASE': expected 0 or 1" >&2; exit 2 ;; esac
 GUESTS=(idle fresh steady grower cache)
-# the hot guest (issue #32): read (default), mmap, none
+[ "$LAYOUT" = default ] || GUESTS=(cache idle idle2 steady)
+# the hot guest (issue #32): read (default), mmap, pgbench (issue 49: the server), none
 HOT=${BM_SCENARIO_HOT:-read}
-case "$HOT" in read|mmap) GUESTS+=(hot) ;; none) ;; *) echo "scenario: BM_SCENARIO_HOT '$HOT': expected read, mmap or none" >&2; exit 2 ;; esac
+case "$HOT" in read|mmap|pgbench) GUESTS+=(hot) ;; none) ;; *) echo "scenario: BM_SCENARIO_HOT '$HOT': expected read, mmap, pgbench or none" >&2; exit 2 ;; esac
 HOT_MIB=400
 HOT_TOUCH=${BM_SCENARIO_HOT_TOUCH:-0}
 case "$HOT_TOUCH" in ''|*[!0-9]*) echo "scenario: BM_SCENARIO_HOT_TOUCH '$HOT_TOUCH': expected MiB" >&2; exit 2 ;; esac
+[ "$HOT" != pgbench ] || [ "$HOT_TOUCH" = 0 ] ||
+    { echo "scenario: BM_SCENARIO_HOT_TOUCH is for the re-reader, not BM_SCENARIO_HOT=pgbench" >&2; exit 2; }
+# the server guest's image (tests/integration/lib/build-server-guest.sh; built when missing)
+SERVER_DIR=${BM_SERVER_DIR:-${BM_GUEST_CACHE:-/var/cache/balloonmgr-test}/server}
+# the cold cache guest's page cache: its disk read at boot (600 MiB; issue49: 700)
+CACHE_MIB=600
+[ "$LAYOUT" = default ] || CACHE_MIB=700
+# the check "a step unmet while the cold cache guest holds cache the host backs": page cache
+# above its keep_free of more than this many MiB
+COLD_LEFT=${BM_SCENARIO_COLD_LEFT:-64}
+case "$COLD_LEFT" in ''|*[!0-9]*) echo "scenario: BM_SCENARIO_COLD_LEFT '$COLD_LEFT': expected MiB" >&2; exit 2 ;; esac
 PIN=${BM_SCENARIO_PIN:-0}
+ISOLATE=${BM_SCENARIO_ISOLATE:-0}
+case "$ISOLATE" in 0|1) ;; *) echo "scenario: BM_SCENARIO_ISOLATE '$ISOLATE': expected 0 or 1" >&2; exit 2 ;; esac
+[ "$ISOLATE" = 0 ] || [ "$PIN" = 1 ] || { echo "scenario: BM_SCENARIO_ISOLATE=1 needs BM_SCENARIO_PIN=1" >&2; exit 2; }
 AFTER=${BM_SCENARIO_AFTER:-}
 case "$AFTER" in ''|[1-9]|[1-9][0-9]|[1-9][0-9][0-9]) ;; *) echo "scenario: BM_SCENARIO_AFTER '$AFTER': expected seconds (1-999)" >&2; exit 2 ;; esac
 case "$PIN" in 0|1) ;; *) echo "scenario: BM_SCENARIO_PIN '$PIN': expected 0 or 1" >&2; exit 2 ;; esac
 HOG_STEP=${BM_HOG_STEP:-}
+# issue49: the step to 7% halfway through the pressure unless BM_HOG_STEP says otherwise (set
+# and empty: no step); resolved in run_one, where the pressure's length is known
+HOG_STEP_DEFAULT=0
+[ "$LAYOUT" = default ] || [ -n "${BM_HOG_STEP+set}" ] || HOG_STEP_DEFAULT=1
 case "$HOG_STEP" in ''|[0-9]*:?*) ;; *) echo "scenario: BM_HOG_STEP '$HOG_STEP': expected SECS:TARGET" >&2; exit 2 ;; esac
 # the hot guest's label: its read mode and the variants above
 HOT_LABEL=$HOT
 if [ "$HOT" != none ]; then
     [ "$HOT_TOUCH" = 0 ] || HOT_LABEL=$HOT_LABEL+touched
     [ "$PIN" = 0 ] || HOT_LABEL=$HOT_LABEL+pinned
+    [ "$ISOLATE" = 0 ] || HOT_LABEL=$HOT_LABEL+isolated
 fi
 RESULTS=${BM_BENCH_RESULTS:-/var/tmp/balloonmgr-bench}
 MIB=1048576
@@ -111,6 +170,36 @@ IDLE_CACHE_MIB=700
 
 die() { echo "scenario: $*" >&2; exit 2; }
 now() { echo "$EPOCHREALTIME"; }
+
+# isolate_loop HOT_PID SAVED: every process but the hot guest's QEMU (HOT_PID) whose CPUs
+# include one beside CPU 0 is moved to CPU 0, every 2 s until killed; each moved process's list
+# of CPUs is appended to SAVED ("PID LIST"), for unisolate. Pure bash reads of /proc (no process
+# per PID a round); kernel threads bound to a CPU refuse the move and are left.
+isolate_loop() {
+    local hot=$1 saved=$2 f pid k v list
+    while :; do
+        for f in /proc/[0-9]*/status; do
+            pid=${f#/proc/}; pid=${pid%/status}
+            [ "$pid" != "$hot" ] && [ "$pid" != "$BASHPID" ] || continue
+            list=""
+            { while IFS=$' \t' read -r k v; do
+                  [ "$k" = Cpus_allowed_list: ] && { list=$v; break; }
+              done <"$f"; } 2>/dev/null
+            [ -n "$list" ] && [ "$list" != 0 ] || continue
+            taskset -a -p -c 0 "$pid" >/dev/null 2>&1 && echo "$pid $list" >>"$saved"
+        done
+        sleep 2
+    done
+}
+
+# unisolate SAVED: the processes isolate_loop moved (and still alive) back to their CPUs.
+unisolate() {
+    local pid list
+    [ -s "$1" ] || return 0
+    while read -r pid list; do
+        taskset -a -p -c "$list" "$pid" >/dev/null 2>&1 || true
+    done <"$1"
+}
 
 # ---------------------------------------------------------------------------------------------
 # One run
@@ -137,7 +226,19 @@ run_one() {
     # leaves time for that and for the reclaim before the grower's demand steps up)
     local steady=60 lead=120 after=90 release=90
     if [ "$short" = --short ]; then steady=20 lead=90 after=50 release=30; fi
+    # issue49: no grower; five minutes of pressure (--short: 140 s), the hog's second step
+    # halfway (lead: up to it, after: from it)
+    if [ "$LAYOUT" = issue49 ]; then
+        lead=150 after=150
+        [ "$short" != --short ] || lead=70 after=70
+    fi
     [ -z "$AFTER" ] || after=$AFTER
+    [ "$HOG_STEP_DEFAULT" = 0 ] || HOG_STEP=$lead:7%
+    # each hog's target 256 MiB above the floor (bm-mem-hog refuses it otherwise): said now, not
+    # minutes into the run
+    hog_target_ok "$HOG_TARGET" || die "BM_HOG_TARGET $HOG_TARGET: not 256 MiB above the floor $HOG_FLOOR (BM_HOG_FLOOR)"
+    [ -z "$HOG_STEP" ] || hog_target_ok "${HOG_STEP#*:}" ||
+        die "BM_HOG_STEP's target ${HOG_STEP#*:}: not 256 MiB above the floor $HOG_FLOOR (BM_HOG_FLOOR)"
     # the grower's schedule counts from its own start, about when it is ready (polled every
     # 0.5 s): the steady phase starts then, its demand step comes `lead` s into the pressure
     local step_at=$((steady + lead))
@@ -205,41 +306,67 @@ run_one() {
     # --- guests
     local t_boot; t_boot=$(now)
     [ -z "$GUEST_OPTS" ] || bm_log "every guest with: $GUEST_OPTS (BM_SCENARIO_GUEST_OPTS)"
-    # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
-    case "$SPARE" in
-        free) bm_define_guest idle 1024 load=0:touch:800 "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
-        cache) bm_log "the idle guest's spare memory is page cache (BM_SCENARIO_SPARE=cache)"
-               bm_define_guest idle 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
-    esac
+    # the server guest's image (a no-op when it is up to date; minutes the first time)
+    if [ "$HOT" = pgbench ]; then
+        bash "$ROOT/tests/integration/lib/build-server-guest.sh" "$SERVER_DIR" ||
+            die "tests/integration/lib/build-server-guest.sh $SERVER_DIR failed"
+    fi
+    # the idle guests (issue49: two) and the plain ones
+    local idles=(idle) plain=(fresh steady) g
+    [ "$LAYOUT" = default ] || idles=(idle idle2) plain=(steady)
+    [ "$SPARE" = free ] || bm_log "the idle guests' spare memory is page cache (BM_SCENARIO_SPARE=cache)"
+    for g in "${idles[@]}"; do
+        # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
+        case "$SPARE" in
+            free) bm_define_guest "$g" 1024 load=0:touch:800 "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
+            cache) bm_define_guest "$g" 1024 disk=$IDLE_CACHE_MIB load=0:cache:$IDLE_CACHE_MIB "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
+        esac
+    done
     # shellcheck disable=SC2086
-    bm_define_guest fresh 1024 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
+    [ "$LAYOUT" != default ] || bm_define_guest fresh 1024 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
     bm_define_guest steady 1024 load=0:384 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
     # shellcheck disable=SC2086
-    bm_define_guest cache 1024 disk=600 load=0:cache:600,1:32 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
-    local g t_anchor
-    if [ "$HOT" != none ]; then
-        local hot_item=hot
-        [ "$HOT" = mmap ] && hot_item=hotmap
+    bm_define_guest cache 1024 disk=$CACHE_MIB load=0:cache:$CACHE_MIB,1:32 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
+    local t_anchor
+    case "$HOT" in
+        read|mmap)
+            local hot_item=hot
+            [ "$HOT" = mmap ] && hot_item=hotmap
+            local hot_load=0:$hot_item:$HOT_MIB
+            [ "$HOT_TOUCH" = 0 ] || hot_load=0:touch:$HOT_TOUCH,1:$hot_item:$HOT_MIB
+            # shellcheck disable=SC2086
+            bm_define_guest hot 1024 disk=512 load=$hot_load "${pin_hot[@]}" $fpr_opt $GUEST_OPTS ;;
+        pgbench)
+            # shellcheck disable=SC2086
+            bm_define_guest hot 1024 root="$SERVER_DIR" "${pin_hot[@]}" $fpr_opt $GUEST_OPTS ;;
+    esac
+    for g in "${idles[@]}" "${plain[@]}" cache; do bm_wait_guest_ready "$g" 300; done
+    wait_cached cache "$CACHE_MIB"
+    case "$HOT" in
+        read|mmap)
+            bm_wait_guest_ready hot 300
+            # its working set read once (two rate lines: 10 s of re-reading) before the steady phase
+            BM_WAIT_INTERVAL=0.5 bm_wait_until 180 "the hot guest to re-read its disk" \
+                eval '[ "$(grep -c "bm-load: t=[0-9.]* hot: " "$(bm_console_log hot)")" -ge 2 ]' ||
+                bm_fail "the hot guest does not re-read its disk: $(grep -a 'bm-load' "$(bm_console_log hot)" | tail -n 3)" ;;
+        pgbench)
+            # PostgreSQL up and its files read once (the guest's ready line), then 10 s of pgbench
+            bm_wait_guest_ready hot 900
+            BM_WAIT_INTERVAL=0.5 bm_wait_until 180 "the server guest's pgbench to run" \
+                eval '[ "$(grep -c "bm-pgbench: progress: " "$(bm_console_log hot)")" -ge 10 ]' ||
+                bm_fail "the server guest's pgbench does not run: $(grep -a 'bm-' "$(bm_console_log hot)" | tail -n 5)"
+            bm_log "server guest: $(grep -a 'bm-server: ready' "$(bm_console_log hot)" | tail -n 1)" ;;
+    esac
+    if [ "$SPARE" = cache ]; then
+        for g in "${idles[@]}"; do wait_cached "$g" "$IDLE_CACHE_MIB"; done
+    fi
+    if [ "$LAYOUT" = default ]; then
+        # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
         # shellcheck disable=SC2086
-        local hot_load=0:$hot_item:$HOT_MIB
-        [ "$HOT_TOUCH" = 0 ] || hot_load=0:touch:$HOT_TOUCH,1:$hot_item:$HOT_MIB
-        bm_define_guest hot 1024 disk=512 load=$hot_load "${pin_hot[@]}" $fpr_opt $GUEST_OPTS
+        bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" "${pin_other[@]}" $fpr_opt $GUEST_OPTS
+        bm_wait_guest_ready grower 300
     fi
-    for g in idle fresh steady cache; do bm_wait_guest_ready "$g" 300; done
-    wait_cached cache 600
-    if [ "$HOT" != none ]; then
-        bm_wait_guest_ready hot 300
-        # its working set read once (two rate lines: 10 s of re-reading) before the steady phase
-        BM_WAIT_INTERVAL=0.5 bm_wait_until 180 "the hot guest to re-read its disk" \
-            eval '[ "$(grep -c "bm-load: t=[0-9.]* hot: " "$(bm_console_log hot)")" -ge 2 ]' ||
-            bm_fail "the hot guest does not re-read its disk: $(grep -a 'bm-load' "$(bm_console_log hot)" | tail -n 3)"
-    fi
-    [ "$SPARE" != cache ] || wait_cached idle "$IDLE_CACHE_MIB"
-    # last, so that its schedule (from its start, just before it is ready) is t=0 of the phases
-    # shellcheck disable=SC2086
-    bm_define_guest grower 1024 "load=0:touch:600,10:96,$step_at:700@25" "${pin_other[@]}" $fpr_opt $GUEST_OPTS
-    bm_wait_guest_ready grower 300
     t_anchor=$(now)
     local t_steady t_hog t_hog_end t_end
     t_steady=$(now)
@@ -312,6 +439,16 @@ run_one() {
     sampler=$!
     bm_add_cleanup "kill $sampler 2>/dev/null || true"
     event() { printf '%s\t-\t%s\n' "$(awk -v s="$t_steady" -v n="$(now)" 'BEGIN { printf "%.1f", n - s }')" "$*" >>"$EVENTS"; bm_log "$*"; }
+    if [ "$ISOLATE" = 1 ]; then
+        [ "$HOT" != none ] || die "BM_SCENARIO_ISOLATE=1 needs a hot guest"
+        local hot_pid isolator
+        hot_pid=$(cat "/run/libvirt/qemu/$(bm_dom hot).pid" 2>/dev/null) || die "no QEMU pid of the hot guest"
+        : >"$W/isolated"
+        isolate_loop "$hot_pid" "$W/isolated" &
+        isolator=$!
+        bm_add_cleanup "kill $isolator 2>/dev/null || true; unisolate '$W/isolated'"
+        event "isolated: every other process on CPU 0, the hot guest's QEMU ($hot_pid) alone on CPU 1"
+    fi
 
     case "$mode" in
         agent|agent-fpr)
@@ -360,7 +497,9 @@ run_one() {
     kill -0 "$HOG_PID" 2>/dev/null || die "the hog ended at its start: $(tail -n 2 "$W/hog.log")"
     bm_add_cleanup "kill $HOG_PID 2>/dev/null || true"
     event "pressure: bm-mem-hog started (pid $HOG_PID, target MemAvailable $HOG_TARGET, ${hog_size[*]:-no size}, floor $HOG_FLOOR$([ "$HOG_CHASE" = 0 ] || echo ', chasing the target'))"
-    if [ "$mode" = control ]; then
+    if [ "$mode" = control ] && [ "$LAYOUT" = issue49 ]; then
+        event "control: no balloonmgr, no balloon set (the issue49 layout's control)"
+    elif [ "$mode" = control ]; then
         sleep 10
         # what an administrator would set once: idle guests to the floor, the others to
         # their use plus some headroom (the grower to 400 MiB, as in the report of issue #14)
@@ -444,15 +583,29 @@ run_one() {
     printf '%s\n' "${args[@]:2}" |
         jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
                   interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r,
-                  guest_options: $o, spare: $sp, hot: $hot }' \
+                  guest_options: $o, spare: $sp, hot: $hot, layout: $layout, cold_left_mib: $cl }' \
             --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
             --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
             --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" --arg hot "$HOT_LABEL" \
-            >"${out%.json}.d/analyse.json"
+            --arg layout "$LAYOUT" --argjson cl "$COLD_LEFT" >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
     bm_log "run written to $out"
+}
+
+# hog_target_ok TARGET: TARGET (as bm-mem-hog reads a size: N%, N, NK, NM, NG) is at least 256 MiB
+# above HOG_FLOOR on this host
+hog_target_ok() {
+    awk -v t="$1" -v f="$HOG_FLOOR" '
+        function size(s,   v) { v = s + 0
+            if (s ~ /%$/) return v / 100 * total
+            if (s ~ /[kK]$/) return v * 1024
+            if (s ~ /[mM]$/) return v * 1048576
+            if (s ~ /[gG]$/) return v * 1073741824
+            return v }
+        /^MemTotal:/ { total = $2 * 1024 }
+        END { exit !(size(t) >= size(f) + 256 * 1048576) }' /proc/meminfo
 }
 
 # wait_cached GUEST MIB: waits until GUEST's load has read MIB MiB of its disk into its page
@@ -515,7 +668,8 @@ analyse() {
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
         --arg host "$(uname -n)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
         --argjson ncpu "$(nproc)" --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg short "$short" \
-        --arg names "${GUESTS[*]}" --arg prefix "$BM_PREFIX" '
+        --arg names "${GUESTS[*]}" --arg prefix "$BM_PREFIX" --arg layout "$LAYOUT" \
+        --argjson cold_left $((COLD_LEFT * MIB)) '
     def short_name: ltrimstr($prefix);
     # seconds for which COND held, in an array of samples (each lasts until the next one)
     def secs(cond): . as $a | [range(0; ($a | length) - 1) | select($a[.] | cond) | $a[. + 1].t - $a[.].t] | add // 0 | . * 10 | round / 10;
@@ -595,7 +749,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
+      scenario: "issue-14 pressure", layout: $layout, mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -604,6 +758,26 @@ analyse() {
         min_available_bytes: ([$S[] | .avail] | min),
         seconds_below_reclaim_below: ($S | secs(.avail < $reclaim_below)),
         seconds_below_reclaim_below_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $reclaim_below)),
+        # the measure of issue 49, whatever reclaim_below the policy has
+        seconds_below_10pct_in_pressure: ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)] | secs(.avail < $total / 10)),
+        # issue 49: seconds under pressure in which the agent reported memory unmet
+        # (balloonmgr_host_unmet_bytes > 0) while the cold cache guest still held more than
+        # $cold_left of page cache above its keep_free (the smaller of its page cache and its
+        # usable memory beyond keep_free: what the policy may take) and its balloon was not
+        # growing (its current not down by 1 MiB by the next sample); null without metrics of
+        # the agent or a cache guest
+        unmet_with_cold_cache: (if ([$S[] | .unmet // empty] | length) == 0 or ($G | index("cache")) == null then null else
+            ([$S[] | select(.t >= $t_hog and .t <= $t_hog_end)]) as $Q |
+            [range(0; ($Q | length) - 1) as $i | $Q[$i] as $x | $Q[$i + 1] as $y |
+             ([$x.doms[] | select(.name | short_name == "cache")] | first) as $c0 |
+             ([$y.doms[] | select(.name | short_name == "cache")] | first) as $c1 |
+             ([($c0.caches // 0), (($c0.usable // 0) - $keep_free)] | min) as $takable |
+             select(($x.unmet // 0) > 0 and $c0 != null and $c1 != null and $takable > $cold_left and
+                    ($c0.cur != null and $c1.cur != null and $c0.cur - $c1.cur < 1048576)) |
+             { t: $x.t, d: ($y.t - $x.t), unmet: $x.unmet, caches: $c0.caches, takable: $takable }] |
+            { seconds: (map(.d) | add // 0 | . * 10 | round / 10), first_at: (first.t // null),
+              unmet_max_bytes: (map(.unmet) | max), cache_min_bytes: (map(.caches) | min),
+              cache_above_keep_free_max_bytes: (map(.takable) | max), cold_left_bytes: $cold_left } end),
         relief: (if $below == null then { below: false }
                  else { below: true, by: $below.by, from: $below.t, to: ($back.t // null),
                         seconds: (if $back then ($back.t - $below.t) * 10 | round / 10 else null end),
@@ -620,14 +794,20 @@ analyse() {
                      records_parsed: (if $have_rec then $REC | length else null end),
                      per_domain: $rev },
         qemu_rss: { at_rest_bytes: ([$R[] | select(.t <= $t_hog)] | last | .rss // null),
-                    min_under_pressure_bytes: ([$R[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss] | min) },
+                    min_under_pressure_bytes: ([$R[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss] | min),
+                    # issue 49: the mean of the total over the samples under pressure
+                    mean_under_pressure_bytes: ([$R[] | select(.t > $t_hog and .t <= $t_hog_end) | .rss] |
+                        if length == 0 then null else add / length | floor end) },
         after_comfortable: { comfortable_at: ($comf.t // null), due_at: $t_x, read_at: ($sx.t // null),
                              still_ballooned_bytes: (if $sx == null then null
                                  else [$sx.doms[] | (.max // 0) - (.cur // .max // 0)] | add end) }
       },
       guests: ([$G[] | . as $g | {
         key: $g, value: {
-          oom_kills: ([$E[] | select(.dom == $g and (.line | test("bm-load: t=[0-9.]+ OOM:")))] | length),
+          # (the server guest of issue 49 has no bm-load: the "Killed process" lines of its kernel)
+          oom_kills: (if $g == "hot" and ($hot | startswith("pgbench"))
+                      then [$E[] | select(.dom == $g and (.line | test("Killed process")))] | length
+                      else [$E[] | select(.dom == $g and (.line | test("bm-load: t=[0-9.]+ OOM:")))] | length end),
           kernel_oom_lines: ([$E[] | select(.dom == $g and (.line | test("Out of memory")))] | length),
           allocation_failures: ([$E[] | select(.dom == $g and (.line | test("allocation FAILED")))] | length),
           panic: ([$E[] | select(.dom == $g and (.line | test("Kernel panic")))] | length > 0),
@@ -649,24 +829,59 @@ analyse() {
           min_disk_caches_under_pressure_bytes: ([series($g)[] | select(.t > $t_hog and .t <= $t_hog_end) | .caches // empty] | min)
         } }] | from_entries),
       # issue #32: the work of the hot guest, its re-read rate (the "hot: R MiB/s over S s"
-      # lines of its console, each at the time the sampler read it; the backlog of the first read,
-      # at t=0, is its warm-up): before (the last 40 s of the steady
-      # phase), under pressure (from the start of the hog to its end), in the minute after; as ratios to
-      # before, with the worst line from the start of the hog to a minute after; and what it read
-      # from its disk under pressure (the block statistics of QEMU)
+      # lines of its console), or with the server of issue 49 the transactions a second of pgbench
+      # (its "progress: P s, R tps" lines, each over the seconds since the one before), each
+      # line at the time the sampler read it (the backlog of the first read, at t=0, is its
+      # warm-up): before (the last 40 s of the steady phase), under pressure (from the start of
+      # the hog to its end), in the minute after; as ratios to before; the worst window of 5 s
+      # and of 10 s (runs of consecutive lines covering at least W - 0.5 s, their rates
+      # weighted by their seconds: the 5 s window of the re-reader is its worst line) from the start
+      # of the hog to a minute after; when after the hog a 10 s window first came back to 0.9 x
+      # before ("back to 90%" of issue 49); the work it lost under pressure; and what it read from its disk (the block statistics
+      # of QEMU) in the last 40 s of the steady phase and under pressure
       hot: (if ($G | index("hot")) == null then null else
-        ([$E[] | select(.dom == "hot") | . as $e | (.line | capture("bm-load: t=[0-9.]+ hot: (?<r>[0-9.]+) MiB/s")) // null |
-          select(. != null) | { t: $e.t, r: (.r | tonumber) }]) as $H |
+        ([$E[] | select(.dom == "hot") | . as $e |
+          ((.line | capture("bm-load: t=[0-9.]+ hot: (?<r>[0-9.]+) MiB/s( over (?<s>[0-9.]+) s)?")) //
+           (.line | capture("bm-pgbench: progress: (?<p>[0-9.]+) s, (?<r>[0-9.]+) tps")) // null) |
+          select(. != null) |
+          { t: $e.t, r: (.r | tonumber), s: (.s // null | if . == null then null else tonumber end),
+            p: (.p // null | if . == null then null else tonumber end) }] |
+         # pgbench: a line covers the seconds since its line before (a pgbench started again
+         # counts from 0)
+         reduce .[] as $x ({ out: [], pp: null };
+           .out += [$x + { s: ($x.s // (if $x.p == null then 5 elif .pp != null and $x.p > .pp then $x.p - .pp else $x.p end)) }] |
+           .pp = $x.p) | .out) as $H |
+        (if ([$H[] | select(.p != null)] | length) > 0 then "tps" else "MiB/s" end) as $unit |
         def mean: if length == 0 then null else add / length end;
+        # the lowest mean over runs of consecutive lines of $L covering at least $w - 0.5 s
+        def worst($L; $w): [range(0; $L | length) as $i |
+            (reduce range($i; $L | length) as $j ({ n: 0, d: 0, done: false };
+                if .done then . else .n += $L[$j].r * $L[$j].s | .d += $L[$j].s | .done = (.d >= $w - 0.5) end)) |
+            select(.done) | .n / .d] | min;
         ([$H[] | select(.t >= 1 and .t > $t_hog - 40 and .t <= $t_hog) | .r] | mean) as $b |
         ([$H[] | select(.t > $t_hog and .t <= $t_hog_end) | .r] | mean) as $u |
         ([$H[] | select(.t > $t_hog_end and .t <= $t_hog_end + 60) | .r] | mean) as $a |
-        ([$H[] | select(.t > $t_hog and .t <= $t_hog_end + 60) | .r] | min) as $w |
+        ([$H[] | select(.t > $t_hog and .t <= $t_hog_end + 60)]) as $W |
+        ([$H[] | select(.t > $t_hog_end)]) as $L |
+        (if $b == null then null else
+           [range(0; $L | length) as $i |
+            (reduce range($i; $L | length) as $j ({ n: 0, d: 0, done: false };
+                if .done then . else .n += $L[$j].r * $L[$j].s | .d += $L[$j].s | .done = (.d >= 9.5) end)) |
+            select(.done and .n / .d >= 0.9 * $b) | $L[$i].t - $L[$i].s - $t_hog_end | if . < 0 then 0 else . end] | first
+         end) as $back |
         def ratio($x): if $x == null or $b == null or $b == 0 then null else ($x / $b * 1000 | round / 1000) end;
-        { mode: $hot, rate_before_mib_s: $b, rate_under_pressure_mib_s: $u, rate_after_mib_s: $a,
-          under_pressure_ratio: ratio($u), after_ratio: ratio($a), worst_ratio: ratio($w),
-          read_under_pressure_bytes: (([series("hot")[] | select(.t >= $t_hog and .t <= $t_hog_end) | .reads // empty]) as $r |
-              if ($r | length) < 2 then null else ($r | max) - ($r | min) end),
+        def reads($a; $z): ([series("hot")[] | select(.t >= $a and .t <= $z) | .reads // empty]) as $r |
+            if ($r | length) < 2 then null else ($r | max) - ($r | min) end;
+        { mode: $hot, rate_unit: $unit, rate_before: $b, rate_under_pressure: $u, rate_after: $a,
+          under_pressure_ratio: ratio($u), after_ratio: ratio($a), worst_ratio: ratio(worst($W; 5)),
+          # the seconds of its work before that the pressure cost it: (1 - under / before) x
+          # the pressure (the issue 49 table: "its work lost under pressure")
+          work_lost_s: (if $u == null or $b == null or $b == 0 then null
+                        else (1 - $u / $b) * ($t_hog_end - $t_hog) | . * 10 | round / 10 end),
+          worst_10s_ratio: ratio(worst($W; 10)),
+          back_to_90pct_s: (if $back == null then null else $back * 10 | round / 10 end),
+          read_before_bytes: reads($t_hog - 40; $t_hog),
+          read_under_pressure_bytes: reads($t_hog; $t_hog_end),
           min_current_bytes: ([series("hot")[] | select(.t >= $t_hog and .t <= $t_hog_end + 60) | .cur] | min) } end),
       give_back: {
         grower_current_at_step_bytes: ($gs.cur // null),
@@ -679,7 +894,7 @@ analyse() {
       timer_passes: $timer,
       timeline_columns: (["t", "avail", "hog", "passes", "psi_some"] +
                          [$G[] | "\(.)_cur", "\(.)_usable", "\(.)_rss"]),
-      events: [$E[] | select(.dom == "-" or (.line | test("bm-load: t=[0-9.]+ (phase|OOM|holding|touched)|allocation FAILED|Out of memory|Kernel panic")))]
+      events: [$E[] | select(.dom == "-" or (.line | test("bm-load: t=[0-9.]+ (phase|OOM|holding|touched)|allocation FAILED|Out of memory|Killed process|Kernel panic|bm-server: (ready|postgres|pgbench)")))]
     }' >"$out.tmp"
     mv "$out.tmp" "$out"
     jq -r 'def mib: if . == null then "-" else (. / 1048576 | floor | tostring) end;
@@ -691,7 +906,9 @@ analyse() {
            " (records: max \(.host.reversals.records_max // "-") sum \(.host.reversals.records_sum // "-"));" +
            " QEMU RSS total at rest \(.host.qemu_rss.at_rest_bytes | mib) MiB, lowest under pressure \(.host.qemu_rss.min_under_pressure_bytes | mib) MiB;" +
            " still ballooned 2 passes after comfortable \(.host.after_comfortable.still_ballooned_bytes | mib) MiB" +
-           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst \(.hot.worst_ratio // "-") x, read \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" end)' "$out"
+           "; below 10% of MemTotal \(.host.seconds_below_10pct_in_pressure) s, QEMU RSS mean under pressure \(.host.qemu_rss.mean_under_pressure_bytes | mib) MiB" +
+           (if .host.unmet_with_cold_cache == null then "" else "; unmet while the cold cache guest held cache \(.host.unmet_with_cold_cache.seconds) s" end) +
+           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate before \(.hot.rate_before // "-" | if type == "number" then . * 10 | round / 10 else . end) \(.hot.rate_unit), under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst 5 s \(.hot.worst_ratio // "-") x, worst 10 s \(.hot.worst_10s_ratio // "-") x, back to 0.9 x \(.hot.back_to_90pct_s // "-") s after the hog, work lost \(.hot.work_lost_s // "-") s, read \(.hot.read_before_bytes | mib) MiB in the last 40 s before and \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" end)' "$out"
 }
 
 # reanalyse RUN.json: the measurements again, from the raw material a run kept in RUN.d/ (the
@@ -706,6 +923,7 @@ reanalyse() {
     INTERVAL_S=$(jq '.interval_s' "$a") TIMER_INTERVAL=$(jq '.timer_interval_s' "$a")
     BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
     SPARE=$(jq -r '.spare // "free"' "$a") HOT=$(jq -r '.hot // "none"' "$a") HOT_LABEL=$HOT
+    LAYOUT=$(jq -r '.layout // "default"' "$a") COLD_LEFT=$(jq -r ".cold_left_mib // $COLD_LEFT" "$a")
     read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
     local args=()
     mapfile -t args < <(jq -r '.analyse[]' "$a")
@@ -728,9 +946,11 @@ table() {
         elif length % 2 == 1 then .[(length - 1) / 2] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
     def mib: if . == null then "-" else (. / 1048576 | round | tostring) end;
     def num: if . == null then "-" else (. * 10 | round / 10 | tostring) end;
-    # runs of the page-cache scenario (BM_SCENARIO_SPARE=cache) are a row of their own
-    group_by([(.spare // "free"), (.hot.mode // "none"), .mode]) | map(. as $runs | {
-        mode: (.[0].mode + (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end) +
+    # runs of the page-cache scenario (BM_SCENARIO_SPARE=cache), of another hot guest or of the
+    # layout of issue 49 (BM_SCENARIO_LAYOUT=issue49) are a row of their own
+    group_by([(.layout // "default"), (.spare // "free"), (.hot.mode // "none"), .mode]) | map(. as $runs | {
+        mode: (.[0].mode + (if (.[0].layout // "default") == "default" then "" else " [\(.[0].layout)]" end) +
+               (if (.[0].spare // "free") == "cache" then " (spare: cache)" else "" end) +
                (if (.[0].hot.mode // "none" | IN("none", "read")) then "" else " (hot: \(.[0].hot.mode))" end)),
         runs: length,
         relief: [$runs[] | .host.relief.seconds] | median,
@@ -764,11 +984,20 @@ table() {
         hota: [$runs[] | .hot.after_ratio] | median,
         hotw: [$runs[] | .hot.worst_ratio] | median,
         hotread: [$runs[] | .hot.read_under_pressure_bytes] | median,
-        hotmin: [$runs[] | .hot.min_current_bytes] | median
+        hotmin: [$runs[] | .hot.min_current_bytes] | median,
+        # issue 49 (runs before it: "-")
+        hotb: [$runs[] | .hot.rate_before] | median,
+        hotunit: ([$runs[] | .hot.rate_unit // empty] | first // ""),
+        hotw10: [$runs[] | .hot.worst_10s_ratio] | median,
+        hotback: [$runs[] | .hot.back_to_90pct_s] | median,
+        hotlost: [$runs[] | .hot.work_lost_s] | median,
+        below10: [$runs[] | .host.seconds_below_10pct_in_pressure] | median,
+        rssmean: [$runs[] | .host.qemu_rss.mean_under_pressure_bytes] | median,
+        coldunmet: [$runs[] | .host.unmet_with_cold_cache.seconds] | median
       }) |
-    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB |"),
-    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
-    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) |")
+    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB | hot guest rate before | worst 10 s / before | back to 0.9 x after the hog s | hot guest work lost under pressure s | s below 10% of MemTotal under pressure | QEMU RSS mean under pressure MiB | s unmet while the cold cache guest held cache |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) | \(if .hotb == null then "-" else "\(.hotb | num) \(.hotunit)" end) | \(.hotw10 // "-") | \(.hotback | num) | \(.hotlost | num) | \(.below10 | num) | \(.rssmean | mib) | \(.coldunmet | num) |")
     ' $files
 }
 

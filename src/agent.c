@@ -483,9 +483,12 @@ static int start_serving(Agent *a)
     a->web_tls = wc && wc->tls;
     a->web_auth = wc && wc->n_users > 0;
     char web[96], addrs[BM_HTTP_LISTEN_MAX * 56];
-    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics on %s (%s) at %s, policy %s, every %u s, state %s%s",
-            o->listen, describe_web(wc, web, sizeof(web)),
-            bm_http_addresses(a->http, addrs, sizeof(addrs)), a->policy->path, a->policy->interval_s,
+    bm_http_addresses(a->http, addrs, sizeof(addrs));
+    /* "on LISTEN" only where it is not the address itself (a name, :PORT, port 0) */
+    bool same = strcmp(o->listen, addrs) == 0;
+    bm_reportp(LOG_INFO, "agent", NULL, "serving /metrics%s%s (%s) at %s, policy %s, every %u s, state %s%s",
+            same ? "" : " on ", same ? "" : o->listen, describe_web(wc, web, sizeof(web)),
+            addrs, a->policy->path, a->policy->interval_s,
             a->state_path ? a->state_path : "not written",
             o->monitor_only ? ", monitoring only (read-only connection, no changes)"
             : o->dry_run    ? ", dry run (no changes)" : "");

@@ -227,7 +227,7 @@ static int track(BmTracker *t, void *handle, const char *name, const char *uuid,
     int r = ops->set_target(ops->ctx, handle, target_bytes);
     if (r < 0)
         return r;
-    bm_copy_name(x.name, sizeof(x.name), name);
+    x.name = bm_strdup(name ? name : "");
     snprintf(x.uuid, sizeof(x.uuid), "%s", uuid);
     x.sg = sg;
     x.rss_before_bytes = rss_bytes;
@@ -270,6 +270,7 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     ch->polls++;
     ch->duration_ns = at - x->started_mono_ns;
     ch->finished_real_ns = before_real + (after - before) / 2;
+    ch->reading_ns = after - before;
     if (r < 0) {
         ch->outcome = BM_CHANGE_FAILED;
         ch->failed_err = r;
@@ -315,6 +316,7 @@ size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
             drop_handle(ops_of(t), x);
             if (ended)
                 ended(ctx, x);
+            free(x->name);
         } else {
             t->items[keep++] = *x;
         }
@@ -359,6 +361,7 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
     drop_handle(ops, x);
     if (ended)
         ended(ctx, x);
+    free(x->name);
     memmove(&t->items[i], &t->items[i + 1], (t->n_items - i - 1) * sizeof(*x));
     t->n_items--;
 }
@@ -380,8 +383,10 @@ size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void 
 
 void bm_tracker_clear(BmTracker *t)
 {
-    for (size_t i = 0; i < t->n_items; i++)
+    for (size_t i = 0; i < t->n_items; i++) {
         drop_handle(ops_of(t), &t->items[i]);
+        free(t->items[i].name);
+    }
     free(t->items);
     t->items = NULL;
     t->n_items = 0;

@@ -52,8 +52,11 @@ typedef struct {
     uint64_t target_bytes;
     uint64_t reached_bytes;    /* balloon when the wait ended */
     uint64_t started_real_ns;  /* wall clock just before the target was set */
-    uint64_t finished_real_ns; /* wall clock of the read that ended the wait */
+    uint64_t finished_real_ns; /* wall clock of the read that ended the wait (the middle of
+                                * its call, reading_ns long) */
     uint64_t duration_ns;      /* monotonic, set -> end of the wait */
+    uint64_t reading_ns;       /* how long the call of that read took: the value was read
+                                * somewhere inside it, so the end is known to +- half of it */
     unsigned polls;            /* balloon reads made */
     int failed_err;            /* BM_CHANGE_FAILED: the -errno of the read that failed (its
                                 * detail: bm_error_detail()) */
@@ -115,7 +118,9 @@ int bm_balloon_set_stats_period(virDomainPtr dom, int period_s, bool live, bool 
  * changes of its pass with bm_tracker_wait() too. */
 
 typedef struct BmTracked {
-    char name[256];
+    char *name;                /* the domain's name whole, as libvirt has it (the change record's
+                                * domain=, BALLOONMGR_DOMAIN): owned by the tracker, freed when
+                                * the change ended and the callback returned */
     char uuid[VIR_UUID_STRING_BUFLEN];
     BmSgLabel sg;              /* the domain's SG verdict: its latency histogram */
     char why[32];              /* the policy's cause of the change (BmDecision.why); "" by hand */

@@ -397,13 +397,23 @@ static int run(BmGlobal *g, int argc, char **argv)
         (!o.dry_run && (r = bm_session_state_lock(o.state_path, &lock_fd)) < 0))
         return bm_report_failure("run", NULL, r);
 
-    BmEngineOptions eo = bm_once_engine_options(o.dry_run);
+    /* a dry run reads what the real pass reads, the QEMU monitor too (the starvation statistics
+     * and the features, as verify_features allows): a read-write connection unless -r, or the
+     * read-only socket where libvirt lets this user only read (no monitor then) */
+    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+    bool readonly = g->readonly;
+    r = bm_cli_connect(g, readonly, &conn);
+    if (r < 0 && o.dry_run && !readonly) {
+        readonly = true;
+        r = bm_cli_connect(g, readonly, &conn);
+    }
+    if (r < 0)
+        return bm_report_failure("run", NULL, r);
+    BmEngineOptions eo = bm_once_engine_options(o.dry_run, readonly);
     eo.proc_dir = o.proc_dir;
     eo.no_libvirt_duplicates = o.no_libvirt_duplicates;
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
-    _cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-    if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0 ||
-        (r = bm_cli_connect(g, o.dry_run, &conn)) < 0)
+    if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0)
         return bm_report_failure("run", NULL, r);
     bm_engine_set_conn(e, conn);
     bm_engine_set_policy(e, pol);

@@ -81,6 +81,7 @@ static void print_json(const char *name, const BmChange *ch, bool waited, bool l
     json_object_object_add(o, "started_at", json_seconds(ch->started_real_ns));
     json_object_object_add(o, "finished_at",
                            waited ? json_seconds(ch->finished_real_ns) : NULL);
+    json_object_object_add(o, "reading_s", waited ? json_seconds(ch->reading_ns) : NULL);
     json_object_object_add(o, "polls", json_object_new_int((int)ch->polls));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
 }
@@ -251,9 +252,12 @@ static void on_progress(void *ctx, const BmTracked *t)
                                              sizeof(line)), false);
 }
 
+/* the change that ended, its name copied (the tracker frees its own) */
 static void keep_ended(void *ctx, const BmTracked *t)
 {
-    *(BmTracked *)ctx = *t;
+    BmTracked *kept = ctx;
+    *kept = *t;
+    kept->name = bm_strdup(t->name);
 }
 
 /* Hands a measured change to a running agent / the next timer run with its QEMU RSS now and
@@ -315,6 +319,7 @@ static int change(virConnectPtr conn, virDomainPtr dom, const SetOptions *o, uin
     if (ret->target_bytes != ret->from_bytes)
         spool_change(conn, dom, o->name, o->policy ? o->policy->verify_features : BM_VERIFY_AUTO,
                      &ended);
+    free(ended.name);
     return 0;
 }
 

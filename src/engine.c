@@ -183,9 +183,13 @@ static void read_starve(BmEngine *e, const BmRow *row)
         d->starve = BM_STARVE_STATS_ABSENT;
         rec->qom_path[0] = '\0'; /* looked up again at the next reading */
         bool quiet = r == -ENOTSUP || r == -ESRCH || r == -ENOTCONN;
-        if (!rec->starve_warned && !quiet)
-            bm_log(LOG_WARNING, "cannot read the starvation statistics of domain '%s' through "
-                   "the QEMU monitor (logged once per start): %s", d->name, bm_error_detail(r));
+        if (!rec->starve_warned && !quiet) {
+            /* the name and QEMU's text escaped once, as log.c's records (util.h) */
+            _cleanup_free_ char *name = bm_escape_quoted(d->name);
+            _cleanup_free_ char *why = bm_escape_name(bm_error_detail(r));
+            bm_log(LOG_WARNING, "balloonmgr: cannot read the starvation statistics of domain '%s' "
+                   "through the QEMU monitor (logged once per start): %s", name, why);
+        }
         rec->starve_warned |= !quiet;
         bm_error_reset();
     }
@@ -247,7 +251,7 @@ static bool drain_percpu(BmEngine *e, BmHost *h)
     int r = e->hw.drain_percpu(e->hw.ctx, h, &drained);
     if (r < 0) {
         if (!e->drain_warned)
-            bm_log(LOG_WARNING, "cannot give the %" PRIu64 " MiB on the per-CPU free lists back to "
+            bm_log(LOG_WARNING, "balloonmgr: cannot give the %" PRIu64 " MiB on the per-CPU free lists back to "
                    "MemAvailable (logged once): %s", bm_hostmem_percpu_excess(h) >> 20, bm_error_detail(r));
         e->drain_warned = true;
         bm_error_reset();
@@ -255,7 +259,7 @@ static bool drain_percpu(BmEngine *e, BmHost *h)
     }
     bm_count_add(&e->ledger.counters.percpu_drained_bytes, drained);
     if (drained > 0)
-        bm_log(LOG_INFO, "per-CPU free lists: gave %" PRIu64 " MiB back to MemAvailable (%" PRIu64
+        bm_log(LOG_INFO, "balloonmgr: per-CPU free lists: gave %" PRIu64 " MiB back to MemAvailable (%" PRIu64
                " -> %" PRIu64 " MiB, %d write(s) of stat_refresh)", drained >> 20, before >> 20,
                h->percpu_free_bytes >> 20, r);
     return drained > 0;
@@ -350,8 +354,9 @@ static void measure_qemu(BmEngine *e, uint64_t now_s)
         }
         if (r < 0 && !e->qemu_warned && r != -ENOENT) {
             _cleanup_free_ char *name = bm_escape_quoted(d->name);
-            bm_log(LOG_WARNING, "cannot measure QEMU's own memory of domain '%s' (the host-wide "
-                   "estimate serves; logged once): %s", name, bm_error_detail(r));
+            _cleanup_free_ char *why = bm_escape_name(bm_error_detail(r));
+            bm_log(LOG_WARNING, "balloonmgr: cannot measure QEMU's own memory of domain '%s' (the "
+                   "host-wide estimate serves; logged once): %s", name, why);
             e->qemu_warned = true;
         }
         bm_error_reset();
@@ -618,7 +623,7 @@ size_t bm_engine_stop_hurting(BmEngine *e)
         char why[256];
         hurt_text(&gp, why, sizeof(why));
         _cleanup_free_ char *name = bm_escape_quoted(t->name);
-        bm_log(LOG_NOTICE, "stopping the inflate of domain '%s' toward %s where its balloon is: %s",
+        bm_log(LOG_NOTICE, "balloonmgr: stopping the inflate of domain '%s' toward %s where its balloon is: %s",
                name, BM_SZ(t->change.target_bytes), why);
         bm_tracker_stop(&e->changes, i, on_ended, e);
         stopped++;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policy-eval.h"
+#include "revision.h"
 #include "util.h"
 
 #ifndef BM_VERSION
@@ -177,7 +178,7 @@ static const ExportFamily families[] = {
     {"balloonmgr_libvirt_up", BM_METRIC_GAUGE, BY_CODE, "1 while the libvirt connection is up."},
     {"balloonmgr_last_successful_pass_timestamp_seconds", BM_METRIC_GAUGE,
      COUNTERS(last_success_s, NONZERO), "When the last policy pass completed without error."},
-    {"balloonmgr_build_info", BM_METRIC_GAUGE, BY_CODE, "Version of balloonmgr."},
+    {"balloonmgr_build_info", BM_METRIC_GAUGE, BY_CODE, "Version of balloonmgr and the revision it was built from."},
 };
 
 /* The samples of the families read from fields: bases[src] is the struct of source src, or
@@ -251,18 +252,29 @@ static int add_changes(BmRegistry *r, const BmCounters *c)
     return r_ok;
 }
 
+/* A word of the CLI's ("shut off", "not-offered") as a label value: snake_case, as
+ * node_exporter's label values are ("shut_off", "not_offered"). Returns buf (size n). */
+static const char *label_value(const char *word, char *buf, size_t n)
+{
+    size_t i = 0;
+    for (; word[i] && i + 1 < n; i++)
+        buf[i] = word[i] == ' ' || word[i] == '-' ? '_' : word[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 /* What balloonmgr knows of one domain from the ledger (rec may be NULL). */
 static int add_domain_record(BmRegistry *r, const BmDomain *d, const BmLedgerEntry *rec)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
-    const char *sg = "unknown", *io = "unknown";
-    if (rec && rec->features_known) {
-        sg = bm_feature_state_name(rec->sg);
-        io = bm_switch_state_name(rec->ioeventfd);
-    }
-    const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", bm_snapshot_run_state_name(d->state),
-                          "sg", sg, "ioeventfd", io, NULL};
+    char state[32], sg[32], io[32];
+    label_value(bm_snapshot_run_state_name(d->state), state, sizeof(state));
+    label_value(rec && rec->features_known ? bm_feature_state_name(rec->sg) : "unknown", sg, sizeof(sg));
+    label_value(rec && rec->features_known ? bm_switch_state_name(rec->ioeventfd) : "unknown", io,
+                sizeof(io));
+    const char *info[] = {"domain", d->name, "uuid", d->uuid, "state", state, "sg", sg, "ioeventfd", io,
+                          NULL};
     r_ok |= bm_registry_add(r, "balloonmgr_domain_info", info, 1);
     if (rec && rec->last_duration_s >= 0 && rec->last_direction >= 0) {
         const char *l[] = {"domain", d->name, "direction", bm_dir_names[rec->last_direction], NULL};
@@ -309,8 +321,10 @@ static int add_domain_features(BmRegistry *r, const BmDomain *d, const BmLedgerE
 }
 
 /* What of one domain's reading is not a field of it: reclaimed, the starvation statistics
- * by reclaimer (libvirt drops them, so never a duplicate), the statistics' timestamp. */
-static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
+ * by reclaimer (libvirt drops them, so never a duplicate), the statistics' timestamp: not one
+ * from before the machine booted (boot_s, 0 when not known), which no guest of this host set
+ * (libvirt's test driver reports one from 1989), as status shows no age for it. */
+static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, uint64_t boot_s)
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
@@ -322,15 +336,16 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s)
     ADD("balloonmgr_domain_guest_scanned_bytes_total", direct, st->direct_scan_bytes);
     ADD("balloonmgr_domain_guest_reclaimed_bytes_total", kswapd, st->async_reclaim_bytes);
     ADD("balloonmgr_domain_guest_reclaimed_bytes_total", direct, st->direct_reclaim_bytes);
-    if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s)
+    if (d->active && bm_present(d->last_update_s) && d->last_update_s > 0 && d->last_update_s <= now_s &&
+        d->last_update_s + 1 >= boot_s)
         ADD("balloonmgr_domain_stats_last_update_timestamp_seconds", dl, d->last_update_s);
     return r_ok;
 }
 
 /* Every domain of the rows, with its decision in the last plan (the row's), and the sum of what
  * was reclaimed. */
-static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool no_dups,
-                       const BmPlan *plan)
+static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64_t boot_s,
+                       bool no_dups, const BmPlan *plan)
 {
     int r_ok = 0;
     uint64_t reclaimed_total = 0, backed_total = 0;
@@ -340,7 +355,7 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, bool n
         const BmLedgerEntry *rec = rows->rows[i].entry;
         r_ok |= add_domain_record(r, d, rec);
         r_ok |= add_domain_features(r, d, rec);
-        r_ok |= add_domain_reading(r, d, now_s);
+        r_ok |= add_domain_reading(r, d, now_s, boot_s);
         const char *dl[] = {"domain", d->name, NULL};
         const void *bases[SRC_COUNT] = {[SRC_DOMAIN] = d, [SRC_ENTRY] = rec,
                                         [SRC_DECISION] = rows->rows[i].decision};
@@ -396,7 +411,7 @@ static int add_health(BmRegistry *r, const BmCounters *c, bool libvirt_up)
         r_ok |= bm_registry_add(r, "balloonmgr_errors_total", l, (double)c->errors[e]);
     }
     r_ok |= bm_registry_add(r, "balloonmgr_libvirt_up", NULL, libvirt_up ? 1 : 0);
-    const char *bl[] = {"version", BM_VERSION, NULL};
+    const char *bl[] = {"version", BM_VERSION, "revision", BM_REVISION, NULL};
     r_ok |= bm_registry_add(r, "balloonmgr_build_info", bl, 1);
     return r_ok;
 }
@@ -413,7 +428,7 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
     r_ok |= add_fields(r, bases, NULL, 0);
     r_ok |= add_changes(r, &l->counters);
     if (v->snap && v->rows)
-        r_ok |= add_domains(r, v->rows, v->snap->taken_real_ns / 1000000000ull,
+        r_ok |= add_domains(r, v->rows, v->snap->taken_real_ns / 1000000000ull, v->snap->boot_real_s,
                             v->no_libvirt_duplicates, v->plan);
     r_ok |= add_host(r, v);
     r_ok |= add_health(r, &l->counters, v->libvirt_up);

@@ -229,6 +229,7 @@ typedef struct {
                          * change: the host bytes it could give once they follow it */
     uint64_t in_flight; /* skipped: what an inflate of ours in flight will still give the host */
     bool near_oom;      /* the host is near its own OOM (BmPlan.hot_cache_allowed) */
+    uint64_t oom_margin; /* reclaim: what the host has above its own OOM line (BmPlan.oom_margin_bytes) */
     bool reclaim;       /* the host reclaims (BM_HOST_RECLAIM) */
     bool kept_hot;      /* it refaults or thrashes, but keeps what was taken (keeps_hot_cache()) */
 } Work;
@@ -904,10 +905,14 @@ static void set_role(BmDecision *x, Work *k)
     const BmGuestPressure *gp = &x->pressure;
     if (gp->oom_s && cur <= maxb) {
         /* an OOM kill in this pressure episode: all of its memory back at once (not paced by
-         * max_step: it already lost a process), and none taken again in the episode */
+         * max_step: it already lost a process), and none taken again in the episode; but while
+         * the host reclaims, at most what it has above its own OOM line (half of reclaim_below)
+         * or max_step, whichever is more: there the host's OOM killer would take a whole QEMU */
         k->role = ROLE_GIVE_PROTECTED;
         x->short_of_memory = cur < maxb;
         k->want = maxb - cur;
+        if (k->reclaim)
+            k->want = min_u64(k->want, max_u64(k->step, k->oom_margin));
     } else if (cur < x->floor_bytes) {
         k->role = ROLE_FLOOR;
         k->want = x->floor_bytes - cur;
@@ -1218,6 +1223,7 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
     /* 1. classify every domain */
     for (size_t i = 0; i < n; i++) {
         w[i].near_oom = ret->hot_cache_allowed;
+        w[i].oom_margin = ret->oom_margin_bytes;
         classify(&rows->rows[i], policy, now_s, ret->qemu_overhead_bytes, horizon_s, ret->mode,
                  &ret->decisions[i], &w[i]);
     }

@@ -95,6 +95,12 @@ static void oom_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t 
     else if (c->amount_bytes == 0)
         snprintf(buf, n, "OOM kill in the guest (%s): %s below its maximum, but the host has no budget to give",
             seen, SZ(c->want_bytes));
+    else if (plan->mode == BM_HOST_RECLAIM && c->amount_bytes + MiB <= x->max_bytes - x->current_bytes)
+        snprintf(buf, n,
+            "OOM kill in the guest (%s): give %s now, %s below its maximum: the host reclaims with "
+            "%s above its own OOM line (half of reclaim_below), paced by that or max_step (%s); "
+            "not inflated again in this pressure episode", seen, SZ(c->amount_bytes),
+            SZ(x->max_bytes - x->current_bytes), SZ(plan->oom_margin_bytes), SZ(c->step_bytes));
     else
         snprintf(buf, n,
             "OOM kill in the guest (%s): give %s at once%s%s; not inflated again in this pressure "

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 #include "error.h"
@@ -307,10 +308,20 @@ int bm_snapshot_take(virConnectPtr conn, unsigned flags, BmSnapshot *ret)
     return bm_snapshot_take_cached(conn, flags, NULL, ret);
 }
 
+/* When this machine booted, wall-clock seconds (0 when the clock cannot say). */
+static uint64_t boot_real_s(uint64_t now_real_ns)
+{
+    struct timespec up;
+    if (clock_gettime(CLOCK_BOOTTIME, &up) < 0 || (uint64_t)up.tv_sec > now_real_ns / 1000000000ull)
+        return 0;
+    return now_real_ns / 1000000000ull - (uint64_t)up.tv_sec;
+}
+
 int bm_snapshot_take_cached(virConnectPtr conn, unsigned flags, const BmXmlCache *cache,
                             BmSnapshot *ret)
 {
-    *ret = (BmSnapshot){.taken_real_ns = bm_now_real_ns()};
+    uint64_t now_ns = bm_now_real_ns();
+    *ret = (BmSnapshot){.taken_real_ns = now_ns, .boot_real_s = boot_real_s(now_ns)};
     _cleanup_(free_domain_listp) virDomainPtr *doms = NULL;
     size_t n_doms = 0;
     unsigned list_flags = (flags & BM_SNAPSHOT_ACTIVE_ONLY)

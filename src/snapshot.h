@@ -77,6 +77,7 @@ typedef struct {
     size_t n_domains;
     const BmDomain **by_uuid;   /* the same, sorted by UUID (NULL in a hand-made snapshot) */
     uint64_t taken_real_ns;     /* wall clock when the reading was taken */
+    uint64_t boot_real_s;       /* wall clock when this machine booted (0: not known) */
     bool bulk;                  /* the bulk stats call worked (per-domain calls may add to it) */
     unsigned libvirt_calls;     /* calls made, for benchmarks */
     void (*release)(void *handle); /* drops a domain's handle (bm_snapshot_clear(),

@@ -166,8 +166,9 @@ static bool count_entry(json_object *o, BmLedger *l, uint64_t now_s)
         return false;
     BmTracked t = {0};
     snprintf(t.uuid, sizeof(t.uuid), "%s", json_object_get_string(u));
-    bm_copy_name(t.name, sizeof(t.name),
-                 json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "");
+    /* borrowed from o (counted, not logged: the ledger keeps its own copy) */
+    t.name = (char *)(json_object_object_get_ex(o, "name", &nm) && json_object_is_type(nm, json_type_string)
+                          ? json_object_get_string(nm) : "");
     t.change.outcome = (BmChangeOutcome)json_object_get_int(out);
     t.change.from_bytes = u64_of(o, "from_bytes", BM_COUNT_MAX);
     t.change.target_bytes = u64_of(o, "target_bytes", BM_COUNT_MAX);

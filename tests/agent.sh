@@ -8,7 +8,8 @@
 #       appended to: an inode taken before stays valid). Waits for the serving line; sets
 #       agent_pid, agent_addr (the first address served, "127.0.0.1:41873") and agent_port.
 #       Returns 0, the agent's exit status (1 if that was 0) when it exits first, or 1 when no
-#       line comes within $AGENT_WAIT_S seconds (default 60: a guard, not a measure).
+#       line comes within $AGENT_WAIT_S seconds (default 60: a guard, not a measure; times
+#       $BM_TIMEOUT_MULTIPLIER, which tools/test.sh sets as meson's timeout multiplier).
 #   agent_wait CMD...        polls CMD until it succeeds (0), the agent exits (1) or
 #       $AGENT_WAIT_S seconds pass (1). A condition, not a fixed sleep.
 #   wait_until CMD...        the same without an agent: polls CMD until it succeeds or
@@ -29,7 +30,7 @@ agent_port=""
 # nothing started later inherits it), not in a process of its own: a process costs about 5 ms
 # here, and the scripts poll thousands of times.
 _agent_poll() {
-    local pid=$1 end=$((SECONDS + ${AGENT_WAIT_S:-60})) step rc
+    local pid=$1 end=$((SECONDS + ${AGENT_WAIT_S:-60} * ${BM_TIMEOUT_MULTIPLIER:-1})) step rc
     shift
     exec {step}<> <(:)
     while :; do
@@ -54,7 +55,7 @@ agent_wait() { _agent_poll "$agent_pid" "$@"; }
 # 1 if there is none yet (the address counts once the comma after it is written: a line can be
 # read half-written)
 _agent_addr_of() {
-    local line re='serving /metrics on .* at ([^ ,]*:[0-9]+),'
+    local line re='serving /metrics .*at ([^ ,]*:[0-9]+),'
     _agent_addr=""
     while IFS= read -r line; do
         if [[ $line =~ $re ]]; then

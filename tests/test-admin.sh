@@ -4,11 +4,14 @@
 # option errors (options), domains by name, ID or UUID (domains), set --live/--config/--current
 # (set-flags), sizes that cannot be misread (sizes), output for scripts (raw), the listen
 # addresses of an exporter (listen). The journal's fields are tests/test-journal.sh; the
-# Debian paths are tests/integration/test-deb.sh.
-# Usage: test-admin.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+# Debian paths are tests/integration/test-deb.sh. A dry run reads the guests' starvation
+# statistics as the real pass does (dryrun; QMP_SHIM: tests/qmp-shim.c, a QEMU monitor on the
+# test driver).
+# Usage: test-admin.sh BALLOONMGR SOURCE_ROOT QMP_SHIM   (TAP output)
 set -u
 BM=$1
 ROOT=$2
+SHIM=$3
 . "$ROOT/tests/tap.sh"
 . "$ROOT/tests/agent.sh"
 DEMO="test://$ROOT/demo/host.xml"
@@ -237,6 +240,14 @@ answers "127.0.0.1:$port"; ok $? "listen:   and answers on 127.0.0.1 (localhost 
 grep -q "serving /metrics on localhost:0 (http, no auth) at 127.0.0.1:$port" "$T/agent.log"
 ok $? "listen:   its message names the addresses" "$(head -1 "$T/agent.log")"
 stop_agent
+# an address given as it is served: named once (the port just freed, taken again)
+agent_on "127.0.0.1:$port"
+ok_files $? "listen: --listen 127.0.0.1:$port starts" "$T/agent.log"
+line=$(grep -m1 "serving /metrics" "$T/agent.log")
+[[ $line == *"serving /metrics (http, no auth) at 127.0.0.1:$port, policy "* ]] &&
+    [ "$(grep -o "127.0.0.1:$port" <<<"$line" | wc -l)" -eq 1 ]
+ok $? "listen:   its message names the address once" "$line"
+stop_agent
 if [ -e /proc/net/if_inet6 ] && grep -q '^0*1 ' /proc/net/if_inet6; then
     agent_on '[::1]:PORT'
     ok_files $? "listen: --listen [::1]:PORT starts" "$T/agent.log"
@@ -263,5 +274,33 @@ fi
 run_bm -c "$DEMO" agent --dry-run --listen 999.1.1.1:80
 [ "$rc" -eq 2 ] && grep -qxF "balloonmgr: agent: --listen '999.1.1.1:80': '999.1.1.1' is not an IP address" "$err"
 ok_files $? "listen: digits and dots are an address, not a name to look up (exit $rc)" "$err"
+
+# --- dryrun: run --once --dry-run reads what the real pass reads, the guests' starvation
+# statistics too (the QEMU monitor as verify_features allows; tests/qmp-shim.c stands in for it
+# on the test driver): after an OOM kill it plans what the real pass does
+mkdir -p "$T/qmp"
+cp "$ROOT/tests/data/qmp/x-query-virtio.json" "$T/qmp/"
+oom_kills() { jq '.return.stats["stat-oom-kills"] = $n' --argjson n "$1" "$ROOT/tests/data/qmp/guest-stats-qemu10-linux612.json" >"$T/qmp/qom-get.json"; }
+printf '[host]\nverify_features = always\n[guest]\nmax_stats_age = off\n' >"$T/always.policy"
+shim=(env "BM_QMP_SHIM_DIR=$T/qmp" "LD_PRELOAD=$SHIM" "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+DRY=(-c "$DEMO" run --once --json --policy "$T/always.policy" --proc "$ROOT/demo/proc" --state "$T/oom.json")
+oom_kills 0
+"${shim[@]}" "$BM" "${DRY[@]}" >"$out" 2>"$err"
+ok_files $? "dryrun: a pass reads the guests' statistics: no OOM kill yet" "$err"
+oom_kills 1
+# a decision: name, action, target, the OOM kills it saw and its reason's first words
+plan() { jq -c '.decisions[] | select(.action != "skip") | [.name, .action, .target_bytes, .oom_kills, (.reason | .[0:20])]' "$1"; }
+"${shim[@]}" "$BM" "${DRY[@]}" --dry-run >"$out" 2>"$err"
+plan "$out" >"$T/dry"
+"${shim[@]}" "$BM" "${DRY[@]}" >"$out" 2>"$err"
+plan "$out" >"$T/real"
+grep -q '"web1","deflate",4294967296,1,"OOM kill in the gues' "$T/dry"
+ok $? "dryrun:   then an OOM kill in every guest: the dry run deflates web1 to its maximum, as 'OOM kill'" "$(cat "$T/dry")"
+diff "$T/dry" "$T/real" >/dev/null; ok $? "dryrun:   the real pass decides the same" "$(diff "$T/dry" "$T/real")"
+# -r: the read-only socket has no QEMU monitor: no statistics (null), nothing asked
+: >"$T/qmp/log"
+"${shim[@]}" "$BM" -r "${DRY[@]}" --dry-run >"$out" 2>"$err"
+jq -e '[.decisions[] | select(.action != "skip") | .oom_kills] | all(. == null)' "$out" >/dev/null && [ ! -s "$T/qmp/log" ]
+ok $? "dryrun: with -r nothing is asked of the monitor (oom_kills null)" "$(plan "$out")" "$(cat "$T/qmp/log")"
 
 tap_done

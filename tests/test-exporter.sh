@@ -74,8 +74,8 @@ fds=$(awk '/^process_open_fds /{print $2}' "$tmp/plain")
 nfd=$(ls "/proc/$apid/fd" | wc -l)
 [ "$fds" -ge 3 ] && [ "$fds" -le $((nfd + 2)) ]
 ok $? "  process_open_fds $fds (the agent has $nfd now)"
-grep -q '^balloonmgr_build_info{version="[0-9]' "$tmp/plain"
-ok $? "  balloonmgr_build_info{version=...}"
+grep -q '^balloonmgr_build_info{version="[0-9][^"]*",revision="[^"][^"]*"} 1$' "$tmp/plain"
+ok $? "  balloonmgr_build_info{version=...,revision=...}"
 grep -q '^balloonmgr_domain_balloon_current_bytes{domain="test"}' "$tmp/plain"
 ok $? "  per-domain series by default"
 # the plan of the last pass (demo/proc: the host reclaims)

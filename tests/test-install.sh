@@ -29,6 +29,8 @@ if [ -z "$unitdir" ]; then
 fi
 compdir=$(pkg-config --define-variable=datadir="$datadir" --variable=completionsdir bash-completion 2>/dev/null) ||
     compdir=$datadir/bash-completion/completions
+catalogdir=$(pkg-config --define-variable=prefix="$prefix" --variable=catalogdir systemd 2>/dev/null) ||
+    catalogdir=$prefix/lib/systemd/catalog
 echo "# prefix $prefix, sysconfdir $sysconfdir, localstatedir $localstatedir, units $unitdir"
 
 D=$tmp/dest
@@ -48,6 +50,8 @@ want=(
     "$unitdir/balloonmgr-policy.timer"
     "$datadir/balloonmgr/systemd/textfile.conf"
     "$datadir/balloonmgr/systemd/push.conf"
+    "$sysconfdir/default/balloonmgr"
+    "$catalogdir/balloonmgr.catalog"
 )
 if command -v scdoc >/dev/null && [ "$(opt man-pages)" != disabled ]; then
     want+=("$mandir/man8/balloonmgr.8" "$mandir/man5/balloonmgr.policy.5")
@@ -61,6 +65,17 @@ extra=$(comm -23 "$tmp/got" "$tmp/want" | tr '\n' ' ')
 ok $([ -z "$extra" ]; echo $?) "nothing else installed${extra:+: $extra}"
 [ -x "$D$bindir/balloonmgr" ] && "$D$bindir/balloonmgr" --version | grep -q '^balloonmgr '
 ok $? "the installed binary runs"
+# one source of the version: debian/changelog's newest entry, its upstream part
+want_v=$(dpkg-parsechangelog -l "$ROOT/debian/changelog" -S Version 2>/dev/null ||
+         sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$ROOT/debian/changelog")
+want_v=${want_v#*:} && want_v=${want_v%-*}
+[ "$("$D$bindir/balloonmgr" --version)" = "balloonmgr $want_v" ]
+ok $? "--version says debian/changelog's version $want_v"
+printf 'balloonmgr (2:0.3.1-4) unstable; urgency=medium\n' >"$tmp/changelog-rev"
+printf 'balloonmgr (0.3.1~rc2) unstable; urgency=medium\n' >"$tmp/changelog-native"
+[ "$("$ROOT/tools/version.sh" "$tmp/changelog-rev")" = 0.3.1 ] &&
+    [ "$("$ROOT/tools/version.sh" "$tmp/changelog-native")" = 0.3.1~rc2 ]
+ok $? "tools/version.sh: 2:0.3.1-4 is 0.3.1, 0.3.1~rc2 stays"
 cmp -s "$D$sysconfdir/balloonmgr/balloonmgr.policy" "$ROOT/policies/default.policy"
 ok $? "the system policy is the default policy"
 
@@ -89,6 +104,8 @@ for u in balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service
     fi
     ! grep -n '@[a-z]*@' "$D$unitdir/$u"
     ok $? "$u: no placeholder left"
+    grep -qx "EnvironmentFile=-$sysconfdir/default/balloonmgr" "$D$unitdir/$u" && [ "${argv[-1]}" = '$ARGS' ]
+    ok $? "$u: reads the installed $sysconfdir/default/balloonmgr, \$ARGS last on ExecStart="
 done
 # the binary's compiled-in defaults are the same paths
 help=$("$D$bindir/balloonmgr" run --help)
@@ -102,16 +119,21 @@ ok $? "balloonmgr.service names the spool $rundir/balloonmgr/changes"
 # the drop-ins (not active: for the administrator to copy) start the installed binary too
 for d in textfile push; do
     grep -qF "ExecStart=$bindir/balloonmgr run --once --policy $sysconfdir/balloonmgr/balloonmgr.policy --state %S/balloonmgr/state.json --" \
-        "$D$datadir/balloonmgr/systemd/$d.conf"
-    ok $? "$d.conf drop-in: the installed binary, policy and state"
+        "$D$datadir/balloonmgr/systemd/$d.conf" && grep -q '^ExecStart=.* \$ARGS$' "$D$datadir/balloonmgr/systemd/$d.conf"
+    ok $? "$d.conf drop-in: the installed binary, policy and state, \$ARGS last"
 done
 [ ! -e "$D$unitdir/balloonmgr-policy.service.d" ]
 ok $? "no drop-in is installed active"
 
-# a reinstall keeps an operator's policy
+grep -qx 'ARGS=""' "$D$sysconfdir/default/balloonmgr"
+ok $? "$sysconfdir/default/balloonmgr: ARGS empty"
+
+# a reinstall keeps an operator's policy and ARGS
 echo '# edited' >>"$D$sysconfdir/balloonmgr/balloonmgr.policy"
+echo 'ARGS="--no-libvirt-duplicates"' >>"$D$sysconfdir/default/balloonmgr"
 DESTDIR= meson install -C "$BUILD" --destdir "$D" --no-rebuild >"$tmp/install2.log" 2>&1
-tail -n 1 "$D$sysconfdir/balloonmgr/balloonmgr.policy" | grep -qx '# edited'
-ok $? "a reinstall keeps the edited policy"
+tail -n 1 "$D$sysconfdir/balloonmgr/balloonmgr.policy" | grep -qx '# edited' &&
+    tail -n 1 "$D$sysconfdir/default/balloonmgr" | grep -qx 'ARGS="--no-libvirt-duplicates"'
+ok $? "a reinstall keeps the edited policy and default/balloonmgr"
 
 tap_done

@@ -8,7 +8,8 @@
 #   BALLOONMGR_DIRECTION, _OUTCOME, _TARGET_BYTES, SYSLOG_IDENTIFIER=balloonmgr, and a message
 #   that does not repeat them as key=value pairs or start with "balloonmgr:";
 # - one mode-change record by its MESSAGE_ID; errors (a bad policy) by theirs, PRIORITY 3;
-# - the pass's summary line (stdout) as one record; no "<N>" line (nothing fell back).
+# - the pass's summary line (stdout) as one record; no "<N>" line (nothing fell back);
+# - a domain name of 304 bytes whole in BALLOONMGR_DOMAIN (not cut at 255).
 # Root only (mount namespace); skipped without systemd-journald, journalctl or systemd-cat.
 # Usage: test-journal.sh BALLOONMGR SOURCE_ROOT   (TAP output)
 set -u
@@ -34,7 +35,7 @@ mkdir -p /run/systemd/journal /run/log/journal
 [ -d /var/log/journal ] && { mount -t tmpfs bm-test-journal /var/log/journal || exit 10; }
 /lib/systemd/systemd-journald >"$tmp/journald.log" 2>&1 &
 jpid=$!
-for _ in $(seq 100); do [ -S /run/systemd/journal/socket ] && [ -S /run/systemd/journal/stdout ] && break; sleep 0.1; done
+for _ in $(seq $((100 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do [ -S /run/systemd/journal/socket ] && [ -S /run/systemd/journal/stdout ] && break; sleep 0.1; done
 [ -S /run/systemd/journal/stdout ] || { kill "$jpid"; exit 11; }
 # as a unit's ExecStart: stdout and stderr the journal's stream, JOURNAL_STREAM naming it
 as_unit() { systemd-cat -t bm-test bash -c 'export JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2); exec "$@"' bash "$@"; }
@@ -46,7 +47,7 @@ printf '[host]\nreclaim_below = lots\n' >"$tmp/bad.policy"
 as_unit "$BM" -c "test://$ROOT/demo/host.xml" run --once --policy "$tmp/bad.policy" --proc "$ROOT/demo/proc"
 echo "$?" >"$tmp/bad.rc"
 # every record written before journalctl reads (journald took them in order of arrival)
-for _ in $(seq 50); do
+for _ in $(seq $((50 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
     journalctl --no-pager -o json MESSAGE_ID=08f0feab6db641d4ae9c86b7f29d1225 2>/dev/null | grep -q . && break
     sleep 0.1
 done
@@ -55,6 +56,16 @@ journalctl --no-pager -o json MESSAGE_ID=3ba2784d5db84fee9b552b0a796039b4 >"$tmp
 journalctl --no-pager -o json MESSAGE_ID=8f562104ddb4427b81a1019ee7c29548 >"$tmp/mode.json"
 journalctl --no-pager -o json MESSAGE_ID=08f0feab6db641d4ae9c86b7f29d1225 >"$tmp/errors.json"
 journalctl --no-pager -o json -t balloonmgr -t bm-test >"$tmp/all.json"
+# a name of 304 bytes: BALLOONMGR_DOMAIN is all of it (the name as libvirt has it)
+long=$(printf 'a%.0s' $(seq 300))-web
+sed "s|<name>web2</name>|<name>$long</name>|" "$ROOT/demo/host.xml" >"$tmp/long.xml"
+as_unit "$BM" -c "test://$tmp/long.xml" run --once --policy "$ROOT/demo/demo.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/state-long.json"
+for _ in $(seq $((50 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
+    journalctl --no-pager -o json BALLOONMGR_DOMAIN_UUID=3b1e2a50-6d1f-4a0e-9a51-000000000002 2>/dev/null | grep -q "$long" && break
+    sleep 0.1 # poll: until journald has the record
+done
+journalctl --no-pager -o json BALLOONMGR_DOMAIN="$long" >"$tmp/long.json"
 kill "$jpid"; wait "$jpid"
 exit 0
 INSIDE
@@ -86,4 +97,6 @@ jq -s -e 'map(select(.SYSLOG_IDENTIFIER == "bm-test")) | length == 1 and (.[0].M
 ok $? "the pass's summary line (stdout) is one record" "$(jq -r '.SYSLOG_IDENTIFIER + ": " + .MESSAGE' "$tmp/all.json")"
 jq -s -e 'all(.[]; .MESSAGE | test("^<[0-7]>") | not)' "$tmp/all.json" >/dev/null
 ok $? "no record fell back to a <N> line"
+jq -s -e --arg n "$(printf 'a%.0s' $(seq 300))-web" 'length == 1 and .[0].BALLOONMGR_DOMAIN == $n' "$tmp/long.json" >/dev/null
+ok_files $? "a name of 304 bytes: journalctl BALLOONMGR_DOMAIN=NAME finds its record, the field the whole name" "$tmp/long.json"
 tap_done

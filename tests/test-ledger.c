@@ -56,7 +56,7 @@ static BmTracked ended(const char *uuid, BmChangeOutcome outcome, uint64_t from,
                               .finished_real_ns = NOW * 1000000000ull},
                    .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT};
     snprintf(t.uuid, sizeof(t.uuid), "%s", uuid);
-    snprintf(t.name, sizeof(t.name), "web");
+    t.name = (char *)"web";
     t.sg = BM_SGL_UNKNOWN;
     return t;
 }

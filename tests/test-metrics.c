@@ -662,7 +662,7 @@ static void test_catalogue_golden(void)
     } doms[] = {
         {"web1", "6f9619ff-8b86-d011-b42d-00c04fc964ff", "negotiated", 8589934592.0, 4294967296.0,
          3758096384.0, 1234, 1717999997.5, 0.4375},
-        {"db-2", "0b4a4e4e-2f44-4c35-9d7e-5b3f0e7b1d2c", "not-offered", 17179869184.0,
+        {"db-2", "0b4a4e4e-2f44-4c35-9d7e-5b3f0e7b1d2c", "not_offered", 17179869184.0,
          17179869184.0, 12884901888.0, 0, 1717999990, 31.5},
     };
     for (size_t i = 0; i < BM_ARRAY_SIZE(doms); i++) {
@@ -845,14 +845,18 @@ static void test_export(void)
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     ok(bm_export_build(r, &l, &v) == 0, "export: the registry builds");
     _cleanup_free_ char *text = bm_registry_render(r);
-    /* the build's version is not the golden's */
+    /* the build's version and revision are not the golden's */
     char *ver = strstr(text, "balloonmgr_build_info{version=\"");
+    char *rev = ver ? strstr(ver, "\",revision=\"") : NULL;
     _cleanup_free_ char *golden = NULL;
-    if (ver) {
+    if (ver && rev) {
         ver += strlen("balloonmgr_build_info{version=\"");
-        golden = bm_asprintf("%.*s@VERSION@%s", (int)(ver - text), text, strchr(ver, '"'));
+        char *rev_end = strchr(rev + strlen("\",revision=\""), '"');
+        golden = bm_asprintf("%.*s@VERSION@\",revision=\"@REVISION@%s", (int)(ver - text), text, rev_end);
+        ok(rev_end > rev + strlen("\",revision=\""), "export: build_info's revision is not empty (%.*s)",
+           (int)(rev_end - rev - strlen("\",revision=\"")), rev + strlen("\",revision=\""));
     }
-    ok(golden != NULL, "export: build_info carries the version");
+    ok(golden != NULL, "export: build_info carries the version and the revision");
     check_golden_text("export", golden ? golden : text);
     ok(strstr(text, "balloonmgr_domain_feature_configured{domain=\"web1\",feature=\"free_page_reporting\"} 1\n") &&
            strstr(text, "balloonmgr_domain_feature_configured{domain=\"db1\",feature=\"free_page_reporting\"} 0\n") &&
@@ -891,6 +895,155 @@ static void test_export(void)
     _cleanup_free_ char *np = bm_registry_render(r3);
     ok(!strstr(np, "\nballoonmgr_domain_backed_free_bytes{") && !strstr(np, "\nballoonmgr_host_backed_free_bytes "),
        "export before the first pass: no backed free (no estimate of QEMU's own memory yet)");
+    bm_ledger_clear(&l);
+}
+
+/* The statistics' timestamp: exported for a guest that updated them since the machine booted,
+ * not for one from before (libvirt's test driver reports 1989: the demo host fired
+ * BalloonmgrStatsStale for every domain), and kept when the boot time is not known. */
+static void test_export_stats_timestamp(void)
+{
+    BmDomain doms[] = {
+        export_domain("fresh", "3b1e2a50-6d1f-4a0e-9a51-000000000201", VIR_DOMAIN_RUNNING, 300, 420,
+                      BM_TRI_OFF, BM_TRI_OFF),
+        export_domain("synthetic", "3b1e2a50-6d1f-4a0e-9a51-000000000202", VIR_DOMAIN_RUNNING, 300, 420,
+                      BM_TRI_OFF, BM_TRI_OFF),
+    };
+    doms[0].last_update_s = 1717999995;
+    doms[1].last_update_s = 627319920;
+    BmSnapshot snap = {.domains = doms, .n_domains = BM_ARRAY_SIZE(doms),
+                       .taken_real_ns = 1718000000ull * 1000000000ull, .boot_real_s = 1717900000};
+    BmLedger l;
+    bm_ledger_init(&l);
+    _cleanup_(bm_rows_clear) BmRows rows; /* the engine's join of the reading */
+    bm_rows_build(&rows, &snap, &l, NULL, NULL, 1718000000);
+    BmView v = {.snap = &snap, .rows = &rows, .libvirt_up = true};
+    _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
+    ok(bm_export_build(r, &l, &v) == 0, "stats timestamp: the registry builds");
+    _cleanup_free_ char *text = bm_registry_render(r);
+    ok(strstr(text, "balloonmgr_domain_stats_last_update_timestamp_seconds{domain=\"fresh\"} 1717999995\n") &&
+           !strstr(text, "balloonmgr_domain_stats_last_update_timestamp_seconds{domain=\"synthetic\"}"),
+       "stats timestamp: since the boot exported, from before it (1989, the test driver's) left out");
+    snap.boot_real_s = 0;
+    _cleanup_(bm_registry_freep) BmRegistry *r2 = bm_registry_new();
+    ok(bm_export_build(r2, &l, &v) == 0, "stats timestamp, boot time unknown: builds");
+    _cleanup_free_ char *text2 = bm_registry_render(r2);
+    ok(strstr(text2, "balloonmgr_domain_stats_last_update_timestamp_seconds{domain=\"synthetic\"} 627319920\n") != NULL,
+       "stats timestamp: kept when the boot time is not known");
+    bm_ledger_clear(&l);
+}
+
+/* The words of one label of one family in a rendering, sorted, space-separated, into out
+ * (size n); every value of every label but the free-form ones (domain, uuid, version,
+ * revision, le) counted in *ret_not_snake when it is not snake_case. */
+static void label_words(const char *text, const char *family, const char *label, char *out, size_t n,
+                        int *ret_not_snake)
+{
+    char words[64][48];
+    size_t nw = 0;
+    _cleanup_free_ char *head = bm_asprintf("\n%s{", family);
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (*line == '#' || !strchr(line, '{'))
+            continue;
+        const char *brace = strchr(line, '{'), *end = strchr(line, '}');
+        if (!end)
+            continue;
+        for (const char *p = brace + 1; p < end;) {
+            const char *eq = strchr(p, '='), *q = eq ? strchr(eq + 2, '"') : NULL;
+            if (!eq || !q || q > end)
+                break;
+            char key[48], val[48];
+            snprintf(key, sizeof(key), "%.*s", (int)(eq - p), p);
+            snprintf(val, sizeof(val), "%.*s", (int)(q - eq - 2), eq + 2);
+            bool free_form = !strcmp(key, "domain") || !strcmp(key, "uuid") || !strcmp(key, "version") ||
+                             !strcmp(key, "revision") || !strcmp(key, "le");
+            bool snake = val[0] >= 'a' && val[0] <= 'z';
+            for (const char *c = val; *c; c++)
+                snake &= (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || (*c == '_' && c[1] && c[1] != '_');
+            if (!free_form && !snake) {
+                (*ret_not_snake)++;
+                diag("not snake_case: %.*s", (int)(end - line + 1), line);
+            }
+            /* the family's own samples (a histogram's _bucket, _sum and _count too) */
+            size_t fl = strlen(family);
+            bool mine = !strncmp(line, family, fl) && (line[fl] == '{' || line[fl] == '_');
+            if (mine && !strcmp(key, label)) {
+                bool seen = false;
+                for (size_t i = 0; i < nw; i++)
+                    seen |= !strcmp(words[i], val);
+                if (!seen && nw < BM_ARRAY_SIZE(words))
+                    snprintf(words[nw++], sizeof(words[0]), "%s", val);
+            }
+            p = q + 2;
+        }
+    }
+    qsort(words, nw, sizeof(words[0]), (int (*)(const void *, const void *))strcmp);
+    out[0] = '\0';
+    for (size_t i = 0; i < nw; i++)
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? " " : "", words[i]);
+}
+
+/* One snake_case vocabulary per label (issue 52): domains in every run state and every SG and
+ * ioeventfd verdict; the values are node_exporter's style, "shut_off", "not_offered", never a
+ * blank or a hyphen, and the histogram's sg label uses the same words. */
+static void test_export_vocabulary(void)
+{
+    static const int states[] = {VIR_DOMAIN_NOSTATE, VIR_DOMAIN_RUNNING, VIR_DOMAIN_BLOCKED,
+                                 VIR_DOMAIN_PAUSED,  VIR_DOMAIN_SHUTDOWN, VIR_DOMAIN_SHUTOFF,
+                                 VIR_DOMAIN_CRASHED, VIR_DOMAIN_PMSUSPENDED};
+    static const BmFeatureState sg[] = {BM_FEAT_NEGOTIATED, BM_FEAT_OFFERED, BM_FEAT_NOT_OFFERED,
+                                        BM_FEAT_UNKNOWN};
+    static const BmSwitchState io[] = {BM_SWITCH_ON, BM_SWITCH_OFF, BM_SWITCH_UNSUPPORTED, BM_SWITCH_UNKNOWN};
+    enum { N = BM_ARRAY_SIZE(states) };
+    char names[N][16];
+    BmDomain doms[N];
+    BmLedger l;
+    bm_ledger_init(&l);
+    for (size_t i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "d%zu", i);
+        char uuid[40];
+        snprintf(uuid, sizeof(uuid), "3b1e2a50-6d1f-4a0e-9a51-0000000001%02zu", i);
+        doms[i] = export_domain(names[i], uuid, states[i], 300, 420, BM_TRI_ON, BM_TRI_OFF);
+        BmLedgerEntry *e = bm_ledger_entry(&l, doms[i].uuid, names[i]);
+        e->features_known = true;
+        if (doms[i].active) /* the verdict of this start */
+            bm_ledger_boot_key(NULL, &doms[i], e->boot, sizeof(e->boot));
+        e->sg = sg[i % BM_ARRAY_SIZE(sg)];
+        e->ioeventfd = io[i % BM_ARRAY_SIZE(io)];
+    }
+    BmSnapshot snap = {.domains = doms, .n_domains = N, .taken_real_ns = 1718000000ull * 1000000000ull};
+    BmPlan plan = {.mode = BM_HOST_RECLAIM};
+    BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 1ull << 30};
+    _cleanup_(bm_rows_clear) BmRows rows; /* the engine's join of the reading */
+    bm_rows_build(&rows, &snap, &l, NULL, NULL, 1718000000);
+    BmView v = {.snap = &snap, .rows = &rows, .host = &host, .have_mode = true,
+                .mode = BM_HOST_RECLAIM, .libvirt_up = true, .plan = &plan};
+    _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
+    ok(bm_export_build(r, &l, &v) == 0, "vocabulary: the registry builds");
+    _cleanup_free_ char *text = bm_registry_render(r);
+    static const struct {
+        const char *family, *label, *want;
+    } vocab[] = {
+        {"balloonmgr_domain_info", "state",
+         "crashed idle in_shutdown no_state paused pmsuspended running shut_off"},
+        {"balloonmgr_domain_info", "sg", "negotiated not_offered offered unknown"},
+        {"balloonmgr_domain_info", "ioeventfd", "off on unknown unsupported"},
+        {"balloonmgr_balloon_change_duration_seconds", "sg", "negotiated not_negotiated unknown"},
+        {"balloonmgr_balloon_change_duration_seconds", "direction", "deflate inflate"},
+        {"balloonmgr_balloon_changes_total", "outcome", "failed reached stalled stopped timeout"},
+        {"balloonmgr_host_mode", "mode", "hold reclaim release"},
+        {"balloonmgr_errors_total", "kind", "apply host libvirt policy push state web_config"},
+        {"balloonmgr_domain_feature_configured", "feature", "deflate_on_oom free_page_reporting"},
+    };
+    int not_snake = 0;
+    for (size_t i = 0; i < BM_ARRAY_SIZE(vocab); i++) {
+        char got[512];
+        int ns = 0;
+        label_words(text, vocab[i].family, vocab[i].label, got, sizeof(got), &ns);
+        not_snake += ns;
+        is_str(got, vocab[i].want, "vocabulary: %s{%s}", vocab[i].family, vocab[i].label);
+    }
+    ok(not_snake == 0, "vocabulary: every label value is snake_case (%d are not)", not_snake / (int)BM_ARRAY_SIZE(vocab));
     bm_ledger_clear(&l);
 }
 
@@ -993,6 +1146,8 @@ int main(void)
     test_catalogue_golden();
     test_docs_catalogue();
     test_export();
+    test_export_vocabulary();
+    test_export_stats_timestamp();
     test_export_documented();
     test_promtool_lints();
     test_many();

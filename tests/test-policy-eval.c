@@ -1881,6 +1881,60 @@ static void test_oom_kill_deflates_at_once_and_holds(void)
     bm_ledger_clear(&prev);
 }
 
+/* An OOM kill while the host reclaims near its own OOM line (MemAvailable below half of
+ * reclaim_below): the guest's maximum back at once would decide which OOM killer runs (issue
+ * 50: a guest with 8 GiB got +8 GiB with 293 MiB available). Given at most what the host has
+ * above that line, and at least max_step; the others are asked for it; the rest at the next
+ * passes. A comfortable host gives it all at once, as before. */
+static void test_oom_kill_paced_near_host_oom(void)
+{
+    BmDomain d[] = {guest("oomed", 8 * GiB, 2 * GiB, 100 * MiB), guest("idle", 16 * GiB, 16 * GiB, 12 * GiB)};
+    starve_stats(&d[0], 1, 0, 0);
+    starve_stats(&d[1], 0, 0, 0);
+    BmLedger prev;
+    ledger_with_yield(&prev, d, 2, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&prev, d[0].uuid, NULL);
+    e->prev.oom_kills = e->prev.alloc_stalls = e->prev.direct_reclaim_bytes = 0;
+    prev.mode = BM_HOST_RECLAIM;
+    static const struct {
+        uint64_t avail, target;
+        const char *what;
+    } cases[] = {
+        /* reclaim_below 6.4 GiB, its half 3.2 GiB; max_step 25% of 8 GiB: 2 GiB */
+        {293 * MiB, 4 * GiB, "near the host's own OOM (293 MiB available): max_step, 2 GiB"},
+        {6 * GiB, 2 * GiB + ((6 * GiB - 64 * GiB / 10 / 2) & ~(MiB - 1)),
+         "6 GiB available, 2.8 GiB above the host's OOM line: that much"},
+        {30 * GiB, 8 * GiB, "a comfortable host: all of it at once"},
+    };
+    for (size_t i = 0; i < BM_ARRAY_SIZE(cases); i++) {
+        BmHost h = host(MEM_TOTAL, cases[i].avail);
+        BmPlan p = eval(&h, d, 2, &prev, P);
+        const BmDecision *x = dec(&p, "oomed");
+        diag("reason: %s", words(&p, x));
+        ok(x->action == BM_ACT_DEFLATE && x->target_bytes == cases[i].target &&
+               x->cause.code == BM_REASON_OOM_KILL,
+           "OOM kill, %s (target %" PRIu64 " MiB)", cases[i].what, x->target_bytes / MiB);
+        if (i == 0) {
+            is_str(words(&p, x), "OOM kill in the guest (1 since the previous reading): give 2 GiB now, "
+                              "6 GiB below its maximum: the host reclaims with 0 B above its own OOM "
+                              "line (half of reclaim_below), paced by that or max_step (2 GiB); not "
+                              "inflated again in this pressure episode",
+                   "  in words: paced, and why");
+            ok(p.guard_bytes >= 2 * GiB && dec(&p, "idle")->action == BM_ACT_INFLATE,
+               "  what it gets is asked of the others on top of the host's need");
+        }
+        uint64_t inflated = 0;
+        for (size_t j = 0; j < p.n_decisions; j++)
+            if (p.decisions[j].action == BM_ACT_INFLATE)
+                inflated += p.decisions[j].current_bytes - p.decisions[j].target_bytes;
+        ok(inflated <= p.need_bytes + p.guard_bytes,
+           "  the others give at most the host's need and what it gets (%" PRIu64 " MiB <= %" PRIu64
+           " + %" PRIu64 " MiB)", inflated / MiB, p.need_bytes / MiB, p.guard_bytes / MiB);
+        bm_plan_clear(&p);
+    }
+    bm_ledger_clear(&prev);
+}
+
 /* Allocation stalls or direct reclaim that rise between two readings (no inflate between
  * them): the guest starves: under pressure, deflated by max_step like one past
  * protect_major_faults, never inflated. Below their lines, or across an inflate (the
@@ -2030,6 +2084,7 @@ int main(void)
     test_refaulting_guest_kept_near_oom();
     test_inflates_that_cost_or_give_nothing_given_back();
     test_oom_kill_deflates_at_once_and_holds();
+    test_oom_kill_paced_near_host_oom();
     test_stalls_and_direct_reclaim_stop_inflating();
     return tap_done();
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Prometheus rules of contrib/: promtool check rules on the alerts and the fleet
 # recording rules, promtool test rules on tests/data/prometheus/rules.test.yml (every alert
-# fires when it should and not before, no BalloonmgrStatsStale for a paused domain, the fleet
+# fires when it should and not before, no BalloonmgrStatsStale for a paused domain, no
+# BalloonmgrStalledInflates for deflates, the fleet
 # totals), and both dashboards are valid JSON whose expressions use only recorded or
 # documented names. Usage: test-rules.sh SOURCE_ROOT   (TAP output)
 set -u

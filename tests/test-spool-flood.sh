@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The agent (--dry-run: it changes nothing itself, but counts what set --wait spooled) and a
 # spool flooded with junk: 20 changes measured by set --wait beside 30000
-# junk files are all counted within two seconds (a pass or two of the spool timer), the log
-# says how many files were skipped, and the junk is left alone. Test driver, no root.
+# junk files are all counted (one ingest counts them all: test-spool; here the agent, waited
+# for as a condition, its time printed, never bounded), the log says once how many files were
+# skipped, and the junk is left alone. Test driver, no root.
 # Usage: test-spool-flood.sh BALLOONMGR SOURCE_ROOT   (TAP output)
 set -u
 BM=$1
@@ -41,16 +42,16 @@ agent_start "$T/agent.log" "$BM" -c test:///default agent --policy "$ROOT/demo/d
 [ -n "$apid" ]; ok_files $? "an agent on test:///default serves" "$T/agent.log"
 start=$(date +%s%N)
 counted=0
-for _ in $(seq 40); do
+all_counted() {
     counted=$(curl -sf "127.0.0.1:$port/metrics" |
         sed -n 's/^balloonmgr_balloon_changes_total{direction="\(inflate\|deflate\)",outcome="reached"} \([0-9]*\)$/\2/p' |
         awk '{ s += $1 } END { print s + 0 }')
-    [ "$counted" -ge 20 ] && break
-    sleep 0.1
-done
+    [ "$counted" -ge 20 ]
+}
+agent_wait all_counted
 took_ms=$((($(date +%s%N) - start) / 1000000))
-[ "$counted" -eq 20 ] && [ "$took_ms" -lt 2500 ]
-ok_files $? "all 20 changes counted by the agent within 2.5 s (got $counted in $took_ms ms)" "$T/agent.log"
+[ "$counted" -eq 20 ]
+ok_files $? "all 20 changes counted by the agent (got $counted; in $took_ms ms)" "$T/agent.log"
 grep -q "^balloonmgr: agent: warning: $T/run/changes: skipped 30000 entries: 'junk-[0-9]*' is not a change file (left alone)" "$T/agent.log"
 ok $? "  its log says it skipped 30000 entries" "$(grep -v '^balloonmgr: change' "$T/agent.log" | head -5)"
 [ "$(grep -c 'skipped 30000 entries' "$T/agent.log")" -eq 1 ]; ok $? "  once"

@@ -195,6 +195,31 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* The CPU time of the process, in seconds: what a load costs, whatever else the machine runs
+ * (a busy machine stretches its wall time, not much its CPU time). */
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* The least CPU time of runs loads of text (the least is the one least disturbed). */
+static double least_cpu_of_loads(const char *text, int runs)
+{
+    double least = 1e9;
+    for (int i = 0; i < runs; i++) {
+        BmLedger l;
+        double t0 = cpu_s();
+        bm_state_parse(text, &l);
+        double spent = cpu_s() - t0;
+        bm_ledger_clear(&l);
+        if (spent < least)
+            least = spent;
+    }
+    return least;
+}
+
 static long maxrss_kb(void)
 {
     struct rusage ru;
@@ -269,28 +294,24 @@ static void test_load_bounds(void)
     ok(rss_kb >= 0 && rss_kb < (long)(STATE_LOAD_RSS_FACTOR * (strlen(full) >> 10)),
        "  its load took %ld KiB of memory, %.1fx the file (at most %dx)", rss_kb,
        (double)rss_kb / (double)(strlen(full) >> 10), STATE_LOAD_RSS_FACTOR);
-    timed_ok(t_full < 20, "  in %.2f s", t_full);
+    diag("timing: %d domains read in %.3f s (wall; bench/unit-timings.sh prints it)",
+         BM_STATE_MAX_DOMAINS, t_full);
     bm_ledger_clear(&l);
 
-    /* linear: a quarter of the domains takes about a quarter of the time (two loads more that
-     * only the timing check needs: the slow tier's) */
+    /* linear: 64 times the domains cost 64 times the CPU time (100x measured here: caches),
+     * 4096 times if the load were quadratic. The bound, 400 times, holds with the measure
+     * 4 times off (a busy machine; the least of 5 loads each) and fails a quadratic load.
+     * Loads that only this check needs: the slow tier's. */
     if (tap_timing()) {
-        _cleanup_free_ char *quarter = state_of(BM_STATE_MAX_DOMAINS / 4);
-        t0 = now_s();
-        r = bm_state_parse(quarter, &l);
-        double t_quarter = now_s() - t0;
+        _cleanup_free_ char *small = state_of(BM_STATE_MAX_DOMAINS / 64);
+        r = bm_state_parse(small, &l);
         bm_ledger_clear(&l);
-        /* the first load also paid for the allocator's first growth: the faster of two */
-        t0 = now_s();
-        r |= bm_state_parse(full, &l);
-        double t_again = now_s() - t0;
-        bm_ledger_clear(&l);
-        if (t_again < t_full)
-            t_full = t_again;
-        ok(r == 0, "  a quarter of the domains: read");
-        timed_ok(t_full < 10 * t_quarter + 0.05,
-                 "  time linear in the domains: %.3f s for %d, %.3f s for a quarter", t_full,
-                 BM_STATE_MAX_DOMAINS, t_quarter);
+        ok(r == 0, "  %d domains: read", BM_STATE_MAX_DOMAINS / 64);
+        double c_small = least_cpu_of_loads(small, 5), c_full = least_cpu_of_loads(full, 5);
+        timed_ok(c_full < 400 * c_small,
+                 "  CPU time linear in the domains: %.3f s for %d, %.5f s for %d (%.0fx; at most "
+                 "400x, 4096x were it quadratic)", c_full, BM_STATE_MAX_DOMAINS, c_small,
+                 BM_STATE_MAX_DOMAINS / 64, c_small > 0 ? c_full / c_small : 0.0);
     }
 
     /* one domain more: refused */
@@ -318,8 +339,8 @@ static void test_load_bounds(void)
     ok(r == -EINVAL && strstr(bm_error_detail(r), "than a state file of 16384 domains holds"),
        "840,000 readings (%zu MiB): refused (%s)", strlen(huge) >> 20,
        r < 0 ? bm_error_detail(r) : "read");
-    ok(rss_kb < 16 * 1024, "  max RSS grew by %ld KiB", rss_kb);
-    timed_ok(t_huge < 2, "  in %.3f s", t_huge);
+    ok(rss_kb < 16 * 1024, "  max RSS grew by %ld KiB (json-c's tree of it took 1.76 GB)", rss_kb);
+    diag("timing: refused in %.3f s (wall; bench/unit-timings.sh prints it)", t_huge);
     bm_ledger_clear(&l);
     free(huge);
 }

@@ -28,16 +28,17 @@ fixed_sleeps() {
 }
 
 # durations FILE: the names of the durations it measures: variables set from a clock read
-# (now_s() - ..., bm_now_mono_ns() - ...) or from a call of a function of its own that reads one
+# (now_s() - ..., cpu_s() - ..., bm_now_mono_ns() - ...) or from a call of a function of its
+# own that reads one (any clock_gettime(): wall or CPU time)
 durations() {
     awk '
         /^static [a-z_ ]+\*? *[a-z_][a-z0-9_]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
         /^}/ { fn = "" }
-        /(now_s|bm_now_mono_ns)\(\)|clock_gettime\(CLOCK_MONOTONIC/ && fn != "" { clock[fn] = 1 }
+        /(now_s|cpu_s|bm_now_mono_ns)\(\)|clock_gettime\(CLOCK_/ && fn != "" { clock[fn] = 1 }
         { line[NR] = $0 }
         END {
             for (i = 1; i <= NR; i++) {
-                if (match(line[i], /[a-z_][a-z0-9_]* *= *(now_s|bm_now_mono_ns)\(\) *-/)) {
+                if (match(line[i], /[a-z_][a-z0-9_]* *= *(now_s|cpu_s|bm_now_mono_ns)\(\) *-/)) {
                     v = substr(line[i], RSTART, RLENGTH); sub(/ *=.*/, "", v); print v
                 }
                 for (f in clock)
@@ -113,4 +114,7 @@ printf 'static double cost(int n)\n{\n    uint64_t t0 = bm_now_mono_ns();\n    r
 ok $? "planted: a duration checked in ok() is found, in timed_ok() not"
 [ "$(untimed "$tmp/e.c")" = "$tmp/e.c:9:    ok(a < b * 3, \"\");" ]
 ok $? "planted: a duration from a function of the test that reads the clock is found"
+printf 'static double cpu(int n)\n{\n    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);\n    return n;\n}\nstatic void t(void)\n{\n    double a = cpu(1);\n    ok(a < 3, "cheap");\n}\n' >"$tmp/f.c"
+[ "$(untimed "$tmp/f.c")" = "$tmp/f.c:9:    ok(a < 3, \"\");" ]
+ok $? "planted: a CPU time checked in ok() is found too"
 tap_done

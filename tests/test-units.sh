@@ -45,6 +45,38 @@ for u in balloonmgr.service balloonmgr-monitor.service; do
     ok $? "$u: Type=notify with WatchdogSec= (READY=1, STATUS=, WATCHDOG=1: test-notify)"
 done
 
+grep -qx 'SuccessExitStatus=4' "$dir/balloonmgr-policy.service"
+ok $? "policy pass: exit 4 (the state file's lock held: the agent runs) is a clean skip, not a failed unit"
+
+# the journal's catalog: each MESSAGE_ID of src/log.h has its entry, and every @FIELD@ an
+# entry fills in is a field balloonmgr sends (journalctl -x would print the @FIELD@ as it is)
+cat=$ROOT/systemd/balloonmgr.catalog
+ids=$(sed -n 's/^#define BM_LOG_ID_[A-Z]* "\([0-9a-f]\{32\}\)"$/\1/p' "$ROOT/src/log.h")
+missing=""
+for id in $ids; do grep -qx -- "-- $id" "$cat" || missing="$missing $id"; done
+[ "$(wc -w <<<"$ids")" -eq 3 ] && [ -z "$missing" ]
+ok $? "the catalog has an entry for each of the $(wc -w <<<"$ids") MESSAGE_IDs${missing:+; missing:$missing}"
+unknown=""
+for f in $(grep -o '@[A-Z_]*@' "$cat" | tr -d @ | sort -u); do
+    grep -q "\"$f=" "$ROOT/src/log.c" || unknown="$unknown $f"
+done
+[ -z "$unknown" ]
+ok $? "the catalog fills in only fields the records have${unknown:+; not sent:$unknown}"
+if command -v journalctl >/dev/null; then
+    # journalctl's own parser: the catalog database of a root with only this catalog
+    mkdir -p "$tmp/root/usr/lib/systemd/catalog" "$tmp/root/var/lib/systemd/catalog"
+    cp "$cat" "$tmp/root/usr/lib/systemd/catalog/"
+    journalctl --root="$tmp/root" --update-catalog 2>"$tmp/catalog.err" &&
+        journalctl --root="$tmp/root" --list-catalog >"$tmp/catalog.list" 2>>"$tmp/catalog.err"
+    ok $? "journalctl --update-catalog takes it" "$(cat "$tmp/catalog.err")"
+    listed=0
+    for id in $ids; do grep -q "^$id " "$tmp/catalog.list" && listed=$((listed + 1)); done
+    [ "$listed" -eq 3 ]
+    ok $? "journalctl --list-catalog lists the 3 entries with their subjects" "$(cat "$tmp/catalog.list")"
+else
+    tap_skip "journalctl is not installed"
+fi
+
 units=(balloonmgr.service balloonmgr-monitor.service balloonmgr-policy.service)
 if ! systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then
     tap_skip "systemd-analyze security --offline is not available"

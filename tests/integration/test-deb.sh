@@ -114,7 +114,8 @@ files=(/usr/bin/balloonmgr
        /lib/systemd/system/balloonmgr-policy.service /lib/systemd/system/balloonmgr-policy.timer
        /etc/balloonmgr/balloonmgr.policy /usr/share/balloonmgr/policies/default.policy
        /usr/share/man/man8/balloonmgr.8.gz /usr/share/man/man5/balloonmgr.policy.5.gz
-       /usr/share/bash-completion/completions/balloonmgr)
+       /usr/share/bash-completion/completions/balloonmgr /usr/lib/systemd/catalog/balloonmgr.catalog
+       /etc/default/balloonmgr /usr/share/doc/balloonmgr/README.md /usr/share/doc/balloonmgr/metrics.md)
 for f in "${files[@]}"; do
     [ -f "$f" ] || fail "$f not installed"
     dpkg -S "$f" >/dev/null 2>&1 || fail "$f is not the package's"
@@ -123,9 +124,11 @@ pass "${#files[@]} files in place"
 
 dpkg-query -W -f='${Conffiles}\n' balloonmgr | grep -q '^ /etc/balloonmgr/balloonmgr.policy ' ||
     fail "/etc/balloonmgr/balloonmgr.policy is not a conffile"
+dpkg-query -W -f='${Conffiles}\n' balloonmgr | grep -q '^ /etc/default/balloonmgr ' ||
+    fail "/etc/default/balloonmgr is not a conffile"
 cmp -s /etc/balloonmgr/balloonmgr.policy "$src/policies/default.policy" ||
     fail "/etc/balloonmgr/balloonmgr.policy is not the default policy"
-pass "the policy is a conffile, the default policy"
+pass "the policy and /etc/default/balloonmgr are conffiles, the policy the default one"
 
 grep -q "ExecStart=/usr/bin/balloonmgr agent --policy /etc/balloonmgr/balloonmgr.policy" \
     /lib/systemd/system/balloonmgr.service || fail "balloonmgr.service does not run /usr/bin/balloonmgr"
@@ -161,13 +164,20 @@ grep -qx "ReadWritePaths=-$textdir" "$dropin_dir/textfile.conf" ||
 cmdline=$(sed -n 's/^ExecStart=\(..*\)$/\1/p' /lib/systemd/system/balloonmgr-policy.service \
     "$dropin_dir/textfile.conf" | tail -1)
 cmdline=${cmdline//%S//var/lib}
-echo "$cmdline" | grep -q -- "--textfile $textdir\$" || fail "the drop-in's ExecStart: $cmdline"
-read -r -a argv <<<"$cmdline"
+echo "$cmdline" | grep -q -- "--textfile $textdir \\\$ARGS\$" || fail "the drop-in's ExecStart: $cmdline"
+# $ARGS from /etc/default/balloonmgr (EnvironmentFile=), split at blanks as systemd does
+grep -qx -- "EnvironmentFile=-/etc/default/balloonmgr" /lib/systemd/system/balloonmgr-policy.service ||
+    fail "balloonmgr-policy.service does not read /etc/default/balloonmgr"
+ARGS=x; . /etc/default/balloonmgr
+[ -z "$ARGS" ] || fail "/etc/default/balloonmgr: ARGS is '$ARGS', not empty"
+read -r -a argv <<<"${cmdline% \$ARGS}"
 mkdir -p -m 0750 /var/lib/balloonmgr
 BALLOONMGR_URI=test:///default "${argv[@]}" >"$work/run.out" 2>"$work/run.err" ||
     { cat "$work/run.out" "$work/run.err"; fail "the policy service's command line failed: $cmdline"; }
 [ -f "$textdir/balloonmgr.prom" ] || fail "no $textdir/balloonmgr.prom after $cmdline"
-pass "the policy service with the textfile drop-in wrote $textdir/balloonmgr.prom"
+grep -qx "balloonmgr_build_info{version=\"${version%%-*}\",revision=\"$version\"} 1" "$textdir/balloonmgr.prom" ||
+    fail "build_info is not version ${version%%-*}, revision $version: $(grep build_info "$textdir/balloonmgr.prom")"
+pass "the policy service with the textfile drop-in wrote $textdir/balloonmgr.prom (build_info revision $version)"
 # node_exporter on a free loopback port, its textfile collector at its Debian default; another
 # port when it exits (the port taken) or does not answer within 20 s (a loaded machine). Under
 # set -e the kill and wait of one that already exited must not end the test (a CI run ended
@@ -212,12 +222,14 @@ echo "# an operator's edit" >>/etc/balloonmgr/balloonmgr.policy
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -q -o DPkg::Lock::Timeout=300 balloonmgr >"$work/remove.log" 2>&1 ||
     { cat "$work/remove.log"; fail "apt-get remove failed"; }
 for f in "${files[@]}"; do
-    [ "$f" = /etc/balloonmgr/balloonmgr.policy ] && continue
+    [ "$f" = /etc/balloonmgr/balloonmgr.policy ] || [ "$f" = /etc/default/balloonmgr ] && continue
     [ ! -e "$f" ] || fail "$f left after remove"
 done
+# the textfile the timer wrote: nothing updates it any more, node_exporter would serve it frozen
+[ ! -e "$textdir/balloonmgr.prom" ] || fail "$textdir/balloonmgr.prom left after remove (stale series)"
 grep -q "an operator's edit" /etc/balloonmgr/balloonmgr.policy ||
     fail "remove did not keep the edited conffile"
-pass "apt-get remove: files gone, the edited policy kept"
+pass "apt-get remove: files and the textfile gone, the edited policy kept"
 
 # purge: nothing left
 mkdir -p /var/lib/balloonmgr && echo '{}' >/var/lib/balloonmgr/state.json

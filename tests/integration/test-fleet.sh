@@ -83,10 +83,14 @@ bm_pass "fleet totals are the sums of both hosts"
 
 # every recording rule, fleet dashboard expression and alert input returns data; wait until
 # the 5m rates have two samples and the rules have evaluated on them
-sleep 5
-"$ROOT/tests/integration/lib/check-promql.sh" --require-data \
-    --dashboard "$ROOT/contrib/grafana/balloonmgr-fleet-dashboard.json" \
-    --rules "$ROOT/contrib/prometheus/balloonmgr-rules.yml" \
-    --rules "$ROOT/contrib/prometheus/balloonmgr-alerts.yml" ||
-    bm_fail "fleet dashboard / rule expressions without data"
+# (a condition: on a busy machine the scrapes and evaluations come later)
+all_data() {
+    "$ROOT/tests/integration/lib/check-promql.sh" --require-data \
+        --dashboard "$ROOT/contrib/grafana/balloonmgr-fleet-dashboard.json" \
+        --rules "$ROOT/contrib/prometheus/balloonmgr-rules.yml" \
+        --rules "$ROOT/contrib/prometheus/balloonmgr-alerts.yml" >"$work/promql.log" 2>&1
+}
+BM_WAIT_INTERVAL=2 bm_wait_until 60 "every fleet rule, dashboard expression and alert input to have data" all_data ||
+    { cat "$work/promql.log"; bm_fail "fleet dashboard / rule expressions without data"; }
+cat "$work/promql.log"
 bm_pass "check-promql: every fleet rule, dashboard expression and alert input has data"

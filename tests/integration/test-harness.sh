@@ -40,7 +40,9 @@ actual=$(bm_memstat h1 actual)
 [ "$actual" -eq $(( MEM_MIB * 1024 )) ] || bm_fail "actual=$actual, expected $(( MEM_MIB * 1024 ))"
 bm_pass "dommemstat actual=$actual KiB"
 
-sleep 3
+# the guest's first statistics: waited for (the driver reports once its stats period starts)
+have_stats() { [ -n "$(bm_memstat h1 usable)" ] && [ -n "$(bm_memstat h1 unused)" ]; }
+bm_wait_until 30 "the guest's first statistics (usable, unused)" have_stats || true
 stats=$(bm_virsh dommemstat "$DOM")
 usable=$(bm_memstat h1 usable)
 unused=$(bm_memstat h1 unused)

@@ -4,21 +4,26 @@
 # A Debian SUITE (bookworm: Debian 12, QEMU 7.2, libvirt 9.0; trixie: Debian 13, QEMU 10.0,
 # libvirt 11.3) root file system booted with systemd-nspawn (lib/container.sh), libvirtd
 # started by its systemd, two TCG guests booting SUITE's own kernel (6.1 / 6.12). Inside it:
-#   package   dpkg-buildpackage against SUITE's libvirt-dev, apt-get install: the agent
-#             enabled and not started, and a message saying so; the docs shipped
+#   package   debian/changelog bumped by a new entry, dpkg-buildpackage against SUITE's
+#             libvirt-dev, apt-get install: the agent enabled and not started, and a message
+#             saying so; the docs at the paths the message, README and balloonmgr(8) name (not
+#             gzipped); --version and build_info{version,revision} from the changelog
 #   agent     starts under its sandbox (READY), STATUS=, WATCHDOG=1 (a 4 s WatchdogSec= drop-in:
 #             not restarted), the URI in the log, the QEMU processes' RSS in /metrics and in
 #             `balloonmgr status`, a change record with journal fields, the per-CPU drain through
-#             /proc/sys/vm/stat_refresh, the state file; reload with a good policy and with a
-#             broken one (reload fails, the status says so, the agent runs on); a pass started
-#             by hand is refused by the lock and the agent keeps running
+#             /proc/sys/vm/stat_refresh, the state file; journalctl -x explains a change record
+#             (the package's catalog); ARGS= of /etc/default/balloonmgr on the agent's command
+#             line; reload with a good policy and with a broken one (reload fails, the status
+#             says so, the agent runs on); a pass started by hand is refused by the lock (exit
+#             4), the agent keeps running and no unit is left failed
 #   timer     README's steps (the agent disabled, the textfile drop-in): the timer's own pass,
 #             node_exporter serves the textfile; after a reboot only the timer is active
 #   monitor   README's steps: connects as its dynamic user, serves the guests' RSS, changes no
 #             balloon and no state; after a reboot only the monitor is active
 #   life      upgrade with the timer, then with the agent running: each runs again on the new
-#             binary, units reloaded; remove: nothing of balloonmgr runs; purge: state and
-#             conffile gone; reinstall: enabled, not started
+#             binary, units reloaded; remove: nothing of balloonmgr runs, node_exporter serves
+#             no balloonmgr_ series (the timer's textfile gone); purge: state and conffiles
+#             gone; reinstall: enabled, not started
 # Root only (77 otherwise). The root file system is cached (BM_CT_CACHE); the first run on a
 # machine builds it (about 3-4 minutes a suite).
 set -euo pipefail
@@ -57,13 +62,21 @@ boot() {
 }
 boot
 bm_ct_copy_source "$src"
+# a new changelog entry, as a packager bumps it: the version the package, --version and
+# build_info must say (meson.build reads it: one source)
+cl=$work/ct/shared/src/debian/changelog
+bumped="$(dpkg-parsechangelog -l "$cl" -S Version)+lane1"
+{ printf 'balloonmgr (%s) unstable; urgency=medium\n\n  * Test build of test-host.\n\n -- %s  %s\n\n' \
+      "$bumped" "$(dpkg-parsechangelog -l "$cl" -S Maintainer)" "$(date -R)"; cat "$cl"; } >"$cl.new"
+mv "$cl.new" "$cl"
 t0=$(bm_now)
 if ! cts 'cd /bm/src && DEB_BUILD_OPTIONS="nocheck parallel=2" nice -n 10 dpkg-buildpackage -us -uc -b -Pnocheck' \
         >"$work/dpkg-buildpackage.log" 2>&1; then
     tail -30 "$work/dpkg-buildpackage.log"
     bm_fail "dpkg-buildpackage failed in $suite"
 fi
-version=$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version)
+version=$(dpkg-parsechangelog -l "$cl" -S Version)
+[ "$version" = "$bumped" ] || bm_fail "the copied changelog says $version, not $bumped"
 deb=/bm/balloonmgr_${version}_amd64.deb
 libvirt_v=$(ct dpkg-query -W -f '${Version}' libvirt-dev)
 qemu_v=$(ct dpkg-query -W -f '${Version}' qemu-system-x86)
@@ -167,11 +180,20 @@ ok "agent started under its sandbox (Type=notify: READY=1 arrived), MainPID $pid
 # without the fixes reports first)
 grep -q "balloonmgr.service (the agent) is enabled but not started" <<<"$install_out" ||
     { echo "$install_out"; bm_fail "install: no message that the agent is enabled and not started"; }
-for f in README.md metrics.md examples/prometheus/balloonmgr-alerts.yml examples/grafana/balloonmgr-dashboard.json; do
-    ct test -s "/usr/share/doc/balloonmgr/$f" || ct test -s "/usr/share/doc/balloonmgr/$f.gz" ||
-        bm_fail "install: /usr/share/doc/balloonmgr/$f missing (balloonmgr(8) points there)"
+# every doc path the install message, the installed README and balloonmgr(8) name, as named
+# (dh_compress would have made README.md and metrics.md .gz)
+named=$( { echo "$install_out"; ct cat /usr/share/doc/balloonmgr/README.md 2>/dev/null
+           ct sh -c 'zcat /usr/share/man/man8/balloonmgr.8.gz'; } |
+         grep -o '/usr/share/doc/balloonmgr/[A-Za-z0-9._/-]*' | sed 's/[.,)]*$//' | sort -u || true)
+for f in $named /usr/share/doc/balloonmgr/README.md /usr/share/doc/balloonmgr/metrics.md \
+         /usr/share/doc/balloonmgr/examples/prometheus/balloonmgr-alerts.yml \
+         /usr/share/doc/balloonmgr/examples/grafana/balloonmgr-dashboard.json; do
+    ct test -e "$f" || bm_fail "install: $f missing (named by the install message, README or balloonmgr(8))"
 done
-ok "the install said the agent is enabled and not started; docs and examples shipped"
+ok "the install said the agent is enabled and not started; the docs where they are named: $(echo $named | tr ' ' ',')"
+v_out=$(ct balloonmgr --version)
+[ "$v_out" = "balloonmgr $version" ] || bm_fail "--version says '$v_out', the changelog $version"
+ok "the version from the bumped debian/changelog: $v_out"
 
 status_has() { case "$(prop balloonmgr.service StatusText)" in *"$1"*) return 0 ;; esac; return 1; }
 BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "STATUS= with the domains" status_has "2 domains (2 running)" ||
@@ -193,10 +215,22 @@ for g in bm-a bm-b; do
 done
 ok "the QEMU processes' RSS in /metrics (bm-a $(( $(rss_of bm-a) >> 20 )) MiB, bm-b $(( $(rss_of bm-b) >> 20 )) MiB) and in balloonmgr status"
 
+bi=$(grep '^balloonmgr_build_info{' <<<"$(metrics)" || true)
+[ "$bi" = "balloonmgr_build_info{version=\"$version\",revision=\"$version\"} 1" ] ||
+    bm_fail "build_info '$bi': not version and revision $version (the changelog's; revision: the Debian version)"
+ok "$bi"
+
 changed() { [ -n "$(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN="$1" -o cat 2>/dev/null)" ]; }
 BM_WAIT_INTERVAL=1 bm_wait_until 60 "a change record of bm-a in the journal" changed bm-a ||
     bm_fail "no journal record with BALLOONMGR_DOMAIN=bm-a"
 ok "journal: $(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN=bm-a -o cat | head -1)"
+# the package's catalog (/usr/lib/systemd/catalog, systemd's dpkg trigger updated the database)
+xtext=$(ct journalctl -x --no-pager -u balloonmgr BALLOONMGR_DOMAIN=bm-a -n 1)
+grep -q "Subject: Balloon of bm-a: .*flate" <<<"$xtext" && grep -q "Defined-By: balloonmgr" <<<"$xtext" &&
+    ! grep -q '@BALLOONMGR_' <<<"$xtext" ||
+    { echo "$xtext" >&2; bm_fail "journalctl -x does not explain the change record (catalog)"; }
+printf '%s\n' "$xtext" | sed 's/^/    /'
+ok "journalctl -x explains the change record: $(grep -m1 'Subject:' <<<"$xtext" | sed 's/^[^S]*//')"
 
 # the per-CPU drain: 512 MiB touched and freed on one CPU stay on its per-CPU list; the host
 # is below release_above (the policy), so the next pass gives them back through stat_refresh.
@@ -237,6 +271,26 @@ ct systemctl daemon-reload
 ct systemctl restart balloonmgr.service
 ok "WATCHDOG=1 reaches systemd: alive 10 s under WatchdogSec=4s, last ping advanced $(( (w2 - w1) / 1000 )) ms"
 
+# ARGS= in /etc/default/balloonmgr (a conffile): on the agent's command line after a restart
+ct dpkg-query -W -f='${Conffiles}\n' balloonmgr | grep -q '^ /etc/default/balloonmgr ' ||
+    bm_fail "/etc/default/balloonmgr is not a conffile"
+ct sed -i 's/^ARGS=.*/ARGS="--no-libvirt-duplicates"/' /etc/default/balloonmgr
+ct systemctl restart balloonmgr.service
+pid=$(prop balloonmgr.service MainPID)
+cmd=$(ct cat "/proc/$pid/cmdline" | tr '\0' ' ')
+info_seen() { grep -q '^balloonmgr_domain_info{domain="bm-a"' <<<"$(metrics)"; }
+BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "/metrics after the restart with ARGS" info_seen ||
+    bm_fail "no /metrics after the restart with ARGS"
+m=$(metrics)
+[[ $cmd == *" --no-libvirt-duplicates "* || $cmd == *" --no-libvirt-duplicates" ]] &&
+    ! grep -q '^balloonmgr_domain_rss_bytes{' <<<"$m" ||
+    bm_fail "ARGS=--no-libvirt-duplicates: command line '$cmd', rss series $(grep -c '^balloonmgr_domain_rss_bytes{' <<<"$m")"
+ok "ARGS=\"--no-libvirt-duplicates\" from /etc/default/balloonmgr: $cmd; /metrics without balloonmgr_domain_rss_bytes"
+ct sed -i 's/^ARGS=.*/ARGS=""/' /etc/default/balloonmgr
+ct systemctl restart balloonmgr.service
+BM_WAIT_INTERVAL=0.5 bm_wait_until 20 "RSS back in /metrics with ARGS empty" rss_seen ||
+    bm_fail "ARGS emptied again: no RSS in /metrics"
+
 pid=$(prop balloonmgr.service MainPID)
 printf '%s# reloaded\n' "$policy" | ct tee /etc/balloonmgr/balloonmgr.policy >/dev/null
 ct systemctl reload balloonmgr.service || bm_fail "systemctl reload with a good policy failed"
@@ -256,15 +310,22 @@ BM_WAIT_INTERVAL=0.5 bm_wait_until 10 "the status to drop the failed reload" bm_
     bm_fail "StatusText still names the failed reload"
 ok "reload: a good policy reloads; a broken one fails 'systemctl reload' and shows in the status line; the agent runs on"
 
-if ct systemctl start balloonmgr-policy.service 2>/dev/null; then
-    bm_fail "a pass by hand ran beside the agent"
-fi
+sys_before=$(ct systemctl is-system-running || true)
+ct systemctl start balloonmgr-policy.service ||
+    bm_fail "systemctl start balloonmgr-policy.service beside the agent failed ($(prop balloonmgr-policy.service Result), status $(prop balloonmgr-policy.service ExecMainStatus))"
 [ "$(prop balloonmgr.service MainPID)" = "$pid" ] && active balloonmgr.service ||
     bm_fail "starting balloonmgr-policy.service by hand stopped the agent"
 grep -q "in use by PID $pid" <<<"$(ct journalctl -u balloonmgr-policy -o cat)" ||
     bm_fail "the refused pass does not name the agent"
-ct systemctl reset-failed balloonmgr-policy.service
-ok "a pass started by hand meets the lock (exit $(prop balloonmgr-policy.service ExecMainStatus)), the agent runs on"
+[ "$(prop balloonmgr-policy.service ExecMainStatus)" = 4 ] ||
+    bm_fail "the pass beside the agent exited $(prop balloonmgr-policy.service ExecMainStatus), not 4 (refused by the lock)"
+[ "$(prop balloonmgr-policy.service Result)" = success ] && ! ct systemctl -q is-failed balloonmgr-policy.service ||
+    bm_fail "the refused pass left balloonmgr-policy.service $(prop balloonmgr-policy.service Result)"
+failed=$(ct systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | grep balloonmgr || true)
+sys_after=$(ct systemctl is-system-running || true)
+[ -z "$failed" ] && { [ "$sys_after" = running ] || [ "$sys_before" != running ]; } ||
+    bm_fail "after the refused pass: failed units '$failed', system $sys_before -> $sys_after"
+ok "a pass started by hand meets the lock (exit 4, SuccessExitStatus=): unit $(prop balloonmgr-policy.service Result), system $sys_after, the agent runs on"
 
 # --- the timer, as README says ----------------------------------------------------------
 cts 'systemctl disable --now balloonmgr.service &&
@@ -333,8 +394,18 @@ active balloonmgr.service && [ "$pid" -gt 0 ] || bm_fail "the upgrade left the a
 case "$(ct readlink "/proc/$pid/exe")" in *deleted*) bm_fail "the agent runs the old binary" ;; esac
 ok "upgrade to $version+up2 with the agent: PID $old -> $pid, on the new /usr/bin/balloonmgr"
 
+# the timer's textfile is still there (node_exporter serves it) until the package goes
+ct systemctl start prometheus-node-exporter.service
+ne_series() { ct curl -sf http://127.0.0.1:9100/metrics | grep -c '^balloonmgr_' || true; }
+BM_WAIT_INTERVAL=1 bm_wait_until 20 "node_exporter to serve the timer's textfile" test "$(ne_series)" -gt 0 ||
+    bm_fail "before remove: node_exporter serves no balloonmgr_ series"
+before_remove=$(ne_series)
 ct env DEBIAN_FRONTEND=noninteractive apt-get remove -y balloonmgr >"$work/remove.log" 2>&1 ||
     { cat "$work/remove.log"; bm_fail "apt-get remove failed"; }
+! ct test -e /var/lib/prometheus/node-exporter/balloonmgr.prom ||
+    bm_fail "remove left the textfile /var/lib/prometheus/node-exporter/balloonmgr.prom"
+[ "$(ne_series)" -eq 0 ] || bm_fail "after remove node_exporter still serves $(ne_series) balloonmgr_ series"
+ok "remove: node_exporter served $before_remove balloonmgr_ series before, none after (the textfile removed)"
 if ct pgrep -x balloonmgr >/dev/null; then
     bm_fail "balloonmgr still runs after remove: $(ct pgrep -a -x balloonmgr)"
 fi
@@ -342,7 +413,7 @@ ct test -f /etc/balloonmgr/balloonmgr.policy || bm_fail "remove took the conffil
 ok "remove: nothing of balloonmgr runs; the policy (a conffile) stays"
 ct env DEBIAN_FRONTEND=noninteractive apt-get purge -y balloonmgr >"$work/purge.log" 2>&1 ||
     { cat "$work/purge.log"; bm_fail "apt-get purge failed"; }
-for f in /etc/balloonmgr /var/lib/balloonmgr /usr/bin/balloonmgr; do
+for f in /etc/balloonmgr /etc/default/balloonmgr /var/lib/balloonmgr /usr/bin/balloonmgr; do
     ! ct test -e "$f" || bm_fail "purge left $f"
 done
 ok "purge: the state and the conffile are gone"

@@ -153,7 +153,8 @@ actual_kib() { bm_virsh dommemstat "$dom3" | awk '$1 == "actual" { print $2 }'; 
 # abandoned elements), and QEMU's actual is the memory less the pages on the balloon list
 at_rest() {
     local label=$1 lost=${2:-0} st held a i
-    for i in $(seq 10); do
+    # (10 looks of 2.5 s, times BM_TIMEOUT_MULTIPLIER on a slow machine: a guard, not a bound)
+    for i in $(seq $((10 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
         st=$(stats); held=$(field "$st" queues: held); a=$(actual_kib)
         # settled: nothing in flight (a failing device's elements come back later than the
         # balloon's size settles: one run's stats line showed one still in flight) and actual

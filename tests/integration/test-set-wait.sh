@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# set --wait on a real guest: the inflate is measured within 100 ms of two independent
-# clocks (our own query-balloon polling over the QEMU monitor, and QEMU's BALLOON_CHANGE
-# event timestamps), the host gets the memory back (QEMU RSS falls by >= 80% of what was
-# inflated), and deflating back works. A target below the floor (2048 KiB) is refused, exit 2,
+# set --wait on a real guest: the inflate's reported duration lies between what two
+# independent clocks say of the same events (our own query-balloon polling over the QEMU
+# monitor, and QEMU's BALLOON_CHANGE event timestamps; an ordering, no wall-clock bound: how
+# close it comes is bench/run.sh's), the host gets the memory back (QEMU RSS falls by >= 80% of
+# what was inflated), and deflating back works. A target below the floor (2048 KiB) is refused, exit 2,
 # and the balloon stays; with --force it is taken.
 set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
@@ -20,6 +21,15 @@ pid=$(bm_qemu_pid "$dom")
 
 # measure_set SIZE TARGET_KIB: runs `balloonmgr set --wait --json` under balloon-watch and
 # checks the reported duration against both independent clocks. Leaves JSON in $result.
+# The duration D (set -> the reading that saw the target) must lie between:
+#   at most  the command's exit - its launch (the shell's clock): set after the launch, the
+#            reading before the exit;
+#   at least the latest the target can have been reached after (QEMU's timestamp of the event
+#            at the target, and the start of balloon-watch's last query that saw it not yet
+#            reached) - the end of balloon-watch's first query that saw a change (the target
+#            was set before it), less half of the reading's own call (reading_s: the value
+#            was read somewhere inside it, D ends at its middle).
+# (The numbers are printed with microseconds: 10 us of rounding allowed, no more.)
 measure_set() {
     local size=$1 target_kib=$2 watch_out watch_err
     watch_out=$BM_WORKDIR/watch.out watch_err=$BM_WORKDIR/watch.err
@@ -28,9 +38,10 @@ measure_set() {
     bm_wait_until 10 "balloon-watch to start" grep -q watching "$watch_err" ||
         bm_fail "balloon-watch did not start: $(cat "$watch_err")"
 
-    local t_launch
+    local t_launch t_exit
     t_launch=$(bm_now)
     result=$("$BM" -c "$BM_URI" set "$dom" "$size" --wait --json) || bm_fail "set $size --wait failed"
+    t_exit=$(bm_now)
     wait "$wpid" || bm_fail "balloon-watch did not see the target reached: $(cat "$watch_out" "$watch_err")"
     local watch
     watch=$(cat "$watch_out")
@@ -40,23 +51,23 @@ measure_set() {
 
     echo "$result" | jq -e --argjson t $((target_kib * 1024)) '.outcome == "reached" and .target_bytes == $t' >/dev/null ||
         bm_fail "set $size: outcome/target wrong"
-    # 1. when balloonmgr saw the target reached vs when the independent poller saw it
-    # 2. balloonmgr's duration vs launch-of-the-command -> poller's reached (an upper bound
-    #    that also counts process start and connection)
-    # 3. balloonmgr's end vs QEMU's own timestamp of the BALLOON_CHANGE at the target
-    jq -n --argjson r "$result" --argjson w "$watch" --argjson launch "$t_launch" '
-        ($r.finished_at - $w.reached_at) as $d1
-      | (($w.reached_at - $launch) - $r.duration_s) as $d2
-      | (if $w.event_reached_at > 0 then $r.finished_at - $w.event_reached_at else null end) as $d3
-      | {poll_delta_ms: ($d1 * 1000 | round), launch_delta_ms: ($d2 * 1000 | round),
-         event_delta_ms: (if $d3 == null then null else ($d3 * 1000 | round) end),
-         duration_ms: ($r.duration_s * 1000 | round)}' | tee /tmp/bm-delta.$$
-    jq -e '(.poll_delta_ms | fabs) <= 100 and (.launch_delta_ms | fabs) <= 100 and
-           (.event_delta_ms == null or (.event_delta_ms | fabs) <= 100)' /tmp/bm-delta.$$ >/dev/null ||
-        { rm -f /tmp/bm-delta.$$; bm_fail "set $size: reported duration is more than 100 ms off"; }
-    jq -e '.event_delta_ms != null' /tmp/bm-delta.$$ >/dev/null ||
-        bm_warn "no BALLOON_CHANGE event at the target was seen; compared with polling only"
-    rm -f /tmp/bm-delta.$$
+    # the bounds, and (printed only) how far balloonmgr's end is from the poller's and QEMU's
+    local bounds
+    bounds=$(jq -n --argjson r "$result" --argjson w "$watch" --argjson launch "$t_launch" \
+        --argjson exit "$t_exit" '
+        ([$w.last_unreached_from, (if $w.event_reached_at > 0 then $w.event_reached_at else 0 end)]
+         | max) as $reached_after
+      | {duration_ms: ($r.duration_s * 1000), at_most_ms: (($exit - $launch) * 1000),
+         at_least_ms: (($reached_after - $w.first_change_by - $r.reading_s / 2) * 1000),
+         reading_ms: ($r.reading_s * 1000),
+         poll_delta_ms: (($r.finished_at - $w.reached_at) * 1000 | round),
+         event_delta_ms: (if $w.event_reached_at > 0 then (($r.finished_at - $w.event_reached_at) * 1000 | round) else null end)}
+      | map_values(if type == "number" then (. * 1000 | round) / 1000 else . end)')
+    echo "bounds:     $(echo "$bounds" | jq -c .)"
+    echo "$bounds" | jq -e '.at_least_ms - 0.01 <= .duration_ms and .duration_ms <= .at_most_ms + 0.01' >/dev/null ||
+        bm_fail "set $size: the reported duration does not lie between the independent clocks' readings: $(echo "$bounds" | jq -c .)"
+    echo "$watch" | jq -e '.event_reached_at > 0' >/dev/null ||
+        bm_warn "no BALLOON_CHANGE event at the target was seen; bounded by polling only"
 }
 
 rss_before=$(bm_rss_kib "$pid")
@@ -67,14 +78,13 @@ measure_set 50% $((MEM_MIB * 1024 / 2))
 echo "$result" | jq -e '.direction == "inflate" and .from_bytes == 536870912' >/dev/null ||
     bm_fail "50%: not an inflate from 512 MiB"
 inflated_kib=$(( ($(echo "$result" | jq '.from_bytes - .reached_bytes')) / 1024 ))
-bm_pass "set 50% --wait: inflate measured within 100 ms of independent clocks ($(echo "$result" | jq .duration_s) s)"
+bm_pass "set 50% --wait: the inflate's duration lies between the independent clocks' readings ($(echo "$result" | jq .duration_s) s)"
 
-sleep 1
-rss_after=$(bm_rss_kib "$pid")
-drop=$((rss_before - rss_after))
-echo "QEMU RSS after inflate: $((rss_after / 1024)) MiB; dropped $((drop / 1024)) MiB of $((inflated_kib / 1024)) MiB inflated"
-[ "$drop" -ge $((inflated_kib * 8 / 10)) ] ||
+# QEMU frees the pages as the guest hands them over: a condition, not a second's sleep
+rss_dropped() { rss_after=$(bm_rss_kib "$pid"); drop=$((rss_before - rss_after)); [ "$drop" -ge $((inflated_kib * 8 / 10)) ]; }
+bm_wait_until 30 "QEMU's RSS to fall by 80% of the inflate" rss_dropped ||
     bm_fail "QEMU RSS fell by $drop KiB, less than 80% of the $inflated_kib KiB inflated"
+echo "QEMU RSS after inflate: $((rss_after / 1024)) MiB; dropped $((drop / 1024)) MiB of $((inflated_kib / 1024)) MiB inflated"
 bm_pass "host RSS fell by $((drop * 100 / inflated_kib))% of the inflated amount"
 
 status=$("$BM" -c "$BM_URI" status --json "$dom")
@@ -86,7 +96,7 @@ measure_set 100% $((MEM_MIB * 1024))
 # reached: within set --wait's 1 MiB tolerance of the target
 echo "$result" | jq -e '.direction == "deflate" and .reached_bytes >= 536870912 - 1048576 and .reached_bytes <= 536870912' >/dev/null ||
     bm_fail "100%: not a deflate back to 512 MiB"
-bm_pass "set 100% --wait: deflate back measured within 100 ms ($(echo "$result" | jq .duration_s) s)"
+bm_pass "set 100% --wait: the deflate's duration lies between the independent clocks' readings ($(echo "$result" | jq .duration_s) s)"
 
 # Relative sizes on a real guest, text output (reached within the 1 MiB tolerance); relative to
 # the balloon now, so first let it finish the last MiB of the deflate

@@ -317,7 +317,7 @@ void sim_run_timer(Sim *s, double until_s)
     while (now < until) {
         if (now >= next_run) {
             /* one run of `run --once`: a new process, its state file read and written */
-            BmEngineOptions o = bm_once_engine_options(false);
+            BmEngineOptions o = bm_once_engine_options(false, false);
             o.host = &h->ops;
             s->e = bm_engine_new(&o);
             bm_engine_set_policy(s->e, s->policy);

@@ -4,8 +4,11 @@
  *   - QEMU's own BALLOON_CHANGE events, whose timestamps QEMU sets when it builds the event
  *     (QEMU throttles them to one per second but keeps the newest one's timestamp).
  * Usage: balloon-watch URI DOMAIN TARGET_KIB TIMEOUT_S
- * Prints one JSON object: initial_bytes, first_change_at, reached_at (poll), event_reached_at
- * (QEMU timestamp of the first event within 1 MiB of the target), polls, events.
+ * Prints one JSON object: initial_bytes, first_change_at, reached_at (poll: the middles of
+ * the query's calls), first_change_by (the end of the call that first saw a change: it began
+ * before then), last_unreached_from (the start of the last call that saw the target not yet
+ * reached: it was reached after then), event_reached_at (QEMU timestamp of the first event
+ * within 1 MiB of the target), polls, events.
  * Exit 0 when the target was seen reached, 1 otherwise. */
 #include <json-c/json.h>
 #include <libvirt/libvirt-qemu.h>
@@ -115,20 +118,24 @@ int main(int argc, char **argv)
     /* tell the test we are watching */
     fprintf(stderr, "balloon-watch: watching, actual %llu\n", (unsigned long long)initial);
 
-    double start = now_real(), first_change_at = -1, reached_at = -1;
+    double start = now_real(), first_change_at = -1, reached_at = -1, first_change_by = -1;
+    double last_unreached_from = start;
     unsigned polls = 0;
     while (now_real() - start < timeout) {
         double before = now_real();
         if (query_actual(dom, &actual) < 0)
             break;
-        double at = (before + now_real()) / 2;
+        double after = now_real(), at = (before + after) / 2;
         polls++;
-        if (first_change_at < 0 && actual != initial)
+        if (first_change_at < 0 && actual != initial) {
             first_change_at = at;
+            first_change_by = after;
+        }
         if (actual != initial && dist(actual, target_bytes) <= TOLERANCE) {
             reached_at = at;
             break;
         }
+        last_unreached_from = before;
         usleep(5000);
     }
     /* the last BALLOON_CHANGE can come up to a second after the change (throttling) */
@@ -146,9 +153,10 @@ int main(int argc, char **argv)
     pthread_join(th, NULL);
 
     printf("{\"initial_bytes\": %llu, \"final_bytes\": %llu, \"first_change_at\": %.6f, "
-           "\"reached_at\": %.6f, \"event_reached_at\": %.6f, \"polls\": %u, \"events\": %d}\n",
+           "\"reached_at\": %.6f, \"first_change_by\": %.6f, \"last_unreached_from\": %.6f, "
+           "\"event_reached_at\": %.6f, \"polls\": %u, \"events\": %d}\n",
            (unsigned long long)initial, (unsigned long long)actual, first_change_at, reached_at,
-           event_reached_at, polls, events);
+           first_change_by, last_unreached_from, event_reached_at, polls, events);
     virDomainFree(dom);
     virConnectClose(conn);
     return reached_at >= 0 ? 0 : 1;

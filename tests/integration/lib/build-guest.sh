@@ -35,6 +35,11 @@
 #                    BM_GUEST_CACHE/apt-SUITE (the host's apt is not touched) and cached
 #                    in BM_GUEST_CACHE/suite-SUITE
 #   BM_GUEST_FORCE=1 rebuild even if the stamp matches
+#   BM_GUEST_ROOTFS=1
+#                    also put the ext4 stack (crc16 mbcache jbd2 crc32c_generic ext4) into the
+#                    initramfs, loaded after the virtio modules: for a guest whose root file
+#                    system is a disk image (bm.root=, build-server-guest.sh builds one). Part
+#                    of the stamp; the plain test guest has none of it.
 #   BM_GUEST_LOAD    the static bm-guest-load binary meson builds (the integration
 #                    tests' environment sets it); unset: built here from guest-load.c
 #                    with cc -static. The source's sha256 is part of the stamp.
@@ -90,6 +95,11 @@
 #                    insmod (the balloon driver that was
 #                    loaded, with its parameters), meminfo
 #                    (MemTotal/MemFree/MemAvailable)
+#   bm.root=DEV      after loading the modules, mount DEV (ext4, read-write) and switch_root
+#                    to it, running bm.rootinit=PATH (default /sbin/init) as PID 1: a guest
+#                    with a real distribution's root (needs BM_GUEST_ROOTFS=1 unless ext4 is
+#                    built in). Nothing else of this list is done then; "bm: root DEV FAILED"
+#                    and the plain guest if DEV cannot be mounted.
 #   bm.load=SCHEDULE  run the workload program bm-guest-load (guest-load.c) with
 #                    SCHEDULE, e.g. 0:128,60:384@20,150:touch:600: demand that
 #                    changes over time; its console lines start with "bm-load:"
@@ -123,6 +133,13 @@ MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_p
 # dependency is neither above nor built in): virtio_blk for the page-cache guest's disk
 # (bm_define_guest disk=MIB, bm-guest-load's cache item); it depends on virtio, virtio_ring.
 OPTIONAL_MODULES=(virtio_blk)
+# BM_GUEST_ROOTFS=1: the ext4 stack for a root file system on the guest's disk (bm.root=), after
+# the above; ext4 depends on jbd2, mbcache, crc16 and asks the crypto API for crc32c (there is
+# no modprobe in the initramfs to load it on demand). Each is either here or built in.
+ROOTFS=${BM_GUEST_ROOTFS:-0}
+case "$ROOTFS" in 0|1) ;; *) echo "build-guest: ERROR: BM_GUEST_ROOTFS '$ROOTFS': expected 0 or 1" >&2; exit 1 ;; esac
+ROOTFS_MODULES=()
+[ "$ROOTFS" = 0 ] || ROOTFS_MODULES=(crc16 mbcache jbd2 crc32c_generic ext4)
 # The SG lab's replacement for virtio_balloon (same dependencies), optional.
 SG_NAME=virtio_balloon_sg
 
@@ -235,11 +252,9 @@ LOAD_HASH=$(sha256sum <"$LOAD_SRC" | cut -d' ' -f1)
 SG_HASH=""
 [ -n "$SG_MODULE" ] && SG_HASH=$(sha256sum <"$SG_MODULE" | cut -d' ' -f1)
 
-if [ -n "$SG_HASH" ]; then
-    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "load $LOAD_HASH"; echo "sg $SG_HASH"; } | sha256sum | cut -d' ' -f1)
-else
-    STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "load $LOAD_HASH"; } | sha256sum | cut -d' ' -f1)
-fi
+STAMP=$( { sha256sum <"$SCRIPT_PATH"; echo "$KVER"; echo "load $LOAD_HASH"
+           [ -z "$SG_HASH" ] || echo "sg $SG_HASH"
+           [ "$ROOTFS" = 0 ] || echo "rootfs"; } | sha256sum | cut -d' ' -f1)
 if [ "${BM_GUEST_FORCE:-0}" != 1 ] &&
    [ -f "$OUTDIR/.build-stamp" ] && [ "$(cat "$OUTDIR/.build-stamp")" = "$STAMP" ] &&
    [ -s "$OUTDIR/vmlinuz" ] && [ -s "$OUTDIR/initrd.img" ] &&
@@ -376,6 +391,19 @@ for m in "${OPTIONAL_MODULES[@]}"; do
     msg "module $m <- ${src#"$MODDIR"/} (optional, depends: $(ko_depends "$dst"))"
     echo "$m file" >>"$ORDER"
 done
+for m in "${ROOTFS_MODULES[@]}"; do
+    src=$(find_module "$m")
+    if [ -z "$src" ]; then
+        grep -qE "/${m//_/[-_]}\.ko$" "$MODDIR/modules.builtin" 2>/dev/null ||
+            die "module $m (BM_GUEST_ROOTFS=1) not found in $MODDIR and not built in"
+        msg "module $m is built into the kernel, skipping"
+        echo "$m builtin" >>"$ORDER"
+        continue
+    fi
+    install_ko "$src" "$STAGE/lib/modules/balloonmgr/$m.ko"
+    msg "module $m <- ${src#"$MODDIR"/} (BM_GUEST_ROOTFS=1)"
+    echo "$m file" >>"$ORDER"
+done
 # Not in modules.order: /init loads it in place of virtio_balloon on request.
 if [ -n "$SG_MODULE" ]; then
     cp "$SG_MODULE" "$STAGE/lib/modules/balloonmgr/$SG_NAME.ko"
@@ -401,6 +429,8 @@ retouch_mib=0
 retouchloop=0
 at=
 load=
+root=
+rootinit=/sbin/init
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
@@ -413,6 +443,8 @@ for arg in $(cat /proc/cmdline); do
         bm.retouchloop=*) retouchloop=${arg#bm.retouchloop=} ;;
         bm.at=*)        at=${arg#bm.at=} ;;
         bm.load=*)      load=${arg#bm.load=} ;;
+        bm.root=*)      root=${arg#bm.root=} ;;
+        bm.rootinit=*)  rootinit=${arg#bm.rootinit=} ;;
     esac
 done
 echo "bm: guest kernel $(uname -r) up; cmdline: $(cat /proc/cmdline)"
@@ -467,6 +499,22 @@ if [ "$sgdriver" = 1 ]; then
         [ -e "$d" ] && echo "bm: device ${d##*/} bound to driver $(basename "${d%/*}")"
     done
     f=$(sgstats_file) && sed 's/^/bm: sg_stats: /' "$f"
+fi
+
+# bm.root=DEV: the root file system on DEV, its own init as PID 1 (the devices are there once
+# virtio_blk is loaded; devtmpfs makes the node a moment later)
+if [ -n "$root" ]; then
+    i=0
+    while [ ! -b "$root" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    mkdir -p /newroot
+    if mount -t ext4 -o rw "$root" /newroot && [ -x "/newroot$rootinit" ]; then
+        echo "bm: root $root mounted, switching to it (init $rootinit)"
+        umount /sys /proc
+        mount -o move /dev /newroot/dev 2>/dev/null || umount /dev
+        exec switch_root /newroot "$rootinit"
+    fi
+    echo "bm: root $root FAILED (no such device, not ext4 or no $rootinit in it): going on without it"
+    umount /newroot 2>/dev/null
 fi
 
 # touch_mem MIB DONE FAILED: write MIB MiB of zeroes into a tmpfs (page cache

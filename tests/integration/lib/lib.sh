@@ -169,6 +169,24 @@ _bm_polkit_on_bus() {
     dbus-send --system --print-reply --dest=org.freedesktop.DBus / \
         org.freedesktop.DBus.GetNameOwner string:org.freedesktop.PolicyKit1 >/dev/null 2>&1
 }
+_bm_bus_answers() {
+    [ -S /run/dbus/system_bus_socket ] &&
+        dbus-send --system --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetId >/dev/null 2>&1
+}
+# _bm_started_before PID1 PID2: process PID1 started before PID2 (/proc/PID/stat's starttime)
+_bm_started_before() {
+    local a b
+    a=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20) &&
+        b=$(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null | cut -d' ' -f20) &&
+        [ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ]
+}
+# _bm_bus_pid: the system bus's dbus-daemon (its pid file, else the first here), or empty
+_bm_bus_pid() {
+    local pid
+    pid=$(cat /run/dbus/pid 2>/dev/null || true)
+    _bm_pid_is dbus-daemon "$pid" && { echo "$pid"; return 0; }
+    _bm_pgrep_here dbus-daemon
+}
 
 # _bm_start_polkit: libvirt asks polkit (over the system bus) whether a
 # non-root client may use a socket: the read-only socket is open to any local
@@ -176,30 +194,35 @@ _bm_polkit_on_bus() {
 # read-write one is not. Without a system bus (a container without systemd)
 # libvirtd refuses every non-root client, so the monitoring-only mode could not
 # be tested as it runs on a host. Starts dbus-daemon --system and polkitd when
-# they do not run (before libvirtd: libvirt connects to the bus once), records
-# them like the daemons. BM_POLKIT=0 disables this.
+# they do not answer on the bus, each waited for until it answers there (polkitd
+# takes seconds on a busy machine), records them like the daemons; libvirtd is
+# started after them (bm_start_daemons: libvirt keeps the bus it found at its start
+# for its life). BM_POLKIT=0 disables this.
 _bm_start_polkit() {
     local pid polkitd=/usr/lib/polkit-1/polkitd
     [ "${BM_POLKIT:-1}" = 1 ] && command -v dbus-daemon >/dev/null && [ -x "$polkitd" ] || return 0
-    if [ -S /run/dbus/system_bus_socket ] && dbus-send --system --print-reply --dest=org.freedesktop.DBus \
-        / org.freedesktop.DBus.GetId >/dev/null 2>&1; then
+    if _bm_bus_answers; then
         bm_log "system bus already running, leaving it alone"
     else
         mkdir -p /run/dbus
         rm -f /run/dbus/pid /run/dbus/system_bus_socket    # stale: no bus answers on it
         pid=$(dbus-daemon --system --fork --print-pid) || bm_fail "'dbus-daemon --system' failed"
         echo "dbus-daemon $pid" >>"$(_bm_owner_file)"
+        bm_wait_until 30 "the system bus (dbus-daemon $pid) to answer" _bm_bus_answers ||
+            bm_fail "dbus-daemon $pid does not answer on /run/dbus/system_bus_socket"
         bm_log "dbus-daemon --system started, pid $pid"
     fi
-    pid=$(_bm_pgrep_here polkitd)
-    if [ -n "$pid" ]; then
-        bm_log "polkitd already running (pid $pid), leaving it alone"
+    # a polkitd that is not on this bus (one of a bus since stopped) serves nobody: polkit
+    # counts as running only when it owns its name on the bus
+    if _bm_polkit_on_bus; then
+        bm_log "polkit already on the system bus, leaving it alone"
         return 0
     fi
     "$polkitd" --no-debug </dev/null >/dev/null 2>&1 &
     pid=$!
-    bm_wait_until 5 "polkitd on the system bus" _bm_polkit_on_bus || true
     echo "polkitd $pid" >>"$(_bm_owner_file)"
+    bm_wait_until 60 "polkitd $pid to own org.freedesktop.PolicyKit1 on the system bus" _bm_polkit_on_bus ||
+        bm_fail "polkitd $pid is not on the system bus: libvirt could not ask it about non-root clients"
     bm_log "polkitd started, pid $pid"
 }
 
@@ -238,9 +261,25 @@ bm_start_daemons() {
     _bm_fix_kvm_perms
     _bm_start_polkit
     _bm_start_one virtlogd
-    # A daemon that already answers (libvirtd or a modular virtqemud) is fine.
+    # A daemon that already answers (libvirtd or a modular virtqemud) is fine, unless it is a
+    # libvirtd older than the system bus: libvirt connects to the system bus once, at its start,
+    # and keeps that connection, or the failure, for its life (virGDBusGetSystemBus()). One
+    # started before any bus (Debian's package starts libvirtd at its install, before the suite
+    # starts a bus) answers every non-root client "Unable to get system bus connection: Could
+    # not connect: No such file or directory", one whose bus has since stopped (a run's end)
+    # gives the bus's error: it cannot tell polkit's answer for the read-only socket. It is
+    # started again, after the bus, and is ours from then on.
+    local lpid bpid
     if _bm_libvirt_answers; then
-        bm_log "libvirt already answers on $BM_URI"
+        lpid=$(_bm_daemon_pid libvirtd) bpid=$(_bm_bus_pid)
+        if [ -n "$lpid" ] && [ -n "$bpid" ] && _bm_started_before "$lpid" "$bpid"; then
+            bm_log "libvirtd (pid $lpid) started before the system bus (dbus-daemon $bpid): starting it again after it"
+            bm_terminate libvirtd "$lpid" 30 _bm_pid_is libvirtd "$lpid"
+            rm -f /run/libvirtd.pid
+            _bm_start_one libvirtd
+        else
+            bm_log "libvirt already answers on $BM_URI"
+        fi
     else
         _bm_start_one libvirtd
     fi
@@ -270,7 +309,12 @@ bm_stop_daemons() {
         fi
         bm_log "stopping $name (pid $pid)"
         bm_terminate "$name" "$pid" 15 _bm_pid_is "$name" "$pid"
-        [ "$name" = dbus-daemon ] && [ "$(cat /run/dbus/pid 2>/dev/null)" = "$pid" ] && rm -f /run/dbus/pid
+        # the bus's files with it: a socket nobody listens on makes every later client's
+        # connect fail with "Connection refused" instead of starting a bus
+        if [ "$name" = dbus-daemon ] && [ "$(cat /run/dbus/pid 2>/dev/null)" = "$pid" ]; then
+            rm -f /run/dbus/pid
+            _bm_bus_answers || rm -f /run/dbus/system_bus_socket
+        fi
     done < <(tac "$f")
     rm -f "$f"
 }
@@ -348,6 +392,13 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #     disk=MIB             a read-only virtio disk (the guest's /dev/vda, virtio_blk) of MIB
 #                          MiB of random bytes (bm_disk_image; bm.load's cache:MIB reads it
 #                          into the guest's page cache)
+#     root=DIR             boot a real distribution's root: DIR as build-server-guest.sh
+#                          makes it (DIR/boot's kernel and initramfs, DIR/root.img); the image
+#                          through a qcow2 overlay of the guest's own (in its dir, made anew at
+#                          each start: the image is never written), read-write, cache='none'
+#                          (a miss is a real read); bm.root=/dev/vda and
+#                          bm.rootinit=/usr/local/sbin/bm-server-init on the command line. Not
+#                          with disk=.
 #     emulator=PATH        <emulator> (e.g. a patched QEMU)
 #     devices=XML          extra XML appended inside <devices>
 #     extra=XML            extra XML appended at the end of <domain> (e.g. <iothreads>,
@@ -396,6 +447,7 @@ bm_define_guest() {
     # running beside other guests.
     local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1 no_timer_check"
     local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img dcache=none
+    local root="" kernel=${BM_KERNEL:-} initrd=${BM_INITRD:-} overlay
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
         case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
@@ -408,6 +460,7 @@ bm_define_guest() {
             autodeflate)       autodeflate=$val ;;
             freepagereporting) fpr=$val ;;
             disk)              disk=$val ;;
+            root)              root=$val ;;
             emulator)          emulator=$val ;;
             devices)           devices="$devices$val" ;;
             extra)             extra="$extra$val" ;;
@@ -415,7 +468,7 @@ bm_define_guest() {
             *)                 cmdline="$cmdline bm.$key=$val" ;;
         esac
     done
-    if [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; then
+    if [ -z "$root" ] && { [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; }; then
         bm_fail "bm_define_guest: call bm_guest_image (or bm_setup) first"
     fi
 
@@ -433,6 +486,25 @@ bm_define_guest() {
         [ "$stats" != 0 ] && bstats="<stats period='$stats'/>"
     fi
     [ -n "$emulator" ] && emu_xml="<emulator>$(printf '%s' "$emulator" | _bm_xml_escape)</emulator>"
+    [ -z "$root" ] || [ -z "$disk" ] || bm_fail "bm_define_guest: root= and disk= together"
+    if [ -n "$root" ]; then
+        for img in "$root/boot/vmlinuz" "$root/boot/initrd.img" "$root/root.img"; do
+            [ -s "$img" ] || bm_fail "bm_define_guest: root=$root: no $img (build-server-guest.sh)"
+        done
+        kernel=$root/boot/vmlinuz; initrd=$root/boot/initrd.img
+        overlay=$dir/root-overlay.qcow2
+        rm -f "$overlay"
+        qemu-img create -q -f qcow2 -o backing_file="$root/root.img",backing_fmt=raw "$overlay" ||
+            bm_fail "cannot make the overlay $overlay of $root/root.img"
+        # the overlay is QEMU's to write (libvirt labels it); the image below only read, as root's
+        # 0644 file (relabel='no', the backing store named here so that libvirt leaves it alone)
+        dd if="$root/root.img" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null || dcache=default
+        devices="<disk type='file' device='disk'><driver name='qemu' type='qcow2' cache='$dcache'/>\
+<source file='$overlay'/>\
+<backingStore type='file'><format type='raw'/><source file='$root/root.img'><seclabel model='dac' relabel='no'/></source><backingStore/></backingStore>\
+<target dev='vda' bus='virtio'/></disk>$devices"
+        cmdline="$cmdline bm.root=/dev/vda bm.rootinit=/usr/local/sbin/bm-server-init"
+    fi
     if [ -n "$disk" ]; then
         # read-only and shared by the guests of a run; cache='none' (O_DIRECT) where the file
         # system has it (tmpfs before Linux 6.6 has not): the guest's reads land in its own
@@ -452,8 +524,8 @@ bm_define_guest() {
   <vcpu placement='static'>$vcpus</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$BM_KERNEL</kernel>
-    <initrd>$BM_INITRD</initrd>
+    <kernel>$kernel</kernel>
+    <initrd>$initrd</initrd>
     <cmdline>$(printf '%s' "$cmdline" | _bm_xml_escape)</cmdline>
   </os>
   <features><acpi/></features>
@@ -925,7 +997,10 @@ bm_setup() {
 # caller decides: bm_wait_until ... || bm_fail ...). Set BM_WAIT_INTERVAL for one call:
 #   BM_WAIT_INTERVAL=1 bm_wait_until 60 "fresh stats" stats_are_fresh
 bm_wait_until() {
-    local timeout=$1 what=$2 interval=${BM_WAIT_INTERVAL:-0.1} tries i
+    local timeout what=$2 interval=${BM_WAIT_INTERVAL:-0.1} tries i
+    # (a guard, not a measure: times BM_TIMEOUT_MULTIPLIER, meson's timeout multiplier that
+    # tools/test.sh sets for a machine busy with other work)
+    timeout=$(awk -v t="$1" -v m="${BM_TIMEOUT_MULTIPLIER:-1}" 'BEGIN { print t * m }')
     shift 2
     tries=$(awk -v t="$timeout" -v i="$interval" 'BEGIN { n = t / i; print (n == int(n)) ? n : int(n) + 1 }')
     for ((i = 0; i < tries; i++)); do
@@ -1007,7 +1082,7 @@ bm_agent_port() {
     local log=$1 addr
     # the address once the comma after it is written: the line can be read half-written (a
     # port cut short made curl exit 3 on a malformed URL in test-agent on Debian 13)
-    _bm_serving_addr() { sed -n 's/.*serving \/metrics on .* at \([^ ,]*:[0-9][0-9]*\),.*/\1/p' "$log" | head -1; }
+    _bm_serving_addr() { sed -n 's/.*serving \/metrics .* at \([^ ,]*:[0-9][0-9]*\),.*/\1/p' "$log" | head -1; }
     _bm_serving() { [ -n "$(_bm_serving_addr)" ]; }
     BM_WAIT_INTERVAL=0.02 bm_wait_until "${2:-30}" "the agent's serving line in $log" _bm_serving ||
         bm_fail "the agent never said where it serves: $(cat "$log")"
