@@ -174,16 +174,6 @@ size_t bm_ledger_sync_end(BmLedger *l)
     return n - keep;
 }
 
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s)
-{
-    bm_ledger_sync_begin(l);
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        bm_ledger_sync_entry(l, bm_ledger_entry(l, d->uuid, d->name), d, boot_id, now_s);
-    }
-    bm_ledger_sync_end(l);
-}
-
 bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns)
 {
     if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
@@ -196,15 +186,6 @@ bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t tak
         return false;
     d->actual_bytes = b;
     return true;
-}
-
-size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < snap->n_domains; i++)
-        n += bm_ledger_correct_balloon(bm_ledger_find(l, snap->domains[i].uuid), &snap->domains[i],
-                                       snap->taken_real_ns);
-    return n;
 }
 
 void bm_ledger_note_mode(BmLedger *l, BmHostMode mode)
@@ -281,17 +262,6 @@ void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read
     }
     if (cache_hot)
         e->prev.cache_hot_s = now_s;
-}
-
-void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
-                         unsigned horizon_s)
-{
-    bm_ledger_note_mode(l, mode);
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        if (d->active && d->uuid[0])
-            bm_ledger_note_reading(bm_ledger_entry(l, d->uuid, d->name), d, mode, now_s, horizon_s);
-    }
 }
 
 void bm_ledger_record_start(BmLedger *l, BmLedgerEntry *e, uint64_t from_bytes,

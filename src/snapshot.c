@@ -241,6 +241,10 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
     if (!info_read && (!bm_present(d->max_bytes) || !bm_present(d->actual_bytes)))
         read_info(s, d, dom);
     d->active = running;
+    if (flags & BM_SNAPSHOT_HANDLES) {
+        virDomainRef(dom);
+        d->handle = dom;
+    }
 }
 
 static int cmp_domain(const void *a, const void *b)
@@ -294,6 +298,11 @@ static void free_domain_list(virDomainPtr *doms)
 }
 DEFINE_CLEANUP(virDomainPtr *, free_domain_list)
 
+static void release_domain(void *handle)
+{
+    virDomainFree(handle);
+}
+
 int bm_snapshot_take(virConnectPtr conn, unsigned flags, BmSnapshot *ret)
 {
     return bm_snapshot_take_cached(conn, flags, NULL, ret);
@@ -341,6 +350,8 @@ int bm_snapshot_take_cached(virConnectPtr conn, unsigned flags, const BmXmlCache
 
     qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_domain);
     bm_snapshot_index_uuid(ret);
+    if (flags & BM_SNAPSHOT_HANDLES)
+        ret->release = release_domain;
     return 0;
 }
 
@@ -376,10 +387,20 @@ int bm_snapshot_pick(virConnectPtr conn, const BmSnapshot *s, char *const *names
     return 0;
 }
 
+void bm_snapshot_drop_handles(BmSnapshot *s)
+{
+    for (size_t i = 0; i < s->n_domains; i++) {
+        if (s->domains[i].handle && s->release)
+            s->release(s->domains[i].handle);
+        s->domains[i].handle = NULL;
+    }
+}
+
 void bm_snapshot_clear(BmSnapshot *s)
 {
     if (!s)
         return;
+    bm_snapshot_drop_handles(s);
     for (size_t i = 0; i < s->n_domains; i++) {
         free(s->domains[i].name);
         free(s->domains[i].error);
