@@ -153,8 +153,8 @@ for n in 1000 10000; do
 done
 echo
 echo "The export after a new reading with one domain more than the pass's plan (a domain defined"
-echo "between a pass and a refresh: every index shifted, each decision found by UUID), in-process"
-echo "(bench/export-refresh.c):"
+echo "between a pass and a refresh: every index shifted, each decision found through its row's"
+echo "ledger entry), in-process (bench/export-refresh.c):"
 echo
 echo "| N | export after a new reading, ms (best of 5) |"
 echo "| --- | --- |"

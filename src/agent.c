@@ -1,9 +1,11 @@
 /* The running agent: policy passes every interval plus /metrics (TLS and basic auth from the
- * web config), keeping the timer's state file. Every job is a timer or a handle on libvirt's
- * event loop, run by the main thread (docs/design.md): the pass, polling the changes in
- * flight, the host watch, the guest watch, refreshing the view after events, the spool, the
- * state save, reconnecting, and the signals (a signalfd). libmicrohttpd's threads serve the
- * last rendering. Its options come from the verb (cmd-agent.c). */
+ * web config), keeping the timer's state file. Everything runs on libvirt's event loop, by the
+ * main thread (docs/design.md): the jobs on the engine (the pass, polling the changes in flight,
+ * the host and guest watches, refreshing the view after events, the probe, the state save) are
+ * the loop's (loop.c, on one timer armed for the next job of its schedule, schedule.c); the
+ * connection and its back-off, the spool, the watchdog and the signals (a signalfd) are timers
+ * and a handle of their own. libmicrohttpd's threads serve the last rendering. Its options come
+ * from the verb (cmd-agent.c). */
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include "conn.h"
 #include "engine.h"
 #include "ledger.h"
+#include "loop.h"
 #include "error.h"
 #include "http.h"
 #include "log.h"
@@ -33,14 +36,8 @@
 #include "webconfig.h"
 
 #define RECONNECT_MAX_S 30
-#define REFRESH_MIN_MS 1000
-/* how often the host's memory is read between passes, to react to pressure at once */
-#define HOST_WATCH_MS 250
-/* how often the domains are read between passes while a balloon is inflated, to give a guest
- * that grew short of memory its memory back without waiting for the interval */
-#define GUEST_WATCH_MS 1000
-/* SG/ioeventfd of new domains are asked after the pass, this many per turn of the loop */
-#define PROBE_BATCH 20
+/* how often the spool of changes `set --wait` measured is read */
+#define SPOOL_MS 1000
 
 typedef struct {
     const BmAgentOptions *o;
@@ -51,20 +48,18 @@ typedef struct {
     unsigned backoff_s;
     bool conn_lost;
     BmEngine *e;
+    BmLoop loop;                 /* the jobs on the engine and their schedule */
     BmHttp *http;
     bool web_tls, web_auth;      /* what the server runs with: HTTPS, basic auth */
     char *uri;                   /* what the connection is to (bm_conn_uri()), NULL before */
     char *spool_reported;        /* the spool problem reported last */
     BmStateWriter state_writer;
     int state_lock_fd;           /* the state file's lock, held while the agent runs; -1 */
-    uint64_t last_refresh_ns;
     bool stop;
-    bool guest_in_need;          /* what the last guest watch saw */
     bool ready_sent;             /* READY=1 went to the service manager */
     bool policy_stale;           /* the last reload failed: the last good policy runs */
-    /* the jobs on the event loop */
-    int t_pass, t_poll, t_watch, t_guest_watch, t_refresh, t_spool, t_save, t_connect, t_probe,
-        t_watchdog, h_signal;
+    /* on the event loop: the loop's one timer, the agent's own jobs */
+    int t_loop, t_spool, t_connect, t_watchdog, h_signal;
     int signal_fd;
 } Agent;
 
@@ -154,11 +149,26 @@ static void disarm(int timer)
     virEventUpdateTimeout(timer, -1);
 }
 
-/* The view is read again soon (at once, or REFRESH_MIN_MS after the last reading). */
-static void schedule_refresh(Agent *a, bool at_once)
+static uint64_t now_ms(void)
 {
-    uint64_t since_ms = (bm_now_mono_ns() - a->last_refresh_ns) / 1000000ull;
-    arm(a->t_refresh, at_once || since_ms >= REFRESH_MIN_MS ? 0 : REFRESH_MIN_MS - since_ms);
+    return bm_now_mono_ns() / 1000000ull;
+}
+
+/* The loop's timer armed for the next job of its schedule. */
+static void arm_loop(Agent *a)
+{
+    uint64_t next = bm_schedule_next_ms(&a->loop.sched), now = now_ms();
+    if (next == BM_SCHEDULE_OFF)
+        disarm(a->t_loop);
+    else
+        arm(a->t_loop, next > now ? next - now : 0);
+}
+
+/* An event for the loop's schedule (a reading soon, a pass at once, ...). */
+static void loop_event(Agent *a, BmEvent ev)
+{
+    bm_loop_event(&a->loop, ev, now_ms());
+    arm_loop(a);
 }
 
 /* ---- libvirt events (on the loop's thread) ---- */
@@ -168,14 +178,14 @@ static int on_lifecycle(virConnectPtr c, virDomainPtr d, int event, int detail, 
     (void)c, (void)d, (void)event, (void)detail;
     Agent *a = opaque;
     bm_engine_forget_xml(a->e); /* started, defined, ...: its definition may have changed */
-    schedule_refresh(a, false);
+    loop_event(a, BM_EVENT_DOMAIN);
     return 0;
 }
 
 static void on_balloon(virConnectPtr c, virDomainPtr d, unsigned long long actual, void *opaque)
 {
     (void)c, (void)d, (void)actual;
-    schedule_refresh(opaque, false);
+    loop_event(opaque, BM_EVENT_DOMAIN);
 }
 
 static void on_close(virConnectPtr c, int reason, void *opaque)
@@ -201,7 +211,7 @@ static void disconnect(Agent *a)
     virConnectClose(a->conn);
     a->conn = NULL;
     a->cb_lifecycle = a->cb_balloon = -1;
-    disarm(a->t_poll);
+    loop_event(a, BM_EVENT_DISCONNECTED);
 }
 
 static bool try_connect(Agent *a)
@@ -299,7 +309,7 @@ static void job_connect(int timer, void *opaque)
         return;
     if (try_connect(a)) {
         bm_engine_forget_xml(a->e); /* definitions may have changed while away */
-        arm(a->t_pass, 0);
+        loop_event(a, BM_EVENT_CONNECTED);
     } else {
         notify_status(a, "waiting for libvirt");
     }
@@ -323,125 +333,45 @@ static void save_state(Agent *a)
         bm_report("agent", NULL, "%s", bm_error_detail(r));
 }
 
-/* Job: a policy pass, every interval (sooner when the host watch sees pressure). */
-static void job_pass(int timer, void *opaque)
+/* ---- the loop's jobs: what the agent does around them ---- */
+
+/* After a pass: its problems reported, STATUS= to the service manager. */
+static void on_passed(void *ctx, int r)
 {
-    bm_error_reset();
-    Agent *a = opaque;
-    arm(timer, (uint64_t)a->policy->interval_s * 1000);
-    if (!a->conn)
-        return;
-    int r = bm_engine_pass(a->e);
-    if (r < 0) {
+    Agent *a = ctx;
+    if (r < 0)
         bm_report("agent", NULL, "pass: %s", bm_error_detail(r));
-        if (r == -ECONNRESET)
-            on_close(a->conn, 0, a);
-    } else {
+    else
         bm_session_report_applied("agent", a->e);
-    }
     notify_pass(a);
-    a->last_refresh_ns = bm_now_mono_ns();
-    disarm(a->t_refresh);
-    if (bm_engine_in_flight(a->e))
-        arm(a->t_poll, BM_WAIT_DEFAULT_POLL_MS);
-    arm(a->t_save, 0);
-    if (bm_engine_probe(a->e, 0))
-        arm(a->t_probe, 0);
 }
 
-/* Job: ask the QEMU monitor of new domains for SG/ioeventfd, a batch per turn, so that a
- * pass (the first one above all) does not wait for a thousand monitors. */
-static void job_probe(int timer, void *opaque)
+/* The save job: the state file, then the metrics (a failed save shows in errors_total at once). */
+static void on_save(void *ctx)
 {
-    bm_error_reset();
-    Agent *a = opaque;
-    if (!a->conn || bm_engine_probe(a->e, PROBE_BATCH) == 0) {
-        disarm(timer);
-        publish(a);
-    }
-}
-
-/* Job: the state file, then the metrics (a failed save shows in errors_total at once). */
-static void job_save(int timer, void *opaque)
-{
-    bm_error_reset();
-    Agent *a = opaque;
-    disarm(timer);
+    Agent *a = ctx;
     save_state(a);
     publish(a);
 }
 
-/* Job: read the changes in flight; when one ended, read the domains again (drivers without
- * balloon events). Runs only while changes are in flight. */
-static void job_poll(int timer, void *opaque)
+static void on_publish(void *ctx)
 {
-    bm_error_reset();
-    Agent *a = opaque;
-    size_t before = bm_engine_in_flight(a->e);
-    size_t left = bm_engine_poll(a->e);
-    if (!left)
-        disarm(timer);
-    if (left != before) {
-        schedule_refresh(a, true);
-        publish(a);
-    }
+    publish(ctx);
 }
 
-/* Job: read the host's memory between passes and start a pass at once when it crossed into
- * pressure. */
-static void job_watch(int timer, void *opaque)
+static void on_lost(void *ctx)
 {
-    bm_error_reset();
+    Agent *a = ctx;
+    on_close(a->conn, 0, a);
+}
+
+/* The loop's timer: every job due now, then armed for the next one. */
+static void job_loop(int timer, void *opaque)
+{
     (void)timer;
     Agent *a = opaque;
-    BmHost h;
-    if (a->conn && !bm_engine_reclaiming(a->e) && bm_hostmem_read(a->o->proc_dir, &h) == 0 &&
-        bm_host_under_pressure(&h, a->policy))
-        arm(a->t_pass, 0);
-}
-
-/* Job: while a balloon is inflated, read the domains between passes, stop an inflate in flight
- * that hurts its guest (bm_engine_stop_hurting()) and start a pass at once when a ballooned
- * guest grew short of memory or came under pressure (once per episode: a guest the host cannot
- * help now waits for the interval, not a pass every second). */
-static void job_guest_watch(int timer, void *opaque)
-{
-    bm_error_reset();
-    (void)timer;
-    Agent *a = opaque;
-    if (!a->conn || a->o->monitor_only || !bm_engine_any_ballooned(a->e))
-        return;
-    a->last_refresh_ns = bm_now_mono_ns();
-    int r = bm_engine_refresh(a->e);
-    if (r == -ECONNRESET) {
-        on_close(a->conn, 0, a);
-        return;
-    }
-    /* an inflate that hurts its guest stops here, and the refault rule (a pass at once, below)
-     * gives back what it took */
-    if (r == 0)
-        bm_engine_stop_hurting(a->e);
-    bool need = r == 0 && bm_engine_guest_in_need(a->e);
-    if (need && !a->guest_in_need)
-        arm(a->t_pass, 0);
-    a->guest_in_need = need;
-    publish(a);
-}
-
-/* Job: read the domains again after events, without deciding. */
-static void job_refresh(int timer, void *opaque)
-{
-    bm_error_reset();
-    Agent *a = opaque;
-    disarm(timer);
-    if (!a->conn)
-        return;
-    a->last_refresh_ns = bm_now_mono_ns();
-    if (bm_engine_refresh(a->e) == -ECONNRESET)
-        on_close(a->conn, 0, a);
-    if (bm_engine_probe(a->e, 0))
-        arm(a->t_probe, 0);
-    publish(a);
+    bm_loop_turn(&a->loop, now_ms());
+    arm_loop(a);
 }
 
 /* Counts the changes 'set --wait' spooled for this connection; a problem with the spool is
@@ -460,7 +390,7 @@ static void job_spool(int timer, void *opaque)
     (void)timer;
     Agent *a = opaque;
     if (ingest_spool(a) > 0) {
-        schedule_refresh(a, true);
+        loop_event(a, BM_EVENT_COUNTED);
         publish(a);
     }
 }
@@ -473,6 +403,7 @@ static void reload(Agent *a)
         bm_policy_free(a->policy);
         a->policy = fresh;
         bm_engine_set_policy(a->e, fresh);
+        bm_schedule_set_interval(&a->loop.sched, fresh->interval_s);
         bm_reportp(LOG_NOTICE, "agent", NULL, "policy %s reloaded", fresh->path);
         a->policy_stale = false;
     } else {
@@ -574,12 +505,9 @@ static void start_engine(Agent *a)
     if (r < 0)
         bm_report("agent", NULL, "warning: %s: changes made by 'set --wait' will not be counted",
                   bm_error_detail(r));
-    BmEngineOptions eo = {.proc_dir = o->proc_dir,
-                          .dry_run = o->dry_run || o->monitor_only,
-                          .probe_features = !o->monitor_only,
-                          .probe_later = true,
-                          .cache_xml = true,
-                          .no_libvirt_duplicates = o->no_libvirt_duplicates};
+    BmEngineOptions eo = bm_loop_engine_options(o->dry_run, o->monitor_only);
+    eo.proc_dir = o->proc_dir;
+    eo.no_libvirt_duplicates = o->no_libvirt_duplicates;
     a->e = bm_engine_new(&eo);
     bm_engine_set_policy(a->e, a->policy);
     if ((!o->monitor_only || o->state_explicit) &&
@@ -594,18 +522,16 @@ static void start_engine(Agent *a)
 /* Every job on the event loop; the connection first, at once. */
 static void add_jobs(Agent *a)
 {
+    BmLoopHooks hooks = {.ctx = a, .passed = on_passed, .save = on_save, .publish = on_publish,
+                         .lost = on_lost};
+    bm_loop_init(&a->loop, a->e, a->policy->interval_s, a->o->monitor_only, &hooks, now_ms());
     a->t_connect = virEventAddTimeout(0, job_connect, a, NULL);
-    a->t_pass = virEventAddTimeout(-1, job_pass, a, NULL);
-    a->t_poll = virEventAddTimeout(-1, job_poll, a, NULL);
-    a->t_watch = virEventAddTimeout(HOST_WATCH_MS, job_watch, a, NULL);
-    a->t_guest_watch = virEventAddTimeout(GUEST_WATCH_MS, job_guest_watch, a, NULL);
-    a->t_refresh = virEventAddTimeout(-1, job_refresh, a, NULL);
-    a->t_save = virEventAddTimeout(-1, job_save, a, NULL);
-    a->t_probe = virEventAddTimeout(-1, job_probe, a, NULL);
+    a->t_loop = virEventAddTimeout(-1, job_loop, a, NULL);
+    arm_loop(a);
     uint64_t wd_usec = bm_notify_watchdog_usec();
     uint64_t wd_ms = wd_usec / 2000 ? wd_usec / 2000 : 1;
     a->t_watchdog = wd_usec ? virEventAddTimeout(wd_ms > INT32_MAX ? INT32_MAX : (int)wd_ms, job_watchdog, a, NULL) : -1;
-    a->t_spool = a->o->monitor_only ? -1 : virEventAddTimeout(REFRESH_MIN_MS, job_spool, a, NULL);
+    a->t_spool = a->o->monitor_only ? -1 : virEventAddTimeout(SPOOL_MS, job_spool, a, NULL);
     a->h_signal = a->signal_fd < 0 ? -1
                                    : virEventAddHandle(a->signal_fd, VIR_EVENT_HANDLE_READABLE,
                                                        on_signalfd, a, NULL);
@@ -613,8 +539,7 @@ static void add_jobs(Agent *a)
 
 static void remove_jobs(Agent *a)
 {
-    int timers[] = {a->t_connect, a->t_pass, a->t_poll, a->t_watch, a->t_guest_watch, a->t_refresh, a->t_save,
-                    a->t_spool, a->t_probe, a->t_watchdog};
+    int timers[] = {a->t_connect, a->t_loop, a->t_spool, a->t_watchdog};
     for (size_t i = 0; i < BM_ARRAY_SIZE(timers); i++)
         if (timers[i] >= 0)
             virEventRemoveTimeout(timers[i]);

@@ -179,15 +179,52 @@ BmWaitOptions bm_wait_options_default(void)
                            .tolerance_bytes = BM_WAIT_TOLERANCE_BYTES};
 }
 
-/* Sets the target of the change (through t->ops, or libvirt's dom) and adds it to t. */
-static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *uuid,
+/* libvirt's balloon operations: a handle is a virDomainPtr */
+static int lv_set_target(void *ctx, void *handle, uint64_t target_bytes)
+{
+    (void)ctx;
+    return set_live(handle, target_bytes);
+}
+
+static int lv_read_live(void *ctx, void *handle, uint64_t *ret_actual, uint64_t *ret_rss)
+{
+    (void)ctx;
+    return bm_balloon_read_live(handle, ret_actual, ret_rss);
+}
+
+static void *lv_hold(void *ctx, void *handle)
+{
+    (void)ctx;
+    if (handle)
+        virDomainRef(handle);
+    return handle;
+}
+
+static void lv_release(void *ctx, void *handle)
+{
+    (void)ctx;
+    if (handle)
+        virDomainFree(handle);
+}
+
+const BmBalloonOps bm_balloon_libvirt_ops = {.set_target = lv_set_target, .read_live = lv_read_live,
+                                             .hold = lv_hold, .release = lv_release};
+
+static const BmBalloonOps *ops_of(const BmTracker *t)
+{
+    return t->ops ? t->ops : &bm_balloon_libvirt_ops;
+}
+
+/* Sets the target of the change through t's ops on handle and adds it to t. */
+static int track(BmTracker *t, void *handle, const char *name, const char *uuid,
                  uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg)
 {
+    const BmBalloonOps *ops = ops_of(t);
     BmTracked x = {0};
     const BmClock *clock = t->opts.clock;
     uint64_t t0 = bm_clock_mono_ns(clock);
     x.change = pending(from_bytes, target_bytes, bm_clock_real_ns(clock));
-    int r = t->ops ? t->ops->set_target(t->ops->ctx, uuid, target_bytes) : set_live(dom, target_bytes);
+    int r = ops->set_target(ops->ctx, handle, target_bytes);
     if (r < 0)
         return r;
     x.name = bm_strdup(name ? name : "");
@@ -195,9 +232,7 @@ static int track(BmTracker *t, virDomainPtr dom, const char *name, const char *u
     x.sg = sg;
     x.rss_before_bytes = rss_bytes;
     x.rss_after_bytes = BM_ABSENT;
-    if (dom)
-        virDomainRef(dom);
-    x.dom = dom;
+    x.handle = ops->hold ? ops->hold(ops->ctx, handle) : handle;
     x.started_mono_ns = x.last_progress_mono_ns = t0;
     x.last_actual_bytes = from_bytes;
     t->items = bm_reallocarray(t->items, t->n_items + 1, sizeof(BmTracked));
@@ -214,10 +249,11 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
     return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg);
 }
 
-int bm_tracker_start_ops(BmTracker *t, const char *name, const char *uuid, uint64_t from_bytes,
-                         uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg)
+int bm_tracker_start_handle(BmTracker *t, const char *name, const char *uuid, void *handle,
+                            uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes,
+                            BmSgLabel sg)
 {
-    return track(t, NULL, name, uuid, from_bytes, target_bytes, rss_bytes, sg);
+    return track(t, handle, name, uuid, from_bytes, target_bytes, rss_bytes, sg);
 }
 
 /* One reading of one tracked change: true when it ended (outcome set). */
@@ -227,8 +263,7 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     BmChange *ch = &x->change;
     uint64_t before = bm_clock_mono_ns(o->clock), before_real = bm_clock_real_ns(o->clock);
     uint64_t actual = 0, rss = BM_ABSENT;
-    int r = ops ? ops->read_live(ops->ctx, x->uuid, &actual, &rss)
-                : bm_balloon_read_live(x->dom, &actual, &rss);
+    int r = ops->read_live(ops->ctx, x->handle, &actual, &rss);
     uint64_t after = bm_clock_mono_ns(o->clock);
     /* the value was read somewhere inside the call: take its middle */
     uint64_t at = before + (after - before) / 2;
@@ -265,11 +300,11 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     return false;
 }
 
-static void drop_dom(BmTracked *x)
+static void drop_handle(const BmBalloonOps *ops, BmTracked *x)
 {
-    if (x->dom)
-        virDomainFree(x->dom);
-    x->dom = NULL;
+    if (x->handle && ops->release)
+        ops->release(ops->ctx, x->handle);
+    x->handle = NULL;
 }
 
 size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
@@ -277,8 +312,8 @@ size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)
     size_t keep = 0;
     for (size_t i = 0; i < t->n_items; i++) {
         BmTracked *x = &t->items[i];
-        if (poll_one(x, &t->opts, t->ops)) {
-            drop_dom(x);
+        if (poll_one(x, &t->opts, ops_of(t))) {
+            drop_handle(ops_of(t), x);
             if (ended)
                 ended(ctx, x);
             free(x->name);
@@ -298,8 +333,8 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
     BmChange *ch = &x->change;
     const BmClock *clock = t->opts.clock;
     uint64_t actual = 0, rss = BM_ABSENT;
-    int r = t->ops ? t->ops->read_live(t->ops->ctx, x->uuid, &actual, &rss)
-                   : bm_balloon_read_live(x->dom, &actual, &rss);
+    const BmBalloonOps *ops = ops_of(t);
+    int r = ops->read_live(ops->ctx, x->handle, &actual, &rss);
     if (r >= 0) {
         /* the target where the balloon is, in whole MiB as every target of ours (an inflate
          * stops up to 1 MiB short of where it got, a deflate up to 1 MiB beyond: never past
@@ -310,7 +345,7 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
         if (down ? at > ch->from_bytes : at < ch->from_bytes)
             at = ch->from_bytes;
         actual = at;
-        r = t->ops ? t->ops->set_target(t->ops->ctx, x->uuid, actual) : set_live(x->dom, actual);
+        r = ops->set_target(ops->ctx, x->handle, actual);
     }
     ch->polls++;
     ch->duration_ns = bm_clock_mono_ns(clock) - x->started_mono_ns;
@@ -323,7 +358,7 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
         ch->reached_bytes = actual;
         x->rss_after_bytes = rss;
     }
-    drop_dom(x);
+    drop_handle(ops, x);
     if (ended)
         ended(ctx, x);
     free(x->name);
@@ -349,7 +384,7 @@ size_t bm_tracker_wait(BmTracker *t, uint32_t max_ms, BmChangeEnded ended, void 
 void bm_tracker_clear(BmTracker *t)
 {
     for (size_t i = 0; i < t->n_items; i++) {
-        drop_dom(&t->items[i]);
+        drop_handle(ops_of(t), &t->items[i]);
         free(t->items[i].name);
     }
     free(t->items);

@@ -130,25 +130,33 @@ typedef struct BmTracked {
     uint64_t rss_before_bytes; /* QEMU RSS when the change started (BM_ABSENT if unknown) */
     uint64_t rss_after_bytes;  /* ... at the last reading */
     /* internal */
-    virDomainPtr dom;          /* a reference, NULL once the change ended */
+    void *handle;              /* the domain's handle in the tracker's ops (libvirt: a
+                                * virDomainPtr reference), NULL once the change ended */
     uint64_t started_mono_ns;
     uint64_t last_progress_mono_ns;
     uint64_t last_actual_bytes;
 } BmTracked;
 
-/* Where a tracker's changes are made and read when it is not libvirt: a model of a host
- * (tests/sim). set_target() sets the balloon target of the domain of that UUID, read_live() reads
- * its balloon and QEMU RSS (BM_ABSENT: unknown) as bm_balloon_read_live() does; both return 0 or
- * -errno with the reason (bm_error()). */
+/* Where a tracker's changes are made and read: a domain's handle in a host (host.h: libvirt's
+ * virDomainPtr, bm_balloon_libvirt_ops; a model of a host in tests/sim). set_target() sets the
+ * balloon target of the domain of handle, read_live() reads its balloon and QEMU RSS (BM_ABSENT:
+ * unknown) as bm_balloon_read_live() does; both return 0 or -errno with the reason
+ * (bm_error()). hold() takes a reference to a handle kept while its change is in flight and
+ * returns it, release() drops it (both NULL: the handle outlives the change). */
 typedef struct {
     void *ctx;
-    int (*set_target)(void *ctx, const char *uuid, uint64_t target_bytes);
-    int (*read_live)(void *ctx, const char *uuid, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes);
+    int (*set_target)(void *ctx, void *handle, uint64_t target_bytes);
+    int (*read_live)(void *ctx, void *handle, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes);
+    void *(*hold)(void *ctx, void *handle);
+    void (*release)(void *ctx, void *handle);
 } BmBalloonOps;
+
+/* libvirt's: a handle is a virDomainPtr. */
+extern const BmBalloonOps bm_balloon_libvirt_ops;
 
 typedef struct {
     BmWaitOptions opts;
-    const BmBalloonOps *ops; /* NULL: libvirt, through each change's domain reference */
+    const BmBalloonOps *ops; /* NULL: bm_balloon_libvirt_ops */
     BmTracked *items; /* in flight */
     size_t n_items;
 } BmTracker;
@@ -166,16 +174,18 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx);
 /* The default options: BM_WAIT_DEFAULT_* */
 BmWaitOptions bm_wait_options_default(void);
 
-/* Sets dom's balloon target and starts tracking it (keeping a reference to dom). from_bytes
+/* Sets dom's balloon target and starts tracking it (keeping a reference to dom; t's ops are
+ * libvirt's). from_bytes
  * and rss_bytes (BM_ABSENT if unknown) are the values just read. Returns 0, or -errno with
  * the reason when the target could not be set (nothing is tracked then). */
 int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64_t target_bytes,
                      uint64_t rss_bytes, BmSgLabel sg);
 
-/* The same for a tracker with ops: the domain named by its name and UUID, its target set with
- * ops->set_target(). */
-int bm_tracker_start_ops(BmTracker *t, const char *name, const char *uuid, uint64_t from_bytes,
-                         uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg);
+/* The same for the domain of handle in the tracker's ops (named by its name and UUID): its
+ * target set with ops->set_target(), a reference held while in flight (ops->hold()). */
+int bm_tracker_start_handle(BmTracker *t, const char *name, const char *uuid, void *handle,
+                            uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes,
+                            BmSgLabel sg);
 
 /* Reads every change in flight once; those that ended go to ended(ctx, item) and leave the
  * tracker. Returns the number still in flight. */

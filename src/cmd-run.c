@@ -86,7 +86,9 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
 {
     json_object *host = json_object_new_object();
     json_object_object_add(host, "mode", json_object_new_string(bm_host_mode_name(plan->mode)));
-    json_object_object_add(host, "reason", json_object_new_string(plan->reason));
+    char why[BM_HOST_REASON_MAX];
+    bm_host_reason_format(plan, why, sizeof(why));
+    json_object_object_add(host, "reason", json_object_new_string(why));
     json_object_object_add(host, "mem_total_bytes", bm_json_u64_or_null(h->mem_total_bytes));
     json_object_object_add(host, "mem_available_bytes", bm_json_u64_or_null(h->mem_available_bytes));
     /* a ratio 0..1 as in the metrics (the kernel's avg10 is a percentage) */
@@ -102,9 +104,12 @@ static json_object *host_json(const BmHost *h, const BmPlan *plan)
     return host;
 }
 
-static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
+static json_object *decision_json(const BmPlan *plan, const BmDecision *d, const BmApplied *ap)
 {
     json_object *x = json_object_new_object();
+    char reason[BM_REASON_MAX];
+    bm_reason_format(plan, d, reason, sizeof(reason));
+    const char *why = bm_reason_why(d);
     json_object_object_add(x, "name", bm_json_name(d->name));
     json_object_object_add(x, "action", json_object_new_string(bm_action_name(d->action)));
     json_object_object_add(x, "current_bytes", bm_json_u64_or_null(d->current_bytes));
@@ -115,13 +120,13 @@ static json_object *decision_json(const BmDecision *d, const BmApplied *ap)
     json_object_object_add(x, "backed_free_bytes", bm_json_u64_or_null(d->backed_free_bytes));
     json_object_object_add(x, "inflate_yield_ratio", json_object_new_double(d->yield_permille / 1000.0));
     json_object_object_add(x, "returns_nothing", json_object_new_boolean(d->returns_nothing));
-    json_object_object_add(x, "reason", json_object_new_string(d->reason));
+    json_object_object_add(x, "reason", json_object_new_string(reason));
     json_object_object_add(x, "major_faults_per_second", ratej(d->pressure.major_fault_rate));
     json_object_object_add(x, "swap_in_bytes_per_second", ratej(d->pressure.swap_in_rate));
     json_object_object_add(x, "disk_read_bytes_per_second", ratej(d->pressure.disk_read_rate));
     json_object_object_add(x, "cpu_share", ratej(d->pressure.cpu_rate));
     json_object_object_add(x, "page_cache_hot", json_object_new_boolean(d->cache_hot));
-    json_object_object_add(x, "why", d->why ? json_object_new_string(d->why) : NULL);
+    json_object_object_add(x, "why", why ? json_object_new_string(why) : NULL);
     json_object_object_add(x, "take_free_bytes", json_object_new_uint64(d->take_free_bytes));
     json_object_object_add(x, "take_page_cache_bytes", json_object_new_uint64(d->take_cache_bytes));
     json_object_object_add(x, "take_hot_page_cache_bytes", json_object_new_uint64(d->take_hot_bytes));
@@ -161,7 +166,7 @@ static void print_json(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     json_object_object_add(root, "dry_run", json_object_new_boolean(o->dry_run));
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < plan->n_decisions; i++)
-        json_object_array_add(arr, decision_json(&plan->decisions[i], &ap[i]));
+        json_object_array_add(arr, decision_json(plan, &plan->decisions[i], &ap[i]));
     json_object_object_add(root, "decisions", arr);
     json_object_object_add(root, "timing", timing_json(bm_engine_timing(e)));
     puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -173,6 +178,8 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     const BmPlan *plan = bm_engine_plan(e);
     const BmApplied *ap = bm_engine_applied(e);
     char a[32], b[32], psi[48] = "", guard[96] = "", unmet[48] = "";
+    char why[BM_HOST_REASON_MAX], reason[BM_REASON_MAX];
+    bm_host_reason_format(plan, why, sizeof(why));
     /* on a terminal the lines are cut at blanks to its width; elsewhere as they always were */
     int width = bm_table_terminal_width(STDOUT_FILENO);
     _cleanup_free_ char *policy = bm_asprintf("policy %s%s", pol->path,
@@ -181,7 +188,7 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
     if (h->psi_present)
         snprintf(psi, sizeof(psi), ", PSI some avg10 %.1f%%", h->psi_some_avg10);
     _cleanup_free_ char *host = bm_asprintf(
-        "host: %s: %s [MemAvailable %s of %s%s]", bm_host_mode_name(plan->mode), plan->reason,
+        "host: %s: %s [MemAvailable %s of %s%s]", bm_host_mode_name(plan->mode), why,
         bm_size_format(h->mem_available_bytes, a, sizeof(a)),
         bm_size_format(h->mem_total_bytes, b, sizeof(b)), psi);
     bm_table_print_line(stdout, width, 6, host);
@@ -208,7 +215,8 @@ static void print_text(const RunOptions *o, const BmEngine *e, const BmPolicy *p
         bm_table_cell(t, "%s", ap[i].busy ? "busy"
                                : !ap[i].attempted ? (d->action == BM_ACT_INFLATE || d->action == BM_ACT_DEFLATE ? "dry-run" : "-")
                                : ap[i].applied ? "set" : "FAILED");
-        bm_table_cell(t, "%s", d->reason);
+        bm_reason_format(plan, d, reason, sizeof(reason));
+        bm_table_cell(t, "%s", reason);
     }
     bm_table_print(t, stdout);
 }
@@ -230,8 +238,10 @@ static void print_summary(const RunOptions *o, const BmEngine *e)
         else if (ap[i].applied || o->dry_run)
             a == BM_ACT_INFLATE ? inflates++ : deflates++;
     }
+    char why[BM_HOST_REASON_MAX];
+    bm_host_reason_format(plan, why, sizeof(why));
     printf("pass: mode %s (%s): %zu inflate(s), %zu deflate(s) %s, %zu failed, %zu busy; "
-           "%zu domain(s)%s\n", bm_host_mode_name(plan->mode), plan->reason, inflates, deflates,
+           "%zu domain(s)%s\n", bm_host_mode_name(plan->mode), why, inflates, deflates,
            o->dry_run ? "planned" : "set", failed, busy, plan->n_decisions,
            o->dry_run ? " (dry run: nothing is changed)" : "");
 }
@@ -399,8 +409,9 @@ static int run(BmGlobal *g, int argc, char **argv)
     }
     if (r < 0)
         return bm_report_failure("run", NULL, r);
-    BmEngineOptions eo = {.proc_dir = o.proc_dir, .dry_run = o.dry_run, .probe_features = !readonly,
-                          .timer = true, .no_libvirt_duplicates = o.no_libvirt_duplicates};
+    BmEngineOptions eo = bm_once_engine_options(o.dry_run, readonly);
+    eo.proc_dir = o.proc_dir;
+    eo.no_libvirt_duplicates = o.no_libvirt_duplicates;
     _cleanup_(bm_engine_freep) BmEngine *e = bm_engine_new(&eo);
     if ((r = bm_session_state_load("run", o.state_path, o.dry_run, bm_engine_ledger(e))) < 0)
         return bm_report_failure("run", NULL, r);

@@ -72,6 +72,8 @@ typedef struct {
     const BmDomain **d;
     size_t n;
     uint64_t taken_real_ns; /* the reading's */
+    const BmDomain *all;    /* the reading's domains, in its order: all[i]'s decision is the
+                             * plan's decisions[i] (the plan was made from this reading) */
 } Shown;
 
 /* When the host booted, wall-clock seconds. */
@@ -306,12 +308,10 @@ static const char *const headers[] = {"NAME",   "STATE",  "MAXIMUM", "CURRENT", 
                  "RECLAIMED,MAXIMUM,STATE,RSS,USABLE,CURRENT"
 
 /* The decision of the policy's dry evaluation for d, or NULL. */
-static const BmDecision *decision_of(const BmPlan *plan, const BmDomain *d)
+static const BmDecision *decision_of(const BmPlan *plan, const Shown *s, const BmDomain *d)
 {
-    for (size_t i = 0; plan && i < plan->n_decisions; i++)
-        if (strcmp(plan->decisions[i].uuid, d->uuid) == 0)
-            return &plan->decisions[i];
-    return NULL;
+    size_t i = s->all && d >= s->all ? (size_t)(d - s->all) : SIZE_MAX;
+    return plan && i < plan->n_decisions ? &plan->decisions[i] : NULL;
 }
 
 /* Prints the table (the default columns, or those of -o columns), with headings or not. */
@@ -349,10 +349,13 @@ static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *s
         bm_table_cell(t, "%s", config_cell(d, d->balloon.free_page_reporting, sg[i].reporting, b, sizeof(b)));
         bm_table_cell(t, "%s", config_cell(d, d->balloon.autodeflate, sg[i].deflate_on_oom, b, sizeof(b)));
         bm_table_cell(t, "%s", size_cell(d->disk_read_bytes, b, sizeof(b)));
-        const BmDecision *x = decision_of(plan, d);
+        const BmDecision *x = decision_of(plan, s, d);
         bm_table_cell(t, "%s", x ? bm_action_name(x->action) : "-");
         bm_table_cell(t, "%s", size_cell(x ? x->target_bytes : BM_ABSENT, b, sizeof(b)));
-        bm_table_cell(t, "%s", x ? x->reason : "-");
+        char reason[BM_REASON_MAX] = "-";
+        if (x)
+            bm_reason_format(plan, x, reason, sizeof(reason));
+        bm_table_cell(t, "%s", reason);
     }
     /* the default columns: status's, or the live view's (which give way, as defaults do) */
     _cleanup_free_ size_t *defaults = NULL;
@@ -495,7 +498,7 @@ static void host_summary(const BmEngine *e, BmHostSummary *ret)
     if (plan) {
         ret->have_mode = true;
         ret->mode = plan->mode;
-        snprintf(ret->mode_reason, sizeof(ret->mode_reason), "%s", plan->reason);
+        bm_host_reason_format(plan, ret->mode_reason, sizeof(ret->mode_reason));
         bm_summary_add_backed_free(ret, all, plan->qemu_overhead_bytes);
     }
 }
@@ -624,7 +627,7 @@ static int open_conn(const BmGlobal *g, bool probe, virConnectPtr *ret, bool *re
 static int pick_shown(virConnectPtr conn, const BmSnapshot *all, char *const *names, Shown *ret,
                       const BmDomain ***ret_picked)
 {
-    *ret = (Shown){.taken_real_ns = all->taken_real_ns};
+    *ret = (Shown){.taken_real_ns = all->taken_real_ns, .all = all->domains};
     if (names) {
         int r = bm_snapshot_pick(conn, all, names, ret_picked, &ret->n);
         ret->d = *ret_picked;
@@ -651,7 +654,7 @@ static const char *const sort_columns[] = {"NAME",   "STATE",   "MAXIMUM", "CURR
                                            "SWAPIN", "SWAPOUT", "MAJFLT",  "READ",    "TARGET"};
 
 /* d's value for the sort column key (an index into sort_columns, 2 and later). */
-static uint64_t sort_value(const BmDomain *d, const BmPlan *plan, size_t key)
+static uint64_t sort_value(const Shown *s, const BmDomain *d, const BmPlan *plan, size_t key)
 {
     const BmDecision *x;
     switch (key) {
@@ -667,7 +670,7 @@ static uint64_t sort_value(const BmDomain *d, const BmPlan *plan, size_t key)
     case 11: return d->swap_out_bytes;
     case 12: return d->major_faults;
     case 13: return d->disk_read_bytes;
-    default: return (x = decision_of(plan, d)) ? x->target_bytes : BM_ABSENT;
+    default: return (x = decision_of(plan, s, d)) ? x->target_bytes : BM_ABSENT;
     }
 }
 
@@ -699,7 +702,7 @@ static void sort_shown(Shown *s, const BmPlan *plan, size_t key)
             else if (key == 1)
                 c = strcmp(bm_snapshot_run_state_name(p->state), bm_snapshot_run_state_name(d->state));
             else {
-                uint64_t a = sort_value(p, plan, key), b = sort_value(d, plan, key);
+                uint64_t a = sort_value(s, p, plan, key), b = sort_value(s, d, plan, key);
                 /* largest first, absent (BM_ABSENT) last */
                 c = a == b ? 0 : !bm_present(a) ? 1 : !bm_present(b) ? -1 : a < b ? 1 : -1;
             }

@@ -13,19 +13,17 @@
 #include "error.h"
 #include "export.h"
 #include "log.h"
-#include "qemuproc.h"
-#include "qmp.h"
 #include "size.h"
 #include "util.h"
 
 struct BmEngine {
     BmEngineOptions opts;
-    const BmHostModel *model; /* opts.model: a model of a host in place of /proc and libvirt */
-    const BmClock *clock;     /* the model's clock, or NULL: the system's */
+    BmHostOps hw;             /* the host it reads and acts on (host.h) */
+    const BmClock *clock;     /* the host's clock, or NULL: the system's */
     virConnectPtr conn;
     const BmPolicy *policy;
     bool xml_stale;
-    char boot_id[40];   /* the host's, read once through proc_dir */
+    char boot_id[40];   /* the host's, read once (its boot_id()) */
     BmLedger ledger;    /* what is remembered of each domain */
     BmTracker changes;  /* the changes of ours in flight, with their domain references */
     /* this pass's view */
@@ -36,13 +34,13 @@ struct BmEngine {
     bool have_host;
     bool drain_due;     /* an inflate of ours ended since the last reading of the host */
     bool drain_warned;  /* a failed drain was logged (once per engine) */
-    char run_dir[512];  /* libvirt's QEMU state directory ("": none, QEMU's own not measured) */
     bool qemu_warned;   /* a failed measure of QEMU's own memory was logged (once per engine) */
     BmKsm ksm;          /* read with the host; exported as balloonmgr_ksm_* */
     bool have_ksm;
-    char ksm_error[512]; /* why it could not be read ("": it could, or a model) */
+    char ksm_error[512]; /* why it could not be read ("": it could) */
     BmPlan plan;
     bool have_plan;
+    uint64_t plan_gen;  /* the plan's number: a ledger entry keeps its decision's index in it */
     BmApplied *applied; /* per decision of plan */
     uint64_t pass_now_s;
     BmPassTiming timing;
@@ -52,13 +50,13 @@ BmEngine *bm_engine_new(const BmEngineOptions *o)
 {
     BmEngine *e = bm_malloc0(sizeof(*e));
     e->opts = *o;
-    e->model = o->model;
-    e->clock = o->model ? o->model->clock : NULL;
-    bm_hostmem_read_boot_id(o->proc_dir, e->boot_id, sizeof(e->boot_id));
+    e->hw = o->host ? *o->host : bm_host_libvirt(o->proc_dir, o->qemu_run_dir);
+    e->clock = e->hw.clock;
+    e->hw.boot_id(e->hw.ctx, e->boot_id, sizeof(e->boot_id));
     bm_ledger_init(&e->ledger);
     e->changes.opts = bm_wait_options_default();
     e->changes.opts.clock = e->clock;
-    e->changes.ops = o->model ? &o->model->balloon : NULL;
+    e->changes.ops = e->hw.balloon;
     return e;
 }
 
@@ -77,6 +75,7 @@ static void clear_plan(BmEngine *e)
     free(e->applied);
     e->applied = NULL;
     e->have_plan = false;
+    bm_plan_link(NULL, &e->rows);
 }
 
 void bm_engine_free(BmEngine *e)
@@ -87,6 +86,8 @@ void bm_engine_free(BmEngine *e)
     clear_view(e);
     bm_tracker_clear(&e->changes);
     bm_ledger_clear(&e->ledger);
+    if (e->hw.free)
+        e->hw.free(e->hw.ctx);
     free(e);
 }
 
@@ -100,14 +101,13 @@ static void drop_changes(BmEngine *e)
 
 void bm_engine_set_conn(BmEngine *e, virConnectPtr conn)
 {
-    if (conn != e->conn)
+    if (conn != e->conn) {
         drop_changes(e);
+        if (e->have_snap)
+            bm_snapshot_drop_handles(&e->snap); /* the old connection's */
+    }
     e->conn = conn;
-    e->run_dir[0] = '\0';
-    if (e->opts.qemu_run_dir)
-        snprintf(e->run_dir, sizeof(e->run_dir), "%s", e->opts.qemu_run_dir);
-    else if (conn && !bm_conn_qemu_run_dir(conn, e->run_dir, sizeof(e->run_dir)))
-        e->run_dir[0] = '\0';
+    e->hw.set_conn(e->hw.ctx, conn);
 }
 
 void bm_engine_set_policy(BmEngine *e, const BmPolicy *policy)
@@ -132,17 +132,16 @@ void bm_engine_forget_xml(BmEngine *e)
     e->xml_stale = true;
 }
 
-/* SG/ioeventfd of one running domain not probed yet (once per start), into its entry. */
-static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
+/* SG/ioeventfd of the running domain of row, not probed yet (once per start), into its entry. */
+static void probe_one(BmEngine *e, const BmRow *row)
 {
-    BmFeatureOptions fo = {.sg_bit = BM_SG_DEFAULT_BIT};
-    virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(conn, rec->uuid);
-    if (!dom)
-        return;
+    BmLedgerEntry *rec = row->entry;
     BmFeatureReport rep;
-    char *path = NULL, *err = NULL;
-    bm_qmp_probe_balloon(dom, &fo, &rep, &path, &err);
-    virDomainFree(dom);
+    char path[sizeof(rec->qom_path)] = "";
+    if (e->hw.probe(e->hw.ctx, row->dom, &rep, path, sizeof(path)) < 0) {
+        bm_error_reset();
+        return;
+    }
     const BmFeatureVerdict *sg = &rep.feature[BM_FEATURE_SG];
     rec->sg = sg->state;
     rec->ioeventfd = rep.ioeventfd;
@@ -151,10 +150,8 @@ static void probe_one(virConnectPtr conn, BmLedgerEntry *rec)
     /* a guest still booting (driver not ready) is asked again at the next reading; any other
      * verdict, unknown ones included (no monitor), stands until the domain restarts */
     rec->features_known = !sg->not_ready;
-    if (path && strlen(path) < sizeof(rec->qom_path))
+    if (path[0])
         snprintf(rec->qom_path, sizeof(rec->qom_path), "%s", path);
-    free(path);
-    free(err);
 }
 
 /* Whether the policy's verify_features has the QEMU monitor asked about the running domain of
@@ -178,37 +175,22 @@ static void read_starve(BmEngine *e, const BmRow *row)
 {
     BmDomain *d = row->dom;
     BmLedgerEntry *rec = row->entry;
-    if (!e->conn || !wants_probe(e, row) || d->state != VIR_DOMAIN_RUNNING ||
+    if (!wants_probe(e, row) || d->state != VIR_DOMAIN_RUNNING ||
         (d->balloon_known && !d->balloon.present))
         return;
-    virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
-    if (!dom) {
-        bm_error_reset();
-        return;
-    }
-    int r = 0;
-    if (!rec->qom_path[0]) {
-        _cleanup_free_ char *path = NULL;
-        r = bm_qmp_balloon_path(dom, &path);
-        if (r >= 0 && strlen(path) >= sizeof(rec->qom_path))
-            r = bm_error(-ENAMETOOLONG, "the balloon's QOM path is longer than %zu bytes",
-                         sizeof(rec->qom_path) - 1);
-        if (r >= 0)
-            snprintf(rec->qom_path, sizeof(rec->qom_path), "%s", path);
-    }
-    if (r >= 0)
-        r = bm_qmp_read_starve_stats(dom, rec->qom_path, &d->starve);
-    virDomainFree(dom);
+    int r = e->hw.read_starve(e->hw.ctx, d, rec->qom_path, sizeof(rec->qom_path), &d->starve);
     if (r < 0) {
+        d->starve = BM_STARVE_STATS_ABSENT;
         rec->qom_path[0] = '\0'; /* looked up again at the next reading */
-        if (!rec->starve_warned && r != -ENOTSUP && r != -ESRCH) {
+        bool quiet = r == -ENOTSUP || r == -ESRCH || r == -ENOTCONN;
+        if (!rec->starve_warned && !quiet) {
             /* the name and QEMU's text escaped once, as log.c's records (util.h) */
             _cleanup_free_ char *name = bm_escape_quoted(d->name);
             _cleanup_free_ char *why = bm_escape_name(bm_error_detail(r));
             bm_log(LOG_WARNING, "balloonmgr: cannot read the starvation statistics of domain '%s' "
                    "through the QEMU monitor (logged once per start): %s", name, why);
         }
-        rec->starve_warned |= r != -ENOTSUP && r != -ESRCH;
+        rec->starve_warned |= !quiet;
         bm_error_reset();
     }
 }
@@ -217,13 +199,13 @@ size_t bm_engine_probe(BmEngine *e, size_t max)
 {
     size_t left = 0;
     const BmRows *rs = &e->rows;
-    for (size_t i = 0; e->opts.probe_features && e->conn && e->have_snap && i < rs->n_rows; i++) {
+    for (size_t i = 0; e->opts.probe_features && e->have_snap && i < rs->n_rows; i++) {
         const BmRow *row = &rs->rows[i];
         BmLedgerEntry *rec = row->entry;
-        if (!wants_probe(e, row) || rec->features_known)
+        if (!wants_probe(e, row) || rec->features_known || !row->dom->handle)
             continue;
         if (max) {
-            probe_one(e->conn, rec);
+            probe_one(e, row);
             max--;
         }
         left += !rec->features_known;
@@ -266,8 +248,7 @@ static bool drain_percpu(BmEngine *e, BmHost *h)
     if (!due && !short_host)
         return false;
     uint64_t before = h->percpu_free_bytes, drained = 0;
-    int r = e->model ? e->model->drain_percpu(e->model->ctx, h, &drained)
-                     : bm_hostmem_drain_percpu(e->opts.proc_dir, h, &drained);
+    int r = e->hw.drain_percpu(e->hw.ctx, h, &drained);
     if (r < 0) {
         if (!e->drain_warned)
             bm_log(LOG_WARNING, "balloonmgr: cannot give the %" PRIu64 " MiB on the per-CPU free lists back to "
@@ -284,19 +265,6 @@ static bool drain_percpu(BmEngine *e, BmHost *h)
     return drained > 0;
 }
 
-/* meminfo and PSI, from the host's /proc or the model. */
-static int read_meminfo(BmEngine *e, BmHost *ret)
-{
-    return e->model ? e->model->read_host(e->model->ctx, ret) : bm_hostmem_read(e->opts.proc_dir, ret);
-}
-
-/* The per-CPU lists, from the host's zoneinfo or the model. */
-static int read_percpu(BmEngine *e, BmHost *ret)
-{
-    return e->model ? e->model->read_percpu(e->model->ctx, ret)
-                    : bm_hostmem_read_percpu(e->opts.proc_dir, ret);
-}
-
 /* The host's memory, read once a reading: meminfo and PSI, then the per-CPU lists; when they
  * hold much and a drain is due (may_drain, drain_percpu()), they are drained and the host is
  * read again, so that *ret is the final reading, with MemAvailable counting what the drain
@@ -304,10 +272,10 @@ static int read_percpu(BmEngine *e, BmHost *ret)
  * -errno when meminfo cannot be read. */
 static int read_host(BmEngine *e, bool may_drain, BmHost *ret)
 {
-    int r = read_meminfo(e, ret);
+    int r = e->hw.read_meminfo(e->hw.ctx, ret);
     if (r < 0)
         return r;
-    if (read_percpu(e, ret) < 0)
+    if (e->hw.read_percpu(e->hw.ctx, ret) < 0)
         bm_error_reset(); /* no zoneinfo: the lists unknown, left alone */
     if (may_drain && drain_percpu(e, ret)) {
         BmHost after;
@@ -333,15 +301,12 @@ static int read_host_view(BmEngine *e, bool may_drain)
     return 0;
 }
 
-/* KSM, read with the host (not with a model): unreadable, it is not exported and ksm_error
- * says why. */
+/* KSM, read with the host: unreadable, it is not exported and ksm_error says why. */
 static void read_ksm(BmEngine *e)
 {
     e->ksm_error[0] = '\0';
     e->have_ksm = false;
-    if (e->model)
-        return;
-    int r = bm_ksm_read(NULL, &e->ksm);
+    int r = e->hw.read_ksm(e->hw.ctx, &e->ksm);
     e->have_ksm = r == 0;
     if (r < 0)
         snprintf(e->ksm_error, sizeof(e->ksm_error), "%s", bm_error_detail(r));
@@ -357,36 +322,15 @@ static bool take_may_come(const BmEngine *e)
                                                          e->host.mem_total_bytes);
 }
 
-/* What the QEMU RSS of the running domain d holds beside its guest's memory: the RSS less the
- * resident part of the guest RAM mapping, plus what its kernel keeps outside its total (balloon
- * size less MemTotal, less the balloon's pages where deflate-on-oom keeps them in it). Returns 0
- * or -errno with the reason. */
-static int measure_own(const BmEngine *e, BmDomain *d)
-{
-    pid_t pid;
-    uint64_t ram = 0;
-    int r = bm_qemuproc_pid(e->run_dir, d->name, &pid);
-    if (r >= 0)
-        r = bm_qemuproc_ram_resident(e->opts.proc_dir, pid, d->max_bytes, &ram);
-    if (r < 0)
-        return r;
-    uint64_t total = d->available_bytes, held = bm_domain_reclaimed_bytes(d);
-    if (d->balloon_known && d->balloon.autodeflate == BM_TRI_ON && bm_present(held) && bm_present(total))
-        total -= total < held ? total : held;
-    uint64_t reserved = bm_present(total) && d->actual_bytes > total ? d->actual_bytes - total : 0;
-    d->qemu_own_bytes = (d->rss_bytes > ram ? d->rss_bytes - ram : 0) + reserved;
-    d->qemu_own_known = true;
-    return 0;
-}
-
-/* QEMU's own memory of every running domain of the reading when a take may come, on this
- * host's QEMU driver: a guest running real software keeps more there than the host-wide
- * estimate says (qemuproc.h). Measured (measure_own()) once per BM_QEMU_OWN_KEEP_S and start,
- * kept in the domain's ledger entry for the readings between. A domain that cannot be measured
- * (not root, no CAP_SYS_PTRACE, a pid file gone) keeps the estimate; logged once per engine. */
+/* QEMU's own memory of every running domain of the reading when a take may come (the host's
+ * measure_qemu()): a guest running real software keeps more there than the host-wide estimate
+ * says (qemuproc.h). Measured once per BM_QEMU_OWN_KEEP_S and start, kept in the domain's ledger
+ * entry for the readings between. A domain that cannot be measured (not root, no
+ * CAP_SYS_PTRACE, a pid file gone) keeps the estimate; logged once per engine. A host that does
+ * not measure it (another driver) says so and is not asked again this reading. */
 static void measure_qemu(BmEngine *e, uint64_t now_s)
 {
-    if (e->model || !e->run_dir[0] || !take_may_come(e))
+    if (!take_may_come(e))
         return;
     for (size_t i = 0; i < e->rows.n_rows; i++) {
         BmDomain *d = e->rows.rows[i].dom;
@@ -399,7 +343,11 @@ static void measure_qemu(BmEngine *e, uint64_t now_s)
             d->qemu_own_known = true;
             continue;
         }
-        int r = measure_own(e, d);
+        int r = e->hw.measure_qemu(e->hw.ctx, d);
+        if (r == -ENOTSUP) {
+            bm_error_reset();
+            return;
+        }
         if (r >= 0) {
             rec->qemu_own_bytes = d->qemu_own_bytes;
             rec->qemu_own_s = now_s;
@@ -426,9 +374,7 @@ static int read_domains_view(BmEngine *e)
     }
     BmXmlCache cache = {.ctx = &e->ledger, .lookup = cache_lookup, .store = cache_store};
     BmSnapshot snap;
-    int r = e->model ? e->model->read_domains(e->model->ctx, &snap)
-                     : bm_snapshot_take_cached(e->conn, BM_SNAPSHOT_XML,
-                                               e->opts.cache_xml ? &cache : NULL, &snap);
+    int r = e->hw.read_domains(e->hw.ctx, e->opts.cache_xml ? &cache : NULL, &snap);
     if (r < 0) {
         bm_ledger_count_error(&e->ledger, BM_ERR_LIBVIRT);
         return r;
@@ -436,20 +382,17 @@ static int read_domains_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
-    /* the one join of this reading: every step after it walks the rows */
-    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy);
+    /* the one join of this reading: the ledger brought in line through the rows, which every
+     * step after it walks */
     uint64_t now_s = snap.taken_real_ns / 1000000000ull;
-    bm_ledger_sync_begin(&e->ledger);
-    for (size_t i = 0; i < e->rows.n_rows; i++)
-        bm_ledger_sync_entry(&e->ledger, e->rows.rows[i].entry, e->rows.rows[i].dom, e->boot_id,
-                             now_s);
-    bm_ledger_sync_end(&e->ledger); /* entries of domains gone dropped; the rows' stay */
+    bm_rows_build(&e->rows, &e->snap, &e->ledger, e->policy, e->boot_id, now_s);
+    /* the reading's last parts, through the rows and their handles: QEMU's own memory, the
+     * balloons corrected from the changes that just ended, the guests' starvation counters */
     measure_qemu(e, now_s);
-    /* a reading just after a change ended may still show the balloon from before it */
-    for (size_t i = 0; i < e->rows.n_rows; i++) {
-        bm_ledger_correct_balloon(e->rows.rows[i].entry, e->rows.rows[i].dom, e->snap.taken_real_ns);
+    bm_rows_correct(&e->rows, e->snap.taken_real_ns);
+    for (size_t i = 0; i < e->rows.n_rows; i++)
         read_starve(e, &e->rows.rows[i]);
-    }
+    bm_plan_link(e->have_plan ? &e->plan : NULL, &e->rows);
     if (!e->opts.probe_later)
         bm_engine_probe(e, SIZE_MAX);
     return 0;
@@ -477,7 +420,8 @@ static bool applied(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplie
     if (r >= 0) {
         bm_ledger_record_start(&e->ledger, row->entry, d->current_bytes, d->target_bytes);
         BmTracked *t = &e->changes.items[e->changes.n_items - 1];
-        snprintf(t->why, sizeof(t->why), "%s", d->why ? d->why : "");
+        const char *why = bm_reason_why(d);
+        snprintf(t->why, sizeof(t->why), "%s", why ? why : "");
         t->owner = row->entry; /* recorded into it when it ends */
     }
     if (r < 0) {
@@ -493,32 +437,24 @@ static bool applied(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplie
  * libvirt job. Returns false when it failed. */
 static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmApplied *a)
 {
-    if (e->model) {
-        a->attempted = true;
-        int r = bm_tracker_start_ops(&e->changes, row->dom->name, d->uuid, d->current_bytes,
-                                     d->target_bytes, d->rss_bytes,
-                                     bm_sg_label(row->entry->sg, row->entry->features_known));
-        return applied(e, row, d, a, r);
-    }
-    virDomainPtr dom = BM_LV(virDomainLookupByUUIDString)(e->conn, d->uuid);
     /* a domain in a long job would hold the pass for libvirt's 30 s job-lock wait (and then
      * fail): skip it this pass; it is planned again at the next one */
     const char *job = NULL;
-    if (dom && bm_balloon_job_running(dom, &job) > 0) {
-        virDomainFree(dom);
+    if (row->dom->handle && e->hw.job_running(e->hw.ctx, row->dom, &job) > 0) {
         a->busy = true;
         snprintf(a->error, sizeof(a->error), "busy with %s: left alone this pass", job);
         return true;
     }
+    bm_error_reset();
     a->attempted = true;
     BmLedgerEntry *rec = row->entry;
-    if (dom && wants_probe(e, row) && !rec->features_known)
-        probe_one(e->conn, rec); /* the histogram's label of this change */
-    int r = dom ? bm_tracker_start(&e->changes, dom, d->current_bytes, d->target_bytes, d->rss_bytes,
-                                   bm_sg_label(rec->sg, rec->features_known))
-                : bm_conn_error("domain gone");
-    if (dom)
-        virDomainFree(dom);
+    if (row->dom->handle && wants_probe(e, row) && !rec->features_known)
+        probe_one(e, row); /* the histogram's label of this change */
+    int r = row->dom->handle
+                ? bm_tracker_start_handle(&e->changes, row->dom->name, d->uuid, row->dom->handle,
+                                          d->current_bytes, d->target_bytes, d->rss_bytes,
+                                          bm_sg_label(rec->sg, rec->features_known))
+                : bm_error(-ENODEV, "domain gone");
     return applied(e, row, d, a, r);
 }
 
@@ -544,6 +480,8 @@ static int decide(BmEngine *e, uint64_t now_s, unsigned horizon_s)
     if (r < 0)
         return r;
     e->have_plan = true;
+    /* decision i is row i's: its entry keeps the index for the readings after the pass */
+    bm_plan_attach(&e->plan, &e->rows, ++e->plan_gen);
     e->applied = bm_malloc0((e->plan.n_decisions + 1) * sizeof(BmApplied));
     return 0;
 }
@@ -576,17 +514,17 @@ int bm_engine_pass(BmEngine *e)
         bm_ledger_count_error(&e->ledger, BM_ERR_HOST);
         return r;
     }
-    if (e->plan.mode != e->ledger.mode)
-        bm_log_mode(e->ledger.mode, e->plan.mode, e->plan.reason);
+    if (e->plan.mode != e->ledger.mode) {
+        char why[BM_HOST_REASON_MAX];
+        bm_host_reason_format(&e->plan, why, sizeof(why));
+        bm_log_mode(e->ledger.mode, e->plan.mode, why);
+    }
     uint64_t t2 = bm_clock_mono_ns(e->clock);
     e->timing.eval_s = (t2 - t1) / 1e9;
     /* 3. apply */
     bool ok = apply(e);
     /* 4. remember: this reading is the next pass's base */
-    bm_ledger_note_mode(&e->ledger, e->plan.mode);
-    for (size_t i = 0; i < e->rows.n_rows; i++)
-        bm_ledger_note_reading(e->rows.rows[i].entry, e->rows.rows[i].dom, e->plan.mode, now_s,
-                               horizon_s);
+    bm_rows_note(&e->rows, &e->ledger, e->plan.mode, now_s, horizon_s);
     BmCounters *c = &e->ledger.counters;
     for (size_t i = 0; i < e->plan.n_decisions; i++) {
         const BmDecision *x = &e->plan.decisions[i];
@@ -594,7 +532,7 @@ int bm_engine_pass(BmEngine *e)
         double reads = x->pressure.disk_read_rate;
         bm_ledger_note_episode(e->rows.rows[i].entry, inflated ? x->current_bytes : BM_ABSENT,
                                reads >= 0 && reads < 0x1p63 ? (uint64_t)reads : BM_ABSENT,
-                               x->cache_found_hot, now_s);
+                               x->cache_found_hot, x->pressure.busy_measured, now_s);
         if (inflated) {
             bm_count_add(&c->hot_cache_taken_bytes, x->take_hot_bytes);
             bm_count_add(&c->cache_taken_bytes, x->take_cache_bytes);
@@ -644,8 +582,6 @@ static void on_ended(void *ctx, const BmTracked *t)
 
 size_t bm_engine_poll(BmEngine *e)
 {
-    if (!e->conn && !e->model)
-        return e->changes.n_items;
     return bm_tracker_poll(&e->changes, on_ended, e);
 }
 
@@ -722,8 +658,6 @@ static bool inflating(const BmEngine *e)
 
 size_t bm_engine_wait(BmEngine *e, unsigned timeout_s)
 {
-    if (!e->conn && !e->model)
-        return e->changes.n_items;
     const uint64_t ms = 1000000ull;
     uint64_t deadline = bm_clock_mono_ns(e->clock) + (uint64_t)timeout_s * 1000 * ms;
     const volatile sig_atomic_t *stop = e->changes.opts.stop;
@@ -778,6 +712,16 @@ const BmPassTiming *bm_engine_timing(const BmEngine *e)
 uint64_t bm_engine_pass_time_s(const BmEngine *e)
 {
     return e->pass_now_s;
+}
+
+bool bm_engine_host_under_pressure(BmEngine *e)
+{
+    BmHost h;
+    if (!e->policy || e->hw.read_meminfo(e->hw.ctx, &h) < 0) {
+        bm_error_reset();
+        return false;
+    }
+    return bm_host_under_pressure(&h, e->policy);
 }
 
 bool bm_engine_reclaiming(const BmEngine *e)

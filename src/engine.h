@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "balloon.h"
+#include "host.h"
 #include "hostmem.h"
 #include "ksm.h"
 #include "ledger.h"
@@ -30,28 +31,6 @@ typedef struct {
     unsigned long libvirt_calls;
 } BmPassTiming;
 
-/* A model of a host in place of /proc and libvirt: tests/sim/ runs the real engine and policy
- * on it in simulated time. NULL in production. Each function gets ctx and returns 0 (or, for
- * drain_percpu, the number of writes) or -errno with the reason (bm_error()), as the reader it
- * stands for:
- *   read_host      MemTotal, MemAvailable and PSI (bm_hostmem_read());
- *   read_percpu    the per-CPU free lists into percpu_* (bm_hostmem_read_percpu());
- *   drain_percpu   gives the lists above their rest back (bm_hostmem_drain_percpu());
- *   read_domains   every domain with its balloon config (bm_snapshot_take_cached() with
- *                  BM_SNAPSHOT_XML), taken_real_ns by clock; freed with bm_snapshot_clear();
- *   balloon        sets a domain's balloon target and reads it back (the engine's tracker);
- *   clock          the time and sleeps of the engine and its tracker.
- * KSM is not read and no domain is probed or looked up in libvirt. */
-typedef struct {
-    void *ctx;
-    int (*read_host)(void *ctx, BmHost *ret);
-    int (*read_percpu)(void *ctx, BmHost *ret);
-    int (*drain_percpu)(void *ctx, BmHost *h, uint64_t *ret_drained_bytes);
-    int (*read_domains)(void *ctx, BmSnapshot *ret);
-    BmBalloonOps balloon;
-    const BmClock *clock;
-} BmHostModel;
-
 typedef struct {
     const char *proc_dir;        /* NULL: /proc */
     bool dry_run;                /* decide, never change a balloon */
@@ -64,10 +43,11 @@ typedef struct {
                                   * guests in between (the agent looks every second) */
     bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
                                   * export too (BmView.no_libvirt_duplicates) */
-    const BmHostModel *model;    /* NULL: the host's /proc and libvirt (the connection) */
-    const char *qemu_run_dir;    /* libvirt's QEMU state directory (NAME.pid of each running
-                                  * domain): QEMU's own memory measured per domain (qemuproc.h);
-                                  * NULL: the connection's (bm_conn_qemu_run_dir()) */
+    const BmHostOps *host;       /* the host the engine reads and acts on (host.h), copied; NULL:
+                                  * the real one, bm_host_libvirt(proc_dir, qemu_run_dir) */
+    const char *qemu_run_dir;    /* the real host's QEMU state directory (NAME.pid of each
+                                  * running domain): QEMU's own memory measured per domain
+                                  * (qemuproc.h); NULL: the connection's (bm_conn_qemu_run_dir()) */
 } BmEngineOptions;
 
 typedef struct BmEngine BmEngine;
@@ -79,8 +59,9 @@ static inline void bm_engine_freep(BmEngine **e)
     bm_engine_free(*e);
 }
 
-/* The connection (NULL while there is none; the changes in flight are dropped when it
- * changes) and the policy; the caller keeps both alive. */
+/* The connection (NULL while there is none; the host's set_conn(); the changes in flight and
+ * the reading's handles are dropped when it changes) and the policy; the caller keeps both
+ * alive. */
 void bm_engine_set_conn(BmEngine *e, virConnectPtr conn);
 void bm_engine_set_policy(BmEngine *e, const BmPolicy *policy);
 
@@ -151,13 +132,17 @@ size_t bm_engine_wait(BmEngine *e, unsigned timeout_s);
 const BmPlan *bm_engine_plan(const BmEngine *e);
 const BmApplied *bm_engine_applied(const BmEngine *e);
 const BmHost *bm_engine_host(const BmEngine *e);
-/* The KSM reading of the latest reading, or NULL (none yet, a model, or unreadable: then
+/* The KSM reading of the latest reading, or NULL (none yet, or unreadable: then
  * *ret_error, if ret_error, says why; "" otherwise). */
 const BmKsm *bm_engine_ksm(const BmEngine *e, const char **ret_error);
 /* The latest reading of the domains, or NULL before the first. */
 const BmSnapshot *bm_engine_snapshot(const BmEngine *e);
 const BmPassTiming *bm_engine_timing(const BmEngine *e);
 uint64_t bm_engine_pass_time_s(const BmEngine *e);
+
+/* Whether the host's memory, read now (meminfo and PSI alone), is past the policy's reclaim
+ * thresholds (bm_host_under_pressure()): the agent's host watch. False when it cannot be read. */
+bool bm_engine_host_under_pressure(BmEngine *e);
 
 /* Whether the last pass found the host reclaiming. */
 bool bm_engine_reclaiming(const BmEngine *e);

@@ -373,8 +373,8 @@ static int add_domain_virtio_mem(BmRegistry *r, const BmDomain *d)
     return r_ok;
 }
 
-/* Every domain of the rows, and the sum of what was reclaimed. The plan's decisions are the
- * rows' when it was made from them, else found by UUID (a reading after the pass). */
+/* Every domain of the rows, with its decision in the last plan (the row's), and the sum of what
+ * was reclaimed. */
 static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64_t boot_s,
                        bool no_dups, const BmPlan *plan)
 {
@@ -390,7 +390,7 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64
         r_ok |= add_domain_virtio_mem(r, d);
         const char *dl[] = {"domain", d->name, NULL};
         const void *bases[SRC_COUNT] = {[SRC_DOMAIN] = d, [SRC_ENTRY] = rec,
-                                        [SRC_DECISION] = bm_plan_find(plan, i, d->uuid)};
+                                        [SRC_DECISION] = rows->rows[i].decision};
         r_ok |= add_fields(r, bases, dl, (no_dups ? LIBVIRT_DUP : 0) | (d->active ? 0 : ACTIVE));
         /* with the last pass's estimate of QEMU's own memory (none before the first pass) */
         uint64_t backed = plan ? bm_domain_backed_free_bytes(d, plan->qemu_overhead_bytes) : BM_ABSENT;
@@ -459,14 +459,9 @@ int bm_export_build(BmRegistry *r, const BmLedger *l, const BmView *v)
                                     [SRC_PLAN] = v->plan};
     r_ok |= add_fields(r, bases, NULL, 0);
     r_ok |= add_changes(r, &l->counters);
-    if (v->snap) {
-        BmRows joined = {0};
-        if (!v->rows)
-            bm_rows_join(&joined, v->snap, l, NULL);
-        r_ok |= add_domains(r, v->rows ? v->rows : &joined, v->snap->taken_real_ns / 1000000000ull,
-                            v->snap->boot_real_s, v->no_libvirt_duplicates, v->plan);
-        bm_rows_clear(&joined);
-    }
+    if (v->snap && v->rows)
+        r_ok |= add_domains(r, v->rows, v->snap->taken_real_ns / 1000000000ull, v->snap->boot_real_s,
+                            v->no_libvirt_duplicates, v->plan);
     r_ok |= add_host(r, v);
     r_ok |= add_health(r, &l->counters, v->libvirt_up);
     return r_ok < 0 ? -EINVAL : 0;

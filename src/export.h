@@ -16,7 +16,8 @@
 /* The current view for the registry. Any pointer may be NULL (not known yet). */
 typedef struct {
     const BmSnapshot *snap;
-    /* snap's rows (the engine's): each domain with its ledger entry; NULL: joined here */
+    /* snap's rows (the engine's): each domain with its ledger entry and its decision in the
+     * last plan; the domains are exported from them (NULL: none) */
     const BmRows *rows;
     const BmHost *host;
     bool have_mode;

@@ -132,6 +132,19 @@ int bm_file_read(const char *path, size_t max_bytes, char **ret_buf, size_t *ret
     return r;
 }
 
+int bm_file_read_text(const char *path, size_t max_bytes, char **ret_buf)
+{
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
+    int r = bm_file_read(path, max_bytes, &buf, &len);
+    if (r < 0)
+        return bm_error_prefix(r, "%s", path);
+    if (strlen(buf) != len)
+        return bm_error(-EINVAL, "%s: contains a NUL byte", path);
+    *ret_buf = TAKE_PTR(buf);
+    return 0;
+}
+
 int bm_file_check_replaceable(const char *path)
 {
     if (!path || !*path)

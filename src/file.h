@@ -36,6 +36,11 @@ int bm_file_read_fd(int fd, size_t max_bytes, char **ret_buf, size_t *ret_len);
  * path is -ENOENT "empty file name". The detail never names path: callers say "PATH: DETAIL". */
 int bm_file_read(const char *path, size_t max_bytes, char **ret_buf, size_t *ret_len);
 
+/* bm_file_read() of a text file whose parser reads to the first NUL byte (/proc files): one
+ * with a NUL byte is refused (-EINVAL "contains a NUL byte": what follows it would be ignored).
+ * Unlike bm_file_read(), the detail of every failure names the path ("PATH: DETAIL"). */
+int bm_file_read_text(const char *path, size_t max_bytes, char **ret_buf);
+
 /* For writers that replace path (rename over it): 0 when path does not exist or is a regular
  * file (not following a symbolic link: renaming would replace the link, not what it points
  * to, or cannot be looked at: the write says why); -ELOOP "is a symbolic link", -EISDIR,

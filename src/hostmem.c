@@ -161,25 +161,22 @@ int bm_hostmem_read(const char *proc_dir, BmHost *ret)
     _cleanup_free_ char *psi = bm_asprintf("%s/pressure/memory", dir);
     _cleanup_free_ char *buf = NULL;
 
-    size_t len = 0;
-    int r = bm_file_read(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &buf, &len);
+    int r = bm_file_read_text(meminfo, BM_HOSTMEM_FILE_MAX_BYTES, &buf);
     if (r < 0)
-        return bm_error_prefix(r, "%s", meminfo);
-    if (strlen(buf) != len) /* what follows a NUL byte would be ignored */
-        return bm_error(-EINVAL, "%s: contains a NUL byte", meminfo);
+        return r;
     r = bm_hostmem_parse_meminfo(buf, ret);
     if (r < 0)
         return bm_error_prefix(r, "%s", meminfo);
 
     free(buf);
     buf = NULL;
-    r = bm_file_read(psi, BM_HOSTMEM_FILE_MAX_BYTES, &buf, &len);
-    if (bm_file_not_regular(r) || r == -EFBIG)
-        return bm_error_prefix(r, "%s", psi);
-    if (r < 0)
+    r = bm_file_read_text(psi, BM_HOSTMEM_FILE_MAX_BYTES, &buf);
+    if (bm_file_not_regular(r) || r == -EFBIG || r == -EINVAL)
+        return r;
+    if (r < 0) {
+        bm_error_reset();
         return 0; /* missing (PSI off) or unreadable PSI: absent */
-    if (strlen(buf) != len)
-        return bm_error(-EINVAL, "%s: contains a NUL byte", psi);
+    }
     r = bm_hostmem_parse_psi(buf, ret);
     if (r < 0) {
         ret->psi_present = false;
@@ -257,12 +254,9 @@ int bm_hostmem_read_percpu(const char *proc_dir, BmHost *ret)
     ret->percpu_free_bytes = ret->percpu_rest_bytes = BM_ABSENT;
     _cleanup_free_ char *path = bm_asprintf("%s/zoneinfo", proc_dir ? proc_dir : "/proc");
     _cleanup_free_ char *buf = NULL;
-    size_t len = 0;
-    int r = bm_file_read(path, BM_HOSTMEM_ZONEINFO_MAX_BYTES, &buf, &len);
+    int r = bm_file_read_text(path, BM_HOSTMEM_ZONEINFO_MAX_BYTES, &buf);
     if (r < 0)
-        return bm_error_prefix(r, "%s", path);
-    if (strlen(buf) != len)
-        return bm_error(-EINVAL, "%s: contains a NUL byte", path);
+        return r;
     long page = sysconf(_SC_PAGESIZE);
     r = bm_hostmem_parse_zoneinfo(buf, page > 0 ? (uint64_t)page : 4096, ret);
     if (r < 0) {

@@ -174,16 +174,6 @@ size_t bm_ledger_sync_end(BmLedger *l)
     return n - keep;
 }
 
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s)
-{
-    bm_ledger_sync_begin(l);
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        bm_ledger_sync_entry(l, bm_ledger_entry(l, d->uuid, d->name), d, boot_id, now_s);
-    }
-    bm_ledger_sync_end(l);
-}
-
 bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns)
 {
     if (!d->active || !e || e->in_flight || !e->last_ended_real_ns ||
@@ -196,15 +186,6 @@ bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t tak
         return false;
     d->actual_bytes = b;
     return true;
-}
-
-size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < snap->n_domains; i++)
-        n += bm_ledger_correct_balloon(bm_ledger_find(l, snap->domains[i].uuid), &snap->domains[i],
-                                       snap->taken_real_ns);
-    return n;
 }
 
 void bm_ledger_note_mode(BmLedger *l, BmHostMode mode)
@@ -245,6 +226,9 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
         hot_s = bm_prev_cache_hot(&e->prev, now_s) ? e->prev.cache_hot_s : 0;
     }
     uint64_t oom_s = mode != BM_HOST_RELEASE ? bm_prev_oom_at(&e->prev, d, now_s) : 0;
+    uint64_t busy_s = e->prev.busy_s && e->prev.busy_s <= now_s && now_s - e->prev.busy_s < BM_BUSY_HOLD_S
+                          ? e->prev.busy_s
+                          : 0;
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = d->major_faults,
                               .swap_in_bytes = d->swap_in_bytes,
@@ -263,29 +247,21 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .oom_kills = d->starve.oom_kills,
                               .alloc_stalls = d->starve.alloc_stalls,
                               .direct_reclaim_bytes = d->starve.direct_reclaim_bytes,
-                              .oom_s = oom_s};
+                              .oom_s = oom_s,
+                              .busy_s = busy_s};
 }
 
 void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
-                            bool cache_hot, uint64_t now_s)
+                            bool cache_hot, bool busy, uint64_t now_s)
 {
+    if (busy)
+        e->prev.busy_s = now_s;
     if (bm_present(from_bytes) && !bm_present(e->prev.inflated_from_bytes)) {
         e->prev.inflated_from_bytes = from_bytes;
         e->prev.read_base_Bps = read_Bps;
     }
     if (cache_hot)
         e->prev.cache_hot_s = now_s;
-}
-
-void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
-                         unsigned horizon_s)
-{
-    bm_ledger_note_mode(l, mode);
-    for (size_t i = 0; i < snap->n_domains; i++) {
-        const BmDomain *d = &snap->domains[i];
-        if (d->active && d->uuid[0])
-            bm_ledger_note_reading(bm_ledger_entry(l, d->uuid, d->name), d, mode, now_s, horizon_s);
-    }
 }
 
 void bm_ledger_record_start(BmLedger *l, BmLedgerEntry *e, uint64_t from_bytes,

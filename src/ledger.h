@@ -54,7 +54,14 @@ typedef struct {
     uint64_t direct_reclaim_bytes;
     uint64_t oom_s;           /* when an OOM kill in the guest was last seen while the host was
                                * not comfortable; 0: none in this pressure episode */
+    uint64_t busy_s;          /* when its vCPUs were last measured busy (policy-eval.c); 0: not
+                               * within BM_BUSY_HOLD_S */
 } BmPrevReading;
+
+/* How long a guest measured busy counts as busy where a reading cannot tell (two readings less
+ * than BM_BUSY_MIN_SPAN_S apart: whole seconds of CPU time over one say little) */
+#define BM_BUSY_HOLD_S 60
+#define BM_BUSY_MIN_SPAN_S 2
 
 /* How long the most a guest used counts against its free memory: memory a guest gives up
  * under an inflate and takes back within this time is no gain for the host. */
@@ -151,6 +158,10 @@ typedef struct {
      * them ended (bm_ledger_record_change()); reclaim counts on it; zeroed: nothing learned */
     BmYield yield;
     unsigned seen;                 /* internal: generation of the last sync that saw it */
+    /* process only: its decision in the engine's last plan, decisions[plan_index] of the plan
+     * numbered plan_gen (0: none), so that a later reading's row finds it without a search */
+    uint64_t plan_gen;
+    size_t plan_index;
 } BmLedgerEntry;
 
 /* What is counted across passes and processes. */
@@ -198,17 +209,13 @@ BmLedgerEntry *bm_ledger_entry(BmLedger *l, const char *uuid, const char *name);
 /* The entry of a domain, or NULL. O(1). */
 const BmLedgerEntry *bm_ledger_find(const BmLedger *l, const char *uuid);
 
-/* Brings the entries in line with a new reading at now_s on the host boot_id
- * (bm_hostmem_read_boot_id(); NULL: unknown): adds its domains, drops those not in it (unless
- * a change is in flight), forgets the feature verdict of domains stopped or started again
- * (probed again when they run), and clears unresponsive marks whose balloon moved or whose
- * hold-off passed. O(n). */
-void bm_ledger_sync(BmLedger *l, const BmSnapshot *snap, const char *boot_id, uint64_t now_s);
-
-/* bm_ledger_sync() in three steps, for a caller that holds each domain's entry (rows): begin,
- * then each domain d of the reading with its entry e (bm_ledger_entry()), then end, which drops
+/* Brings the entries in line with a new reading (the rows do it: bm_rows_build()), in three
+ * steps: begin, then each domain d of the reading, taken at now_s on the host boot_id
+ * (bm_hostmem_read_boot_id(); NULL: unknown), with its entry e (bm_ledger_entry()): the feature
+ * verdict of a domain stopped or started again forgotten (probed again when it runs), the
+ * unresponsive mark cleared when its balloon moved or its hold-off passed; then end, which drops
  * the entries not seen since begin (unless in flight: they are freed) and returns how many it
- * dropped. */
+ * dropped. O(n). */
 void bm_ledger_sync_begin(BmLedger *l);
 void bm_ledger_sync_entry(BmLedger *l, BmLedgerEntry *e, const BmDomain *d, const char *boot_id,
                           uint64_t now_s);
@@ -228,25 +235,17 @@ bool bm_ledger_verdict_current(const BmLedgerEntry *e, const BmDomain *d, const 
 #define BM_BALLOON_READING_LAG_NS (3000000000ull)
 
 /* Puts the live balloon of a change that ended less than BM_BALLOON_READING_LAG_NS before the
- * snapshot was taken into the snapshot's domain where the two differ by 1 MiB or more (a pass
- * planned from the older value sets a target on the wrong side of the balloon: an "inflate"
- * that raises it). Returns how many domains it corrected. */
-size_t bm_ledger_correct_balloons(const BmLedger *l, BmSnapshot *snap);
-
-/* The same for one domain d of a reading taken at taken_real_ns and its entry e (may be NULL).
- * Returns whether it corrected d. */
+ * reading was taken (taken_real_ns) into the reading's domain d where the two differ by 1 MiB or
+ * more (a pass planned from the older value sets a target on the wrong side of the balloon: an
+ * "inflate" that raises it); e is d's entry (may be NULL). Returns whether it corrected d. */
 bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t taken_real_ns);
 
-/* Keeps this pass's reading as the base of the next one's rates, and its host mode.
- * horizon_s: how long until the next pass (bm_used_peak_window_s()). A balloon that rose
- * since the previous reading marks the domain given memory (given_s) unless the host is
- * comfortable (mode release), which ends the pressure episode. */
-void bm_ledger_note_pass(BmLedger *l, const BmSnapshot *snap, BmHostMode mode, uint64_t now_s,
-                         unsigned horizon_s);
-
-/* bm_ledger_note_pass() in two steps, for a caller that holds each domain's entry (rows):
- * the host mode, every previous reading forgotten; then each domain d's reading kept in its
- * entry e (nothing for a domain not running). */
+/* Keeps this pass's reading as the base of the next one's rates, and its host mode (the rows do
+ * it: bm_rows_note()), in two steps: the host mode, every previous reading forgotten; then each
+ * domain d's reading kept in its entry e (nothing for a domain not running). horizon_s: how long
+ * until the next pass (bm_used_peak_window_s()). A balloon that rose since the previous reading
+ * marks the domain given memory (given_s) unless the host is comfortable (mode release), which
+ * ends the pressure episode. */
 void bm_ledger_note_mode(BmLedger *l, BmHostMode mode);
 void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode, uint64_t now_s,
                             unsigned horizon_s);
@@ -255,9 +254,11 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
  * bm_ledger_note_reading() of the same pass): an inflate of ours started from from_bytes
  * (BM_ABSENT: none) while its disks read read_Bps bytes a second (BM_ABSENT: unknown), the
  * first of the episode sets where it began; cache_hot: its page cache was found hot now. The
- * marks last until the host is comfortable (mode release) or BM_GIVEN_HOLD_S. */
+ * marks last until the host is comfortable (mode release) or BM_GIVEN_HOLD_S. busy: its vCPUs
+ * were measured busy in this reading (BmGuestPressure.busy_measured): the mark busy_s, which
+ * holds BM_BUSY_HOLD_S whatever the mode. */
 void bm_ledger_note_episode(BmLedgerEntry *e, uint64_t from_bytes, uint64_t read_Bps,
-                            bool cache_hot, uint64_t now_s);
+                            bool cache_hot, bool busy, uint64_t now_s);
 
 /* Records that a change of ours to the domain of entry e started (from_bytes -> target_bytes):
  * the domain is in flight, its last target, the target counted. */

@@ -82,6 +82,11 @@ static int export_metrics(BmEngine *e, const BmOnceOptions *o)
     return ret;
 }
 
+BmEngineOptions bm_once_engine_options(bool dry_run, bool readonly)
+{
+    return (BmEngineOptions){.dry_run = dry_run, .probe_features = !readonly, .timer = true};
+}
+
 int bm_once_run(BmEngine *e, const BmPolicy *pol, const BmOnceOptions *o, const BmOnceHooks *h)
 {
     bm_error_reset();

@@ -33,6 +33,10 @@ typedef struct {
     void (*observed)(void *ctx, const BmEngine *e);
 } BmOnceHooks;
 
+/* The engine options of the timer's pass (a dry run: never a change; readonly: a read-only
+ * connection, no QEMU monitor asked). */
+BmEngineOptions bm_once_engine_options(bool dry_run, bool readonly);
+
 /* Runs the timer's pass on e (its connection and policy set, its ledger loaded) with policy pol
  * (for apply_timeout). A pass that could not read the host or the domains is reported and
  * still exports and saves (its error counted). Returns the exit status: BM_EXIT_OK, or

@@ -59,15 +59,6 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 
 #define SZ(bytes) BM_SZ(bytes)
 
-static void say(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, n, fmt, ap);
-    va_end(ap);
-}
-
 /* Rate of a cumulative counter between two readings, per second; -1 when unknown or when the
  * counter went backwards (guest rebooted). */
 static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
@@ -177,6 +168,14 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
         ret->cpu_rate = rate(d->cpu_time_ns, prev->cpu_time_ns, host_dt);
         if (ret->cpu_rate >= 0)
             ret->cpu_rate /= 1e9;
+        /* busy: measured over two seconds or more; closer readings (whole seconds of both
+         * clocks) keep what the last measure said for BM_BUSY_HOLD_S */
+        bool measured = ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;
+        ret->busy_measured = measured && ret->cpu_rate >= BUSY_CPU_SHARE;
+        ret->busy = measured ? ret->busy_measured
+                             : ret->cpu_rate >= BUSY_CPU_SHARE ||
+                                   (prev->busy_s && prev->busy_s <= now_s &&
+                                    now_s - prev->busy_s < BM_BUSY_HOLD_S);
         episode_reads(d, prev, rules, ret);
         starve(d, prev, dt, now_s, ret);
     }
@@ -324,33 +323,32 @@ static uint64_t qemu_overhead(const BmRows *rows, uint64_t now_s)
 }
 
 static BmHostMode decide_mode(const BmHost *h, const BmPolicy *p, BmHostMode prev, uint64_t below,
-                              uint64_t target, uint64_t above, bool *psi_pressure, char *why,
-                              size_t n)
+                              uint64_t target, uint64_t above, bool *psi_pressure, BmHostReason *why)
 {
     double psi = h->psi_present ? h->psi_some_avg10 : -1;
     uint64_t avail = h->mem_available_bytes;
+    *why = (BmHostReason){.available_bytes = avail, .reclaim_below_bytes = below,
+                          .target_bytes = target, .release_above_bytes = above,
+                          .psi_some_avg10 = psi, .psi_reclaim_above = p->psi_reclaim_above};
     *psi_pressure = p->psi_reclaim_above >= 0 && psi >= 0 && psi > p->psi_reclaim_above;
     if (avail < below) {
-        say(why, n, "host MemAvailable %s < reclaim_below %s", SZ(avail), SZ(below));
+        why->code = BM_MODE_WHY_BELOW;
         return BM_HOST_RECLAIM;
     }
     if (*psi_pressure) {
-        say(why, n, "host memory PSI some avg10 %.1f%% > psi_reclaim_above %.1f%%", psi,
-            p->psi_reclaim_above);
+        why->code = BM_MODE_WHY_PSI;
         return BM_HOST_RECLAIM;
     }
     if (prev == BM_HOST_RECLAIM && avail < target) {
-        say(why, n, "host still reclaiming: MemAvailable %s < target_available %s", SZ(avail),
-            SZ(target));
+        why->code = BM_MODE_WHY_STILL;
         return BM_HOST_RECLAIM;
     }
-    bool psi_calm = p->psi_release_below < 0 || psi < 0 || psi < p->psi_release_below;
-    if (avail > above && psi_calm) {
-        say(why, n, "host comfortable: MemAvailable %s > release_above %s", SZ(avail), SZ(above));
+    why->psi_calm = p->psi_release_below < 0 || psi < 0 || psi < p->psi_release_below;
+    if (avail > above && why->psi_calm) {
+        why->code = BM_MODE_WHY_COMFORTABLE;
         return BM_HOST_RELEASE;
     }
-    say(why, n, "host holding: MemAvailable %s between reclaim_below %s and release_above %s%s",
-        SZ(avail), SZ(below), SZ(above), psi_calm ? "" : " (PSI not calm)");
+    why->code = BM_MODE_WHY_HOLDING;
     return BM_HOST_HOLD;
 }
 
@@ -380,10 +378,15 @@ static uint64_t tier_cap(const Work *x, int t)
     if (t < free_tier)
         return 0;
     uint64_t free = min_u64(x->want, x->free_end);
+    /* a busy guest away from the host's own OOM: the last of its free memory is no safe
+     * estimate (a real busy guest's reads rose 108 MiB before the end of its MemFree), so it
+     * is taken with its cache, in bites */
+    bool bites = x->busy && !x->near_oom;
+    uint64_t safe = bites ? free - min_u64(free, max_u64(2 * x->deadband, free / 4)) : free;
     if (t < cache_tier)
-        return free;
-    if (x->busy && !x->hot && !x->near_oom)
-        return min_u64(x->want, free + min_u64(x->bite, UINT64_MAX - free));
+        return safe;
+    if (bites && !x->hot)
+        return min_u64(x->want, safe + min_u64(x->bite, UINT64_MAX - safe));
     return x->want;
 }
 
@@ -545,11 +548,6 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     for (size_t i = 0; i < n; i++)
         coming += w[i].in_flight;
     ret->in_flight_bytes = coming;
-    if (coming >= MiB) {
-        size_t len = strlen(ret->reason);
-        say(ret->reason + len, sizeof(ret->reason) - len, "; %s to come from inflates in flight",
-            SZ(coming));
-    }
     uint64_t asked = ret->need_bytes + ret->guard_bytes;
     asked = asked > coming ? asked - coming : 0;
     ret->expected_return_bytes = distribute_take(ret, w, n, asked);
@@ -561,13 +559,6 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
             ret->busy_spared_bytes += could > got ? could - got : 0;
         }
     ret->busy_deferred = ret->busy_spared_bytes >= MiB;
-    if (ret->busy_deferred) {
-        size_t len = strlen(ret->reason);
-        say(ret->reason + len, sizeof(ret->reason) - len, "; busy guests spared (%s of host memory): %s",
-            SZ(ret->busy_spared_bytes),
-            ret->in_flight_bytes > 0 ? "inflates are in flight, what they give is seen first"
-                                     : "idle guests give more over the coming passes");
-    }
     /* unmet: what the guests cannot give back at all (pacing by max_step and probes aside) */
     uint64_t potential = 0;
     for (size_t i = 0; i < n; i++)
@@ -578,67 +569,35 @@ static void plan_reclaim(BmPlan *ret, Work *w, size_t n)
     for (size_t i = 0; i < n && !ret->hot_cache_allowed && ret->expected_return_bytes < asked; i++)
         if (w[i].role == ROLE_TAKE && w[i].hot)
             spared += tier_cap(&w[i], TIER_HOT) - max_u64(tier_cap(&w[i], TIER_HOT - 1), w[i].amount);
-    if (spared >= MiB) {
-        size_t len = strlen(ret->reason);
-        say(ret->reason + len, sizeof(ret->reason) - len,
-            "; %s of hot page cache spared (taken only below half of reclaim_below)", SZ(spared));
-    }
+    ret->cause.hot_spared_bytes = spared;
 }
 
-/* The host's reason after the decisions: what the planned inflates are in balloon and in host
- * bytes, and, when the guests cannot meet the need, what holds their idle memory back (guest
- * memory by cause), so that "unmet" names its cause. */
+/* What holds the guests' idle memory back when the reclaim's need is unmet, guest memory by
+ * cause (BmHostReason.held_bytes), so that the host's reason names it. */
 static void explain_reclaim(BmPlan *ret, const Work *w, size_t n)
 {
-    size_t len = strlen(ret->reason);
-    uint64_t back = 0;
-    for (size_t i = 0; i < n; i++)
-        back += ret->decisions[i].expected_return_bytes;
-    /* said where the two differ: free memory the host does not back, or a partial yield */
-    if (ret->planned_inflate_bytes >= MiB && back + 32 * MiB < ret->planned_inflate_bytes) {
-        say(ret->reason + len, sizeof(ret->reason) - len,
-            "; planned %s of balloon for about %s of host memory", SZ(ret->planned_inflate_bytes),
-            SZ(back));
-        len = strlen(ret->reason);
-    }
     if (ret->unmet_bytes < MiB)
         return;
     static const struct {
-        const char *what;
+        BmHeld held;
         BmReasonCode codes[4];
     } held[] = {
-        {"growing", {BM_REASON_GROWS, BM_REASON_GROWING}},
-        {"given memory in this episode", {BM_REASON_GIVEN}},
-        {"hot page cache", {BM_REASON_HOT_SPARED, BM_REASON_KEPT_HOT}},
-        {"busy, behind unbacked free memory", {BM_REASON_BUSY_UNBACKED}},
-        {"not backed by the host", {BM_REASON_UNBACKED, BM_REASON_NOT_BACKED, BM_REASON_RETURNED_NOTHING,
-                                    BM_REASON_NO_RETURN}},
-        {"statistics stale or older than a change", {BM_REASON_STALE, BM_REASON_NO_STATS,
-                                                     BM_REASON_STATS_PREDATE}},
-        {"left to the timer", {BM_REASON_TIMER_NEVER, BM_REASON_TIMER_SELF_DEFLATE}},
+        {BM_HELD_GROWING, {BM_REASON_GROWS, BM_REASON_GROWING}},
+        {BM_HELD_GIVEN, {BM_REASON_GIVEN}},
+        {BM_HELD_HOT, {BM_REASON_HOT_SPARED, BM_REASON_KEPT_HOT}},
+        {BM_HELD_BUSY_UNBACKED, {BM_REASON_BUSY_UNBACKED}},
+        {BM_HELD_UNBACKED, {BM_REASON_UNBACKED, BM_REASON_NOT_BACKED, BM_REASON_RETURNED_NOTHING,
+                            BM_REASON_NO_RETURN}},
+        {BM_HELD_STALE, {BM_REASON_STALE, BM_REASON_NO_STATS, BM_REASON_STATS_PREDATE}},
+        {BM_HELD_TIMER, {BM_REASON_TIMER_NEVER, BM_REASON_TIMER_SELF_DEFLATE}},
     };
-    char parts[256] = "";
-    for (size_t h = 0; h < BM_ARRAY_SIZE(held); h++) {
-        uint64_t sum = 0;
+    for (size_t h = 0; h < BM_ARRAY_SIZE(held); h++)
         for (size_t i = 0; i < n; i++) {
             const BmDecision *x = &ret->decisions[i];
             for (size_t c = 0; c < BM_ARRAY_SIZE(held[h].codes) && held[h].codes[c]; c++)
                 if (x->cause.code == held[h].codes[c] && x->idle_bytes >= w[i].deadband)
-                    sum += x->idle_bytes;
+                    ret->cause.held_bytes[held[h].held] += x->idle_bytes;
         }
-        if (sum >= MiB) {
-            size_t pl = strlen(parts);
-            snprintf(parts + pl, sizeof(parts) - pl, "%s%s %s", pl ? ", " : "", held[h].what, SZ(sum));
-        }
-    }
-    if (parts[0])
-        say(ret->reason + len, sizeof(ret->reason) - len,
-            "; %s of host memory unmet: the guests' idle memory is held back (%s of guest memory)",
-            SZ(ret->unmet_bytes), parts);
-    else
-        say(ret->reason + len, sizeof(ret->reason) - len,
-            "; %s of host memory unmet: the guests have nothing left above keep_free and their floors",
-            SZ(ret->unmet_bytes));
 }
 
 /* Gives budget to guests under pressure first, then to those short of memory, then to those
@@ -693,8 +652,7 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
     uint64_t target = bm_amount_bytes(policy->target_available, total);
     uint64_t above = bm_amount_bytes(policy->release_above, total);
     bool psi_pressure;
-    ret->mode = decide_mode(host, policy, prev_mode, below, target, above, &psi_pressure,
-                            ret->reason, sizeof(ret->reason));
+    ret->mode = decide_mode(host, policy, prev_mode, below, target, above, &psi_pressure, &ret->cause);
     *surplus = avail > above ? avail - above : 0;
     if (ret->mode == BM_HOST_RECLAIM) {
         ret->hot_cache_allowed = bm_host_near_oom(host, policy);
@@ -912,7 +870,7 @@ static void set_take(BmDecision *x, Work *k)
     /* a busy guest is not inflated through free memory the host does not back to reach its
      * cache while the host is not near its own OOM: its vCPUs would pay for an inflate that
      * returns next to nothing (the model's hot guest: 489 MiB inflated for a bite of 32) */
-    k->busy = x->pressure.cpu_rate >= BUSY_CPU_SHARE;
+    k->busy = x->pressure.busy;
     k->busy_unbacked = k->busy && !k->near_oom && k->skip > 0;
     if (k->busy_unbacked && k->want > k->skip_at) {
         k->want = k->skip_at;
@@ -1250,8 +1208,6 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     }
     if (x->action == BM_ACT_INFLATE)
         x->expected_return_bytes = expected_return(returning(k, cur - x->target_bytes), k->yield);
-    x->why = bm_reason_why(x);
-    bm_reason_format(plan, x, x->reason, sizeof(x->reason));
     if (x->action == BM_ACT_INFLATE) {
         uint64_t take = cur - x->target_bytes;
         plan->planned_inflate_bytes += take;
@@ -1259,11 +1215,6 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     } else if (x->action == BM_ACT_DEFLATE) {
         plan->planned_deflate_bytes += x->target_bytes - cur;
     }
-}
-
-static int cmp_decision_uuid(const void *a, const void *b)
-{
-    return strcmp((*(const BmDecision *const *)a)->uuid, (*(const BmDecision *const *)b)->uuid);
 }
 
 int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_mode,
@@ -1306,26 +1257,33 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
         if (ret->mode == BM_HOST_RELEASE)
             distribute_rest(ret, w, n, min_u64(left, surplus));
     }
-    /* 4. targets and reasons */
+    /* 4. targets, and what holds idle memory back */
     for (size_t i = 0; i < n; i++)
         finish(ret, &ret->decisions[i], &w[i]);
     if (ret->mode == BM_HOST_RECLAIM)
         explain_reclaim(ret, w, n);
-    /* 5. the index by UUID (the export after a new reading) */
-    ret->by_uuid = bm_malloc0((n + 1) * sizeof(BmDecision *));
-    for (size_t i = 0; i < n; i++)
-        ret->by_uuid[i] = &ret->decisions[i];
-    qsort(ret->by_uuid, n, sizeof(BmDecision *), cmp_decision_uuid);
     return 0;
 }
 
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
-                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret)
+void bm_plan_attach(BmPlan *p, BmRows *rows, uint64_t gen)
 {
-    _cleanup_(bm_rows_clear) BmRows rows;
-    bm_rows_join(&rows, snap, ledger, policy);
-    return bm_policy_eval_rows(host, &rows, ledger ? ledger->mode : BM_HOST_HOLD, policy, now_s,
-                               horizon_s, ret);
+    p->gen = gen;
+    for (size_t i = 0; i < rows->n_rows && i < p->n_decisions; i++) {
+        rows->rows[i].entry->plan_gen = gen;
+        rows->rows[i].entry->plan_index = i;
+    }
+    bm_plan_link(p, rows);
+}
+
+void bm_plan_link(const BmPlan *p, BmRows *rows)
+{
+    for (size_t i = 0; i < rows->n_rows; i++) {
+        BmRow *row = &rows->rows[i];
+        const BmLedgerEntry *en = row->entry;
+        row->decision = p && p->gen && en && en->plan_gen == p->gen && en->plan_index < p->n_decisions
+                            ? &p->decisions[en->plan_index]
+                            : NULL;
+    }
 }
 
 void bm_plan_clear(BmPlan *p)
@@ -1335,27 +1293,7 @@ void bm_plan_clear(BmPlan *p)
     for (size_t i = 0; i < p->n_decisions; i++)
         free(p->decisions[i].name);
     free(p->decisions);
-    free(p->by_uuid);
     *p = (BmPlan){0};
-}
-
-const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid)
-{
-    if (!p)
-        return NULL;
-    if (hint < p->n_decisions && strcmp(p->decisions[hint].uuid, uuid) == 0)
-        return &p->decisions[hint];
-    if (!p->by_uuid) {
-        for (size_t i = 0; i < p->n_decisions; i++)
-            if (strcmp(p->decisions[i].uuid, uuid) == 0)
-                return &p->decisions[i];
-        return NULL;
-    }
-    BmDecision key;
-    snprintf(key.uuid, sizeof(key.uuid), "%s", uuid);
-    const BmDecision *kp = &key, **hit = bsearch(&kp, p->by_uuid, p->n_decisions,
-                                                 sizeof(BmDecision *), cmp_decision_uuid);
-    return hit ? *hit : NULL;
 }
 
 bool bm_policy_inflate_hurts(const BmRow *row, uint64_t now_s, bool host_near_oom,
@@ -1387,14 +1325,6 @@ bool bm_host_under_pressure(const BmHost *h, const BmPolicy *p)
     if (h->mem_available_bytes < bm_amount_bytes(p->reclaim_below, h->mem_total_bytes))
         return true;
     return p->psi_reclaim_above >= 0 && h->psi_present && h->psi_some_avg10 > p->psi_reclaim_above;
-}
-
-bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
-                             uint64_t now_s)
-{
-    _cleanup_(bm_rows_clear) BmRows rows;
-    bm_rows_join(&rows, snap, ledger, p);
-    return bm_policy_rows_in_need(&rows, now_s);
 }
 
 bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)

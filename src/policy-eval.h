@@ -35,6 +35,11 @@ typedef struct {
     double disk_read_rate;   /* its disks' reads, bytes per second (QEMU, host side); < 0
                               * unknown */
     double cpu_rate;         /* its CPU time per second (1.0: one CPU busy); < 0 unknown */
+    bool busy_measured;      /* cpu_rate over BM_BUSY_MIN_SPAN_S or more is BM_BUSY_CPU_SHARE or
+                              * more (the ledger's mark busy_s) */
+    bool busy;               /* busy: measured so, or, where this reading cannot tell (readings
+                              * too close, CPU time unknown), marked busy within BM_BUSY_HOLD_S:
+                              * a pass right after another once took a busy guest for idle */
     double read_base_rate;   /* that rate in the pass of our first inflate of the episode; < 0
                               * unknown or none */
     uint64_t taken_bytes;    /* what our inflates of this pressure episode took: its balloon
@@ -145,7 +150,7 @@ typedef struct {
     uint64_t given_ago_s;       /* given: how long ago */
 } BmReason;
 
-typedef struct {
+typedef struct BmDecision {
     char uuid[40];           /* the domain's, copied */
     char *name;              /* owned by the plan */
     BmAction action;
@@ -172,19 +177,46 @@ typedef struct {
                               * swap-in), or marked by an earlier pass (the ledger; also for a
                               * running domain skipped now, e.g. its give-back in flight) */
     bool cache_found_hot;    /* found hot by this pass: the ledger marks it (engine) */
-    const char *why;         /* a change's cause, one word for its record (why=, from cause:
-                              * bm_reason_why()): free,
-                              * page-cache, hot-page-cache (an inflate: the costliest part it
-                              * takes); under-pressure, oom-kill, starving, short-of-memory,
-                              * growing, cache-refault,
-                              * returns-nothing, release, floor (a deflate); NULL: no change */
     uint64_t take_free_bytes;  /* inflate: the part of it free memory in the guest */
     uint64_t take_cache_bytes; /* inflate: the part of it page cache not known hot */
     uint64_t take_hot_bytes;   /* inflate: the part of it a hot page cache, taken only while
                                 * the host is near its own OOM (BmPlan.hot_cache_allowed) */
-    BmReason cause;          /* why: the rule and its numbers */
-    char reason[256];        /* the prose of cause (bm_reason_format()) */
+    BmReason cause;          /* why: the rule and its numbers (its words: bm_reason_format(),
+                              * its record's one word: bm_reason_why(), where printed or logged) */
 } BmDecision;
+
+/* Which rule decided the host's mode (BmHostReason.code). */
+typedef enum {
+    BM_MODE_WHY_BELOW,       /* reclaim: MemAvailable below reclaim_below */
+    BM_MODE_WHY_PSI,         /* reclaim: PSI some avg10 above psi_reclaim_above */
+    BM_MODE_WHY_STILL,       /* reclaim: reclaiming, MemAvailable still below target_available */
+    BM_MODE_WHY_COMFORTABLE, /* release: MemAvailable above release_above, PSI calm */
+    BM_MODE_WHY_HOLDING,     /* hold: between the two */
+} BmModeWhy;
+
+/* What holds the guests' idle memory back when the host's need is unmet (BmHostReason.held). */
+typedef enum {
+    BM_HELD_GROWING,        /* their use grows */
+    BM_HELD_GIVEN,          /* given memory in this episode */
+    BM_HELD_HOT,            /* a hot page cache, spared or kept */
+    BM_HELD_BUSY_UNBACKED,  /* busy, behind unbacked free memory */
+    BM_HELD_UNBACKED,       /* not backed by the host */
+    BM_HELD_STALE,          /* statistics stale or older than a change */
+    BM_HELD_TIMER,          /* left to the timer */
+    BM_HELD_COUNT,
+} BmHeld;
+
+/* The host's structured reason: the rule that decided its mode and the numbers (bytes) beyond
+ * those in BmPlan itself; bm_host_reason_format() makes its words. */
+typedef struct {
+    BmModeWhy code;
+    uint64_t available_bytes, reclaim_below_bytes, target_bytes, release_above_bytes;
+    double psi_some_avg10, psi_reclaim_above; /* PSI: the reading and the policy's line */
+    bool psi_calm;                   /* holding: PSI below psi_release_below (or unknown) */
+    uint64_t hot_spared_bytes;       /* reclaim: hot page cache not taken (the host not near its
+                                      * own OOM) although the need is not met */
+    uint64_t held_bytes[BM_HELD_COUNT]; /* reclaim, need unmet: idle guest memory by cause */
+} BmHostReason;
 
 typedef struct {
     BmHostMode mode;
@@ -214,21 +246,32 @@ typedef struct {
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */
-    char reason[512];
+    BmHostReason cause;      /* why the mode, and what the reclaim left unmet */
     BmDecision *decisions;   /* one per row (domain of the snapshot), same order */
     size_t n_decisions;
-    const BmDecision **by_uuid; /* the same, sorted by UUID (NULL in a hand-made plan) */
+    uint64_t gen;            /* its number once attached to its rows (bm_plan_attach()); 0 */
 } BmPlan;
 
 /* "none", "inflate", "deflate", "skip". */
 const char *bm_action_name(BmAction a);
 
-/* The reason of decision x of plan in words (what BmDecision.reason holds), made from
- * x->cause, the plan's mode and need and x's figures, into buf (n bytes). Pure. */
+/* The words of a decision and of the host's mode are made only where they are printed or logged
+ * (policy-reason.c), from the structured reasons the plan keeps. */
+
+/* The reason of decision x of plan in words, made from x->cause, the plan's mode and need and
+ * x's figures, into buf (n bytes; BM_REASON_MAX holds every one). Pure. */
+#define BM_REASON_MAX 256
 void bm_reason_format(const BmPlan *plan, const BmDecision *x, char *buf, size_t n);
 
-/* The one word of a change record's why= for decision x, from x->cause; NULL when x moves
- * nothing (action neither inflate nor deflate). */
+/* The host's reason of plan in words (its mode's rule, and in reclaim what is in flight, spared,
+ * planned and unmet), into buf (n bytes; BM_HOST_REASON_MAX holds every one). Pure. */
+#define BM_HOST_REASON_MAX 512
+void bm_host_reason_format(const BmPlan *plan, char *buf, size_t n);
+
+/* The one word of a change record's why= for decision x, from x->cause: free, page-cache,
+ * hot-page-cache (an inflate: the costliest part it takes); under-pressure, oom-kill, starving,
+ * short-of-memory, growing, cache-refault, returns-nothing, release, floor (a deflate); NULL
+ * when x moves nothing (action neither inflate nor deflate). */
 const char *bm_reason_why(const BmDecision *x);
 
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
@@ -254,17 +297,16 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
 int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_mode,
                         const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret);
 
-/* bm_policy_eval_rows() on the rows of snap joined with ledger (bm_rows_join()), the ledger's
- * last mode (hold without a ledger): for callers that have no rows (status, tests). */
-int bm_policy_eval(const BmHost *host, const BmSnapshot *snap, const BmLedger *ledger,
-                   const BmPolicy *policy, uint64_t now_s, unsigned horizon_s, BmPlan *ret);
+/* Attaches plan p, numbered gen (> 0, a new number each plan), to the rows it was made from:
+ * decision i is row i's (BmRow.decision), and row i's ledger entry keeps the index, so that the
+ * row of the same domain in a later reading finds it (bm_plan_link()). */
+void bm_plan_attach(BmPlan *p, BmRows *rows, uint64_t gen);
+
+/* Each row's decision in p (NULL: none, or p NULL), through its ledger entry: the readings after
+ * a pass (a domain new since has none). O(n). */
+void bm_plan_link(const BmPlan *p, BmRows *rows);
 
 void bm_plan_clear(BmPlan *p);
-
-/* The decision for the domain uuid, or NULL: decisions[hint] when it is that domain's (the
- * plan was made from the rows being walked), else O(log n) by UUID (linear in a hand-made
- * plan). */
-const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid);
 
 /* Whether the guest of a row that balloonmgr manages and has ballooned (balloon below its
  * maximum) is short of memory (usable below keep_free) or under pressure (protect_* rates
@@ -273,10 +315,6 @@ const BmDecision *bm_plan_find(const BmPlan *p, size_t hint, const char *uuid);
  * the agent's guest watch checks this between passes and starts a pass at once, so a growing
  * guest gets memory back within seconds. Pure. */
 bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s);
-
-/* bm_policy_rows_in_need() on the rows of snap joined with ledger and p. */
-bool bm_policy_guest_in_need(const BmSnapshot *snap, const BmLedger *ledger, const BmPolicy *p,
-                             uint64_t now_s);
 
 /* Whether an inflate of ours in flight on the domain of row hurts its guest, so that it is to
  * stop where its balloon is now rather than be given back after it ended: since the reading of

@@ -1,9 +1,10 @@
-/* The words of a decision: BmDecision.reason made from its structured reason (BmReason), and
- * the one word of a change record (why=). The one place policy-eval.c's decisions become
- * prose; pure. */
+/* The words of a decision (made from its structured reason, BmReason) and of the host's mode
+ * (BmHostReason), and the one word of a change record (why=): the one place policy-eval.c's
+ * plan becomes prose, called where it is printed or logged; pure. */
 #include "policy-eval.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -328,6 +329,92 @@ void bm_reason_format(const BmPlan *plan, const BmDecision *x, char *buf, size_t
     case BM_REASON_TAKE: take_text(plan, x, buf, n); break;
     default: none_text(plan, x, buf, n); break;
     }
+}
+
+/* Appends to buf (n bytes) what fmt says, where there is room. */
+static void add(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+/* The words of the mode's rule. */
+static void mode_text(const BmHostReason *c, char *buf, size_t n)
+{
+    switch (c->code) {
+    case BM_MODE_WHY_BELOW:
+        snprintf(buf, n, "host MemAvailable %s < reclaim_below %s", SZ(c->available_bytes),
+                 SZ(c->reclaim_below_bytes));
+        break;
+    case BM_MODE_WHY_PSI:
+        snprintf(buf, n, "host memory PSI some avg10 %.1f%% > psi_reclaim_above %.1f%%",
+                 c->psi_some_avg10, c->psi_reclaim_above);
+        break;
+    case BM_MODE_WHY_STILL:
+        snprintf(buf, n, "host still reclaiming: MemAvailable %s < target_available %s",
+                 SZ(c->available_bytes), SZ(c->target_bytes));
+        break;
+    case BM_MODE_WHY_COMFORTABLE:
+        snprintf(buf, n, "host comfortable: MemAvailable %s > release_above %s",
+                 SZ(c->available_bytes), SZ(c->release_above_bytes));
+        break;
+    case BM_MODE_WHY_HOLDING:
+        snprintf(buf, n, "host holding: MemAvailable %s between reclaim_below %s and release_above %s%s",
+                 SZ(c->available_bytes), SZ(c->reclaim_below_bytes), SZ(c->release_above_bytes),
+                 c->psi_calm ? "" : " (PSI not calm)");
+        break;
+    }
+}
+
+void bm_host_reason_format(const BmPlan *plan, char *buf, size_t n)
+{
+    const BmHostReason *c = &plan->cause;
+    buf[0] = '\0';
+    mode_text(c, buf, n);
+    if (plan->mode != BM_HOST_RECLAIM)
+        return;
+    if (plan->in_flight_bytes >= MiB)
+        add(buf, n, "; %s to come from inflates in flight", SZ(plan->in_flight_bytes));
+    if (plan->busy_deferred)
+        add(buf, n, "; busy guests spared (%s of host memory): %s", SZ(plan->busy_spared_bytes),
+            plan->in_flight_bytes > 0 ? "inflates are in flight, what they give is seen first"
+                                      : "idle guests give more over the coming passes");
+    if (c->hot_spared_bytes >= MiB)
+        add(buf, n, "; %s of hot page cache spared (taken only below half of reclaim_below)",
+            SZ(c->hot_spared_bytes));
+    /* what the planned inflates are in balloon and in host bytes, said where the two differ:
+     * free memory the host does not back, or a partial yield */
+    uint64_t back = 0;
+    for (size_t i = 0; i < plan->n_decisions; i++)
+        back += plan->decisions[i].expected_return_bytes;
+    if (plan->planned_inflate_bytes >= MiB && back + 32 * MiB < plan->planned_inflate_bytes)
+        add(buf, n, "; planned %s of balloon for about %s of host memory",
+            SZ(plan->planned_inflate_bytes), SZ(back));
+    if (plan->unmet_bytes < MiB)
+        return;
+    static const char *const what[BM_HELD_COUNT] = {
+        [BM_HELD_GROWING] = "growing",
+        [BM_HELD_GIVEN] = "given memory in this episode",
+        [BM_HELD_HOT] = "hot page cache",
+        [BM_HELD_BUSY_UNBACKED] = "busy, behind unbacked free memory",
+        [BM_HELD_UNBACKED] = "not backed by the host",
+        [BM_HELD_STALE] = "statistics stale or older than a change",
+        [BM_HELD_TIMER] = "left to the timer",
+    };
+    char parts[256] = "";
+    for (int h = 0; h < BM_HELD_COUNT; h++)
+        if (c->held_bytes[h] >= MiB)
+            add(parts, sizeof(parts), "%s%s %s", parts[0] ? ", " : "", what[h], SZ(c->held_bytes[h]));
+    if (parts[0])
+        add(buf, n, "; %s of host memory unmet: the guests' idle memory is held back (%s of guest memory)",
+            SZ(plan->unmet_bytes), parts);
+    else
+        add(buf, n, "; %s of host memory unmet: the guests have nothing left above keep_free and their floors",
+            SZ(plan->unmet_bytes));
 }
 
 const char *bm_reason_why(const BmDecision *x)

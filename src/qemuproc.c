@@ -101,12 +101,9 @@ int bm_qemuproc_ram_resident(const char *proc_dir, pid_t pid, uint64_t ram_bytes
 {
     _cleanup_free_ char *path = bm_asprintf("%s/%d/smaps", proc_dir ? proc_dir : "/proc", (int)pid);
     _cleanup_free_ char *buf = NULL;
-    size_t len = 0;
-    int r = bm_file_read(path, SMAPS_MAX_BYTES, &buf, &len);
+    int r = bm_file_read_text(path, SMAPS_MAX_BYTES, &buf);
     if (r < 0)
-        return bm_error_prefix(r, "%s", path);
-    if (strlen(buf) != len)
-        return bm_error(-EINVAL, "%s: contains a NUL byte", path);
+        return r;
     r = bm_qemuproc_parse_smaps(buf, ram_bytes, ret_bytes);
     return r < 0 ? bm_error_prefix(r, "%s", path) : 0;
 }

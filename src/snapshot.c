@@ -251,6 +251,10 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
                             ? bm_vmem_domain_bytes(&d->balloon) : BM_ABSENT;
     if (bm_present(vmem_now) && bm_present(bm_vmem_plugged_bytes(&d->balloon)))
         d->actual_bytes = vmem_now;
+    if (flags & BM_SNAPSHOT_HANDLES) {
+        virDomainRef(dom);
+        d->handle = dom;
+    }
 }
 
 static int cmp_domain(const void *a, const void *b)
@@ -304,6 +308,11 @@ static void free_domain_list(virDomainPtr *doms)
 }
 DEFINE_CLEANUP(virDomainPtr *, free_domain_list)
 
+static void release_domain(void *handle)
+{
+    virDomainFree(handle);
+}
+
 int bm_snapshot_take(virConnectPtr conn, unsigned flags, BmSnapshot *ret)
 {
     return bm_snapshot_take_cached(conn, flags, NULL, ret);
@@ -351,6 +360,8 @@ int bm_snapshot_take_cached(virConnectPtr conn, unsigned flags, const BmXmlCache
 
     qsort(ret->domains, ret->n_domains, sizeof(BmDomain), cmp_domain);
     bm_snapshot_index_uuid(ret);
+    if (flags & BM_SNAPSHOT_HANDLES)
+        ret->release = release_domain;
     return 0;
 }
 
@@ -386,10 +397,20 @@ int bm_snapshot_pick(virConnectPtr conn, const BmSnapshot *s, char *const *names
     return 0;
 }
 
+void bm_snapshot_drop_handles(BmSnapshot *s)
+{
+    for (size_t i = 0; i < s->n_domains; i++) {
+        if (s->domains[i].handle && s->release)
+            s->release(s->domains[i].handle);
+        s->domains[i].handle = NULL;
+    }
+}
+
 void bm_snapshot_clear(BmSnapshot *s)
 {
     if (!s)
         return;
+    bm_snapshot_drop_handles(s);
     for (size_t i = 0; i < s->n_domains; i++) {
         free(s->domains[i].name);
         free(s->domains[i].error);

@@ -67,6 +67,9 @@ typedef struct {
      * through the QEMU monitor where the policy allows it (all BM_ABSENT otherwise) */
     BmStarveStats starve;
     char *error;                /* why part of this domain could not be read, or NULL */
+    void *handle;               /* the domain in the host that read it, kept with the reading
+                                 * (BM_SNAPSHOT_HANDLES: a virDomainPtr reference; a model's own),
+                                 * so that no later step looks it up again; NULL: none kept */
 } BmDomain;
 
 typedef struct {
@@ -77,11 +80,14 @@ typedef struct {
     uint64_t boot_real_s;       /* wall clock when this machine booted (0: not known) */
     bool bulk;                  /* the bulk stats call worked (per-domain calls may add to it) */
     unsigned libvirt_calls;     /* calls made, for benchmarks */
+    void (*release)(void *handle); /* drops a domain's handle (bm_snapshot_clear(),
+                                    * bm_snapshot_drop_handles()); NULL: nothing to drop */
 } BmSnapshot;
 
 enum {
     BM_SNAPSHOT_ACTIVE_ONLY = 1 << 0, /* skip shut-off domains */
     BM_SNAPSHOT_XML = 1 << 1,         /* also read each domain's balloon config */
+    BM_SNAPSHOT_HANDLES = 1 << 2,     /* keep a reference to each domain (BmDomain.handle) */
 };
 
 /* Reads every domain (the running ones with BM_SNAPSHOT_ACTIVE_ONLY) with its state and
@@ -128,8 +134,11 @@ void bm_snapshot_fill_domain(BmDomain *d, const virTypedParameter *params, int n
  * are in place; a model of a host, in the tests, does it with a reading it made). */
 void bm_snapshot_index_uuid(BmSnapshot *s);
 
-/* Frees what a snapshot holds and zeroes it. NULL-safe. */
+/* Frees what a snapshot holds (its handles too) and zeroes it. NULL-safe. */
 void bm_snapshot_clear(BmSnapshot *s);
+
+/* Drops every domain's handle (the connection they belong to is gone): the reading stays. */
+void bm_snapshot_drop_handles(BmSnapshot *s);
 
 /* The domain called name in s, or NULL. */
 const BmDomain *bm_snapshot_find(const BmSnapshot *s, const char *name);

@@ -141,6 +141,7 @@ static const BmStateField reading_fields[] = {
     READING("alloc_stalls", alloc_stalls, BM_STATE_OPTIONAL),
     READING("direct_reclaim_bytes", direct_reclaim_bytes, BM_STATE_OPTIONAL),
     READING("oom_at", oom_s, BM_STATE_TIME),
+    READING("busy_at", busy_s, BM_STATE_TIME),
 };
 
 /* What the ledger counts of one domain, an object of "counters"."domains" (after its uuid and

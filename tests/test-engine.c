@@ -3,7 +3,7 @@
  * (resolved once per domain per pass), its decisions are applied to the domains of their UUID,
  * the changes are tracked by the engine and their outcomes recorded into the ledger; a new
  * reading after the pass still finds each domain's decision. And the engine on a model of a
- * host made by hand (BmHostModel), with domains coming and going between passes and changes in
+ * host made by hand (the host interface, BmHostOps), with domains coming and going between passes and changes in
  * flight across passes: each domain's episode marks stay on its own ledger entry, and the
  * export shows a hot cache while its give-back is in flight. */
 #include <errno.h>
@@ -107,13 +107,14 @@ static int cmp_dom_name(const void *a, const void *b)
 
 /* The domains present, sorted by name as a snapshot is: each uses GUEST_USED,
  * the rest of its balloon usable (200 MiB of it free), QEMU holds its balloon and 100 MiB. */
-static int model_read_domains(void *ctx, BmSnapshot *ret)
+static int model_read_domains(void *ctx, const BmXmlCache *cache, BmSnapshot *ret)
 {
-    const ModelHost *h = ctx;
+    ModelHost *h = ctx;
+    (void)cache;
     *ret = (BmSnapshot){.taken_real_ns = bm_clock_real_ns(&h->sim.clock), .bulk = true};
     ret->domains = bm_malloc0((h->n + 1) * sizeof(BmDomain));
     for (size_t i = 0; i < h->n; i++) {
-        const ModelDom *m = &h->d[i];
+        ModelDom *m = &h->d[i];
         if (!m->present)
             continue;
         BmDomain *d = &ret->domains[ret->n_domains];
@@ -127,7 +128,7 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
                         .minor_faults = BM_ABSENT, .last_update_s = ret->taken_real_ns / 1000000000ull,
                         .disk_read_bytes = m->rd, .disk_read_reqs = BM_ABSENT,
                         .cpu_time_ns = BM_ABSENT, .balloon_known = true,
-                        .starve = BM_STARVE_STATS_ABSENT};
+                        .starve = BM_STARVE_STATS_ABSENT, .handle = m};
         snprintf(d->uuid, sizeof(d->uuid), "%s", m->uuid);
         d->balloon = (BmBalloonConfig){.present = true, .model = "virtio", .stats_period_s = 1,
                                        .min_guarantee_bytes = BM_ABSENT, .memory_bytes = m->max,
@@ -139,37 +140,57 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
     return 0;
 }
 
-/* The present domain of uuid, or NULL with *ret_r -ENOENT and its reason (a domain destroyed
- * under its change: libvirt's "domain not found"). */
-static ModelDom *model_live(void *ctx, const char *uuid, int *ret_r)
+/* The domain of handle when present, or NULL with *ret_r -ENOENT and its reason (a domain
+ * destroyed under its change: libvirt's "domain not found"). */
+static ModelDom *model_live(void *handle, int *ret_r)
 {
-    ModelHost *h = ctx;
+    ModelDom *m = handle;
     *ret_r = 0;
-    for (size_t i = 0; i < h->n; i++)
-        if (h->d[i].present && strcmp(h->d[i].uuid, uuid) == 0)
-            return &h->d[i];
-    *ret_r = bm_error(-ENOENT, "domain %s destroyed", uuid);
+    if (m->present)
+        return m;
+    *ret_r = bm_error(-ENOENT, "domain %s destroyed", m->uuid);
     return NULL;
 }
 
-static int model_set_target(void *ctx, const char *uuid, uint64_t target_bytes)
+static int model_set_target(void *ctx, void *handle, uint64_t target_bytes)
 {
+    (void)ctx;
     int r;
-    ModelDom *m = model_live(ctx, uuid, &r);
+    ModelDom *m = model_live(handle, &r);
     if (m)
         m->target = target_bytes;
     return r;
 }
 
-static int model_read_live(void *ctx, const char *uuid, uint64_t *ret_actual, uint64_t *ret_rss)
+static int model_read_live(void *ctx, void *handle, uint64_t *ret_actual, uint64_t *ret_rss)
 {
+    (void)ctx;
     int r;
-    const ModelDom *m = model_live(ctx, uuid, &r);
+    const ModelDom *m = model_live(handle, &r);
     if (m) {
         *ret_actual = m->actual;
         *ret_rss = m->actual + 100 * MiB;
     }
     return r;
+}
+
+/* No long job holds the test's domains, and their monitors answer nothing. */
+static int model_job_running(void *ctx, const BmDomain *d, const char **ret_what)
+{
+    (void)ctx, (void)d, (void)ret_what;
+    return 0;
+}
+
+static int model_no_monitor(void *ctx, const BmDomain *d, BmFeatureReport *ret, char *path, size_t n)
+{
+    (void)ctx, (void)d, (void)ret, (void)path, (void)n;
+    return bm_error(-ENOTSUP, "no monitor");
+}
+
+static int model_no_starve(void *ctx, const BmDomain *d, char *path, size_t n, BmStarveStats *ret)
+{
+    (void)ctx, (void)d, (void)ret, (void)path, (void)n;
+    return bm_error(-ENOTSUP, "no monitor");
 }
 
 /* The domain called name in h (present or not), or NULL. */
@@ -210,15 +231,38 @@ static void model_init(ModelHost *h)
 {
     *h = (ModelHost){0};
     sim_host_init(&h->sim, 16384 * MiB, 10240 * MiB, 0);
-    h->sim.model.read_domains = model_read_domains;
-    h->sim.model.balloon.set_target = model_set_target;
-    h->sim.model.balloon.read_live = model_read_live;
+    h->sim.ops.read_domains = model_read_domains;
+    h->sim.ops.job_running = model_job_running;
+    h->sim.ops.probe = model_no_monitor;
+    h->sim.ops.read_starve = model_no_starve;
+    h->sim.balloon.set_target = model_set_target;
+    h->sim.balloon.read_live = model_read_live;
 }
 
 /* The model's time set to at_s seconds. */
 static void model_at(ModelHost *h, double at_s)
 {
     h->sim.t = at_s;
+}
+
+/* The words of decision x of e's last plan (a ring of buffers: a few in one message), "-" for
+ * none; those of a plan's host mode. */
+static const char *words(BmEngine *e, const BmDecision *x)
+{
+    static char ring[4][BM_REASON_MAX];
+    static unsigned next;
+    char *buf = ring[next++ % 4];
+    snprintf(buf, BM_REASON_MAX, "-");
+    if (x && bm_engine_plan(e))
+        bm_reason_format(bm_engine_plan(e), x, buf, BM_REASON_MAX);
+    return buf;
+}
+
+static const char *host_words(const BmPlan *p)
+{
+    static char buf[BM_HOST_REASON_MAX];
+    bm_host_reason_format(p, buf, sizeof(buf));
+    return buf;
 }
 
 /* The decision of the domain called name in the engine's last plan, or NULL. */
@@ -270,7 +314,7 @@ static void churn_first_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 0);
     const BmDecision *dh = decision_of(e, "t-hot"), *dm = decision_of(e, "t-hotmap");
     ok(dh && dm && dh->action == BM_ACT_INFLATE && dm->action == BM_ACT_INFLATE,
-       "pass 1: both guests inflated (%s; %s)", dh ? dh->reason : "-", dm ? dm->reason : "-");
+       "pass 1: both guests inflated (%s; %s)", words(e, dh), words(e, dm));
     hot->actual = hot->target;
     map->actual = (map->max + map->target) / 2;
     is_u64(poll_at(e, h, 1), 1, "  the inflate of t-hot ended, that of t-hotmap goes on");
@@ -282,7 +326,7 @@ static void churn_first_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 2);
     dh = decision_of(e, "t-hot"), dm = decision_of(e, "t-hotmap");
     ok(dh && dh->action == BM_ACT_DEFLATE && dh->cause.code == BM_REASON_CACHE_REFAULT &&
-           dh->cache_hot, "pass 2: t-hot given back, its cache found hot (%s)", dh ? dh->reason : "-");
+           dh->cache_hot, "pass 2: t-hot given back, its cache found hot (%s)", words(e, dh));
     ok(dm && dm->action == BM_ACT_SKIP && dm->cause.code == BM_REASON_IN_FLIGHT,
        "  t-hotmap left alone: its inflate is in flight");
     const BmDecision *dc = decision_of(e, "t-churn");
@@ -297,7 +341,7 @@ static void churn_first_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 4);
     dh = decision_of(e, "t-hot"), dm = decision_of(e, "t-hotmap");
     ok(dh && dh->cache_hot && dh->action != BM_ACT_INFLATE,
-       "pass 3: t-hot's cache still hot, not inflated again (%s)", dh ? dh->reason : "-");
+       "pass 3: t-hot's cache still hot, not inflated again (%s)", words(e, dh));
     ok(dm && dm->cause.code == BM_REASON_IN_FLIGHT, "  t-hotmap's inflate still in flight");
     ok(!bm_ledger_find(bm_engine_ledger(e), "90000000-0000-4000-8000-00000000c203"),
        "  the entry of t-churn, gone with its change ended, left the ledger");
@@ -343,7 +387,7 @@ static void churn_last_passes(BmEngine *e, ModelHost *h)
     pass_at(e, h, 6);
     const BmDecision *dm = decision_of(e, "t-hotmap");
     ok(dm && dm->action == BM_ACT_DEFLATE && dm->cause.code == BM_REASON_CACHE_REFAULT &&
-           dm->cache_hot, "pass 4: t-hotmap given back, its cache found hot (%s)", dm ? dm->reason : "-");
+           dm->cache_hot, "pass 4: t-hotmap given back, its cache found hot (%s)", words(e, dm));
     if (dm)
         map->actual = (dm->current_bytes + dm->target_bytes) / 2;
     is_u64(poll_at(e, h, 7), 1, "  half of it given at the next poll");
@@ -370,8 +414,8 @@ static void churn_last_passes(BmEngine *e, ModelHost *h)
     ok(dh && dm && dh->cache_hot && dm->cache_hot && dh->action != BM_ACT_INFLATE &&
            dm->action != BM_ACT_INFLATE && cache_hot_exported(e, "t-hot") == 1 &&
            cache_hot_exported(e, "t-hotmap") == 1,
-       "pass 6: both caches hot, neither inflated again (%s; %s)", dh ? dh->reason : "-",
-       dm ? dm->reason : "-");
+       "pass 6: both caches hot, neither inflated again (%s; %s)", words(e, dh),
+       words(e, dm));
 }
 
 /* tests/integration/test-hotcache.sh on a real libvirtd whose domains another run defined,
@@ -394,7 +438,7 @@ static void churn(void)
     model_add(&h, "t-hot", HOT_UUID);
     model_add(&h, "t-hotmap", HOTMAP_UUID);
     model_add(&h, "a-churn1", "80000000-0000-4000-8000-00000000c201");
-    BmEngineOptions o = {.model = &h.sim.model};
+    BmEngineOptions o = {.host = &h.sim.ops};
     BmEngine *e = bm_engine_new(&o);
     bm_engine_set_policy(e, policy);
     churn_first_passes(e, &h);
@@ -465,7 +509,7 @@ int main(void)
         joined &= en && strcmp(en->name, snap->domains[i].name) == 0;
     }
     ok(joined, "  each domain has its ledger entry, with its name");
-    ok(plan->mode == BM_HOST_RECLAIM, "  the host is reclaiming: %s", plan->reason);
+    ok(plan->mode == BM_HOST_RECLAIM, "  the host is reclaiming: %s", host_words(plan));
     is_u64(plan->n_decisions, snap->n_domains, "  one decision per row");
     lookups = bm_policy_rules_lookups;
     bm_engine_guest_in_need(e);
@@ -589,7 +633,7 @@ int main(void)
     r = bm_engine_evaluate(ev);
     const BmPlan *ep = bm_engine_plan(ev);
     ok(r == 0 && ep && ep->mode == bm_engine_plan(de)->mode && ep->mode == BM_HOST_RECLAIM,
-       "an evaluation decides the dry pass's mode: %s", ep ? ep->reason : bm_error_detail(r));
+       "an evaluation decides the dry pass's mode: %s", ep ? host_words(ep) : bm_error_detail(r));
     ok(bm_engine_ledger(ev)->mode == BM_HOST_HOLD && bm_engine_ledger(ev)->counters.passes == 0,
        "  and notes neither the mode nor a pass in the ledger");
     ok(bm_engine_snapshot(ev) && bm_engine_snapshot(ev)->n_domains == 7 && bm_engine_host(ev),

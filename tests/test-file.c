@@ -122,6 +122,23 @@ static void test_nul_kept(void)
        "NUL bytes kept: length 4, strlen 1, NUL-terminated");
 }
 
+/* bm_file_read_text(): a NUL byte refused, every failure naming the path */
+static void test_text(void)
+{
+    _cleanup_free_ char *nul = at("nul"), *reg = at("regular"), *gone = at("gone"), *buf = NULL;
+    bm_error_reset();
+    int r = bm_file_read_text(nul, 64, &buf);
+    _cleanup_free_ char *want = bm_asprintf("%s: contains a NUL byte", nul);
+    ok(r == -EINVAL && buf == NULL, "text with a NUL byte: refused (%d)", r);
+    is_str(bm_error_detail(r), want, "  naming the file");
+    bm_error_reset();
+    r = bm_file_read_text(gone, 64, &buf);
+    ok(r == -ENOENT && strncmp(bm_error_detail(r), gone, strlen(gone)) == 0, "a missing file: %s",
+       bm_error_detail(r));
+    bm_error_reset();
+    ok(bm_file_read_text(reg, 64, &buf) == 0 && strcmp(buf, "0123456789") == 0, "a text file read");
+}
+
 /* a file that says size 0 (as /proc files do) is read to its end */
 static void test_size_zero_read_to_end(void)
 {
@@ -193,6 +210,7 @@ int main(void)
     test_nofollow();
     test_cap();
     test_nul_kept();
+    test_text();
     test_size_zero_read_to_end();
     test_short_reads();
     test_writers_replace_only_regular();

@@ -8,6 +8,7 @@
 #include "error.h"
 #include "ledger.h"
 #include "state.h"
+#include "route.h"
 #include "tap.h"
 #include "util.h"
 
@@ -43,7 +44,7 @@ static void one_domain(OneDomain *f, uint64_t used)
     bm_ledger_init(&f->l);
     f->d = running(U1, "a", 1, 2048 * MiB, used);
     f->s = (BmSnapshot){.domains = &f->d, .n_domains = 1};
-    bm_ledger_sync(&f->l, &f->s, BOOT, NOW);
+    route_sync(&f->l, &f->s, BOOT, NOW);
 }
 
 /* A tracked change of uuid that ended with outcome, from -> reached, taking secs. */
@@ -68,7 +69,7 @@ static void test_sync(void)
                      running(U2, "b", 2, 2048 * MiB, 512 * MiB),
                      running(U3, "c", 3, 2048 * MiB, 512 * MiB)};
     BmSnapshot s = {.domains = d, .n_domains = 3};
-    bm_ledger_sync(&l, &s, BOOT, NOW);
+    route_sync(&l, &s, BOOT, NOW);
     is_u64(l.n_entries, 3, "sync: one entry per domain of the reading");
     ok(bm_ledger_find(&l, U2) && strcmp(bm_ledger_find(&l, U2)->name, "b") == 0,
        "  found by UUID, with its name");
@@ -88,7 +89,7 @@ static void test_sync(void)
     BmSnapshot s2 = {.domains = &d[1], .n_domains = 1};
     ok(!bm_ledger_verdict_current(bm_ledger_find(&l, U2), &d[1], BOOT),
        "a restarted domain's stored verdict is not current");
-    bm_ledger_sync(&l, &s2, BOOT, NOW + 1);
+    route_sync(&l, &s2, BOOT, NOW + 1);
     ok(!bm_ledger_find(&l, U1), "sync: a domain gone from the reading is dropped");
     ok(bm_ledger_find(&l, U3) && bm_ledger_find(&l, U3)->in_flight,
        "  unless a change of ours is in flight");
@@ -124,17 +125,17 @@ static void test_hold_off(void)
        BM_UNRESPONSIVE_HOLDOFF_S);
     ok(!e->in_flight, "  and ends its flight");
     f.d.actual_bytes = 2000 * MiB;
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 60);
+    route_sync(&f.l, &f.s, BOOT, NOW + 60);
     ok(bm_ledger_find(&f.l, U1)->unresponsive, "hold-off: still unresponsive a minute later");
     f.d.actual_bytes = 1900 * MiB;
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 61);
+    route_sync(&f.l, &f.s, BOOT, NOW + 61);
     ok(!bm_ledger_find(&f.l, U1)->unresponsive, "  over once its balloon moved");
 
     t = ended(U1, BM_CHANGE_TIMEOUT, 1900 * MiB, 1024 * MiB, 1900 * MiB, 120);
     bm_ledger_record_change(&f.l, NULL, &t, true, NOW + 100);
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S - 1);
+    route_sync(&f.l, &f.s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S - 1);
     ok(bm_ledger_find(&f.l, U1)->unresponsive, "a timeout marks it too, until the hold-off ends");
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S);
+    route_sync(&f.l, &f.s, BOOT, NOW + 100 + BM_UNRESPONSIVE_HOLDOFF_S);
     ok(!bm_ledger_find(&f.l, U1)->unresponsive, "  and not after");
     bm_ledger_clear(&f.l);
 }
@@ -143,17 +144,17 @@ static void test_usage_peak(void)
 {
     OneDomain f;
     one_domain(&f, 900 * MiB);
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW, 0);
     const BmLedgerEntry *e = bm_ledger_find(&f.l, U1);
     ok(e->have_prev && e->prev.used_bytes == 900 * MiB && e->prev.used_peak_bytes == 900 * MiB,
        "note: the reading kept, its use the peak");
     ok(f.l.mode == BM_HOST_RECLAIM, "  and the host mode");
     f.d.usable_bytes = f.d.available_bytes - 300 * MiB; /* it now uses 300 MiB */
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + 30, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW + 30, 0);
     ok(e->prev.used_bytes == 300 * MiB && e->prev.used_peak_bytes == 900 * MiB &&
            e->prev.used_peak_s == NOW,
        "usage peak: what it used 30 s ago still counts");
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + BM_USED_PEAK_S, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW + BM_USED_PEAK_S, 0);
     ok(e->prev.used_peak_bytes == 300 * MiB && e->prev.used_peak_s == NOW + BM_USED_PEAK_S,
        "  not after %d s: the peak restarts from this reading", BM_USED_PEAK_S);
     ok(bm_used_peak_window_s(60) == 150, "a timer's window: 2.5 of its intervals");
@@ -161,10 +162,10 @@ static void test_usage_peak(void)
     /* the balloon rose while the host was not comfortable: given memory */
     f.d.actual_bytes = 2200 * MiB;
     f.d.available_bytes = 2200 * MiB;
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_HOLD, NOW + 70, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_HOLD, NOW + 70, 0);
     ok(e->prev.given_s == NOW + 70 && bm_prev_given(&e->prev, NOW + 71),
        "a risen balloon marks the domain given memory");
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RELEASE, NOW + 80, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RELEASE, NOW + 80, 0);
     ok(e->prev.given_s == 0, "  a comfortable host ends the episode");
     bm_ledger_clear(&f.l);
 }
@@ -182,7 +183,7 @@ static void test_first_reading(void)
     ok(e && !e->have_prev && !bm_present(e->prev.actual_bytes) && !bm_present(e->prev.oom_kills) &&
            !bm_present(e->prev.disk_read_bytes) && !bm_present(e->prev.used_peak_bytes),
        "a new entry: no previous reading (every value absent)");
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW, 0);
     ok(e->prev.given_s == 0 && !bm_prev_given(&e->prev, NOW + 2),
        "  its first note while reclaiming: its balloon did not rise, no memory given");
     ok(e->prev.oom_s == 0 && bm_prev_oom_at(&e->prev, &f.d, NOW + 2) == 0,
@@ -201,29 +202,29 @@ static void test_restart_drops_reading(void)
     OneDomain f;
     one_domain(&f, 900 * MiB);
     f.d.major_faults = 5000;
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW, 0);
     BmLedgerEntry *e = bm_ledger_entry(&f.l, U1, NULL);
     ok(e->have_prev && e->prev.used_peak_bytes == 900 * MiB && e->prev.major_faults == 5000,
        "restart: a reading noted (peak 900 MiB, 5000 major faults)");
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 2);
+    route_sync(&f.l, &f.s, BOOT, NOW + 2);
     ok(e->have_prev && e->prev.used_peak_bytes == 900 * MiB, "  the same start: kept");
     f.d.id = 7; /* destroyed and started again between two passes */
     f.d.major_faults = 10;
     f.d.usable_bytes = f.d.actual_bytes - 100 * MiB;
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 4);
+    route_sync(&f.l, &f.s, BOOT, NOW + 4);
     ok(!e->have_prev && !bm_present(e->prev.used_peak_bytes) && !bm_present(e->prev.major_faults),
        "  started again: the old start's reading dropped");
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + 4, 0);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW + 4, 0);
     ok(e->prev.used_peak_bytes == 100 * MiB && e->prev.given_s == 0,
        "  the new start's first note: its own peak (100 MiB), no memory given");
     f.d.active = false;
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 6);
+    route_sync(&f.l, &f.s, BOOT, NOW + 6);
     ok(!e->have_prev && e->boot[0] == '\0', "  stopped: dropped too");
     f.d.active = true;
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 8);
-    bm_ledger_note_pass(&f.l, &f.s, BM_HOST_RECLAIM, NOW + 8, 0);
+    route_sync(&f.l, &f.s, BOOT, NOW + 8);
+    route_note(&f.l, &f.s, BOOT, BM_HOST_RECLAIM, NOW + 8, 0);
     e->boot[0] = '\0'; /* as read from a state file without the start */
-    bm_ledger_sync(&f.l, &f.s, BOOT, NOW + 10);
+    route_sync(&f.l, &f.s, BOOT, NOW + 10);
     ok(e->have_prev && e->prev.used_peak_bytes == 100 * MiB,
        "  an entry that knew no start keeps its reading");
     bm_ledger_clear(&f.l);
@@ -282,8 +283,8 @@ static void test_persistence(void)
     BmDomain d[2] = {running(U1, "a", 1, 2048 * MiB, 512 * MiB),
                      running(U2, "b", 2, 3072 * MiB, 1024 * MiB)};
     BmSnapshot s = {.domains = d, .n_domains = 2};
-    bm_ledger_sync(&l, &s, BOOT, NOW);
-    bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, NOW, 0);
+    route_sync(&l, &s, BOOT, NOW);
+    route_note(&l, &s, BOOT, BM_HOST_RECLAIM, NOW, 0);
     BmLedgerEntry *b = bm_ledger_entry(&l, U2, NULL);
     b->features_known = true;
     b->sg = BM_FEAT_NOT_OFFERED;

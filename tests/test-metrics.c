@@ -19,6 +19,7 @@
 #include "file.h"
 #include "fixture.h"
 #include "metrics.h"
+#include "row.h"
 #include "tap.h"
 #include "util.h"
 
@@ -837,6 +838,7 @@ static void test_export(void)
     l.counters.percpu_drained_bytes = 1178ull << 20;
     BmLedgerEntry *e = bm_ledger_entry(&l, doms[2].uuid, "web1");
     e->features_known = true;
+    bm_ledger_boot_key(NULL, &doms[2], e->boot, sizeof(e->boot)); /* the verdict of this start */
     e->sg = BM_FEAT_NOT_OFFERED;
     e->ioeventfd = BM_SWITCH_OFF;
     e->reporting = BM_FEAT_NEGOTIATED;
@@ -844,7 +846,10 @@ static void test_export(void)
     BmPlan plan = {.mode = BM_HOST_HOLD, .qemu_overhead_bytes = 20ull << 20};
     BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 8ull << 30,
                    .percpu_free_bytes = 81ull << 20, .percpu_rest_bytes = 78ull << 20};
-    BmView v = {.snap = &snap, .host = &host, .have_mode = true, .mode = BM_HOST_HOLD,
+    /* the engine's join of the reading: every domain with its entry */
+    _cleanup_(bm_rows_clear) BmRows rows;
+    bm_rows_build(&rows, &snap, &l, NULL, NULL, 1718000000);
+    BmView v = {.snap = &snap, .rows = &rows, .host = &host, .have_mode = true, .mode = BM_HOST_HOLD,
                 .libvirt_up = true, .plan = &plan};
 
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
@@ -925,7 +930,9 @@ static void test_export_stats_timestamp(void)
                        .taken_real_ns = 1718000000ull * 1000000000ull, .boot_real_s = 1717900000};
     BmLedger l;
     bm_ledger_init(&l);
-    BmView v = {.snap = &snap, .libvirt_up = true};
+    _cleanup_(bm_rows_clear) BmRows rows; /* the engine's join of the reading */
+    bm_rows_build(&rows, &snap, &l, NULL, NULL, 1718000000);
+    BmView v = {.snap = &snap, .rows = &rows, .libvirt_up = true};
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     ok(bm_export_build(r, &l, &v) == 0, "stats timestamp: the registry builds");
     _cleanup_free_ char *text = bm_registry_render(r);
@@ -1014,14 +1021,18 @@ static void test_export_vocabulary(void)
         doms[i] = export_domain(names[i], uuid, states[i], 300, 420, BM_TRI_ON, BM_TRI_OFF);
         BmLedgerEntry *e = bm_ledger_entry(&l, doms[i].uuid, names[i]);
         e->features_known = true;
+        if (doms[i].active) /* the verdict of this start */
+            bm_ledger_boot_key(NULL, &doms[i], e->boot, sizeof(e->boot));
         e->sg = sg[i % BM_ARRAY_SIZE(sg)];
         e->ioeventfd = io[i % BM_ARRAY_SIZE(io)];
     }
     BmSnapshot snap = {.domains = doms, .n_domains = N, .taken_real_ns = 1718000000ull * 1000000000ull};
     BmPlan plan = {.mode = BM_HOST_RECLAIM};
     BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 1ull << 30};
-    BmView v = {.snap = &snap, .host = &host, .have_mode = true, .mode = BM_HOST_RECLAIM,
-                .libvirt_up = true, .plan = &plan};
+    _cleanup_(bm_rows_clear) BmRows rows; /* the engine's join of the reading */
+    bm_rows_build(&rows, &snap, &l, NULL, NULL, 1718000000);
+    BmView v = {.snap = &snap, .rows = &rows, .host = &host, .have_mode = true,
+                .mode = BM_HOST_RECLAIM, .libvirt_up = true, .plan = &plan};
     _cleanup_(bm_registry_freep) BmRegistry *r = bm_registry_new();
     ok(bm_export_build(r, &l, &v) == 0, "vocabulary: the registry builds");
     _cleanup_free_ char *text = bm_registry_render(r);

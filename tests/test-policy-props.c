@@ -1,4 +1,5 @@
-/* Properties of the policy decision (bm_policy_eval) on random hosts, snapshots and policies:
+/* Properties of the policy decision (bm_policy_eval_rows(), through the join) on random hosts,
+ * snapshots and policies:
  * the guarantees src/policy-eval.h makes must hold for every plan, not only for the hand-made
  * cases of test-policy-eval.c. Deterministic: BM_PROPS_SEED picks the seed (printed),
  * BM_PROPS_CASES the number of cases (default 20000), BM_PROPS_CASE runs one case only.
@@ -11,6 +12,7 @@
 
 #include "policy-eval.h"
 #include "size.h"
+#include "route.h"
 #include "tap.h"
 #include "util.h"
 
@@ -519,9 +521,11 @@ static void dump_case(const Case *c, uint64_t seed, size_t index, const BmPlan *
         snprintf(what, sizeof(what), "[domain \"%s\"]", p->domains[i].glob);
         dump_rules(what, &p->domains[i]);
     }
+    char why[BM_HOST_REASON_MAX];
+    bm_host_reason_format(plan, why, sizeof(why));
     diag("  plan: mode %s need %s budget %s inflate %s deflate %s: %s",
          bm_host_mode_name(plan->mode), szs(plan->need_bytes), szs(plan->budget_bytes),
-         szs(plan->planned_inflate_bytes), szs(plan->planned_deflate_bytes), plan->reason);
+         szs(plan->planned_inflate_bytes), szs(plan->planned_deflate_bytes), why);
     for (size_t i = 0; i < c->n; i++) {
         const BmDomain *d = &c->domains[i];
         const BmDecision *x = &plan->decisions[i];
@@ -538,8 +542,10 @@ static void dump_case(const Case *c, uint64_t seed, size_t index, const BmPlan *
                  szs(pd->major_faults), szs(pd->swap_in_bytes), szs(pd->last_update_s),
                  szs(pd->taken_s), pd->busy ? " busy" : "",
                  pd->unresponsive ? " unresponsive" : "");
+        char reason[BM_REASON_MAX];
+        bm_reason_format(plan, x, reason, sizeof(reason));
         diag("    -> %s target %s floor %s: %s", bm_action_name(x->action), szs(x->target_bytes),
-             szs(x->floor_bytes), x->reason);
+             szs(x->floor_bytes), reason);
     }
 }
 
@@ -561,7 +567,7 @@ enum {
 };
 
 static const char *const prop_names[P_COUNT] = {
-    [P_EVAL] = "bm_policy_eval succeeds on a complete host reading",
+    [P_EVAL] = "bm_policy_eval_rows succeeds on a complete host reading",
     [P_RANGE] = "inflate/deflate targets within floor_bytes..max_bytes",
     [P_FLOOR] = "floor_bytes = max(floor, min_guarantee, 128 MiB, 5%), capped at the maximum",
     [P_UNCHANGED] = "none and skip keep target == current",
@@ -618,7 +624,13 @@ static void case_ledger(const Case *c, BmLedger *l)
                                   .last_update_s = p->last_update_s, .taken_s = p->taken_s,
                                   .used_bytes = p->used_bytes, .actual_bytes = p->actual_bytes};
         e->in_flight = p->busy;
+        /* marked as a stalled change marks it: a hold-off from now, its balloon where it was
+         * left (the reading's join keeps the mark while both hold) */
         e->unresponsive = p->unresponsive;
+        e->unresponsive_until_s = NOW + BM_UNRESPONSIVE_HOLDOFF_S;
+        for (size_t k = 0; k < c->n; k++)
+            if (strcmp(c->domains[k].uuid, p->uuid) == 0)
+                e->unresponsive_actual = c->domains[k].actual_bytes;
         e->yield = p->yield;
     }
 }
@@ -629,7 +641,7 @@ static void check_case(Case *c, uint64_t seed, size_t index)
     BmPlan plan;
     BmLedger ledger;
     case_ledger(c, &ledger);
-    int r = bm_policy_eval(&c->host, &snap, c->has_prev ? &ledger : NULL, c->policy, NOW, 0, &plan);
+    int r = route_eval(&c->host, &snap, c->has_prev ? &ledger : NULL, c->policy, NOW, 0, &plan);
     bm_ledger_clear(&ledger);
     if (r < 0 || plan.n_decisions != c->n) {
         BmPlan empty = {0};

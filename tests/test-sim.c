@@ -13,9 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "fixture.h"
 #include "policy.h"
 #include "sim/model.h"
+#include "ledger.h"
 #include "sim/sim.h"
 #include "tap.h"
 #include "util.h"
@@ -63,8 +65,9 @@ static char *read_reference(const char *suffix)
 }
 
 /* policies/default.policy and extra text; scenario_interval: with the agent's interval of
- * bench/scenario.sh (2 s) instead of its own 10 s. */
-static BmPolicy *policy_of(const char *extra, bool scenario_interval)
+ * bench/scenario.sh (2 s) instead of its own 10 s; verify_always: verify_features = always (the
+ * QEMU monitors asked: probes, Linux 6.12's starvation statistics). */
+static BmPolicy *policy_with(const char *extra, bool scenario_interval, bool verify_always)
 {
     _cleanup_free_ char *text = read_source("policies/default.policy");
     if (!text)
@@ -72,12 +75,24 @@ static BmPolicy *policy_of(const char *extra, bool scenario_interval)
     char *iv = strstr(text, "interval = 10s\n");
     if (iv && scenario_interval)
         memcpy(iv, "interval =  2s\n", 15);
+    char *vf = strstr(text, "verify_features = auto\n");
+    if (vf && verify_always) {
+        *vf = '\0';
+        char *all = bm_asprintf("%sverify_features = always\n%s", text, vf + strlen("verify_features = auto\n"));
+        free(text);
+        text = all;
+    }
     _cleanup_free_ char *all = bm_asprintf("%s\n%s", text, extra ? extra : "");
     BmPolicy *p = NULL;
     _cleanup_free_ char *errors = NULL;
     if (bm_policy_parse(all, "scenario.policy", &p, &errors) < 0)
         printf("# policy: %s\n", errors ? errors : "?");
     return p;
+}
+
+static BmPolicy *policy_of(const char *extra, bool scenario_interval)
+{
+    return policy_with(extra, scenario_interval, false);
 }
 
 /* bench/scenario.sh's policy: default.policy with interval 2s */
@@ -533,6 +548,32 @@ static void busy_beside_idle(const BmPolicy *pol)
     sim_host_clear(&run.host);
 }
 
+/* Two 1 GiB guests on a host of total bytes: "hot" with the load hot_load (its vCPUs at
+ * cpu_share of a CPU; < 0: as the model says), "full" holding 800 MiB; from 60 s into the run a
+ * hog takes MemAvailable to avail_share of MemTotal until 270 s; the run ends at 400 s. */
+static void two_guests(Run *run, const BmPolicy *pol, double total, const char *hot_load,
+                       double cpu_share, double avail_share)
+{
+    SimHost *h = &run->host;
+    sim_host_init(h, total, 680 * MIB, 2);
+    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, hot_load, 0);
+    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
+    h->g[0].cpu_share = cpu_share;
+    Sim *s = &run->sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - avail_share * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, T0 + 400);
+    run->cpu_s = cpu_now() - c0;
+    sim_result(s, &run->r);
+}
+
 /* Only a busy guest's cache is left, the host short but not near its own OOM: its cache is
  * taken in bites, each followed by the read check, and the first refault stops the inflate in
  * flight (or gives back what it took) and spares the cache from then on. What that cost the
@@ -540,24 +581,10 @@ static void busy_beside_idle(const BmPolicy *pol)
 static void only_a_busy_cache(const BmPolicy *pol)
 {
     Run run;
-    SimHost *h = &run.host;
-    sim_host_init(h, 8 * GIB, 680 * MIB, 2);
-    /* its free memory touched first: the host backs it, so the way to its cache returns */
-    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:touch:700,10:hot:600,11:32", 0);
-    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
     Sim *s = &run.sim;
-    sim_init(s, h, pol);
-    s->t_steady = T0;
-    s->t_hog = T0 + 60;
-    s->t_hog_end = T0 + 270;
-    double c0 = cpu_now();
-    sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.07 * h->total; /* above half of reclaim_below (5%) */
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
-    sim_run(s, T0 + 400);
-    run.cpu_s = cpu_now() - c0;
-    sim_result(s, &run.r);
+    /* its free memory touched first: the host backs it, so the way to its cache returns; the
+     * host short, above half of reclaim_below (5%) */
+    two_guests(&run, pol, 8 * GIB, "0:touch:700,10:hot:600,11:32", -1, 0.07);
     sim_print("only a busy guest's cache to take, the host short, not near its own OOM", &run.r, run.cpu_s);
     unsigned inf, def, turns;
     moves_of(s, 0, &inf, &def, &turns);
@@ -580,23 +607,8 @@ static void stopped_in_flight(const BmPolicy *pol)
 {
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 8 * GIB, 680 * MIB, 2);
-    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:touch:700,10:hot:600,11:32", 0);
-    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
-    h->g[0].cpu_share = 0.05;
     Sim *s = &run.sim;
-    sim_init(s, h, pol);
-    s->t_steady = T0;
-    s->t_hog = T0 + 60;
-    s->t_hog_end = T0 + 270;
-    sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.07 * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
-    double c0 = cpu_now();
-    sim_run(s, T0 + 400);
-    run.cpu_s = cpu_now() - c0;
-    sim_result(s, &run.r);
+    two_guests(&run, pol, 8 * GIB, "0:touch:700,10:hot:600,11:32", 0.05, 0.07);
     sim_print("a hot cache its vCPU time does not show, the host short", &run.r, run.cpu_s);
     double planned = 0;
     for (size_t i = 0; i < s->n_changes; i++)
@@ -622,22 +634,8 @@ static void near_oom(const BmPolicy *pol)
 {
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 6 * GIB, 680 * MIB, 2);
-    sim_guest_init(h, 0, "bmscen-sim-hot", GIB, "0:hot:600,1:32", 0);
-    sim_guest_init(h, 1, "bmscen-sim-full", GIB, "0:800", 0);
     Sim *s = &run.sim;
-    sim_init(s, h, pol);
-    s->t_steady = T0;
-    s->t_hog = T0 + 60;
-    s->t_hog_end = T0 + 270;
-    double c0 = cpu_now();
-    sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.02 * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
-    sim_run(s, T0 + 400);
-    run.cpu_s = cpu_now() - c0;
-    sim_result(s, &run.r);
+    two_guests(&run, pol, 6 * GIB, "0:hot:600,1:32", -1, 0.02);
     sim_print("only a hot page cache to take, the host near its own OOM", &run.r, run.cpu_s);
     unsigned inf, def, turns;
     moves_of(s, 0, &inf, &def, &turns);
@@ -651,6 +649,387 @@ static void near_oom(const BmPolicy *pol)
        "near OOM: all of it back after the hog (%.0f MiB)", h->g[0].actual / MIB);
     sim_clear(&run.sim);
     sim_host_clear(&run.host);
+}
+
+/* ---- what the last rounds built, each with the invariants its real run checks ----
+ * Each takes its jitter (the times of its steps, its hog) from a scenario seed: BM_SIM_SEED, or
+ * a default of its own; a scenario whose check fails prints the seed that reproduces it. */
+
+static uint64_t rng_state;
+
+static uint64_t seed_of(const char *name, uint64_t fallback)
+{
+    const char *e = getenv("BM_SIM_SEED");
+    (void)name;
+    return e && *e ? strtoull(e, NULL, 0) : fallback;
+}
+
+/* A number in [lo, hi) from the scenario's seed (splitmix64). */
+static double jitter(double lo, double hi)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return lo + (hi - lo) * (double)(z >> 11) / 9007199254740992.0;
+}
+
+typedef struct {
+    const char *name;
+    uint64_t seed;
+    int failed_before;
+} Scenario;
+
+static Scenario scenario_begin(const char *name, uint64_t fallback)
+{
+    Scenario sc = {.name = name, .seed = seed_of(name, fallback), .failed_before = tap_failed};
+    rng_state = sc.seed;
+    printf("# scenario '%s', seed %" PRIu64 "\n", name, sc.seed);
+    return sc;
+}
+
+static void scenario_end(const Scenario *sc)
+{
+    if (tap_failed > sc->failed_before)
+        printf("# scenario '%s' failed with seed %" PRIu64 ": BM_SIM_SEED=%" PRIu64
+               " build/tests/test-sim reproduces it\n", sc->name, sc->seed, sc->seed);
+}
+
+/* The first change of guest g at or after from_s in direction dir (0: either), or NULL. */
+static const SimChange *change_of(const Sim *s, size_t g, int dir, double from_s)
+{
+    for (size_t i = 0; i < s->n_changes; i++)
+        if (s->changes[i].guest == g && s->changes[i].t >= from_s && (!dir || s->changes[i].dir == dir))
+            return &s->changes[i];
+    return NULL;
+}
+
+/* The first change of guest g decided by rule code at or after from_s, or NULL. */
+static const SimChange *change_by(const Sim *s, size_t g, int code, double from_s)
+{
+    for (size_t i = 0; i < s->n_changes; i++)
+        if (s->changes[i].guest == g && s->changes[i].t >= from_s && s->changes[i].code == code)
+            return &s->changes[i];
+    return NULL;
+}
+
+/* Linux 6.12 guests whose QEMU monitor may be asked (verify_features = always): a guest whose
+ * allocations grow into the page cache its inflate left stalls in direct reclaim, and the pass
+ * after it deflates it naming the stalls, never inflating it again in the episode; a guest whose
+ * load jumps past its balloon is OOM-killed, and the reading after the kill gives it all of its
+ * memory back at once although the host reclaims, and it is not inflated again in the episode
+ * (tests/integration/test-starve.sh on real guests). */
+static void starving_612(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("6.12 starvation", 612);
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 8 * GIB, 680 * MIB, 3);
+    double t_stall = T0 + 90 + jitter(0, 10), t_burst = T0 + 170 + jitter(0, 10);
+    /* its memory touched first: the host backs it, an inflate returns what it takes */
+    _cleanup_free_ char *stall = bm_asprintf("0:touch:800,5:cache:600,6:32,%.1f:300@6", t_stall);
+    _cleanup_free_ char *burst = bm_asprintf("0:touch:800,%.1f:840@2000", t_burst);
+    sim_guest_init(h, 0, "k612-oom", GIB, burst, 0);
+    sim_guest_init(h, 1, "k612-stall", GIB, stall, 0);
+    sim_guest_init(h, 2, "steady", GIB, "0:800", 0);
+    h->g[0].k612 = h->g[1].k612 = true;
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = s->t_hog + 240;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - jitter(0.065, 0.075) * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, s->t_hog_end + 60);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("Linux 6.12 guests: stalls, then an OOM kill", &run.r, run.cpu_s);
+    const SimGuest *og = &h->g[0], *sg = &h->g[1];
+    const SimChange *starved = change_by(s, 1, BM_REASON_STARVING, t_stall);
+    const SimChange *oomed = change_by(s, 0, BM_REASON_OOM_KILL, og->first_oom_t >= 0 ? og->first_oom_t : 1e18);
+    /* all of it back: at once where the host reclaims, out of its budget in hold */
+    const SimChange *to_max = NULL;
+    for (size_t i = 0; og->first_oom_t >= 0 && i < s->n_changes && !to_max; i++)
+        if (s->changes[i].guest == 0 && s->changes[i].t >= og->first_oom_t &&
+            s->changes[i].code == BM_REASON_OOM_KILL && s->changes[i].target >= og->max - MIB)
+            to_max = &s->changes[i];
+    printf("#   the stalling guest: %.0f stalls, %.0f MiB reclaimed by its allocations, deflated "
+           "(starving) %.1f s after its growth began; the bursting guest: %u OOM kill(s), the "
+           "first %.1f s after its burst, given all back %.1f s after it; %u monitor probes\n",
+           sg->stalls, sg->direct_reclaim / MIB, starved ? starved->t - t_stall : -1, og->oom_kills,
+           og->first_oom_t >= 0 ? og->first_oom_t - t_burst : -1,
+           oomed && og->first_oom_t >= 0 ? oomed->t - og->first_oom_t : -1, og->probes + sg->probes);
+    ok(og->probes == 1 && sg->probes == 1, "6.12: each guest's monitor probed once per start (%u, %u)",
+       og->probes, sg->probes);
+    ok(change_of(s, 1, -1, s->t_hog) && change_of(s, 1, -1, s->t_hog)->t < t_stall,
+       "6.12: the stalling guest inflated before its growth");
+    ok(starved != NULL && sg->oom_kills == 0,
+       "6.12: its stalls deflate it, the reason naming them (code starving), before any OOM kill");
+    ok(!starved || !change_of(s, 1, -1, starved->t), "6.12: not inflated again in the episode after its stalls");
+    ok(og->oom_kills >= 1, "6.12: the burst past its balloon is OOM-killed (%u kill(s))", og->oom_kills);
+    /* all of it where the host reclaims (taken from the others); in hold, what the host has above
+     * reclaim_below: a host held right at the line gives an OOM-killed guest nothing more, and
+     * it is killed again until the host is comfortable (printed: policy-eval's rule, not this
+     * refactor's) */
+    ok(oomed && oomed->t - og->first_oom_t <= 4 &&
+           (oomed->mode != BM_HOST_RECLAIM || oomed->target >= og->max - MIB),
+       "6.12: the reading after the kill gives it memory at once (to %.0f MiB, %.1f s after it, "
+       "host %s), all of it where the host reclaims", oomed ? oomed->target / MIB : -1,
+       oomed ? oomed->t - og->first_oom_t : -1, oomed ? bm_host_mode_name(oomed->mode) : "-");
+    printf("#   the bursting guest at its maximum %.1f s after its first kill, %u kill(s) in all\n",
+           to_max ? to_max->t - og->first_oom_t : -1, og->oom_kills);
+    const SimChange *again = og->first_oom_t >= 0 ? change_of(s, 0, -1, og->first_oom_t) : NULL;
+    ok(!again || again->t >= s->t_hog_end, "6.12: not inflated again in the episode after the kill");
+    ok(run.r.reversals_max <= 1, "6.12: at most one reversal per domain per episode (max %u)", run.r.reversals_max);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
+/* A hot page cache that refaults when taken (tests/integration/test-hotcache.sh): two 640 MiB
+ * guests touch and free 400 MiB (free memory the host backs), then re-read 256 MiB of their
+ * disks for ever with little CPU (buffered reads look idle); the host is short, not near its
+ * own OOM. The first inflates take their free memory (why=free); what goes into the cache makes
+ * their disk reads rise, and they are given back what was taken (why=cache-refault), marked hot
+ * (balloonmgr_domain_page_cache_hot 1) and not inflated again in the episode; their reads stop
+ * within a minute of the give-back. */
+static void hot_cache_refaults(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("hot cache refaults", 32);
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 4 * GIB, 680 * MIB, 3);
+    sim_guest_init(h, 0, "hot", 640 * MIB, "0:touch:400,3:hot:256", 0);
+    sim_guest_init(h, 1, "hotmap", 640 * MIB, "0:touch:400,3:hot:256", 0);
+    sim_guest_init(h, 2, "steady", 1.5 * GIB, "0:1200", 0);
+    h->g[0].cpu_share = h->g[1].cpu_share = 0.05;
+    h->g[0].buffered = true; /* read(): its misses take no fault */
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60 + jitter(0, 5);
+    s->t_hog_end = s->t_hog + 240;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - jitter(0.055, 0.065) * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    /* a second at a time after the give-backs: when the reads stop, what the export says */
+    double given[2] = {-1, -1}, flat_at[2] = {-1, -1}, rd_at[2][400] = {{0}};
+    int hot_exported[2] = {-1, -1};
+    for (int k = 0; s->h->t < s->t_hog_end - 1 && k < 400; k++) {
+        sim_run(s, s->h->t + 1);
+        for (size_t g = 0; g < 2; g++) {
+            rd_at[g][k] = h->g[g].rd_bytes;
+            const SimChange *back = change_of(s, g, +1, s->t_hog);
+            if (back && given[g] < 0) {
+                given[g] = back->t;
+                _cleanup_free_ char *text = bm_engine_render(s->e, true);
+                _cleanup_free_ char *key = bm_asprintf("\nballoonmgr_domain_page_cache_hot{domain=\"%s\"} ", h->g[g].name);
+                const char *at = text ? strstr(text, key) : NULL;
+                hot_exported[g] = at ? atoi(at + strlen(key)) : -1;
+            }
+            if (given[g] >= 0 && flat_at[g] < 0 && k >= 5 && rd_at[g][k] == rd_at[g][k - 5] &&
+                s->h->t - 5 >= given[g])
+                flat_at[g] = s->h->t;
+        }
+    }
+    sim_run(s, s->t_hog_end + 60);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a hot page cache that refaults when taken (test-hotcache)", &run.r, run.cpu_s);
+    for (size_t g = 0; g < 2; g++) {
+        const SimChange *first = change_of(s, g, -1, s->t_hog), *back = change_of(s, g, +1, s->t_hog);
+        printf("#   %s: first inflate why=%s, give-back why=%s %.1f s after it, reads flat %.1f s "
+               "after the give-back, cache hot on the export %d\n", h->g[g].name,
+               first && first->why ? first->why : "-", back && back->why ? back->why : "-",
+               first && back ? back->t - first->t : -1, flat_at[g] >= 0 ? flat_at[g] - given[g] : -1,
+               hot_exported[g]);
+        ok(first && first->why && strcmp(first->why, "free") == 0,
+           "hot cache: %s's first inflate takes its free memory (why=free)", h->g[g].name);
+        ok(back && back->why &&
+               (strcmp(back->why, "cache-refault") == 0 || (g == 1 && strcmp(back->why, "under-pressure") == 0)),
+           "hot cache: %s given back what was taken (why=%s)", h->g[g].name, back && back->why ? back->why : "-");
+        ok(hot_exported[g] == 1, "hot cache: %s's cache hot on the export (balloonmgr_domain_page_cache_hot %d)",
+           h->g[g].name, hot_exported[g]);
+        ok(flat_at[g] >= 0 && flat_at[g] - given[g] <= 60,
+           "hot cache: %s's disk reads stop within a minute of the give-back (flat 5 s at %.1f s)",
+           h->g[g].name, flat_at[g] >= 0 ? flat_at[g] - given[g] : -1);
+        ok(back && !change_of(s, g, -1, back->t), "hot cache: %s not inflated again in the episode", h->g[g].name);
+    }
+    ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "hot cache: no guest OOM, one reversal at most");
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
+/* The timer's pass instead of the agent: `run --once` a minute apart (default.policy, its state
+ * file between the runs), the five guests with deflate-on-oom but the fresh one. Only guests
+ * that can deflate themselves are inflated (timer_inflate = deflate-on-oom); the grower takes
+ * its balloon back itself as it grows, and no guest is OOM-killed; nothing moves while the host
+ * is steady; relief within two timer passes where there is memory to take; one reversal at most
+ * per domain per episode, across the runs (the state file keeps the marks); everything back
+ * after the hog within the passes max_step allows. */
+static void timer_mode(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("timer", 60);
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
+    for (size_t i = 0; i < 5; i++) {
+        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
+        sim_guest_init(h, i, name, GIB, i == 2 ? "0:touch:600,10:96,240:700@25" : five_loads[i], i == 2 ? T0 : 0);
+        h->g[i].autodeflate = i != 1;
+    }
+    char dir[] = "/tmp/bm-test-sim.XXXXXX";
+    if (!mkdtemp(dir)) {
+        ok(false, "timer: a directory for its state file");
+        return;
+    }
+    _cleanup_free_ char *state = bm_asprintf("%s/state.json", dir);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->state_path = state;
+    s->t_steady = T0;
+    s->t_hog = T0 + 150 + jitter(0, 30);
+    s->t_hog_end = T0 + 480;
+    double c0 = cpu_now();
+    sim_run_timer(s, s->t_hog);
+    h->hog_size = sim_available(h) - jitter(0.075, 0.085) * h->total;
+    sim_host_hog(h, "0:10400@1000,10.4:12896@247,20.5:15808@275,31.1:100000@254", s->t_hog,
+                 s->t_hog_end, h->hog_size, 1.5 * GIB);
+    sim_run_timer(s, T0 + 900);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("the timer: run --once a minute, deflate-on-oom guests", &run.r, run.cpu_s);
+    unsigned fresh_inflates = 0, inflates = 0, self_deflated = 0;
+    for (size_t i = 0; i < s->n_changes; i++) {
+        inflates += s->changes[i].dir < 0;
+        fresh_inflates += s->changes[i].dir < 0 && s->changes[i].guest == 1;
+    }
+    self_deflated = h->g[2].actual > s->min_actual[2] + MIB;
+    printf("#   %u inflates by %zu timer passes; the grower's balloon at its lowest %.0f MiB, %s\n",
+           inflates, s->passes, s->min_actual[2] / MIB,
+           self_deflated ? "taken back by the guest or given" : "never taken back");
+    ok(s->passes >= 10, "timer: a pass a minute (%zu passes)", s->passes);
+    ok(inflates > 0 && fresh_inflates == 0,
+       "timer: only guests with deflate-on-oom inflated (%u inflates, %u of the fresh guest)", inflates,
+       fresh_inflates);
+    ok(run.r.oom_kills == 0, "timer: no guest OOM (%u kills)", run.r.oom_kills);
+    ok(run.r.steady_changes == 0, "timer: nothing moves in the steady state (%zu changes)", run.r.steady_changes);
+    if (run.r.relief_due)
+        ok(run.r.relief_s >= 0 && run.r.relief_passes <= 2,
+           "timer: relief within 2 timer passes where there is memory to take (%zu passes, %.1f s)",
+           run.r.relief_passes, run.r.relief_s);
+    ok(run.r.reversals_max <= 1, "timer: at most one reversal per domain per episode, across runs (max %u)",
+       run.r.reversals_max);
+    ok(run.r.back_passes >= 0 && run.r.back_passes <= (double)(run.r.back_bound_passes > 2 ? run.r.back_bound_passes : 2),
+       "timer: everything back within 2 passes of comfort, or max_step a pass (%.0f passes)", run.r.back_passes);
+    unlink(state);
+    rmdir(dir);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
+/* The agent restarted in the middle of a pressure episode (SIGTERM: its state saved on the way
+ * out, loaded at the start, a pass at once): the five guests of bench/scenario.sh, the restart
+ * after the grower was given memory back. The episode's marks survive it: the grower, given
+ * memory, is not inflated again; no second reversal anywhere; the invariants of the five
+ * guests' run hold across it. */
+static void restart_mid_episode(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("restart", 49);
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
+    for (size_t i = 0; i < 5; i++) {
+        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
+        sim_guest_init(h, i, name, GIB, five_loads[i], i == 2 ? T0 : 0);
+    }
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = T0 + 270;
+    s->step_guest = 2;
+    s->t_step = T0 + 180;
+    sim_host_hog(h, "0:10400@1000,10.4:12896@247,20.5:15808@275,31.1:100000@254", s->t_hog,
+                 s->t_hog_end, 0, 1.5 * GIB);
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    h->hog_size = sim_available(h) - 0.08 * h->total;
+    double t_restart = s->t_step + 20 + jitter(0, 20);
+    sim_run(s, t_restart);
+    size_t passes_before = s->passes;
+    const SimChange *gc = change_of(s, 2, +1, s->t_step);
+    SimChange given_copy = gc ? *gc : (SimChange){0}, *given = gc ? &given_copy : NULL;
+    sim_restart(s);
+    const BmLedgerEntry *en = bm_ledger_find(bm_engine_ledger(s->e), h->g[2].uuid);
+    ok(s->restarts == 1 && en && en->prev.given_s > 0,
+       "restart: the agent stopped and started %.0f s into the pressure, the grower's "
+       "'given' mark loaded from its state", t_restart - s->t_hog);
+    sim_run(s, T0 + 360);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("five guests, the agent restarted mid-episode", &run.r, run.cpu_s);
+    printf("#   restarted at %.1f s (%zu passes before, %zu after); the grower given memory at %.1f s\n",
+           t_restart - T0, passes_before, s->passes - passes_before, given ? given->t - T0 : -1);
+    check_invariants("restart", &run.r, true, true);
+    ok(given != NULL, "restart: the grower was given memory before the restart");
+    const SimChange *again = change_of(s, 2, -1, t_restart);
+    ok(!again || again->t >= s->t_hog_end, "restart: the grower not inflated again in the episode after it");
+    ok(s->passes > passes_before, "restart: the restarted agent passes (%zu)", s->passes - passes_before);
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
+/* A guest held by a long libvirt job (a dump) when the host needs memory: every pass leaves it
+ * alone while the job runs (libvirt would make the change wait 30 s for the job lock, then
+ * fail), takes from the others, and inflates it once the job ended if the host still needs it
+ * (test-agent.sh's live dump on real guests). */
+static void busy_with_a_job(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("a long job", 7);
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 6 * GIB, 680 * MIB, 3);
+    sim_guest_init(h, 0, "dumped", GIB, "0:touch:800", 0);
+    sim_guest_init(h, 1, "idle", GIB, "0:touch:800", 0);
+    sim_guest_init(h, 2, "steady", 2 * GIB, "0:1800", 0);
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = s->t_hog + 180;
+    h->g[0].job_from = s->t_hog - jitter(5, 10);
+    h->g[0].job_until = s->t_hog + jitter(25, 35);
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - 0.05 * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    sim_run(s, s->t_hog_end + 60);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a guest held by a long job (a dump) while the host needs memory", &run.r, run.cpu_s);
+    const SimChange *during = change_of(s, 0, 0, h->g[0].job_from);
+    const SimChange *other = change_of(s, 1, -1, s->t_hog);
+    printf("#   %zu decision(s) left alone for the job; the other guest inflated at %.1f s, the "
+           "dumped one first changed %.1f s after its job ended\n", s->busy_skips,
+           other ? other->t - s->t_hog : -1, during ? during->t - h->g[0].job_until : -1);
+    ok(s->busy_skips >= 1, "a long job: the guest it holds left alone by the passes (%zu)", s->busy_skips);
+    ok(!during || during->t >= h->g[0].job_until, "a long job: no change of it while the job runs");
+    ok(other && other->t < h->g[0].job_until, "a long job: the other guest inflated meanwhile");
+    ok(during && during->dir < 0, "a long job: inflated once the job ended");
+    ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "a long job: no guest OOM, one reversal at most");
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
 }
 
 int main(void)
@@ -668,6 +1047,15 @@ int main(void)
         busy_beside_idle(pol);
         only_a_busy_cache(pol);
         stopped_in_flight(pol);
+        hot_cache_refaults(pol);
+        restart_mid_episode(pol);
+        busy_with_a_job(pol);
+        _cleanup_(bm_policy_freep) BmPolicy *k612 = policy_with(NULL, true, true);
+        ok(k612 != NULL, "the 6.12 scenario's policy (verify_features = always)");
+        if (k612)
+            starving_612(k612);
+        if (shipped)
+            timer_mode(shipped);
     }
     return tap_done();
 }

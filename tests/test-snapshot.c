@@ -11,6 +11,7 @@
 #include "state.h"
 #include "error.h"
 #include "snapshot.h"
+#include "route.h"
 #include "tap.h"
 
 #define GiB (1024ull * 1024 * 1024)
@@ -182,7 +183,7 @@ static void test_extreme_statistics(virConnectPtr conn)
         BmLedger l, back;
         bm_ledger_init(&l);
         if (r == 0)
-            bm_ledger_note_pass(&l, &s, BM_HOST_RECLAIM, 1800000000, 60);
+            route_note(&l, &s, NULL, BM_HOST_RECLAIM, 1800000000, 60);
         char *text = bm_state_format(&l, 1800000000);
         r = bm_state_parse(text, &back);
         ok(r == 0 && back.n_entries == l.n_entries && back.n_entries >= 1 &&

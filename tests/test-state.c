@@ -19,6 +19,7 @@
 #include "fixture.h"
 #include "file.h"
 #include "state.h"
+#include "route.h"
 #include "tap.h"
 #include "util.h"
 
@@ -59,12 +60,12 @@ static void test_bounds(void)
                   .actual_bytes = 1024};
     BmSnapshot snap = {.domains = &d, .n_domains = 1};
     uint64_t now = 1800000000;
-    bm_ledger_sync(&c, &snap, NULL, now);
+    route_sync(&c, &snap, NULL, now);
     ok(c.n_entries == 1 && c.entries[0]->unresponsive &&
            c.entries[0]->unresponsive_until_s == now + BM_UNRESPONSIVE_HOLDOFF_S,
        "  cut to now + %d s at the next pass (got %llu)", BM_UNRESPONSIVE_HOLDOFF_S,
        (unsigned long long)(c.n_entries ? c.entries[0]->unresponsive_until_s : 0));
-    bm_ledger_sync(&c, &snap, NULL, now + BM_UNRESPONSIVE_HOLDOFF_S);
+    route_sync(&c, &snap, NULL, now + BM_UNRESPONSIVE_HOLDOFF_S);
     ok(c.n_entries == 1 && !c.entries[0]->unresponsive, "  and over once that passed");
     bm_ledger_clear(&c);
 }

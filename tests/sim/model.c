@@ -1,4 +1,4 @@
-/* The model of a host and its guests (model.h) and the engine's seam onto it (BmHostModel). */
+/* The model of a host and its guests (model.h) and the host interface onto it (BmHostOps). */
 #include "model.h"
 
 #include <errno.h>
@@ -113,9 +113,13 @@ static double allocate(SimGuest *g, double x, bool hot)
 {
     double got = take_from(&g->free_backed, x);
     got += take_from(&g->free_unbacked, x - got);
+    double freed = got;
     got += take_from(&g->cold, x - got);
     if (hot)
         got += take_from(&g->hot, x - got);
+    /* page cache reclaimed by the allocation itself: direct reclaim, a stall per 256 KiB */
+    g->direct_reclaim += got - freed;
+    g->stalls += (got - freed) / (256 * 1024);
     return got;
 }
 
@@ -192,6 +196,8 @@ static void run_load(SimHost *h, SimGuest *g, double dt)
         g->anon += got;
         g->growing = got > 0;
         if (got < x) {
+            if (!g->oom_kills)
+                g->first_oom_t = h->t;
             g->oom_kills++;
             free_anon(g, g->anon);
             g->restart_at = h->t + 1; /* the supervisor restarts the worker in 1 s */
@@ -225,13 +231,13 @@ static void run_hot(SimGuest *g, double dt)
         double got = allocate(g, refill, false);
         g->hot += got;
         g->rd_bytes += got;
-        g->major_faults += got / 4096;
+        g->major_faults += g->buffered ? 0 : got / 4096;
     }
     double miss = (g->hot_ws - g->hot) / g->hot_ws;
     g->work_rate = 1 / (1 + (MISS_COST - 1) * miss);
     double reread = HOT_REREAD_MIB_S * SIM_MIB * dt * g->work_rate * miss;
     g->rd_bytes += reread;
-    g->major_faults += reread / 4096;
+    g->major_faults += g->buffered ? 0 : reread / 4096;
     g->work += g->work_rate * dt;
     g->work_time += dt;
 }
@@ -263,6 +269,9 @@ static void take_stats(const SimHost *h, SimGuest *g)
     g->st.unused = sim_free(g);
     g->st.caches = g->cold + g->hot;
     g->st.majflt = g->major_faults;
+    g->st.oom_kills = g->oom_kills;
+    g->st.stalls = g->stalls;
+    g->st.direct_reclaim = g->direct_reclaim;
 }
 
 static void run_hog(SimHost *h, double dt)
@@ -314,14 +323,17 @@ static void step(SimHost *h, double dt)
 
 void sim_advance(SimHost *h, double dt)
 {
+    double all = dt;
     while (dt > 1e-9) {
         double d = dt < STEP_S ? dt : STEP_S;
         step(h, d);
         dt -= d;
     }
+    if (h->observer && all > 1e-9)
+        h->observer(h->observer_ctx, all);
 }
 
-/* ---- the seam: BmHostModel and its clock ---- */
+/* ---- the host interface onto the model (BmHostOps) and its clock ---- */
 
 static uint64_t clock_mono_ns(void *ctx)
 {
@@ -338,6 +350,17 @@ static uint64_t clock_real_ns(void *ctx)
 static void clock_sleep_ms(void *ctx, unsigned ms)
 {
     sim_advance(ctx, ms / 1000.0);
+}
+
+static void model_boot_id(void *ctx, char *buf, size_t n)
+{
+    (void)ctx;
+    snprintf(buf, n, "5e1a0000-b007-4000-8000-000000000000");
+}
+
+static void model_set_conn(void *ctx, virConnectPtr conn)
+{
+    (void)ctx, (void)conn; /* the model's domains need no connection */
 }
 
 static int model_read_host(void *ctx, BmHost *ret)
@@ -381,13 +404,20 @@ static int model_drain_percpu(void *ctx, BmHost *hm, uint64_t *ret_drained)
     return model_read_percpu(ctx, hm) < 0 ? -EIO : writes;
 }
 
-static int model_read_domains(void *ctx, BmSnapshot *ret)
+static int model_read_ksm(void *ctx, BmKsm *ret)
 {
-    const SimHost *h = ctx;
+    (void)ctx, (void)ret;
+    return bm_error(-ENOTSUP, "the model has no KSM");
+}
+
+static int model_read_domains(void *ctx, const BmXmlCache *cache, BmSnapshot *ret)
+{
+    SimHost *h = ctx;
+    (void)cache; /* the model's XML is read at once */
     *ret = (BmSnapshot){.taken_real_ns = clock_real_ns(ctx), .bulk = true};
     ret->domains = bm_malloc0((h->n + 1) * sizeof(BmDomain));
     for (size_t i = 0; i < h->n; i++) {
-        const SimGuest *g = &h->g[i];
+        SimGuest *g = &h->g[i];
         BmDomain *d = &ret->domains[i];
         *d = (BmDomain){.name = bm_strdup(g->name),
                         .state = VIR_DOMAIN_RUNNING,
@@ -408,11 +438,9 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
                         .disk_read_bytes = (uint64_t)g->rd_bytes,
                         .disk_read_reqs = BM_ABSENT,
                         .cpu_time_ns = (uint64_t)g->cpu_ns,
-                        /* QEMU's own memory as the engine measures it on a real host (its
-                         * RSS less the guest RAM's resident part) */
-                        .qemu_own_known = !h->own_unmeasured,
-                        .qemu_own_bytes = (uint64_t)(QEMU_OWN_MIB * SIM_MIB),
-                        .balloon_known = true};
+                        .balloon_known = true,
+                        .starve = BM_STARVE_STATS_ABSENT,
+                        .handle = g};
         snprintf(d->uuid, sizeof(d->uuid), "%s", g->uuid);
         d->balloon = (BmBalloonConfig){.present = true,
                                        .model = "virtio",
@@ -428,27 +456,77 @@ static int model_read_domains(void *ctx, BmSnapshot *ret)
     return 0;
 }
 
-/* The guest of a UUID the model made (its index in its last 12 digits). */
-static SimGuest *find(SimHost *h, const char *uuid)
+/* QEMU's own memory as the engine measures it on a real host (its RSS less the guest RAM's
+ * resident part), unless the model's QEMU processes cannot be measured. */
+static int model_measure_qemu(void *ctx, BmDomain *d)
 {
-    size_t i = strlen(uuid) == 36 ? strtoul(uuid + 24, NULL, 10) : SIZE_MAX;
-    return i < h->n && strcmp(h->g[i].uuid, uuid) == 0 ? &h->g[i] : NULL;
+    const SimHost *h = ctx;
+    if (h->own_unmeasured)
+        return -ENOTSUP;
+    d->qemu_own_bytes = (uint64_t)(QEMU_OWN_MIB * SIM_MIB);
+    d->qemu_own_known = true;
+    return 0;
 }
 
-static int model_set_target(void *ctx, const char *uuid, uint64_t target_bytes)
+/* qom-get guest-stats: a 6.12 guest's counters as of its last statistics */
+static int model_read_starve(void *ctx, const BmDomain *d, char *qom_path, size_t n, BmStarveStats *ret)
 {
-    SimGuest *g = find(ctx, uuid);
-    if (!g)
-        return bm_error(-ENOENT, "no domain %s in the model", uuid);
+    (void)ctx;
+    const SimGuest *g = d->handle;
+    if (!g->k612)
+        return bm_error(-ENOTSUP, "the guest sends no starvation statistics");
+    snprintf(qom_path, n, "/machine/peripheral/balloon0");
+    *ret = (BmStarveStats){.oom_kills = (uint64_t)g->st.oom_kills,
+                           .alloc_stalls = (uint64_t)g->st.stalls,
+                           .async_scan_bytes = 0,
+                           .direct_scan_bytes = (uint64_t)g->st.direct_reclaim,
+                           .async_reclaim_bytes = 0,
+                           .direct_reclaim_bytes = (uint64_t)g->st.direct_reclaim};
+    return 0;
+}
+
+static BmFeatureVerdict verdict(bool on)
+{
+    return (BmFeatureVerdict){.state = on ? BM_FEAT_NEGOTIATED : BM_FEAT_NOT_OFFERED};
+}
+
+static int model_probe(void *ctx, const BmDomain *d, BmFeatureReport *ret, char *qom_path, size_t n)
+{
+    (void)ctx;
+    SimGuest *g = d->handle;
+    g->probes++;
+    *ret = (BmFeatureReport){.ioeventfd = BM_SWITCH_UNSUPPORTED, .driver_ok = true};
+    for (int f = 0; f < BM_FEATURE_COUNT; f++)
+        ret->feature[f] = verdict(false);
+    ret->feature[BM_FEATURE_STATS] = verdict(true);
+    ret->feature[BM_FEATURE_DEFLATE_ON_OOM] = verdict(g->autodeflate);
+    ret->feature[BM_FEATURE_REPORTING] = verdict(g->reporting);
+    snprintf(qom_path, n, "/machine/peripheral/balloon0");
+    return 0;
+}
+
+static int model_job_running(void *ctx, const BmDomain *d, const char **ret_what)
+{
+    const SimHost *h = ctx;
+    const SimGuest *g = d->handle;
+    if (h->t < g->job_from || h->t >= g->job_until)
+        return 0;
+    *ret_what = "dump";
+    return 1;
+}
+
+static int model_set_target(void *ctx, void *handle, uint64_t target_bytes)
+{
+    (void)ctx;
+    SimGuest *g = handle;
     g->target = fmin((double)(target_bytes / 1024 * 1024), g->max);
     return 0;
 }
 
-static int model_read_live(void *ctx, const char *uuid, uint64_t *ret_actual, uint64_t *ret_rss)
+static int model_read_live(void *ctx, void *handle, uint64_t *ret_actual, uint64_t *ret_rss)
 {
-    SimGuest *g = find(ctx, uuid);
-    if (!g)
-        return bm_error(-ENOENT, "no domain %s in the model", uuid);
+    (void)ctx;
+    const SimGuest *g = handle;
     *ret_actual = (uint64_t)g->actual;
     *ret_rss = (uint64_t)sim_rss(g);
     return 0;
@@ -465,14 +543,22 @@ void sim_host_init(SimHost *h, double total_bytes, double other_bytes, size_t n)
     h->g = bm_malloc0((n + 1) * sizeof(SimGuest));
     h->clock = (BmClock){.ctx = h, .mono_ns = clock_mono_ns, .real_ns = clock_real_ns,
                          .sleep_ms = clock_sleep_ms};
-    h->model = (BmHostModel){.ctx = h,
-                             .read_host = model_read_host,
-                             .read_percpu = model_read_percpu,
-                             .drain_percpu = model_drain_percpu,
-                             .read_domains = model_read_domains,
-                             .balloon = {.ctx = h, .set_target = model_set_target,
-                                         .read_live = model_read_live},
-                             .clock = &h->clock};
+    h->balloon = (BmBalloonOps){.ctx = h, .set_target = model_set_target,
+                                .read_live = model_read_live};
+    h->ops = (BmHostOps){.ctx = h,
+                         .boot_id = model_boot_id,
+                         .set_conn = model_set_conn,
+                         .read_meminfo = model_read_host,
+                         .read_percpu = model_read_percpu,
+                         .drain_percpu = model_drain_percpu,
+                         .read_ksm = model_read_ksm,
+                         .read_domains = model_read_domains,
+                         .measure_qemu = model_measure_qemu,
+                         .read_starve = model_read_starve,
+                         .probe = model_probe,
+                         .job_running = model_job_running,
+                         .balloon = &h->balloon,
+                         .clock = &h->clock};
 }
 
 void sim_host_clear(SimHost *h)
@@ -488,7 +574,8 @@ int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, con
     *g = (SimGuest){.max = max_bytes, .actual = max_bytes, .target = max_bytes,
                     .reserved = max_bytes * RESERVED_SHARE, .kernel = KERNEL_MIB * SIM_MIB,
                     .free_backed = BOOT_FREED_MIB * SIM_MIB, .start_s = start_s, .restart_at = -1,
-                    .work_rate = 1, .inflate_mib_s = SIM_INFLATE_MIB_S, .cpu_share = -1};
+                    .work_rate = 1, .inflate_mib_s = SIM_INFLATE_MIB_S, .cpu_share = -1,
+                    .job_from = -1, .job_until = -1, .first_oom_t = -1};
     g->free_unbacked = max_bytes - g->reserved - g->kernel - g->free_backed;
     snprintf(g->name, sizeof(g->name), "%s", name);
     snprintf(g->uuid, sizeof(g->uuid), "5e1a0000-0000-4000-8000-%012zu", i);

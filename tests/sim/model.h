@@ -1,5 +1,6 @@
-/* A model of a host and its guests in simulated time (issue #33, part 4), behind the engine's
- * seam (engine.h: BmHostModel): the real engine and policy read it and move its balloons.
+/* A model of a host and its guests in simulated time (issue #33, part 4), behind the host
+ * interface (host.h: BmHostOps), as the real host is: the real engine and policy read it, ask
+ * its QEMU monitors and move its balloons.
  *
  * A guest: its balloon (moves toward its target at SIM_INFLATE_MIB_S / SIM_DEFLATE_MIB_S and
  * stalls when only memory in use is left), its kernel's memory, the anonymous memory its load
@@ -23,9 +24,15 @@
  *
  * A guest's CPU time: one vCPU busy while it re-reads a hot working set, 2% of one otherwise.
  *
- * Not modelled: PSI (always 0), swap, KSM, libvirt's lagging copy of the balloon (the engine
- * reads the live one), QEMU's own memory growing, the guest's kernel reclaim beyond its page
- * cache. */
+ * Its QEMU monitor: the balloon's features (the probe: statistics, deflate-on-oom and free page
+ * reporting negotiated as configured, no SG) and, for a guest of Linux 6.12 (SimGuest.k612),
+ * the starvation statistics of qom-get guest-stats: its OOM kills, and the page cache its
+ * allocations reclaimed themselves (direct reclaim: an allocation short of free memory takes
+ * cache, one stall per 256 KiB; what it re-reads of a hot cache comes the same way). A long
+ * libvirt job (a dump) holds a guest between job_from and job_until.
+ *
+ * Not modelled: PSI (always 0), swap, KSM (not readable), libvirt's lagging copy of the balloon
+ * (the engine reads the live one), QEMU's own memory growing, kswapd (all reclaim is direct). */
 #pragma once
 
 #include <stdbool.h>
@@ -33,6 +40,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "host.h"
 
 #define SIM_MIB (1024.0 * 1024.0)
 /* balloon speeds measured in bench/scenario/reference (TCG guests on 2 cores): its three
@@ -91,9 +99,16 @@ typedef struct {
     double cpu_share;   /* >= 0: its vCPUs' share of a CPU whatever it does (a hot cache read
                          * by a guest that looks idle: sendfile, a file server) */
     double work_rate;   /* of the last step: 1 with the hot set in cache */
+    bool k612;          /* Linux 6.12: its monitor has the starvation statistics */
+    double stalls, direct_reclaim; /* allocation stalls, bytes reclaimed by its allocations */
+    double job_from, job_until; /* a long libvirt job (a dump) holds it in [from, until) */
+    unsigned probes;    /* its monitor asked for the balloon's features */
+    double first_oom_t; /* when its first OOM kill came (< 0: none) */
+    bool buffered;      /* its hot working set is re-read with read(): a miss is a disk read
+                         * but no major fault (else through mmap: a fault each page) */
     /* statistics as of the last whole second */
     struct {
-        double avail, usable, unused, caches, majflt;
+        double avail, usable, unused, caches, majflt, oom_kills, stalls, direct_reclaim;
         uint64_t at_s;
     } st;
 } SimGuest;
@@ -114,7 +129,11 @@ typedef struct {
     SimGuest *g;
     size_t n;
     BmClock clock;
-    BmHostModel model;
+    /* called after each advance of dt seconds (the simulation's measures) */
+    void (*observer)(void *ctx, double dt);
+    void *observer_ctx;
+    BmBalloonOps balloon;
+    BmHostOps ops;          /* the host interface onto the model (ctx: the SimHost) */
 } SimHost;
 
 /* A host of total_bytes with other_bytes of its own and n guests (their fields from

@@ -1,29 +1,40 @@
-/* The agent's jobs in simulated time on the model, and the measures of a run (sim.h). */
+/* The agent's loop and the timer's pass in simulated time on the model, and the measures of a
+ * run (sim.h). */
 #include "sim.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine.h"
+#include "error.h"
+#include "once.h"
 #include "policy-eval.h"
+#include "state.h"
 #include "util.h"
 
-/* agent.c's timers */
-#define WATCH_MS 250
-#define GUEST_WATCH_MS 1000
-#define POLL_MS 10
+/* the model's step while nothing runs (before the agent starts, a control, between timer
+ * passes): the measures' resolution */
+#define IDLE_STEP_MS 250
 /* the policy's one-reversal rule holds for a pressure episode of at most 10 minutes */
 #define EPISODE_MAX_S 600.0
+
+static void observe(Sim *s, double dt);
+
+static void on_advance(void *ctx, double dt)
+{
+    observe(ctx, dt);
+}
 
 void sim_init(Sim *s, SimHost *h, const BmPolicy *policy)
 {
     *s = (Sim){.h = h, .policy = policy, .step_guest = -1, .t_below = -1, .t_back = -1,
                .t_comfort = -1, .t_all_back = -1, .t_room = -1, .min_avail = INFINITY,
                .rss_min = INFINITY, .episode_start = -1};
-    BmEngineOptions o = {.model = &h->model};
-    s->e = bm_engine_new(&o);
-    bm_engine_set_policy(s->e, policy);
+    h->observer = on_advance;
+    h->observer_ctx = s;
     s->below_run_s = bm_malloc0((h->n + 1) * sizeof(double));
     s->keep_free_bytes = bm_malloc0((h->n + 1) * sizeof(double));
     s->deadband_bytes = bm_malloc0((h->n + 1) * sizeof(double));
@@ -45,6 +56,8 @@ void sim_init(Sim *s, SimHost *h, const BmPolicy *policy)
 void sim_clear(Sim *s)
 {
     bm_engine_free(s->e);
+    free(s->state);
+    s->h->observer = NULL;
     free(s->changes);
     free(s->below_run_s);
     free(s->keep_free_bytes);
@@ -88,12 +101,16 @@ static double takeable(const Sim *s)
 
 /* One change the pass started: recorded, and counted as a reversal when it goes against the
  * domain's last one in this episode. */
-static void note_change(Sim *s, size_t i, int dir, double from, double target)
+static void note_change(Sim *s, size_t i, const BmDecision *d, BmHostMode mode)
 {
     double t = s->h->t;
+    int dir = d->action == BM_ACT_INFLATE ? -1 : 1;
     s->changes = bm_reallocarray(s->changes, s->n_changes + 1, sizeof(SimChange));
-    s->changes[s->n_changes++] = (SimChange){.t = t, .guest = i, .dir = dir, .from = from,
-                                             .target = target, .pass = s->passes};
+    s->changes[s->n_changes++] = (SimChange){.t = t, .guest = i, .dir = dir,
+                                             .from = (double)d->current_bytes,
+                                             .target = (double)d->target_bytes, .pass = s->passes,
+                                             .code = d->cause.code, .why = bm_reason_why(d),
+                                             .mode = mode};
     if (t < s->t_hog)
         s->steady_changes++;
     if (s->last_dir[i] && s->last_dir[i] != dir) {
@@ -104,21 +121,26 @@ static void note_change(Sim *s, size_t i, int dir, double from, double target)
     s->last_dir[i] = dir;
 }
 
-static void pass(Sim *s)
+/* A pass of the agent or the timer ended: what it started is recorded. */
+static void record_pass(Sim *s)
 {
-    if (bm_engine_pass(s->e) < 0)
-        return;
     s->passes++;
     const BmPlan *plan = bm_engine_plan(s->e);
     const BmApplied *ap = bm_engine_applied(s->e);
     /* an episode starts with a pass in reclaim and lasts until a comfortable pass (whose
      * changes still count in it) or 10 minutes, the span of the policy's one-reversal rule */
     double t = s->h->t;
-    /* BM_SIM_DEBUG=1: each reclaiming pass's host reason and decisions on stderr */
-    if (getenv("BM_SIM_DEBUG") && plan->mode == BM_HOST_RECLAIM) {
-        fprintf(stderr, "PASS t=%.1f %s\n", t, plan->reason);
-        for (size_t k = 0; k < plan->n_decisions; k++)
-            fprintf(stderr, "   %s %s: %s\n", plan->decisions[k].name, bm_action_name(plan->decisions[k].action), plan->decisions[k].reason);
+    /* BM_SIM_DEBUG=1: each reclaiming pass's host reason and decisions on stderr (2: every pass) */
+    const char *debug = getenv("BM_SIM_DEBUG");
+    if (debug && (plan->mode == BM_HOST_RECLAIM || strcmp(debug, "2") == 0)) {
+        char why[BM_HOST_REASON_MAX];
+        bm_host_reason_format(plan, why, sizeof(why));
+        fprintf(stderr, "PASS t=%.1f %s\n", t, why);
+        for (size_t k = 0; k < plan->n_decisions; k++) {
+            bm_reason_format(plan, &plan->decisions[k], why, sizeof(why));
+            fprintf(stderr, "   %s %s: %s\n", plan->decisions[k].name,
+                    bm_action_name(plan->decisions[k].action), why);
+        }
     }
     if (plan->mode == BM_HOST_RECLAIM && (s->episode_start < 0 || t - s->episode_start > EPISODE_MAX_S)) {
         for (size_t i = 0; i < s->h->n; i++)
@@ -127,11 +149,11 @@ static void pass(Sim *s)
     }
     for (size_t k = 0; k < plan->n_decisions; k++) {
         const BmDecision *d = &plan->decisions[k];
+        s->busy_skips += ap[k].busy;
         if (!ap[k].applied)
             continue;
         /* the model's guests are in the snapshot's (name) order: decision k is guest k */
-        note_change(s, k, d->action == BM_ACT_INFLATE ? -1 : 1, (double)d->current_bytes,
-                    (double)d->target_bytes);
+        note_change(s, k, d, plan->mode);
     }
     if (plan->mode == BM_HOST_RELEASE)
         s->episode_start = -1;
@@ -205,48 +227,118 @@ static void observe(Sim *s, double dt)
     }
 }
 
+static uint64_t ms_of(double t_s)
+{
+    return (uint64_t)llround(t_s * 1000);
+}
+
+static uint64_t now_s(const Sim *s)
+{
+    return bm_clock_real_ns(&s->h->clock) / 1000000000ull;
+}
+
+static void on_passed(void *ctx, int r)
+{
+    if (r == 0)
+        record_pass(ctx);
+}
+
+/* The agent's save on the way out: the state file's text. (Its save job after each pass writes
+ * the same file; only the last one is read, at the restart.) */
+static void save_state(Sim *s)
+{
+    free(s->state);
+    s->state = bm_state_format(bm_engine_ledger(s->e), now_s(s));
+}
+
+/* The agent starts at now_ms (bm_agent_run()'s engine and loop): its state loaded, connected. */
+static void start_agent(Sim *s, uint64_t now_ms)
+{
+    BmEngineOptions o = bm_loop_engine_options(false, false);
+    o.host = &s->h->ops;
+    s->e = bm_engine_new(&o);
+    bm_engine_set_policy(s->e, s->policy);
+    if (s->state && bm_state_parse(s->state, bm_engine_ledger(s->e)) < 0)
+        fprintf(stderr, "sim: the saved state does not parse: %s\n", bm_error_detail(-EINVAL));
+    BmLoopHooks hooks = {.ctx = s, .passed = on_passed};
+    bm_loop_init(&s->loop, s->e, s->policy->interval_s, false, &hooks, now_ms);
+    bm_loop_event(&s->loop, BM_EVENT_CONNECTED, now_ms);
+    s->running = true;
+}
+
+void sim_restart(Sim *s)
+{
+    if (!s->running)
+        return;
+    save_state(s); /* the agent's stop: its state saved once more */
+    s->stopped_before += s->loop.stopped;
+    bm_engine_free(s->e);
+    s->e = NULL;
+    s->running = false;
+    s->restarts++;
+    start_agent(s, ms_of(s->h->t));
+}
+
 void sim_run(Sim *s, double until_s)
 {
     SimHost *h = s->h;
-    uint64_t now = (uint64_t)llround(h->t * 1000), until = (uint64_t)llround(until_s * 1000);
-    uint64_t start = (uint64_t)llround(s->t_steady * 1000);
-    uint64_t next_pass = start, next_watch = start, next_guest_watch = start;
-    uint64_t interval = (uint64_t)s->policy->interval_s * 1000;
-    bool guest_in_need = false;
+    uint64_t now = ms_of(h->t), until = ms_of(until_s), start = ms_of(s->t_steady);
     while (now < until) {
-        bool agent = !s->no_agent && now >= start;
-        uint64_t dt = agent && bm_engine_in_flight(s->e) ? POLL_MS : WATCH_MS;
-        if (agent && next_pass > now && next_pass - now < dt)
-            dt = next_pass - now;
-        sim_advance(h, dt / 1000.0);
-        now += dt;
-        observe(s, dt / 1000.0);
-        if (!agent)
+        if (!s->no_agent && !s->running && now >= start)
+            start_agent(s, now);
+        uint64_t next = now + IDLE_STEP_MS;
+        if (s->running) {
+            next = bm_loop_turn(&s->loop, now);
+            s->stopped = s->stopped_before + s->loop.stopped;
+        } else if (!s->no_agent && now < start && next > start) {
+            next = start;
+        }
+        if (next > until)
+            next = until;
+        if (next > now) {
+            sim_advance(h, (double)(next - now) / 1000);
+            now = next;
+        }
+    }
+}
+
+static void on_once_passed(void *ctx, const BmEngine *e)
+{
+    (void)e;
+    record_pass(ctx);
+}
+
+void sim_run_timer(Sim *s, double until_s)
+{
+    SimHost *h = s->h;
+    uint64_t now = ms_of(h->t), until = ms_of(until_s), start = ms_of(s->t_steady);
+    uint64_t every = (uint64_t)s->policy->timer_interval_s * 1000;
+    uint64_t next_run = start;
+    while (now < until) {
+        if (now >= next_run) {
+            /* one run of `run --once`: a new process, its state file read and written */
+            BmEngineOptions o = bm_once_engine_options(false, false);
+            o.host = &h->ops;
+            s->e = bm_engine_new(&o);
+            bm_engine_set_policy(s->e, s->policy);
+            if (bm_state_load(s->state_path, bm_engine_ledger(s->e)) < 0)
+                bm_error_reset(); /* the first run: no file yet */
+            BmOnceOptions oo = {.state_path = s->state_path};
+            BmOnceHooks hooks = {.ctx = s, .passed = on_once_passed};
+            bm_once_run(s->e, s->policy, &oo, &hooks);
+            bm_engine_free(s->e);
+            s->e = NULL;
+            next_run += every;
+            now = ms_of(h->t); /* the run waited for its changes */
             continue;
-        size_t before = bm_engine_in_flight(s->e);
-        if (before && bm_engine_poll(s->e) != before)
-            bm_engine_refresh(s->e); /* job_poll: a change ended, the view read again */
-        if (now >= next_watch) {
-            BmHost host;
-            next_watch += WATCH_MS;
-            if (!bm_engine_reclaiming(s->e) && h->model.read_host(h, &host) == 0 &&
-                bm_host_under_pressure(&host, s->policy))
-                next_pass = now;
         }
-        if (now >= next_guest_watch) {
-            next_guest_watch += GUEST_WATCH_MS;
-            if (bm_engine_any_ballooned(s->e) && bm_engine_refresh(s->e) == 0) {
-                s->stopped += bm_engine_stop_hurting(s->e);
-                bool need = bm_engine_guest_in_need(s->e);
-                if (need && !guest_in_need)
-                    next_pass = now;
-                guest_in_need = need;
-            }
-        }
-        if (now >= next_pass) {
-            pass(s);
-            next_pass = now + interval;
-        }
+        uint64_t next = now + IDLE_STEP_MS;
+        if (next > next_run)
+            next = next_run;
+        if (next > until)
+            next = until;
+        sim_advance(h, (double)(next - now) / 1000);
+        now = next;
     }
 }
 

@@ -1,14 +1,16 @@
 /* The closed loop in simulated time: the real engine and policy on the model of a host
- * (model.h), driven as the agent drives them (agent.c's jobs: a pass every interval, the host
- * watch every 250 ms, the guest watch every second while a balloon is inflated, the changes
- * polled every 10 ms and the domains read again when one ended), and what test-pressure.sh
- * checks of a real run, measured on it. */
+ * (model.h), run by the agent's own loop (loop.h: its jobs and their schedule, schedule.h, on
+ * the model's clock), or by the timer's pass (once.h: `run --once` a timer_interval apart, the
+ * state file between them); the agent restarted mid-episode (its state saved on the way out
+ * and loaded); and what test-pressure.sh checks of a real run, measured on it. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "loop.h"
 #include "model.h"
+#include "policy-eval.h"
 #include "policy.h"
 
 typedef struct {
@@ -17,13 +19,20 @@ typedef struct {
     int dir; /* -1 inflate, +1 deflate */
     double from, target;
     size_t pass;
+    int code;        /* the rule that decided it (BmReasonCode) */
+    int mode;        /* the host's mode in the pass (BmHostMode) */
+    const char *why; /* its record's one word (bm_reason_why()) */
 } SimChange;
 
 typedef struct {
     SimHost *h;
-    BmEngine *e;
+    BmEngine *e;            /* the agent's (while it runs), or the timer's pass's */
+    BmLoop loop;            /* the agent's loop on e */
+    bool running;           /* the agent runs */
+    char *state;            /* the state file the agent saved last (bm_state_format()) */
     const BmPolicy *policy;
     bool no_agent;          /* a control: the engine never runs */
+    const char *state_path; /* the timer's state file (sim_run_timer()) */
     /* phases (seconds of the model's time): steady from t_steady, pressure [t_hog, t_hog_end) */
     double t_steady, t_hog, t_hog_end;
     /* optional: a guest whose demand steps up at t_step (give-back latency) */
@@ -50,6 +59,9 @@ typedef struct {
     unsigned reversals_max;
     size_t steady_changes;
     size_t stopped;         /* inflates stopped in flight (bm_engine_stop_hurting()) */
+    size_t stopped_before;  /* ... by the agent's runs before its restart */
+    size_t restarts;
+    size_t busy_skips;      /* decisions left alone: a long job held the domain */
     double cpu_s;
 } Sim;
 
@@ -57,8 +69,18 @@ typedef struct {
 void sim_init(Sim *s, SimHost *h, const BmPolicy *policy);
 void sim_clear(Sim *s);
 
-/* Runs until the model's time reaches until_s. */
+/* Runs until the model's time reaches until_s: the agent's loop from t_steady on (unless
+ * no_agent). */
 void sim_run(Sim *s, double until_s);
+
+/* The agent stops (SIGTERM: its state saved on the way out; the changes in flight forgotten, the
+ * balloons go on to their targets) and starts again at once, its state loaded: a pass at once. */
+void sim_restart(Sim *s);
+
+/* Runs until until_s with the timer instead of the agent: `run --once` (bm_once_run(), its
+ * engine options bm_once_engine_options()) every timer_interval from t_steady, its ledger
+ * loaded from and saved to state_path. */
+void sim_run_timer(Sim *s, double until_s);
 
 /* What a scenario's checks read, after sim_run(). */
 typedef struct {
