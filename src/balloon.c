@@ -11,6 +11,7 @@
 #include "domxml.h"
 #include "error.h"
 #include "util.h"
+#include "vmem.h"
 
 const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
 const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed",
@@ -456,7 +457,6 @@ int bm_vmem_change(virDomainPtr dom, size_t index, const char *alias, uint64_t o
                    uint64_t from_current_bytes, uint64_t requested_bytes, bool wait,
                    const BmWaitOptions *opts, BmChange *ret)
 {
-    const uint64_t ms = 1000000ull;
     const BmClock *clock = opts->clock;
     VmemWatch w = {.alias = alias ? alias : "", .index = index, .current_bytes = from_current_bytes};
     virConnectPtr conn = virDomainGetConnect(dom);
@@ -484,10 +484,10 @@ int bm_vmem_change(virDomainPtr dom, size_t index, const char *alias, uint64_t o
 
     BmTracked x = {.name = (char *)virDomainGetName(dom), .change = *ret,
                    .last_actual_bytes = ret->from_bytes};
-    uint64_t last_progress = t0, closest = from_current_bytes > requested_bytes
-                                               ? from_current_bytes - requested_bytes
-                                               : requested_bytes - from_current_bytes;
     BmChange *ch = &x.change;
+    BmVmemWait vw;
+    bm_vmem_wait_init(&vw, from_current_bytes, requested_bytes, t0, opts->timeout_ms,
+                      opts->stall_ms);
     w.fresh = true; /* the size before the change: reached at once when it is the one asked */
     while (ch->outcome == BM_CHANGE_PENDING) {
         if (w.tick) {
@@ -504,33 +504,25 @@ int bm_vmem_change(virDomainPtr dom, size_t index, const char *alias, uint64_t o
                 w.current_bytes = cur, w.fresh = true;
         }
         uint64_t now = bm_clock_mono_ns(clock);
+        bool fresh = w.fresh;
+        w.fresh = false;
         ch->duration_ns = now - t0;
         ch->finished_real_ns = bm_clock_real_ns(clock);
-        if (w.fresh) {
-            w.fresh = false;
-            uint64_t cur = w.current_bytes;
-            uint64_t dist = cur > requested_bytes ? cur - requested_bytes : requested_bytes - cur;
-            ch->reached_bytes = offset_bytes + cur;
-            if (dist == 0) {
-                ch->outcome = BM_CHANGE_REACHED;
-                break;
-            }
-            if (dist < closest) {
-                closest = dist;
-                last_progress = now;
-            }
-            x.last_actual_bytes = ch->reached_bytes;
-            if (opts->progress)
-                opts->progress(opts->progress_ctx, &x);
+        if (fresh)
+            ch->reached_bytes = offset_bytes + w.current_bytes;
+        switch (bm_vmem_wait_step(&vw, fresh, w.current_bytes, now)) {
+        case BM_VMEM_REACHED: ch->outcome = BM_CHANGE_REACHED; break;
+        case BM_VMEM_STALLED: ch->outcome = BM_CHANGE_STALLED; break;
+        case BM_VMEM_TIMEOUT: ch->outcome = BM_CHANGE_TIMEOUT; break;
+        case BM_VMEM_WAITING: break;
         }
-        if (now - t0 >= (uint64_t)opts->timeout_ms * ms) {
-            ch->outcome = BM_CHANGE_TIMEOUT;
-        } else if (now - last_progress >= (uint64_t)opts->stall_ms * ms) {
-            ch->outcome = BM_CHANGE_STALLED;
-        } else if (opts->stop && *opts->stop) {
+        if (ch->outcome != BM_CHANGE_PENDING || (opts->stop && *opts->stop))
             break;
+        if (fresh && opts->progress) {
+            x.last_actual_bytes = ch->reached_bytes;
+            opts->progress(opts->progress_ctx, &x);
         }
-        if (ch->outcome == BM_CHANGE_PENDING && (r = bm_conn_run_events()) < 0) {
+        if ((r = bm_conn_run_events()) < 0) {
             ch->outcome = BM_CHANGE_FAILED;
             ch->failed_err = r;
             r = 0;

@@ -41,3 +41,30 @@ typedef struct {
  * can plug, -EINVAL when the base, the device's size or block is unknown. */
 int bm_vmem_target(const BmBalloonConfig *c, size_t index, uint64_t target_bytes,
                    BmVmemTarget *ret);
+
+/* The wait for a device to reach its requested size, from the readings of what it has
+ * plugged (events, reads of the live XML): pure, the clock given. */
+typedef enum {
+    BM_VMEM_WAITING, /* not there yet, still coming closer or within the stall time */
+    BM_VMEM_REACHED, /* plugged is the requested size */
+    BM_VMEM_STALLED, /* no step closer for the stall time */
+    BM_VMEM_TIMEOUT, /* the deadline passed */
+} BmVmemWaitState;
+
+typedef struct {
+    uint64_t requested_bytes;
+    uint64_t closest_bytes;    /* the smallest distance to it seen */
+    uint64_t started_ns;       /* monotonic: the requested size was set */
+    uint64_t last_progress_ns; /* the last reading that came closer (started_ns before one) */
+    uint64_t timeout_ns, stall_ns;
+} BmVmemWait;
+
+/* A wait for requested_bytes from from_plugged_bytes, started at now_ns. */
+void bm_vmem_wait_init(BmVmemWait *w, uint64_t from_plugged_bytes, uint64_t requested_bytes,
+                       uint64_t now_ns, unsigned timeout_ms, unsigned stall_ms);
+
+/* One look at the wait at now_ns, with a reading of what the device has plugged (have_reading)
+ * or without one (a timer's turn). Reached takes precedence over the deadline at the same
+ * look. */
+BmVmemWaitState bm_vmem_wait_step(BmVmemWait *w, bool have_reading, uint64_t plugged_bytes,
+                                  uint64_t now_ns);

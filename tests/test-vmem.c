@@ -96,8 +96,48 @@ static void test_now(void)
     ok(!bm_present(bm_vmem_domain_bytes(&none)), "no device: absent");
 }
 
+/* the wait for what a device plugs: reached exactly, stalled without a step closer, the
+ * deadline; a timer's look without a reading decides by the clock alone */
+static void test_wait(void)
+{
+    const uint64_t s = 1000000000ull;
+    BmVmemWait w;
+    bm_vmem_wait_init(&w, 512 * MiB, 256 * MiB, 100 * s, 120000, 10000);
+    ok(bm_vmem_wait_step(&w, true, 512 * MiB, 100 * s) == BM_VMEM_WAITING, "the size before: waiting");
+    ok(bm_vmem_wait_step(&w, true, 400 * MiB, 105 * s) == BM_VMEM_WAITING, "a step closer");
+    ok(bm_vmem_wait_step(&w, false, 0, 114 * s) == BM_VMEM_WAITING,
+       "9 s after the last step, no reading: waiting");
+    ok(bm_vmem_wait_step(&w, true, 420 * MiB, 114 * s) == BM_VMEM_WAITING &&
+           w.last_progress_ns == 105 * s,
+       "a reading farther away is no progress");
+    ok(bm_vmem_wait_step(&w, false, 0, 115 * s) == BM_VMEM_STALLED,
+       "10 s without a step closer: stalled (a guest that unplugs no more)");
+
+    bm_vmem_wait_init(&w, 512 * MiB, 256 * MiB, 0, 120000, 10000);
+    ok(bm_vmem_wait_step(&w, true, 256 * MiB + 2 * MiB, 3 * s) == BM_VMEM_WAITING,
+       "a block short: not reached (blocks, no tolerance)");
+    ok(bm_vmem_wait_step(&w, true, 256 * MiB, 4 * s) == BM_VMEM_REACHED, "the requested size: reached");
+
+    bm_vmem_wait_init(&w, 0, 256 * MiB, 0, 120000, 10000);
+    ok(bm_vmem_wait_step(&w, false, 0, 10 * s) == BM_VMEM_STALLED,
+       "nothing plugged for 10 s (no driver): stalled");
+
+    bm_vmem_wait_init(&w, 0, 1024 * MiB, 0, 30000, 10000);
+    for (uint64_t t = 1; t < 30; t++)
+        bm_vmem_wait_step(&w, true, t * 32 * MiB, t * s);
+    ok(bm_vmem_wait_step(&w, true, 30 * 32 * MiB, 30 * s) == BM_VMEM_TIMEOUT,
+       "still coming closer at the deadline: timeout");
+    ok(bm_vmem_wait_step(&w, true, 1024 * MiB, 31 * s) == BM_VMEM_REACHED,
+       "reached outranks the deadline at the same look");
+
+    bm_vmem_wait_init(&w, 256 * MiB, 256 * MiB, 0, 120000, 10000);
+    ok(bm_vmem_wait_step(&w, true, 256 * MiB, 0) == BM_VMEM_REACHED,
+       "already the requested size: reached at once");
+}
+
 int main(void)
 {
+    test_wait();
     test_target();
     test_two_devices();
     test_now();
