@@ -402,7 +402,7 @@ for ((i = 0; i < n; i++)); do
             echo "$line"; echo "       -> $msg" ;;
         empty|nan)
             allowed=0
-            for m in "${empty_ok[@]}"; do
+            [ "${kinds[i]}" = alert ] || for m in "${empty_ok[@]}"; do
                 [[ "${exprs[i]}" =~ (^|[^a-zA-Z0-9_:])"$m"([^a-zA-Z0-9_:]|$) ]] && allowed=1
             done
             if [ "$allowed" = 1 ]; then
