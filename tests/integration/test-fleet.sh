@@ -6,7 +6,8 @@
 # this machine's /proc, scraped by one real
 # Prometheus on 127.0.0.1 that loads contrib/prometheus/balloonmgr-rules.yml and
 # balloonmgr-alerts.yml. Every recording rule, every fleet dashboard expression and every
-# alert's input returns data (check-promql.sh --require-data); the fleet totals are the sums of
+# alert's input returns data (check-promql.sh --require-data; the statistics' timestamp
+# excepted, which the test driver cannot date); the fleet totals are the sums of
 # the two hosts' own metrics. Root (as every integration test); no libvirtd needed. ~1 minute.
 set -euo pipefail
 . "$(dirname "$0")/lib/lib.sh"
@@ -83,9 +84,13 @@ bm_pass "fleet totals are the sums of both hosts"
 
 # every recording rule, fleet dashboard expression and alert input returns data; wait until
 # the 5m rates have two samples and the rules have evaluated on them
-# (a condition: on a busy machine the scrapes and evaluations come later)
+# (a condition: on a busy machine the scrapes and evaluations come later). One input cannot
+# have data on these hosts: the test driver's guest statistics carry a 1989 timestamp, which
+# the agent does not export (test-dashboard asserts that); test-agent requires data of
+# balloonmgr_domain_stats_last_update_timestamp_seconds from real guests.
 all_data() {
     "$ROOT/tests/integration/lib/check-promql.sh" --require-data \
+        --empty-ok balloonmgr_domain_stats_last_update_timestamp_seconds \
         --dashboard "$ROOT/contrib/grafana/balloonmgr-fleet-dashboard.json" \
         --rules "$ROOT/contrib/prometheus/balloonmgr-rules.yml" \
         --rules "$ROOT/contrib/prometheus/balloonmgr-alerts.yml" >"$work/promql.log" 2>&1

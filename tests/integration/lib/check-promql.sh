@@ -3,7 +3,8 @@
 # dashboard and of the alert rules against a live Prometheus.
 #
 # Usage: check-promql.sh [--require-data] [--url URL] [--dashboard FILE]...
-#                        [--rules FILE]... [--interval DUR] [--range DUR] [--quiet]
+#                        [--rules FILE]... [--interval DUR] [--range DUR]
+#                        [--empty-ok METRIC]... [--quiet]
 #
 #   --url URL         Prometheus to ask [$BM_PROM_URL]
 #   --dashboard FILE  Grafana dashboard JSON [contrib/grafana/balloonmgr-dashboard.json]
@@ -13,6 +14,9 @@
 #   --range DUR       what $__range becomes [1h]
 #   --require-data    also fail (exit 2) when an expression that should have
 #                     data returns none (or only NaN)
+#   --empty-ok METRIC with --require-data: an expression that reads METRIC may
+#                     return no data (a host that cannot have that series); it is
+#                     listed as "empty-ok", not failed
 #   --quiet           print only problems and the summary
 #
 # What is checked (one table row each: KIND SERIES STATUS SOURCE EXPR):
@@ -50,9 +54,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 url=${BM_PROM_URL:-}
 require_data=0 quiet=0 interval=1m range=1h
-dashboards=() rules=()
+dashboards=() rules=() empty_ok=()
 
-usage() { sed -n '4,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
+usage() { sed -n '4,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --url) url=$2; shift 2 ;;
@@ -61,6 +65,7 @@ while [ $# -gt 0 ]; do
         --interval) interval=$2; shift 2 ;;
         --range) range=$2; shift 2 ;;
         --require-data) require_data=1; shift ;;
+        --empty-ok) empty_ok+=("$2"); shift 2 ;;
         --quiet) quiet=1; shift ;;
         -h|--help) usage ;;
         *) echo "check-promql: unknown argument '$1'" >&2; usage ;;
@@ -396,7 +401,13 @@ for ((i = 0; i < n; i++)); do
             failed+=("$line")
             echo "$line"; echo "       -> $msg" ;;
         empty|nan)
-            if [ "${kinds[i]}" != alert ]; then nodata+=("$line"); fi
+            allowed=0
+            [ "${kinds[i]}" = alert ] || for m in "${empty_ok[@]}"; do
+                [[ "${exprs[i]}" =~ (^|[^a-zA-Z0-9_:])"$m"([^a-zA-Z0-9_:]|$) ]] && allowed=1
+            done
+            if [ "$allowed" = 1 ]; then
+                line=$(row "${kinds[i]}" "$count" empty-ok "${srcs[i]:0:34}" "$(oneline "${exprs[i]}")")
+            elif [ "${kinds[i]}" != alert ]; then nodata+=("$line"); fi
             [ "$quiet" = 1 ] || echo "$line" ;;
         *)  [ "$quiet" = 1 ] || echo "$line" ;;
     esac
