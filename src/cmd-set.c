@@ -418,7 +418,7 @@ static int choose_device(virDomainPtr dom, const SetOptions *o, Device *ret)
     char names[512], shown[128];
     size_t n = c->n_virtio_mem;
     if (!o->device) {
-        if (n == 0 || (c->present && !bm_domxml_no_return_reason(c)))
+        if (!bm_vmem_moves_domain(c))
             return 0;
         if (n > 1 || c->virtio_mem_more)
             return bm_error(-EINVAL, "it has no usable balloon and %zu virtio-mem devices: name "

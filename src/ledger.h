@@ -157,6 +157,12 @@ typedef struct {
     /* what its inflates gave the host back (yield.h), learned from the QEMU RSS when each of
      * them ended (bm_ledger_record_change()); reclaim counts on it; zeroed: nothing learned */
     BmYield yield;
+    /* virtio-mem: the domain's memory where its guest stopped unplugging (an unplug of ours
+     * that stalled: it unplugs only movable memory) and when; 0: none in this pressure episode
+     * (kept in the state file; the host comfortable, or BM_GIVEN_HOLD_S, ends it). The policy
+     * asks it no lower while the mark holds */
+    uint64_t vmem_refused_bytes;
+    uint64_t vmem_refused_s;
     unsigned seen;                 /* internal: generation of the last sync that saw it */
     /* process only: its decision in the engine's last plan, decisions[plan_index] of the plan
      * numbered plan_gen (0: none), so that a later reading's row finds it without a search */

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "size.h"
 #include "util.h"
+#include "vmem.h"
 
 #define MiB (1024ull * 1024)
 /* PSI pressure with enough MemAvailable still asks for this share of MemTotal per pass. */
@@ -240,6 +241,9 @@ typedef struct {
     uint64_t oom_margin; /* reclaim: what the host has above its own OOM line (BmPlan.oom_margin_bytes) */
     bool reclaim;       /* the host reclaims (BM_HOST_RECLAIM) */
     bool kept_hot;      /* it refaults or thrashes, but keeps what was taken (keeps_hot_cache()) */
+    const BmBalloonConfig *vmem; /* moved through virtio-mem: its devices (NULL: the balloon) */
+    bool refused;       /* virtio-mem: its idle memory capped by what its guest refused to unplug */
+    uint64_t refused_bytes; /* ... the domain's memory where it stopped unplugging */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -670,6 +674,13 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
     }
 }
 
+/* Whether d's memory is moved through its virtio-mem devices (no usable balloon): its reading's
+ * sizes are the domain's (snapshot.c: base memory plus what they plugged, at most their sizes). */
+static bool moved_by_vmem(const BmDomain *d)
+{
+    return d->balloon_known && bm_vmem_moves_domain(&d->balloon);
+}
+
 /* Why a domain is not managed this pass (c set, true), or false. */
 static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRules *rules, BmReason *c)
 {
@@ -677,7 +688,7 @@ static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRule
         c->code = BM_REASON_NOT_RUNNING;
     else if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED)
         *c = (BmReason){.code = BM_REASON_PAUSED, .run_state = d->state};
-    else if (d->balloon_known && !d->balloon.present)
+    else if (d->balloon_known && !d->balloon.present && !bm_vmem_moves_domain(&d->balloon))
         c->code = BM_REASON_NO_BALLOON;
     else if (e && e->in_flight)
         c->code = BM_REASON_IN_FLIGHT;
@@ -685,7 +696,8 @@ static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRule
         c->code = BM_REASON_UNRESPONSIVE;
     else if (rules->exclude)
         c->code = BM_REASON_EXCLUDED;
-    else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0)
+    else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0 ||
+             (moved_by_vmem(d) && !bm_present(bm_vmem_plugged_bytes(&d->balloon))))
         c->code = BM_REASON_SIZE_UNKNOWN;
     else
         return false;
@@ -709,6 +721,9 @@ static void set_limits(const BmDomain *d, unsigned pace, BmDecision *x, Work *k)
     uint64_t floor = max_u64(bm_amount_bytes(k->rules.floor, maxb), bm_absolute_floor(maxb));
     if (d->balloon_known && bm_present(d->balloon.min_guarantee_bytes))
         floor = max_u64(floor, d->balloon.min_guarantee_bytes);
+    /* virtio-mem unplugs only its own memory: the base memory is a floor of its own */
+    if (k->vmem)
+        floor = max_u64(floor, d->balloon.base_memory_bytes);
     x->floor_bytes = floor = min_u64(floor, maxb);
     k->keep_free = bm_amount_bytes(k->rules.keep_free, maxb);
     k->deadband = bm_amount_bytes(k->rules.deadband, maxb);
@@ -1010,6 +1025,24 @@ static uint64_t in_flight_return(const BmDomain *d, const BmLedgerEntry *e)
     return expected_return(d->actual_bytes - e->last_target_bytes, counted_yield(&e->yield));
 }
 
+/* A domain moved through virtio-mem whose guest refused to unplug more in this episode (its
+ * entry's mark, until the host is comfortable or BM_GIVEN_HOLD_S) is asked no lower: its idle
+ * memory ends where the guest stopped, unless it plugged more since (then down to there). */
+static void vmem_refusal(const BmLedgerEntry *e, BmHostMode mode, uint64_t now_s, BmDecision *x,
+                         Work *k)
+{
+    if (!e || mode == BM_HOST_RELEASE || !bm_episode_mark_holds(e->vmem_refused_s, now_s))
+        return;
+    uint64_t cur = x->current_bytes, refused = e->vmem_refused_bytes;
+    uint64_t left = cur > refused ? cur - refused : 0;
+    if (x->idle_bytes > left) {
+        x->idle_bytes = left;
+        k->cap = BM_CAP_REFUSED;
+        k->refused = true;
+        k->refused_bytes = refused;
+    }
+}
+
 /* Step 1 for one domain: its pressure, whether it is managed, its limits, yield and role.
  * overhead: QEMU's own memory per domain (step 0). */
 static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, uint64_t overhead,
@@ -1026,7 +1059,12 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     x->max_bytes = d->max_bytes;
     x->floor_bytes = BM_ABSENT;
     x->action = BM_ACT_SKIP;
+    x->vmem_index = -1;
     k->rules = row->rules;
+    if (moved_by_vmem(d)) {
+        x->vmem = true;
+        k->vmem = &d->balloon;
+    }
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
     /* the episode's mark, also of a running domain this pass leaves alone (a give-back still
      * in flight, paused, unresponsive): the export and status show it from here */
@@ -1036,7 +1074,11 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
         return;
     }
     set_limits(d, pace_of(policy, horizon_s), x, k);
-    k->no_return = no_return_reason(d);
+    if (k->vmem)
+        vmem_refusal(e, mode, now_s, x, k);
+    /* an unplugged block is given back whatever backs it (VFIO's coordinated discards, huge
+     * pages to their pool): what makes a balloon return nothing does not hold */
+    k->no_return = k->vmem ? NULL : no_return_reason(d);
     if (k->no_return && d->actual_bytes >= d->max_bytes) {
         x->cause = (BmReason){.code = BM_REASON_RETURNS_NOTHING, .no_return = k->no_return};
         x->returns_nothing = true;
@@ -1047,7 +1089,9 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     k->given_s = given_at(d, e, mode, now_s);
     k->given_ago_s = k->given_s && now_s > k->given_s ? now_s - k->given_s : 0;
     k->stats_before_change = stats_predate(d, e);
-    k->no_take = no_take_reason(k, d->balloon_known && d->balloon.autodeflate == BM_TRI_ON);
+    /* a guest cannot plug virtio-mem by itself when it runs short: no deflate-on-oom */
+    k->no_take = no_take_reason(k, !k->vmem && d->balloon_known &&
+                                       d->balloon.autodeflate == BM_TRI_ON);
     set_role(x, k);
     x->cache_hot |= x->cache_found_hot;
 }
@@ -1075,6 +1119,7 @@ static void set_cause(BmDecision *x, const Work *k, BmReasonCode code)
         .no_return = k->no_return,
         .horizon_s = k->horizon_s,
         .given_ago_s = k->given_ago_s,
+        .refused_bytes = k->refused ? k->refused_bytes : 0,
     };
 }
 
@@ -1123,6 +1168,8 @@ static BmReasonCode none_code(const BmPlan *plan, const BmDecision *x, const Wor
                                                                 : BM_REASON_TIMER_SELF_DEFLATE;
     if (x->returns_nothing)
         return k->no_return ? BM_REASON_NO_RETURN : BM_REASON_RETURNED_NOTHING;
+    if (k->refused && x->idle_bytes < k->deadband)
+        return BM_REASON_VMEM_REFUSED;
     if (k->skip && x->idle_bytes >= k->deadband && returning(k, x->idle_bytes) < k->deadband)
         return BM_REASON_UNBACKED;
     if (k->busy_unbacked && x->idle_bytes >= k->deadband)
@@ -1136,6 +1183,7 @@ static BmReasonCode none_code(const BmPlan *plan, const BmDecision *x, const Wor
 /* What an inflate of amount takes: free memory, then page cache (hot or not). */
 static void take_parts(BmDecision *x, const Work *k, uint64_t amount)
 {
+    x->take_cache_bytes = x->take_hot_bytes = 0;
     x->take_free_bytes = min_u64(amount, k->free_end);
     uint64_t cache = amount - x->take_free_bytes;
     if (k->hot)
@@ -1190,6 +1238,38 @@ static void decide(const BmPlan *plan, BmDecision *x, const Work *k)
     }
 }
 
+/* A change of a domain moved through virtio-mem, in whole blocks of the one device it moves
+ * (bm_vmem_pick()): an unplug rounds down what it takes (never more than the plan took), a plug
+ * rounds up (at most the device's room); less than a block is no change. */
+static void vmem_blocks(BmDecision *x, const Work *k)
+{
+    uint64_t cur = x->current_bytes;
+    bool unplug = x->action == BM_ACT_INFLATE;
+    uint64_t asked = unplug ? cur - x->target_bytes : x->target_bytes - cur, amount = 0;
+    int i = bm_vmem_pick(k->vmem, unplug);
+    const BmVirtioMem *m = i >= 0 ? &k->vmem->virtio_mem[i] : NULL;
+    if (m)
+        amount = unplug ? bm_vmem_round_unplug(asked, m->block_bytes, m->current_bytes)
+                        : bm_vmem_round_plug(asked, m->block_bytes, bm_vmem_pluggable_bytes(m));
+    if (!m || amount == 0 || (unplug && amount > cur - x->floor_bytes)) {
+        x->cause.code = BM_REASON_BELOW_BLOCK;
+        x->cause.block_bytes = m ? m->block_bytes : 0;
+        x->cause.asked_bytes = asked;
+        x->action = BM_ACT_NONE;
+        x->target_bytes = cur;
+        x->take_free_bytes = x->take_cache_bytes = x->take_hot_bytes = 0;
+        return;
+    }
+    x->vmem_index = i;
+    x->vmem_block_bytes = m->block_bytes;
+    x->vmem_offset_bytes = cur - m->current_bytes;
+    x->vmem_requested_bytes = unplug ? m->current_bytes - amount : m->current_bytes + amount;
+    x->target_bytes = unplug ? cur - amount : cur + amount;
+    x->cause.amount_bytes = amount;
+    if (unplug)
+        take_parts(x, k, amount);
+}
+
 /* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
 static void finish(BmPlan *plan, BmDecision *x, const Work *k)
 {
@@ -1206,6 +1286,8 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
         if (x->target_bytes == cur)
             x->action = BM_ACT_NONE;
     }
+    if (k->vmem && (x->action == BM_ACT_INFLATE || x->action == BM_ACT_DEFLATE))
+        vmem_blocks(x, k);
     if (x->action == BM_ACT_INFLATE)
         x->expected_return_bytes = expected_return(returning(k, cur - x->target_bytes), k->yield);
     if (x->action == BM_ACT_INFLATE) {
@@ -1332,7 +1414,8 @@ bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
     for (size_t i = 0; i < rows->n_rows; i++) {
         const BmDomain *d = rows->rows[i].dom;
         const BmGuestRules *rules = &rows->rows[i].rules;
-        if (!d->active || d->state != VIR_DOMAIN_RUNNING || (d->balloon_known && !d->balloon.present) ||
+        if (!d->active || d->state != VIR_DOMAIN_RUNNING ||
+            (d->balloon_known && !d->balloon.present && !bm_vmem_moves_domain(&d->balloon)) ||
             !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
             continue;
         if (rules->exclude)

@@ -113,6 +113,9 @@ typedef enum {
     BM_REASON_NOT_BACKED,        /* none: the host backs none of its idle memory */
     BM_REASON_NOTHING_TO_TAKE,   /* none: reclaiming, nothing idle */
     BM_REASON_FINE,              /* none: not reclaiming, usable memory above keep_free */
+    BM_REASON_VMEM_REFUSED,      /* none: its guest refused to unplug more virtio-mem in this
+                                  * episode (the ledger's vmem_refused_*) */
+    BM_REASON_BELOW_BLOCK,       /* none: the change would be smaller than a virtio-mem block */
 } BmReasonCode;
 
 /* What limited a take (BmReason.cap). */
@@ -123,6 +126,7 @@ typedef enum {
     BM_CAP_KEEP_FREE,
     BM_CAP_BACKED, /* the free memory the host backs */
     BM_CAP_PROBE,  /* a first, probing inflate */
+    BM_CAP_REFUSED, /* what its guest refused to unplug in this episode (virtio-mem) */
 } BmTakeCap;
 
 /* A decision's structured reason: the rule that decided and the numbers it decided from,
@@ -148,6 +152,10 @@ typedef struct {
     const char *no_return;      /* why ballooning it returns nothing (its XML; static text) */
     uint64_t horizon_s;         /* a timer's pass: until the next one */
     uint64_t given_ago_s;       /* given: how long ago */
+    uint64_t refused_bytes;     /* virtio-mem refused, capped by it: the domain's memory where
+                                 * its guest stopped unplugging */
+    uint64_t block_bytes;       /* below a block: the virtio-mem device's block */
+    uint64_t asked_bytes;       /* below a block: the change the plan asked for */
 } BmReason;
 
 typedef struct BmDecision {
@@ -183,6 +191,15 @@ typedef struct BmDecision {
                                 * the host is near its own OOM (BmPlan.hot_cache_allowed) */
     BmReason cause;          /* why: the rule and its numbers (its words: bm_reason_format(),
                               * its record's one word: bm_reason_why(), where printed or logged) */
+    /* A domain moved through virtio-mem (bm_vmem_moves_domain(): no usable balloon): its
+     * sizes are the domain's (base memory plus what its devices plugged, at most plus their
+     * sizes), every change a whole number of blocks of one device */
+    bool vmem;
+    int vmem_index;                /* inflate/deflate: the device it moves; -1: the balloon */
+    uint64_t vmem_block_bytes;     /* that device's block */
+    uint64_t vmem_offset_bytes;    /* the domain's memory besides that device's (base and the
+                                    * other devices): target = offset + requested */
+    uint64_t vmem_requested_bytes; /* the device's requested size that the target means */
 } BmDecision;
 
 /* Which rule decided the host's mode (BmHostReason.code). */

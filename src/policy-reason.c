@@ -25,7 +25,8 @@ static const char *cap_name(BmTakeCap cap)
 {
     static const char *const names[] = {
         [BM_CAP_MAX_STEP] = "max_step", [BM_CAP_FLOOR] = "floor", [BM_CAP_KEEP_FREE] = "keep_free",
-        [BM_CAP_BACKED] = "backed memory", [BM_CAP_PROBE] = "a first, probing inflate"};
+        [BM_CAP_BACKED] = "backed memory", [BM_CAP_PROBE] = "a first, probing inflate",
+        [BM_CAP_REFUSED] = "what its guest refused to unplug"};
     return (size_t)cap < BM_ARRAY_SIZE(names) && names[cap] ? names[cap] : "";
 }
 
@@ -228,6 +229,16 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
             c->used_lately_bytes ? " and used " : "",
             c->used_lately_bytes ? SZ(c->used_lately_bytes) : "",
             c->used_lately_bytes ? " more lately" : "", SZ(plan->qemu_overhead_bytes));
+        break;
+    case BM_REASON_VMEM_REFUSED:
+        snprintf(buf, n,
+            "its guest stopped unplugging virtio-mem at %s in this pressure episode: not asked "
+            "lower (%s idle above it)",
+            SZ(c->refused_bytes), SZ(x->idle_bytes));
+        break;
+    case BM_REASON_BELOW_BLOCK:
+        snprintf(buf, n, "the change of %s is less than a virtio-mem block of %s: none",
+            SZ(c->asked_bytes), SZ(c->block_bytes));
         break;
     case BM_REASON_NOTHING_TO_TAKE:
         snprintf(buf, n, "nothing to take: %s idle above keep_free %s and floor %s", SZ(x->idle_bytes),

@@ -245,12 +245,18 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
     if (!info_read && (!bm_present(d->max_bytes) || !bm_present(d->actual_bytes)))
         read_info(s, d, dom);
     d->active = running;
-    /* without a balloon, libvirt's "current" is its count of the domain's memory, which need
-     * not follow what virtio-mem devices have plugged: the guest has its base memory and that */
-    uint64_t vmem_now = d->balloon_known && !d->balloon.present && running
+    /* a domain moved through virtio-mem (no balloon, or one whose inflates return nothing):
+     * libvirt's "current" is its count of the domain's memory (or the balloon's), which need
+     * not follow what the devices have plugged: the guest has its base memory and that, and
+     * at most its base memory and the devices' sizes */
+    uint64_t vmem_now = d->balloon_known && running && bm_vmem_moves_domain(&d->balloon)
                             ? bm_vmem_domain_bytes(&d->balloon) : BM_ABSENT;
-    if (bm_present(vmem_now) && bm_present(bm_vmem_plugged_bytes(&d->balloon)))
+    if (bm_present(vmem_now) && bm_present(bm_vmem_plugged_bytes(&d->balloon))) {
         d->actual_bytes = vmem_now;
+        uint64_t most = bm_vmem_domain_max_bytes(&d->balloon);
+        if (bm_present(most))
+            d->max_bytes = most;
+    }
     if (flags & BM_SNAPSHOT_HANDLES) {
         virDomainRef(dom);
         d->handle = dom;

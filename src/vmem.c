@@ -52,6 +52,62 @@ uint64_t bm_vmem_pluggable_bytes(const BmVirtioMem *m)
     return m->size_bytes > m->current_bytes ? m->size_bytes - m->current_bytes : 0;
 }
 
+bool bm_vmem_moves_domain(const BmBalloonConfig *c)
+{
+    return c->n_virtio_mem > 0 && (!c->present || bm_domxml_no_return_reason(c));
+}
+
+uint64_t bm_vmem_domain_max_bytes(const BmBalloonConfig *c)
+{
+    if (c->n_virtio_mem == 0 || c->virtio_mem_more || !bm_present(c->base_memory_bytes))
+        return BM_ABSENT;
+    uint64_t sum = c->base_memory_bytes;
+    for (size_t i = 0; i < c->n_virtio_mem; i++) {
+        uint64_t z = c->virtio_mem[i].size_bytes;
+        if (!bm_present(z) || sum > BM_COUNT_MAX - z)
+            return BM_ABSENT;
+        sum += z;
+    }
+    return sum;
+}
+
+int bm_vmem_pick(const BmBalloonConfig *c, bool unplug)
+{
+    int best = -1;
+    uint64_t best_bytes = 0;
+    for (size_t i = 0; i < c->n_virtio_mem; i++) {
+        const BmVirtioMem *m = &c->virtio_mem[i];
+        uint64_t room = bm_vmem_pluggable_bytes(m);
+        if (!bm_present(room) || !bm_present(m->block_bytes) || m->block_bytes == 0)
+            continue;
+        uint64_t can = unplug ? m->current_bytes : room;
+        if (can >= m->block_bytes && can > best_bytes) {
+            best = (int)i;
+            best_bytes = can;
+        }
+    }
+    return best;
+}
+
+uint64_t bm_vmem_round_unplug(uint64_t take_bytes, uint64_t block_bytes, uint64_t plugged_bytes)
+{
+    if (block_bytes == 0 || !bm_present(plugged_bytes))
+        return 0;
+    uint64_t take = take_bytes < plugged_bytes ? take_bytes : plugged_bytes;
+    return take / block_bytes * block_bytes;
+}
+
+uint64_t bm_vmem_round_plug(uint64_t give_bytes, uint64_t block_bytes, uint64_t room_bytes)
+{
+    if (block_bytes == 0 || !bm_present(room_bytes) || give_bytes == 0)
+        return 0;
+    uint64_t room = room_bytes / block_bytes * block_bytes;
+    uint64_t blocks = give_bytes / block_bytes + (give_bytes % block_bytes != 0);
+    if (blocks > room / block_bytes)
+        return room;
+    return blocks * block_bytes;
+}
+
 int bm_vmem_target(const BmBalloonConfig *c, size_t index, uint64_t target_bytes,
                    BmVmemTarget *ret)
 {

@@ -25,6 +25,27 @@ uint64_t bm_vmem_unpluggable_bytes(const BmVirtioMem *m);
 /* What device m can still plug: its size less what it has plugged, BM_ABSENT when unknown. */
 uint64_t bm_vmem_pluggable_bytes(const BmVirtioMem *m);
 
+/* Whether a domain of c has its memory moved through its virtio-mem devices rather than its
+ * balloon: it has one or more and no usable balloon (none, or one whose inflates return
+ * nothing: bm_domxml_no_return_reason()), as `set` chooses and the policy does. */
+bool bm_vmem_moves_domain(const BmBalloonConfig *c);
+
+/* What the domain of c has with its virtio-mem devices at their most: its base memory plus
+ * every device's size. BM_ABSENT when one is unknown, or without a virtio-mem device. */
+uint64_t bm_vmem_domain_max_bytes(const BmBalloonConfig *c);
+
+/* The device of c a change of the domain's memory moves, one device a change: to unplug, the
+ * one with the most plugged; to plug, the one with the most room (size less plugged); in
+ * document order among equals. Only devices whose size, block and plugged size are known and
+ * that can move a block that way count. Returns its index, or -1 when none can. */
+int bm_vmem_pick(const BmBalloonConfig *c, bool unplug);
+
+/* What a change of take_bytes down (unplug) or give_bytes up (plug) becomes in whole blocks of
+ * block_bytes: an unplug rounds down (never more than asked), at most plugged_bytes; a plug
+ * rounds up, at most room_bytes (itself rounded down to a block). 0 when less than a block. */
+uint64_t bm_vmem_round_unplug(uint64_t take_bytes, uint64_t block_bytes, uint64_t plugged_bytes);
+uint64_t bm_vmem_round_plug(uint64_t give_bytes, uint64_t block_bytes, uint64_t room_bytes);
+
 /* The requested size of one device for a domain total. */
 typedef struct {
     uint64_t requested_bytes; /* what to ask of the device: a multiple of its block */

@@ -2078,6 +2078,225 @@ static void test_reason_words(void)
     is_str(bm_reason_why(&x), "hot-page-cache", "an inflate into a hot cache: why=hot-page-cache");
 }
 
+/* ---- virtio-mem: a guest moved through its device, the block as the step ---- */
+
+/* A guest whose memory virtio-mem moves: base memory and one device of size with plugged of it,
+ * in blocks of block; its balloon sends the statistics but returns nothing (VFIO), so the
+ * device is what moves (bm_vmem_moves_domain()). Its sizes are the domain's, as the reading
+ * makes them: base + plugged now, base + size at most. */
+static BmDomain vmem_guest(const char *name, uint64_t base, uint64_t size, uint64_t plugged,
+                           uint64_t block, uint64_t usable)
+{
+    BmDomain d = guest(name, base + size, base + plugged, usable);
+    d.balloon.vfio_hostdev = true;
+    d.balloon.base_memory_bytes = base;
+    d.balloon.n_virtio_mem = 1;
+    d.balloon.virtio_mem[0] = (BmVirtioMem){.size_bytes = size, .block_bytes = block,
+                                            .requested_bytes = plugged, .current_bytes = plugged,
+                                            .node = -1};
+    return d;
+}
+
+/* the same guest with a usable balloon: what the plan asks of it before the blocks */
+static BmDomain balloon_twin(const BmDomain *v)
+{
+    BmDomain d = guest(v->name, v->max_bytes, v->actual_bytes, v->usable_bytes);
+    return d;
+}
+
+/* one decision of a plan of one domain */
+static BmDecision eval_one(const BmHost *h, BmDomain *d, BmLedger *l, const BmPolicy *p,
+                           unsigned horizon_s, BmPlan *ret)
+{
+    BmSnapshot s = {.domains = d, .n_domains = 1};
+    ok(route_eval(h, &s, l, p, NOW, horizon_s, ret) == 0 && ret->n_decisions == 1, "evaluated");
+    return ret->decisions[0];
+}
+
+/* An unplug takes whole blocks of what the plan took, rounded down: never more. */
+static void test_vmem_unplug_rounds_down(void)
+{
+    const uint64_t block = 1 * GiB;
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain v = vmem_guest("vm", 1 * GiB, 7 * GiB, 7 * GiB, block, 5 * GiB);
+    BmDomain b = balloon_twin(&v);
+    BmPlan pv, pb;
+    BmDecision x = eval_one(&h, &v, NULL, P, 0, &pv), y = eval_one(&h, &b, NULL, P, 0, &pb);
+    ok(y.action == BM_ACT_INFLATE && !y.vmem && y.vmem_index == -1, "the balloon twin is inflated");
+    uint64_t asked = y.current_bytes - y.target_bytes, took = x.current_bytes - x.target_bytes;
+    diag("asked %" PRIu64 " MiB, unplugged %" PRIu64 " MiB: %s", asked / MiB, took / MiB, words(&pv, &x));
+    ok(x.action == BM_ACT_INFLATE && x.vmem && x.vmem_index == 0, "the virtio-mem guest: unplugged");
+    ok(took % block == 0 && took <= asked && took + block > asked,
+       "  whole blocks, rounded down from what the plan took");
+    ok(took < asked, "  (the plan's take was not a whole number of blocks)");
+    is_u64(x.vmem_block_bytes, block, "  its device's block");
+    is_u64(x.vmem_offset_bytes, 1 * GiB, "  offset: the base memory");
+    is_u64(x.vmem_requested_bytes, 7 * GiB - took, "  requested: what is plugged less the take");
+    is_u64(x.take_free_bytes + x.take_cache_bytes + x.take_hot_bytes, took, "  its parts add up to it");
+    ok(!x.returns_nothing && x.cause.code == BM_REASON_TAKE,
+       "  its balloon returns nothing (VFIO), the device does");
+    bm_plan_clear(&pv);
+    bm_plan_clear(&pb);
+}
+
+/* A give rounds up to whole blocks, at most the device's room; below a block is no change. */
+static void test_vmem_give_rounds_up(void)
+{
+    const uint64_t block = 128 * MiB;
+    BmHost h = host(MEM_TOTAL, 10 * GiB); /* holding */
+    BmDomain v = vmem_guest("vm", 1 * GiB, 7 * GiB, 3 * GiB, block, 100 * MiB);
+    BmDomain b = balloon_twin(&v);
+    BmPlan pv, pb;
+    BmDecision x = eval_one(&h, &v, NULL, P, 0, &pv), y = eval_one(&h, &b, NULL, P, 0, &pb);
+    ok(y.action == BM_ACT_DEFLATE, "the short balloon twin is given memory");
+    uint64_t asked = y.target_bytes - y.current_bytes, gave = x.target_bytes - x.current_bytes;
+    diag("asked %" PRIu64 " MiB, plugged %" PRIu64 " MiB: %s", asked / MiB, gave / MiB, words(&pv, &x));
+    ok(x.action == BM_ACT_DEFLATE && x.cause.code == BM_REASON_SHORT, "the short virtio-mem guest: plugged");
+    ok(gave % block == 0 && gave >= asked && gave < asked + block, "  whole blocks, rounded up");
+    is_u64(x.vmem_requested_bytes, 3 * GiB + gave, "  requested: what is plugged and the give");
+    bm_plan_clear(&pv);
+    bm_plan_clear(&pb);
+
+    /* one block of room left: the give is that block, the domain at its maximum */
+    v = vmem_guest("vm", 1 * GiB, 7 * GiB, 7 * GiB - block, block, 100 * MiB);
+    x = eval_one(&h, &v, NULL, P, 0, &pv);
+    ok(x.action == BM_ACT_DEFLATE && x.target_bytes == x.max_bytes && x.vmem_requested_bytes == 7 * GiB,
+       "a block of room: plugged to the device's size");
+    bm_plan_clear(&pv);
+
+    /* a take less than a block (idle memory of about 470 MiB, blocks of 1 GiB): none */
+    h = host(MEM_TOTAL, 2 * GiB);
+    v = vmem_guest("vm", 1 * GiB, 7 * GiB, 7 * GiB, 1 * GiB, 1700 * MiB);
+    b = balloon_twin(&v);
+    x = eval_one(&h, &v, NULL, P, 0, &pv);
+    y = eval_one(&h, &b, NULL, P, 0, &pb);
+    ok(y.action == BM_ACT_INFLATE && y.current_bytes - y.target_bytes < 1 * GiB,
+       "the balloon twin gives less than a GiB");
+    ok(x.action == BM_ACT_NONE && x.target_bytes == x.current_bytes && x.vmem_index == -1,
+       "the virtio-mem guest with blocks of 1 GiB: no change");
+    is_code(&x, BM_REASON_BELOW_BLOCK, "  less than a block");
+    ok(strstr(words(&pv, &x), "less than a virtio-mem block of 1 GiB") != NULL, "  in words: %s",
+       words(&pv, &x));
+    ok(pv.planned_inflate_bytes == 0, "  nothing planned");
+    bm_plan_clear(&pv);
+    bm_plan_clear(&pb);
+}
+
+/* The base memory is a floor of its own: virtio-mem unplugs only its own memory. */
+static void test_vmem_base_is_a_floor(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    /* max 8 GiB: the policy's floor 2 GiB, below the base of 3 GiB */
+    BmDomain v = vmem_guest("vm", 3 * GiB, 5 * GiB, 1 * GiB, 2 * MiB, 3500 * MiB);
+    BmPlan p;
+    BmDecision x = eval_one(&h, &v, NULL, P, 0, &p);
+    is_u64(x.floor_bytes, 3 * GiB, "floor: the base memory");
+    ok(x.action == BM_ACT_INFLATE && x.target_bytes >= 3 * GiB && x.vmem_requested_bytes <= 1 * GiB,
+       "unplugged, never below the base (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+    v = vmem_guest("vm", 3 * GiB, 5 * GiB, 0, 2 * MiB, 2500 * MiB);
+    x = eval_one(&h, &v, NULL, P, 0, &p);
+    ok(x.action == BM_ACT_NONE, "nothing plugged: nothing taken (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+}
+
+/* What a guest refused to unplug (an unplug of ours that stalled) is not asked again in the
+ * episode, unless it plugged more since; the episode's end lifts it. */
+static void test_vmem_refusal_not_asked_again(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain v = vmem_guest("vm", 1 * GiB, 7 * GiB, 5 * GiB, 2 * MiB, 4 * GiB);
+    BmLedger l;
+    ledger_with_yield(&l, &v, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, v.uuid, NULL);
+    e->vmem_refused_bytes = v.actual_bytes;
+    e->vmem_refused_s = NOW - 10;
+    BmPlan p;
+    BmDecision x = eval_one(&h, &v, &l, P, 0, &p);
+    ok(x.action == BM_ACT_NONE, "refused 10 s ago at what it has: not asked again");
+    is_code(&x, BM_REASON_VMEM_REFUSED, "  the refusal");
+    is_str(words(&p, &x), "its guest stopped unplugging virtio-mem at 6 GiB in this pressure "
+           "episode: not asked lower (0 B idle above it)", "  in words");
+    bm_plan_clear(&p);
+
+    e->vmem_refused_bytes = v.actual_bytes - 256 * MiB; /* it plugged 256 MiB more since */
+    x = eval_one(&h, &v, &l, P, 0, &p);
+    ok(x.action == BM_ACT_INFLATE && x.current_bytes - x.target_bytes <= 256 * MiB &&
+           x.cause.cap == BM_CAP_REFUSED,
+       "plugged more since: asked down to where it stopped, no lower (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+
+    e->vmem_refused_bytes = v.actual_bytes;
+    e->vmem_refused_s = NOW - BM_GIVEN_HOLD_S;
+    x = eval_one(&h, &v, &l, P, 0, &p);
+    ok(x.action == BM_ACT_INFLATE && x.current_bytes - x.target_bytes > 256 * MiB,
+       "the mark's hold-off passed: asked again");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
+/* Which side moves a domain: the balloon where it is usable, virtio-mem where the domain has a
+ * device and no usable balloon; a guest without a balloon sends no statistics and is never
+ * taken from; a timer's pass does not unplug (no deflate-on-oom for virtio-mem). */
+static void test_vmem_device_choice(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain d[] = {vmem_guest("both", 1 * GiB, 7 * GiB, 7 * GiB, 2 * MiB, 5 * GiB),
+                    vmem_guest("none", 1 * GiB, 7 * GiB, 7 * GiB, 2 * MiB, 5 * GiB),
+                    guest("nothing", 8 * GiB, 8 * GiB, 5 * GiB)};
+    d[0].balloon.vfio_hostdev = false; /* a usable balloon beside the device */
+    d[1].balloon.present = false;      /* memballoon none: no statistics */
+    d[1].usable_bytes = d[1].unused_bytes = d[1].disk_caches_bytes = BM_ABSENT;
+    d[1].available_bytes = d[1].last_update_s = BM_ABSENT;
+    d[2].balloon.present = false;
+    BmPlan p = eval(&h, d, 3, NULL, P);
+    ok(!dec(&p, "both")->vmem && dec(&p, "both")->action == BM_ACT_INFLATE,
+       "a usable balloon beside the device: the balloon moves");
+    ok(dec(&p, "none")->vmem && dec(&p, "none")->action == BM_ACT_SKIP,
+       "no balloon: virtio-mem, but without statistics never taken from");
+    is_code(dec(&p, "none"), BM_REASON_NO_STATS, "  no statistics");
+    is_code(dec(&p, "nothing"), BM_REASON_NO_BALLOON, "neither: no balloon");
+    bm_plan_clear(&p);
+
+    BmDomain v = vmem_guest("vm", 1 * GiB, 7 * GiB, 7 * GiB, 2 * MiB, 5 * GiB);
+    v.balloon.autodeflate = BM_TRI_ON; /* its balloon's, not the device's */
+    BmDecision x = eval_one(&h, &v, NULL, P, 60, &p);
+    ok(x.action == BM_ACT_NONE && x.cause.code == BM_REASON_TIMER_SELF_DEFLATE,
+       "a timer's pass does not unplug (timer_inflate deflate-on-oom)");
+    bm_plan_clear(&p);
+    x = eval_one(&h, &v, NULL, P, 0, &p);
+    ok(x.action == BM_ACT_INFLATE, "  the agent's does");
+    invariants(&p, "virtio-mem");
+    bm_plan_clear(&p);
+}
+
+/* Several devices: an unplug goes through the one with most plugged, a plug through the one
+ * with most room, one device a change. */
+static void test_vmem_several_devices(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain v = vmem_guest("vm", 1 * GiB, 3 * GiB, 1 * GiB, 2 * MiB, 3 * GiB);
+    v.balloon.n_virtio_mem = 2;
+    v.balloon.virtio_mem[1] = (BmVirtioMem){.size_bytes = 4 * GiB, .block_bytes = 4 * MiB,
+                                            .requested_bytes = 3 * GiB, .current_bytes = 3 * GiB,
+                                            .node = -1};
+    v.max_bytes = 8 * GiB;
+    v.actual_bytes = v.available_bytes = 5 * GiB;
+    BmPlan p;
+    BmDecision x = eval_one(&h, &v, NULL, P, 0, &p);
+    ok(x.action == BM_ACT_INFLATE && x.vmem_index == 1 && x.vmem_block_bytes == 4 * MiB &&
+           x.vmem_offset_bytes == 2 * GiB && x.vmem_offset_bytes + x.vmem_requested_bytes == x.target_bytes,
+       "unplug: the second device, with most plugged (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+    h = host(MEM_TOTAL, 10 * GiB);
+    v.usable_bytes = 100 * MiB;
+    x = eval_one(&h, &v, NULL, P, 0, &p);
+    ok(x.action == BM_ACT_DEFLATE && x.vmem_index == 0 && x.vmem_offset_bytes == 4 * GiB &&
+           x.vmem_offset_bytes + x.vmem_requested_bytes == x.target_bytes,
+       "plug: the first device, with most room (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -2135,5 +2354,11 @@ int main(void)
     test_oom_kill_deflates_at_once_and_holds();
     test_oom_kill_paced_near_host_oom();
     test_stalls_and_direct_reclaim_stop_inflating();
+    test_vmem_unplug_rounds_down();
+    test_vmem_give_rounds_up();
+    test_vmem_base_is_a_floor();
+    test_vmem_refusal_not_asked_again();
+    test_vmem_device_choice();
+    test_vmem_several_devices();
     return tap_done();
 }

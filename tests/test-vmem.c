@@ -135,8 +135,66 @@ static void test_wait(void)
        "already the requested size: reached at once");
 }
 
+/* which side moves a domain's memory: virtio-mem where it has a device and no usable balloon */
+static void test_moves_domain(void)
+{
+    BmBalloonConfig c = one_device(1 * GiB, 3 * GiB, 2 * MiB, 1 * GiB, 1 * GiB);
+    ok(bm_vmem_moves_domain(&c), "a device, no balloon: virtio-mem");
+    c.present = true;
+    ok(!bm_vmem_moves_domain(&c), "a device and a usable balloon: the balloon");
+    c.vfio_hostdev = true;
+    ok(bm_vmem_moves_domain(&c), "a device and a balloon that returns nothing (VFIO): virtio-mem");
+    c.vfio_hostdev = false;
+    c.hugepages = true;
+    ok(bm_vmem_moves_domain(&c), "  (huge pages): virtio-mem");
+    BmBalloonConfig none = {.base_memory_bytes = 1 * GiB};
+    ok(!bm_vmem_moves_domain(&none), "no device: not virtio-mem");
+    is_u64(bm_vmem_domain_max_bytes(&c), 4 * GiB, "at most: base + the device's size");
+    c.virtio_mem[0].size_bytes = BM_ABSENT;
+    ok(!bm_present(bm_vmem_domain_max_bytes(&c)), "a size unknown: at most unknown");
+}
+
+/* one device a change: unplug the one with most plugged, plug the one with most room */
+static void test_pick(void)
+{
+    BmBalloonConfig c = one_device(1 * GiB, 4 * GiB, 2 * MiB, 1 * GiB, 1 * GiB);
+    c.n_virtio_mem = 3;
+    c.virtio_mem[1] = (BmVirtioMem){.size_bytes = 4 * GiB, .block_bytes = 2 * MiB,
+                                    .requested_bytes = 3 * GiB, .current_bytes = 3 * GiB};
+    c.virtio_mem[2] = (BmVirtioMem){.size_bytes = 4 * GiB, .block_bytes = 2 * MiB,
+                                    .requested_bytes = 0, .current_bytes = 0};
+    ok(bm_vmem_pick(&c, true) == 1, "unplug: the device with most plugged");
+    ok(bm_vmem_pick(&c, false) == 2, "plug: the device with most room");
+    c.virtio_mem[2].block_bytes = BM_ABSENT;
+    ok(bm_vmem_pick(&c, false) == 0, "a device whose block is unknown is not moved");
+    BmBalloonConfig empty = one_device(1 * GiB, 4 * GiB, 128 * MiB, 0, 0);
+    ok(bm_vmem_pick(&empty, true) == -1, "nothing plugged: nothing to unplug");
+    BmBalloonConfig full = one_device(1 * GiB, 4 * GiB, 128 * MiB, 4 * GiB, 4 * GiB);
+    ok(bm_vmem_pick(&full, false) == -1, "all plugged: no room");
+    BmBalloonConfig almost = one_device(1 * GiB, 4 * GiB, 128 * MiB, 64 * MiB, 64 * MiB);
+    ok(bm_vmem_pick(&almost, true) == -1, "less than a block plugged: nothing to unplug");
+}
+
+/* whole blocks: an unplug rounds down, a plug up, within what the device has */
+static void test_round(void)
+{
+    const uint64_t b = 128 * MiB;
+    is_u64(bm_vmem_round_unplug(300 * MiB, b, 4 * GiB), 256 * MiB, "unplug 300 MiB: 2 blocks");
+    is_u64(bm_vmem_round_unplug(127 * MiB, b, 4 * GiB), 0, "unplug less than a block: none");
+    is_u64(bm_vmem_round_unplug(1 * GiB, b, 384 * MiB), 384 * MiB, "unplug: at most what is plugged");
+    is_u64(bm_vmem_round_plug(300 * MiB, b, 4 * GiB), 384 * MiB, "plug 300 MiB: 3 blocks");
+    is_u64(bm_vmem_round_plug(256 * MiB, b, 4 * GiB), 256 * MiB, "plug whole blocks: as asked");
+    is_u64(bm_vmem_round_plug(1 * MiB, b, 4 * GiB), b, "plug 1 MiB: a block");
+    is_u64(bm_vmem_round_plug(1 * GiB, b, 300 * MiB), 256 * MiB, "plug: at most the room, in blocks");
+    is_u64(bm_vmem_round_plug(1 * MiB, b, 100 * MiB), 0, "room below a block: none");
+    is_u64(bm_vmem_round_unplug(300 * MiB, 0, 4 * GiB), 0, "no block: none");
+}
+
 int main(void)
 {
+    test_moves_domain();
+    test_pick();
+    test_round();
     test_wait();
     test_target();
     test_two_devices();
