@@ -208,7 +208,28 @@ static void lv_release(void *ctx, void *handle)
         virDomainFree(handle);
 }
 
+static int read_vmem_current(virDomainPtr dom, size_t index, uint64_t *ret);
+
+static int lv_set_requested(void *ctx, void *handle, size_t index, uint64_t requested_bytes)
+{
+    (void)ctx;
+    return bm_vmem_set_requested(handle, index, requested_bytes, true);
+}
+
+/* what the device has plugged (the live XML), and the QEMU RSS where libvirt reports it */
+static int lv_read_plugged(void *ctx, void *handle, size_t index, uint64_t *ret_plugged,
+                           uint64_t *ret_rss)
+{
+    (void)ctx;
+    uint64_t actual;
+    if (bm_balloon_read_live(handle, &actual, ret_rss) < 0)
+        *ret_rss = BM_ABSENT;
+    return read_vmem_current(handle, index, ret_plugged);
+}
+
 const BmBalloonOps bm_balloon_libvirt_ops = {.set_target = lv_set_target, .read_live = lv_read_live,
+                                             .set_requested = lv_set_requested,
+                                             .read_plugged = lv_read_plugged,
                                              .hold = lv_hold, .release = lv_release};
 
 static const BmBalloonOps *ops_of(const BmTracker *t)
@@ -216,16 +237,29 @@ static const BmBalloonOps *ops_of(const BmTracker *t)
     return t->ops ? t->ops : &bm_balloon_libvirt_ops;
 }
 
-/* Sets the target of the change through t's ops on handle and adds it to t. */
+/* Sets the target of the change through t's ops on handle (the balloon's, or with vmem the
+ * requested size of its device: x's vmem fields) and adds it to t. */
 static int track(BmTracker *t, void *handle, const char *name, const char *uuid,
-                 uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg)
+                 uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes, BmSgLabel sg,
+                 const BmTracked *vmem)
 {
     const BmBalloonOps *ops = ops_of(t);
     BmTracked x = {0};
     const BmClock *clock = t->opts.clock;
     uint64_t t0 = bm_clock_mono_ns(clock);
     x.change = pending(from_bytes, target_bytes, bm_clock_real_ns(clock));
-    int r = ops->set_target(ops->ctx, handle, target_bytes);
+    int r;
+    if (vmem) {
+        x.vmem = true;
+        x.vmem_index = vmem->vmem_index;
+        x.vmem_offset_bytes = vmem->vmem_offset_bytes;
+        x.last_read_mono_ns = t0;
+        r = ops->set_requested ? ops->set_requested(ops->ctx, handle, x.vmem_index,
+                                                    target_bytes - x.vmem_offset_bytes)
+                               : bm_error(-ENOTSUP, "the host moves no virtio-mem device");
+    } else {
+        r = ops->set_target(ops->ctx, handle, target_bytes);
+    }
     if (r < 0)
         return r;
     x.name = bm_strdup(name ? name : "");
@@ -247,14 +281,43 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
     char uuid[VIR_UUID_STRING_BUFLEN];
     if (virDomainGetUUIDString(dom, uuid) < 0)
         uuid[0] = '\0';
-    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg);
+    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg, NULL);
 }
 
 int bm_tracker_start_handle(BmTracker *t, const char *name, const char *uuid, void *handle,
                             uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes,
                             BmSgLabel sg)
 {
-    return track(t, handle, name, uuid, from_bytes, target_bytes, rss_bytes, sg);
+    return track(t, handle, name, uuid, from_bytes, target_bytes, rss_bytes, sg, NULL);
+}
+
+int bm_tracker_start_vmem(BmTracker *t, const char *name, const char *uuid, void *handle,
+                          size_t index, uint64_t offset_bytes, uint64_t from_plugged_bytes,
+                          uint64_t requested_bytes, uint64_t rss_bytes, BmSgLabel sg)
+{
+    if (offset_bytes > BM_COUNT_MAX - from_plugged_bytes ||
+        offset_bytes > BM_COUNT_MAX - requested_bytes)
+        return bm_error(-ERANGE, "virtio-mem sizes out of range");
+    BmTracked v = {.vmem = true, .vmem_index = index, .vmem_offset_bytes = offset_bytes};
+    return track(t, handle, name, uuid, offset_bytes + from_plugged_bytes,
+                 offset_bytes + requested_bytes, rss_bytes, sg, &v);
+}
+
+/* The live size of change x: its balloon, or its domain's memory with what its virtio-mem
+ * device has plugged; and the QEMU RSS. */
+static int read_size(const BmBalloonOps *ops, const BmTracked *x, uint64_t *ret, uint64_t *ret_rss)
+{
+    if (!x->vmem)
+        return ops->read_live(ops->ctx, x->handle, ret, ret_rss);
+    uint64_t plugged = 0;
+    int r = ops->read_plugged ? ops->read_plugged(ops->ctx, x->handle, x->vmem_index, &plugged, ret_rss)
+                              : bm_error(-ENOTSUP, "the host moves no virtio-mem device");
+    if (r < 0)
+        return r;
+    if (plugged > BM_COUNT_MAX - x->vmem_offset_bytes)
+        return bm_error(-ERANGE, "virtio-mem device reports %" PRIu64 " bytes plugged", plugged);
+    *ret = x->vmem_offset_bytes + plugged;
+    return 0;
 }
 
 /* One reading of one tracked change: true when it ended (outcome set). */
@@ -264,7 +327,11 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     BmChange *ch = &x->change;
     uint64_t before = bm_clock_mono_ns(o->clock), before_real = bm_clock_real_ns(o->clock);
     uint64_t actual = 0, rss = BM_ABSENT;
-    int r = ops->read_live(ops->ctx, x->handle, &actual, &rss);
+    /* virtio-mem: read once a second (what libvirt has follows QEMU's events, one a second) */
+    if (x->vmem && before - x->last_read_mono_ns < BM_VMEM_POLL_MS * ms)
+        return false;
+    x->last_read_mono_ns = before;
+    int r = read_size(ops, x, &actual, &rss);
     uint64_t after = bm_clock_mono_ns(o->clock);
     /* the value was read somewhere inside the call: take its middle */
     uint64_t at = before + (after - before) / 2;
@@ -279,7 +346,8 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     }
     ch->reached_bytes = actual;
     x->rss_after_bytes = rss;
-    if (distance(actual, ch->target_bytes) <= o->tolerance_bytes) {
+    /* virtio-mem: the requested size exactly (whole blocks, no tolerance) */
+    if (distance(actual, ch->target_bytes) <= (x->vmem ? 0 : o->tolerance_bytes)) {
         ch->outcome = BM_CHANGE_REACHED;
         return true;
     }
@@ -296,6 +364,11 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
      * waiting for the domain's job lock while it is being destroyed took 7 s) is no stall */
     if (at - x->last_progress_mono_ns >= (uint64_t)o->stall_ms * ms) {
         ch->outcome = BM_CHANGE_STALLED;
+        /* a guest that unplugs no more (only movable memory goes) is not left asked: its
+         * driver would retry for minutes; the requested size is what it has */
+        if (x->vmem && ops->set_requested)
+            (void)ops->set_requested(ops->ctx, x->handle, x->vmem_index,
+                                     actual - x->vmem_offset_bytes);
         return true;
     }
     return false;
@@ -335,8 +408,11 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
     const BmClock *clock = t->opts.clock;
     uint64_t actual = 0, rss = BM_ABSENT;
     const BmBalloonOps *ops = ops_of(t);
-    int r = ops->read_live(ops->ctx, x->handle, &actual, &rss);
-    if (r >= 0) {
+    int r = read_size(ops, x, &actual, &rss);
+    if (r >= 0 && x->vmem) {
+        /* virtio-mem: the requested size what the guest has plugged (whole blocks) */
+        r = ops->set_requested(ops->ctx, x->handle, x->vmem_index, actual - x->vmem_offset_bytes);
+    } else if (r >= 0) {
         /* the target where the balloon is, in whole MiB as every target of ours (an inflate
          * stops up to 1 MiB short of where it got, a deflate up to 1 MiB beyond: never past
          * its own target) */

@@ -129,24 +129,37 @@ typedef struct BmTracked {
     BmChange change;           /* outcome, from/target/reached, times */
     uint64_t rss_before_bytes; /* QEMU RSS when the change started (BM_ABSENT if unknown) */
     uint64_t rss_after_bytes;  /* ... at the last reading */
+    /* a virtio-mem change (bm_tracker_start_vmem()): its device's requested size moved, the
+     * sizes of change the domain's (vmem_offset_bytes, its memory besides the device, plus what
+     * the device has plugged); false: the balloon */
+    bool vmem;
+    size_t vmem_index;         /* the device, in the order of the domain's XML */
+    uint64_t vmem_offset_bytes;
     /* internal */
     void *handle;              /* the domain's handle in the tracker's ops (libvirt: a
                                 * virDomainPtr reference), NULL once the change ended */
     uint64_t started_mono_ns;
     uint64_t last_progress_mono_ns;
     uint64_t last_actual_bytes;
+    uint64_t last_read_mono_ns; /* virtio-mem: when the device was last read (once a second) */
 } BmTracked;
 
 /* Where a tracker's changes are made and read: a domain's handle in a host (host.h: libvirt's
  * virDomainPtr, bm_balloon_libvirt_ops; a model of a host in tests/sim). set_target() sets the
  * balloon target of the domain of handle, read_live() reads its balloon and QEMU RSS (BM_ABSENT:
- * unknown) as bm_balloon_read_live() does; both return 0 or -errno with the reason
- * (bm_error()). hold() takes a reference to a handle kept while its change is in flight and
- * returns it, release() drops it (both NULL: the handle outlives the change). */
+ * unknown) as bm_balloon_read_live() does; set_requested() sets the requested size of its
+ * virtio-mem device index (libvirt: bm_vmem_set_requested(), live), read_plugged() reads what
+ * that device has plugged (libvirt: the live XML's <current>, which follows QEMU's events) and
+ * the QEMU RSS; all return 0 or -errno with the reason (bm_error()). hold() takes a reference
+ * to a handle kept while its change is in flight and returns it, release() drops it (both NULL:
+ * the handle outlives the change). */
 typedef struct {
     void *ctx;
     int (*set_target)(void *ctx, void *handle, uint64_t target_bytes);
     int (*read_live)(void *ctx, void *handle, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes);
+    int (*set_requested)(void *ctx, void *handle, size_t index, uint64_t requested_bytes);
+    int (*read_plugged)(void *ctx, void *handle, size_t index, uint64_t *ret_plugged_bytes,
+                        uint64_t *ret_rss_bytes);
     void *(*hold)(void *ctx, void *handle);
     void (*release)(void *ctx, void *handle);
 } BmBalloonOps;
@@ -186,6 +199,21 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
 int bm_tracker_start_handle(BmTracker *t, const char *name, const char *uuid, void *handle,
                             uint64_t from_bytes, uint64_t target_bytes, uint64_t rss_bytes,
                             BmSgLabel sg);
+
+/* How often a virtio-mem change is read: libvirt's <current> follows QEMU's
+ * MEMORY_DEVICE_SIZE_CHANGE events, at most one a second per device. */
+#define BM_VMEM_POLL_MS 1000
+
+/* The same for the requested size of virtio-mem device index of the domain of handle: set to
+ * requested_bytes with ops->set_requested(); from_plugged_bytes is what it has plugged now and
+ * offset_bytes the domain's memory besides it, so that the change's sizes are the domain's
+ * (from offset + from_plugged, target offset + requested). Read every BM_VMEM_POLL_MS, reached
+ * at the requested size exactly; when it stalls, the requested size is set back to what the
+ * guest has plugged (its driver would retry for minutes) and the change ends stalled with
+ * what it did. Returns 0 or -errno (nothing tracked then). */
+int bm_tracker_start_vmem(BmTracker *t, const char *name, const char *uuid, void *handle,
+                          size_t index, uint64_t offset_bytes, uint64_t from_plugged_bytes,
+                          uint64_t requested_bytes, uint64_t rss_bytes, BmSgLabel sg);
 
 /* Reads every change in flight once; those that ended go to ended(ctx, item) and leave the
  * tracker. Returns the number still in flight. */

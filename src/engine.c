@@ -450,11 +450,18 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
     BmLedgerEntry *rec = row->entry;
     if (row->dom->handle && wants_probe(e, row) && !rec->features_known)
         probe_one(e, row); /* the histogram's label of this change */
-    int r = row->dom->handle
-                ? bm_tracker_start_handle(&e->changes, row->dom->name, d->uuid, row->dom->handle,
-                                          d->current_bytes, d->target_bytes, d->rss_bytes,
-                                          bm_sg_label(rec->sg, rec->features_known))
-                : bm_error(-ENODEV, "domain gone");
+    BmSgLabel sg = bm_sg_label(rec->sg, rec->features_known);
+    int r;
+    if (!row->dom->handle)
+        r = bm_error(-ENODEV, "domain gone");
+    else if (d->vmem_index >= 0) /* its virtio-mem device's requested size, in blocks */
+        r = bm_tracker_start_vmem(&e->changes, row->dom->name, d->uuid, row->dom->handle,
+                                  (size_t)d->vmem_index, d->vmem_offset_bytes,
+                                  d->current_bytes - d->vmem_offset_bytes,
+                                  d->vmem_requested_bytes, d->rss_bytes, sg);
+    else
+        r = bm_tracker_start_handle(&e->changes, row->dom->name, d->uuid, row->dom->handle,
+                                    d->current_bytes, d->target_bytes, d->rss_bytes, sg);
     return applied(e, row, d, a, r);
 }
 

@@ -226,6 +226,8 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
         hot_s = bm_prev_cache_hot(&e->prev, now_s) ? e->prev.cache_hot_s : 0;
     }
     uint64_t oom_s = mode != BM_HOST_RELEASE ? bm_prev_oom_at(&e->prev, d, now_s) : 0;
+    if (mode == BM_HOST_RELEASE || !bm_episode_mark_holds(e->vmem_refused_s, now_s))
+        e->vmem_refused_s = 0; /* the episode ends: a refusal is asked again */
     uint64_t busy_s = e->prev.busy_s && e->prev.busy_s <= now_s && now_s - e->prev.busy_s < BM_BUSY_HOLD_S
                           ? e->prev.busy_s
                           : 0;
@@ -312,6 +314,15 @@ void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, 
     bm_yield_learn(&e->yield, ch->from_bytes, ch->reached_bytes, t->rss_before_bytes,
                    t->rss_after_bytes, strcmp(t->why, "free") == 0);
     e->unresponsive = out == BM_CHANGE_STALLED || out == BM_CHANGE_TIMEOUT;
+    /* a guest that unplugged part of what it was asked and no more refused the rest (it
+     * unplugs only movable memory): not unresponsive, but asked no lower in the episode */
+    if (t->vmem && dir == BM_DIR_INFLATE && out == BM_CHANGE_STALLED &&
+        bm_present(ch->reached_bytes) && ch->reached_bytes > ch->target_bytes) {
+        e->vmem_refused_bytes = ch->reached_bytes;
+        e->vmem_refused_s = now_s;
+        bm_count_add(&e->vmem_refused_total_bytes, ch->reached_bytes - ch->target_bytes);
+        e->unresponsive = ch->reached_bytes >= ch->from_bytes;
+    }
     if (e->unresponsive) {
         e->unresponsive_actual = ch->reached_bytes;
         e->unresponsive_until_s = now_s + BM_UNRESPONSIVE_HOLDOFF_S;

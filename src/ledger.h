@@ -163,6 +163,8 @@ typedef struct {
      * asks it no lower while the mark holds */
     uint64_t vmem_refused_bytes;
     uint64_t vmem_refused_s;
+    uint64_t vmem_refused_total_bytes; /* what its guest refused to unplug, summed: each stalled
+                                        * unplug's reached less its target */
     unsigned seen;                 /* internal: generation of the last sync that saw it */
     /* process only: its decision in the engine's last plan, decisions[plan_index] of the plan
      * numbered plan_gen (0: none), so that a later reading's row finds it without a search */
@@ -274,7 +276,9 @@ void bm_ledger_record_start(BmLedger *l, BmLedgerEntry *e, uint64_t from_bytes,
 /* Counts a change t that ended (ours or another process's) into the entry e of its domain
  * (NULL: found, or added, by t's UUID): histogram (reached only), outcome counter, last
  * duration, RSS drop of inflates and what the domain's inflates yield (bm_yield_learn()),
- * unresponsive marking (stalled/timeout) at now_s. Ours: the domain is no longer in flight
+ * unresponsive marking (stalled/timeout) at now_s; a virtio-mem unplug that stalled after
+ * some progress marks the refusal instead (vmem_refused_*: where it stopped, asked no lower in
+ * the episode), one without progress both. Ours: the domain is no longer in flight
  * (bm_ledger_record_dropped() when the change was only forgotten). */
 void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, bool ours,
                              uint64_t now_s);

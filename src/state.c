@@ -154,6 +154,9 @@ static const BmStateField entry_fields[] = {
     ENTRY("unresponsive", unresponsive, BM_STATE_BOOL),
     ENTRY("unresponsive_actual", unresponsive_actual, BM_STATE_COUNT),
     ENTRY("unresponsive_until", unresponsive_until_s, BM_STATE_COUNT),
+    ENTRY("vmem_refused_bytes", vmem_refused_bytes, BM_STATE_COUNT),
+    ENTRY("vmem_refused_at", vmem_refused_s, BM_STATE_TIME),
+    ENTRY("vmem_refused_total_bytes", vmem_refused_total_bytes, BM_STATE_COUNT),
 };
 
 /* What its inflates gave back: its "yield" object, written once one was learned from. */

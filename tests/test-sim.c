@@ -1032,8 +1032,100 @@ static void busy_with_a_job(const BmPolicy *pol)
     scenario_end(&sc);
 }
 
+/* ---- virtio-mem on the model: the tracker moves a device's requested size in blocks ---- */
+
+typedef struct {
+    BmTracked last;
+    unsigned ended;
+} Ended;
+
+static void on_vmem_ended(void *ctx, const BmTracked *t)
+{
+    Ended *e = ctx;
+    e->last = *t;
+    e->last.name = (char *)"vm"; /* the tracker's copy is freed after the call */
+    e->ended++;
+}
+
+/* One virtio-mem guest (1 GiB base, a 3 GiB device of 128 MiB blocks all plugged, unplugging
+ * 200 MiB/s, never below 1 GiB plugged): the tracker reads it once a second, reaches the
+ * requested size exactly and the QEMU RSS falls by what was unplugged; asked below what it can
+ * move it stalls there, its requested size set back to what it has, and the ledger marks the
+ * refusal (not unresponsive) and counts it; asked nothing it can do, it is unresponsive too;
+ * stopped mid-unplug, the requested size is what it has plugged. */
+static void vmem_tracker(void)
+{
+    const double block = 128 * MIB;
+    SimHost h;
+    sim_host_init(&h, 16 * GIB, 1 * GIB, 1);
+    sim_guest_init(&h, 0, "vm", 1 * GIB, NULL, 0);
+    sim_guest_vmem(&h, 0, 3 * GIB, block, 3 * GIB, 1 * GIB, 200);
+    SimGuest *g = &h.g[0];
+    BmTracker t = {.opts = bm_wait_options_default(), .ops = &h.balloon};
+    t.opts.clock = &h.clock;
+    t.opts.stall_ms = 5000;
+    Ended en = {0};
+    double rss0 = sim_rss(g);
+    uint64_t base = 1ull << 30;
+    /* unplug 1 GiB: the domain from 4 to 3 GiB */
+    int r = bm_tracker_start_vmem(&t, g->name, g->uuid, g, 0, base, 3ull << 30, 2ull << 30,
+                                  (uint64_t)rss0, BM_SGL_UNKNOWN);
+    ok(r == 0 && g->vmem_requested == 2 * GIB, "the requested size set on the device");
+    bm_tracker_wait(&t, BM_WAIT_FOREVER, on_vmem_ended, &en);
+    const BmChange *ch = &en.last.change;
+    ok(en.ended == 1 && ch->outcome == BM_CHANGE_REACHED && ch->reached_bytes == ch->target_bytes &&
+           ch->target_bytes == 3ull << 30,
+       "reached: the domain at 3 GiB exactly (%s after %.1f s)", bm_change_outcome_name(ch->outcome),
+       ch->duration_ns / 1e9);
+    ok(ch->polls <= ch->duration_ns / 1000000000ull + 2,
+       "  read once a second (%u reads in %.1f s)", ch->polls, ch->duration_ns / 1e9);
+    ok(fabs((rss0 - (double)en.last.rss_after_bytes) - 1 * GIB) < 1 * MIB,
+       "  its QEMU RSS fell by what was unplugged (%.0f MiB)",
+       (rss0 - (double)en.last.rss_after_bytes) / MIB);
+    ok(fmod(g->vmem_plugged, block) == 0 && g->vmem_plugged == 2 * GIB, "  in whole blocks");
+
+    /* asked to 512 MiB plugged: it stops at 1 GiB, what it can move */
+    BmLedger l;
+    bm_ledger_init(&l);
+    BmLedgerEntry *e = bm_ledger_entry(&l, g->uuid, g->name);
+    r = bm_tracker_start_vmem(&t, g->name, g->uuid, g, 0, base, 2ull << 30, 512ull << 20,
+                              (uint64_t)sim_rss(g), BM_SGL_UNKNOWN);
+    bm_tracker_wait(&t, BM_WAIT_FOREVER, on_vmem_ended, &en);
+    ok(r == 0 && en.ended == 2 && ch->outcome == BM_CHANGE_STALLED &&
+           ch->reached_bytes == base + (1ull << 30),
+       "asked below what it can move: stalled where it stopped (%.0f MiB)",
+       (double)ch->reached_bytes / MIB);
+    ok(g->vmem_requested == g->vmem_plugged, "  its requested size set back to what it has");
+    bm_ledger_record_change(&l, e, &en.last, true, 1000);
+    ok(e->vmem_refused_bytes == ch->reached_bytes && e->vmem_refused_s == 1000 && !e->unresponsive,
+       "  the ledger marks the refusal, not unresponsive");
+    is_u64(e->vmem_refused_total_bytes, ch->reached_bytes - ch->target_bytes, "  counted: what it refused");
+
+    /* asked again below: nothing moves at all: unresponsive as well */
+    r = bm_tracker_start_vmem(&t, g->name, g->uuid, g, 0, base, 1ull << 30, 512ull << 20,
+                              (uint64_t)sim_rss(g), BM_SGL_UNKNOWN);
+    bm_tracker_wait(&t, BM_WAIT_FOREVER, on_vmem_ended, &en);
+    bm_ledger_record_change(&l, e, &en.last, true, 2000);
+    ok(r == 0 && ch->outcome == BM_CHANGE_STALLED && e->unresponsive && e->vmem_refused_s == 2000,
+       "no block moved: stalled, unresponsive and refused");
+
+    /* plug 1 GiB back, stopped on the way: the requested size is what it has */
+    r = bm_tracker_start_vmem(&t, g->name, g->uuid, g, 0, base, 1ull << 30, 2ull << 30,
+                              (uint64_t)sim_rss(g), BM_SGL_UNKNOWN);
+    sim_advance(&h, 0.3);
+    bm_tracker_stop(&t, 0, on_vmem_ended, &en);
+    ok(r == 0 && ch->outcome == BM_CHANGE_STOPPED && g->vmem_requested == g->vmem_plugged &&
+           ch->reached_bytes == base + (uint64_t)g->vmem_plugged && g->vmem_plugged < 2 * GIB &&
+           g->vmem_plugged > 1 * GIB,
+       "stopped mid-plug: the requested size what it plugged (%.0f MiB)", g->vmem_plugged / MIB);
+    bm_ledger_clear(&l);
+    bm_tracker_clear(&t);
+    sim_host_clear(&h);
+}
+
 int main(void)
 {
+    vmem_tracker();
     five_guests();
     _cleanup_(bm_policy_freep) BmPolicy *pol = scenario_policy(NULL);
     if (pol) {

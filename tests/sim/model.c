@@ -257,6 +257,40 @@ static double move_balloon(SimGuest *g, double dt)
     return backed;
 }
 
+/* A virtio-mem guest's device over dt toward its requested size, a block at a time: an unplug
+ * at its rate, of a block whose content the guest can move (free memory and page cache cover
+ * it), never below vmem_keep; a plug at SIM_DEFLATE_MIB_S. What the host got back. */
+static double move_vmem(SimGuest *g, double dt)
+{
+    double backed = 0, b = g->vmem_block;
+    if (g->vmem_requested < g->vmem_plugged) {
+        g->vmem_step += g->vmem_unplug_mib_s * SIM_MIB * dt;
+        while (g->vmem_step >= b && g->vmem_plugged - b >= g->vmem_requested) {
+            if (g->vmem_plugged - b < g->vmem_keep || sim_free(g) + g->cold + g->hot < b) {
+                g->vmem_step = 0; /* it cannot move what is left: it stops */
+                break;
+            }
+            double got;
+            balloon_take(g, b, &got);
+            backed += got;
+            g->vmem_plugged -= b;
+            g->vmem_step -= b;
+        }
+    } else if (g->vmem_requested > g->vmem_plugged) {
+        g->vmem_step += SIM_DEFLATE_MIB_S * SIM_MIB * dt;
+        while (g->vmem_step >= b && g->vmem_plugged + b <= g->vmem_requested) {
+            g->vmem_plugged += b;
+            g->free_backed += b; /* pinned as it is plugged */
+            g->vmem_step -= b;
+        }
+    } else {
+        g->vmem_step = 0;
+    }
+    g->actual = g->vmem_base + g->vmem_plugged;
+    g->target = g->vmem_base + g->vmem_requested;
+    return backed;
+}
+
 /* The guest's statistics, copied at each whole second. */
 static void take_stats(const SimHost *h, SimGuest *g)
 {
@@ -305,7 +339,7 @@ static void step(SimHost *h, double dt)
     for (size_t i = 0; i < h->n; i++) {
         SimGuest *g = &h->g[i];
         run_load(h, g, dt);
-        returned += move_balloon(g, dt);
+        returned += g->vmem ? move_vmem(g, dt) : move_balloon(g, dt);
         run_hot(g, dt);
         g->cpu_ns += (g->cpu_share >= 0 ? g->cpu_share : g->hot_ws > 0 ? 1.0 : IDLE_CPU_SHARE) * dt * 1e9;
         if (g->reporting && g->free_backed > 0) {
@@ -410,6 +444,30 @@ static int model_read_ksm(void *ctx, BmKsm *ret)
     return bm_error(-ENOTSUP, "the model has no KSM");
 }
 
+/* A virtio-mem guest's domain: its balloon (statistics) returns nothing (VFIO), its device's
+ * figures, the sizes the domain's. */
+static void read_vmem(const SimGuest *g, BmDomain *d)
+{
+    d->balloon = (BmBalloonConfig){.present = true,
+                                   .model = "virtio",
+                                   .alias = "balloon0",
+                                   .autodeflate = BM_TRI_OFF,
+                                   .free_page_reporting = BM_TRI_OFF,
+                                   .stats_period_s = 1,
+                                   .min_guarantee_bytes = BM_ABSENT,
+                                   .memory_bytes = (uint64_t)g->max,
+                                   .current_memory_bytes = (uint64_t)g->max,
+                                   .vfio_hostdev = true,
+                                   .n_virtio_mem = 1,
+                                   .base_memory_bytes = (uint64_t)g->vmem_base};
+    d->balloon.virtio_mem[0] = (BmVirtioMem){.alias = "virtiomem0",
+                                             .size_bytes = (uint64_t)g->vmem_size,
+                                             .block_bytes = (uint64_t)g->vmem_block,
+                                             .requested_bytes = (uint64_t)g->vmem_requested,
+                                             .current_bytes = (uint64_t)g->vmem_plugged,
+                                             .node = -1};
+}
+
 static int model_read_domains(void *ctx, const BmXmlCache *cache, BmSnapshot *ret)
 {
     SimHost *h = ctx;
@@ -442,6 +500,9 @@ static int model_read_domains(void *ctx, const BmXmlCache *cache, BmSnapshot *re
                         .starve = BM_STARVE_STATS_ABSENT,
                         .handle = g};
         snprintf(d->uuid, sizeof(d->uuid), "%s", g->uuid);
+        if (g->vmem)
+            read_vmem(g, d);
+        else
         d->balloon = (BmBalloonConfig){.present = true,
                                        .model = "virtio",
                                        .autodeflate = g->autodeflate ? BM_TRI_ON : BM_TRI_OFF,
@@ -523,6 +584,34 @@ static int model_set_target(void *ctx, void *handle, uint64_t target_bytes)
     return 0;
 }
 
+static int model_set_requested(void *ctx, void *handle, size_t index, uint64_t requested_bytes)
+{
+    (void)ctx;
+    SimGuest *g = handle;
+    if (!g->vmem || index != 0)
+        return bm_error(-ENODEV, "no virtio-mem device %zu", index);
+    double r = (double)requested_bytes;
+    if (r > g->vmem_size || fmod(r, g->vmem_block) != 0)
+        return bm_error(-EINVAL, "requested size %.0f: not a whole number of blocks up to the "
+                        "device's size", r);
+    g->vmem_requested = r;
+    g->target = g->vmem_base + r;
+    g->vmem_asked++;
+    return 0;
+}
+
+static int model_read_plugged(void *ctx, void *handle, size_t index, uint64_t *ret_plugged,
+                              uint64_t *ret_rss)
+{
+    (void)ctx;
+    const SimGuest *g = handle;
+    if (!g->vmem || index != 0)
+        return bm_error(-ENODEV, "no virtio-mem device %zu", index);
+    *ret_plugged = (uint64_t)g->vmem_plugged;
+    *ret_rss = (uint64_t)sim_rss(g);
+    return 0;
+}
+
 static int model_read_live(void *ctx, void *handle, uint64_t *ret_actual, uint64_t *ret_rss)
 {
     (void)ctx;
@@ -544,7 +633,9 @@ void sim_host_init(SimHost *h, double total_bytes, double other_bytes, size_t n)
     h->clock = (BmClock){.ctx = h, .mono_ns = clock_mono_ns, .real_ns = clock_real_ns,
                          .sleep_ms = clock_sleep_ms};
     h->balloon = (BmBalloonOps){.ctx = h, .set_target = model_set_target,
-                                .read_live = model_read_live};
+                                .read_live = model_read_live,
+                                .set_requested = model_set_requested,
+                                .read_plugged = model_read_plugged};
     h->ops = (BmHostOps){.ctx = h,
                          .boot_id = model_boot_id,
                          .set_conn = model_set_conn,
@@ -580,6 +671,24 @@ int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, con
     snprintf(g->name, sizeof(g->name), "%s", name);
     snprintf(g->uuid, sizeof(g->uuid), "5e1a0000-0000-4000-8000-%012zu", i);
     return schedule ? sim_schedule_parse(schedule, &g->sched) : 0;
+}
+
+void sim_guest_vmem(SimHost *h, size_t i, double size_bytes, double block_bytes,
+                    double plugged_bytes, double keep_bytes, double unplug_mib_s)
+{
+    SimGuest *g = &h->g[i];
+    g->vmem = true;
+    g->vmem_base = g->max;
+    g->vmem_size = size_bytes;
+    g->vmem_block = block_bytes;
+    g->vmem_requested = g->vmem_plugged = plugged_bytes;
+    g->vmem_keep = keep_bytes;
+    g->vmem_unplug_mib_s = unplug_mib_s;
+    g->max = g->vmem_base + size_bytes;
+    g->actual = g->target = g->vmem_base + plugged_bytes;
+    /* VFIO pins every page: all of its free memory is backed */
+    g->free_backed = g->actual - g->reserved - g->kernel;
+    g->free_unbacked = 0;
 }
 
 int sim_host_hog(SimHost *h, const char *schedule, double start_s, double end_s, double size_bytes,

@@ -31,6 +31,14 @@
  * cache, one stall per 256 KiB; what it re-reads of a hot cache comes the same way). A long
  * libvirt job (a dump) holds a guest between job_from and job_until.
  *
+ * A virtio-mem guest (sim_guest_vmem()): its memory is base memory and what one virtio-mem
+ * device has plugged, in blocks; its balloon sends the statistics but returns nothing (VFIO
+ * pins every page, as it pins what is plugged), so the device is what moves. It unplugs a block
+ * at its unplug rate when it can move what is in it (free memory and page cache cover it) and
+ * never below vmem_keep plugged (the part of the device holding memory it cannot move: it
+ * stops there, asked or not); it plugs at SIM_DEFLATE_MIB_S. Its QEMU RSS falls by each block
+ * unplugged (coordinated discards) and rises by each plugged (pinned).
+ *
  * Not modelled: PSI (always 0), swap, KSM (not readable), libvirt's lagging copy of the balloon
  * (the engine reads the live one), QEMU's own memory growing, kswapd (all reclaim is direct). */
 #pragma once
@@ -104,6 +112,14 @@ typedef struct {
     double job_from, job_until; /* a long libvirt job (a dump) holds it in [from, until) */
     unsigned probes;    /* its monitor asked for the balloon's features */
     double first_oom_t; /* when its first OOM kill came (< 0: none) */
+    /* virtio-mem (sim_guest_vmem()): actual is base + plugged, max base + size, target base +
+     * requested */
+    bool vmem;
+    double vmem_base, vmem_size, vmem_block, vmem_requested, vmem_plugged;
+    double vmem_keep;       /* it unplugs no further than this plugged */
+    double vmem_unplug_mib_s; /* its unplug rate */
+    double vmem_step;       /* progress toward the next block */
+    unsigned vmem_asked;    /* requested sizes set on it */
     bool buffered;      /* its hot working set is re-read with read(): a miss is a disk read
                          * but no major fault (else through mmap: a fault each page) */
     /* statistics as of the last whole second */
@@ -145,6 +161,12 @@ void sim_host_clear(SimHost *h);
  * -EINVAL for a bad schedule. */
 int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, const char *schedule,
                    double start_s);
+
+/* Makes guest i (after sim_guest_init(), with its max the base memory) a virtio-mem guest: one
+ * device of size_bytes with plugged_bytes plugged in blocks of block_bytes, unplugging at
+ * unplug_mib_s and no further than keep_bytes plugged; every page pinned (VFIO). */
+void sim_guest_vmem(SimHost *h, size_t i, double size_bytes, double block_bytes,
+                    double plugged_bytes, double keep_bytes, double unplug_mib_s);
 
 /* The hog: its schedule from start_s to end_s, growing until size_bytes, never below floor. */
 int sim_host_hog(SimHost *h, const char *schedule, double start_s, double end_s, double size_bytes,
