@@ -1123,6 +1123,94 @@ static void vmem_tracker(void)
     sim_host_clear(&h);
 }
 
+/* Issue 53's scenario: a virtio-mem guest beside three ballooned ones under host pressure. The
+ * virtio-mem guest (512 MiB of base memory and a 2 GiB device in blocks of 128 MiB, all
+ * plugged, its balloon for statistics only: VFIO) has most of its memory free, but most of its
+ * device (1.75 GiB) holds memory it cannot move; the ballooned guests hold what they have but
+ * a cold page cache; later the virtio-mem guest's load grows past what it kept. The
+ * agent takes from it and the others as from ballooned guests: it is never below its base,
+ * every change of its device is whole blocks, the request it refused is not made again in the
+ * episode, its QEMU RSS falls by what it unplugged, it is plugged again as it grows and no
+ * guest is OOM-killed. */
+static void vmem_beside_balloons(const BmPolicy *pol)
+{
+    Scenario sc = scenario_begin("virtio-mem beside balloons", 53);
+    const double block = 128 * MIB, base = 512 * MIB, keep = 1.75 * GIB;
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 8 * GIB, 680 * MIB, 4);
+    static const char *const names[] = {"cold", "steady1", "steady2"};
+    static const char *const loads[] = {"0:cache:600,1:32", "0:800", "0:800"};
+    for (size_t i = 0; i < 3; i++) {
+        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", names[i]);
+        sim_guest_init(h, i, name, GIB, loads[i], 0);
+    }
+    double t_grow = T0 + 60 + 150 + jitter(0, 20);
+    _cleanup_free_ char *grow = bm_asprintf("0:touch:900,%.1f:1300@20", t_grow);
+    sim_guest_init(h, 3, "bmscen-sim-vmem", base, grow, 0);
+    sim_guest_vmem(h, 3, 2 * GIB, block, 2 * GIB, keep, 400);
+    SimGuest *v = &h->g[3];
+    Sim *s = &run.sim;
+    sim_init(s, h, pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = s->t_hog + 240;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double rss0 = sim_rss(v);
+    double size = sim_available(h) - jitter(0.04, 0.06) * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    /* the device's lowest and the RSS then, up to the growth */
+    double lowest = v->actual, rss_low = rss0;
+    while (h->t < t_grow) {
+        sim_run(s, fmin(h->t + 1, t_grow));
+        if (v->actual < lowest) {
+            lowest = v->actual;
+            rss_low = sim_rss(v);
+        }
+    }
+    sim_run(s, s->t_hog_end + 90);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a virtio-mem guest beside ballooned ones (issue 53)", &run.r, run.cpu_s);
+    check_invariants("virtio-mem", &run.r, true, true);
+
+    unsigned unplugs = 0, plugs = 0, below_keep = 0, partial = 0, inflates_others = 0;
+    for (size_t i = 0; i < s->n_changes; i++) {
+        const SimChange *c = &s->changes[i];
+        if (c->guest != 3) {
+            inflates_others += c->dir < 0;
+            continue;
+        }
+        unplugs += c->dir < 0;
+        plugs += c->dir > 0;
+        below_keep += c->dir < 0 && c->target < base + keep;
+        partial += fmod(c->target - base, block) != 0 || fmod(c->from - base, block) != 0;
+    }
+    const BmLedgerEntry *e = bm_ledger_find(bm_engine_ledger(s->e), v->uuid);
+    printf("#   the virtio-mem guest: %u unplugs, %u plugs (%u asked below what it can move), lowest "
+           "%.0f MiB, its QEMU RSS %.0f -> %.0f MiB; refused %.0f MiB in all; %u requested sizes "
+           "set; the others' inflates %u\n",
+           unplugs, plugs, below_keep, lowest / MIB, rss0 / MIB, rss_low / MIB,
+           e ? (double)e->vmem_refused_total_bytes / MIB : -1, v->vmem_asked, inflates_others);
+    ok(unplugs >= 1 && inflates_others >= 1, "virtio-mem: unplugged beside the balloons' inflates");
+    ok(s->min_actual[3] >= base, "virtio-mem: never below its base memory (lowest %.0f MiB)",
+       s->min_actual[3] / MIB);
+    ok(partial == 0 && fmod(v->vmem_requested, block) == 0,
+       "virtio-mem: every change of the device is whole blocks");
+    ok(below_keep == 1 && e && e->vmem_refused_total_bytes > 0,
+       "virtio-mem: asked once below what it can move, refused, and not asked so again in the "
+       "episode (%u times)", below_keep);
+    ok(fabs((rss0 - rss_low) - (v->vmem_base + 2 * GIB - lowest)) < 2 * MIB,
+       "virtio-mem: its QEMU RSS fell by what it unplugged (%.0f MiB of %.0f)", (rss0 - rss_low) / MIB,
+       (v->vmem_base + 2 * GIB - lowest) / MIB);
+    ok(plugs >= 1 && v->oom_kills == 0, "virtio-mem: plugged again as it grows, without an OOM kill");
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
 int main(void)
 {
     vmem_tracker();
@@ -1142,6 +1230,7 @@ int main(void)
         hot_cache_refaults(pol);
         restart_mid_episode(pol);
         busy_with_a_job(pol);
+        vmem_beside_balloons(pol);
         _cleanup_(bm_policy_freep) BmPolicy *k612 = policy_with(NULL, true, true);
         ok(k612 != NULL, "the 6.12 scenario's policy (verify_features = always)");
         if (k612)
