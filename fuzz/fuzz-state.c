@@ -18,8 +18,9 @@ static void check_same(const BmLedger *a, const BmLedger *b)
     const BmCounters *ca = &a->counters, *cb = &b->counters;
     fuzz_assert(a->mode == b->mode, "mode %d vs %d", a->mode, b->mode);
     for (int d = 0; d < BM_DIR_COUNT; d++) {
+        for (int v = 0; v < BM_DEV_COUNT; v++)
         for (int s = 0; s < BM_SGL_COUNT; s++) {
-            const BmHistogram *h = &ca->latency[d][s], *k = &cb->latency[d][s];
+            const BmHistogram *h = &ca->latency[v][d][s], *k = &cb->latency[v][d][s];
             fuzz_assert(h->n_bounds == k->n_bounds && h->count == k->count &&
                             same_double(h->sum, k->sum),
                         "histogram %d/%d: count %" PRIu64 " vs %" PRIu64 ", sum %g vs %g", d, s,
@@ -27,8 +28,9 @@ static void check_same(const BmLedger *a, const BmLedger *b)
             fuzz_assert(memcmp(h->counts, k->counts, sizeof(h->counts)) == 0,
                         "histogram %d/%d buckets", d, s);
         }
-        fuzz_assert(memcmp(ca->changes[d], cb->changes[d], sizeof(ca->changes[d])) == 0,
-                    "changes %d", d);
+        for (int v = 0; v < BM_DEV_COUNT; v++)
+            fuzz_assert(memcmp(ca->changes[v][d], cb->changes[v][d], sizeof(ca->changes[v][d])) == 0,
+                        "changes %d/%d", v, d);
         fuzz_assert(ca->target_changes[d] == cb->target_changes[d], "target_changes %d", d);
     }
     fuzz_assert(memcmp(ca->errors, cb->errors, sizeof(ca->errors)) == 0, "errors");

@@ -14,6 +14,7 @@
 #include "vmem.h"
 
 const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
+const char *const bm_device_names[BM_DEV_COUNT] = {"balloon", "virtio_mem"};
 const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed",
                                                             "stopped"};
 

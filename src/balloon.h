@@ -68,6 +68,13 @@ const char *bm_change_outcome_name(BmChangeOutcome o);
 /* A change's direction, counted apart in the metrics and the state file. */
 enum { BM_DIR_INFLATE, BM_DIR_DEFLATE, BM_DIR_COUNT };
 
+/* What a change moves: a balloon or a virtio-mem device (BmTracked.vmem); counted apart in the
+ * metrics (label `device`) and the state file. */
+enum { BM_DEV_BALLOON, BM_DEV_VIRTIO_MEM, BM_DEV_COUNT };
+
+/* Its label values, also the state file's words: "balloon", "virtio_mem". */
+extern const char *const bm_device_names[BM_DEV_COUNT];
+
 /* The label values in the metrics, also the keys of the state file: "inflate", "deflate";
  * the ended outcomes "reached", "timeout", "stalled", "failed". */
 extern const char *const bm_dir_names[BM_DIR_COUNT];

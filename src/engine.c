@@ -458,7 +458,7 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
         r = bm_tracker_start_vmem(&e->changes, row->dom->name, d->uuid, row->dom->handle,
                                   (size_t)d->vmem_index, d->vmem_offset_bytes,
                                   d->current_bytes - d->vmem_offset_bytes,
-                                  d->vmem_requested_bytes, d->rss_bytes, sg);
+                                  d->vmem_requested_bytes, d->rss_bytes, BM_SGL_UNKNOWN);
     else
         r = bm_tracker_start_handle(&e->changes, row->dom->name, d->uuid, row->dom->handle,
                                     d->current_bytes, d->target_bytes, d->rss_bytes, sg);

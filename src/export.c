@@ -8,6 +8,7 @@
 #include "policy-eval.h"
 #include "revision.h"
 #include "util.h"
+#include "vmem.h"
 
 #ifndef BM_VERSION
 #define BM_VERSION "unknown"
@@ -99,7 +100,8 @@ static const ExportFamily families[] = {
     {"balloonmgr_domain_balloon_target_bytes", BM_METRIC_GAUGE, BY_CODE,
      "Last balloon target balloonmgr set, else the current size."},
     {"balloonmgr_domain_reclaimed_bytes", BM_METRIC_GAUGE, BY_CODE,
-     "Maximum minus balloon current."},
+     "Maximum minus balloon current (virtio-mem: base and the devices' sizes minus base and "
+     "what they plugged), by the device that moves the domain."},
     {"balloonmgr_domain_guest_available_bytes", BM_METRIC_GAUGE,
      DOMAIN(available_bytes, LIBVIRT_DUP), "Guest total memory as the guest sees it."},
     {"balloonmgr_domain_guest_usable_bytes", BM_METRIC_GAUGE, DOMAIN(usable_bytes, LIBVIRT_DUP),
@@ -152,7 +154,11 @@ static const ExportFamily families[] = {
      "Memory the host asks the guest to have plugged in the virtio-mem device."},
     {"balloonmgr_domain_virtio_mem_current_bytes", BM_METRIC_GAUGE, BY_CODE,
      "Memory the guest has plugged in the virtio-mem device (what it can still unplug)."},
-    {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, BY_CODE, "Memory reclaimed from all domains."},
+    {"balloonmgr_domain_virtio_mem_refused_bytes_total", BM_METRIC_COUNTER,
+     ENTRY(vmem_refused_total_bytes, NONZERO),
+     "Memory the guest did not unplug of what balloonmgr asked (virtio-mem unplugs that stalled)."},
+    {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Memory reclaimed from all domains, by the device that moves each."},
     {"balloonmgr_host_memory_total_bytes", BM_METRIC_GAUGE, HOST(mem_total_bytes, 0),
      "Host MemTotal."},
     {"balloonmgr_host_memory_available_bytes", BM_METRIC_GAUGE, HOST(mem_available_bytes, 0),
@@ -246,17 +252,22 @@ static int declare_families(BmRegistry *r)
 static int add_changes(BmRegistry *r, const BmCounters *c)
 {
     int r_ok = 0;
-    for (int d = 0; d < BM_DIR_COUNT; d++)
-        for (int s = 0; s < BM_SGL_COUNT; s++) {
-            const char *l[] = {"direction", bm_dir_names[d], "sg", bm_sg_label_names[s], NULL};
-            r_ok |= bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds", l,
-                                              &c->latency[d][s]);
-        }
-    for (int d = 0; d < BM_DIR_COUNT; d++)
-        for (int o = 0; o < BM_CHANGE_ENDED_COUNT; o++) {
-            const char *l[] = {"direction", bm_dir_names[d], "outcome", bm_outcome_names[o], NULL};
-            r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l, (double)c->changes[d][o]);
-        }
+    for (int v = 0; v < BM_DEV_COUNT; v++)
+        for (int d = 0; d < BM_DIR_COUNT; d++)
+            for (int s = 0; s < BM_SGL_COUNT; s++) {
+                const char *l[] = {"device", bm_device_names[v], "direction", bm_dir_names[d],
+                                   "sg", bm_sg_label_names[s], NULL};
+                r_ok |= bm_registry_add_histogram(r, "balloonmgr_balloon_change_duration_seconds",
+                                                  l, &c->latency[v][d][s]);
+            }
+    for (int v = 0; v < BM_DEV_COUNT; v++)
+        for (int d = 0; d < BM_DIR_COUNT; d++)
+            for (int o = 0; o < BM_CHANGE_ENDED_COUNT; o++) {
+                const char *l[] = {"device", bm_device_names[v], "direction", bm_dir_names[d],
+                                   "outcome", bm_outcome_names[o], NULL};
+                r_ok |= bm_registry_add(r, "balloonmgr_balloon_changes_total", l,
+                                        (double)c->changes[v][d][o]);
+            }
     return r_ok;
 }
 
@@ -328,6 +339,13 @@ static int add_domain_features(BmRegistry *r, const BmDomain *d, const BmLedgerE
     return r_ok;
 }
 
+/* What moves d's memory: its virtio-mem devices where it has no usable balloon (BM_DEV_*). */
+static int device_of(const BmDomain *d)
+{
+    return d->balloon_known && bm_vmem_moves_domain(&d->balloon) ? BM_DEV_VIRTIO_MEM
+                                                                 : BM_DEV_BALLOON;
+}
+
 /* What of one domain's reading is not a field of it: reclaimed, the starvation statistics
  * by reclaimer (libvirt drops them, so never a duplicate), the statistics' timestamp: not one
  * from before the machine booted (boot_s, 0 when not known), which no guest of this host set
@@ -336,7 +354,8 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
 {
     int r_ok = 0;
     const char *dl[] = {"domain", d->name, NULL};
-    ADD("balloonmgr_domain_reclaimed_bytes", dl, bm_domain_reclaimed_bytes(d));
+    const char *rl[] = {"domain", d->name, "device", bm_device_names[device_of(d)], NULL};
+    ADD("balloonmgr_domain_reclaimed_bytes", rl, bm_domain_reclaimed_bytes(d));
     const BmStarveStats *st = &d->starve;
     const char *kswapd[] = {"domain", d->name, "reclaimer", "kswapd", NULL};
     const char *direct[] = {"domain", d->name, "reclaimer", "direct", NULL};
@@ -379,7 +398,7 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64
                        bool no_dups, const BmPlan *plan)
 {
     int r_ok = 0;
-    uint64_t reclaimed_total = 0, backed_total = 0;
+    uint64_t reclaimed_total[BM_DEV_COUNT] = {0}, backed_total = 0;
     bool backed_known = false;
     for (size_t i = 0; i < rows->n_rows; i++) {
         const BmDomain *d = rows->rows[i].dom;
@@ -401,9 +420,12 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64
         }
         uint64_t reclaimed = bm_domain_reclaimed_bytes(d);
         if (bm_present(reclaimed))
-            reclaimed_total += reclaimed;
+            reclaimed_total[device_of(d)] += reclaimed;
     }
-    r_ok |= bm_registry_add(r, "balloonmgr_reclaimed_bytes", NULL, (double)reclaimed_total);
+    for (int v = 0; v < BM_DEV_COUNT; v++) {
+        const char *l[] = {"device", bm_device_names[v], NULL};
+        r_ok |= bm_registry_add(r, "balloonmgr_reclaimed_bytes", l, (double)reclaimed_total[v]);
+    }
     if (backed_known)
         r_ok |= bm_registry_add(r, "balloonmgr_host_backed_free_bytes", NULL, (double)backed_total);
     return r_ok;

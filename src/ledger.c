@@ -10,9 +10,11 @@ void bm_ledger_init(BmLedger *l)
 {
     *l = (BmLedger){.mode = BM_HOST_HOLD};
     l->counters.last_pass_duration_s = -1;
-    for (int d = 0; d < BM_DIR_COUNT; d++)
-        for (int s = 0; s < BM_SGL_COUNT; s++)
-            bm_histogram_init(&l->counters.latency[d][s], bm_latency_buckets, bm_latency_n_buckets);
+    for (int v = 0; v < BM_DEV_COUNT; v++)
+        for (int d = 0; d < BM_DIR_COUNT; d++)
+            for (int s = 0; s < BM_SGL_COUNT; s++)
+                bm_histogram_init(&l->counters.latency[v][d][s], bm_latency_buckets,
+                                  bm_latency_n_buckets);
 }
 
 void bm_ledger_clear(BmLedger *l)
@@ -285,7 +287,8 @@ void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, 
     int dir = ch->target_bytes < ch->from_bytes ? BM_DIR_INFLATE : BM_DIR_DEFLATE;
     BmChangeOutcome out = ch->outcome < BM_CHANGE_ENDED_COUNT ? ch->outcome : BM_CHANGE_FAILED;
     double secs = ch->duration_ns / 1e9;
-    bm_count_add(&c->changes[dir][out], 1);
+    int dev = t->vmem ? BM_DEV_VIRTIO_MEM : BM_DEV_BALLOON;
+    bm_count_add(&c->changes[dev][dir][out], 1);
     if (!e)
         e = bm_ledger_entry(l, t->uuid, t->name);
     else if (strcmp(e->name, t->name) != 0)
@@ -293,10 +296,10 @@ void bm_ledger_record_change(BmLedger *l, BmLedgerEntry *e, const BmTracked *t, 
     /* `set --wait` does not ask the QEMU monitor (it would taint the domain): its changes get
      * the verdict known here of the domain, if any */
     BmSgLabel sgl = t->sg < BM_SGL_COUNT ? t->sg : BM_SGL_UNKNOWN;
-    if (sgl == BM_SGL_UNKNOWN && e->features_known)
+    if (sgl == BM_SGL_UNKNOWN && e->features_known && !t->vmem) /* SG is the balloon's */
         sgl = bm_sg_label(e->sg, true);
     if (out == BM_CHANGE_REACHED)
-        bm_histogram_observe(&c->latency[dir][sgl], secs);
+        bm_histogram_observe(&c->latency[dev][dir][sgl], secs);
 
     e->last_duration_s = secs;
     e->last_direction = dir;

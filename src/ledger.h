@@ -174,8 +174,9 @@ typedef struct {
 
 /* What is counted across passes and processes. */
 typedef struct {
-    BmHistogram latency[BM_DIR_COUNT][BM_SGL_COUNT];
-    uint64_t changes[BM_DIR_COUNT][BM_CHANGE_ENDED_COUNT];
+    /* by device (BM_DEV_*: balloon, virtio-mem), direction and SG label / outcome */
+    BmHistogram latency[BM_DEV_COUNT][BM_DIR_COUNT][BM_SGL_COUNT];
+    uint64_t changes[BM_DEV_COUNT][BM_DIR_COUNT][BM_CHANGE_ENDED_COUNT];
     uint64_t target_changes[BM_DIR_COUNT];
     uint64_t passes;
     uint64_t errors[BM_ERR_COUNT];

@@ -309,29 +309,37 @@ char *bm_state_format(const BmLedger *l, uint64_t now_s)
 
 
 
-/* The latency histograms of c: one object per direction and SG label. */
+/* One latency histogram h of device v, direction d and SG label s (the device written for
+ * virtio-mem alone: an object without one is the balloon's, as in older files). */
+static json_object *histogram_json(int v, int d, int s, const BmHistogram *h)
+{
+    json_object *e = json_object_new_object(), *b = json_object_new_array();
+    if (v != BM_DEV_BALLOON)
+        json_object_object_add(e, "device", json_object_new_string(bm_device_names[v]));
+    json_object_object_add(e, "direction", json_object_new_string(bm_dir_names[d]));
+    json_object_object_add(e, "sg", json_object_new_string(bm_sg_label_names[s]));
+    /* the reader takes the count as the sum of the buckets, at most COUNT_MAX */
+    uint64_t total = 0;
+    for (size_t i = 0; i <= h->n_bounds; i++) {
+        uint64_t n = h->counts[i] > COUNT_MAX - total ? COUNT_MAX - total : h->counts[i];
+        total += n;
+        json_object_array_add(b, json_object_new_uint64(n));
+    }
+    json_object_object_add(e, "buckets", b);
+    /* no sum without a count */
+    json_object_object_add(e, "sum", json_seconds(total ? h->sum : 0, 0, DBL_MAX));
+    json_object_object_add(e, "count", json_object_new_uint64(total));
+    return e;
+}
+
+/* The latency histograms of c: one object per device, direction and SG label. */
 static json_object *latency_json(const BmCounters *c)
 {
     json_object *lat = json_object_new_array();
-    for (int d = 0; d < BM_DIR_COUNT; d++)
-        for (int s = 0; s < BM_SGL_COUNT; s++) {
-            const BmHistogram *h = &c->latency[d][s];
-            json_object *e = json_object_new_object(), *b = json_object_new_array();
-            json_object_object_add(e, "direction", json_object_new_string(bm_dir_names[d]));
-            json_object_object_add(e, "sg", json_object_new_string(bm_sg_label_names[s]));
-            /* the reader takes the count as the sum of the buckets, at most COUNT_MAX */
-            uint64_t total = 0;
-            for (size_t i = 0; i <= h->n_bounds; i++) {
-                uint64_t n = h->counts[i] > COUNT_MAX - total ? COUNT_MAX - total : h->counts[i];
-                total += n;
-                json_object_array_add(b, json_object_new_uint64(n));
-            }
-            json_object_object_add(e, "buckets", b);
-            /* no sum without a count */
-            json_object_object_add(e, "sum", json_seconds(total ? h->sum : 0, 0, DBL_MAX));
-            json_object_object_add(e, "count", json_object_new_uint64(total));
-            json_object_array_add(lat, e);
-        }
+    for (int v = 0; v < BM_DEV_COUNT; v++)
+        for (int d = 0; d < BM_DIR_COUNT; d++)
+            for (int s = 0; s < BM_SGL_COUNT; s++)
+                json_object_array_add(lat, histogram_json(v, d, s, &c->latency[v][d][s]));
     return lat;
 }
 
@@ -366,16 +374,23 @@ static json_object *counters_json(const BmLedger *l)
     json_object *o = json_object_new_object();
     json_object_object_add(o, "latency", latency_json(c));
     json_object *ch = json_object_new_object(), *tc = json_object_new_object(), *er = json_object_new_object();
+    json_object *vch = json_object_new_object();
     for (int d = 0; d < BM_DIR_COUNT; d++) {
-        json_object *x = json_object_new_object();
-        for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
-            json_object_object_add(x, bm_outcome_names[k], json_count(c->changes[d][k]));
+        json_object *x = json_object_new_object(), *vx = json_object_new_object();
+        for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++) {
+            json_object_object_add(x, bm_outcome_names[k],
+                                   json_count(c->changes[BM_DEV_BALLOON][d][k]));
+            json_object_object_add(vx, bm_outcome_names[k],
+                                   json_count(c->changes[BM_DEV_VIRTIO_MEM][d][k]));
+        }
         json_object_object_add(ch, bm_dir_names[d], x);
+        json_object_object_add(vch, bm_dir_names[d], vx);
         json_object_object_add(tc, bm_dir_names[d], json_count(c->target_changes[d]));
     }
     for (int e = 0; e < BM_ERR_COUNT; e++)
         json_object_object_add(er, bm_error_kind_names[e], json_count(c->errors[e]));
-    json_object_object_add(o, "changes", ch);
+    json_object_object_add(o, "changes", ch); /* the balloon's, as in older files */
+    json_object_object_add(o, "virtio_mem_changes", vch);
     json_object_object_add(o, "target_changes", tc);
     json_object_object_add(o, "errors", er);
     fields_json(o, BM_STATE_IN_COUNTERS, c);
@@ -442,6 +457,12 @@ static int index_of(const char *const *keys, int n, const char *s)
 
 /* Counters are best effort: a malformed part is left at zero; but a count out of range is an
  * error (-EINVAL, naming it). */
+/* The device of a histogram in a message: "" for the balloon's (as before virtio-mem). */
+static const char *dev_prefix(int v)
+{
+    return v == BM_DEV_BALLOON ? "" : bm_device_names[v];
+}
+
 /* The latency histograms of the array lat into c. Returns 0 or -EINVAL. */
 static int latency_parse(json_object *lat, BmCounters *c)
 {
@@ -452,7 +473,12 @@ static int latency_parse(json_object *lat, BmCounters *c)
             continue;
         int d = index_of(bm_dir_names, BM_DIR_COUNT, json_object_get_string(dj));
         int s = index_of(bm_sg_label_names, BM_SGL_COUNT, json_object_get_string(sj));
-        BmHistogram *h = d >= 0 && s >= 0 ? &c->latency[d][s] : NULL;
+        /* without a device: the balloon's (older files) */
+        json_object *vj;
+        int v = json_object_object_get_ex(e, "device", &vj)
+                    ? index_of(bm_device_names, BM_DEV_COUNT, json_object_get_string(vj))
+                    : BM_DEV_BALLOON;
+        BmHistogram *h = v >= 0 && d >= 0 && s >= 0 ? &c->latency[v][d][s] : NULL;
         if (!h || json_object_array_length(b) != h->n_bounds + 1)
             continue;
         uint64_t total = 0;
@@ -462,15 +488,16 @@ static int latency_parse(json_object *lat, BmCounters *c)
                                ? json_object_get_uint64(n) : 0;
             if (h->counts[k] > COUNT_MAX || __builtin_add_overflow(total, h->counts[k], &total) ||
                 total > COUNT_MAX)
-                return bm_error(-EINVAL, "counters: latency bucket %zu of %s/%s: the counts "
-                                "add up beyond %" PRIu64, k, bm_dir_names[d],
+                return bm_error(-EINVAL, "counters: latency bucket %zu of %s%s%s/%s: the counts "
+                                "add up beyond %" PRIu64, k, dev_prefix(v),
+                                v != BM_DEV_BALLOON ? "/" : "", bm_dir_names[d],
                                 bm_sg_label_names[s], COUNT_MAX);
         }
         h->count = total; /* _count is the sum of the buckets, whatever the file says */
         /* the sum of the observed durations: from 0, finite, none without observations */
         char what[64];
-        snprintf(what, sizeof(what), "counters: latency %s/%s: ", bm_dir_names[d],
-                 bm_sg_label_names[s]);
+        snprintf(what, sizeof(what), "counters: latency %s%s%s/%s: ", dev_prefix(v),
+                 v != BM_DEV_BALLOON ? "/" : "", bm_dir_names[d], bm_sg_label_names[s]);
         int r = seconds_member(e, what, "sum", 0, DBL_MAX, &h->sum); /* observe saturates */
         if (r < 0)
             return r;
@@ -514,13 +541,16 @@ static int counters_parse(json_object *o, BmLedger *l)
     if (json_object_object_get_ex(o, "latency", &lat) && json_object_is_type(lat, json_type_array) &&
         (r = latency_parse(lat, c)) < 0)
         return r;
-    if (json_object_object_get_ex(o, "changes", &ch))
-        for (int d = 0; d < BM_DIR_COUNT; d++) {
-            json_object *x;
-            if (json_object_object_get_ex(ch, bm_dir_names[d], &x))
-                for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
-                    COUNT(x, bm_outcome_names[k], c->changes[d][k]);
-        }
+    /* "changes" the balloon's (also in older files), "virtio_mem_changes" virtio-mem's */
+    static const char *const change_keys[BM_DEV_COUNT] = {"changes", "virtio_mem_changes"};
+    for (int v = 0; v < BM_DEV_COUNT; v++)
+        if (json_object_object_get_ex(o, change_keys[v], &ch))
+            for (int d = 0; d < BM_DIR_COUNT; d++) {
+                json_object *x;
+                if (json_object_object_get_ex(ch, bm_dir_names[d], &x))
+                    for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
+                        COUNT(x, bm_outcome_names[k], c->changes[v][d][k]);
+            }
     if (json_object_object_get_ex(o, "target_changes", &tc))
         for (int d = 0; d < BM_DIR_COUNT; d++)
             COUNT(tc, bm_dir_names[d], c->target_changes[d]);

@@ -537,7 +537,7 @@ int main(void)
     is_u64(left, 0, "  the engine's tracker saw them all end");
     uint64_t reached = 0;
     for (int dir = 0; dir < BM_DIR_COUNT; dir++)
-        reached += l->counters.changes[dir][BM_CHANGE_REACHED];
+        reached += l->counters.changes[BM_DEV_BALLOON][dir][BM_CHANGE_REACHED];
     is_u64(reached, changes, "  each outcome recorded into the ledger: reached");
     is_u64(l->counters.target_changes[BM_DIR_INFLATE], inflates, "  the inflate targets counted");
 

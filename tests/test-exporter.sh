@@ -99,7 +99,7 @@ curl -s --max-time 5 -o "$tmp/nodup" "http://127.0.0.1:$port/metrics"
 dups=$(grep -cE '^balloonmgr_domain_(maximum_bytes|balloon_current_bytes|guest_[a-z_]+|rss_bytes)\{' "$tmp/nodup")
 [ "$dups" -eq 0 ]
 ok $? "  no balloon current, maximum, guest statistics or RSS series ($dups)"
-grep -q '^balloonmgr_domain_reclaimed_bytes{domain="test"}' "$tmp/nodup" &&
+grep -q '^balloonmgr_domain_reclaimed_bytes{domain="test",device="balloon"}' "$tmp/nodup" &&
     grep -q '^balloonmgr_domain_info{domain="test"' "$tmp/nodup" &&
     grep -q '^balloonmgr_domain_balloon_target_bytes{domain="test"}' "$tmp/nodup"
 ok $? "  balloonmgr's own per-domain series stay (info, target, reclaimed)"

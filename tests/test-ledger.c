@@ -244,8 +244,8 @@ static void test_record_change(void)
     t.rss_after_bytes = 1150 * MiB;
     bm_ledger_record_change(&f.l, NULL, &t, true, NOW + 1);
     ok(!e->in_flight && !e->unresponsive, "reached: no longer in flight, not unresponsive");
-    is_u64(f.l.counters.changes[BM_DIR_INFLATE][BM_CHANGE_REACHED], 1, "  counted reached");
-    is_u64(f.l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN].count, 1, "  its latency observed");
+    is_u64(f.l.counters.changes[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_CHANGE_REACHED], 1, "  counted reached");
+    is_u64(f.l.counters.latency[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_SGL_UNKNOWN].count, 1, "  its latency observed");
     ok(e->last_duration_s == 0.5 && e->last_direction == BM_DIR_INFLATE, "  duration, direction");
     is_u64(e->last_rss_drop_bytes, 950 * MiB, "  the QEMU RSS drop");
     is_u64(f.l.counters.rss_dropped_bytes, 950 * MiB, "  summed");
@@ -259,8 +259,8 @@ static void test_record_change(void)
     t = ended(U1, BM_CHANGE_FAILED, 1024 * MiB, 1500 * MiB, BM_ABSENT, 1);
     bm_ledger_record_change(&f.l, NULL, &t, false, NOW + 2);
     ok(e->in_flight, "another process's change: ours still in flight");
-    is_u64(f.l.counters.changes[BM_DIR_DEFLATE][BM_CHANGE_FAILED], 1, "  its outcome counted");
-    is_u64(f.l.counters.latency[BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count, 0,
+    is_u64(f.l.counters.changes[BM_DEV_BALLOON][BM_DIR_DEFLATE][BM_CHANGE_FAILED], 1, "  its outcome counted");
+    is_u64(f.l.counters.latency[BM_DEV_BALLOON][BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count, 0,
            "  a failed change has no latency");
     bm_ledger_record_dropped(bm_ledger_entry(&f.l, U1, NULL));
     ok(!e->in_flight, "a change forgotten (connection gone): no longer in flight");
@@ -271,7 +271,7 @@ static void test_record_change(void)
     w->sg = BM_FEAT_NEGOTIATED;
     t = ended(U1, BM_CHANGE_REACHED, 1024 * MiB, 2048 * MiB, 2048 * MiB, 0.2);
     bm_ledger_record_change(&f.l, NULL, &t, false, NOW + 3);
-    is_u64(f.l.counters.latency[BM_DIR_DEFLATE][BM_SGL_NEGOTIATED].count, 1,
+    is_u64(f.l.counters.latency[BM_DEV_BALLOON][BM_DIR_DEFLATE][BM_SGL_NEGOTIATED].count, 1,
            "a change labelled unknown gets the domain's known verdict");
     bm_ledger_clear(&f.l);
 }
@@ -318,7 +318,7 @@ static void test_persistence(void)
     ok(b1 && bm_ledger_verdict_current(b1, &d[1], BOOT) && b1->sg == BM_FEAT_NOT_OFFERED &&
            b1->ioeventfd == BM_SWITCH_ON,
        "  the verdict, still current for the same start");
-    is_u64(back.counters.changes[BM_DIR_INFLATE][BM_CHANGE_STALLED], 1, "  the outcome counters");
+    is_u64(back.counters.changes[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_CHANGE_STALLED], 1, "  the outcome counters");
     is_u64(back.counters.target_changes[BM_DIR_INFLATE], 1, "  the target counters");
     is_u64(back.counters.errors[BM_ERR_APPLY], 1, "  the error counters");
     is_u64(back.counters.rss_dropped_bytes, 200 * MiB, "  the RSS dropped");

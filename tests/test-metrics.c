@@ -843,6 +843,22 @@ static void test_export(void)
     e->ioeventfd = BM_SWITCH_OFF;
     e->reporting = BM_FEAT_NEGOTIATED;
     e->deflate_on_oom = BM_FEAT_OFFERED;
+    /* db1's balloon returns nothing (VFIO): its virtio-mem device moves it (device
+     * "virtio_mem" on its reclaimed bytes); an unplug of 64 MiB of it reached, one stalled 32 MiB
+     * short of its target (refused) */
+    doms[0].balloon.vfio_hostdev = true;
+    BmLedgerEntry *vm = bm_ledger_entry(&l, doms[0].uuid, "db1");
+    BmTracked unplug = {.name = (char *)"db1", .vmem = true, .why = "free", .sg = BM_SGL_UNKNOWN,
+                        .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT,
+                        .change = {.outcome = BM_CHANGE_REACHED, .from_bytes = 1000ull << 20,
+                                   .target_bytes = 936ull << 20, .reached_bytes = 936ull << 20,
+                                   .duration_ns = 3000000000ull}};
+    snprintf(unplug.uuid, sizeof(unplug.uuid), "%s", doms[0].uuid);
+    bm_ledger_record_change(&l, vm, &unplug, false, 1718000000);
+    unplug.change = (BmChange){.outcome = BM_CHANGE_STALLED, .from_bytes = 936ull << 20,
+                               .target_bytes = 872ull << 20, .reached_bytes = 904ull << 20,
+                               .duration_ns = 12000000000ull};
+    bm_ledger_record_change(&l, vm, &unplug, false, 1718000000);
     BmPlan plan = {.mode = BM_HOST_HOLD, .qemu_overhead_bytes = 20ull << 20};
     BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 8ull << 30,
                    .percpu_free_bytes = 81ull << 20, .percpu_rest_bytes = 78ull << 20};

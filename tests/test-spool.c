@@ -98,7 +98,7 @@ static size_t count_files(const char *dir, bool entries_only)
 
 static uint64_t reached(const BmLedger *l)
 {
-    return l->counters.changes[BM_DIR_INFLATE][BM_CHANGE_REACHED];
+    return l->counters.changes[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_CHANGE_REACHED];
 }
 
 static void test_junk_by_name(const char *dir)

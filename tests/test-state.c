@@ -138,7 +138,7 @@ static void test_counters_saturate(void)
     l.counters.errors[BM_ERR_STATE] = BM_COUNT_MAX;
     l.counters.rss_dropped_bytes = BM_COUNT_MAX;
     bm_ledger_count_error(&l, BM_ERR_STATE);
-    BmHistogram *h = &l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN];
+    BmHistogram *h = &l.counters.latency[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_SGL_UNKNOWN];
     h->counts[0] = h->count = BM_COUNT_MAX;
     h->sum = 1;
     bm_histogram_observe(h, 0.001);
@@ -160,12 +160,12 @@ static void test_never_infinity(void)
 {
     BmLedger l;
     bm_ledger_init(&l);
-    BmHistogram *h = &l.counters.latency[BM_DIR_DEFLATE][BM_SGL_NEGOTIATED];
+    BmHistogram *h = &l.counters.latency[BM_DEV_BALLOON][BM_DIR_DEFLATE][BM_SGL_NEGOTIATED];
     bm_histogram_observe(h, DBL_MAX);
     bm_histogram_observe(h, DBL_MAX);
     bm_histogram_observe(h, INFINITY);
     ok(isfinite(h->sum) && h->count == 3, "observing DBL_MAX twice and +Inf: the sum stays finite");
-    l.counters.latency[BM_DIR_INFLATE][BM_SGL_UNKNOWN].sum = INFINITY;
+    l.counters.latency[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_SGL_UNKNOWN].sum = INFINITY;
     l.counters.last_pass_duration_s = NAN;
     BmLedgerEntry *e = bm_ledger_entry(&l, "11111111-2222-3333-4444-555555555555", "web1");
     e->last_duration_s = -INFINITY;
@@ -639,7 +639,7 @@ static void test_old_histogram_dropped(void)
     BmLedger l;
     int r = bm_state_parse(text, &l);
     ok(r == 0, "a state file with the old histogram loads (%s)", r < 0 ? bm_error_detail(r) : "ok");
-    const BmHistogram *h = &l.counters.latency[BM_DIR_INFLATE][BM_SGL_NEGOTIATED];
+    const BmHistogram *h = &l.counters.latency[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_SGL_NEGOTIATED];
     ok(h->n_bounds == 13 && h->count == 0 && h->sum == 0,
        "its 13 counts are not put into the 14 new buckets: the histogram starts at zero");
     ok(l.counters.passes == 42, "the other counters go on (passes 42)");
@@ -671,15 +671,17 @@ static void fill_extreme(BmLedger *l, uint64_t u, double s)
     bm_ledger_init(l);
     BmCounters *c = &l->counters;
     for (int d = 0; d < BM_DIR_COUNT; d++) {
-        for (int g = 0; g < BM_SGL_COUNT; g++) {
-            BmHistogram *h = &c->latency[d][g];
-            for (size_t k = 0; k <= h->n_bounds; k++)
-                h->counts[k] = u;
-            h->count = u;
-            h->sum = s;
+        for (int v = 0; v < BM_DEV_COUNT; v++) {
+            for (int g = 0; g < BM_SGL_COUNT; g++) {
+                BmHistogram *h = &c->latency[v][d][g];
+                for (size_t k = 0; k <= h->n_bounds; k++)
+                    h->counts[k] = u;
+                h->count = u;
+                h->sum = s;
+            }
+            for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
+                c->changes[v][d][k] = u;
         }
-        for (int k = 0; k < BM_CHANGE_ENDED_COUNT; k++)
-            c->changes[d][k] = u;
         c->target_changes[d] = u;
     }
     for (int e = 0; e < BM_ERR_COUNT; e++)
@@ -792,8 +794,43 @@ static void test_every_field_round_trips(void)
     bm_ledger_clear(&l);
 }
 
+/* The counters by device: virtio-mem's histograms carry "device", its outcomes are
+ * "virtio_mem_changes"; what an older file has without them is the balloon's. */
+static void test_counts_by_device(void)
+{
+    static const char old[] =
+        "{\"version\":1,\"domains\":[],\"counters\":{\"latency\":[{\"direction\":\"inflate\","
+        "\"sg\":\"unknown\",\"buckets\":[0,0,0,0,0,0,1,0,0,0,0,0,0,0],\"sum\":0.4,\"count\":1}],"
+        "\"changes\":{\"inflate\":{\"reached\":1,\"stalled\":2}}}}";
+    BmLedger l;
+    ok(bm_state_parse(old, &l) == 0, "an older file without devices is read");
+    is_u64(l.counters.latency[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_SGL_UNKNOWN].count, 1,
+           "  its histogram is the balloon's");
+    is_u64(l.counters.changes[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_CHANGE_STALLED], 2,
+           "  its outcomes are the balloon's");
+    is_u64(l.counters.latency[BM_DEV_VIRTIO_MEM][BM_DIR_INFLATE][BM_SGL_UNKNOWN].count +
+               l.counters.changes[BM_DEV_VIRTIO_MEM][BM_DIR_INFLATE][BM_CHANGE_STALLED], 0,
+           "  virtio-mem has none");
+    bm_histogram_observe(&l.counters.latency[BM_DEV_VIRTIO_MEM][BM_DIR_DEFLATE][BM_SGL_UNKNOWN], 3);
+    l.counters.changes[BM_DEV_VIRTIO_MEM][BM_DIR_INFLATE][BM_CHANGE_STALLED] = 5;
+    _cleanup_free_ char *text = bm_state_format(&l, 1000);
+    ok((strstr(text, "\"device\":\"virtio_mem\"") || strstr(text, "\"device\": \"virtio_mem\"")) &&
+           strstr(text, "\"virtio_mem_changes\""),
+       "virtio-mem's counts are written under their device");
+    BmLedger back;
+    ok(bm_state_parse(text, &back) == 0 &&
+           back.counters.latency[BM_DEV_VIRTIO_MEM][BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count == 1 &&
+           back.counters.changes[BM_DEV_VIRTIO_MEM][BM_DIR_INFLATE][BM_CHANGE_STALLED] == 5 &&
+           back.counters.changes[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_CHANGE_STALLED] == 2 &&
+           back.counters.latency[BM_DEV_BALLOON][BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count == 0,
+       "  and read back apart from the balloon's");
+    bm_ledger_clear(&back);
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
+    test_counts_by_device();
     test_extremes_read_back();
     test_every_field_round_trips();
     test_bounds();

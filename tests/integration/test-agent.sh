@@ -70,7 +70,7 @@ kill -STOP "$agent"
 bm_wait_until 10 "$dom to see its balloon inflated" bm_console_has "$dom" "bm: retouch: balloon inflated" ||
     { kill -CONT "$agent"; bm_fail "$dom did not see its balloon inflated"; }
 kill -CONT "$agent"
-q='balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 1'
+q='balloonmgr_balloon_change_duration_seconds_count{device="balloon",direction="inflate",sg="not_negotiated"} >= 1'
 bm_prom_wait "$q" 30 >/dev/null || bm_fail "histogram count for inflate/not_negotiated never reached 1"
 # the comfortable host's release may already be giving it back: compare status and Prometheus
 # until both show the same value (the balloon settles at one)
@@ -96,9 +96,9 @@ cp "$work/pressure.policy" "$work/agent.policy"
 kill -HUP "$agent"
 bm_prom_wait 'balloonmgr_target_changes_total{direction="inflate"} >= 1' 30 >/dev/null ||
     bm_fail "the agent made no inflate under the pressure policy"
-bm_prom_wait 'balloonmgr_balloon_changes_total{direction="inflate",outcome="reached"} >= 2' 30 >/dev/null ||
+bm_prom_wait 'balloonmgr_balloon_changes_total{device="balloon",direction="inflate",outcome="reached"} >= 2' 30 >/dev/null ||
     bm_fail "the agent's inflate was not counted as reached"
-bm_prom_wait 'balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} >= 2' 30 >/dev/null ||
+bm_prom_wait 'balloonmgr_balloon_change_duration_seconds_count{device="balloon",direction="inflate",sg="not_negotiated"} >= 2' 30 >/dev/null ||
     bm_fail "the agent's inflate is not in the histogram"
 bm_prom_wait "balloonmgr_domain_last_change_rss_drop_bytes{domain=\"$dom\"} > 0" 30 >/dev/null ||
     bm_fail "no RSS drop observed after the inflate"

@@ -130,7 +130,7 @@ bm_log "destroyed $victim with its balloon at $((caught / 1024)) MiB of 512 on i
 value() { metrics | awk -v k="$1" '$1 == k { print $2 }'; }
 # value_at_least METRIC N: METRIC's value on /metrics is >= N
 value_at_least() { local v; v=$(value "$1") && [ -n "$v" ] && [ "$v" -ge "$2" ]; }
-failed=balloonmgr_balloon_changes_total'{direction="inflate",outcome="failed"}'
+failed=balloonmgr_balloon_changes_total'{device="balloon",direction="inflate",outcome="failed"}'
 bm_wait_until 10 "an inflate counted as failed" value_at_least "$failed" 1 || true
 metrics | grep '^balloonmgr_balloon_changes_total' || true
 [ "$(value "$failed")" = 1 ] || bm_fail "the destroyed guest's inflate was not counted as failed"

@@ -121,10 +121,10 @@ bm_pass "stock driver on the patched device: sg offered (not acknowledged)"
 # --- both sg series in the histogram (set --wait measurements, counted by a timer run)
 printf '[guest]\nexclude = yes\n' >"$work/p.policy"
 "$BM" -c "$BM_URI" run --once --policy "$work/p.policy" --state "$work/s.json" --textfile "$work/textfile" >/dev/null
-grep -E '^balloonmgr_balloon_change_duration_seconds_count\{direction="inflate",sg="(negotiated|not_negotiated)"\}' "$work/textfile/balloonmgr.prom"
-grep -q '^balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
+grep -E '^balloonmgr_balloon_change_duration_seconds_count\{device="balloon",direction="inflate",sg="(negotiated|not_negotiated)"\}' "$work/textfile/balloonmgr.prom"
+grep -q '^balloonmgr_balloon_change_duration_seconds_count{device="balloon",direction="inflate",sg="negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "no sg=negotiated inflate in the histogram"
-grep -q '^balloonmgr_balloon_change_duration_seconds_count{direction="inflate",sg="not_negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
+grep -q '^balloonmgr_balloon_change_duration_seconds_count{device="balloon",direction="inflate",sg="not_negotiated"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "no sg=not_negotiated inflate in the histogram"
 bm_pass "the latency histogram has sg=negotiated and sg=not_negotiated inflates"
 
@@ -230,8 +230,8 @@ bm_pass "a dropped element: abandoned after sg_timeout_ms (its pages stay in the
 
 "$BM" -c "$BM_URI" run --once --policy "$work/p.policy" --state "$work/s2.json" --textfile "$work/textfile" >/dev/null
 grep '^balloonmgr_balloon_changes_total' "$work/textfile/balloonmgr.prom"
-grep -q '^balloonmgr_balloon_changes_total{direction="inflate",outcome="stalled"} 2$' "$work/textfile/balloonmgr.prom" &&
-    grep -q '^balloonmgr_balloon_changes_total{direction="deflate",outcome="stalled"} 1$' "$work/textfile/balloonmgr.prom" ||
+grep -q '^balloonmgr_balloon_changes_total{device="balloon",direction="inflate",outcome="stalled"} 2$' "$work/textfile/balloonmgr.prom" &&
+    grep -q '^balloonmgr_balloon_changes_total{device="balloon",direction="deflate",outcome="stalled"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "the agent's counters do not have the 2 stalled inflates and the stalled deflate"
 bm_pass "the agent's counters record the stalled changes (2 inflates, 1 deflate)"
 

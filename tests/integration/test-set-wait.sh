@@ -146,7 +146,7 @@ bm_wait_until 10 "the agent to serve and make its spool" serving_with_spool || t
 curl -sf "127.0.0.1:$port/metrics" >/dev/null || bm_fail "the agent does not serve: $(cat "$work/agent.log")"
 changes() { # changes DIRECTION: the agent's count of reached changes in that direction
     curl -sf "127.0.0.1:$port/metrics" |
-        awk -v d="$1" '$1 == "balloonmgr_balloon_changes_total{direction=\"" d "\",outcome=\"reached\"}" { print $2; f = 1 } END { if (!f) print 0 }'
+        awk -v d="$1" '$1 == "balloonmgr_balloon_changes_total{device=\"balloon\",direction=\"" d "\",outcome=\"reached\"}" { print $2; f = 1 } END { if (!f) print 0 }'
 }
 counted() { [ "$(changes "$1")" = "$2" ]; } # counted DIRECTION N
 [ "$(changes inflate)" = 0 ] || bm_fail "a dry-run agent counted an inflate before any change"

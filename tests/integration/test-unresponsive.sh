@@ -33,7 +33,7 @@ for i in 1 2; do
 done
 [ "$(ls "$work/run/changes" | wc -l)" -eq 0 ] || bm_fail "the spool was not consumed"
 grep -q "^balloonmgr_domain_unresponsive{domain=\"$dom\"} 1$" "$work/textfile/balloonmgr.prom" || bm_fail "not marked unresponsive in the metrics"
-grep -q '^balloonmgr_balloon_changes_total{direction="inflate",outcome="stalled"} 1$' "$work/textfile/balloonmgr.prom" ||
+grep -q '^balloonmgr_balloon_changes_total{device="balloon",direction="inflate",outcome="stalled"} 1$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "stalled change not counted exactly once across two runs"
 grep -q '^balloonmgr_target_changes_total{direction="inflate"} 0$' "$work/textfile/balloonmgr.prom" ||
     bm_fail "the unresponsive domain was re-targeted"
