@@ -8,7 +8,6 @@
 #include "policy-eval.h"
 #include "revision.h"
 #include "util.h"
-#include "vmem.h"
 
 #ifndef BM_VERSION
 #define BM_VERSION "unknown"
@@ -342,8 +341,7 @@ static int add_domain_features(BmRegistry *r, const BmDomain *d, const BmLedgerE
 /* What moves d's memory: its virtio-mem devices where it has no usable balloon (BM_DEV_*). */
 static int device_of(const BmDomain *d)
 {
-    return d->balloon_known && bm_vmem_moves_domain(&d->balloon) ? BM_DEV_VIRTIO_MEM
-                                                                 : BM_DEV_BALLOON;
+    return d->vmem ? BM_DEV_VIRTIO_MEM : BM_DEV_BALLOON;
 }
 
 /* What of one domain's reading is not a field of it: reclaimed, the starvation statistics

@@ -674,13 +674,6 @@ static void decide_host(const BmHost *host, const BmPolicy *policy, BmHostMode p
     }
 }
 
-/* Whether d's memory is moved through its virtio-mem devices (no usable balloon): its reading's
- * sizes are the domain's (snapshot.c: base memory plus what they plugged, at most their sizes). */
-static bool moved_by_vmem(const BmDomain *d)
-{
-    return d->balloon_known && bm_vmem_moves_domain(&d->balloon);
-}
-
 /* Why a domain is not managed this pass (c set, true), or false. */
 static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRules *rules, BmReason *c)
 {
@@ -688,7 +681,10 @@ static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRule
         c->code = BM_REASON_NOT_RUNNING;
     else if (d->state == VIR_DOMAIN_PAUSED || d->state == VIR_DOMAIN_PMSUSPENDED)
         *c = (BmReason){.code = BM_REASON_PAUSED, .run_state = d->state};
-    else if (d->balloon_known && !d->balloon.present && !bm_vmem_moves_domain(&d->balloon))
+    else if (!d->vmem && (rules->device == BM_DEVICE_VIRTIO_MEM ||
+                          (rules->device == BM_DEVICE_AUTO && d->vmem_auto)))
+        c->code = BM_REASON_NO_VMEM; /* to be moved through virtio-mem, whose sizes are unknown */
+    else if (d->balloon_known && !d->balloon.present && !d->vmem)
         c->code = BM_REASON_NO_BALLOON;
     else if (e && e->in_flight)
         c->code = BM_REASON_IN_FLIGHT;
@@ -696,8 +692,7 @@ static bool skipped(const BmDomain *d, const BmLedgerEntry *e, const BmGuestRule
         c->code = BM_REASON_UNRESPONSIVE;
     else if (rules->exclude)
         c->code = BM_REASON_EXCLUDED;
-    else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0 ||
-             (moved_by_vmem(d) && !bm_present(bm_vmem_plugged_bytes(&d->balloon))))
+    else if (!bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->max_bytes == 0)
         c->code = BM_REASON_SIZE_UNKNOWN;
     else
         return false;
@@ -1061,7 +1056,7 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     x->action = BM_ACT_SKIP;
     x->vmem_index = -1;
     k->rules = row->rules;
-    if (moved_by_vmem(d)) {
+    if (d->vmem) { /* its sizes are its virtio-mem devices' (bm_domain_move_by()) */
         x->vmem = true;
         k->vmem = &d->balloon;
     }
@@ -1415,7 +1410,7 @@ bool bm_policy_rows_in_need(const BmRows *rows, uint64_t now_s)
         const BmDomain *d = rows->rows[i].dom;
         const BmGuestRules *rules = &rows->rows[i].rules;
         if (!d->active || d->state != VIR_DOMAIN_RUNNING ||
-            (d->balloon_known && !d->balloon.present && !bm_vmem_moves_domain(&d->balloon)) ||
+            (d->balloon_known && !d->balloon.present && !d->vmem) ||
             !bm_present(d->actual_bytes) || !bm_present(d->max_bytes) || d->actual_bytes >= d->max_bytes)
             continue;
         if (rules->exclude)

@@ -73,6 +73,8 @@ typedef enum {
     BM_REASON_NOT_RUNNING,       /* skip */
     BM_REASON_PAUSED,            /* skip: paused or suspended (run_state) */
     BM_REASON_NO_BALLOON,        /* skip */
+    BM_REASON_NO_VMEM,           /* skip: to be moved through virtio-mem (the key device, or no
+                                  * usable balloon), but it has no device whose sizes are known */
     BM_REASON_IN_FLIGHT,         /* skip: a change of ours is still in flight */
     BM_REASON_UNRESPONSIVE,      /* skip: its last change stalled */
     BM_REASON_EXCLUDED,          /* skip: the policy's exclude */

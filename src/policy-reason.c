@@ -40,6 +40,7 @@ static const char *skip_text(const BmDecision *x, char *buf, size_t n)
         snprintf(buf, n, "%s: its guest cannot move the balloon", bm_snapshot_run_state_name(c->run_state));
         return buf;
     case BM_REASON_NO_BALLOON: return "no balloon device";
+    case BM_REASON_NO_VMEM: return "moved through virtio-mem, but no device whose sizes are known";
     case BM_REASON_IN_FLIGHT: return "a change is still in flight";
     case BM_REASON_UNRESPONSIVE:
         return "unresponsive: its last change stalled; not re-targeted until its balloon moves";

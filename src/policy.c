@@ -28,6 +28,11 @@ const char *bm_timer_inflate_name(BmTimerInflate v)
                                          : "deflate-on-oom";
 }
 
+const char *bm_device_choice_name(BmDeviceChoice v)
+{
+    return v == BM_DEVICE_BALLOON ? "balloon" : v == BM_DEVICE_VIRTIO_MEM ? "virtio-mem" : "auto";
+}
+
 bool bm_verify_features_asks(BmVerifyFeatures v, bool xml_known, bool overridden)
 {
     return v == BM_VERIFY_ALWAYS || (v == BM_VERIFY_AUTO && xml_known && overridden);
@@ -336,6 +341,11 @@ static const char *timer_inflate_name(int v)
     return bm_timer_inflate_name((BmTimerInflate)v);
 }
 
+static const char *device_choice_name(int v)
+{
+    return bm_device_choice_name((BmDeviceChoice)v);
+}
+
 #define TYPE(fn, field_type, ...) {.parse = fn, .size = sizeof(field_type), __VA_ARGS__}
 static const KeyType T_DURATION = TYPE(parse_duration, unsigned),
                      T_DURATION_OR_OFF = TYPE(parse_duration_or_off, unsigned),
@@ -349,7 +359,9 @@ static const KeyType T_DURATION = TYPE(parse_duration, unsigned),
                      T_VERIFY_FEATURES = TYPE(parse_choice, BmVerifyFeatures,
                                               .name = verify_features_name),
                      T_TIMER_INFLATE = TYPE(parse_choice, BmTimerInflate, .word = true,
-                                            .name = timer_inflate_name);
+                                            .name = timer_inflate_name),
+                     T_DEVICE = TYPE(parse_choice, BmDeviceChoice, .word = true,
+                                     .name = device_choice_name);
 
 #define HOST_KEY(key, field, t, d, ...)                                                         \
     {.name = key, .host = true, .type = &t, .offset = offsetof(BmPolicy, field),               \
@@ -381,6 +393,7 @@ static const PolicyKey keys[] = {
     GUEST_KEY("exclude", exclude, T_BOOL, "no"),
     HOST_KEY("timer_interval", timer_interval_s, T_DURATION, "60s", .min = 10, .max = 3600),
     GUEST_KEY("timer_inflate", timer_inflate, T_TIMER_INFLATE, "deflate-on-oom"),
+    GUEST_KEY("device", device, T_DEVICE, "auto"),
 };
 #define N_KEYS BM_ARRAY_SIZE(keys)
 _Static_assert(BM_ARRAY_SIZE(keys) <= 64, "BmGuestRules.set has a bit per key");

@@ -24,6 +24,14 @@ typedef enum {
     BM_TIMER_INFLATE_NEVER,          /* none: the timer only gives memory back */
 } BmTimerInflate;
 
+/* What moves a domain's memory under the policy (the key device). */
+typedef enum {
+    BM_DEVICE_AUTO,       /* virtio-mem where the domain has a device and no usable balloon
+                           * (none, or one whose inflates return nothing), as `set` chooses */
+    BM_DEVICE_BALLOON,    /* its balloon, whatever devices it has */
+    BM_DEVICE_VIRTIO_MEM, /* its virtio-mem devices, also beside a usable balloon */
+} BmDeviceChoice;
+
 /* Rules for a guest. A [domain "GLOB"] section overrides only the keys it names: their bits
  * in set. [guest] and bm_policy_rules_for()'s result have every rule. References of
  * percentages are in the comments. */
@@ -45,6 +53,7 @@ typedef struct {
     bool exclude;                /* never touch this domain */
     BmTimerInflate timer_inflate; /* what a timer's pass (no look at the guest until the next
                                    * one) may inflate */
+    BmDeviceChoice device;       /* what moves its memory */
 } BmGuestRules;
 
 /* The bit in BmGuestRules.set of the rule at offset in BmGuestRules (the key whose
@@ -65,6 +74,9 @@ bool bm_policy_key_is_size(const char *name, size_t len);
 
 /* "deflate-on-oom", "always", "never". */
 const char *bm_timer_inflate_name(BmTimerInflate v);
+
+/* "auto", "balloon", "virtio-mem". */
+const char *bm_device_choice_name(BmDeviceChoice v);
 
 /* When the agent and `run` ask the QEMU monitor for SG/ioeventfd (libvirt marks a domain
  * "tainted" when a monitor command is sent to it). */

@@ -40,10 +40,15 @@ void bm_rows_note(const BmRows *rows, BmLedger *l, BmHostMode mode, uint64_t now
 void bm_rows_set_policy(BmRows *r, const BmPolicy *policy)
 {
     for (size_t i = 0; i < r->n_rows; i++) {
+        BmRow *row = &r->rows[i];
         if (policy)
-            bm_policy_rules_for(policy, r->rows[i].dom->name, &r->rows[i].rules);
+            bm_policy_rules_for(policy, row->dom->name, &row->rules);
         else
-            r->rows[i].rules = (BmGuestRules){0};
+            row->rules = (BmGuestRules){0};
+        /* what moves it: the reading's choice unless the key device says which */
+        BmDeviceChoice c = row->rules.device;
+        bm_domain_move_by(row->dom, c == BM_DEVICE_AUTO ? row->dom->vmem_auto
+                                                        : c == BM_DEVICE_VIRTIO_MEM);
     }
 }
 

@@ -46,7 +46,9 @@ size_t bm_rows_correct(BmRows *rows, uint64_t taken_real_ns);
 void bm_rows_note(const BmRows *rows, BmLedger *l, BmHostMode mode, uint64_t now_s,
                   unsigned horizon_s);
 
-/* Resolves every row's rules again under policy (a policy reloaded between two readings). */
+/* Resolves every row's rules again under policy (a policy reloaded between two readings), and
+ * what moves each domain's memory with them: its balloon or its virtio-mem devices, as the
+ * rule device says (auto: the reading's choice; bm_domain_move_by()). */
 void bm_rows_set_policy(BmRows *r, const BmPolicy *policy);
 
 /* Frees the rows (not what they point to) and zeroes r. NULL-safe. */

@@ -249,18 +249,37 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
      * libvirt's "current" is its count of the domain's memory (or the balloon's), which need
      * not follow what the devices have plugged: the guest has its base memory and that, and
      * at most its base memory and the devices' sizes */
-    uint64_t vmem_now = d->balloon_known && running && bm_vmem_moves_domain(&d->balloon)
-                            ? bm_vmem_domain_bytes(&d->balloon) : BM_ABSENT;
-    if (bm_present(vmem_now) && bm_present(bm_vmem_plugged_bytes(&d->balloon))) {
-        d->actual_bytes = vmem_now;
-        uint64_t most = bm_vmem_domain_max_bytes(&d->balloon);
-        if (bm_present(most))
-            d->max_bytes = most;
-    }
+    d->balloon_max_bytes = d->max_bytes;
+    d->balloon_actual_bytes = d->actual_bytes;
+    d->vmem_auto = d->balloon_known && running && bm_vmem_moves_domain(&d->balloon);
+    bm_domain_move_by(d, d->vmem_auto);
     if (flags & BM_SNAPSHOT_HANDLES) {
         virDomainRef(dom);
         d->handle = dom;
     }
+}
+
+bool bm_domain_move_by(BmDomain *d, bool vmem)
+{
+    if (vmem == d->vmem)
+        return d->vmem;
+    if (!vmem) {
+        d->max_bytes = d->balloon_max_bytes;
+        d->actual_bytes = d->balloon_actual_bytes;
+        d->vmem = false;
+        return false;
+    }
+    if (!d->balloon_known || !d->active)
+        return false;
+    uint64_t now = bm_vmem_domain_bytes(&d->balloon), most = bm_vmem_domain_max_bytes(&d->balloon);
+    if (!bm_present(now) || !bm_present(most) || !bm_present(bm_vmem_plugged_bytes(&d->balloon)))
+        return false;
+    d->balloon_max_bytes = d->max_bytes;
+    d->balloon_actual_bytes = d->actual_bytes;
+    d->max_bytes = most;
+    d->actual_bytes = now;
+    d->vmem = true;
+    return true;
 }
 
 static int cmp_domain(const void *a, const void *b)

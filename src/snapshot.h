@@ -56,6 +56,13 @@ typedef struct {
                                  * vCPUs idle is using no page cache */
     bool balloon_known;         /* balloon config read from the XML */
     BmBalloonConfig balloon;
+    /* Moved through its virtio-mem devices (bm_domain_move_by()): max_bytes and actual_bytes
+     * are then its base memory plus the devices' sizes and plus what they plugged; libvirt's
+     * own figures (the balloon's) are kept in balloon_max_bytes and balloon_actual_bytes.
+     * vmem_auto: the reading's choice, as `set` chooses (bm_vmem_moves_domain()), which the
+     * policy's key device may override (the rows, bm_rows_set_policy()) */
+    bool vmem, vmem_auto;
+    uint64_t balloon_max_bytes, balloon_actual_bytes;
     /* What the QEMU RSS holds beside the guest's memory: QEMU's own (the RSS less the resident
      * part of the guest RAM mapping, /proc/PID/smaps) and what the guest's kernel keeps outside
      * its MemTotal (balloon size less its total). Not in libvirt's reading; the engine measures
@@ -145,6 +152,12 @@ const BmDomain *bm_snapshot_find(const BmSnapshot *s, const char *name);
 
 /* The domain with that UUID in s, or NULL. O(log n) in a snapshot taken by bm_snapshot_take(). */
 const BmDomain *bm_snapshot_find_uuid(const BmSnapshot *s, const char *uuid);
+
+/* Makes d's sizes its virtio-mem devices' (vmem: what it has is its base memory plus what they
+ * plugged, at most plus their sizes; only for a running domain whose figures are all known)
+ * or libvirt's (balloon_max_bytes, balloon_actual_bytes). Returns whether d is moved through
+ * virtio-mem now (d->vmem). Pure. */
+bool bm_domain_move_by(BmDomain *d, bool vmem);
 
 /* A domain's run state: "running", "shut off", ... as virsh says them. */
 const char *bm_snapshot_run_state_name(int state);

@@ -847,6 +847,9 @@ static void test_export(void)
      * "virtio_mem" on its reclaimed bytes); an unplug of 64 MiB of it reached, one stalled 32 MiB
      * short of its target (refused) */
     doms[0].balloon.vfio_hostdev = true;
+    doms[0].vmem = doms[0].vmem_auto = true;
+    doms[0].balloon_max_bytes = doms[0].max_bytes;
+    doms[0].balloon_actual_bytes = doms[0].actual_bytes;
     BmLedgerEntry *vm = bm_ledger_entry(&l, doms[0].uuid, "db1");
     BmTracked unplug = {.name = (char *)"db1", .vmem = true, .why = "free", .sg = BM_SGL_UNKNOWN,
                         .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT,

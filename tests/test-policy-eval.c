@@ -2088,6 +2088,9 @@ static BmDomain vmem_guest(const char *name, uint64_t base, uint64_t size, uint6
                            uint64_t block, uint64_t usable)
 {
     BmDomain d = guest(name, base + size, base + plugged, usable);
+    d.vmem = d.vmem_auto = true; /* as the reading makes it (bm_domain_move_by()) */
+    d.balloon_max_bytes = base + size;
+    d.balloon_actual_bytes = base; /* QEMU's balloon counts the base memory */
     d.balloon.vfio_hostdev = true;
     d.balloon.base_memory_bytes = base;
     d.balloon.n_virtio_mem = 1;
@@ -2245,6 +2248,8 @@ static void test_vmem_device_choice(void)
                     vmem_guest("none", 1 * GiB, 7 * GiB, 7 * GiB, 2 * MiB, 5 * GiB),
                     guest("nothing", 8 * GiB, 8 * GiB, 5 * GiB)};
     d[0].balloon.vfio_hostdev = false; /* a usable balloon beside the device */
+    d[0].vmem = d[0].vmem_auto = false;
+    d[0].actual_bytes = d[0].balloon_actual_bytes = d[0].max_bytes;
     d[1].balloon.present = false;      /* memballoon none: no statistics */
     d[1].usable_bytes = d[1].unused_bytes = d[1].disk_caches_bytes = BM_ABSENT;
     d[1].available_bytes = d[1].last_update_s = BM_ABSENT;
@@ -2294,6 +2299,44 @@ static void test_vmem_several_devices(void)
     ok(x.action == BM_ACT_DEFLATE && x.vmem_index == 0 && x.vmem_offset_bytes == 4 * GiB &&
            x.vmem_offset_bytes + x.vmem_requested_bytes == x.target_bytes,
        "plug: the first device, with most room (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+}
+
+/* The key device overrides the choice: balloon keeps a virtio-mem guest on its balloon (one
+ * that returns nothing: never inflated), virtio-mem moves a guest with a usable balloon
+ * through its device, and a guest without one is left alone with the reason. */
+static void test_vmem_device_key(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB);
+    BmDomain v = vmem_guest("vm", 1 * GiB, 7 * GiB, 7 * GiB, 128 * MiB, 5 * GiB);
+    _cleanup_(bm_policy_freep) BmPolicy *pb = policy_with_domain("vm");
+    BM_RULE_SET(&pb->domains[0], device, BM_DEVICE_BALLOON);
+    BmPlan p;
+    BmDecision x = eval_one(&h, &v, NULL, pb, 0, &p);
+    ok(!x.vmem && x.current_bytes == 1 * GiB && x.action != BM_ACT_INFLATE,
+       "device = balloon: its balloon's figures, never inflated (VFIO: %s)", words(&p, &x));
+    bm_plan_clear(&p);
+
+    /* a usable balloon beside the device: the balloon by the reading's choice */
+    BmDomain b = vmem_guest("vm", 1 * GiB, 7 * GiB, 7 * GiB, 128 * MiB, 5 * GiB);
+    b.balloon.vfio_hostdev = false;
+    b.vmem = b.vmem_auto = false;
+    b.actual_bytes = b.balloon_actual_bytes = b.max_bytes;
+    b.balloon_max_bytes = b.max_bytes;
+    _cleanup_(bm_policy_freep) BmPolicy *pv = policy_with_domain("vm");
+    BM_RULE_SET(&pv->domains[0], device, BM_DEVICE_VIRTIO_MEM);
+    b.actual_bytes = 6 * GiB; /* its balloon 2 GiB inflated: not the device's figure */
+    b.balloon_actual_bytes = 6 * GiB;
+    x = eval_one(&h, &b, NULL, pv, 0, &p);
+    ok(x.vmem && x.current_bytes == 8 * GiB && x.action == BM_ACT_INFLATE && x.vmem_index == 0 &&
+           (x.current_bytes - x.target_bytes) % (128 * MiB) == 0,
+       "device = virtio-mem: moved through the device beside a usable balloon (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+
+    BmDomain n = guest("vm", 8 * GiB, 8 * GiB, 5 * GiB);
+    x = eval_one(&h, &n, NULL, pv, 0, &p);
+    is_code(&x, BM_REASON_NO_VMEM, "device = virtio-mem without a device: left alone");
+    is_str(words(&p, &x), "moved through virtio-mem, but no device whose sizes are known", "  in words");
     bm_plan_clear(&p);
 }
 
@@ -2360,5 +2403,6 @@ int main(void)
     test_vmem_refusal_not_asked_again();
     test_vmem_device_choice();
     test_vmem_several_devices();
+    test_vmem_device_key();
     return tap_done();
 }

@@ -466,6 +466,11 @@ static void read_vmem(const SimGuest *g, BmDomain *d)
                                              .requested_bytes = (uint64_t)g->vmem_requested,
                                              .current_bytes = (uint64_t)g->vmem_plugged,
                                              .node = -1};
+    /* as a reading makes it: moved through the device, the balloon's figures kept (its base
+     * memory, as QEMU's balloon counts only that) */
+    d->vmem = d->vmem_auto = true;
+    d->balloon_max_bytes = (uint64_t)g->max;
+    d->balloon_actual_bytes = (uint64_t)g->vmem_base;
 }
 
 static int model_read_domains(void *ctx, const BmXmlCache *cache, BmSnapshot *ret)
