@@ -412,7 +412,9 @@ void bm_tracker_stop(BmTracker *t, size_t i, BmChangeEnded ended, void *ctx)
     int r = read_size(ops, x, &actual, &rss);
     if (r >= 0 && x->vmem) {
         /* virtio-mem: the requested size what the guest has plugged (whole blocks) */
-        r = ops->set_requested(ops->ctx, x->handle, x->vmem_index, actual - x->vmem_offset_bytes);
+        r = ops->set_requested ? ops->set_requested(ops->ctx, x->handle, x->vmem_index,
+                                                    actual - x->vmem_offset_bytes)
+                               : bm_error(-ENOTSUP, "the host moves no virtio-mem device");
     } else if (r >= 0) {
         /* the target where the balloon is, in whole MiB as every target of ours (an inflate
          * stops up to 1 MiB short of where it got, a deflate up to 1 MiB beyond: never past
