@@ -44,7 +44,7 @@ typedef struct {
     const char *state_path;      /* NULL: --dry-run or monitoring only, never written */
     BmPolicy *policy;
     virConnectPtr conn;
-    int cb_lifecycle, cb_balloon;
+    int cb_lifecycle, cb_balloon, cb_vmem;
     unsigned backoff_s;
     bool conn_lost;
     BmEngine *e;
@@ -188,6 +188,19 @@ static void on_balloon(virConnectPtr c, virDomainPtr d, unsigned long long actua
     loop_event(opaque, BM_EVENT_DOMAIN);
 }
 
+/* a virtio-mem device changed size: a change of ours on it is read at the next poll (the
+ * tracker reads one every second otherwise), and the domains within a second */
+static void on_vmem_size(virConnectPtr c, virDomainPtr d, const char *alias,
+                         unsigned long long size_kib, void *opaque)
+{
+    (void)c, (void)alias, (void)size_kib;
+    Agent *a = opaque;
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    if (virDomainGetUUIDString(d, uuid) == 0)
+        bm_engine_vmem_changed(a->e, uuid);
+    loop_event(a, BM_EVENT_DOMAIN);
+}
+
 static void on_close(virConnectPtr c, int reason, void *opaque)
 {
     (void)c, (void)reason;
@@ -207,10 +220,12 @@ static void disconnect(Agent *a)
         virConnectDomainEventDeregisterAny(a->conn, a->cb_lifecycle);
     if (a->cb_balloon >= 0)
         virConnectDomainEventDeregisterAny(a->conn, a->cb_balloon);
+    if (a->cb_vmem >= 0)
+        virConnectDomainEventDeregisterAny(a->conn, a->cb_vmem);
     virConnectUnregisterCloseCallback(a->conn, on_close);
     virConnectClose(a->conn);
     a->conn = NULL;
-    a->cb_lifecycle = a->cb_balloon = -1;
+    a->cb_lifecycle = a->cb_balloon = a->cb_vmem = -1;
     loop_event(a, BM_EVENT_DISCONNECTED);
 }
 
@@ -236,6 +251,8 @@ static bool try_connect(Agent *a)
                                                        VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), a, NULL);
     a->cb_balloon = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
                                                      VIR_DOMAIN_EVENT_CALLBACK(on_balloon), a, NULL);
+    a->cb_vmem = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE,
+                                                  VIR_DOMAIN_EVENT_CALLBACK(on_vmem_size), a, NULL);
     virResetLastError();
     a->backoff_s = 1;
     bm_reportp(LOG_INFO, "agent", NULL, "connected to %s",
@@ -560,7 +577,7 @@ static void stop(Agent *a)
 int bm_agent_run(const BmAgentOptions *o)
 {
     bm_error_reset();
-    Agent a = {.o = o, .cb_lifecycle = -1, .cb_balloon = -1, .backoff_s = 1, .signal_fd = -1,
+    Agent a = {.o = o, .cb_lifecycle = -1, .cb_balloon = -1, .cb_vmem = -1, .backoff_s = 1, .signal_fd = -1,
                .state_lock_fd = -1};
     tune_malloc();
     int ret = start_serving(&a);

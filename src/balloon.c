@@ -329,7 +329,7 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     uint64_t before = bm_clock_mono_ns(o->clock), before_real = bm_clock_real_ns(o->clock);
     uint64_t actual = 0, rss = BM_ABSENT;
     /* virtio-mem: read once a second (what libvirt has follows QEMU's events, one a second) */
-    if (x->vmem && before - x->last_read_mono_ns < BM_VMEM_POLL_MS * ms)
+    if (x->vmem && x->last_read_mono_ns && before - x->last_read_mono_ns < BM_VMEM_POLL_MS * ms)
         return false;
     x->last_read_mono_ns = before;
     int r = read_size(ops, x, &actual, &rss);
@@ -380,6 +380,17 @@ static void drop_handle(const BmBalloonOps *ops, BmTracked *x)
     if (x->handle && ops->release)
         ops->release(ops->ctx, x->handle);
     x->handle = NULL;
+}
+
+size_t bm_tracker_nudge(BmTracker *t, const char *uuid)
+{
+    size_t n = 0;
+    for (size_t i = 0; uuid && i < t->n_items; i++)
+        if (t->items[i].vmem && strcmp(t->items[i].uuid, uuid) == 0) {
+            t->items[i].last_read_mono_ns = 0;
+            n++;
+        }
+    return n;
 }
 
 size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx)

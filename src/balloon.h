@@ -222,6 +222,11 @@ int bm_tracker_start_vmem(BmTracker *t, const char *name, const char *uuid, void
                           size_t index, uint64_t offset_bytes, uint64_t from_plugged_bytes,
                           uint64_t requested_bytes, uint64_t rss_bytes, BmSgLabel sg);
 
+/* A virtio-mem device of the domain uuid changed size (libvirt's MEMORY_DEVICE_SIZE_CHANGE
+ * event): its change in flight is read at the next bm_tracker_poll() rather than up to
+ * BM_VMEM_POLL_MS later. Returns how many changes it brought forward (0 or 1). */
+size_t bm_tracker_nudge(BmTracker *t, const char *uuid);
+
 /* Reads every change in flight once; those that ended go to ended(ctx, item) and leave the
  * tracker. Returns the number still in flight. */
 size_t bm_tracker_poll(BmTracker *t, BmChangeEnded ended, void *ctx);

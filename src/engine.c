@@ -587,6 +587,11 @@ static void on_ended(void *ctx, const BmTracked *t)
     bm_ledger_record_change(&e->ledger, t->owner, t, true, bm_clock_real_ns(e->clock) / 1000000000ull);
 }
 
+void bm_engine_vmem_changed(BmEngine *e, const char *uuid)
+{
+    bm_tracker_nudge(&e->changes, uuid);
+}
+
 size_t bm_engine_poll(BmEngine *e)
 {
     return bm_tracker_poll(&e->changes, on_ended, e);

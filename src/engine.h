@@ -104,6 +104,10 @@ int bm_engine_refresh(BmEngine *e);
  * (bm_log_change()). Returns how many are still in flight. */
 size_t bm_engine_poll(BmEngine *e);
 
+/* A virtio-mem device of the domain uuid changed size (the agent's MEMORY_DEVICE_SIZE_CHANGE
+ * event): a change of ours in flight on it is read at the next poll (bm_tracker_nudge()). */
+void bm_engine_vmem_changed(BmEngine *e, const char *uuid);
+
 /* Stops the inflates of ours in flight that hurt their guest in the latest reading
  * (bm_policy_inflate_hurts(): its disk reads rose, it faults, swaps in or had an OOM kill since
  * the pass that started it) where their balloon is now, logging why: each ends as "stopped"

@@ -1052,7 +1052,8 @@ static void on_vmem_ended(void *ctx, const BmTracked *t)
  * requested size exactly and the QEMU RSS falls by what was unplugged; asked below what it can
  * move it stalls there, its requested size set back to what it has, and the ledger marks the
  * refusal (not unresponsive) and counts it; asked nothing it can do, it is unresponsive too;
- * stopped mid-unplug, the requested size is what it has plugged. */
+ * a size-change event has its change read at once; stopped mid-plug, the requested size is
+ * what it has plugged. */
 static void vmem_tracker(void)
 {
     const double block = 128 * MIB;
@@ -1113,6 +1114,14 @@ static void vmem_tracker(void)
     r = bm_tracker_start_vmem(&t, g->name, g->uuid, g, 0, base, 1ull << 30, 2ull << 30,
                               (uint64_t)sim_rss(g), BM_SGL_UNKNOWN);
     sim_advance(&h, 0.3);
+    bm_tracker_poll(&t, on_vmem_ended, &en);
+    unsigned reads = t.n_items ? t.items[0].change.polls : 99;
+    size_t nudged = bm_tracker_nudge(&t, g->uuid);
+    bm_tracker_poll(&t, on_vmem_ended, &en);
+    ok(reads == 0 && nudged == 1 && t.n_items == 1 && t.items[0].change.polls == 1,
+       "within the second no read; the device's event (a nudge) has it read at the next poll");
+    ok(bm_tracker_nudge(&t, "00000000-0000-0000-0000-000000000000") == 0,
+       "  another domain's event reads nothing");
     bm_tracker_stop(&t, 0, on_vmem_ended, &en);
     ok(r == 0 && ch->outcome == BM_CHANGE_STOPPED && g->vmem_requested == g->vmem_plugged &&
            ch->reached_bytes == base + (uint64_t)g->vmem_plugged && g->vmem_plugged < 2 * GIB &&
