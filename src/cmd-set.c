@@ -562,6 +562,23 @@ static int vmem_outcome(const SetOptions *o, const VmemReport *v, const BmChange
     return bm_error(-EIO, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));
 }
 
+/* Hands a virtio-mem change that was waited for to a running agent / the next timer run, as
+ * spool_change() does for the balloon: counted with device virtio_mem, its SG label unknown
+ * (SG is the balloon's), the QEMU RSS not measured. */
+static void spool_vmem_change(const BmGlobal *g, virDomainPtr dom, const char *name,
+                              size_t index, const BmChange *ch)
+{
+    BmTracked t = {.name = (char *)virDomainGetName(dom), .change = *ch, .vmem = true,
+                   .vmem_index = index, .sg = BM_SGL_UNKNOWN, .rss_before_bytes = BM_ABSENT,
+                   .rss_after_bytes = BM_ABSENT};
+    if (virDomainGetUUIDString(dom, t.uuid) < 0)
+        return;
+    _cleanup_free_ char *uri = bm_conn_uri(virDomainGetConnect(dom));
+    int r = bm_spool_write(&t, uri ? uri : (g->uri ? g->uri : ""));
+    if (r < 0)
+        bm_report("set", name, "warning: %s", bm_error_detail(r));
+}
+
 /* A virtio-mem change of dom (dev: which device, of the XML of the side changed), each failure
  * reported here, once. With --wait on a connection of its own, opened after libvirt's event
  * loop: the events of a connection come only through a loop it was opened with. Returns the
@@ -622,6 +639,8 @@ static int set_virtio_mem(const BmGlobal *g, virDomainPtr dom, const SetOptions 
         bm_progress_clear(&p);
         if (r < 0)
             return bm_report_failure("set", o->name, bm_as_failure(r));
+        if (o->wait && ch.target_bytes != ch.from_bytes)
+            spool_vmem_change(g, dom, o->name, dev->index, &ch);
     }
     if (o->json)
         print_vmem_json(o->name, &v, &ch, o->wait, o->do_live, o->do_config);

@@ -96,6 +96,8 @@ int bm_spool_write(const BmTracked *t, const char *uri)
     json_object_object_add(o, "duration_ns", json_object_new_uint64(t->change.duration_ns));
     json_object_object_add(o, "rss_before_bytes", json_object_new_uint64(t->rss_before_bytes));
     json_object_object_add(o, "rss_after_bytes", json_object_new_uint64(t->rss_after_bytes));
+    if (t->vmem) /* a virtio-mem change: counted apart (without: the balloon's, as before) */
+        json_object_object_add(o, "device", json_object_new_string(bm_device_names[BM_DEV_VIRTIO_MEM]));
     const char *text = json_object_to_json_string(o);
     _cleanup_free_ char *tmp = bm_asprintf("%s/.change.XXXXXX", dir);
     int fd = mkostemp(tmp, O_CLOEXEC), r = 0;
@@ -156,7 +158,7 @@ static void note(char **problems, size_t *n_skipped, const char *name, const cha
  * Returns whether it was a well-formed, ended change. */
 static bool count_entry(json_object *o, BmLedger *l, uint64_t now_s)
 {
-    json_object *u, *nm, *out, *uj, *sgj;
+    json_object *u, *nm, *out, *uj, *sgj, *dj;
     if (!o || !json_object_object_get_ex(o, "uri", &uj) ||
         !json_object_is_type(uj, json_type_string) ||
         !json_object_object_get_ex(o, "uuid", &u) || !json_object_is_type(u, json_type_string) ||
@@ -179,9 +181,11 @@ static bool count_entry(json_object *o, BmLedger *l, uint64_t now_s)
     if (!bm_present(t.change.from_bytes) || !bm_present(t.change.target_bytes) ||
         !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING)
         return false;
+    t.vmem = json_object_object_get_ex(o, "device", &dj) && json_object_is_type(dj, json_type_string) &&
+             strcmp(json_object_get_string(dj), bm_device_names[BM_DEV_VIRTIO_MEM]) == 0;
     BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
     /* the label of the spool where it is a verdict, else the domain's */
-    t.sg = bm_sg_label(rec->sg, rec->features_known);
+    t.sg = t.vmem ? BM_SGL_UNKNOWN : bm_sg_label(rec->sg, rec->features_known);
     if (json_object_object_get_ex(o, "sg", &sgj) && json_object_is_type(sgj, json_type_string))
         for (BmSgLabel s = BM_SGL_NEGOTIATED; s < BM_SGL_UNKNOWN; s++)
             if (strcmp(json_object_get_string(sgj), bm_sg_label_names[s]) == 0)

@@ -194,6 +194,37 @@ static void test_extreme_entries(const char *dir)
     bm_ledger_clear(&l);
 }
 
+/* A virtio-mem change `set --wait` measured is counted as virtio-mem's (its own histogram and
+ * outcomes), an unplug that stalled short of its target as the guest's refusal; the balloon's
+ * counts are untouched. */
+static void test_vmem_change(void)
+{
+    BmTracked t = {.name = (char *)"vm", .vmem = true, .sg = BM_SGL_UNKNOWN,
+                   .rss_before_bytes = BM_ABSENT, .rss_after_bytes = BM_ABSENT,
+                   .change = {.outcome = BM_CHANGE_STALLED, .from_bytes = 3u << 30,
+                              .target_bytes = 2u << 30, .reached_bytes = 5u << 29,
+                              .duration_ns = 12000000000ull}};
+    snprintf(t.uuid, sizeof(t.uuid), "cccccccc-0000-0000-0000-000000000000");
+    ok(bm_spool_write(&t, URI) == 1, "a virtio-mem change spooled");
+    t.change = (BmChange){.outcome = BM_CHANGE_REACHED, .from_bytes = 5u << 29,
+                          .target_bytes = 3u << 30, .reached_bytes = 3u << 30,
+                          .duration_ns = 2000000000ull};
+    ok(bm_spool_write(&t, URI) == 1, "  and a plug of it");
+    BmLedger l;
+    bm_ledger_init(&l);
+    _cleanup_free_ char *skipped = NULL;
+    int n = bm_spool_ingest(&l, URI, 1800000000, &skipped);
+    const BmCounters *c = &l.counters;
+    ok(n == 2 && c->changes[BM_DEV_VIRTIO_MEM][BM_DIR_INFLATE][BM_CHANGE_STALLED] == 1 &&
+           c->latency[BM_DEV_VIRTIO_MEM][BM_DIR_DEFLATE][BM_SGL_UNKNOWN].count == 1 &&
+           c->changes[BM_DEV_BALLOON][BM_DIR_INFLATE][BM_CHANGE_STALLED] == 0,
+       "counted as virtio-mem's, not the balloon's (%d)", n);
+    const BmLedgerEntry *e = bm_ledger_find(&l, t.uuid);
+    ok(e && e->vmem_refused_bytes == 5u << 29 && e->vmem_refused_total_bytes == 1u << 29,
+       "  the stalled unplug is the guest's refusal");
+    bm_ledger_clear(&l);
+}
+
 int main(void)
 {
     const char *root = mkdtemp(root_shm);
@@ -206,6 +237,7 @@ int main(void)
     test_junk_by_name(dir);
     test_entry_named_flood(dir);
     test_extreme_entries(dir);
+    test_vmem_change();
     _cleanup_free_ char *rm = bm_asprintf("rm -rf %s", root);
     ok(system(rm) == 0, "cleanup");
     return tap_done();
