@@ -56,6 +56,51 @@ static int meminfo_value(const char *text, const char *key, uint64_t *ret)
     return 0;
 }
 
+/* A count of "Key:   12345" (no unit: HugePages_Total, HugePages_Free) in meminfo text, 0 when
+ * the key is absent; -EINVAL naming the line when the value is not decimal digits. */
+static int meminfo_count(const char *text, const char *key, uint64_t *ret)
+{
+    size_t klen = strlen(key);
+    *ret = 0;
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, klen) != 0 || p[klen] != ':')
+            continue;
+        const char *v = p + klen + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t digits = strspn(v, "0123456789");
+        uint64_t n = 0;
+        bool overflow = false;
+        for (size_t i = 0; i < digits && !overflow; i++)
+            overflow = __builtin_mul_overflow(n, 10, &n) ||
+                       __builtin_add_overflow(n, (uint64_t)(v[i] - '0'), &n);
+        if (digits == 0 || overflow || (v[digits] != '\n' && v[digits] != '\0'))
+            return bm_error(-EINVAL, "line %u: %s is not a count", line_of(text, p), key);
+        *ret = n;
+        return 0;
+    }
+    return 0;
+}
+
+/* The default size's huge-page pool of meminfo text into ret (0: none). */
+static int parse_hugepages(const char *text, BmHost *ret)
+{
+    uint64_t total, free_n, size;
+    int r = meminfo_count(text, "HugePages_Total", &total);
+    if (r == 0)
+        r = meminfo_count(text, "HugePages_Free", &free_n);
+    if (r == 0)
+        r = meminfo_value(text, "Hugepagesize", &size);
+    if (r < 0)
+        return r;
+    ret->hugepages_total_bytes = ret->hugepages_free_bytes = 0;
+    if (!bm_present(size) || size == 0 || free_n > total || total > BM_COUNT_MAX / size)
+        return 0;
+    ret->hugepages_total_bytes = total * size;
+    ret->hugepages_free_bytes = free_n * size;
+    return 0;
+}
+
 int bm_hostmem_parse_meminfo(const char *text, BmHost *ret)
 {
     uint64_t total, avail;
@@ -88,7 +133,7 @@ int bm_hostmem_parse_meminfo(const char *text, BmHost *ret)
     }
     ret->mem_total_bytes = total;
     ret->mem_available_bytes = avail;
-    return 0;
+    return parse_hugepages(text, ret);
 }
 
 /* A PSI average: decimal digits, optionally a point and more digits (what the kernel prints:

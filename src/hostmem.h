@@ -21,6 +21,11 @@ typedef struct {
      * lists grow up to 1/8 of a zone while a CPU frees much: the memory a balloon returned can
      * sit there for minutes); BM_ABSENT before 6.8, whose lists do not grow so */
     uint64_t percpu_rest_bytes;
+    /* the pool of huge pages of the default size (HugePages_Total, HugePages_Free times
+     * Hugepagesize): where a huge-page guest's unplugged virtio-mem blocks go, not MemAvailable;
+     * 0 when the host has none (or its meminfo says nothing of it) */
+    uint64_t hugepages_total_bytes;
+    uint64_t hugepages_free_bytes;
 } BmHost;
 
 /* What the policy makes of the host's memory in a pass (policy-eval.h), kept by the ledger
@@ -35,7 +40,8 @@ typedef enum {
 /* "hold", "reclaim", "release". */
 const char *bm_host_mode_name(BmHostMode m);
 
-/* Parses /proc/meminfo text into mem_total/mem_available (other fields untouched).
+/* Parses /proc/meminfo text into mem_total/mem_available and the huge-page pool's total and
+ * free (0 without one; other fields untouched).
  * Returns 0, or -EINVAL when MemTotal is missing or a value is malformed. */
 int bm_hostmem_parse_meminfo(const char *text, BmHost *ret);
 

@@ -199,7 +199,8 @@ typedef struct {
         ROLE_GIVE_BACK, /* what our inflates of the episode took: it thrashed, or the host
                          * got nothing of it */
         ROLE_FLOOR,
-        ROLE_REST
+        ROLE_REST,
+        ROLE_POOL /* a huge-page guest with idle memory: taken for the huge-page pool only */
     } role;
     bool growing;       /* its use grows (grow_room) */
     uint64_t want;      /* give: bytes wanted; take: cap */
@@ -244,6 +245,9 @@ typedef struct {
     const BmBalloonConfig *vmem; /* moved through virtio-mem: its devices (NULL: the balloon) */
     bool refused;       /* virtio-mem: its idle memory capped by what its guest refused to unplug */
     uint64_t refused_bytes; /* ... the domain's memory where it stopped unplugging */
+    bool pool;          /* virtio-mem backed by huge pages: what it unplugs goes to the host's
+                         * huge-page pool, not MemAvailable */
+    uint64_t pool_in_flight; /* skipped: what an unplug of ours in flight still takes of it */
 } Work;
 
 /* ---- Reclaim what the host gets back (yield.h) ---- */
@@ -1059,13 +1063,17 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     if (d->vmem) { /* its sizes are its virtio-mem devices' (bm_domain_move_by()) */
         x->vmem = true;
         k->vmem = &d->balloon;
+        k->pool = d->balloon.hugepages;
     }
     bm_guest_pressure(d, e && e->have_prev ? &e->prev : NULL, &k->rules, now_s, &x->pressure);
     /* the episode's mark, also of a running domain this pass leaves alone (a give-back still
      * in flight, paused, unresponsive): the export and status show it from here */
     x->cache_hot = d->active && e && bm_prev_cache_hot(&e->prev, now_s);
     if (skipped(d, e, &k->rules, &x->cause)) {
-        k->in_flight = in_flight_return(d, e);
+        if (k->pool) /* its unplug gives the pool, not MemAvailable */
+            k->pool_in_flight = in_flight_return(d, e) ? d->actual_bytes - e->last_target_bytes : 0;
+        else
+            k->in_flight = in_flight_return(d, e);
         return;
     }
     set_limits(d, pace_of(policy, horizon_s), x, k);
@@ -1081,6 +1089,15 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     }
     x->action = BM_ACT_NONE;
     set_yield(d, e, overhead, now_s, x, k);
+    if (k->pool) {
+        /* huge pages are not in the QEMU RSS: nothing of it tells what an unplug gives (the
+         * pool's free pages do), so no backed memory, probe, "returns nothing" nor skip */
+        x->backed_free_bytes = BM_ABSENT;
+        x->returns_nothing = false;
+        k->yield = 1000;
+        k->skip = k->skip_at = 0;
+        k->learned = (BmYield){0};
+    }
     k->given_s = given_at(d, e, mode, now_s);
     k->given_ago_s = k->given_s && now_s > k->given_s ? now_s - k->given_s : 0;
     k->stats_before_change = stats_predate(d, e);
@@ -1088,6 +1105,8 @@ static void classify(const BmRow *row, const BmPolicy *policy, uint64_t now_s, u
     k->no_take = no_take_reason(k, !k->vmem && d->balloon_known &&
                                        d->balloon.autodeflate == BM_TRI_ON);
     set_role(x, k);
+    if (k->pool && k->role == ROLE_TAKE)
+        k->role = ROLE_POOL; /* not for MemAvailable: for the pool's need alone (plan_pool()) */
     x->cache_hot |= x->cache_found_hot;
 }
 
@@ -1217,13 +1236,17 @@ static void decide(const BmPlan *plan, BmDecision *x, const Work *k)
         code = take_code(plan, k);
         moves = code == BM_REASON_TAKE;
         break;
+    case ROLE_POOL:
+        code = k->amount ? BM_REASON_POOL_TAKE : BM_REASON_POOL_SPARED;
+        moves = k->amount > 0;
+        break;
     default:
         code = none_code(plan, x, k);
         moves = false;
         break;
     }
     set_cause(x, k, code);
-    if (moves && code == BM_REASON_TAKE) {
+    if (moves && (code == BM_REASON_TAKE || code == BM_REASON_POOL_TAKE)) {
         x->target_bytes = cur - k->amount;
         x->action = BM_ACT_INFLATE;
         take_parts(x, k, k->amount);
@@ -1265,6 +1288,61 @@ static void vmem_blocks(BmDecision *x, const Work *k)
         take_parts(x, k, amount);
 }
 
+/* Step 3b: the host's huge-page pool below hugepages_free_below needs pages back, which only
+ * huge-page guests' virtio-mem unplugs give (ROLE_POOL: what they have idle, at most max_step);
+ * the most idle first, until the need less what our unplugs in flight still give is met. In
+ * every mode: the pool's need is not MemAvailable's. */
+static void plan_pool(BmPlan *ret, const BmHost *host, const BmPolicy *p, Work *w, size_t n)
+{
+    uint64_t total = host->hugepages_total_bytes;
+    ret->hugepages_free_bytes = host->hugepages_free_bytes;
+    ret->hugepages_below_bytes = total ? bm_amount_bytes(p->hugepages_free_below, total) : 0;
+    ret->hugepages_budget_bytes = ret->hugepages_free_bytes > ret->hugepages_below_bytes
+                                      ? ret->hugepages_free_bytes - ret->hugepages_below_bytes
+                                      : 0;
+    if (ret->hugepages_free_bytes >= ret->hugepages_below_bytes)
+        return;
+    uint64_t need = ret->hugepages_below_bytes - ret->hugepages_free_bytes, coming = 0;
+    for (size_t i = 0; i < n; i++)
+        coming += w[i].pool_in_flight;
+    need = need > coming ? need - coming : 0;
+    ret->hugepages_need_bytes = need;
+    _cleanup_free_ Order *ord = bm_malloc0((n + 1) * sizeof(Order));
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w[i].role == ROLE_POOL)
+            ord[m++] = (Order){i, -(double)w[i].want};
+    qsort(ord, m, sizeof(Order), cmp_order);
+    for (size_t j = 0; j < m && need > 0; j++) {
+        Work *x = &w[ord[j].idx];
+        uint64_t take = min_u64(x->want, need) & ~(MiB - 1);
+        x->amount = take;
+        need -= min_u64(take, need);
+    }
+}
+
+/* A plug into a huge-page guest takes pages of the host's pool: at most its free pages above
+ * hugepages_free_below, what the plugs before it left (plan->hugepages_budget_bytes), in
+ * whole blocks: a block QEMU cannot back with a huge page would fail the guest. */
+static void pool_plug(BmPlan *plan, BmDecision *x)
+{
+    uint64_t give = x->target_bytes - x->current_bytes, block = x->vmem_block_bytes;
+    if (give > plan->hugepages_budget_bytes)
+        give = block ? plan->hugepages_budget_bytes / block * block : 0;
+    if (give == 0) {
+        x->cause.code = BM_REASON_POOL_EMPTY;
+        x->cause.asked_bytes = x->target_bytes - x->current_bytes;
+        x->action = BM_ACT_NONE;
+        x->target_bytes = x->current_bytes;
+        x->vmem_index = -1;
+        return;
+    }
+    x->vmem_requested_bytes -= x->target_bytes - x->current_bytes - give;
+    x->target_bytes = x->current_bytes + give;
+    x->cause.amount_bytes = give;
+    plan->hugepages_budget_bytes -= give;
+}
+
 /* Step 4 for one domain: its target and reason, within floor and maximum; the plan's sums. */
 static void finish(BmPlan *plan, BmDecision *x, const Work *k)
 {
@@ -1283,8 +1361,12 @@ static void finish(BmPlan *plan, BmDecision *x, const Work *k)
     }
     if (k->vmem && (x->action == BM_ACT_INFLATE || x->action == BM_ACT_DEFLATE))
         vmem_blocks(x, k);
-    if (x->action == BM_ACT_INFLATE)
+    if (k->pool && x->action == BM_ACT_DEFLATE)
+        pool_plug(plan, x);
+    if (x->action == BM_ACT_INFLATE && !k->pool)
         x->expected_return_bytes = expected_return(returning(k, cur - x->target_bytes), k->yield);
+    if (x->action == BM_ACT_INFLATE && k->pool)
+        plan->hugepages_planned_bytes += cur - x->target_bytes;
     if (x->action == BM_ACT_INFLATE) {
         uint64_t take = cur - x->target_bytes;
         plan->planned_inflate_bytes += take;
@@ -1334,6 +1416,8 @@ int bm_policy_eval_rows(const BmHost *host, const BmRows *rows, BmHostMode prev_
         if (ret->mode == BM_HOST_RELEASE)
             distribute_rest(ret, w, n, min_u64(left, surplus));
     }
+    /* 3b. the huge-page pool's own need, from huge-page guests alone */
+    plan_pool(ret, host, policy, w, n);
     /* 4. targets, and what holds idle memory back */
     for (size_t i = 0; i < n; i++)
         finish(ret, &ret->decisions[i], &w[i]);

@@ -118,6 +118,12 @@ typedef enum {
     BM_REASON_VMEM_REFUSED,      /* none: its guest refused to unplug more virtio-mem in this
                                   * episode (the ledger's vmem_refused_*) */
     BM_REASON_BELOW_BLOCK,       /* none: the change would be smaller than a virtio-mem block */
+    BM_REASON_POOL_TAKE,         /* inflate: unplug of a huge-page guest for the host's huge-page
+                                  * pool (hugepages_free_below) */
+    BM_REASON_POOL_SPARED,       /* none: a huge-page guest: what it unplugs goes to the pool,
+                                  * not MemAvailable, and the pool has enough free */
+    BM_REASON_POOL_EMPTY,        /* none: a huge-page guest to be given memory, but the pool
+                                  * has no free pages for a block above hugepages_free_below */
 } BmReasonCode;
 
 /* What limited a take (BmReason.cap). */
@@ -262,6 +268,13 @@ typedef struct {
                               * while idle guests have more to give over the coming passes, or
                               * inflates of ours are in flight */
     uint64_t busy_spared_bytes; /* the host bytes the busy guests could have given this pass */
+    /* the host's huge-page pool (BmHost.hugepages_*): its free pages and hugepages_free_below
+     * in bytes, what it needs (below less free, less huge-page unplugs of ours in flight; 0:
+     * none) and what is planned of it */
+    uint64_t hugepages_free_bytes, hugepages_below_bytes, hugepages_need_bytes;
+    uint64_t hugepages_planned_bytes;
+    uint64_t hugepages_budget_bytes; /* what plugs into huge-page guests may take of the pool
+                                      * (its free pages above hugepages_free_below), left */
     uint64_t unmet_bytes;    /* RECLAIM: need + guard the guests cannot give back at all (over
                               * the coming passes, max_step aside) without going short
                               * themselves; reported, never squeezed out of them */

@@ -237,6 +237,18 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
             "lower (%s idle above it)",
             SZ(c->refused_bytes), SZ(x->idle_bytes));
         break;
+    case BM_REASON_POOL_SPARED:
+        snprintf(buf, n,
+            "backed by huge pages: what it unplugs goes to the host's huge-page pool, not "
+            "MemAvailable; the pool has %s free (hugepages_free_below %s; %s idle)",
+            SZ(plan->hugepages_free_bytes), SZ(plan->hugepages_below_bytes), SZ(x->idle_bytes));
+        break;
+    case BM_REASON_POOL_EMPTY:
+        snprintf(buf, n,
+            "to be given %s, but backed by huge pages and the host's huge-page pool has %s free "
+            "(hugepages_free_below %s): no block to plug",
+            SZ(c->asked_bytes), SZ(plan->hugepages_free_bytes), SZ(plan->hugepages_below_bytes));
+        break;
     case BM_REASON_BELOW_BLOCK:
         snprintf(buf, n, "the change of %s is less than a virtio-mem block of %s: none",
             SZ(c->asked_bytes), SZ(c->block_bytes));
@@ -339,6 +351,13 @@ void bm_reason_format(const BmPlan *plan, const BmDecision *x, char *buf, size_t
     case BM_REASON_GROWING: give_text(plan, x, buf, n); break;
     case BM_REASON_RELEASE: release_text(x, buf, n); break;
     case BM_REASON_TAKE: take_text(plan, x, buf, n); break;
+    case BM_REASON_POOL_TAKE:
+        snprintf(buf, n,
+            "the host's huge-page pool has %s free < hugepages_free_below %s: unplug %s of %s "
+            "idle (backed by huge pages: it goes to the pool)",
+            SZ(plan->hugepages_free_bytes), SZ(plan->hugepages_below_bytes),
+            SZ(x->current_bytes - x->target_bytes), SZ(x->idle_bytes));
+        break;
     default: none_text(plan, x, buf, n); break;
     }
 }
@@ -445,6 +464,7 @@ const char *bm_reason_why(const BmDecision *x)
     case BM_REASON_SHORT: return "short-of-memory";
     case BM_REASON_GROWING: return "growing";
     case BM_REASON_RELEASE: return "release";
+    case BM_REASON_POOL_TAKE: return "hugepage-pool";
     default: return NULL;
     }
 }

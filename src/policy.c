@@ -394,6 +394,7 @@ static const PolicyKey keys[] = {
     HOST_KEY("timer_interval", timer_interval_s, T_DURATION, "60s", .min = 10, .max = 3600),
     GUEST_KEY("timer_inflate", timer_inflate, T_TIMER_INFLATE, "deflate-on-oom"),
     GUEST_KEY("device", device, T_DEVICE, "auto"),
+    HOST_KEY("hugepages_free_below", hugepages_free_below, T_AMOUNT, "0"),
 };
 #define N_KEYS BM_ARRAY_SIZE(keys)
 _Static_assert(BM_ARRAY_SIZE(keys) <= 64, "BmGuestRules.set has a bit per key");

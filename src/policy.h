@@ -107,6 +107,9 @@ typedef struct {
     double psi_release_below;    /* ... below which (with MemAvailable): comfortable; <0 off */
     unsigned apply_timeout_s;    /* how long `run --once` waits for its changes (0: no wait) */
     BmVerifyFeatures verify_features; /* which domains the agent and `run` probe (default auto) */
+    BmAmount hugepages_free_below; /* the huge-page pool's free pages below this: its own need,
+                                    * met by unplugging huge-page guests' virtio-mem; % of the
+                                    * pool (HugePages_Total); 0: none */
     BmGuestRules guest;          /* [guest]: defaults for every domain */
     BmGuestRules *domains;       /* [domain "GLOB"] sections in file order */
     size_t n_domains;

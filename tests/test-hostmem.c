@@ -112,6 +112,19 @@ static void test_parsers(void)
     ok(bm_hostmem_parse_meminfo("MemTotal: 1000 kB\nMemFree: 900 kB\nCached: 900 kB\n", &p) == 0 &&
            p.mem_available_bytes == 1000 * KiB,
        "old kernel: MemFree + Cached estimate capped at MemTotal");
+    /* the huge-page pool: counts of Hugepagesize pages */
+    ok(bm_hostmem_parse_meminfo("MemTotal: 8388608 kB\nMemAvailable: 4194304 kB\nHugePages_Total:     512\n"
+                                "HugePages_Free:      384\nHugePages_Rsvd:        0\nHugepagesize:       2048 kB\n",
+                                &p) == 0 &&
+           p.hugepages_total_bytes == 1024 * 1024 * KiB && p.hugepages_free_bytes == 768 * 1024 * KiB,
+       "huge pages: 512 of 2 MiB, 384 free: 1 GiB, 768 MiB free");
+    ok(bm_hostmem_parse_meminfo("MemTotal: 8388608 kB\nMemAvailable: 4194304 kB\n", &p) == 0 &&
+           p.hugepages_total_bytes == 0 && p.hugepages_free_bytes == 0,
+       "no huge-page lines: no pool");
+    int rh = bm_hostmem_parse_meminfo("MemTotal: 8388608 kB\nMemAvailable: 4194304 kB\n"
+                                      "HugePages_Total: 5x\nHugepagesize: 2048 kB\n", &p);
+    ok(rh == -EINVAL && strstr(bm_error_detail(rh), "line 3: HugePages_Total is not a count"),
+       "a malformed count refused: %s", rh < 0 ? bm_error_detail(rh) : "accepted");
 }
 
 #define PAGE 4096ull

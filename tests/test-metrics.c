@@ -862,9 +862,11 @@ static void test_export(void)
                                .target_bytes = 872ull << 20, .reached_bytes = 904ull << 20,
                                .duration_ns = 12000000000ull};
     bm_ledger_record_change(&l, vm, &unplug, false, 1718000000);
-    BmPlan plan = {.mode = BM_HOST_HOLD, .qemu_overhead_bytes = 20ull << 20};
+    BmPlan plan = {.mode = BM_HOST_HOLD, .qemu_overhead_bytes = 20ull << 20,
+                   .hugepages_need_bytes = 256ull << 20};
     BmHost host = {.mem_total_bytes = 16ull << 30, .mem_available_bytes = 8ull << 30,
-                   .percpu_free_bytes = 81ull << 20, .percpu_rest_bytes = 78ull << 20};
+                   .percpu_free_bytes = 81ull << 20, .percpu_rest_bytes = 78ull << 20,
+                   .hugepages_total_bytes = 1ull << 30, .hugepages_free_bytes = 768ull << 20};
     /* the engine's join of the reading: every domain with its entry */
     _cleanup_(bm_rows_clear) BmRows rows;
     bm_rows_build(&rows, &snap, &l, NULL, NULL, 1718000000);

@@ -2340,6 +2340,86 @@ static void test_vmem_device_key(void)
     bm_plan_clear(&p);
 }
 
+/* A virtio-mem guest backed by huge pages (its balloon returns nothing: huge pages): what it
+ * unplugs goes to the host's huge-page pool, not MemAvailable. */
+static BmDomain pool_guest(const char *name, uint64_t plugged, uint64_t usable)
+{
+    BmDomain d = vmem_guest(name, 1 * GiB, 7 * GiB, plugged, 2 * MiB, usable);
+    d.balloon.vfio_hostdev = false;
+    d.balloon.hugepages = true;
+    d.rss_bytes = 300 * MiB; /* huge pages are not in the QEMU RSS */
+    return d;
+}
+
+/* The huge-page pool has a need of its own: a huge-page guest is never unplugged for
+ * MemAvailable, only while the pool's free pages are below hugepages_free_below, by what the
+ * pool lacks (less our unplugs in flight); a plug into it takes at most the pool's free pages
+ * above that line. */
+static void test_vmem_hugepage_pool(void)
+{
+    BmHost h = host(MEM_TOTAL, 2 * GiB); /* MemAvailable short */
+    h.hugepages_total_bytes = 8 * GiB;
+    h.hugepages_free_bytes = 512 * MiB;
+    BmPlan p;
+    BmDomain v = pool_guest("hp", 7 * GiB, 5 * GiB);
+    BmDecision x = eval_one(&h, &v, NULL, P, 0, &p);
+    ok(x.action == BM_ACT_NONE && p.mode == BM_HOST_RECLAIM, "MemAvailable short, the pool not "
+       "watched (hugepages_free_below 0): a huge-page guest is not unplugged");
+    is_code(&x, BM_REASON_POOL_SPARED, "  its unplug would go to the pool");
+    ok(strstr(words(&p, &x), "goes to the host's huge-page pool, not MemAvailable") != NULL,
+       "  in words: %s", words(&p, &x));
+    bm_plan_clear(&p);
+
+    _cleanup_(bm_policy_freep) BmPolicy *pp = bm_policy_new_default();
+    pp->hugepages_free_below = (BmAmount){.is_percent = true, .permille = 250}; /* 2 GiB */
+    h = host(MEM_TOTAL, 20 * GiB); /* MemAvailable comfortable */
+    h.hugepages_total_bytes = 8 * GiB;
+    h.hugepages_free_bytes = 1536 * MiB;
+    BmDomain d[] = {pool_guest("hp", 7 * GiB, 5 * GiB),
+                    vmem_guest("vfio", 1 * GiB, 7 * GiB, 7 * GiB, 2 * MiB, 5 * GiB)};
+    p = eval(&h, d, 2, NULL, pp);
+    const BmDecision *hp = dec(&p, "hp"), *vf = dec(&p, "vfio");
+    is_u64(p.hugepages_need_bytes, 512 * MiB, "the pool lacks 512 MiB of 2 GiB free");
+    ok(hp->action == BM_ACT_INFLATE && hp->current_bytes - hp->target_bytes == 512 * MiB &&
+           hp->vmem_index == 0 && hp->expected_return_bytes == 0,
+       "the huge-page guest unplugs what the pool lacks, none of it for MemAvailable (%s)",
+       words(&p, hp));
+    is_str(bm_reason_why(hp), "hugepage-pool", "  its record's why=");
+    ok(vf->action != BM_ACT_INFLATE, "  a virtio-mem guest not on huge pages is not asked for the pool");
+    bm_plan_clear(&p);
+
+    /* its unplug of 384 MiB still in flight: only the rest is asked */
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    BmDomain two[] = {pool_guest("hp", 7 * GiB, 5 * GiB), pool_guest("hp2", 7 * GiB, 5 * GiB)};
+    e->in_flight = true;
+    e->last_target_bytes = two[0].actual_bytes - 384 * MiB;
+    p = eval(&h, two, 2, &l, pp);
+    ok(dec(&p, "hp")->action == BM_ACT_SKIP && p.hugepages_need_bytes == 128 * MiB &&
+           dec(&p, "hp2")->current_bytes - dec(&p, "hp2")->target_bytes == 128 * MiB,
+       "an unplug of 384 MiB in flight: the other asked for 128 MiB (%s)", words(&p, dec(&p, "hp2")));
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+
+    /* a plug takes at most the pool's free pages above the line, in blocks */
+    h = host(MEM_TOTAL, 10 * GiB);
+    h.hugepages_total_bytes = 8 * GiB;
+    h.hugepages_free_bytes = 2 * GiB + 65 * MiB;
+    v = pool_guest("hp", 3 * GiB, 100 * MiB); /* short of memory */
+    x = eval_one(&h, &v, NULL, pp, 0, &p);
+    ok(x.action == BM_ACT_DEFLATE && x.target_bytes - x.current_bytes == 64 * MiB &&
+           x.vmem_requested_bytes == 3 * GiB + 64 * MiB,
+       "short, the pool 65 MiB above its line: given 64 MiB, whole blocks (%s)", words(&p, &x));
+    bm_plan_clear(&p);
+    h.hugepages_free_bytes = 2 * GiB + 1 * MiB;
+    x = eval_one(&h, &v, NULL, pp, 0, &p);
+    ok(x.action == BM_ACT_NONE && x.target_bytes == x.current_bytes, "no block above the line: nothing plugged");
+    is_code(&x, BM_REASON_POOL_EMPTY, "  the pool has none for it");
+    ok(strstr(words(&p, &x), "huge-page pool has 2 GiB free") != NULL, "  in words: %s", words(&p, &x));
+    bm_plan_clear(&p);
+}
+
 int main(void)
 {
     _cleanup_(bm_policy_freep) BmPolicy *pol = bm_policy_new_default();
@@ -2404,5 +2484,6 @@ int main(void)
     test_vmem_device_choice();
     test_vmem_several_devices();
     test_vmem_device_key();
+    test_vmem_hugepage_pool();
     return tap_done();
 }
