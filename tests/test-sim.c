@@ -1220,6 +1220,78 @@ static void vmem_beside_balloons(const BmPolicy *pol)
     scenario_end(&sc);
 }
 
+/* A virtio-mem guest backed by huge pages beside ballooned ones: the host short of MemAvailable
+ * takes from the balloons alone (what the guest would unplug goes to the huge-page pool); when
+ * something else takes the pool's free pages below hugepages_free_below (25%), the guest is
+ * unplugged for the pool, in whole blocks, never below its base, and HugePages_Free rises back
+ * to the line; no guest OOM. */
+static void vmem_hugepage_pool(const BmPolicy *base_pol)
+{
+    Scenario sc = scenario_begin("virtio-mem on huge pages", 530);
+    const double block = 128 * MIB, base = 512 * MIB;
+    BmPolicy pol = *base_pol;
+    pol.hugepages_free_below = (BmAmount){.is_percent = true, .permille = 250};
+    Run run;
+    SimHost *h = &run.host;
+    sim_host_init(h, 8 * GIB, 680 * MIB, 3);
+    sim_guest_init(h, 0, "bmscen-sim-idle", GIB, "0:touch:800", 0);
+    sim_guest_init(h, 1, "bmscen-sim-steady", GIB, "0:600", 0);
+    sim_guest_init(h, 2, "bmscen-sim-hp", base, "0:touch:900", 0);
+    sim_guest_vmem(h, 2, 2 * GIB, block, 2 * GIB, 0, 400);
+    sim_guest_vmem_hugepages(h, 2, 3.5 * GIB); /* 1 GiB of it free: above the line */
+    SimGuest *v = &h->g[2];
+    Sim *s = &run.sim;
+    sim_init(s, h, &pol);
+    s->t_steady = T0;
+    s->t_hog = T0 + 60;
+    s->t_hog_end = s->t_hog + 180;
+    double c0 = cpu_now();
+    sim_run(s, s->t_hog);
+    double size = sim_available(h) - jitter(0.08, 0.09) * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    double t_pool = s->t_hog + 30 + jitter(0, 10);
+    sim_run(s, t_pool);
+    double plugged_before = v->vmem_plugged, free_before = h->hp_free;
+    h->hp_free -= fmin(h->hp_free, 768 * MIB); /* another user of the pool takes its free pages */
+    double free_low = h->hp_free;
+    sim_run(s, t_pool + 30);
+    double free_after = h->hp_free;
+    sim_run(s, s->t_hog_end + 60);
+    run.cpu_s = cpu_now() - c0;
+    sim_result(s, &run.r);
+    sim_print("a virtio-mem guest on huge pages beside ballooned ones (issue 53)", &run.r, run.cpu_s);
+    /* not "everything back" at comfort: a guest unplugged for the pool is plugged again when it
+     * needs memory, not toward its maximum */
+    check_invariants("huge pages", &run.r, true, false);
+    unsigned unplugs = 0, for_pool = 0, partial = 0, others = 0;
+    for (size_t i = 0; i < s->n_changes; i++) {
+        const SimChange *c = &s->changes[i];
+        if (c->guest != 2) {
+            others += c->dir < 0;
+            continue;
+        }
+        unplugs += c->dir < 0;
+        for_pool += c->dir < 0 && c->code == BM_REASON_POOL_TAKE && c->t >= t_pool;
+        partial += fmod(c->target - base, block) != 0;
+    }
+    printf("#   the huge-page guest: plugged %.0f MiB before the pool's need (of 2048), %u unplugs "
+           "(%u for the pool); HugePages_Free %.0f MiB, %.0f taken, %.0f MiB 30 s later; the "
+           "balloons' inflates %u\n",
+           plugged_before / MIB, unplugs, for_pool, free_before / MIB, free_low / MIB,
+           free_after / MIB, others);
+    ok(others >= 1 && plugged_before == 2 * GIB,
+       "huge pages: MemAvailable short, the balloons inflated and the huge-page guest not unplugged");
+    ok(unplugs >= 1 && unplugs == for_pool, "huge pages: every unplug of it for the pool (%u of %u)",
+       for_pool, unplugs);
+    ok(free_after >= 0.25 * h->hp_total && free_after > free_low,
+       "huge pages: HugePages_Free back to hugepages_free_below within 30 s (%.0f MiB)", free_after / MIB);
+    ok(partial == 0 && s->min_actual[2] >= base, "huge pages: whole blocks, never below its base");
+    sim_clear(&run.sim);
+    sim_host_clear(&run.host);
+    scenario_end(&sc);
+}
+
 int main(void)
 {
     vmem_tracker();
@@ -1240,6 +1312,7 @@ int main(void)
         restart_mid_episode(pol);
         busy_with_a_job(pol);
         vmem_beside_balloons(pol);
+        vmem_hugepage_pool(pol);
         _cleanup_(bm_policy_freep) BmPolicy *k612 = policy_with(NULL, true, true);
         ok(k612 != NULL, "the 6.12 scenario's policy (verify_features = always)");
         if (k612)

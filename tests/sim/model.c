@@ -82,6 +82,8 @@ double sim_free(const SimGuest *g)
 
 double sim_rss(const SimGuest *g)
 {
+    if (g->vmem_hugepages) /* huge pages are not in the RSS */
+        return QEMU_OWN_MIB * SIM_MIB;
     return QEMU_OWN_MIB * SIM_MIB + g->kernel + g->anon + g->cold + g->hot + g->free_backed;
 }
 
@@ -96,7 +98,7 @@ double sim_available(const SimHost *h)
     double rss = 0;
     for (size_t i = 0; i < h->n; i++)
         rss += sim_rss(&h->g[i]);
-    return h->total - h->other - h->hog - rss - h->percpu_excess;
+    return h->total - h->other - h->hog - rss - h->percpu_excess - h->hp_total;
 }
 
 /* Takes up to x bytes from *from. Returns what it took. */
@@ -260,7 +262,7 @@ static double move_balloon(SimGuest *g, double dt)
 /* A virtio-mem guest's device over dt toward its requested size, a block at a time: an unplug
  * at its rate, of a block whose content the guest can move (free memory and page cache cover
  * it), never below vmem_keep; a plug at SIM_DEFLATE_MIB_S. What the host got back. */
-static double move_vmem(SimGuest *g, double dt)
+static double move_vmem(SimHost *h, SimGuest *g, double dt)
 {
     double backed = 0, b = g->vmem_block;
     if (g->vmem_requested < g->vmem_plugged) {
@@ -272,13 +274,22 @@ static double move_vmem(SimGuest *g, double dt)
             }
             double got;
             balloon_take(g, b, &got);
-            backed += got;
+            if (g->vmem_hugepages)
+                h->hp_free += b; /* back to the pool, not to MemAvailable */
+            else
+                backed += got;
             g->vmem_plugged -= b;
             g->vmem_step -= b;
         }
     } else if (g->vmem_requested > g->vmem_plugged) {
         g->vmem_step += SIM_DEFLATE_MIB_S * SIM_MIB * dt;
         while (g->vmem_step >= b && g->vmem_plugged + b <= g->vmem_requested) {
+            if (g->vmem_hugepages && h->hp_free < b) {
+                g->vmem_step = 0; /* no huge page to back the block */
+                break;
+            }
+            if (g->vmem_hugepages)
+                h->hp_free -= b;
             g->vmem_plugged += b;
             g->free_backed += b; /* pinned as it is plugged */
             g->vmem_step -= b;
@@ -339,7 +350,7 @@ static void step(SimHost *h, double dt)
     for (size_t i = 0; i < h->n; i++) {
         SimGuest *g = &h->g[i];
         run_load(h, g, dt);
-        returned += g->vmem ? move_vmem(g, dt) : move_balloon(g, dt);
+        returned += g->vmem ? move_vmem(h, g, dt) : move_balloon(g, dt);
         run_hot(g, dt);
         g->cpu_ns += (g->cpu_share >= 0 ? g->cpu_share : g->hot_ws > 0 ? 1.0 : IDLE_CPU_SHARE) * dt * 1e9;
         if (g->reporting && g->free_backed > 0) {
@@ -404,7 +415,9 @@ static int model_read_host(void *ctx, BmHost *ret)
                     .mem_available_bytes = (uint64_t)fmax(0, sim_available(h)),
                     .psi_present = true,
                     .percpu_free_bytes = BM_ABSENT,
-                    .percpu_rest_bytes = BM_ABSENT};
+                    .percpu_rest_bytes = BM_ABSENT,
+                    .hugepages_total_bytes = (uint64_t)h->hp_total,
+                    .hugepages_free_bytes = (uint64_t)h->hp_free};
     return 0;
 }
 
@@ -457,7 +470,8 @@ static void read_vmem(const SimGuest *g, BmDomain *d)
                                    .min_guarantee_bytes = BM_ABSENT,
                                    .memory_bytes = (uint64_t)g->max,
                                    .current_memory_bytes = (uint64_t)g->max,
-                                   .vfio_hostdev = true,
+                                   .vfio_hostdev = !g->vmem_hugepages,
+                                   .hugepages = g->vmem_hugepages,
                                    .n_virtio_mem = 1,
                                    .base_memory_bytes = (uint64_t)g->vmem_base};
     d->balloon.virtio_mem[0] = (BmVirtioMem){.alias = "virtiomem0",
@@ -694,6 +708,14 @@ void sim_guest_vmem(SimHost *h, size_t i, double size_bytes, double block_bytes,
     /* VFIO pins every page: all of its free memory is backed */
     g->free_backed = g->actual - g->reserved - g->kernel;
     g->free_unbacked = 0;
+}
+
+void sim_guest_vmem_hugepages(SimHost *h, size_t i, double pool_bytes)
+{
+    SimGuest *g = &h->g[i];
+    g->vmem_hugepages = true;
+    h->hp_total += pool_bytes;
+    h->hp_free += pool_bytes - g->actual;
 }
 
 int sim_host_hog(SimHost *h, const char *schedule, double start_s, double end_s, double size_bytes,

@@ -39,6 +39,11 @@
  * stops there, asked or not); it plugs at SIM_DEFLATE_MIB_S. Its QEMU RSS falls by each block
  * unplugged (coordinated discards) and rises by each plugged (pinned).
  *
+ * A virtio-mem guest may be backed by huge pages (sim_guest_vmem_hugepages()): all of its
+ * memory comes from the host's huge-page pool (SimHost.hp_total, hp_free: reserved, out of
+ * MemAvailable), none of it is in its QEMU RSS, a block it unplugs goes back to the pool's
+ * free pages and one it plugs takes one (none free: it cannot plug, and stops).
+ *
  * Not modelled: PSI (always 0), swap, KSM (not readable), libvirt's lagging copy of the balloon
  * (the engine reads the live one), QEMU's own memory growing, kswapd (all reclaim is direct). */
 #pragma once
@@ -120,6 +125,7 @@ typedef struct {
     double vmem_unplug_mib_s; /* its unplug rate */
     double vmem_step;       /* progress toward the next block */
     unsigned vmem_asked;    /* requested sizes set on it */
+    bool vmem_hugepages;    /* its memory is the host's huge pages (not in its RSS) */
     bool buffered;      /* its hot working set is re-read with read(): a miss is a disk read
                          * but no major fault (else through mmap: a fault each page) */
     /* statistics as of the last whole second */
@@ -142,6 +148,8 @@ typedef struct {
     bool own_unmeasured;    /* QEMU's own memory not measured per domain (no access to the QEMU
                              * processes): the host-wide estimate serves */
     uint64_t percpu_drain_writes;
+    /* the huge-page pool of the default size (bytes): reserved out of MemAvailable; 0: none */
+    double hp_total, hp_free;
     SimGuest *g;
     size_t n;
     BmClock clock;
@@ -167,6 +175,10 @@ int sim_guest_init(SimHost *h, size_t i, const char *name, double max_bytes, con
  * unplug_mib_s and no further than keep_bytes plugged; every page pinned (VFIO). */
 void sim_guest_vmem(SimHost *h, size_t i, double size_bytes, double block_bytes,
                     double plugged_bytes, double keep_bytes, double unplug_mib_s);
+
+/* Makes virtio-mem guest i (sim_guest_vmem()) one backed by huge pages: a pool of pool_bytes
+ * is reserved on the host, and the guest's memory taken from it. */
+void sim_guest_vmem_hugepages(SimHost *h, size_t i, double pool_bytes);
 
 /* The hog: its schedule from start_s to end_s, growing until size_bytes, never below floor. */
 int sim_host_hog(SimHost *h, const char *schedule, double start_s, double end_s, double size_bytes,

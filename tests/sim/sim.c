@@ -92,6 +92,8 @@ static double takeable(const Sim *s)
     double sum = 0;
     for (size_t i = 0; i < s->h->n; i++) {
         const SimGuest *g = &s->h->g[i];
+        if (g->vmem_hugepages) /* what it gives goes to the huge-page pool, not MemAvailable */
+            continue;
         double room = sim_usable(g) - s->keep_free_bytes[i] - s->deadband_bytes[i];
         double backed = g->free_backed + g->cold + g->hot;
         sum += fmax(0, fmin(room, backed));
