@@ -87,6 +87,9 @@ ok $? "status --json: stats_age_s null for stats the driver never timestamped"
 # same mode and reason, with the state file's mode for hysteresis
 "$BM" -c "$DEMO" run --once -q --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$out.st" 2>/dev/null
 expect 0 "" -- -c "$DEMO" run --once --dry-run --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$out.st"
+jq -e '[.decisions[] | .device] | length == 7 and all(. == "balloon")' "$out" >/dev/null &&
+    jq -e 'all(.decisions[]; .virtio_mem_requested_bytes == null and .virtio_mem_block_bytes == null)' "$out" >/dev/null
+ok $? "run --json: each decision's device, the demo's balloons (no virtio-mem change)"
 jq -r '.host | .mode + ": " + .reason' "$out" >"$out.run"
 expect 0 "" -- -c "$DEMO" status --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$out.st"
 jq -r '.host | .mode + ": " + .mode_reason' "$out" >"$out.status"

@@ -103,6 +103,31 @@ says "balloonmgr: set: 'vm2': cannot set the virtio-mem device's requested size:
 run 2 set vm1 300M --config --policy "$ROOT/demo/demo.policy"
 says "balloonmgr: set: 'vm1': size '300M' (300 MiB) is below the domain's floor of 320 MiB, the policy's floor in $ROOT/demo/demo.policy; --force sets it anyway"
 
+# --- the policy's pass (dry): what moves each domain, a virtio-mem change in whole blocks
+run 0 run --once --dry-run --json --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy" --state "$T/state.json"
+jq -e '[.decisions[] | [.name, .device]] ==
+    [["plain","balloon"],["vm1","virtio-mem"],["vm2","balloon"],["vm3","virtio-mem"]]' "$T/out" >/dev/null
+ok_files $? "run --json: virtio-mem moves vm1 (no balloon) and vm3 (huge pages), balloons the others" "$T/out"
+# vm1 (base 256 MiB, nothing plugged: the test driver keeps no <current>) below its floor of
+# 320 MiB: plugged to it, 64 MiB of 2 MiB blocks
+jq -e --argjson m $MiB '.decisions[] | select(.name == "vm1") | .action == "deflate" and
+    .current_bytes == 256 * $m and .maximum_bytes == 1280 * $m and .target_bytes == 320 * $m and
+    .virtio_mem_requested_bytes == 64 * $m and .virtio_mem_block_bytes == 2 * $m' "$T/out" >/dev/null
+ok_files $? "  vm1 below its floor: plugged to it in whole blocks (requested 64 MiB)" "$T/out"
+# vm3 on huge pages, the demo host without a huge-page pool: nothing plugged into it
+jq -e '.decisions[] | select(.name == "vm3") | .action == "none" and .virtio_mem_requested_bytes == null and
+    (.reason | test("huge-page pool has 0 B free"))' "$T/out" >/dev/null
+ok_files $? "  vm3 on huge pages: no plug without free huge pages" "$T/out"
+# the key device: vm2's virtio-mem device instead of its balloon
+printf '[domain "vm2"]\ndevice = virtio-mem\n' >"$T/device.policy"
+run 0 run --once --dry-run --json --proc "$ROOT/demo/proc" --policy "$T/device.policy" --state "$T/state2.json"
+jq -e '.decisions[] | select(.name == "vm2") | .device == "virtio-mem"' "$T/out" >/dev/null
+ok_files $? "  device = virtio-mem: vm2 moved through its device" "$T/out"
+printf '[domain "vm2"]\ndevice = mem\n' >"$T/device.policy"
+run 2 run --once --dry-run --json --proc "$ROOT/demo/proc" --policy "$T/device.policy" --state "$T/state2.json"
+head -1 "$T/err" | grep -qx "balloonmgr: run: $T/device.policy:2:10: device: 'mem': not auto, balloon or virtio-mem"
+ok_files $? "  device = mem: refused, naming the place, the value and the words" "$T/err"
+
 # --- verify --require virtio-mem
 run 3 verify plain --require virtio-mem
 says "balloonmgr: verify: 'plain': virtio-mem: the domain has no virtio-mem device"
