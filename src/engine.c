@@ -579,7 +579,7 @@ int bm_engine_evaluate(BmEngine *e)
 static void on_ended(void *ctx, const BmTracked *t)
 {
     BmEngine *e = ctx;
-    bm_log_change(t->name, t->uuid, t->why, &t->change);
+    bm_log_change(t->name, t->uuid, t->why, t->vmem, &t->change);
     /* what an inflate gave may wait on a per-CPU list: drained by the next reading, the one
      * every driver takes right after a change ended (bm_engine_refresh()) */
     if (t->change.target_bytes < t->change.from_bytes)

@@ -131,18 +131,21 @@ void bm_log_text(int prio, const char *text)
         emit(prio, text);
 }
 
-char *bm_log_format_change(const char *domain, const char *uuid, const char *why, const BmChange *c)
+char *bm_log_format_change(const char *domain, const char *uuid, const char *why, bool vmem,
+                           const BmChange *c)
 {
     _cleanup_free_ char *name = bm_escape_quoted(domain);
     _cleanup_free_ char *id = bm_escape_quoted(uuid ? uuid : "");
     return bm_asprintf("change domain='%s' direction=%s from_bytes=%" PRIu64 " target_bytes=%" PRIu64
-                       " reached_bytes=%" PRIu64 " outcome=%s duration_s=%.3f why=%s uuid=%s",
+                       " reached_bytes=%" PRIu64 " outcome=%s duration_s=%.3f why=%s%s uuid=%s",
                        name, bm_change_direction(c->from_bytes, c->target_bytes), c->from_bytes,
                        c->target_bytes, c->reached_bytes, bm_change_outcome_name(c->outcome),
-                       c->duration_ns / 1e9, why && *why ? why : "-", id[0] ? id : "-");
+                       c->duration_ns / 1e9, why && *why ? why : "-",
+                       vmem ? " device=virtio_mem" : "", id[0] ? id : "-");
 }
 
-void bm_log_change(const char *domain, const char *uuid, const char *why, const BmChange *c)
+void bm_log_change(const char *domain, const char *uuid, const char *why, bool vmem,
+                   const BmChange *c)
 {
     int prio = c->outcome == BM_CHANGE_REACHED ? LOG_NOTICE : LOG_WARNING;
     if (bm_log_to_journal()) {
@@ -164,14 +167,15 @@ void bm_log_change(const char *domain, const char *uuid, const char *why, const 
                      bm_asprintf("BALLOONMGR_TARGET_BYTES=%" PRIu64, c->target_bytes),
                      bm_asprintf("BALLOONMGR_REACHED_BYTES=%" PRIu64, c->reached_bytes),
                      bm_asprintf("BALLOONMGR_DURATION_S=%.3f", c->duration_ns / 1e9),
-                     bm_asprintf("BALLOONMGR_WHY=%s", why && *why ? why : "-")};
-        int r = journal_send(prio, BM_LOG_ID_CHANGE, msg, f, BM_ARRAY_SIZE(f));
+                     bm_asprintf("BALLOONMGR_WHY=%s", why && *why ? why : "-"),
+                     vmem ? bm_asprintf("BALLOONMGR_DEVICE=virtio_mem") : NULL};
+        int r = journal_send(prio, BM_LOG_ID_CHANGE, msg, f, BM_ARRAY_SIZE(f) - !vmem);
         for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
             free(f[i]);
         if (r >= 0)
             return;
     }
-    _cleanup_free_ char *rec = bm_log_format_change(domain, uuid, why, c);
+    _cleanup_free_ char *rec = bm_log_format_change(domain, uuid, why, vmem, c);
     bm_log(prio, "balloonmgr: %s", rec);
 }
 

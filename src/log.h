@@ -39,12 +39,15 @@ void bm_log_text(int prio, const char *text);
  * direction=inflate from_bytes=... target_bytes=... reached_bytes=... outcome=reached
  * duration_s=0.412 uuid=..."): the domain name whole, escaped once with bm_escape_quoted()
  * (a quote in it never ends the value), and the UUID (uuid NULL or "": "-"). Caller frees. */
-char *bm_log_format_change(const char *domain, const char *uuid, const char *why, const BmChange *c);
+char *bm_log_format_change(const char *domain, const char *uuid, const char *why, bool vmem,
+                           const BmChange *c);
 
 /* Logs that record: LOG_NOTICE when the target was reached, LOG_WARNING otherwise (stalled,
  * timed out, failed). In the journal: fields BALLOONMGR_DOMAIN (as is) and
- * BALLOONMGR_DOMAIN_UUID beside the others. */
-void bm_log_change(const char *domain, const char *uuid, const char *why, const BmChange *c);
+ * BALLOONMGR_DOMAIN_UUID beside the others. vmem: a virtio-mem change (its sizes the domain's):
+ * the record says device=virtio_mem, the journal BALLOONMGR_DEVICE=virtio_mem. */
+void bm_log_change(const char *domain, const char *uuid, const char *why, bool vmem,
+                   const BmChange *c);
 
 /* Logs a change of the host's mode ("mode from=hold to=reclaim reason='...'") at LOG_NOTICE. */
 void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason);

@@ -18,6 +18,7 @@
 #include "policy.h"
 #include "sim/model.h"
 #include "ledger.h"
+#include "log.h"
 #include "sim/sim.h"
 #include "tap.h"
 #include "util.h"
@@ -1084,6 +1085,11 @@ static void vmem_tracker(void)
        "  its QEMU RSS fell by what was unplugged (%.0f MiB)",
        (rss0 - (double)en.last.rss_after_bytes) / MIB);
     ok(fmod(g->vmem_plugged, block) == 0 && g->vmem_plugged == 2 * GIB, "  in whole blocks");
+    _cleanup_free_ char *rec = bm_log_format_change(g->name, g->uuid, "free", true, ch);
+    ok(strstr(rec, "change domain='vm' direction=inflate from_bytes=4294967296 target_bytes=3221225472 "
+                   "reached_bytes=3221225472 outcome=reached") &&
+           strstr(rec, " why=free device=virtio_mem uuid="),
+       "  its record says the device: %s", rec);
 
     /* asked to 512 MiB plugged: it stops at 1 GiB, what it can move */
     BmLedger l;
