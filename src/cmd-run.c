@@ -131,7 +131,7 @@ static json_object *decision_json(const BmPlan *plan, const BmDecision *d, const
     json_object_object_add(x, "take_page_cache_bytes", json_object_new_uint64(d->take_cache_bytes));
     json_object_object_add(x, "take_hot_page_cache_bytes", json_object_new_uint64(d->take_hot_bytes));
     /* what moves it; a virtio-mem change's device's new requested size and block */
-    bool vmem_change = d->vmem_index >= 0;
+    bool vmem_change = d->vmem && d->vmem_index >= 0;
     json_object_object_add(x, "device", json_object_new_string(d->vmem ? "virtio-mem" : "balloon"));
     json_object_object_add(x, "virtio_mem_requested_bytes",
                            vmem_change ? json_object_new_uint64(d->vmem_requested_bytes) : NULL);

@@ -454,7 +454,7 @@ static bool apply_one(BmEngine *e, const BmRow *row, const BmDecision *d, BmAppl
     int r;
     if (!row->dom->handle)
         r = bm_error(-ENODEV, "domain gone");
-    else if (d->vmem_index >= 0) /* its virtio-mem device's requested size, in blocks */
+    else if (d->vmem && d->vmem_index >= 0) /* its virtio-mem device's requested size, in blocks */
         r = bm_tracker_start_vmem(&e->changes, row->dom->name, d->uuid, row->dom->handle,
                                   (size_t)d->vmem_index, d->vmem_offset_bytes,
                                   d->current_bytes - d->vmem_offset_bytes,

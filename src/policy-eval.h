@@ -203,7 +203,7 @@ typedef struct BmDecision {
      * sizes are the domain's (base memory plus what its devices plugged, at most plus their
      * sizes), every change a whole number of blocks of one device */
     bool vmem;
-    int vmem_index;                /* inflate/deflate: the device it moves; -1: the balloon */
+    int vmem_index;                /* inflate/deflate: the device it moves (with vmem); -1: none */
     uint64_t vmem_block_bytes;     /* that device's block */
     uint64_t vmem_offset_bytes;    /* the domain's memory besides that device's (base and the
                                     * other devices): target = offset + requested */
