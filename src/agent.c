@@ -251,8 +251,9 @@ static bool try_connect(Agent *a)
                                                        VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), a, NULL);
     a->cb_balloon = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE,
                                                      VIR_DOMAIN_EVENT_CALLBACK(on_balloon), a, NULL);
-    a->cb_vmem = virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE,
-                                                  VIR_DOMAIN_EVENT_CALLBACK(on_vmem_size), a, NULL);
+    a->cb_vmem =
+        virConnectDomainEventRegisterAny(c, NULL, VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE,
+                                         VIR_DOMAIN_EVENT_CALLBACK(on_vmem_size), a, NULL);
     virResetLastError();
     a->backoff_s = 1;
     bm_reportp(LOG_INFO, "agent", NULL, "connected to %s",
@@ -577,7 +578,8 @@ static void stop(Agent *a)
 int bm_agent_run(const BmAgentOptions *o)
 {
     bm_error_reset();
-    Agent a = {.o = o, .cb_lifecycle = -1, .cb_balloon = -1, .cb_vmem = -1, .backoff_s = 1, .signal_fd = -1,
+    Agent a = {.o = o, .cb_lifecycle = -1, .cb_balloon = -1, .cb_vmem = -1, .backoff_s = 1,
+               .signal_fd = -1,
                .state_lock_fd = -1};
     tune_malloc();
     int ret = start_serving(&a);

@@ -282,7 +282,8 @@ int bm_tracker_start(BmTracker *t, virDomainPtr dom, uint64_t from_bytes, uint64
     char uuid[VIR_UUID_STRING_BUFLEN];
     if (virDomainGetUUIDString(dom, uuid) < 0)
         uuid[0] = '\0';
-    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg, NULL);
+    return track(t, dom, virDomainGetName(dom), uuid, from_bytes, target_bytes, rss_bytes, sg,
+                 NULL);
 }
 
 int bm_tracker_start_handle(BmTracker *t, const char *name, const char *uuid, void *handle,
@@ -311,8 +312,9 @@ static int read_size(const BmBalloonOps *ops, const BmTracked *x, uint64_t *ret,
     if (!x->vmem)
         return ops->read_live(ops->ctx, x->handle, ret, ret_rss);
     uint64_t plugged = 0;
-    int r = ops->read_plugged ? ops->read_plugged(ops->ctx, x->handle, x->vmem_index, &plugged, ret_rss)
-                              : bm_error(-ENOTSUP, "the host moves no virtio-mem device");
+    int r = ops->read_plugged
+                ? ops->read_plugged(ops->ctx, x->handle, x->vmem_index, &plugged, ret_rss)
+                : bm_error(-ENOTSUP, "the host moves no virtio-mem device");
     if (r < 0)
         return r;
     if (plugged > BM_COUNT_MAX - x->vmem_offset_bytes)

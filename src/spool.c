@@ -97,7 +97,8 @@ int bm_spool_write(const BmTracked *t, const char *uri)
     json_object_object_add(o, "rss_before_bytes", json_object_new_uint64(t->rss_before_bytes));
     json_object_object_add(o, "rss_after_bytes", json_object_new_uint64(t->rss_after_bytes));
     if (t->vmem) /* a virtio-mem change: counted apart (without: the balloon's, as before) */
-        json_object_object_add(o, "device", json_object_new_string(bm_device_names[BM_DEV_VIRTIO_MEM]));
+        json_object_object_add(o, "device",
+                               json_object_new_string(bm_device_names[BM_DEV_VIRTIO_MEM]));
     const char *text = json_object_to_json_string(o);
     _cleanup_free_ char *tmp = bm_asprintf("%s/.change.XXXXXX", dir);
     int fd = mkostemp(tmp, O_CLOEXEC), r = 0;
@@ -181,7 +182,8 @@ static bool count_entry(json_object *o, BmLedger *l, uint64_t now_s)
     if (!bm_present(t.change.from_bytes) || !bm_present(t.change.target_bytes) ||
         !bm_present(t.change.duration_ns) || t.change.outcome == BM_CHANGE_PENDING)
         return false;
-    t.vmem = json_object_object_get_ex(o, "device", &dj) && json_object_is_type(dj, json_type_string) &&
+    t.vmem = json_object_object_get_ex(o, "device", &dj) &&
+             json_object_is_type(dj, json_type_string) &&
              strcmp(json_object_get_string(dj), bm_device_names[BM_DEV_VIRTIO_MEM]) == 0;
     BmLedgerEntry *rec = bm_ledger_entry(l, t.uuid, t.name);
     /* the label of the spool where it is a verdict, else the domain's */
