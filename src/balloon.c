@@ -11,6 +11,7 @@
 #include "domxml.h"
 #include "error.h"
 #include "util.h"
+#include "vmem.h"
 
 const char *const bm_dir_names[BM_DIR_COUNT] = {"inflate", "deflate"};
 const char *const bm_outcome_names[BM_CHANGE_ENDED_COUNT] = {"reached", "timeout", "stalled", "failed",
@@ -390,4 +391,149 @@ void bm_tracker_clear(BmTracker *t)
     free(t->items);
     t->items = NULL;
     t->n_items = 0;
+}
+
+/* ---- virtio-mem ---- */
+
+int bm_vmem_set_requested(virDomainPtr dom, size_t index, uint64_t requested_bytes, bool live)
+{
+    _cleanup_free_ char *xml = NULL, *dev = NULL;
+    int r = bm_conn_domain_xml(dom, !live, &xml);
+    if (r < 0 || (r = bm_domxml_virtio_mem_update(xml, index, requested_bytes, &dev)) < 0)
+        return r;
+    unsigned flags = live ? VIR_DOMAIN_AFFECT_LIVE : VIR_DOMAIN_AFFECT_CONFIG;
+    if (BM_LV(virDomainUpdateDeviceFlags)(dom, dev, flags) < 0)
+        return bm_conn_error(live ? "cannot set the virtio-mem device's requested size"
+                                  : "cannot set the virtio-mem device's requested size in the "
+                                    "persistent definition");
+    return 0;
+}
+
+/* What the wait of a virtio-mem change has seen: the device's plugged size from its events and
+ * the once-a-second read of the live XML. */
+typedef struct {
+    const char *alias;  /* the device's; "" takes every device's events */
+    size_t index;
+    bool fresh;         /* current_bytes new since the loop last looked */
+    bool tick;          /* the second's timer fired */
+    uint64_t current_bytes;
+    unsigned events;
+} VmemWatch;
+
+static void on_vmem_size(virConnectPtr conn, virDomainPtr dom, const char *alias,
+                         unsigned long long size_kib, void *opaque)
+{
+    (void)conn;
+    (void)dom;
+    VmemWatch *w = opaque;
+    if (w->alias[0] && (!alias || strcmp(alias, w->alias) != 0))
+        return;
+    w->current_bytes = bm_reported(size_kib, 1024);
+    w->fresh = true;
+    w->events++;
+}
+
+static void on_vmem_tick(int timer, void *opaque)
+{
+    (void)timer;
+    ((VmemWatch *)opaque)->tick = true;
+}
+
+/* The device's <current> from the live XML. Returns 0 or -errno. */
+static int read_vmem_current(virDomainPtr dom, size_t index, uint64_t *ret)
+{
+    _cleanup_free_ char *xml = NULL;
+    BmBalloonConfig cfg;
+    int r = bm_conn_domain_xml(dom, false, &xml);
+    if (r < 0 || (r = bm_domxml_parse_balloon(xml, &cfg)) < 0)
+        return r;
+    if (index >= cfg.n_virtio_mem || !bm_present(cfg.virtio_mem[index].current_bytes))
+        return bm_error(-ENODEV, "its virtio-mem device is gone from the live XML");
+    *ret = cfg.virtio_mem[index].current_bytes;
+    return 0;
+}
+
+int bm_vmem_change(virDomainPtr dom, size_t index, const char *alias, uint64_t offset_bytes,
+                   uint64_t from_current_bytes, uint64_t requested_bytes, bool wait,
+                   const BmWaitOptions *opts, BmChange *ret)
+{
+    const BmClock *clock = opts->clock;
+    VmemWatch w = {.alias = alias ? alias : "", .index = index, .current_bytes = from_current_bytes};
+    virConnectPtr conn = virDomainGetConnect(dom);
+    int cb = -1, timer = -1;
+    if (wait) {
+        /* watched before the change: no event of it comes before the callback */
+        cb = BM_LV(virConnectDomainEventRegisterAny)(conn, dom,
+                                                     VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE,
+                                                     VIR_DOMAIN_EVENT_CALLBACK(on_vmem_size), &w,
+                                                     NULL);
+        if (cb < 0)
+            return bm_conn_error("cannot watch the virtio-mem device's size changes");
+        timer = virEventAddTimeout(1000, on_vmem_tick, &w, NULL);
+        if (timer < 0) {
+            virConnectDomainEventDeregisterAny(conn, cb);
+            return bm_error(-EIO, "cannot add a timer to libvirt's event loop");
+        }
+    }
+    uint64_t t0 = bm_clock_mono_ns(clock);
+    *ret = pending(offset_bytes + from_current_bytes, offset_bytes + requested_bytes,
+                   bm_clock_real_ns(clock));
+    int r = bm_vmem_set_requested(dom, index, requested_bytes, true);
+    if (r < 0 || !wait)
+        goto out;
+
+    BmTracked x = {.name = (char *)virDomainGetName(dom), .change = *ret,
+                   .last_actual_bytes = ret->from_bytes};
+    BmChange *ch = &x.change;
+    BmVmemWait vw;
+    bm_vmem_wait_init(&vw, from_current_bytes, requested_bytes, t0, opts->timeout_ms,
+                      opts->stall_ms);
+    w.fresh = true; /* the size before the change: reached at once when it is the one asked */
+    while (ch->outcome == BM_CHANGE_PENDING) {
+        if (w.tick) {
+            w.tick = false;
+            uint64_t cur = 0;
+            int rr = read_vmem_current(dom, index, &cur);
+            ch->polls++;
+            if (rr < 0) {
+                ch->outcome = BM_CHANGE_FAILED;
+                ch->failed_err = rr;
+                break;
+            }
+            if (cur != w.current_bytes)
+                w.current_bytes = cur, w.fresh = true;
+        }
+        uint64_t now = bm_clock_mono_ns(clock);
+        bool fresh = w.fresh;
+        w.fresh = false;
+        ch->duration_ns = now - t0;
+        ch->finished_real_ns = bm_clock_real_ns(clock);
+        if (fresh)
+            ch->reached_bytes = offset_bytes + w.current_bytes;
+        switch (bm_vmem_wait_step(&vw, fresh, w.current_bytes, now)) {
+        case BM_VMEM_REACHED: ch->outcome = BM_CHANGE_REACHED; break;
+        case BM_VMEM_STALLED: ch->outcome = BM_CHANGE_STALLED; break;
+        case BM_VMEM_TIMEOUT: ch->outcome = BM_CHANGE_TIMEOUT; break;
+        case BM_VMEM_WAITING: break;
+        }
+        if (ch->outcome != BM_CHANGE_PENDING || (opts->stop && *opts->stop))
+            break;
+        if (fresh && opts->progress) {
+            x.last_actual_bytes = ch->reached_bytes;
+            opts->progress(opts->progress_ctx, &x);
+        }
+        if ((r = bm_conn_run_events()) < 0) {
+            ch->outcome = BM_CHANGE_FAILED;
+            ch->failed_err = r;
+            r = 0;
+        }
+    }
+    ch->polls += w.events;
+    *ret = *ch;
+out:
+    if (timer >= 0)
+        virEventRemoveTimeout(timer);
+    if (cb >= 0)
+        virConnectDomainEventDeregisterAny(conn, cb);
+    return r;
 }

@@ -203,3 +203,28 @@ void bm_tracker_clear(BmTracker *t);
 /* The balloon and the QEMU RSS, read live in one virDomainMemoryStats call. rss is BM_ABSENT
  * when the driver does not report it. Returns 0 or -errno. */
 int bm_balloon_read_live(virDomainPtr dom, uint64_t *ret_actual_bytes, uint64_t *ret_rss_bytes);
+
+/* ---- virtio-mem: a device's requested size, and the wait for what the guest plugs ---- */
+
+/* Sets the requested size of dom's virtio-mem device index (in the order of its XML) through
+ * virDomainUpdateDeviceFlags() with the device's own XML (bm_domxml_virtio_mem_update()): on
+ * the running domain (live), or in its persistent definition (!live). Returns 0 or -errno with
+ * libvirt's reason. */
+int bm_vmem_set_requested(virDomainPtr dom, size_t index, uint64_t requested_bytes, bool live);
+
+/* Sets the requested size of the running dom's virtio-mem device index (its alias in the live
+ * XML: alias) and, with wait, waits for the guest to plug or unplug to it: libvirt's
+ * VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE events of the device, dispatched by libvirt's
+ * default event loop (bm_conn_event_loop_init() before dom's connection was opened), each
+ * giving what the guest has plugged (QEMU sends at most one a second per device: the change
+ * is timed to within that second), and the live XML's <current> read once a second beside
+ * them. The sizes of *ret are the domain's (offset_bytes, its base and other devices, plus the
+ * device's): from offset + from_current_bytes, target offset + requested_bytes, reached offset
+ * + what the guest has plugged when the wait ended; reached when it is the requested size,
+ * stalled when it did not come closer for opts->stall_ms, timeout after opts->timeout_ms,
+ * failed when the domain could not be read. opts->progress is called with a BmTracked of the
+ * change after each event or read that did not end it. Without wait *ret is pending. Returns
+ * 0, or -errno when the size could not be set or the events not watched. */
+int bm_vmem_change(virDomainPtr dom, size_t index, const char *alias, uint64_t offset_bytes,
+                   uint64_t from_current_bytes, uint64_t requested_bytes, bool wait,
+                   const BmWaitOptions *opts, BmChange *ret);

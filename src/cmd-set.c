@@ -1,7 +1,7 @@
 /* balloonmgr set DOMAIN SIZE [--live] [--config] [--current] [--wait[=SECONDS]]
- * [--stall=SECONDS] [--policy FILE] [--force] [--json|--quiet]: move one balloon (the running
- * domain's, its definition's, or both, as virsh setmem), not below the domain's floor unless
- * --force. */
+ * [--stall=SECONDS] [--policy FILE] [--force] [--json|--quiet] [--device balloon|mem|ALIAS]:
+ * move one balloon (the running domain's, its definition's, or both, as virsh setmem), or the
+ * requested size of a virtio-mem device, not below the domain's floor unless --force. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,6 +25,7 @@
 #include "qmp.h"
 #include "ledger.h"
 #include "progress.h"
+#include "vmem.h"
 
 #define SET_POLICY BM_POLICY_DEFAULT_PATH /* config.h: SYSCONFDIR/balloonmgr/... */
 
@@ -44,14 +45,16 @@ static const BmOptDef options[] = {
     BM_OPTDEF_JSON("print JSON"),
     {'q', "quiet", 'q', NULL, "print nothing: the exit status says how it went",
      BM_COMPLETE_NONE, NULL},
+    {'d', "device", 'd', " DEV", "balloon, mem (virtio-mem) or a virtio-mem device's alias",
+     BM_COMPLETE_WORDS, "balloon mem"},
     BM_OPTDEF_HELP("show this help"),
     BM_OPTDEF_END,
 };
 
 static const char help_after[] =
     "\nSIZE: a bare number is KiB (as virsh); 2G, 512M, 50% of the maximum; +1G, -512M\n"
-    "move from the current balloon. Below the floor (128 MiB, 5% of the maximum,\n"
-    "<min_guarantee>, the policy's) only with --force.\n";
+    "from now. Below the floor (128 MiB, 5%, <min_guarantee>, the policy's): --force.\n"
+    "virtio-mem (no usable balloon, or --device): its requested size follows SIZE.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
@@ -111,6 +114,7 @@ typedef struct {
     bool live, config, current; /* as given */
     bool do_live, do_config;    /* what the change is, for this domain */
     const char *policy_path;
+    const char *device;          /* --device: "balloon", "mem" or an alias; NULL: chosen */
     unsigned timeout_s, stall_s;
     const char *name, *size;
     BmPolicy *policy;            /* the floor's policy, NULL: none (or --force) */
@@ -138,6 +142,12 @@ static int parse_options(BmGlobal *g, int argc, char **args, SetOptions *o)
         case BM_OPT_POLICY: o->policy_path = optarg; o->policy_explicit = true; break;
         case 'f': o->force = true; break;
         case 'q': o->quiet = true; break;
+        case 'd':
+            if (!optarg[0])
+                return bm_error(-EINVAL, "--device '': expected balloon, mem or a virtio-mem "
+                                "device's alias");
+            o->device = optarg;
+            break;
         case 'L': o->live = true; break;
         case 'C': o->config = true; break;
         case 'K': o->current = true; break;
@@ -370,6 +380,257 @@ static int choose_sides(virDomainPtr dom, SetOptions *o)
     return 0;
 }
 
+/* What set moves: the balloon, or virtio-mem device index of cfg (the XML of the side changed:
+ * the live one, else the persistent definition). */
+typedef struct {
+    bool virtio_mem;
+    size_t index;
+    char name[64];       /* the device's alias (libvirt's name for it where the XML has none) */
+    BmBalloonConfig cfg;
+} Device;
+
+/* The names of cfg's virtio-mem devices, ", "-separated, into buf. */
+static const char *device_names(const BmBalloonConfig *cfg, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (size_t i = 0, len = 0; i < cfg->n_virtio_mem && len < n; i++) {
+        char name[64];
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "",
+                                bm_domxml_virtio_mem_name(cfg, i, name, sizeof(name)));
+    }
+    return buf;
+}
+
+/* Which device the change is: --device's, else virtio-mem where the domain has one device of it
+ * and no usable balloon (none, or one whose inflates return nothing: VFIO, locked or hugepage
+ * memory), else the balloon. Returns 0 and *ret, or -errno with the detail (-EINVAL: a --device
+ * the domain does not have, or several virtio-mem devices and none named). */
+static int choose_device(virDomainPtr dom, const SetOptions *o, Device *ret)
+{
+    *ret = (Device){0};
+    if (o->device && strcmp(o->device, "balloon") == 0)
+        return 0;
+    _cleanup_free_ char *xml = NULL;
+    int r = bm_conn_domain_xml(dom, !o->do_live, &xml);
+    if (r < 0 || (r = bm_domxml_parse_balloon(xml, &ret->cfg)) < 0)
+        return o->device ? r : 0; /* chosen: the balloon, as before virtio-mem */
+    const BmBalloonConfig *c = &ret->cfg;
+    char names[512], shown[128];
+    size_t n = c->n_virtio_mem;
+    if (!o->device) {
+        if (n == 0 || (c->present && !bm_domxml_no_return_reason(c)))
+            return 0;
+        if (n > 1 || c->virtio_mem_more)
+            return bm_error(-EINVAL, "it has no usable balloon and %zu virtio-mem devices: name "
+                            "one with --device (%s)", n + c->virtio_mem_more,
+                            device_names(c, names, sizeof(names)));
+    } else if (strcmp(o->device, "mem") == 0) {
+        if (n == 0)
+            return bm_error(-EINVAL, "--device mem: the domain has no virtio-mem device");
+        if (n > 1 || c->virtio_mem_more)
+            return bm_error(-EINVAL, "--device mem: the domain has %zu virtio-mem devices: name "
+                            "one (%s)", n + c->virtio_mem_more,
+                            device_names(c, names, sizeof(names)));
+    } else {
+        for (ret->index = 0; ret->index < n; ret->index++) {
+            char name[64];
+            if (strcmp(bm_domxml_virtio_mem_name(c, ret->index, name, sizeof(name)), o->device) == 0)
+                break;
+        }
+        if (ret->index == n)
+            return bm_error(-EINVAL, "--device '%s': not balloon, mem or a virtio-mem device of "
+                            "the domain (%s)", bm_printable(o->device, shown, sizeof(shown)),
+                            n ? device_names(c, names, sizeof(names)) : "it has none");
+    }
+    ret->virtio_mem = true;
+    bm_domxml_virtio_mem_name(c, ret->index, ret->name, sizeof(ret->name));
+    return 0;
+}
+
+/* A virtio-mem change as set reports it: the change in the domain's totals and the device's
+ * own sizes. */
+typedef struct {
+    const char *device;      /* its name */
+    BmVmemTarget target;
+    uint64_t block_bytes;
+    uint64_t from_plugged;   /* what the device had plugged before (<current>) */
+} VmemReport;
+
+/* What the guest did, as the device's plugged size: "unplugged 256 MiB", "plugged 1 GiB",
+ * "plugged and unplugged nothing". */
+static const char *moved_text(const VmemReport *v, const BmChange *ch, char *buf, size_t n)
+{
+    uint64_t to = ch->reached_bytes - v->target.others_bytes;
+    if (to == v->from_plugged)
+        snprintf(buf, n, "plugged and unplugged nothing");
+    else
+        snprintf(buf, n, "%s %s", to < v->from_plugged ? "unplugged" : "plugged",
+                 BM_SZ(to < v->from_plugged ? v->from_plugged - to : to - v->from_plugged));
+    return buf;
+}
+
+static void print_vmem_json(const char *name, const VmemReport *v, const BmChange *ch,
+                            bool waited, bool live, bool config)
+{
+    _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+    uint64_t to = ch->reached_bytes - v->target.others_bytes;
+    json_object_object_add(o, "domain", bm_json_name(name));
+    json_object_object_add(o, "live", json_object_new_boolean(live));
+    json_object_object_add(o, "config", json_object_new_boolean(config));
+    json_object_object_add(o, "device", json_object_new_string("virtio-mem"));
+    json_object_object_add(o, "virtio_mem_device", json_object_new_string(v->device));
+    json_object_object_add(o, "direction", json_object_new_string(
+        ch->target_bytes < ch->from_bytes ? "unplug" : ch->target_bytes > ch->from_bytes ? "plug" : "none"));
+    json_object_object_add(o, "from_bytes", json_object_new_uint64(ch->from_bytes));
+    json_object_object_add(o, "target_bytes", json_object_new_uint64(ch->target_bytes));
+    json_object_object_add(o, "reached_bytes", waited ? json_object_new_uint64(ch->reached_bytes) : NULL);
+    json_object_object_add(o, "requested_bytes", json_object_new_uint64(v->target.requested_bytes));
+    json_object_object_add(o, "asked_bytes", json_object_new_uint64(v->target.asked_bytes));
+    json_object_object_add(o, "rounded", json_object_new_boolean(v->target.rounded));
+    json_object_object_add(o, "block_bytes", json_object_new_uint64(v->block_bytes));
+    json_object_object_add(o, "unplugged_bytes", waited ? json_object_new_uint64(
+        to < v->from_plugged ? v->from_plugged - to : 0) : NULL);
+    json_object_object_add(o, "plugged_bytes", waited ? json_object_new_uint64(
+        to > v->from_plugged ? to - v->from_plugged : 0) : NULL);
+    json_object_object_add(o, "outcome", json_object_new_string(bm_change_outcome_name(ch->outcome)));
+    json_object_object_add(o, "duration_s", waited ? json_seconds(ch->duration_ns) : NULL);
+    json_object_object_add(o, "started_at", json_seconds(ch->started_real_ns));
+    json_object_object_add(o, "finished_at", waited ? json_seconds(ch->finished_real_ns) : NULL);
+    json_object_object_add(o, "polls", json_object_new_int((int)ch->polls));
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+}
+
+static void print_vmem_text(const char *name, const VmemReport *v, const BmChange *ch,
+                            bool waited, bool live, bool config)
+{
+    _cleanup_free_ char *printable = bm_escape_name(name);
+    char moved[64];
+    if (v->target.rounded)
+        printf("%s: virtio-mem %s: %s is not a whole number of its %s blocks: requested %s\n",
+               printable, v->device, bm_size_format_exact(v->target.asked_bytes,
+                                                          (char[BM_SIZE_EXACT_LEN]){""},
+                                                          BM_SIZE_EXACT_LEN),
+               BM_SZ(v->block_bytes), BM_SZ(v->target.requested_bytes));
+    if (!live)
+        printf("%s: virtio-mem %s: next boot's requested size %s (the domain %s)\n", printable,
+               v->device, BM_SZ(v->target.requested_bytes), BM_SZ(ch->target_bytes));
+    else if (!waited)
+        printf("%s: virtio-mem %s: from %s to %s, requested %s (not waiting)\n", printable,
+               v->device, BM_SZ(ch->from_bytes), BM_SZ(ch->target_bytes),
+               BM_SZ(v->target.requested_bytes));
+    else
+        printf("%s: virtio-mem %s: from %s to %s, requested %s: %s %s after %.3f s (%u event%s "
+               "and reads): the guest %s\n", printable, v->device, BM_SZ(ch->from_bytes),
+               BM_SZ(ch->target_bytes), BM_SZ(v->target.requested_bytes),
+               bm_change_outcome_name(ch->outcome), BM_SZ(ch->reached_bytes),
+               ch->duration_ns / 1e9, ch->polls, ch->polls == 1 ? "" : "s",
+               moved_text(v, ch, moved, sizeof(moved)));
+    if (live && config)
+        printf("%s: virtio-mem %s: and the next boot's requested size to %s\n", printable,
+               v->device, BM_SZ(v->target.requested_bytes));
+}
+
+/* How a virtio-mem change ended: 0 when it reached its target or was not waited for, else
+ * -errno with the detail (-ETIME: timed out or stalled, with what the guest did). */
+static int vmem_outcome(const SetOptions *o, const VmemReport *v, const BmChange *ch)
+{
+    char moved[64];
+    uint64_t to = ch->reached_bytes - v->target.others_bytes;
+    switch (ch->outcome) {
+    case BM_CHANGE_REACHED:
+    case BM_CHANGE_PENDING: return 0;
+    case BM_CHANGE_TIMEOUT:
+        return bm_error(-ETIME, "timed out after %u s: the guest %s of the %s asked", o->timeout_s,
+                        moved_text(v, ch, moved, sizeof(moved)),
+                        BM_SZ(ch->target_bytes > ch->from_bytes ? ch->target_bytes - ch->from_bytes
+                                                                : ch->from_bytes - ch->target_bytes));
+    case BM_CHANGE_STALLED:
+        if (to == v->from_plugged)
+            return bm_error(-ETIME, "stalled: virtio-mem device %s did not move for %u s (is the "
+                            "guest's virtio_mem driver loaded?)", v->device, o->stall_s);
+        return bm_error(-ETIME, "stalled: the guest %s of the %s asked and no more for %u s (it "
+                        "unplugs only memory it can move: onlined movable, "
+                        "memhp_default_state=online_movable); requested stays %s",
+                        moved_text(v, ch, moved, sizeof(moved)),
+                        BM_SZ(ch->target_bytes > ch->from_bytes ? ch->target_bytes - ch->from_bytes
+                                                                : ch->from_bytes - ch->target_bytes),
+                        o->stall_s, BM_SZ(v->target.requested_bytes));
+    case BM_CHANGE_FAILED:
+    case BM_CHANGE_STOPPED:
+        break;
+    }
+    return bm_error(-EIO, "lost the domain while waiting: %s", bm_error_detail(ch->failed_err));
+}
+
+/* A virtio-mem change of dom (dev: which device, of the XML of the side changed), each failure
+ * reported here, once. With --wait on a connection of its own, opened after libvirt's event
+ * loop: the events of a connection come only through a loop it was opened with. Returns the
+ * exit status. */
+static int set_virtio_mem(const BmGlobal *g, virDomainPtr dom, const SetOptions *o, const Device *dev)
+{
+    const BmBalloonConfig *c = &dev->cfg;
+    const BmVirtioMem *m = &c->virtio_mem[dev->index];
+    uint64_t max_bytes = c->memory_bytes, now = bm_vmem_domain_bytes(c);
+    int r;
+    char quoted[256];
+    if (!bm_present(max_bytes) || !bm_present(now))
+        return bm_report_failure("set", o->name, bm_error(-EIO, "cannot tell its memory: "
+                                 "<memory> or a memory device's size is unreadable"));
+    BmSizeContext ctx = {.max_bytes = max_bytes, .current_bytes = now};
+    uint64_t target;
+    if ((r = bm_size_parse(o->size, &ctx, &target)) < 0)
+        return bm_report_failure("set", o->name, bm_error(-EINVAL, "size '%s': %s",
+                                 bm_printable(o->size, quoted, sizeof(quoted)), bm_error_detail(r)));
+    VmemReport v = {.device = dev->name, .block_bytes = m->block_bytes,
+                    .from_plugged = bm_present(m->current_bytes) ? m->current_bytes
+                                                                 : m->requested_bytes};
+    if ((r = bm_vmem_target(c, dev->index, target, &v.target)) < 0)
+        return bm_report_failure("set", o->name, bm_error(-EINVAL, "size '%s': %s",
+                                 bm_printable(o->size, quoted, sizeof(quoted)), bm_error_detail(r)));
+    if ((r = check_floor(dom, o, max_bytes, now, v.target.total_bytes)) < 0)
+        return bm_report_failure("set", o->name, r);
+    const char *job = NULL;
+    if (o->do_live && bm_balloon_job_running(dom, &job) > 0)
+        return bm_report_failure("set", o->name, bm_error(-EAGAIN, "busy with %s: libvirt lets "
+                                 "no device change in until it ends; try again then", job));
+    /* the definition first: if libvirt refuses it, the running domain is left as it was */
+    if (o->do_config && (r = bm_vmem_set_requested(dom, dev->index, v.target.requested_bytes,
+                                                   false)) < 0)
+        return bm_report_failure("set", o->name, bm_as_failure(r));
+    BmChange ch = {.from_bytes = now, .target_bytes = v.target.total_bytes, .reached_bytes = now,
+                   .outcome = BM_CHANGE_PENDING, .started_real_ns = bm_now_real_ns()};
+    if (o->do_live) {
+        _cleanup_(virConnectClosep) virConnectPtr econn = NULL;
+        _cleanup_(virDomainFreep) virDomainPtr edom = NULL;
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        if (o->wait && ((r = bm_conn_event_loop_init()) < 0 ||
+                        (r = bm_cli_connect(g, false, &econn)) < 0 ||
+                        virDomainGetUUIDString(dom, uuid) < 0 ||
+                        (r = bm_conn_lookup(econn, uuid, &edom)) < 0))
+            return bm_report_failure("set", o->name, bm_as_failure(r < 0 ? r : -EIO));
+        BmWaitOptions w = bm_wait_options_default();
+        w.timeout_ms = o->timeout_s * 1000u;
+        w.stall_ms = o->stall_s * 1000u;
+        BmProgress p;
+        bm_progress_init(&p, stderr);
+        if (p.f) {
+            w.progress = on_progress; /* the domain's size as the device plugs */
+            w.progress_ctx = &p;
+        }
+        r = bm_vmem_change(o->wait ? edom : dom, dev->index, m->alias, v.target.others_bytes,
+                           v.from_plugged, v.target.requested_bytes, o->wait, &w, &ch);
+        bm_progress_clear(&p);
+        if (r < 0)
+            return bm_report_failure("set", o->name, bm_as_failure(r));
+    }
+    if (o->json)
+        print_vmem_json(o->name, &v, &ch, o->wait, o->do_live, o->do_config);
+    else if (!o->quiet)
+        print_vmem_text(o->name, &v, &ch, o->wait, o->do_live, o->do_config);
+    r = vmem_outcome(o, &v, &ch);
+    return r < 0 ? bm_report_failure("set", o->name, r) : BM_EXIT_OK;
+}
+
 /* The steps, each failure reported here, once: the domain's named from the lookup on. Returns
  * the exit status. */
 static int set_balloon(const BmGlobal *g, SetOptions *o)
@@ -384,8 +645,12 @@ static int set_balloon(const BmGlobal *g, SetOptions *o)
         return bm_report_failure("set", o->name, r);
     o->name = virDomainGetName(dom); /* given as an ID or UUID: its name from here on */
     uint64_t actual_bytes, target_bytes;
-    if ((r = choose_sides(dom, o)) < 0 ||
-        (r = resolve_target(dom, o, &actual_bytes, &target_bytes)) < 0)
+    Device dev;
+    if ((r = choose_sides(dom, o)) < 0 || (r = choose_device(dom, o, &dev)) < 0)
+        return bm_report_failure("set", o->name, r);
+    if (dev.virtio_mem)
+        return set_virtio_mem(g, dom, o, &dev);
+    if ((r = resolve_target(dom, o, &actual_bytes, &target_bytes)) < 0)
         return bm_report_failure("set", o->name, r);
     /* the definition first: if libvirt refuses it, the running domain is left as it was */
     if (o->do_config && (r = bm_balloon_set_config(dom, target_bytes)) < 0)
@@ -426,7 +691,7 @@ const BmVerb bm_verb_set = {
     .run = run,
     .synopsis = "set DOMAIN SIZE [--live] [--config] [--current]\n"
                 "       [--wait[=SECONDS]] [--stall=SECONDS] [--policy FILE] [--force]\n"
-                "       [--json|--quiet]",
+                "       [--json|--quiet] [--device balloon|mem|ALIAS]",
     .summary = "Set a domain's balloon target (as virsh setmem) and optionally wait until it\n"
                "is reached, measuring how long the inflate or deflate took.",
     .brief = "a domain's balloon target (--wait: measured)",

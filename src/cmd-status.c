@@ -31,6 +31,7 @@
 #include "state.h"
 #include "summary.h"
 #include "table.h"
+#include "vmem.h"
 
 enum { OPT_NO_HEADINGS = 0x100, OPT_PROBE, OPT_RAW, OPT_SORT };
 
@@ -129,6 +130,73 @@ static const char *config_cell(const BmDomain *d, BmTristate t, BmFeatureState v
     return bm_feature_config_cell(d->balloon_known && d->balloon.present, t == BM_TRI_ON, verdict, buf, n);
 }
 
+/* The domain's virtio-mem devices: an array (empty without one), null when its XML was not
+ * read. */
+static json_object *virtio_mem_json(const BmDomain *d)
+{
+    if (!d->balloon_known)
+        return NULL;
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < d->balloon.n_virtio_mem; i++) {
+        const BmVirtioMem *m = &d->balloon.virtio_mem[i];
+        char name[64];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "device", json_object_new_string(bm_domxml_virtio_mem_name(
+                                                &d->balloon, i, name, sizeof(name))));
+        json_object_object_add(o, "address", m->address[0] ? json_object_new_string(m->address) : NULL);
+        json_object_object_add(o, "node", m->node >= 0 ? json_object_new_int(m->node) : NULL);
+        json_object_object_add(o, "size_bytes", bm_json_u64_or_null(m->size_bytes));
+        json_object_object_add(o, "block_bytes", bm_json_u64_or_null(m->block_bytes));
+        json_object_object_add(o, "requested_bytes", bm_json_u64_or_null(m->requested_bytes));
+        json_object_object_add(o, "current_bytes", bm_json_u64_or_null(d->active ? m->current_bytes : BM_ABSENT));
+        json_object_object_add(o, "unpluggable_bytes",
+                               bm_json_u64_or_null(d->active ? bm_vmem_unpluggable_bytes(m) : BM_ABSENT));
+        json_object_object_add(o, "pluggable_bytes",
+                               bm_json_u64_or_null(d->active ? bm_vmem_pluggable_bytes(m) : BM_ABSENT));
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
+/* The note below the table for each virtio-mem device of d: what it has plugged of its size,
+ * what it was asked, what it can still unplug and plug, and what the domain has with them. */
+static void print_virtio_mem_notes(const BmDomain *d, const char *name, int width)
+{
+    const BmBalloonConfig *c = &d->balloon;
+    if (!d->balloon_known)
+        return;
+    for (size_t i = 0; i < c->n_virtio_mem; i++) {
+        const BmVirtioMem *m = &c->virtio_mem[i];
+        char dev[64], node[32] = "";
+        if (m->node >= 0)
+            snprintf(node, sizeof(node), ", node %d", m->node);
+        bm_domxml_virtio_mem_name(c, i, dev, sizeof(dev));
+        _cleanup_free_ char *line = NULL;
+        if (d->active && bm_present(m->current_bytes))
+            line = bm_asprintf("%s: virtio-mem %s: %s plugged of %s (requested %s, block %s%s): "
+                               "can unplug %s, plug %s more", name, dev, BM_SZ(m->current_bytes),
+                               BM_SZ(m->size_bytes), BM_SZ(m->requested_bytes),
+                               BM_SZ(m->block_bytes), node, BM_SZ(bm_vmem_unpluggable_bytes(m)),
+                               BM_SZ(bm_vmem_pluggable_bytes(m)));
+        else
+            line = bm_asprintf("%s: virtio-mem %s: size %s, requested %s (block %s%s)%s", name,
+                               dev, BM_SZ(m->size_bytes), BM_SZ(m->requested_bytes),
+                               BM_SZ(m->block_bytes), node, d->active ? "" : ", the next boot's");
+        bm_table_print_line(stdout, width, 2, line);
+    }
+    if (c->virtio_mem_more)
+        printf("%s: and %zu virtio-mem device%s more, not read\n", name, c->virtio_mem_more,
+               c->virtio_mem_more == 1 ? "" : "s");
+    uint64_t now = bm_vmem_domain_bytes(c);
+    if (c->n_virtio_mem && bm_present(now)) {
+        _cleanup_free_ char *line =
+            bm_asprintf("%s: memory with virtio-mem: %s (base %s + %s %s)", name, BM_SZ(now),
+                        BM_SZ(c->base_memory_bytes), BM_SZ(now - c->base_memory_bytes),
+                        d->active ? "plugged" : "requested");
+        bm_table_print_line(stdout, width, 2, line);
+    }
+}
+
 static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHostSummary *sum,
                                 const char *uri, uint64_t now_real_ns)
 {
@@ -178,6 +246,10 @@ static json_object *domain_json(const BmDomain *d, const SgCell *sg, const BmHos
     json_object_object_add(o, "free_page_reporting_command", cmd ? bm_json_name(cmd) : NULL);
     const char *no_return = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
     json_object_object_add(o, "returns_nothing", no_return ? json_object_new_string(no_return) : NULL);
+    json_object_object_add(o, "base_memory_bytes",
+                           bm_json_u64_or_null(d->balloon_known && d->balloon.n_virtio_mem
+                                                   ? d->balloon.base_memory_bytes : BM_ABSENT));
+    json_object_object_add(o, "virtio_mem", virtio_mem_json(d));
     json_object_object_add(o, "error", d->error ? json_object_new_string(d->error) : NULL);
     return o;
 }
@@ -311,6 +383,7 @@ static void print_table(const Shown *s, const SgCell *sg, const BmHostSummary *s
         const char *why = d->balloon_known ? bm_domxml_no_return_reason(&d->balloon) : NULL;
         /* the name escaped once, as list prints it; the command is already a shell word */
         _cleanup_free_ char *name = bm_escape_name(d->name);
+        print_virtio_mem_notes(d, name, width);
         if (why) {
             _cleanup_free_ char *line = bm_asprintf("%s: never inflated: ballooning returns "
                                                     "nothing to the host: %s", name, why);

@@ -14,16 +14,18 @@
 #include "error.h"
 #include "feature.h"
 #include "qmp.h"
+#include "size.h"
 #include "summary.h"
 #include "table.h"
+#include <unistd.h>
 
 static const BmOptDef options[] = {
     {'r', "require", 'r', " FEATURE[,FEATURE]",
      "\nexit 3 unless every domain negotiated each feature:\n"
      "sg ioeventfd stats deflate-on-oom free-page-hint\n"
-     "page-poison reporting must-tell-host",
+     "page-poison reporting must-tell-host virtio-mem",
      BM_COMPLETE_LIST, "sg ioeventfd stats deflate-on-oom free-page-hint page-poison reporting "
-                       "must-tell-host"},
+                       "must-tell-host virtio-mem"},
     {0, "sg-bit", 'b', "=N", "also take undecoded bit N as SG (3; -1: by name only)",
      BM_COMPLETE_NONE, NULL},
     BM_OPTDEF_JSON("print JSON"),
@@ -33,11 +35,14 @@ static const BmOptDef options[] = {
 
 static const char help_after[] =
     "\nWithout DOMAIN, every running domain. DEFLATE-ON-OOM and REPORTING: the XML's\n"
-    "setting with QEMU's verdict (on+negotiated, on+offered, on+not-offered).\n";
+    "setting with QEMU's verdict (on+negotiated, on+offered, on+not-offered).\n"
+    "virtio-mem devices: QEMU's sizes and whether the guest's driver is ready.\n";
 
 DEFINE_CLEANUP(json_object *, json_object_put)
 
-/* A required item: a balloon feature or the ioeventfd switch (feature == -1). */
+/* A required item: a balloon feature, the ioeventfd switch (feature == -1) or virtio-mem
+ * devices whose guest driver is ready (-2). */
+enum { REQ_IOEVENTFD = -1, REQ_VIRTIO_MEM = -2 };
 typedef struct {
     int feature;
 } Requirement;
@@ -47,11 +52,13 @@ static int parse_require(const char *arg, Requirement **reqs, size_t *n)
     _cleanup_free_ char *copy = bm_strdup(arg);
     char *save = NULL;
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-        int f = strcmp(w, "ioeventfd") == 0 ? -1 : bm_feature_from_key(w);
+        int f = strcmp(w, "ioeventfd") == 0    ? REQ_IOEVENTFD
+                : strcmp(w, "virtio-mem") == 0 ? REQ_VIRTIO_MEM
+                                               : bm_feature_from_key(w);
         if (f == -EINVAL)
             return bm_error(-EINVAL, "--require '%s': unknown feature (sg, ioeventfd, stats, "
                             "deflate-on-oom, free-page-hint, page-poison, reporting, "
-                            "must-tell-host)", w);
+                            "must-tell-host, virtio-mem)", w);
         *reqs = bm_reallocarray(*reqs, *n + 1, sizeof(Requirement));
         (*reqs)[(*n)++] = (Requirement){f};
     }
@@ -67,6 +74,10 @@ typedef struct {
     char *error;
     bool cfg_known; /* the balloon config of the domain's live XML */
     BmBalloonConfig cfg;
+    /* its virtio-mem devices as QEMU says them (asked only where the XML has one) */
+    int n_vmem;       /* how many QEMU has; -errno when it could not be asked */
+    char *vmem_error; /* then why */
+    BmQemuVirtioMem vmem[BM_VIRTIO_MEM_MAX];
 } Result;
 
 /* Whether the XML turns feature f on (the autodeflate and freePageReporting attributes);
@@ -98,6 +109,63 @@ static json_object *verdict_json(const Result *r, BmFeature f)
     return o;
 }
 
+/* The virtio-mem devices as QEMU says them: an array (empty without one in the XML), null when
+ * QEMU could not be asked. */
+static json_object *vmem_json(const Result *r)
+{
+    if (r->n_vmem < 0)
+        return NULL;
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < r->n_vmem && (size_t)i < BM_VIRTIO_MEM_MAX; i++) {
+        const BmQemuVirtioMem *v = &r->vmem[i];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "device", json_object_new_string(v->id));
+        json_object_object_add(o, "node", v->node >= 0 ? json_object_new_int(v->node) : NULL);
+        json_object_object_add(o, "size_bytes", json_object_new_uint64(v->max_bytes));
+        json_object_object_add(o, "block_bytes", json_object_new_uint64(v->block_bytes));
+        json_object_object_add(o, "requested_bytes", json_object_new_uint64(v->requested_bytes));
+        json_object_object_add(o, "current_bytes", json_object_new_uint64(v->size_bytes));
+        json_object_object_add(o, "driver_ok", v->driver_known ? json_object_new_boolean(v->driver_ok) : NULL);
+        json_object_object_add(o, "driver_error", v->driver_error ? json_object_new_string(v->driver_error) : NULL);
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
+/* A device's driver as a few words. */
+static const char *driver_words(const BmQemuVirtioMem *v)
+{
+    if (!v->driver_known)
+        return "driver state unknown";
+    return v->driver_ok ? "driver ready (DRIVER_OK)"
+                        : "no driver (no DRIVER_OK): the guest plugs and unplugs nothing";
+}
+
+/* The lines below the table: each virtio-mem device as QEMU says it. */
+static void print_vmem_notes(const Result *res, size_t n)
+{
+    int width = bm_table_terminal_width(STDOUT_FILENO);
+    for (size_t i = 0; i < n; i++) {
+        const Result *r = &res[i];
+        _cleanup_free_ char *name = bm_escape_name(r->name);
+        if (r->n_vmem < 0) {
+            _cleanup_free_ char *line = bm_asprintf("%s: virtio-mem: QEMU not asked: %s", name,
+                                                    r->vmem_error ? r->vmem_error : "?");
+            bm_table_print_line(stdout, width, 2, line);
+            continue;
+        }
+        for (int k = 0; k < r->n_vmem && (size_t)k < BM_VIRTIO_MEM_MAX; k++) {
+            const BmQemuVirtioMem *v = &r->vmem[k];
+            _cleanup_free_ char *line = bm_asprintf(
+                "%s: virtio-mem %s: %s; %s plugged of %s, requested %s, block %s%s%s", name,
+                v->id, driver_words(v), BM_SZ(v->size_bytes), BM_SZ(v->max_bytes),
+                BM_SZ(v->requested_bytes), BM_SZ(v->block_bytes),
+                v->driver_error ? ": " : "", v->driver_error ? v->driver_error : "");
+            bm_table_print_line(stdout, width, 2, line);
+        }
+    }
+}
+
 static json_object *result_json(const Result *r)
 {
     json_object *o = json_object_new_object();
@@ -126,6 +194,8 @@ static json_object *result_json(const Result *r)
     json_object_object_add(feats, "ioeventfd", io);
     json_object_object_add(o, "features", feats);
     json_object_object_add(o, "negotiated", neg);
+    json_object_object_add(o, "virtio_mem", vmem_json(r));
+    json_object_object_add(o, "virtio_mem_error", r->vmem_error ? json_object_new_string(r->vmem_error) : NULL);
     return o;
 }
 
@@ -172,6 +242,20 @@ static void print_table(const Result *res, size_t n)
  * saying what the feature is and why. */
 static int meets(const Result *r, Requirement req, const char *uri)
 {
+    if (req.feature == REQ_VIRTIO_MEM) {
+        if (r->n_vmem < 0)
+            return bm_error(-ENOPROTOOPT, "virtio-mem is unknown: %s",
+                            r->vmem_error ? r->vmem_error : "QEMU not asked");
+        if (r->n_vmem == 0)
+            return bm_error(-ENOPROTOOPT, "virtio-mem: the domain has no virtio-mem device");
+        for (int k = 0; k < r->n_vmem && (size_t)k < BM_VIRTIO_MEM_MAX; k++)
+            if (!r->vmem[k].driver_known || !r->vmem[k].driver_ok)
+                return bm_error(-ENOPROTOOPT, "virtio-mem device %s: %s%s%s (is the guest's "
+                                "virtio_mem driver loaded?)", r->vmem[k].id,
+                                driver_words(&r->vmem[k]), r->vmem[k].driver_error ? ": " : "",
+                                r->vmem[k].driver_error ? r->vmem[k].driver_error : "");
+        return 0;
+    }
     if (req.feature < 0) {
         if (r->rep.ioeventfd == BM_SWITCH_ON)
             return 0;
@@ -277,6 +361,13 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
         _cleanup_free_ char *xml = NULL;
         res[i].cfg_known = bm_conn_domain_xml(doms[i], false, &xml) >= 0 &&
                            bm_domxml_parse_balloon(xml, &res[i].cfg) >= 0;
+        /* virtio-mem only where the XML has it: no monitor command more for the others */
+        res[i].n_vmem = 0;
+        if (res[i].cfg_known && res[i].cfg.n_virtio_mem) {
+            res[i].n_vmem = bm_qmp_probe_virtio_mem(doms[i], res[i].vmem, BM_VIRTIO_MEM_MAX);
+            if (res[i].n_vmem < 0)
+                res[i].vmem_error = bm_strdup(bm_error_detail(res[i].n_vmem));
+        }
     }
     if (o->json) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
@@ -287,6 +378,7 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
     } else {
         print_table(res, n);
+        print_vmem_notes(res, n);
     }
     int ret = BM_EXIT_OK;
     for (size_t i = 0; i < n; i++)
@@ -298,6 +390,10 @@ static int verify(const VerifyOptions *o, char **names, virDomainPtr *doms)
     for (size_t i = 0; i < n; i++) {
         free(res[i].path);
         free(res[i].error);
+        free(res[i].vmem_error);
+        if (res[i].n_vmem > 0)
+            bm_qmp_virtio_mem_clear(res[i].vmem, (size_t)res[i].n_vmem < BM_VIRTIO_MEM_MAX
+                                                     ? (size_t)res[i].n_vmem : BM_VIRTIO_MEM_MAX);
     }
     return ret;
 }
@@ -338,7 +434,7 @@ const BmVerb bm_verb_verify = {
     .run = run,
     .synopsis = "verify [DOMAIN...] [--require FEATURE[,FEATURE]] [--sg-bit=N]\n"
                 "       [--json]",
-    .summary = "Show which virtio-balloon features each domain negotiated (SG, stats, ...) and\n"
-               "whether ioeventfd is on, from QEMU's own view (x-query-virtio-status).",
+    .summary = "Show which virtio-balloon features each domain negotiated (SG, stats, ...),\n"
+               "whether ioeventfd is on and its virtio-mem devices, from QEMU's own view.",
     .brief = "the balloon features QEMU negotiated (SG)",
 };

@@ -26,6 +26,24 @@ int bm_conn_init(void)
     return 0;
 }
 
+int bm_conn_event_loop_init(void)
+{
+    static bool done;
+    if (done)
+        return 0;
+    if (virEventRegisterDefaultImpl() < 0)
+        return bm_conn_error("cannot start libvirt's event loop");
+    done = true;
+    return 0;
+}
+
+int bm_conn_run_events(void)
+{
+    if (virEventRunDefaultImpl() < 0)
+        return bm_conn_error("libvirt's event loop failed");
+    return 0;
+}
+
 const char *bm_conn_default_uri(const char *uri)
 {
     if (uri && *uri)

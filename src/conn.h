@@ -19,6 +19,15 @@ DEFINE_CLEANUP(virDomainPtr, virDomainFree)
 /* Silences libvirt's default stderr printer and initialises the library. Call once. */
 int bm_conn_init(void);
 
+/* Registers libvirt's default event loop (virEventRegisterDefaultImpl()), once: a connection
+ * opened after it gets domain events when the caller runs the loop (bm_conn_run_events()).
+ * Returns 0 or -errno. */
+int bm_conn_event_loop_init(void);
+
+/* Runs one iteration of libvirt's default event loop: waits for a timer or handle and
+ * dispatches it. Returns 0 or -errno. */
+int bm_conn_run_events(void);
+
 /* The URI to use: uri if given, else $BALLOONMGR_URI, else NULL (libvirt's default). */
 const char *bm_conn_default_uri(const char *uri);
 

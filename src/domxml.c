@@ -177,13 +177,108 @@ const char *bm_domxml_no_return_reason(const BmBalloonConfig *c)
 
 static bool overrides_features(xmlNodePtr root, const char *alias);
 
+/* A whole number attribute (decimal or 0x hex, as libvirt writes PCI addresses) of node, or
+ * -1 when absent or not a number up to max. */
+static long number_prop(xmlNodePtr node, const char *name, long max)
+{
+    _cleanup_(xml_freep) xmlChar *v = node ? xmlGetNoNsProp(node, BAD_CAST name) : NULL;
+    if (!v || !v[0])
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long x = strtoul((const char *)v, &end, 0);
+    if (errno || *end || x > (unsigned long)max || ((const char *)v)[0] == '-')
+        return -1;
+    return (long)x;
+}
+
+/* A whole number element (<node>0</node>) up to max, or -1. */
+static int number_element(xmlNodePtr node, int max)
+{
+    _cleanup_(xml_freep) xmlChar *v = node ? xmlNodeGetContent(node) : NULL;
+    if (!v)
+        return -1;
+    const char *p = (const char *)v;
+    p += strspn(p, " \t\r\n");
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(p, &end, 10);
+    if (end == p || errno || x < 0 || x > max || end[strspn(end, " \t\r\n")])
+        return -1;
+    return (int)x;
+}
+
+/* A device's PCI <address> as "DDDD:BB:SS.F" into buf, or "" when it has none. */
+static void pci_address(xmlNodePtr dev, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    xmlNodePtr a = child(dev, "address");
+    if (!a || !prop_is(a, "type", "pci"))
+        return;
+    long dom = number_prop(a, "domain", 0xffff), bus = number_prop(a, "bus", 0xff),
+         slot = number_prop(a, "slot", 0x1f), fn = number_prop(a, "function", 7);
+    if (dom >= 0 && bus >= 0 && slot >= 0 && fn >= 0)
+        snprintf(buf, n, "%04lx:%02lx:%02lx.%lx", dom, bus, slot, fn);
+}
+
+/* The <memory> devices of every <devices>: the virtio-mem ones into ret, and the base
+ * memory: <memory> less all their sizes (BM_ABSENT when one is unreadable or they sum to
+ * more than <memory>). */
+static void read_memory_devices(xmlNodePtr root, BmBalloonConfig *ret)
+{
+    uint64_t sizes = 0;
+    bool sizes_known = true;
+    for (xmlNodePtr d = root->children; d; d = d->next) {
+        if (d->type != XML_ELEMENT_NODE || d->ns || strcmp((const char *)d->name, "devices") != 0)
+            continue;
+        for (xmlNodePtr c = d->children; c; c = c->next) {
+            if (c->type != XML_ELEMENT_NODE || c->ns || strcmp((const char *)c->name, "memory") != 0)
+                continue;
+            xmlNodePtr target = child(c, "target");
+            uint64_t size = scaled_element(child(target, "size"));
+            if (!bm_present(size) || sizes > BM_COUNT_MAX - size)
+                sizes_known = false;
+            else
+                sizes += size;
+            if (!prop_is(c, "model", "virtio-mem"))
+                continue;
+            if (ret->n_virtio_mem == BM_VIRTIO_MEM_MAX) {
+                ret->virtio_mem_more++;
+                continue;
+            }
+            BmVirtioMem *m = &ret->virtio_mem[ret->n_virtio_mem++];
+            m->size_bytes = size;
+            m->block_bytes = scaled_element(child(target, "block"));
+            m->requested_bytes = scaled_element(child(target, "requested"));
+            m->current_bytes = scaled_element(child(target, "current"));
+            m->node = number_element(child(target, "node"), 65535);
+            copy_prop(child(c, "alias"), "name", m->alias, sizeof(m->alias));
+            pci_address(c, m->address, sizeof(m->address));
+        }
+    }
+    ret->base_memory_bytes = sizes_known && bm_present(ret->memory_bytes) &&
+                                     ret->memory_bytes >= sizes
+                                 ? ret->memory_bytes - sizes
+                                 : BM_ABSENT;
+}
+
+const char *bm_domxml_virtio_mem_name(const BmBalloonConfig *c, size_t i, char *buf, size_t n)
+{
+    if (i < c->n_virtio_mem && c->virtio_mem[i].alias[0])
+        snprintf(buf, n, "%s", c->virtio_mem[i].alias);
+    else
+        snprintf(buf, n, "virtiomem%zu", i);
+    return buf;
+}
+
 int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 {
     *ret = (BmBalloonConfig){.autodeflate = BM_TRI_UNSET,
                              .free_page_reporting = BM_TRI_UNSET,
                              .min_guarantee_bytes = BM_ABSENT,
                              .memory_bytes = BM_ABSENT,
-                             .current_memory_bytes = BM_ABSENT};
+                             .current_memory_bytes = BM_ABSENT,
+                             .base_memory_bytes = BM_ABSENT};
     _cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
     int r = read_domain(xml, false, &doc);
     if (r < 0)
@@ -194,6 +289,7 @@ int bm_domxml_parse_balloon(const char *xml, BmBalloonConfig *ret)
 
     ret->min_guarantee_bytes = scaled_element(child(child(root, "memtune"), "min_guarantee"));
     read_no_return(root, ret);
+    read_memory_devices(root, ret);
 
     xmlNodePtr mb = memballoon(root);
     if (!mb)
@@ -594,5 +690,64 @@ int bm_domxml_emulator(const char *xml, char **ret_path)
     if (!text || !*text)
         return bm_error(-ENOENT, "domain XML names no <emulator>");
     *ret_path = bm_strdup((const char *)text);
+    return 0;
+}
+
+/* Virtio-mem device index of the domain root, or NULL. */
+static xmlNodePtr virtio_mem_device(xmlNodePtr root, size_t index)
+{
+    for (xmlNodePtr d = root->children; d; d = d->next) {
+        if (d->type != XML_ELEMENT_NODE || d->ns || strcmp((const char *)d->name, "devices") != 0)
+            continue;
+        for (xmlNodePtr c = d->children; c; c = c->next) {
+            if (c->type != XML_ELEMENT_NODE || c->ns || strcmp((const char *)c->name, "memory") != 0 ||
+                !prop_is(c, "model", "virtio-mem"))
+                continue;
+            if (index-- == 0)
+                return c;
+        }
+    }
+    return NULL;
+}
+
+int bm_domxml_virtio_mem_update(const char *xml, size_t index, uint64_t requested_bytes,
+                                char **ret_xml)
+{
+    *ret_xml = NULL;
+    if (requested_bytes % 1024 || !bm_present(requested_bytes))
+        return bm_error(-EINVAL, "requested size %" PRIu64 " is not in whole KiB", requested_bytes);
+    _cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
+    int r = read_domain(xml, false, &doc);
+    if (r < 0)
+        return r;
+    xmlNodePtr dev = virtio_mem_device(xmlDocGetRootElement(doc), index);
+    if (!dev)
+        return index ? bm_error(-ENODEV, "the domain has no virtio-mem device %zu", index)
+                     : bm_error(-ENODEV, "the domain has no virtio-mem device");
+    xmlNodePtr target = child(dev, "target");
+    if (!target)
+        return bm_error(-EINVAL, "its virtio-mem device has no <target>");
+    for (xmlNodePtr cur; (cur = child(target, "current"));) {
+        /* the whitespace before it goes with it */
+        if (is_blank_text(cur->prev)) {
+            xmlNodePtr ws = cur->prev;
+            xmlUnlinkNode(ws);
+            xmlFreeNode(ws);
+        }
+        xmlUnlinkNode(cur);
+        xmlFreeNode(cur);
+    }
+    xmlNodePtr req = child(target, "requested");
+    if (!req && !(req = append_element(target, NULL, "requested")))
+        return bm_error(-ENOMEM, "out of memory");
+    char kib[32];
+    snprintf(kib, sizeof(kib), "%" PRIu64, requested_bytes / 1024);
+    xmlNodeSetContent(req, BAD_CAST kib);
+    if ((r = set_prop(req, "unit", "KiB")) < 0)
+        return r;
+    _cleanup_(xmlBufferFreep) xmlBufferPtr buf = xmlBufferCreate();
+    if (!buf || xmlNodeDump(buf, doc, dev, 0, 0) < 0 || !xmlBufferContent(buf))
+        return bm_error(-ENOMEM, "cannot write the device XML");
+    *ret_xml = bm_strdup((const char *)xmlBufferContent(buf));
     return 0;
 }

@@ -144,6 +144,14 @@ static const ExportFamily families[] = {
      "1 when the QEMU monitor found the balloon feature negotiated (where asked)."},
     {"balloonmgr_domain_backed_free_bytes", BM_METRIC_GAUGE, BY_CODE,
      "Free guest memory the QEMU process holds: RSS minus guest use minus QEMU's own memory."},
+    {"balloonmgr_domain_virtio_mem_size_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Most memory the virtio-mem device can plug."},
+    {"balloonmgr_domain_virtio_mem_block_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Block size of the virtio-mem device: the step of every plug and unplug."},
+    {"balloonmgr_domain_virtio_mem_requested_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Memory the host asks the guest to have plugged in the virtio-mem device."},
+    {"balloonmgr_domain_virtio_mem_current_bytes", BM_METRIC_GAUGE, BY_CODE,
+     "Memory the guest has plugged in the virtio-mem device (what it can still unplug)."},
     {"balloonmgr_reclaimed_bytes", BM_METRIC_GAUGE, BY_CODE, "Memory reclaimed from all domains."},
     {"balloonmgr_host_memory_total_bytes", BM_METRIC_GAUGE, HOST(mem_total_bytes, 0),
      "Host MemTotal."},
@@ -342,6 +350,29 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
     return r_ok;
 }
 
+/* Each virtio-mem device of a domain: one sample per family, labelled by domain, device (its
+ * alias) and guest NUMA node ("" when the XML has none); what it has plugged only while the
+ * domain runs. */
+static int add_domain_virtio_mem(BmRegistry *r, const BmDomain *d)
+{
+    int r_ok = 0;
+    for (size_t i = 0; d->balloon_known && i < d->balloon.n_virtio_mem; i++) {
+        const BmVirtioMem *m = &d->balloon.virtio_mem[i];
+        char dev[64], node[16] = "";
+        if (m->node >= 0)
+            snprintf(node, sizeof(node), "%d", m->node);
+        const char *l[] = {"domain", d->name, "device",
+                           bm_domxml_virtio_mem_name(&d->balloon, i, dev, sizeof(dev)), "node", node,
+                           NULL};
+        ADD("balloonmgr_domain_virtio_mem_size_bytes", l, m->size_bytes);
+        ADD("balloonmgr_domain_virtio_mem_block_bytes", l, m->block_bytes);
+        ADD("balloonmgr_domain_virtio_mem_requested_bytes", l, m->requested_bytes);
+        if (d->active)
+            ADD("balloonmgr_domain_virtio_mem_current_bytes", l, m->current_bytes);
+    }
+    return r_ok;
+}
+
 /* Every domain of the rows, with its decision in the last plan (the row's), and the sum of what
  * was reclaimed. */
 static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64_t boot_s,
@@ -356,6 +387,7 @@ static int add_domains(BmRegistry *r, const BmRows *rows, uint64_t now_s, uint64
         r_ok |= add_domain_record(r, d, rec);
         r_ok |= add_domain_features(r, d, rec);
         r_ok |= add_domain_reading(r, d, now_s, boot_s);
+        r_ok |= add_domain_virtio_mem(r, d);
         const char *dl[] = {"domain", d->name, NULL};
         const void *bases[SRC_COUNT] = {[SRC_DOMAIN] = d, [SRC_ENTRY] = rec,
                                         [SRC_DECISION] = rows->rows[i].decision};

@@ -137,6 +137,84 @@ int bm_qmp_parse_virtio_list(const char *reply, const char *name, char **ret_pat
     return bm_error(-ENODEV, "no %s device", name);
 }
 
+int bm_qmp_parse_virtio_paths(const char *reply, const char *name, char ***ret_paths)
+{
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *ret;
+    int r = parse_typed(reply, json_type_array, "x-query-virtio: \"return\" is not an array", &o, &ret);
+    if (r < 0)
+        return r;
+    size_t len = json_object_array_length(ret), n = 0;
+    _cleanup_(bm_strv_freep) char **paths = bm_malloc0((len + 1) * sizeof(char *));
+    for (size_t i = 0; i < len; i++) {
+        json_object *dev = json_object_array_get_idx(ret, i);
+        const char *nm = member_string(dev, "name"), *path = member_string(dev, "path");
+        if (!nm || !path)
+            return bm_error(-EINVAL, "x-query-virtio: device %zu lacks a string name/path", i);
+        if (strcmp(nm, name) == 0)
+            paths[n++] = bm_strdup(path);
+    }
+    *ret_paths = TAKE_PTR(paths);
+    return (int)n;
+}
+
+/* A whole number member of o from 0 to 2^63-1 into *ret; -EINVAL with the detail otherwise. */
+static int member_u64(json_object *o, const char *key, size_t i, uint64_t *ret)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+        return bm_error(-EINVAL, "query-memory-devices: device %zu lacks an integer \"%s\"", i, key);
+    int64_t x = json_object_get_int64(v);
+    if (x < 0)
+        return bm_error(-EINVAL, "query-memory-devices: device %zu: \"%s\" out of range", i, key);
+    *ret = (uint64_t)x;
+    return 0;
+}
+
+int bm_qmp_parse_memory_devices(const char *reply, BmQemuVirtioMem *ret, size_t max)
+{
+    _cleanup_(json_object_putp) json_object *o = NULL;
+    json_object *arr;
+    int r = parse_typed(reply, json_type_array, "query-memory-devices: \"return\" is not an array",
+                        &o, &arr);
+    if (r < 0)
+        return r;
+    size_t n = 0;
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        json_object *dev = json_object_array_get_idx(arr, i), *data;
+        const char *type = member_string(dev, "type");
+        if (!type || !json_object_object_get_ex(dev, "data", &data) ||
+            !json_object_is_type(data, json_type_object))
+            return bm_error(-EINVAL, "query-memory-devices: device %zu lacks a type or data", i);
+        if (strcmp(type, "virtio-mem") != 0)
+            continue;
+        BmQemuVirtioMem v = {.node = -1};
+        uint64_t node;
+        const char *id = member_string(data, "id");
+        if ((r = member_u64(data, "size", i, &v.size_bytes)) < 0 ||
+            (r = member_u64(data, "requested-size", i, &v.requested_bytes)) < 0 ||
+            (r = member_u64(data, "max-size", i, &v.max_bytes)) < 0 ||
+            (r = member_u64(data, "block-size", i, &v.block_bytes)) < 0)
+            return r;
+        if (member_u64(data, "node", i, &node) == 0 && node <= 65535)
+            v.node = (int)node;
+        snprintf(v.id, sizeof(v.id), "%s", id ? id : "");
+        if (n < max)
+            ret[n] = v;
+        n++;
+    }
+    bm_error_reset();
+    return (int)(n > INT32_MAX ? INT32_MAX : n);
+}
+
+void bm_qmp_virtio_mem_clear(BmQemuVirtioMem *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].driver_error);
+        v[i].driver_error = NULL;
+    }
+}
+
 /* The text before ':' of "VIRTIO_BALLOON_F_STATS_VQ: Guest memory stats VQ available". */
 static char *feature_name(const char *s)
 {
@@ -422,6 +500,52 @@ void bm_qmp_probe_balloon(virDomainPtr dom, const BmFeatureOptions *opts, BmFeat
         bm_features_decide_ioeventfd(r, value, vr, ret);
     }
     *ret_path = TAKE_PTR(path);
+}
+
+int bm_qmp_probe_virtio_mem(virDomainPtr dom, BmQemuVirtioMem *ret, size_t max)
+{
+    _cleanup_free_ char *devices = NULL, *list = NULL;
+    int r = command(dom, "query-memory-devices", NULL, &devices);
+    if (r < 0)
+        return r;
+    int n = bm_qmp_parse_memory_devices(devices, ret, max);
+    if (n <= 0)
+        return n;
+    _cleanup_(bm_strv_freep) char **paths = NULL;
+    int n_paths = (r = command(dom, "x-query-virtio", NULL, &list)) < 0
+                      ? r : bm_qmp_parse_virtio_paths(list, "virtio-mem", &paths);
+    for (size_t i = 0; i < (size_t)n && i < max; i++) {
+        BmQemuVirtioMem *v = &ret[i];
+        if (n_paths < 0) {
+            v->driver_error = bm_strdup(bm_error_detail(n_paths));
+            continue;
+        }
+        /* its backend: "/machine/peripheral/ID/virtio-backend" */
+        _cleanup_free_ char *want = bm_asprintf("/%s/virtio-backend", v->id);
+        const char *path = NULL;
+        for (int k = 0; k < n_paths && !path; k++) {
+            size_t lp = strlen(paths[k]), lw = strlen(want);
+            if (lp >= lw && strcmp(paths[k] + lp - lw, want) == 0)
+                path = paths[k];
+        }
+        if (!path) {
+            v->driver_error = bm_strdup("its virtio backend is not in x-query-virtio");
+            continue;
+        }
+        _cleanup_free_ char *reply = NULL;
+        BmVirtioStatus st = {0};
+        json_object *args = json_object_new_object();
+        json_object_object_add(args, "path", json_object_new_string(path));
+        if ((r = command(dom, "x-query-virtio-status", args, &reply)) < 0 ||
+            (r = bm_qmp_parse_virtio_status(reply, &st)) < 0) {
+            v->driver_error = bm_strdup(bm_error_detail(r));
+            continue;
+        }
+        v->driver_known = true;
+        v->driver_ok = st.driver_ok;
+        bm_virtio_status_clear(&st);
+    }
+    return n;
 }
 
 int bm_qmp_device_has_property(virDomainPtr dom, const char *typename, const char *prop,

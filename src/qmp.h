@@ -70,6 +70,37 @@ int bm_qmp_balloon_path(virDomainPtr dom, char **ret_path);
  * then all BM_ABSENT). */
 int bm_qmp_read_starve_stats(virDomainPtr dom, const char *path, BmStarveStats *ret);
 
+/* What QEMU says of one virtio-mem device: its entry of query-memory-devices, and whether its
+ * guest driver is ready (x-query-virtio-status of its virtio backend). */
+typedef struct {
+    char id[64];              /* the device's id: libvirt's alias ("virtiomem0") */
+    uint64_t size_bytes;      /* what the guest has plugged ("size") */
+    uint64_t requested_bytes; /* "requested-size" */
+    uint64_t max_bytes;       /* "max-size": the most it can plug */
+    uint64_t block_bytes;     /* "block-size" */
+    int node;                 /* the guest NUMA node, -1 when absent */
+    bool driver_known;        /* the backend's status was read */
+    bool driver_ok;           /* VIRTIO_CONFIG_S_DRIVER_OK: the guest's virtio_mem driver runs */
+    char *driver_error;       /* why the status could not be read, or NULL (owned) */
+} BmQemuVirtioMem;
+
+/* query-memory-devices: the virtio-mem entries (others skipped), at most max of them into ret
+ * (driver fields unset). Returns how many there are (also those beyond max), or an error as
+ * bm_qmp_check_reply(), -EINVAL when an entry lacks a member or has one of the wrong type. */
+int bm_qmp_parse_memory_devices(const char *reply, BmQemuVirtioMem *ret, size_t max);
+
+/* x-query-virtio: the QOM paths of every device named name, NULL-terminated (free with
+ * bm_strv_free()). Returns how many, or an error as bm_qmp_parse_virtio_list(). */
+int bm_qmp_parse_virtio_paths(const char *reply, const char *name, char ***ret_paths);
+
+/* Everything verify shows of a domain's virtio-mem devices: query-memory-devices, and for each
+ * device the status of its backend (its QOM path in x-query-virtio ends in
+ * "/ID/virtio-backend"). Returns the number of devices (0: none; at most max in ret, each's
+ * driver_error freed with bm_qmp_virtio_mem_clear()), or -errno (-ENOTSUP without a QEMU
+ * monitor, -ESRCH not running). Makes 2 + N monitor calls. */
+int bm_qmp_probe_virtio_mem(virDomainPtr dom, BmQemuVirtioMem *ret, size_t max);
+void bm_qmp_virtio_mem_clear(BmQemuVirtioMem *v, size_t n);
+
 /* Whether this domain's QEMU knows property prop on device type typename
  * (device-list-properties). Returns 0 and *ret_has, or -errno (e.g. -ENOTSUP without monitor). */
 int bm_qmp_device_has_property(virDomainPtr dom, const char *typename, const char *prop,

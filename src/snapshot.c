@@ -10,6 +10,7 @@
 #include "conn.h"
 #include "error.h"
 #include "util.h"
+#include "vmem.h"
 
 /* Where each balloon statistic goes: its bulk-stats key, its virDomainMemoryStats tag, the
  * field, and the multiplier from libvirt's unit (KiB or a count) to ours. */
@@ -214,7 +215,10 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
     }
     /* the XML first: it also has the maximum, which the bulk record may lack */
     if (flags & BM_SNAPSHOT_XML) {
-        if (cache && d->uuid[0] && cache->lookup(cache->ctx, d->uuid, &d->balloon)) {
+        /* a cached config serves unless the domain has virtio-mem devices: their <current>
+         * moves with no lifecycle event that would drop it from the cache */
+        if (cache && d->uuid[0] && cache->lookup(cache->ctx, d->uuid, &d->balloon) &&
+            d->balloon.n_virtio_mem == 0) {
             d->balloon_known = true;
         } else {
             read_xml(s, d, dom);
@@ -241,6 +245,12 @@ static void read_domain(BmSnapshot *s, BmDomain *d, virDomainPtr dom, virDomainS
     if (!info_read && (!bm_present(d->max_bytes) || !bm_present(d->actual_bytes)))
         read_info(s, d, dom);
     d->active = running;
+    /* without a balloon, libvirt's "current" is its count of the domain's memory, which need
+     * not follow what virtio-mem devices have plugged: the guest has its base memory and that */
+    uint64_t vmem_now = d->balloon_known && !d->balloon.present && running
+                            ? bm_vmem_domain_bytes(&d->balloon) : BM_ABSENT;
+    if (bm_present(vmem_now) && bm_present(bm_vmem_plugged_bytes(&d->balloon)))
+        d->actual_bytes = vmem_now;
     if (flags & BM_SNAPSHOT_HANDLES) {
         virDomainRef(dom);
         d->handle = dom;

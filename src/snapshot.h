@@ -100,7 +100,9 @@ int bm_snapshot_take(virConnectPtr conn, unsigned flags, BmSnapshot *ret);
 
 /* Where a long-running caller keeps balloon configs read from the XML, so a pass does not
  * read every domain's XML again: lookup() returns true and fills *ret for a UUID whose config
- * is still valid; store() keeps a freshly read one. */
+ * is still valid; store() keeps a freshly read one. A domain with virtio-mem devices has its
+ * XML read at every reading all the same (the devices' <current> moves without an event
+ * that would drop the config). */
 typedef struct {
     void *ctx;
     bool (*lookup)(void *ctx, const char *uuid, BmBalloonConfig *ret);

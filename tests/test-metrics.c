@@ -818,6 +818,16 @@ static void test_export(void)
         export_domain("web1", "3b1e2a50-6d1f-4a0e-9a51-00000000000c", VIR_DOMAIN_RUNNING, 300, 420,
                       BM_TRI_ON, BM_TRI_ON),
     };
+    /* db1 has a virtio-mem device beside its balloon: 512 MiB plugged of 1 GiB; off1 one too,
+     * whose plugged size is not known (not running) */
+    doms[0].balloon.n_virtio_mem = 1;
+    doms[0].balloon.virtio_mem[0] = (BmVirtioMem){.alias = "virtiomem0", .size_bytes = 1ull << 30,
+                                                  .block_bytes = 2ull << 20, .requested_bytes = 512ull << 20,
+                                                  .current_bytes = 510ull << 20, .node = 0};
+    doms[1].balloon.n_virtio_mem = 1;
+    doms[1].balloon.virtio_mem[0] = (BmVirtioMem){.size_bytes = 2ull << 30, .block_bytes = 4ull << 20,
+                                                  .requested_bytes = 0, .current_bytes = BM_ABSENT,
+                                                  .node = -1};
     /* web1 is a Linux 6.12 guest whose monitor may be asked: its starvation statistics */
     doms[2].starve = (BmStarveStats){.oom_kills = 2, .alloc_stalls = 5403, .async_scan_bytes = 912ull << 20,
                                      .direct_scan_bytes = 301ull << 20, .async_reclaim_bytes = 655ull << 20,
@@ -866,6 +876,11 @@ static void test_export(void)
            strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"web1\",feature=\"deflate_on_oom\"} 0\n") &&
            !strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"db1\""),
        "export: negotiated where the monitor was asked (offered is 0), absent where not");
+    ok(strstr(text, "balloonmgr_domain_virtio_mem_current_bytes{domain=\"db1\",device=\"virtiomem0\",node=\"0\"} 534773760\n") &&
+           strstr(text, "balloonmgr_domain_virtio_mem_requested_bytes{domain=\"off1\",device=\"virtiomem0\",node=\"\"} 0\n") &&
+           !strstr(text, "balloonmgr_domain_virtio_mem_current_bytes{domain=\"off1\"") &&
+           !strstr(text, "balloonmgr_domain_virtio_mem_size_bytes{domain=\"web1\""),
+       "export: each virtio-mem device by domain, device and node; plugged only while running");
     ok(strstr(text, "balloonmgr_domain_guest_oom_kills_total{domain=\"web1\"} 2\n") &&
            strstr(text, "balloonmgr_domain_guest_reclaimed_bytes_total{domain=\"web1\",reclaimer=\"direct\"} 101711872\n") &&
            !strstr(text, "balloonmgr_domain_guest_oom_kills_total{domain=\"db1\"") &&

@@ -55,6 +55,59 @@ static void test_virtio_status(void)
     bm_virtio_status_clear(&st);
 }
 
+/* virtio-mem as QEMU 7.2 says it: query-memory-devices beside a DIMM, every backend path of
+ * x-query-virtio, and the backend's status with and without the guest's virtio_mem driver */
+static void test_virtio_mem(void)
+{
+    _cleanup_free_ char *devs = fixture_read("qmp/memory-devices-qemu72.json");
+    BmQemuVirtioMem v[2];
+    ok(bm_qmp_parse_memory_devices(devs, v, 2) == 1, "one virtio-mem device (the DIMM skipped)");
+    is_str(v[0].id, "virtiomem0", "its id: libvirt's alias");
+    is_u64(v[0].size_bytes, 512ull << 20, "plugged 512 MiB");
+    is_u64(v[0].requested_bytes, 512ull << 20, "requested 512 MiB");
+    is_u64(v[0].max_bytes, 1ull << 30, "max 1 GiB");
+    is_u64(v[0].block_bytes, 2ull << 20, "block 2 MiB");
+    ok(v[0].node == 0 && !v[0].driver_known, "node 0, driver not read by the parser");
+    ok(bm_qmp_parse_memory_devices(devs, v, 0) == 1, "counted beyond max too");
+
+    _cleanup_free_ char *nodrv = fixture_read("qmp/memory-devices-nodriver-qemu72.json");
+    ok(bm_qmp_parse_memory_devices(nodrv, v, 2) == 1 && v[0].size_bytes == 0 &&
+           v[0].requested_bytes == 512ull << 20,
+       "no driver: requested 512 MiB, nothing plugged");
+    ok(bm_qmp_parse_memory_devices("{\"return\": []}", v, 2) == 0, "no memory device: 0");
+    bm_error_reset();
+    ok(bm_qmp_parse_memory_devices("{\"return\": [{\"type\": \"virtio-mem\", \"data\": "
+                                   "{\"size\": -1, \"requested-size\": 0, \"max-size\": 0, "
+                                   "\"block-size\": 0}}]}", v, 2) == -EINVAL,
+       "a negative size refused");
+    is_str(bm_error_detail(-EINVAL), "query-memory-devices: device 0: \"size\" out of range",
+           "with its reason");
+    ok(bm_qmp_parse_memory_devices("{\"return\": [{\"type\": \"virtio-mem\", \"data\": "
+                                   "{\"size\": 0}}]}", v, 2) == -EINVAL,
+       "a member missing refused");
+    ok(bm_qmp_parse_memory_devices("{\"return\": [{\"data\": {}}]}", v, 2) == -EINVAL,
+       "an entry without a type refused");
+
+    _cleanup_free_ char *list = fixture_read("qmp/virtio-list-mem-qemu72.json");
+    char **paths = NULL;
+    ok(bm_qmp_parse_virtio_paths(list, "virtio-mem", &paths) == 1, "one virtio-mem backend");
+    is_str(paths ? paths[0] : NULL, "/machine/peripheral/virtiomem0/virtio-backend", "its path");
+    bm_strv_free(paths);
+    ok(bm_qmp_parse_virtio_paths(list, "virtio-net", &paths) == 0 && paths && !paths[0],
+       "none of a name: 0, an empty list");
+    bm_strv_free(paths);
+
+    _cleanup_free_ char *ok_status = fixture_read("qmp/virtio-mem-status-qemu72.json");
+    _cleanup_free_ char *no_status = fixture_read("qmp/virtio-mem-nodriver-status-qemu72.json");
+    BmVirtioStatus st;
+    ok(bm_qmp_parse_virtio_status(ok_status, &st) == 0 && st.driver_ok && !strcmp(st.name, "virtio-mem"),
+       "virtio-mem with its driver: DRIVER_OK");
+    bm_virtio_status_clear(&st);
+    ok(bm_qmp_parse_virtio_status(no_status, &st) == 0 && !st.driver_ok,
+       "virtio-mem without its driver: no DRIVER_OK");
+    bm_virtio_status_clear(&st);
+}
+
 /* every bad reply, with its reason (tests/data/qmp/bad.txt) */
 static void test_bad_replies(void)
 {
@@ -204,6 +257,7 @@ static void test_guest_stats(void)
 
 int main(void)
 {
+    test_virtio_mem();
     test_virtio_list();
     test_virtio_status();
     test_bad_replies();

@@ -6,7 +6,7 @@
 # Boots SUITE's root file system (lib/container.sh; trixie: QEMU 10.0, libvirt 11.3), builds
 # this tree there with meson against SUITE's libraries, and runs the given integration tests
 # (default: status, set --wait, verify, configure, run, agent, test-fixture-stop, reporting,
-# autodeflate, hotcache, starve, and a
+# autodeflate, hotcache, starve, virtio-mem, and a
 # short pressure run: test-pressure's agent run alone, BM_PRESSURE_MODES=agent) inside it
 # with `meson test`, against the libvirtd its systemd started and guests booting SUITE's kernel
 # (build-guest.sh BM_KERNEL_SUITE=SUITE, built here and bound in). Each test's own PASS lines
@@ -19,8 +19,10 @@ set -euo pipefail
 bm_ct_lane stack "${1:-trixie}"
 shift || true
 # (test-fixture-stop: the fixture guests the first ones share stopped before the others run)
+# (test-virtio-mem: not its huge-page twin, which reserves the host's huge pages: the container's
+# /proc/sys is read-only)
 all=(test-status test-set-wait test-verify test-configure test-run test-agent test-fixture-stop
-     test-reporting test-autodeflate test-hotcache test-starve test-pressure)
+     test-reporting test-autodeflate test-hotcache test-starve test-virtio-mem test-pressure)
 tests=() without=" "
 for a in "$@"; do
     case $a in

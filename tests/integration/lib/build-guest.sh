@@ -57,6 +57,12 @@
 #   bm.touch=MIB     fill a tmpfs with MIB MiB of zeroes, then delete it: the
 #                    memory stays resident in QEMU but is free in the guest
 #   bm.noballoon=1   do not load virtio_balloon
+#   bm.novirtiomem=1 do not load virtio_mem: a virtio-mem device without a driver (its
+#                    requested size moves, what is plugged does not)
+#   bm.memtotal=MIB  before the touch and BALLOONMGR-GUEST-READY, wait until MemTotal is
+#                    MIB MiB or more (a virtio-mem device plugs its memory after its driver
+#                    loaded): "bm: memtotal N kB" or "bm: memtotal MIB MiB not reached FAILED"
+#                    after 120 s
 #   bm.modules=DIR   prefer DIR/NAME.ko (a path inside the guest) over the
 #                    built-in copy of module NAME
 #   bm.sgdriver=1    load virtio_balloon_sg (SG lab driver) instead of
@@ -131,8 +137,11 @@ fi
 MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_balloon)
 # Loaded after that stack when the kernel has them (left out with a note when not, or when a
 # dependency is neither above nor built in): virtio_blk for the page-cache guest's disk
-# (bm_define_guest disk=MIB, bm-guest-load's cache item); it depends on virtio, virtio_ring.
-OPTIONAL_MODULES=(virtio_blk)
+# (bm_define_guest disk=MIB, bm-guest-load's cache item); virtio_mem for a guest with a
+# virtio-mem device (bm_define_guest virtiomem=...: it plugs and unplugs the device's memory,
+# onlined movable by memhp_default_state=online_movable on the command line, so that it can be
+# unplugged again). Both depend on virtio, virtio_ring.
+OPTIONAL_MODULES=(virtio_blk virtio_mem)
 # BM_GUEST_ROOTFS=1: the ext4 stack for a root file system on the guest's disk (bm.root=), after
 # the above; ext4 depends on jbd2, mbcache, crc16 and asks the crypto API for crc32c (there is
 # no modprobe in the initramfs to load it on demand). Each is either here or built in.
@@ -421,6 +430,8 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null || true
 
 touch_mib=0
 noballoon=0
+novirtiomem=0
+memtotal_mib=0
 moddir=
 sgdriver=0
 sgparams=
@@ -435,6 +446,8 @@ for arg in $(cat /proc/cmdline); do
     case "$arg" in
         bm.touch=*)     touch_mib=${arg#bm.touch=} ;;
         bm.noballoon=*) noballoon=${arg#bm.noballoon=} ;;
+        bm.novirtiomem=*) novirtiomem=${arg#bm.novirtiomem=} ;;
+        bm.memtotal=*)  memtotal_mib=${arg#bm.memtotal=} ;;
         bm.modules=*)   moddir=${arg#bm.modules=} ;;
         bm.sgdriver=*)  sgdriver=${arg#bm.sgdriver=} ;;
         bm.sgparams=*)  sgparams=${arg#bm.sgparams=} ;;
@@ -456,6 +469,10 @@ balloon_params=
 while read -r mod kind; do
     if [ "$mod" = virtio_balloon ] && [ "$noballoon" = 1 ]; then
         echo "bm: module $mod skipped (bm.noballoon=1)"
+        continue
+    fi
+    if [ "$mod" = virtio_mem ] && [ "$novirtiomem" = 1 ]; then
+        echo "bm: module $mod skipped (bm.novirtiomem=1)"
         continue
     fi
     params=
@@ -533,6 +550,22 @@ touch_mem() {
         echo "bm: $3 $1 MiB FAILED"
     fi
 }
+
+case "$memtotal_mib" in
+    ''|*[!0-9]*) echo "bm: bad bm.memtotal=$memtotal_mib, ignored"; memtotal_mib=0 ;;
+esac
+if [ "$memtotal_mib" -gt 0 ]; then
+    i=0
+    while [ "$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" -lt $((memtotal_mib * 1024)) ] &&
+          [ $i -lt 1200 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    if [ $i -lt 1200 ]; then
+        echo "bm: memtotal $(awk '/^MemTotal:/ { print $2 }' /proc/meminfo) kB"
+    else
+        echo "bm: memtotal $memtotal_mib MiB not reached FAILED"
+    fi
+fi
 
 case "$touch_mib" in
     ''|*[!0-9]*) echo "bm: bad bm.touch=$touch_mib, ignored"; touch_mib=0 ;;

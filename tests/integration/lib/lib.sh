@@ -289,6 +289,29 @@ bm_start_daemons() {
     bm_log "libvirt answers on $BM_URI"
 }
 
+# bm_hugetlbfs: a hugetlbfs mount for a guest on huge pages (<memoryBacking><hugepages/>):
+# /dev/hugepages is mounted here when no hugetlbfs is (and unmounted at the test's exit, after
+# its guests: register this before them), and a running libvirtd, which looks for hugetlbfs
+# mounts once at its start, is started again after the mount (ours from then on, as after the
+# system bus in bm_start_daemons).
+bm_hugetlbfs() {
+    local lpid
+    awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts && return 0
+    mkdir -p /dev/hugepages
+    mount -t hugetlbfs -o pagesize=2M hugetlbfs /dev/hugepages || bm_fail "cannot mount hugetlbfs on /dev/hugepages"
+    bm_add_cleanup "umount /dev/hugepages || bm_warn 'could not unmount /dev/hugepages'"
+    bm_log "mounted hugetlbfs on /dev/hugepages"
+    lpid=$(_bm_daemon_pid libvirtd)
+    if [ -n "$lpid" ]; then
+        bm_log "libvirtd (pid $lpid) started before the hugetlbfs mount: starting it again after it"
+        bm_terminate libvirtd "$lpid" 30 _bm_pid_is libvirtd "$lpid"
+        rm -f /run/libvirtd.pid
+        _bm_start_one libvirtd
+        BM_WAIT_INTERVAL=0.5 bm_wait_until "$BM_DAEMON_TIMEOUT" "libvirt on $BM_URI" _bm_libvirt_answers ||
+            bm_fail "libvirt did not answer on $BM_URI after its restart"
+    fi
+}
+
 # bm_stop_daemons: stop exactly the daemons bm_start_daemons started in this
 # shell: TERM, wait up to 15 s, then KILL. Anything else is left running.
 bm_stop_daemons() {
@@ -399,6 +422,17 @@ _bm_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s
 #                          (a miss is a real read); bm.root=/dev/vda and
 #                          bm.rootinit=/usr/local/sbin/bm-server-init on the command line. Not
 #                          with disk=.
+#     virtiomem=SIZE[:REQ[:BLOCK]]  a virtio-mem device of SIZE MiB asking REQ MiB (default
+#                          SIZE) in BLOCK KiB blocks (default 2048) on guest NUMA node 0 (a
+#                          NUMA cell of MEM_MIB, <maxMemory slots='2'>; <memory> is MEM_MIB +
+#                          SIZE and <currentMemory> that too unless current=), its memory onlined
+#                          movable (memhp_default_state=online_movable: unplugged again);
+#                          the guest is ready once its MemTotal shows REQ (bm.memtotal: its
+#                          base and REQ less 128 MiB and REQ/32 of the kernel's own: 653 MiB
+#                          of 256 + 512 on Linux 6.1; a REQ of some 256 MiB or more), unless
+#                          novirtiomem=1: the guest loads no virtio_mem driver
+#     hugepages=1          <memoryBacking><hugepages/>: all guest memory (the virtio-mem
+#                          device's too) from the host's 2 MiB huge pages, reserved by the test
 #     emulator=PATH        <emulator> (e.g. a patched QEMU)
 #     devices=XML          extra XML appended inside <devices>
 #     extra=XML            extra XML appended at the end of <domain> (e.g. <iothreads>,
@@ -448,12 +482,15 @@ bm_define_guest() {
     local emulator="" devices="" extra="" cmdline="console=ttyS0 quiet panic=-1 no_timer_check"
     local dir console xml opt key val battrs="" bstats="" emu_xml="" disk="" img dcache=none
     local root="" kernel=${BM_KERNEL:-} initrd=${BM_INITRD:-} overlay
+    local vmem="" vmem_xml="" max_xml="" numa_xml="" backing_xml="" total cur_set=0
     dom=$(bm_dom "$1"); mem=$2; cur=$2; shift 2
     for opt in "$@"; do
         case "$opt" in *=*) ;; *) bm_fail "bm_define_guest: option '$opt' is not key=value" ;; esac
         key=${opt%%=*}; val=${opt#*=}
         case "$key" in
-            current)           cur=$val ;;
+            current)           cur=$val; cur_set=1 ;;
+            virtiomem)         vmem=$val ;;
+            hugepages)         [ "$val" = 1 ] && backing_xml="<memoryBacking><hugepages/></memoryBacking>" ;;
             vcpus)             vcpus=$val ;;
             stats)             stats=$val ;;
             balloon)           balloon=$val ;;
@@ -470,6 +507,27 @@ bm_define_guest() {
     done
     if [ -z "$root" ] && { [ -z "${BM_KERNEL:-}" ] || [ -z "${BM_INITRD:-}" ]; }; then
         bm_fail "bm_define_guest: call bm_guest_image (or bm_setup) first"
+    fi
+
+    total=$mem
+    if [ -n "$vmem" ]; then
+        local vsize vreq vblock
+        IFS=: read -r vsize vreq vblock <<<"$vmem"
+        vreq=${vreq:-$vsize}; vblock=${vblock:-2048}
+        case "$vsize$vreq$vblock" in ''|*[!0-9]*) bm_fail "bm_define_guest: virtiomem='$vmem': expected SIZE[:REQ[:BLOCK]] in MiB, MiB, KiB" ;; esac
+        total=$((mem + vsize))
+        [ "$cur_set" = 1 ] || cur=$total
+        max_xml="<maxMemory slots='2' unit='MiB'>$((total + 1024))</maxMemory>"
+        local cpus=0
+        [ "$vcpus" -le 1 ] || cpus="0-$((vcpus - 1))"
+        numa_xml="<cpu><numa><cell id='0' cpus='$cpus' memory='$mem' unit='MiB'/></numa></cpu>"
+        vmem_xml="<memory model='virtio-mem'><target><size unit='MiB'>$vsize</size><node>0</node>\
+<block unit='KiB'>$vblock</block><requested unit='MiB'>$vreq</requested></target></memory>"
+        cmdline="$cmdline memhp_default_state=online_movable"
+        case " $* " in
+            *" novirtiomem=1 "*) ;;
+            *) [ "$vreq" -eq 0 ] || cmdline="$cmdline bm.memtotal=$((mem + vreq - 128 - vreq / 32))" ;;
+        esac
     fi
 
     dir=$(bm_guest_dir "$dom"); console="$dir/console.log"; xml="$dir/domain.xml"
@@ -519,9 +577,12 @@ bm_define_guest() {
     cat >"$xml" <<EOF
 <domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>$dom</name>
-  <memory unit='MiB'>$mem</memory>
+  $max_xml
+  <memory unit='MiB'>$total</memory>
   <currentMemory unit='MiB'>$cur</currentMemory>
+  $backing_xml
   <vcpu placement='static'>$vcpus</vcpu>
+  $numa_xml
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>$kernel</kernel>
@@ -545,6 +606,7 @@ bm_define_guest() {
       <target type='serial' port='0'/>
     </console>
     <memballoon$battrs>$bstats</memballoon>
+    $vmem_xml
     $devices
   </devices>
   $extra
