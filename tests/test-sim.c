@@ -141,6 +141,17 @@ typedef struct {
     double cpu_s;
 } Run;
 
+/* The five guests of bench/scenario.sh on the reference host (below): guest i named
+ * bmscen-sim-NAMES[i] with LOADS[i], 1 GiB each; the third (the grower) starts at GROWER_AT. */
+static void host_of_five(SimHost *h, const char *const names[5], const char *const loads[5], double grower_at)
+{
+    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
+    for (size_t i = 0; i < 5; i++) {
+        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", names[i]);
+        sim_guest_init(h, i, name, GIB, loads[i], i == 2 ? grower_at : 0);
+    }
+}
+
 /* The reference host: 2 CPUs, Linux 6.1 (no per-CPU list growth), MemTotal 24105 MiB; its own
  * memory (680 MiB) is what its samples at rest leave besides MemAvailable and the QEMU RSS.
  * The hog as bm-mem-hog ran there (hog.log: 10.4 GiB in 10 s, then about 250 MiB/s), sized at
@@ -150,11 +161,11 @@ static void run_five(Run *run, const BmPolicy *pol, bool agent, const char *grow
                      const char *cache_load, double inflate_mib_s)
 {
     SimHost *h = &run->host;
-    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
+    const char *loads[5];
+    for (size_t i = 0; i < 5; i++)
+        loads[i] = i == 2 && grower_load ? grower_load : i == 0 && cache_load ? cache_load : five_loads[i];
+    host_of_five(h, five_names, loads, T0);
     for (size_t i = 0; i < 5; i++) {
-        const char *load = i == 2 && grower_load ? grower_load : i == 0 && cache_load ? cache_load : five_loads[i];
-        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
-        sim_guest_init(h, i, name, GIB, load, i == 2 ? T0 : 0);
         h->g[i].autodeflate = autodeflate;
         if (inflate_mib_s > 0)
             h->g[i].inflate_mib_s = inflate_mib_s;
@@ -489,11 +500,7 @@ static void busy_beside_idle(const BmPolicy *pol)
     static const char *const loads[] = {"0:hot:400", "0:cache:600,1:32", "0:touch:800", "0:touch:800", "0:384"};
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
-    for (size_t i = 0; i < 5; i++) {
-        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", names[i]);
-        sim_guest_init(h, i, name, GIB, loads[i], 0);
-    }
+    host_of_five(h, names, loads, 0);
     Sim *s = &run.sim;
     sim_init(s, h, pol);
     s->t_steady = T0;
@@ -879,12 +886,12 @@ static void timer_mode(const BmPolicy *pol)
     Scenario sc = scenario_begin("timer", 60);
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
-    for (size_t i = 0; i < 5; i++) {
-        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
-        sim_guest_init(h, i, name, GIB, i == 2 ? "0:touch:600,10:96,240:700@25" : five_loads[i], i == 2 ? T0 : 0);
+    const char *loads[5];
+    for (size_t i = 0; i < 5; i++)
+        loads[i] = i == 2 ? "0:touch:600,10:96,240:700@25" : five_loads[i];
+    host_of_five(h, five_names, loads, T0);
+    for (size_t i = 0; i < 5; i++)
         h->g[i].autodeflate = i != 1;
-    }
     char dir[] = "/tmp/bm-test-sim.XXXXXX";
     if (!mkdtemp(dir)) {
         ok(false, "timer: a directory for its state file");
@@ -946,11 +953,7 @@ static void restart_mid_episode(const BmPolicy *pol)
     Scenario sc = scenario_begin("restart", 49);
     Run run;
     SimHost *h = &run.host;
-    sim_host_init(h, 25276059648.0, 680 * MIB, 5);
-    for (size_t i = 0; i < 5; i++) {
-        _cleanup_free_ char *name = bm_asprintf("bmscen-sim-%s", five_names[i]);
-        sim_guest_init(h, i, name, GIB, five_loads[i], i == 2 ? T0 : 0);
-    }
+    host_of_five(h, five_names, five_loads, T0);
     Sim *s = &run.sim;
     sim_init(s, h, pol);
     s->t_steady = T0;

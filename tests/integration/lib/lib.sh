@@ -518,7 +518,9 @@ bm_define_guest() {
         total=$((mem + vsize))
         [ "$cur_set" = 1 ] || cur=$total
         max_xml="<maxMemory slots='2' unit='MiB'>$((total + 1024))</maxMemory>"
-        numa_xml="<cpu><numa><cell id='0' cpus='0$([ "$vcpus" -gt 1 ] && echo "-$((vcpus - 1))")' memory='$mem' unit='MiB'/></numa></cpu>"
+        local cpus=0
+        [ "$vcpus" -le 1 ] || cpus="0-$((vcpus - 1))"
+        numa_xml="<cpu><numa><cell id='0' cpus='$cpus' memory='$mem' unit='MiB'/></numa></cpu>"
         vmem_xml="<memory model='virtio-mem'><target><size unit='MiB'>$vsize</size><node>0</node>\
 <block unit='KiB'>$vblock</block><requested unit='MiB'>$vreq</requested></target></memory>"
         cmdline="$cmdline memhp_default_state=online_movable"

@@ -3,7 +3,7 @@
 # verify and the metrics show of them, which device set chooses and what it refuses before it
 # changes anything. The test driver cannot update a device and keeps no <current>: the real
 # plug and unplug are tests/integration/test-virtio-mem.sh's.
-# Usage: test-virtio-mem.sh BALLOONMGR SOURCE_ROOT   (TAP output)
+# Usage: test-vmem-cli.sh BALLOONMGR SOURCE_ROOT   (TAP output)
 set -u
 BM=$1 ROOT=$2
 . "$ROOT/tests/tap.sh"
