@@ -11,12 +11,20 @@
 #include "policy-eval.h"
 #include "row.h"
 
+/* snap at now_s joined with l as the engine joins it: the rows (l brought in line), then the
+ * balloons corrected from the changes that ended. Free with bm_rows_clear(). */
+static inline void route_join(BmRows *rows, BmSnapshot *snap, BmLedger *l, const BmPolicy *p,
+                              const char *boot_id, uint64_t now_s)
+{
+    bm_rows_build(rows, snap, l, p, boot_id, now_s);
+    bm_rows_correct(rows, snap->taken_real_ns);
+}
+
 /* snap read at now_s on the host boot_id (NULL: unknown): l brought in line with it. */
 static inline void route_sync(BmLedger *l, BmSnapshot *snap, const char *boot_id, uint64_t now_s)
 {
     BmRows rows;
-    bm_rows_build(&rows, snap, l, NULL, boot_id, now_s);
-    bm_rows_correct(&rows, snap->taken_real_ns);
+    route_join(&rows, snap, l, NULL, boot_id, now_s);
     bm_rows_clear(&rows);
 }
 
@@ -26,8 +34,7 @@ static inline void route_note(BmLedger *l, BmSnapshot *snap, const char *boot_id
                               uint64_t now_s, unsigned horizon_s)
 {
     BmRows rows;
-    bm_rows_build(&rows, snap, l, NULL, boot_id, now_s);
-    bm_rows_correct(&rows, snap->taken_real_ns);
+    route_join(&rows, snap, l, NULL, boot_id, now_s);
     bm_rows_note(&rows, l, mode, now_s, horizon_s);
     bm_rows_clear(&rows);
 }
@@ -43,8 +50,7 @@ static inline int route_eval(const BmHost *h, BmSnapshot *snap, BmLedger *l, con
         l = &own;
     }
     BmRows rows;
-    bm_rows_build(&rows, snap, l, p, NULL, now_s);
-    bm_rows_correct(&rows, snap->taken_real_ns);
+    route_join(&rows, snap, l, p, NULL, now_s);
     int r = bm_policy_eval_rows(h, &rows, l->mode, p, now_s, horizon_s, ret);
     bm_rows_clear(&rows);
     if (l == &own)
@@ -61,8 +67,7 @@ static inline bool route_in_need(BmSnapshot *snap, BmLedger *l, const BmPolicy *
         l = &own;
     }
     BmRows rows;
-    bm_rows_build(&rows, snap, l, p, NULL, now_s);
-    bm_rows_correct(&rows, snap->taken_real_ns);
+    route_join(&rows, snap, l, p, NULL, now_s);
     bool need = bm_policy_rows_in_need(&rows, now_s);
     bm_rows_clear(&rows);
     if (l == &own)

@@ -141,6 +141,13 @@ typedef struct {
     double cpu_s;
 } Run;
 
+/* What a run holds: its simulation and its model host. */
+static void run_clear(Run *run)
+{
+    sim_clear(&run->sim);
+    sim_host_clear(&run->host);
+}
+
 /* The five guests of bench/scenario.sh on the reference host (below): guest i named
  * bmscen-sim-NAMES[i] with LOADS[i], 1 GiB each; the third (the grower) starts at GROWER_AT. */
 static void host_of_five(SimHost *h, const char *const names[5], const char *const loads[5], double grower_at)
@@ -324,8 +331,7 @@ static void five_guests(void)
     double speed = ref_inflate_mib_s();
     ok(speed > 0, "calibration: the reference's first inflates went at %.1f MiB/s (the model's "
        "default: %.0f)", speed, SIM_INFLATE_MIB_S);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
     run_five(&run, pol, true, NULL, false, NULL, speed > 0 ? speed : 0);
     _cleanup_free_ char *ref_text = read_reference(".json");
     json_object *ref = ref_text ? json_tokener_parse(ref_text) : NULL;
@@ -359,24 +365,21 @@ static void five_guests(void)
            ref_number(ref, "host.relief.seconds"));
         json_object_put(ref);
     }
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 
     /* the cache guest's page cache as a hot working set (issue #32): its work rate and disk
      * reads under pressure, printed */
     run_five(&run, pol, true, NULL, false, "0:hot:600,1:32", 0);
     sim_print("five guests, the cache guest's cache hot", &run.r, run.cpu_s);
     check_invariants("five guests, hot cache", &run.r, true, true);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 
     /* the control: no agent, one setmem per guest; the grower's workload is OOM-killed, as in
      * test-pressure's control run (the check can fail) */
     run_five(&run, pol, false, NULL, false, NULL, 0);
     sim_print("five guests, control (no agent, one setmem each)", &run.r, run.cpu_s);
     ok(run.r.oom_kills >= 1, "control: without the agent the grower is OOM-killed (%u kills)", run.r.oom_kills);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* ---- larger hosts ---- */
@@ -425,8 +428,7 @@ static void fleet(const BmPolicy *pol, size_t n, double steady, double pressure,
     sim_print(title, &run.r, run.cpu_s);
     printf("#   per-CPU lists drained with %" PRIu64 " writes\n", run.host.percpu_drain_writes);
     check_invariants(title, &run.r, true, true);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* A day of diurnal demand: 20 guests of 2 GiB whose loads follow the hours (between 200 MiB at
@@ -471,8 +473,7 @@ static void day(const BmPolicy *pol)
      * the host below reclaim_below for an hour (3554 s, 1778 passes), "unmet" */
     check_invariants("a day", &run.r, true, false);
     ok(run.r.changes > 0, "a day: the balloons moved (%zu changes in %zu passes)", run.r.changes, run.r.passes);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* Inflates and deflates of guest g, and the direction changes among them. */
@@ -552,8 +553,7 @@ static void busy_beside_idle(const BmPolicy *pol)
     ok(avail2 >= 0.10 * h->total || s->min_actual[1] <= 450 * MIB,
        "busy beside idle: the second step relieved, or the cold cache taken (lowest %.0f MiB)",
        s->min_actual[1] / MIB);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* Two 1 GiB guests on a host of total bytes: "hot" with the load hot_load (its vCPUs at
@@ -603,8 +603,7 @@ static void only_a_busy_cache(const BmPolicy *pol)
     ok(turns <= 1, "busy cache: taken and given back once at most (%u inflates, %u deflates)", inf, def);
     ok(run.r.hot_work_ratio >= 0.8, "busy cache: its work under pressure %.3f x its rate before (bound 0.8)",
        run.r.hot_work_ratio);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* A hot cache the vCPU time does not show (a guest that reads its files with little CPU: the
@@ -629,8 +628,7 @@ static void stopped_in_flight(const BmPolicy *pol)
        (h->g[0].max - s->min_actual[0]) / MIB, planned / MIB);
     ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "stopped in flight: no guest OOM, one reversal");
     ok(h->g[0].actual >= h->g[0].max - MIB, "stopped in flight: all of it back by the end");
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* Only a hot page cache left to take (issue #32): a host of 6 GiB, two 1 GiB guests, one
@@ -655,8 +653,7 @@ static void near_oom(const BmPolicy *pol)
     ok(run.r.oom_kills == 0, "near OOM: no guest OOM (%u kills)", run.r.oom_kills);
     ok(s->min_actual[0] < h->g[0].max && h->g[0].actual >= h->g[0].max - 1,
        "near OOM: all of it back after the hog (%.0f MiB)", h->g[0].actual / MIB);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
 }
 
 /* ---- what the last rounds built, each with the invariants its real run checks ----
@@ -792,8 +789,7 @@ static void starving_612(const BmPolicy *pol)
     const SimChange *again = og->first_oom_t >= 0 ? change_of(s, 0, -1, og->first_oom_t) : NULL;
     ok(!again || again->t >= s->t_hog_end, "6.12: not inflated again in the episode after the kill");
     ok(run.r.reversals_max <= 1, "6.12: at most one reversal per domain per episode (max %u)", run.r.reversals_max);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
     scenario_end(&sc);
 }
 
@@ -869,8 +865,7 @@ static void hot_cache_refaults(const BmPolicy *pol)
         ok(back && !change_of(s, g, -1, back->t), "hot cache: %s not inflated again in the episode", h->g[g].name);
     }
     ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "hot cache: no guest OOM, one reversal at most");
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
     scenario_end(&sc);
 }
 
@@ -938,8 +933,7 @@ static void timer_mode(const BmPolicy *pol)
        "timer: everything back within 2 passes of comfort, or max_step a pass (%.0f passes)", run.r.back_passes);
     unlink(state);
     rmdir(dir);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
     scenario_end(&sc);
 }
 
@@ -987,8 +981,7 @@ static void restart_mid_episode(const BmPolicy *pol)
     const SimChange *again = change_of(s, 2, -1, t_restart);
     ok(!again || again->t >= s->t_hog_end, "restart: the grower not inflated again in the episode after it");
     ok(s->passes > passes_before, "restart: the restarted agent passes (%zu)", s->passes - passes_before);
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
     scenario_end(&sc);
 }
 
@@ -1031,8 +1024,7 @@ static void busy_with_a_job(const BmPolicy *pol)
     ok(other && other->t < h->g[0].job_until, "a long job: the other guest inflated meanwhile");
     ok(during && during->dir < 0, "a long job: inflated once the job ended");
     ok(run.r.oom_kills == 0 && run.r.reversals_max <= 1, "a long job: no guest OOM, one reversal at most");
-    sim_clear(&run.sim);
-    sim_host_clear(&run.host);
+    run_clear(&run);
     scenario_end(&sc);
 }
 
