@@ -373,9 +373,9 @@ static int add_domain_reading(BmRegistry *r, const BmDomain *d, uint64_t now_s, 
     return r_ok;
 }
 
-/* Each virtio-mem device of a domain: one sample per family, labelled by domain, device (its
- * alias) and guest NUMA node ("" when the XML has none); what it has plugged only while the
- * domain runs. */
+/* Each virtio-mem device of a domain: one sample per family, labelled by domain, alias (the
+ * device's, or virtiomemN by its place) and guest NUMA node ("" when the XML has none); what it
+ * has plugged only while the domain runs. */
 static int add_domain_virtio_mem(BmRegistry *r, const BmDomain *d)
 {
     int r_ok = 0;
@@ -384,7 +384,7 @@ static int add_domain_virtio_mem(BmRegistry *r, const BmDomain *d)
         char dev[64], node[16] = "";
         if (m->node >= 0)
             snprintf(node, sizeof(node), "%d", m->node);
-        const char *l[] = {"domain", d->name, "device",
+        const char *l[] = {"domain", d->name, "alias",
                            bm_domxml_virtio_mem_name(&d->balloon, i, dev, sizeof(dev)), "node", node,
                            NULL};
         ADD("balloonmgr_domain_virtio_mem_size_bytes", l, m->size_bytes);

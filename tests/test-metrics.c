@@ -897,8 +897,8 @@ static void test_export(void)
            strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"web1\",feature=\"deflate_on_oom\"} 0\n") &&
            !strstr(text, "balloonmgr_domain_feature_negotiated{domain=\"db1\""),
        "export: negotiated where the monitor was asked (offered is 0), absent where not");
-    ok(strstr(text, "balloonmgr_domain_virtio_mem_current_bytes{domain=\"db1\",device=\"virtiomem0\",node=\"0\"} 534773760\n") &&
-           strstr(text, "balloonmgr_domain_virtio_mem_requested_bytes{domain=\"off1\",device=\"virtiomem0\",node=\"\"} 0\n") &&
+    ok(strstr(text, "balloonmgr_domain_virtio_mem_current_bytes{domain=\"db1\",alias=\"virtiomem0\",node=\"0\"} 534773760\n") &&
+           strstr(text, "balloonmgr_domain_virtio_mem_requested_bytes{domain=\"off1\",alias=\"virtiomem0\",node=\"\"} 0\n") &&
            !strstr(text, "balloonmgr_domain_virtio_mem_current_bytes{domain=\"off1\"") &&
            !strstr(text, "balloonmgr_domain_virtio_mem_size_bytes{domain=\"web1\""),
        "export: each virtio-mem device by domain, device and node; plugged only while running");

@@ -59,9 +59,9 @@ ok_files $? "list --virtio-mem --uuid: their UUIDs" "$T/out"
 
 # --- the metrics: one sample per device and family
 run 0 run --once --dry-run --quiet --textfile "$T" --state "$T/state.json" --proc "$ROOT/demo/proc" --policy "$ROOT/demo/demo.policy"
-grep -qx 'balloonmgr_domain_virtio_mem_requested_bytes{domain="vm3",device="virtiomem1",node="1"} 0' "$T/balloonmgr.prom" &&
-    grep -qx 'balloonmgr_domain_virtio_mem_block_bytes{domain="vm3",device="virtiomem1",node="1"} 4194304' "$T/balloonmgr.prom" &&
-    grep -qx 'balloonmgr_domain_virtio_mem_current_bytes{domain="vm1",device="virtiomem0",node="0"} 0' "$T/balloonmgr.prom" &&
+grep -qx 'balloonmgr_domain_virtio_mem_requested_bytes{domain="vm3",alias="virtiomem1",node="1"} 0' "$T/balloonmgr.prom" &&
+    grep -qx 'balloonmgr_domain_virtio_mem_block_bytes{domain="vm3",alias="virtiomem1",node="1"} 4194304' "$T/balloonmgr.prom" &&
+    grep -qx 'balloonmgr_domain_virtio_mem_current_bytes{domain="vm1",alias="virtiomem0",node="0"} 0' "$T/balloonmgr.prom" &&
     [ "$(grep -c '^balloonmgr_domain_virtio_mem_size_bytes{' "$T/balloonmgr.prom")" -eq 4 ] &&
     ! grep -q 'virtio_mem.*domain="plain"' "$T/balloonmgr.prom"
 ok_files $? "metrics: size, block, requested, current of each of the four devices" "$T/balloonmgr.prom"

@@ -59,7 +59,7 @@ bm_pass "verify: the driver ready where loaded; --require virtio-mem exits 3 whe
 # the metrics of one pass (read only)
 "$BM" -c "$BM_URI" run --once --dry-run --quiet --textfile "$BM_WORKDIR" --state "$BM_WORKDIR/state.json" 2>/dev/null ||
     bm_fail "run --once --dry-run --textfile failed"
-grep -qx "balloonmgr_domain_virtio_mem_current_bytes{domain=\"$vm\",device=\"virtiomem0\",node=\"0\"} $((512 * MiB))" "$BM_WORKDIR/balloonmgr.prom" ||
+grep -qx "balloonmgr_domain_virtio_mem_current_bytes{domain=\"$vm\",alias=\"virtiomem0\",node=\"0\"} $((512 * MiB))" "$BM_WORKDIR/balloonmgr.prom" ||
     bm_fail "metrics: no current size of the device: $(grep virtio_mem "$BM_WORKDIR/balloonmgr.prom")"
 bm_pass "metrics: the device's current size"
 
