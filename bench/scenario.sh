@@ -70,7 +70,9 @@
 # "pressure: bm-mem-hog started" event),
 # BM_SCENARIO_GUEST_OPTS (bm_define_guest options for every guest, e.g. autodeflate=on; in the
 # JSON as guest_options), BM_SCENARIO_SPARE (free or cache: the idle guest's spare memory, above;
-# in the JSON as spare), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON
+# in the JSON as spare), BM_SCENARIO_VMEM=1 (issue 53: the idle guest is 256 MiB and a 768 MiB
+# virtio-mem device, moved through it by the policy's `device = virtio-mem`; its QEMU RSS under
+# pressure against what it unplugged; in the JSON as vmem_guest), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON
 # as hot), BM_SCENARIO_HOT_TOUCH=MIB (the hot guest first writes MIB MiB and frees them: all
 # its memory is then backed by QEMU and an inflate of it gives the host memory; without it
 # the inflate mostly takes pages the guest never touched), BM_SCENARIO_PIN=1 (the hot guest on
@@ -171,6 +173,13 @@ GUEST_OPTS=${BM_SCENARIO_GUEST_OPTS:-}
 # the idle guest's spare memory: free (touched and freed) or cache (its disk in the page cache)
 SPARE=${BM_SCENARIO_SPARE:-free}
 IDLE_CACHE_MIB=700
+# issue 53: the idle guest moved through virtio-mem instead of its balloon (BM_SCENARIO_VMEM=1):
+# 256 MiB of base memory and a 768 MiB virtio-mem device, all plugged, so it has the same 1 GiB;
+# its balloon stays for the guest's statistics, the policy says `device = virtio-mem` for it
+VMEM=${BM_SCENARIO_VMEM:-0}
+case "$VMEM" in 0|1) ;; *) echo "scenario: BM_SCENARIO_VMEM '$VMEM': expected 0 or 1" >&2; exit 2 ;; esac
+[ "$VMEM" = 0 ] || [ "$SPARE" = free ] ||
+    { echo "scenario: BM_SCENARIO_VMEM=1 is for the idle guest's free memory, not BM_SCENARIO_SPARE=$SPARE" >&2; exit 2; }
 
 die() { echo "scenario: $*" >&2; exit 2; }
 now() { echo "$EPOCHREALTIME"; }
@@ -277,6 +286,7 @@ run_one() {
     sed -e "$iv_sed" -e 's/^exclude = no$/exclude = yes/' \
         "$POLICY_SRC" >"$pol"
     printf '\n[domain "%s*"]\nexclude = no\n' "$BM_PREFIX" >>"$pol"
+    [ "$VMEM" = 0 ] || printf '\n[domain "%sidle"]\ndevice = virtio-mem\n' "$BM_PREFIX" >>"$pol"
     "$BM" policy check "$pol" >/dev/null || die "policy $pol does not check"
     bm_log "policy: $POLICY_SRC with these keys changed:"
     { diff "$POLICY_SRC" "$pol" || true; } | sed -n 's/^> \(.\)/    \1/p'
@@ -319,7 +329,13 @@ run_one() {
     local idles=(idle) plain=(fresh steady) g
     [ "$LAYOUT" = default ] || idles=(idle idle2) plain=(steady)
     [ "$SPARE" = free ] || bm_log "the idle guests' spare memory is page cache (BM_SCENARIO_SPARE=cache)"
+    [ "$VMEM" = 0 ] || bm_log "the idle guest: 256 MiB and a virtio-mem device of 768 MiB (BM_SCENARIO_VMEM=1)"
     for g in "${idles[@]}"; do
+        if [ "$VMEM" = 1 ] && [ "$g" = idle ]; then
+            # shellcheck disable=SC2086
+            bm_define_guest "$g" 256 virtiomem=768 load=0:touch:800 "${pin_other[@]}" $fpr_opt $GUEST_OPTS
+            continue
+        fi
         # shellcheck disable=SC2086  # fpr_opt, GUEST_OPTS: words
         case "$SPARE" in
             free) bm_define_guest "$g" 1024 load=0:touch:800 "${pin_other[@]}" $fpr_opt $GUEST_OPTS ;;
@@ -587,11 +603,12 @@ run_one() {
     printf '%s\n' "${args[@]:2}" |
         jq -Rs '{ analyse: (split("\n")[:-1]), reclaim_below: $rb, release_above: $ra,
                   interval_s: $i, timer_interval_s: $ti, prefix: $p, guests: $g, records: $r,
-                  guest_options: $o, spare: $sp, hot: $hot, layout: $layout, cold_left_mib: $cl }' \
+                  guest_options: $o, spare: $sp, hot: $hot, layout: $layout, cold_left_mib: $cl,
+                  vmem: $vm }' \
             --argjson rb "$RECLAIM_BELOW" --argjson ra "$RELEASE_ABOVE" --argjson i "$INTERVAL_S" \
             --argjson ti "$TIMER_INTERVAL" --arg p "$BM_PREFIX" --arg g "${GUESTS[*]}" \
             --argjson r "$([ -n "$RECORDS" ] && echo true || echo false)" --arg o "$GUEST_OPTS" --arg sp "$SPARE" --arg hot "$HOT_LABEL" \
-            --arg layout "$LAYOUT" --argjson cl "$COLD_LEFT" >"${out%.json}.d/analyse.json"
+            --arg layout "$LAYOUT" --argjson cl "$COLD_LEFT" --argjson vm "$VMEM" >"${out%.json}.d/analyse.json"
     cp "$pol" "$EVENTS" "$SAMPLES" ${RECORDS:+"$RECORDS"} "${out%.json}.d/" 2>/dev/null || true
     cp "$W"/*.log "${out%.json}.d/" 2>/dev/null || true
     for g in "${GUESTS[@]}"; do cp "$(bm_console_log "$g")" "${out%.json}.d/console-$g.log" 2>/dev/null || true; done
@@ -672,7 +689,7 @@ analyse() {
         --argjson keep_free $((1024 * MIB * 15 / 100)) --argjson deadband $((32 * MIB)) \
         --arg host "$(uname -n)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
         --argjson ncpu "$(nproc)" --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg short "$short" \
-        --arg names "${GUESTS[*]}" --arg prefix "$BM_PREFIX" --arg layout "$LAYOUT" \
+        --arg names "${GUESTS[*]}" --arg prefix "$BM_PREFIX" --arg layout "$LAYOUT" --argjson vmem "$VMEM" \
         --argjson cold_left $((COLD_LEFT * MIB)) '
     def short_name: ltrimstr($prefix);
     # seconds for which COND held, in an array of samples (each lasts until the next one)
@@ -753,7 +770,7 @@ analyse() {
      else ($S | map(select(.t >= $t_step)) | map(. as $x | { t: $x.t, cur: ($x.doms[] | select(.name | short_name == "grower") | .cur) })
            | map(select(.cur >= $gs.cur + $deadband)) | first) end) as $room |
     {
-      scenario: "issue-14 pressure", layout: $layout, mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
+      scenario: "issue-14 pressure", layout: $layout, vmem_guest: (if $vmem == 1 then "idle" else null end), mode: $mode, short: ($short == "--short"), guest_options: $guest_opts, spare: $spare,
       machine: { host: $host, cpu: $cpu, cpus: $ncpu, mem_total_bytes: $total }, date: $date,
       phases: { steady: [0, $t_hog], pressure: [$t_hog, $t_hog_end], demand_step: $t_step,
                 release: [$t_hog_end, $t_end] },
@@ -928,6 +945,7 @@ reanalyse() {
     BM_PREFIX=$(jq -r '.prefix' "$a") GUEST_OPTS=$(jq -r '.guest_options // ""' "$a")
     SPARE=$(jq -r '.spare // "free"' "$a") HOT=$(jq -r '.hot // "none"' "$a") HOT_LABEL=$HOT
     LAYOUT=$(jq -r '.layout // "default"' "$a") COLD_LEFT=$(jq -r ".cold_left_mib // $COLD_LEFT" "$a")
+    VMEM=$(jq -r '.vmem // 0' "$a")
     read -r -a GUESTS <<<"$(jq -r '.guests' "$a")"
     local args=()
     mapfile -t args < <(jq -r '.analyse[]' "$a")

@@ -22,37 +22,55 @@ static unsigned line_of(const char *text, const char *p)
     return n;
 }
 
-/* Value in bytes of "Key:   12345 kB" in meminfo text, or BM_ABSENT when the key is absent;
- * -EINVAL with the reason (naming the line) when the value is not decimal digits and " kB". */
-static int meminfo_value(const char *text, const char *key, uint64_t *ret)
+/* The start of KEY's value in meminfo text (after "Key:" and its blanks), NULL when the key is
+ * absent; *line: where its line starts. */
+static const char *meminfo_find(const char *text, const char *key, const char **line)
 {
-    char q[48];
     size_t klen = strlen(key);
-    *ret = BM_ABSENT;
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         if (strncmp(p, key, klen) != 0 || p[klen] != ':')
             continue;
         const char *v = p + klen + 1;
         while (*v == ' ' || *v == '\t')
             v++;
-        size_t digits = strspn(v, "0123456789");
-        const char *unit = v + digits;
-        size_t eol = strcspn(v, "\n");
-        bool unit_ok = !strncmp(unit, " kB", 3) && (unit[3] == '\n' || unit[3] == '\0');
-        uint64_t kb = 0;
-        bool overflow = false;
-        for (size_t i = 0; i < digits && !overflow; i++)
-            overflow = __builtin_mul_overflow(kb, 10, &kb) ||
-                       __builtin_add_overflow(kb, (uint64_t)(v[i] - '0'), &kb);
-        if (digits == 0 || digits > 20 || !unit_ok || overflow || kb > UINT64_MAX / 1024) {
-            char shown[40];
-            snprintf(shown, sizeof(shown), "%.*s", (int)(eol > 32 ? 32 : eol), v);
-            return bm_error(-EINVAL, "line %u: %s: '%s' is not a number of kB",
-                            line_of(text, p), key, bm_printable(shown, q, sizeof(q)));
-        }
-        *ret = kb * 1024;
-        return 0;
+        *line = p;
+        return v;
     }
+    return NULL;
+}
+
+/* The decimal number of the first DIGITS characters of v into *ret; false when there are none,
+ * more than 20 or it overflows. */
+static bool meminfo_decimal(const char *v, size_t digits, uint64_t *ret)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < digits; i++)
+        if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, (uint64_t)(v[i] - '0'), &n))
+            return false;
+    *ret = n;
+    return digits > 0 && digits <= 20;
+}
+
+/* Value in bytes of "Key:   12345 kB" in meminfo text, or BM_ABSENT when the key is absent;
+ * -EINVAL with the reason (naming the line) when the value is not decimal digits and " kB". */
+static int meminfo_value(const char *text, const char *key, uint64_t *ret)
+{
+    const char *line, *v = meminfo_find(text, key, &line);
+    *ret = BM_ABSENT;
+    if (!v)
+        return 0;
+    size_t digits = strspn(v, "0123456789");
+    const char *unit = v + digits;
+    bool unit_ok = !strncmp(unit, " kB", 3) && (unit[3] == '\n' || unit[3] == '\0');
+    uint64_t kb;
+    if (!unit_ok || !meminfo_decimal(v, digits, &kb) || kb > UINT64_MAX / 1024) {
+        char shown[40], q[48];
+        size_t eol = strcspn(v, "\n");
+        snprintf(shown, sizeof(shown), "%.*s", (int)(eol > 32 ? 32 : eol), v);
+        return bm_error(-EINVAL, "line %u: %s: '%s' is not a number of kB", line_of(text, line), key,
+                        bm_printable(shown, q, sizeof(q)));
+    }
+    *ret = kb * 1024;
     return 0;
 }
 
@@ -60,25 +78,13 @@ static int meminfo_value(const char *text, const char *key, uint64_t *ret)
  * the key is absent; -EINVAL naming the line when the value is not decimal digits. */
 static int meminfo_count(const char *text, const char *key, uint64_t *ret)
 {
-    size_t klen = strlen(key);
+    const char *line, *v = meminfo_find(text, key, &line);
     *ret = 0;
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, key, klen) != 0 || p[klen] != ':')
-            continue;
-        const char *v = p + klen + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        size_t digits = strspn(v, "0123456789");
-        uint64_t n = 0;
-        bool overflow = false;
-        for (size_t i = 0; i < digits && !overflow; i++)
-            overflow = __builtin_mul_overflow(n, 10, &n) ||
-                       __builtin_add_overflow(n, (uint64_t)(v[i] - '0'), &n);
-        if (digits == 0 || overflow || (v[digits] != '\n' && v[digits] != '\0'))
-            return bm_error(-EINVAL, "line %u: %s is not a count", line_of(text, p), key);
-        *ret = n;
+    if (!v)
         return 0;
-    }
+    size_t digits = strspn(v, "0123456789");
+    if (!meminfo_decimal(v, digits, ret) || (v[digits] != '\n' && v[digits] != '\0'))
+        return bm_error(-EINVAL, "line %u: %s is not a count", line_of(text, line), key);
     return 0;
 }
 
