@@ -679,6 +679,16 @@ static double jitter(double lo, double hi)
     return lo + (hi - lo) * (double)(z >> 11) / 9007199254740992.0;
 }
 
+/* A hog from t_hog to t_hog_end that takes the host's MemAvailable down to `to` x MemTotal in
+ * 10 s (no floor). */
+static void hog_down_to(Sim *s, double to)
+{
+    SimHost *h = s->h;
+    double size = sim_available(h) - to * h->total;
+    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
+    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+}
+
 typedef struct {
     const char *name;
     uint64_t seed;
@@ -745,9 +755,7 @@ static void starving_612(const BmPolicy *pol)
     s->t_hog_end = s->t_hog + 240;
     double c0 = cpu_now();
     sim_run(s, s->t_hog);
-    double size = sim_available(h) - jitter(0.065, 0.075) * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    hog_down_to(s, jitter(0.065, 0.075));
     sim_run(s, s->t_hog_end + 60);
     run.cpu_s = cpu_now() - c0;
     sim_result(s, &run.r);
@@ -818,9 +826,7 @@ static void hot_cache_refaults(const BmPolicy *pol)
     s->t_hog_end = s->t_hog + 240;
     double c0 = cpu_now();
     sim_run(s, s->t_hog);
-    double size = sim_available(h) - jitter(0.055, 0.065) * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    hog_down_to(s, jitter(0.055, 0.065));
     /* a second at a time after the give-backs: when the reads stop, what the export says */
     double given[2] = {-1, -1}, flat_at[2] = {-1, -1}, rd_at[2][400] = {{0}};
     int hot_exported[2] = {-1, -1};
@@ -1007,9 +1013,7 @@ static void busy_with_a_job(const BmPolicy *pol)
     h->g[0].job_until = s->t_hog + jitter(25, 35);
     double c0 = cpu_now();
     sim_run(s, s->t_hog);
-    double size = sim_available(h) - 0.05 * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    hog_down_to(s, 0.05);
     sim_run(s, s->t_hog_end + 60);
     run.cpu_s = cpu_now() - c0;
     sim_result(s, &run.r);
@@ -1168,9 +1172,7 @@ static void vmem_beside_balloons(const BmPolicy *pol)
     double c0 = cpu_now();
     sim_run(s, s->t_hog);
     double rss0 = sim_rss(v);
-    double size = sim_available(h) - jitter(0.04, 0.06) * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    hog_down_to(s, jitter(0.04, 0.06));
     /* the device's lowest and the RSS then, up to the growth */
     double lowest = v->actual, rss_low = rss0;
     while (h->t < t_grow) {
@@ -1248,9 +1250,7 @@ static void vmem_hugepage_pool(const BmPolicy *base_pol)
     s->t_hog_end = s->t_hog + 180;
     double c0 = cpu_now();
     sim_run(s, s->t_hog);
-    double size = sim_available(h) - jitter(0.08, 0.09) * h->total;
-    _cleanup_free_ char *hog = bm_asprintf("0:%.0f@%.0f", size / MIB + 1, size / MIB / 10);
-    sim_host_hog(h, hog, s->t_hog, s->t_hog_end, size, 0);
+    hog_down_to(s, jitter(0.08, 0.09));
     double t_pool = s->t_hog + 30 + jitter(0, 10);
     sim_run(s, t_pool);
     double plugged_before = v->vmem_plugged, free_before = h->hp_free;
