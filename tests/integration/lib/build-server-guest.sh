@@ -78,16 +78,9 @@ if [ "${BM_SERVER_FORCE:-0}" != 1 ] && [ "$(cat "$DIR/.stamp" 2>/dev/null)" = "$
     exit 0
 fi
 
-# rm_root DIR: remove a root file system, never through a mount (a killed build can leave
-# /proc, /sys or /dev mounted inside it; container.sh's _bm_ct_rm does the same)
-rm_root() {
-    local m
-    [ -e "$1" ] || return 0
-    for m in $(findmnt -rn -o TARGET | grep -F "$1/" | sort -r || true); do
-        umount -l "$m" || die "cannot unmount $m: not removing $1"
-    done
-    rm -rf --one-file-system "$1"
-}
+# rm_root DIR: bm_rm_root (rm-root.sh: never through a mount a killed build left inside it)
+. "$(dirname "${BASH_SOURCE[0]}")/rm-root.sh"
+rm_root() { bm_rm_root "$1" || die "not removing $1 (a mount below it stays)"; }
 
 TMP=$DIR/.build.$$
 LOG=$DIR/build.log

@@ -64,17 +64,9 @@ _bm_ct_packages() {
         libgnutls28-dev libcrypt-dev zlib1g-dev libsmartcols-dev libsystemd-dev
 }
 
-# _bm_ct_rm DIR: remove a root file system, never through a mount (an mmdebstrap that was
-# killed can leave /proc, /sys or /dev mounted inside it): anything mounted below DIR is
-# unmounted first, and rm stays on DIR's file system.
-_bm_ct_rm() {
-    local m
-    [ -e "$1" ] || return 0
-    for m in $(findmnt -rn -o TARGET | grep -F "$1/" | sort -r || true); do
-        umount -l "$m" || bm_fail "cannot unmount $m: not removing $1"
-    done
-    rm -rf --one-file-system "$1"
-}
+# _bm_ct_rm DIR: bm_rm_root (rm-root.sh), failing the test when a mount below DIR stays
+. "$(dirname "${BASH_SOURCE[0]}")/rm-root.sh"
+_bm_ct_rm() { bm_rm_root "$1" || bm_fail "not removing $1 (a mount below it stays)"; }
 
 bm_ct_root() {
     local suite=$1 dir stamp want tmp log lock
