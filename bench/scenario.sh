@@ -73,7 +73,9 @@
 # in the JSON as spare), BM_SCENARIO_VMEM=1 (issue 53: the idle guest is 256 MiB and a 768 MiB
 # virtio-mem device, moved through it by the policy's `device = virtio-mem`, and for the timer
 # `timer_inflate = always`; its memory is its base and what it has plugged; in the JSON as
-# vmem_guest), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON as hot), BM_SCENARIO_HOT_TOUCH=MIB (the hot guest first writes MIB MiB and frees them: all
+# vmem_guest), BM_SCENARIO_HOT (read, mmap or none: the hot guest, above; in the JSON as hot),
+# BM_SCENARIO_HOT_MIB=MIB (the re-reader's working set, default 400; its label then says
+# +MIBm), BM_SCENARIO_HOT_TOUCH=MIB (the hot guest first writes MIB MiB and frees them: all
 # its memory is then backed by QEMU and an inflate of it gives the host memory; without it
 # the inflate mostly takes pages the guest never touched), BM_SCENARIO_PIN=1 (the hot guest on
 # CPU 1 alone, its vCPU and emulator threads pinned; the other guests, libvirtd, the hog, the
@@ -130,7 +132,12 @@ GUESTS=(idle fresh steady grower cache)
 # the hot guest (issue #32): read (default), mmap, pgbench (issue 49: the server), none
 HOT=${BM_SCENARIO_HOT:-read}
 case "$HOT" in read|mmap|pgbench) GUESTS+=(hot) ;; none) ;; *) echo "scenario: BM_SCENARIO_HOT '$HOT': expected read, mmap, pgbench or none" >&2; exit 2 ;; esac
-HOT_MIB=400
+# the re-reader's working set (BM_SCENARIO_HOT_MIB, default 400 MiB of its 512 MiB disk; more:
+# a disk of that and 112 MiB)
+HOT_MIB=${BM_SCENARIO_HOT_MIB:-400}
+case "$HOT_MIB" in [1-9][0-9]|[1-9][0-9][0-9]) ;; *) echo "scenario: BM_SCENARIO_HOT_MIB '$HOT_MIB': expected 10-999 MiB" >&2; exit 2 ;; esac
+HOT_DISK_MIB=512
+[ "$HOT_MIB" -le 400 ] || HOT_DISK_MIB=$((HOT_MIB + 112))
 HOT_TOUCH=${BM_SCENARIO_HOT_TOUCH:-0}
 case "$HOT_TOUCH" in ''|*[!0-9]*) echo "scenario: BM_SCENARIO_HOT_TOUCH '$HOT_TOUCH': expected MiB" >&2; exit 2 ;; esac
 [ "$HOT" != pgbench ] || [ "$HOT_TOUCH" = 0 ] ||
@@ -161,6 +168,7 @@ case "$HOG_STEP" in ''|[0-9]*:?*) ;; *) echo "scenario: BM_HOG_STEP '$HOG_STEP':
 HOT_LABEL=$HOT
 if [ "$HOT" != none ]; then
     [ "$HOT_TOUCH" = 0 ] || HOT_LABEL=$HOT_LABEL+touched
+    [ "$HOT_MIB" = 400 ] || HOT_LABEL=$HOT_LABEL+${HOT_MIB}m
     [ "$PIN" = 0 ] || HOT_LABEL=$HOT_LABEL+pinned
     [ "$ISOLATE" = 0 ] || HOT_LABEL=$HOT_LABEL+isolated
 fi
@@ -362,7 +370,7 @@ run_one() {
             local hot_load=0:$hot_item:$HOT_MIB
             [ "$HOT_TOUCH" = 0 ] || hot_load=0:touch:$HOT_TOUCH,1:$hot_item:$HOT_MIB
             # shellcheck disable=SC2086
-            bm_define_guest hot 1024 disk=512 load=$hot_load "${pin_hot[@]}" $fpr_opt $GUEST_OPTS ;;
+            bm_define_guest hot 1024 disk=$HOT_DISK_MIB load=$hot_load "${pin_hot[@]}" $fpr_opt $GUEST_OPTS ;;
         pgbench)
             # shellcheck disable=SC2086
             bm_define_guest hot 1024 root="$SERVER_DIR" "${pin_hot[@]}" $fpr_opt $GUEST_OPTS ;;
