@@ -44,7 +44,7 @@ start=$(date +%s%N)
 counted=0
 all_counted() {
     counted=$(curl -sf "127.0.0.1:$port/metrics" |
-        sed -n 's/^balloonmgr_balloon_changes_total{direction="\(inflate\|deflate\)",outcome="reached"} \([0-9]*\)$/\2/p' |
+        sed -n 's/^balloonmgr_balloon_changes_total{device="balloon",direction="\(inflate\|deflate\)",outcome="reached"} \([0-9]*\)$/\2/p' |
         awk '{ s += $1 } END { print s + 0 }')
     [ "$counted" -ge 20 ]
 }
