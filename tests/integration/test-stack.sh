@@ -19,8 +19,10 @@ set -euo pipefail
 bm_ct_lane stack "${1:-trixie}"
 shift || true
 # (test-fixture-stop: the fixture guests the first ones share stopped before the others run)
-# (test-virtio-mem: not its huge-page twin, which reserves the host's huge pages: the container's
-# /proc/sys is read-only)
+# (test-virtio-mem: not its huge-page twin by default: it needs the host's huge pages, which
+# are one pool for every guest of the host, so it runs where nothing runs beside it,
+# test-stack-trixie-pressure, named; the container's /proc/sys is read-only, so the pages are
+# reserved here, on the host, and the test is told: BM_HUGEPAGES_RESERVED=1)
 all=(test-status test-set-wait test-verify test-configure test-run test-agent test-fixture-stop
      test-reporting test-autodeflate test-hotcache test-starve test-virtio-mem test-pressure)
 tests=() without=" "
@@ -59,10 +61,25 @@ ct bash -c 'meson setup /bm/build /bm/src -Dfuzz=false && nice -n 10 ninja -C /b
     { tail -30 "$work/build.log"; bm_fail "the build against $suite's libraries failed"; }
 bm_log "built in $suite in $(bm_elapsed "$t0") s (libvirt $(ct dpkg-query -W -f '${Version}' libvirt-dev), QEMU $(ct dpkg-query -W -f '${Version}' qemu-system-x86), guest kernel $kver)"
 
+# the huge-page test's pages (its guest's 256 + 512 MiB and 16 more), reserved on the host for
+# the container's run and given back after it
+hp_reserved=0
+case " ${tests[*]} " in
+    *" test-virtio-mem-hugepages "*)
+        hp_before=$(cat /proc/sys/vm/nr_hugepages)
+        echo $((hp_before + 400)) >/proc/sys/vm/nr_hugepages
+        bm_add_cleanup "echo $hp_before >/proc/sys/vm/nr_hugepages"
+        hp_free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+        [ "$hp_free" -ge 400 ] || bm_fail "could reserve $hp_free of 400 huge pages for the container's test"
+        bm_log "huge pages for the container's test-virtio-mem-hugepages: $hp_before -> $((hp_before + 400)), $hp_free free"
+        hp_reserved=1 ;;
+esac
+
 # build-guest.sh in the container finds the image up to date (same script, kernel, workload):
 # the package is named so that it asks no apt (the container has no network)
 status=0
-ct env BM_KERNEL_PKG="linux-image-$kver" BM_PRESSURE_MODES=agent meson test -C /bm/build --print-errorlogs \
+ct env BM_KERNEL_PKG="linux-image-$kver" BM_PRESSURE_MODES=agent BM_HUGEPAGES_RESERVED=$hp_reserved \
+    meson test -C /bm/build --print-errorlogs \
     --num-processes 1 "${tests[@]}" >"$work/meson-test.log" 2>&1 || status=1
 grep -E '^(PASS|FAIL|SKIP): ' "$work/ct/shared/build/meson-logs/testlog.txt" || true
 grep -E '^ *[0-9]+/[0-9]+ ' "$work/meson-test.log" || cat "$work/meson-test.log"
