@@ -4,7 +4,7 @@
 # UBSan, then slow (normal build), integration and pressure (real libvirtd, QEMU TCG guests,
 # real host memory pressure; they need root; the host's lane and suite `beside` at once, then
 # suite `alone`) and the fuzz targets.
-#   tools/test.sh           every tier (about 25 minutes on two cores)
+#   tools/test.sh           every tier (about 35-40 minutes on two cores)
 #   tools/test.sh --quick   unit + cli in both builds only (1-3 minutes, no root, no guests)
 #   tools/test.sh --full    every tier, then the two suites the per-push run leaves out:
 #                           exhaustive (about 1.5 minutes) and lab-bookworm (the lab on QEMU 7.2
