@@ -67,15 +67,7 @@ hp_reserved=0
 case " ${tests[*]} " in
     *" test-virtio-mem-hugepages "*)
         hp_before=$(cat /proc/sys/vm/nr_hugepages)
-        # given back at the exit, before the lane's own exit (container.sh's EXIT trap, which
-        # runs no bm_add_cleanup hook), with its status
-        hp_exit() {
-            local rc=$?
-            echo "$hp_before" >/proc/sys/vm/nr_hugepages || bm_warn "could not give back the huge pages ($hp_before)"
-            (exit "$rc")
-            _bm_ct_lane_exit
-        }
-        trap hp_exit EXIT
+        bm_add_cleanup "echo $hp_before >/proc/sys/vm/nr_hugepages"
         echo $((hp_before + 400)) >/proc/sys/vm/nr_hugepages
         hp_free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
         [ "$hp_free" -ge 400 ] || bm_fail "could reserve $hp_free of 400 huge pages for the container's test"

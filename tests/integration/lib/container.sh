@@ -23,8 +23,8 @@
 #                               the tools, BM_CT_SUITE, BM_CT_NAME, a work directory BM_CT_WORK
 #                               (/var/tmp/balloonmgr-TEST-SUITE.*), and an EXIT trap that runs
 #                               the test's bm_ct_on_failure (if defined) on failure, stops the
-#                               container and removes BM_CT_WORK (kept on failure with
-#                               BM_KEEP_WORKDIR=1)
+#                               container, runs the hooks registered with bm_add_cleanup (lib.sh)
+#                               and removes BM_CT_WORK (kept on failure with BM_KEEP_WORKDIR=1)
 #   bm_ct_guest_kernel          the guest image of BM_CT_SUITE's kernel (build-guest.sh; trixie:
 #                               BM_KERNEL_SUITE=trixie); sets BM_CT_GDIR and BM_CT_KVER
 #   bm_ct_copy_source SRC       the files git tracks in SRC (and its uncommitted changes) to
@@ -247,6 +247,8 @@ _bm_ct_lane_exit() {
         bm_ct_on_failure || true
     fi
     bm_ct_stop
+    # what the lane registered with bm_add_cleanup (lib.sh), once the container has stopped
+    bm_run_cleanups
     if [ "$rc" -eq 0 ] || [ "${BM_KEEP_WORKDIR:-0}" != 1 ]; then
         _bm_ct_rm "$BM_CT_WORK"
     else
