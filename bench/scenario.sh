@@ -379,9 +379,10 @@ run_one() {
     if [ "$VMEM" = 1 ]; then
         # its device plugged in full before the steady phase (the guest plugs it block by block
         # after it boots: a sample of that would be a move in the steady phase)
-        plugged() { [ "$("$BM" -c "$BM_URI" status --json "$(bm_dom idle)" | jq '.domains[0].virtio_mem[0].current_bytes')" = $((768 * MIB)) ]; }
+        idle_plugged() { "$BM" -c "$BM_URI" status --json "$(bm_dom idle)" | jq '.domains[0].virtio_mem[0].current_bytes'; }
+        plugged() { [ "$(idle_plugged)" = $((768 * MIB)) ]; }
         bm_wait_until 120 "the idle guest to plug its 768 MiB" plugged ||
-            die "the idle guest plugged $("$BM" -c "$BM_URI" status --json "$(bm_dom idle)" | jq '.domains[0].virtio_mem[0].current_bytes') bytes of 768 MiB"
+            die "the idle guest plugged $(idle_plugged) bytes of 768 MiB"
     fi
     wait_cached cache "$CACHE_MIB"
     case "$HOT" in
