@@ -493,6 +493,62 @@ static int decide(BmEngine *e, uint64_t now_s, unsigned horizon_s)
     return 0;
 }
 
+/* Whether the agent logs a decision that leaves a domain as it is by rule code in a pass of
+ * mode: what keeps a domain from being managed, in any mode; what keeps its memory from the
+ * host, while the host reclaims. Not: a domain not running, excluded, without a balloon or
+ * with its change in flight, nor one fine or not needed. */
+static bool rule_logged(BmReasonCode code, BmHostMode mode)
+{
+    switch (code) {
+    case BM_REASON_PAUSED:
+    case BM_REASON_NO_VMEM:
+    case BM_REASON_UNRESPONSIVE:
+    case BM_REASON_SIZE_UNKNOWN:
+    case BM_REASON_NO_STATS:
+    case BM_REASON_STALE:
+        return true;
+    case BM_REASON_NONE:
+    case BM_REASON_NOT_RUNNING:
+    case BM_REASON_NO_BALLOON:
+    case BM_REASON_IN_FLIGHT:
+    case BM_REASON_EXCLUDED:
+    case BM_REASON_NOT_NEEDED:
+    case BM_REASON_FINE:
+        return false;
+    default:
+        return mode == BM_HOST_RECLAIM;
+    }
+}
+
+/* The agent's records of this pass's decisions (log_decisions): every change started (or, in a
+ * dry run, planned) with its reason; for a domain left as it is, its rule when that differs
+ * from the last one logged for it (rule_logged()), so that a steady host logs nothing. */
+static void log_decisions(BmEngine *e)
+{
+    for (size_t i = 0; i < e->plan.n_decisions; i++) {
+        const BmDecision *x = &e->plan.decisions[i];
+        BmLedgerEntry *entry = e->rows.rows[i].entry;
+        bool change = x->action == BM_ACT_INFLATE || x->action == BM_ACT_DEFLATE;
+        bool log;
+        if (change) {
+            log = e->applied[i].applied || e->opts.dry_run;
+            if (entry)
+                entry->logged_rule = BM_REASON_NONE;
+        } else {
+            bool wanted = rule_logged(x->cause.code, e->plan.mode);
+            log = wanted && (!entry || entry->logged_rule != (int)x->cause.code);
+            if (entry)
+                entry->logged_rule = wanted ? (int)x->cause.code : BM_REASON_NONE;
+        }
+        if (!log)
+            continue;
+        char why[BM_REASON_MAX];
+        bm_reason_format(&e->plan, x, why, sizeof(why));
+        bm_log_decision(x->name, x->uuid, bm_action_name(x->action), bm_reason_rule(x),
+                        x->current_bytes, x->target_bytes, why);
+    }
+}
+
 static double cpu_s(void)
 {
     struct timespec ts;
@@ -530,6 +586,8 @@ int bm_engine_pass(BmEngine *e)
     e->timing.eval_s = (t2 - t1) / 1e9;
     /* 3. apply */
     bool ok = apply(e);
+    if (e->opts.log_decisions)
+        log_decisions(e);
     /* 4. remember: this reading is the next pass's base */
     bm_rows_note(&e->rows, &e->ledger, e->plan.mode, now_s, horizon_s);
     BmCounters *c = &e->ledger.counters;

@@ -41,6 +41,9 @@ typedef struct {
     bool timer;                  /* a pass of the timer (`run --once`): the next one comes the
                                   * policy's timer_interval later and nothing looks at the
                                   * guests in between (the agent looks every second) */
+    bool log_decisions;          /* log each change the pass starts with its reason, and for a
+                                  * domain left as it is its rule when that changed (the
+                                  * agent: bm_log_decision()) */
     bool no_libvirt_duplicates;  /* metrics: leave out the per-domain series libvirt exporters
                                   * export too (BmView.no_libvirt_duplicates) */
     const BmHostOps *host;       /* the host the engine reads and acts on (host.h), copied; NULL:

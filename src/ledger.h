@@ -170,6 +170,9 @@ typedef struct {
      * numbered plan_gen (0: none), so that a later reading's row finds it without a search */
     uint64_t plan_gen;
     size_t plan_index;
+    /* process only: the rule of its last decision logged for leaving it as it is
+     * (BmReasonCode; 0: none), so that the agent logs such a decision when its rule changes */
+    int logged_rule;
 } BmLedgerEntry;
 
 /* What is counted across passes and processes. */

@@ -179,6 +179,50 @@ void bm_log_change(const char *domain, const char *uuid, const char *why, bool v
     bm_log(prio, "balloonmgr: %s", rec);
 }
 
+char *bm_log_format_decision(const char *domain, const char *uuid, const char *action,
+                             const char *why, uint64_t from_bytes, uint64_t target_bytes,
+                             const char *reason)
+{
+    _cleanup_free_ char *name = bm_escape_quoted(domain);
+    _cleanup_free_ char *id = bm_escape_quoted(uuid ? uuid : "");
+    _cleanup_free_ char *r = bm_escape_quoted(reason ? reason : "");
+    return bm_asprintf("decision domain='%s' action=%s from_bytes=%" PRIu64 " target_bytes=%" PRIu64
+                       " why=%s reason='%s' uuid=%s",
+                       name, action, from_bytes, target_bytes, why && *why ? why : "-", r,
+                       id[0] ? id : "-");
+}
+
+void bm_log_decision(const char *domain, const char *uuid, const char *action, const char *why,
+                     uint64_t from_bytes, uint64_t target_bytes, const char *reason)
+{
+    if (bm_log_to_journal()) {
+        char from[32], target[32];
+        _cleanup_free_ char *name = bm_escape_name(domain);
+        _cleanup_free_ char *r = bm_escape_quoted(reason ? reason : "");
+        bool moves = from_bytes != target_bytes;
+        _cleanup_free_ char *msg =
+            moves ? bm_asprintf("%s: %s from %s to %s (%s): %s", name, action,
+                                bm_size_format(from_bytes, from, sizeof(from)),
+                                bm_size_format(target_bytes, target, sizeof(target)), why, r)
+                  : bm_asprintf("%s: left as it is (%s): %s", name, why, r);
+        char *f[] = {bm_asprintf("BALLOONMGR_DOMAIN=%s", domain),
+                     bm_asprintf("BALLOONMGR_DOMAIN_UUID=%s", uuid ? uuid : ""),
+                     bm_asprintf("BALLOONMGR_ACTION=%s", action),
+                     bm_asprintf("BALLOONMGR_WHY=%s", why && *why ? why : "-"),
+                     bm_asprintf("BALLOONMGR_FROM_BYTES=%" PRIu64, from_bytes),
+                     bm_asprintf("BALLOONMGR_TARGET_BYTES=%" PRIu64, target_bytes),
+                     bm_asprintf("BALLOONMGR_REASON=%s", reason ? reason : "")};
+        int ret = journal_send(LOG_INFO, BM_LOG_ID_DECISION, msg, f, BM_ARRAY_SIZE(f));
+        for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
+            free(f[i]);
+        if (ret >= 0)
+            return;
+    }
+    _cleanup_free_ char *rec =
+        bm_log_format_decision(domain, uuid, action, why, from_bytes, target_bytes, reason);
+    bm_log(LOG_INFO, "balloonmgr: %s", rec);
+}
+
 void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason)
 {
     _cleanup_free_ char *r = bm_escape_quoted(reason ? reason : "");

@@ -17,10 +17,12 @@
 #include "balloon.h"
 
 /* MESSAGE_ID of the journal records (`journalctl MESSAGE_ID=...`): a balloon change that
- * ended, a change of the host's mode, an error (LOG_ERR and worse). */
+ * ended, a change of the host's mode, an error (LOG_ERR and worse), the agent's decision for a
+ * domain (a change it starts, or why it leaves the domain as it is, when that rule changed). */
 #define BM_LOG_ID_CHANGE "3ba2784d5db84fee9b552b0a796039b4"
 #define BM_LOG_ID_MODE "8f562104ddb4427b81a1019ee7c29548"
 #define BM_LOG_ID_ERROR "08f0feab6db641d4ae9c86b7f29d1225"
+#define BM_LOG_ID_DECISION "6c00230db7734be9b69ca3effe535c84"
 #include "policy-eval.h"
 
 /* Whether stderr is the journal's stream: $JOURNAL_STREAM is "DEV:INO" and matches fstat() of
@@ -51,3 +53,17 @@ void bm_log_change(const char *domain, const char *uuid, const char *why, bool v
 
 /* Logs a change of the host's mode ("mode from=hold to=reclaim reason='...'") at LOG_NOTICE. */
 void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason);
+
+/* The record of the agent's decision for one domain ("decision domain='web1' action=inflate
+ * from_bytes=... target_bytes=... why=page-cache reason='...' uuid=..."), escaped as the change
+ * record. Caller frees. */
+char *bm_log_format_decision(const char *domain, const char *uuid, const char *action,
+                             const char *why, uint64_t from_bytes, uint64_t target_bytes,
+                             const char *reason);
+
+/* Logs that record at LOG_INFO. In the journal: fields BALLOONMGR_DOMAIN,
+ * BALLOONMGR_DOMAIN_UUID, BALLOONMGR_ACTION, BALLOONMGR_WHY, BALLOONMGR_FROM_BYTES,
+ * BALLOONMGR_TARGET_BYTES, BALLOONMGR_REASON; the message "web1: inflate from 1 GiB to 400 MiB
+ * (page-cache): REASON" or "web1: left as it is (busy-spared): REASON". */
+void bm_log_decision(const char *domain, const char *uuid, const char *action, const char *why,
+                     uint64_t from_bytes, uint64_t target_bytes, const char *reason);

@@ -10,6 +10,7 @@ BmEngineOptions bm_loop_engine_options(bool dry_run, bool monitor_only)
     return (BmEngineOptions){.dry_run = dry_run || monitor_only,
                              .probe_features = !monitor_only,
                              .probe_later = true,
+                             .log_decisions = true,
                              .cache_xml = true};
 }
 

@@ -306,6 +306,11 @@ void bm_host_reason_format(const BmPlan *plan, char *buf, size_t n);
  * when x moves nothing (action neither inflate nor deflate). */
 const char *bm_reason_why(const BmDecision *x);
 
+/* The one word of the rule that decided x, for every decision: bm_reason_why()'s for a change,
+ * else the rule's own (busy-spared, hot-spared, not-asked, given, stale, unbacked, ...; the
+ * list in balloonmgr(8), LOGGING): the agent's decision record's why=. Never NULL. */
+const char *bm_reason_rule(const BmDecision *x);
+
 /* The pressure of one guest (item 2 of the policy: used memory, headroom, rates between two
  * readings, staleness). prev may be NULL. now_s is wall-clock seconds. */
 void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGuestRules *rules,

@@ -468,3 +468,60 @@ const char *bm_reason_why(const BmDecision *x)
     default: return NULL;
     }
 }
+
+const char *bm_reason_rule(const BmDecision *x)
+{
+    const char *why = bm_reason_why(x);
+    if (why)
+        return why;
+    static const char *const names[] = {
+        [BM_REASON_NONE] = "none",
+        [BM_REASON_NOT_RUNNING] = "not-running",
+        [BM_REASON_PAUSED] = "paused",
+        [BM_REASON_NO_BALLOON] = "no-balloon",
+        [BM_REASON_NO_VMEM] = "no-virtio-mem",
+        [BM_REASON_IN_FLIGHT] = "in-flight",
+        [BM_REASON_UNRESPONSIVE] = "unresponsive",
+        [BM_REASON_EXCLUDED] = "excluded",
+        [BM_REASON_SIZE_UNKNOWN] = "size-unknown",
+        [BM_REASON_RETURNS_NOTHING] = "no-return",
+        [BM_REASON_NO_STATS] = "no-stats",
+        [BM_REASON_STALE] = "stale",
+        [BM_REASON_FLOOR] = "floor",
+        [BM_REASON_CACHE_REFAULT] = "cache-refault",
+        [BM_REASON_GAVE_NOTHING] = "returns-nothing",
+        [BM_REASON_OOM_KILL] = "oom-kill",
+        [BM_REASON_UNDER_PRESSURE] = "under-pressure",
+        [BM_REASON_STARVING] = "starving",
+        [BM_REASON_SHORT] = "short-of-memory",
+        [BM_REASON_GROWING] = "growing",
+        [BM_REASON_RELEASE] = "release",
+        [BM_REASON_TAKE] = "take",
+        [BM_REASON_NOT_NEEDED] = "not-needed",
+        [BM_REASON_HOT_SPARED] = "hot-spared",
+        [BM_REASON_BUSY_SPARED] = "busy-spared",
+        [BM_REASON_NOT_ASKED] = "not-asked",
+        [BM_REASON_ABOVE_MAX] = "above-max",
+        [BM_REASON_GROWS_AT_MAX] = "grows-at-max",
+        [BM_REASON_GROWS] = "grows",
+        [BM_REASON_KEPT_HOT] = "kept-hot",
+        [BM_REASON_STATS_PREDATE] = "stats-predate",
+        [BM_REASON_GIVEN] = "given",
+        [BM_REASON_TIMER_NEVER] = "timer-never",
+        [BM_REASON_TIMER_SELF_DEFLATE] = "timer-no-deflate-on-oom",
+        [BM_REASON_NO_RETURN] = "no-return",
+        [BM_REASON_RETURNED_NOTHING] = "returned-nothing",
+        [BM_REASON_UNBACKED] = "unbacked",
+        [BM_REASON_BUSY_UNBACKED] = "busy-unbacked",
+        [BM_REASON_NOT_BACKED] = "not-backed",
+        [BM_REASON_NOTHING_TO_TAKE] = "nothing-to-take",
+        [BM_REASON_FINE] = "fine",
+        [BM_REASON_VMEM_REFUSED] = "virtio-mem-refused",
+        [BM_REASON_BELOW_BLOCK] = "below-block",
+        [BM_REASON_POOL_TAKE] = "hugepage-pool",
+        [BM_REASON_POOL_SPARED] = "hugepage-pool-spared",
+        [BM_REASON_POOL_EMPTY] = "hugepage-pool-empty",
+    };
+    size_t c = (size_t)x->cause.code;
+    return c < BM_ARRAY_SIZE(names) && names[c] ? names[c] : "none";
+}

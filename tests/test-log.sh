@@ -96,4 +96,28 @@ ok $(grep -c '^<5>balloonmgr: mode from=hold to=reclaim' "$tmp/agent.err" | grep
 ok $(grep -c '^<[0-4]>' "$tmp/agent.err" | grep -qx 0; echo $?) "agent: no line at warning or worse ($(grep '^<[0-4]>' "$tmp/agent.err" | head -2 | tr '\n' '|'))"
 ok $(grep -vc '^<[0-7]>' "$tmp/agent.err" | grep -qx 0; echo $?) "agent: every line has a prefix"
 
+# the agent's decisions, <6>: one for each change it starts, with the reason; a domain it leaves
+# as it is once, when the rule that leaves it changes, not every pass (build1 paused, db1 with
+# nothing to take; web1 inflated, then left while its statistics predate that change, which on
+# the test driver they always do: 4 passes, one record each)
+sed 's/^interval = .*/interval = 1s/' "$ROOT/demo/demo.policy" >"$tmp/fast.policy"
+: >"$tmp/dec.err"
+agent_start "$tmp/dec.err" env JOURNAL_STREAM="$(stat -c '%d:%i' "$tmp/dec.err")" "$BM" -c "$HOST" agent \
+    --policy "$tmp/fast.policy" --proc "$ROOT/demo/proc" --state "$tmp/dec.json" --listen 127.0.0.1:0
+passes_done() { curl -sf "$agent_addr/metrics" | awk '$1 == "balloonmgr_passes_total" { n = $2 } END { exit !(n >= 4) }'; }
+agent_wait passes_done
+agent_stop
+dec_re="^<6>balloonmgr: decision domain='[a-z0-9]*' action=inflate from_bytes=[0-9]* target_bytes=[0-9]* why=free reason='host needs [^']*; take [^']*' uuid=[0-9a-f-]*$"
+decs=$(grep -c "$dec_re" "$tmp/dec.err")
+chgs=$(grep -c "^<5>balloonmgr: change domain=.* direction=inflate " "$tmp/dec.err")
+ok $(( chgs >= 3 && (decs == chgs || decs == chgs + 1) ? 0 : 1 )) \
+    "agent: a <6> decision record with its reason for each inflate it started ($decs for $chgs changes)" \
+    "$(grep -v 'change domain' "$tmp/dec.err" | head -8)"
+for d in build1:paused db1:nothing-to-take; do
+    ok $(grep -c "^<6>balloonmgr: decision domain='${d%%:*}' action=[a-z]* .* why=${d#*:} " "$tmp/dec.err" | grep -qx 1; echo $?) \
+        "agent: ${d%%:*} left as it is (${d#*:}): one record in 4 passes"
+done
+web1=$(sed -n "s/^<6>balloonmgr: decision domain='web1' action=\([a-z]*\) .* why=\([a-z-]*\) .*/\1:\2/p" "$tmp/dec.err" | tr '\n' ' ')
+ok $([ "$web1" = "inflate:free none:stats-predate " ]; echo $?) "agent: web1 inflated, then left as it is once in 4 passes ($web1)"
+
 tap_done

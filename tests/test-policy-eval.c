@@ -2062,20 +2062,30 @@ static void test_stalls_and_direct_reclaim_stop_inflating(void)
 static void test_reason_words(void)
 {
     BmPlan plan = {.mode = BM_HOST_RECLAIM};
-    bool all_said = true, none_why = true;
-    for (int c = BM_REASON_NOT_RUNNING; c <= BM_REASON_FINE; c++) {
+    bool all_said = true, none_why = true, all_ruled = true;
+    for (int c = BM_REASON_NOT_RUNNING; c <= BM_REASON_POOL_EMPTY; c++) {
         BmDecision x = {.cause = {.code = (BmReasonCode)c, .no_return = "its XML"}};
         char words[256];
         bm_reason_format(&plan, &x, words, sizeof(words));
         all_said &= words[0] != '\0';
         none_why &= bm_reason_why(&x) == NULL;
+        /* the agent's decision record names the rule of every decision in one word */
+        const char *rule = bm_reason_rule(&x);
+        bool word = strcmp(rule, "none") != 0 && strspn(rule, "abcdefghijklmnopqrstuvwxyz-") == strlen(rule);
+        if (!word)
+            diag("reason code %d: rule word '%s'", c, rule);
+        all_ruled &= word;
     }
     ok(all_said, "every reason code has words");
     ok(none_why, "a decision that moves nothing has no why= word");
+    ok(all_ruled, "every reason code has a rule word (the decision record's why=)");
     BmDecision x = {.action = BM_ACT_DEFLATE, .cause = {.code = BM_REASON_STARVING}};
     is_str(bm_reason_why(&x), "starving", "a deflate of a starving guest: why=starving");
     x = (BmDecision){.action = BM_ACT_INFLATE, .take_hot_bytes = MiB, .cause = {.code = BM_REASON_TAKE}};
     is_str(bm_reason_why(&x), "hot-page-cache", "an inflate into a hot cache: why=hot-page-cache");
+    is_str(bm_reason_rule(&x), "hot-page-cache", "a change's rule word is its why= word");
+    x = (BmDecision){.action = BM_ACT_NONE, .cause = {.code = BM_REASON_BUSY_SPARED}};
+    is_str(bm_reason_rule(&x), "busy-spared", "a busy guest spared: rule busy-spared");
 }
 
 /* ---- virtio-mem: a guest moved through its device, the block as the step ---- */
