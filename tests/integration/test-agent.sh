@@ -43,6 +43,13 @@ bm_start_agent "$work/agent.log" "$BM" -c "$BM_URI" agent --policy "$work/agent.
 agent=$BM_AGENT_PID
 port=$(bm_agent_port "$work/agent.log")
 metrics() { curl -sf "127.0.0.1:$port/metrics"; }
+# agent_fail MSG: what the agent logged and what a pass would decide now, then bm_fail MSG
+agent_fail() {
+    echo "--- the agent's log (last 40 lines):" >&2; tail -40 "$work/agent.log" >&2
+    echo "--- a dry run of the agent's policy now:" >&2
+    "$BM" -c "$BM_URI" run --once --dry-run --policy "$work/agent.policy" >&2 || true
+    bm_fail "$@"
+}
 # grep that reads all its input: `metrics | grep -q` under pipefail fails when grep exits at
 # the first match and curl then dies of SIGPIPE writing the rest (a false "not found")
 has() { grep "$@" >/dev/null; }
@@ -95,7 +102,7 @@ bm_pass "release: the agent gave back what set --wait took; the guest touched it
 cp "$work/pressure.policy" "$work/agent.policy"
 kill -HUP "$agent"
 bm_prom_wait 'balloonmgr_target_changes_total{direction="inflate"} >= 1' 30 >/dev/null ||
-    bm_fail "the agent made no inflate under the pressure policy"
+    agent_fail "the agent made no inflate under the pressure policy"
 bm_prom_wait 'balloonmgr_balloon_changes_total{device="balloon",direction="inflate",outcome="reached"} >= 2' 30 >/dev/null ||
     bm_fail "the agent's inflate was not counted as reached"
 bm_prom_wait 'balloonmgr_balloon_change_duration_seconds_count{device="balloon",direction="inflate",sg="not_negotiated"} >= 2' 30 >/dev/null ||

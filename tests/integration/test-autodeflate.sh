@@ -36,7 +36,7 @@ outcome() { # outcome NAME: touched | failed | oom-killed | dead | running
     elif [ "$(bm_virsh domstate "$(bm_dom "$1")" 2>/dev/null)" != running ]; then echo dead
     else echo running; fi
 }
-for _ in $(seq 300); do
+for _ in $(seq "$(bm_mult 300)"); do
     [ "$(outcome adon)" != running ] && [ "$(outcome adoff)" != running ] && break
     sleep 1
 done

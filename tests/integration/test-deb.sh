@@ -189,7 +189,7 @@ for attempt in 1 2 3 4 5; do
     prometheus-node-exporter --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
         --collector.textfile >>"$work/node-exporter.log" 2>&1 &
     ne_pid=$!
-    for _ in $(seq 200); do
+    for _ in $(seq $((200 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
         curl -sf "http://127.0.0.1:$port/metrics" >"$work/ne.metrics" 2>/dev/null && { ne_port=$port; break 2; }
         kill -0 "$ne_pid" 2>/dev/null || break
         sleep 0.1

@@ -137,7 +137,7 @@ bm_define_guest lab3 512 emulator="$EMU" sgdriver=1 touch=300 sgstats=1 \
     "extra=<qemu:override><qemu:device alias='balloon0'><qemu:frontend><qemu:property name='sg' type='bool' value='true'/></qemu:frontend></qemu:device></qemu:override>"
 bm_wait_guest_ready lab3 300
 dom3=$(bm_dom lab3)
-for _ in $(seq 40); do
+for _ in $(seq "$(bm_mult 40)"); do
     "$BM" -c "$BM_URI" verify --json "$dom3" | jq -e '.domains[0].features.sg.state == "negotiated"' >/dev/null && break; sleep 0.5
 done
 qom() { # qom get|set PROPERTY [VALUE]: the lab properties of lab3's balloon device
@@ -219,7 +219,7 @@ bm_pass "device fails deflate elements: the pages stay in the balloon, set --wai
 rc=0; setw 25% --wait=120 --stall=8 || rc=$?
 [ "$(qom get x-sg-dropped)" = 1 ] || bm_fail "the device dropped no element"
 [ "$rc" -eq 3 ] || bm_fail "inflate with a dropped element: set --wait exited $rc, not 3 (stalled)"
-for _ in $(seq 60); do [ "$(actual_kib)" -le $((MAX_KIB / 4 + 1024)) ] && break; sleep 1; done
+for _ in $(seq "$(bm_mult 60)"); do [ "$(actual_kib)" -le $((MAX_KIB / 4 + 1024)) ] && break; sleep 1; done
 at_rest "inflate, one element dropped" 1
 [ "$(field "$STATS" inflate: abandoned)" = 1 ] || bm_fail "the driver abandoned $(field "$STATS" inflate: abandoned) elements, not 1"
 [ "$(actual_kib)" -le $((MAX_KIB / 4 + 1024)) ] || bm_fail "the balloon did not go on inflating after the abandoned element"
@@ -254,7 +254,7 @@ bm_wait_guest_ready lab4 300
 dom3=$(bm_dom lab4) # the helpers above (qom, stats, actual_kib, at_rest, setw) now act on lab4
 console4=$(bm_console_log lab4)
 stats() { sleep 2.5; grep -a 'bm: sg_stats: ' "$console4" | tr -d '\r' | sed 's/.*bm: sg_stats: //' | tac | awk '!seen[$1]++'; }
-for _ in $(seq 40); do
+for _ in $(seq "$(bm_mult 40)"); do
     "$BM" -c "$BM_URI" verify --json "$dom3" | jq -e '.domains[0].features.sg.state == "negotiated"' >/dev/null && break; sleep 0.5
 done
 # held_order ORDER: chunked blocks of that order in the balloon (the "blocks:" line of $STATS)
@@ -262,11 +262,11 @@ held_order() { echo "$STATS" | awk -v o="$1" '$1 == "blocks:" { for (i = 2; i <=
 list_pages() { echo $(($(field "$STATS" queues: held) - $(field "$STATS" blocks: pages))); }
 setexact() { # setexact KIB LABEL: virsh setmem (below set --wait's 1 MiB tolerance), wait for actual == KIB
     bm_virsh setmem "$dom3" "$1" --live >/dev/null || bm_fail "$2: setmem $1 KiB refused"
-    for _ in $(seq 240); do [ "$(actual_kib)" = "$1" ] && return 0; sleep 0.5; done
+    for _ in $(seq "$(bm_mult 240)"); do [ "$(actual_kib)" = "$1" ] && return 0; sleep 0.5; done
     bm_fail "$2: QEMU actual $(actual_kib) KiB, not $1"
 }
 console_wait() { # console_wait SECS PATTERN: until the guest prints PATTERN
-    for _ in $(seq $(($1 * 2))); do grep -aq "$2" "$console4" && return 0; sleep 0.5; done
+    for _ in $(seq "$(bm_mult $(($1 * 2)))"); do grep -aq "$2" "$console4" && return 0; sleep 0.5; done
     bm_fail "lab4 did not print '$2' within $1 s"
 }
 

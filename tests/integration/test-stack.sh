@@ -78,9 +78,11 @@ esac
 # build-guest.sh in the container finds the image up to date (same script, kernel, workload):
 # the package is named so that it asks no apt (the container has no network)
 status=0
+# (the host's timeout multiplier too: the guards in the tests scale with it, as on the host)
+mult=${BM_TIMEOUT_MULTIPLIER:-3}
 ct env BM_KERNEL_PKG="linux-image-$kver" BM_PRESSURE_MODES=agent BM_HUGEPAGES_RESERVED=$hp_reserved \
-    meson test -C /bm/build --print-errorlogs \
-    --num-processes 1 "${tests[@]}" >"$work/meson-test.log" 2>&1 || status=1
+    BM_TIMEOUT_MULTIPLIER="$mult" meson test -C /bm/build --print-errorlogs \
+    --timeout-multiplier "$mult" --num-processes 1 "${tests[@]}" >"$work/meson-test.log" 2>&1 || status=1
 grep -E '^(PASS|FAIL|SKIP): ' "$work/ct/shared/build/meson-logs/testlog.txt" || true
 grep -E '^ *[0-9]+/[0-9]+ ' "$work/meson-test.log" || cat "$work/meson-test.log"
 # on failure: meson's error logs of the failed tests (--print-errorlogs), not only the last test's

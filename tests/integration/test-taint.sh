@@ -93,7 +93,7 @@ agent=$!
 bm_add_cleanup "kill $agent 2>/dev/null || true"
 port=$(bm_agent_port "$work/agent.log")
 passes=0
-for _ in $(seq 100); do
+for _ in $(seq "$(bm_mult 100)"); do
     passes=$(curl -sf "127.0.0.1:$port/metrics" | sed -n 's/^balloonmgr_passes_total \([0-9]*\)$/\1/p' || true)
     [ "${passes:-0}" -ge 5 ] && break
     sleep 0.2
@@ -137,7 +137,7 @@ fi
 
 # --- verify works, and taints (expected)
 # (the guest may have been started again just now: wait for its balloon driver)
-for _ in $(seq 120); do
+for _ in $(seq "$(bm_mult 120)"); do
     bm verify --json "$dom" >"$work/verify.json" || bm_fail "verify failed"
     jq -e '.domains[0].driver_ok' "$work/verify.json" >/dev/null && break
     sleep 0.5
@@ -173,7 +173,7 @@ bm_pass "verify_features = always: run --once keeps the verdict of this start; s
 # --- run --once stopped by SIGTERM while it waits for its change: state and textfile saved
 bm_wait_guest_ready tn2
 dom2=$(bm_dom tn2)
-for _ in $(seq 60); do grep -q "bm: at: all done" "$(bm_console_log tn2)" && break; sleep 0.5; done
+for _ in $(seq "$(bm_mult 60)"); do grep -q "bm: at: all done" "$(bm_console_log tn2)" && break; sleep 0.5; done
 grep -q "bm: at: all done" "$(bm_console_log tn2)" || bm_fail "$dom2: the balloon driver was not removed"
 # its last statistics stay (stale: max_stats_age off for this run)
 bm_pressure_policy "$work/pressure.policy"

@@ -73,6 +73,9 @@ bm_skip() { echo "SKIP: $*"; exit 77; }
 
 # bm_now: seconds since the epoch with microseconds (for timings).
 bm_now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
+# bm_mult N: N times BM_TIMEOUT_MULTIPLIER, whole (the tries of a wait loop: a guard that a
+# machine busy with other work stretches, as tools/test.sh's meson timeouts).
+bm_mult() { echo $(( $1 * ${BM_TIMEOUT_MULTIPLIER:-1} )); }
 # bm_elapsed START: seconds since START (from bm_now), 1 decimal.
 bm_elapsed() { awk -v s="$1" -v e="$(bm_now)" 'BEGIN { printf "%.1f", e - s }'; }
 
