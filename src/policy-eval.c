@@ -27,10 +27,6 @@
 #define GROWTH_MIN_BYTES (24 * MiB)
 #define GROWTH_MIN_RATE (2.0 * MiB)
 #define GROW_AHEAD_S 30
-/* A guest whose vCPUs used this share of one CPU or more since the previous reading is busy:
- * its page cache may be in use, and is taken after the caches of idle guests (an idle TCG guest
- * uses 1-5%; a guest re-reading its cache, one vCPU's worth). */
-#define BUSY_CPU_SHARE 0.2
 /* A busy guest's page cache, where it must be taken while the host is not near its own OOM, is
  * taken in bites: this share of its cache a pass, and no less than its deadband, each followed
  * by the read check of the next reading (a real run took 616 MiB of a busy guest's cache at
@@ -170,11 +166,17 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
         if (ret->cpu_rate >= 0)
             ret->cpu_rate /= 1e9;
         /* busy: measured over two seconds or more; closer readings (whole seconds of both
-         * clocks) keep what the last measure said for BM_BUSY_HOLD_S */
-        bool measured = ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;
-        ret->busy_measured = measured && ret->cpu_rate >= BUSY_CPU_SHARE;
+         * clocks) keep what the last measure said for BM_BUSY_HOLD_S. Not measured where its
+         * balloon moved since the previous reading: its vCPUs then did the balloon driver's
+         * work too (a real idle guest read 28% of a CPU over its own inflate, so its next
+         * inflate was deferred as a busy guest's) */
+        bool moved = bm_present(d->actual_bytes) && bm_present(prev->actual_bytes) &&
+                     (d->actual_bytes > prev->actual_bytes ? d->actual_bytes - prev->actual_bytes
+                                                           : prev->actual_bytes - d->actual_bytes) >= MiB;
+        bool measured = !moved && ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;
+        ret->busy_measured = measured && ret->cpu_rate >= BM_BUSY_CPU_SHARE;
         ret->busy = measured ? ret->busy_measured
-                             : ret->cpu_rate >= BUSY_CPU_SHARE ||
+                             : (!moved && ret->cpu_rate >= BM_BUSY_CPU_SHARE) ||
                                    (prev->busy_s && prev->busy_s <= now_s &&
                                     now_s - prev->busy_s < BM_BUSY_HOLD_S);
         episode_reads(d, prev, rules, ret);
@@ -231,10 +233,10 @@ typedef struct {
     uint64_t bite;      /* take, busy: the most of its page cache a pass takes while the host is
                          * not near its own OOM (BITE_PERMILLE, at least the deadband) */
     bool hot;           /* take: its page cache is hot: taken last (tier_cap()) */
-    bool busy;          /* take: its vCPUs are busy (BUSY_CPU_SHARE): its memory, free or cache,
+    bool busy;          /* take: its vCPUs are busy (BM_BUSY_CPU_SHARE): its memory, free or cache,
                          * after what idle guests give (tier_cap()) */
-    bool busy_unbacked; /* take: busy, with free memory the host does not back (skip) before its
-                         * cache, the host not near its own OOM: taken up to skip_at at most */
+    bool busy_unbacked; /* take: busy, with more free memory the host does not back (skip)
+                         * than page cache beyond it: taken up to skip_at at most */
     uint64_t waiting;   /* not a taker this pass only because its statistics predate its last
                          * change: the host bytes it could give once they follow it */
     uint64_t in_flight; /* skipped: what an inflate of ours in flight will still give the host */
@@ -393,8 +395,12 @@ static uint64_t tier_cap(const Work *x, int t)
     uint64_t safe = bites ? free - min_u64(free, max_u64(2 * x->deadband, free / 4)) : free;
     if (t < cache_tier)
         return safe;
-    if (bites && !x->hot)
-        return min_u64(x->want, safe + min_u64(x->bite, UINT64_MAX - safe));
+    if (bites && !x->hot) {
+        /* the bite is of its cache: past the free memory the host does not back, where the
+         * balloon reaches that cache through it (fill_tier() stops a take that would end in it) */
+        uint64_t from = x->skip ? max_u64(safe, x->skip_at + x->skip) : safe;
+        return min_u64(x->want, from + min_u64(x->bite, UINT64_MAX - from));
+    }
     return x->want;
 }
 
@@ -881,11 +887,18 @@ static void set_take(BmDecision *x, Work *k)
         k->want = probe;
         k->cap = BM_CAP_PROBE;
     }
-    /* a busy guest is not inflated through free memory the host does not back to reach its
-     * cache while the host is not near its own OOM: its vCPUs would pay for an inflate that
-     * returns next to nothing (the model's hot guest: 489 MiB inflated for a bite of 32) */
+    /* a busy guest is not inflated through free memory the host does not back to reach a
+     * smaller cache beyond it, near the host's own OOM or not: its vCPUs would pay for an
+     * inflate that returns less than half of it (the model's hot guest: 489 MiB inflated for a
+     * bite of 32; a real busy guest near that line was inflated 624 MiB, 508 of them unbacked
+     * free memory, for 116 MiB of cache: its reads rose, the inflate was stopped 15.7 s in and
+     * all given back 9.6 s later, and the guest lost 93 s of work for nothing the host kept).
+     * Where the cache beyond is as large, it is reached through it: in bites away from that
+     * line (tier_cap()), each bite past the unbacked free memory (a real guest's 425 MiB of
+     * cache behind 98 MiB was never tried and the host's need stayed unmet) */
     k->busy = x->pressure.busy;
-    k->busy_unbacked = k->busy && !k->near_oom && k->skip > 0;
+    uint64_t beyond = x->idle_bytes > k->skip_at + k->skip ? x->idle_bytes - k->skip_at - k->skip : 0;
+    k->busy_unbacked = k->busy && k->skip > 0 && beyond < k->skip;
     if (k->busy_unbacked && k->want > k->skip_at) {
         k->want = k->skip_at;
         k->cap = BM_CAP_BACKED;

@@ -38,8 +38,9 @@ typedef struct {
     bool busy_measured;      /* cpu_rate over BM_BUSY_MIN_SPAN_S or more is BM_BUSY_CPU_SHARE or
                               * more (the ledger's mark busy_s) */
     bool busy;               /* busy: measured so, or, where this reading cannot tell (readings
-                              * too close, CPU time unknown), marked busy within BM_BUSY_HOLD_S:
-                              * a pass right after another once took a busy guest for idle */
+                              * too close, CPU time unknown, its balloon moved between them: the
+                              * driver's work), marked busy within BM_BUSY_HOLD_S: a pass right
+                              * after another once took a busy guest for idle */
     double read_base_rate;   /* that rate in the pass of our first inflate of the episode; < 0
                               * unknown or none */
     uint64_t taken_bytes;    /* what our inflates of this pressure episode took: its balloon
@@ -66,6 +67,11 @@ typedef struct {
  * pressure (deflated like one past protect_major_faults, never inflated). */
 #define BM_STARVE_STALL_RATE 1.0
 #define BM_STARVE_DIRECT_RECLAIM_RATE (1024.0 * 1024.0)
+
+/* A guest whose vCPUs used this share of one CPU or more since the previous reading is busy:
+ * its page cache may be in use, and is taken after the caches of idle guests (an idle TCG guest
+ * uses 1-5%; a guest re-reading its cache, one vCPU's worth). */
+#define BM_BUSY_CPU_SHARE 0.2
 
 /* Which rule decided a domain (BmReason.code): what its reason says. */
 typedef enum {

@@ -170,7 +170,7 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
 {
     const BmReason *c = &x->cause;
     uint64_t amount = c->amount_bytes, free = x->take_free_bytes;
-    char cap[48] = "", parts[160];
+    char cap[48] = "", parts[224];
     if (amount + MiB > c->want_bytes)
         snprintf(cap, sizeof(cap), " (capped by %s)", cap_name(c->cap));
     snprintf(parts, sizeof(parts), "%s%s%s%s%s", free ? SZ(free) : "", free ? " free" : "",
@@ -181,7 +181,8 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
             ? " page cache of a busy guest (vCPUs over 20%: after what idle guests give), a bite "
               "a pass, each followed by the read check"
         : x->take_cache_bytes && c->busy ? " page cache of a busy guest (vCPUs over 20%: after "
-                                           "idle guests' caches)"
+                                           "idle guests' caches), at once: the host is near its "
+                                           "own OOM"
         : x->take_cache_bytes ? " page cache"
                               : "");
     char back[64] = "";
@@ -191,12 +192,24 @@ static void take_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
         SZ(x->idle_bytes), cap, parts, back);
 }
 
+/* "its vCPUs at 85% of a CPU", or where this reading did not find them busy (too close to the
+ * last, its balloon moved, CPU time unknown) "busy by a reading of the last 60 s". */
+static const char *busy_text(const BmGuestPressure *gp, char *buf, size_t n)
+{
+    if (gp->cpu_rate >= BM_BUSY_CPU_SHARE)
+        snprintf(buf, n, "its vCPUs at %.0f%% of a CPU", gp->cpu_rate * 100);
+    else
+        snprintf(buf, n, "busy by a reading of the last %d s", BM_BUSY_HOLD_S);
+    return buf;
+}
+
 /* A domain left as it is although the host needs memory: what it would give back, or that it
  * has nothing to give; or one that is fine. */
 static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t n)
 {
     const BmReason *c = &x->cause;
     const BmGuestPressure *gp = &x->pressure;
+    char busy[64];
     switch (c->code) {
     case BM_REASON_NO_RETURN:
         snprintf(buf, n, "not inflated: ballooning returns nothing to the host: %s", c->no_return);
@@ -216,11 +229,12 @@ static void yield_text(const BmPlan *plan, const BmDecision *x, char *buf, size_
         break;
     case BM_REASON_BUSY_UNBACKED:
         snprintf(buf, n,
-            "not inflated: a busy guest (its vCPUs at %.0f%% of a CPU) whose %s of page cache "
+            "not inflated: a busy guest (%s) whose %s of page cache "
             "lies beyond %s of free memory the host does not back: its work would pay for an "
-            "inflate that returns next to nothing; taken only near the host's own OOM",
-            gp->cpu_rate * 100, SZ(x->idle_bytes > c->skip_bytes ? x->idle_bytes - c->skip_bytes : 0),
-            SZ(c->skip_bytes));
+            "inflate that returns less than half of it (taken where the cache beyond is as "
+            "large)",
+            busy_text(gp, busy, sizeof(busy)),
+            SZ(x->idle_bytes > c->skip_bytes ? x->idle_bytes - c->skip_bytes : 0), SZ(c->skip_bytes));
         break;
     case BM_REASON_NOT_BACKED:
         snprintf(buf, n,
@@ -269,6 +283,7 @@ static void none_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
 {
     const BmReason *c = &x->cause;
     const BmGuestPressure *gp = &x->pressure;
+    char busy[64];
     switch (c->code) {
     case BM_REASON_NOT_NEEDED:
         snprintf(buf, n, "host not under pressure; %s idle above keep_free %s", SZ(x->idle_bytes),
@@ -282,9 +297,9 @@ static void none_text(const BmPlan *plan, const BmDecision *x, char *buf, size_t
         break;
     case BM_REASON_BUSY_SPARED:
         snprintf(buf, n,
-            "host needs %s; a busy guest (its vCPUs at %.0f%% of a CPU: an inflate costs it its "
+            "host needs %s; a busy guest (%s: an inflate costs it its "
             "work, %s idle): spared while %s",
-            SZ(plan->need_bytes), x->pressure.cpu_rate * 100, SZ(x->idle_bytes),
+            SZ(plan->need_bytes), busy_text(gp, busy, sizeof(busy)), SZ(x->idle_bytes),
             plan->in_flight_bytes > 0 ? "inflates of ours are in flight"
                                       : "idle guests give more over the coming passes");
         break;

@@ -1366,6 +1366,105 @@ static void test_idle_guests_cache_before_busy_guests(void)
     bm_ledger_clear(&l);
 }
 
+/* A guest whose balloon moved since the previous reading is not read busy by that interval: its
+ * vCPUs did the balloon driver's work too (a real idle guest read 28% of a CPU over its own
+ * inflate and its next inflate was deferred as a busy guest's). A busy mark of an earlier
+ * reading still holds, and the reason says where it came from. */
+static void test_busy_not_read_over_a_balloon_move(void)
+{
+    BmDomain d[2];
+    two_spare_guests(d);
+    d[0] = d[1];
+    d[0].name = "busy";
+    snprintf(d[0].uuid, sizeof(d[0].uuid), "00000000-0000-0000-0000-00000000b052");
+    d[0].cpu_time_ns = 1000000000ull + 4 * 950000000ull; /* 95% of a CPU over 4 s */
+    d[1].cpu_time_ns = 1000000000ull + 4 * 300000000ull; /* 30%: its inflate's work */
+    BmLedger l;
+    ledger_with_yield(&l, d, 2, (BmYield){0});
+    for (int i = 0; i < 2; i++) {
+        BmLedgerEntry *e = bm_ledger_entry(&l, d[i].uuid, NULL);
+        e->prev.cpu_time_ns = 1000000000ull;
+        e->prev.taken_s = NOW - 4;
+    }
+    BmLedgerEntry *ce = bm_ledger_entry(&l, d[1].uuid, NULL);
+    ce->prev.actual_bytes = d[1].actual_bytes + 256 * MiB; /* inflated by 256 MiB since */
+    BmHost h = host(8 * GiB, 700 * MiB);
+    BmPlan p = eval(&h, d, 2, &l, P);
+    const BmDecision *b = dec(&p, "busy"), *c = dec(&p, "cache");
+    diag("cache: %s", words(&p, c));
+    ok(c->pressure.cpu_rate > 0.25 && !c->pressure.busy_measured && !c->pressure.busy,
+       "30%% of a CPU over its own inflate: not busy (%.2f)", c->pressure.cpu_rate);
+    ok(b->pressure.busy_measured && b->pressure.busy, "95%% over 4 s without a move: busy");
+    ok(c->take_cache_bytes > 0 && b->take_cache_bytes == 0, "  the moved guest's cache is taken first");
+    bm_plan_clear(&p);
+    /* found busy 10 s ago: the mark holds over the move, and the reason says so */
+    ce->prev.busy_s = NOW - 10;
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    diag("cache: %s", words(&p, c));
+    ok(c->pressure.busy && !c->pressure.busy_measured, "busy 10 s ago: still busy over the move");
+    ok(c->cause.busy && strstr(words(&p, c), "30%") == NULL,
+       "  taken as a busy guest; its reason does not quote the driver's CPU time as the guest's");
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
+/* Issue 49's agent run 3, near the host's own OOM: a busy guest whose 116 MiB of page cache lay
+ * beyond 508 MiB of free memory the host did not back was inflated 624 MiB; its reads rose, the
+ * inflate was stopped and all of it given back, and the guest lost 93 s of work for nothing the
+ * host kept. Such a guest is taken, near that line or not, only where the cache beyond is at
+ * least the unbacked free memory before it; away from it in bites, each past that memory. */
+static void test_busy_unbacked_near_oom(void)
+{
+    BmDomain d[] = {guest("hot", 1 * GiB, 1 * GiB, 908 * MiB), guest("big", 2 * GiB, 2 * GiB, 1700 * MiB)};
+    /* hot: 508 MiB free never touched, 400 MiB page cache, 116 MiB used */
+    d[0].unused_bytes = 508 * MiB;
+    d[0].disk_caches_bytes = 400 * MiB;
+    d[0].rss_bytes = 116 * MiB + 400 * MiB + 30 * MiB;
+    /* big: 300 MiB free never touched, 1400 MiB page cache, 348 MiB used */
+    d[1].unused_bytes = 300 * MiB;
+    d[1].disk_caches_bytes = 1400 * MiB;
+    d[1].rss_bytes = 348 * MiB + 1400 * MiB + 30 * MiB;
+    for (int i = 0; i < 2; i++)
+        d[i].cpu_time_ns = 1000000000ull + 950000000ull; /* 95% of a CPU: both busy */
+    BmLedger l;
+    ledger_with_yield(&l, d, 2, (BmYield){0});
+    for (int i = 0; i < 2; i++)
+        bm_ledger_entry(&l, d[i].uuid, NULL)->prev.cpu_time_ns = 1000000000ull;
+    BmHost h = host(8 * GiB, 300 * MiB); /* below half of reclaim_below (410 MiB): near OOM */
+    BmPlan p = eval(&h, d, 2, &l, P);
+    const BmDecision *x = dec(&p, "hot"), *b = dec(&p, "big");
+    diag("hot: %s", words(&p, x));
+    diag("big: %s", words(&p, b));
+    ok(p.hot_cache_allowed, "the host is near its own OOM");
+    ok(x->pressure.busy && x->cause.skip_bytes >= 400 * MiB, "hot: busy, %" PRIu64 " MiB of its free memory unbacked",
+       x->cause.skip_bytes / MiB);
+    ok(x->action == BM_ACT_NONE && x->cause.code == BM_REASON_BUSY_UNBACKED,
+       "hot: not inflated through it for a smaller cache, even near OOM");
+    ok(b->action == BM_ACT_INFLATE && b->take_cache_bytes > 0,
+       "big: a cache beyond larger than its unbacked free memory is taken near OOM (%" PRIu64 " MiB of cache)",
+       b->take_cache_bytes / MiB);
+    ok(strstr(words(&p, b), "at once: the host is near its own OOM") != NULL, "  and its reason says the host is near its OOM");
+    bm_plan_clear(&p);
+    /* away from it: the same two, the host short; big's cache in a bite past its unbacked free
+     * memory, hot's not at all */
+    h = host(8 * GiB, 700 * MiB);
+    p = eval(&h, d, 2, &l, P);
+    x = dec(&p, "hot");
+    b = dec(&p, "big");
+    diag("hot: %s", words(&p, x));
+    diag("big: %s", words(&p, b));
+    ok(!p.hot_cache_allowed && x->action == BM_ACT_NONE && x->cause.code == BM_REASON_BUSY_UNBACKED,
+       "away from the host's OOM: hot not inflated either");
+    uint64_t take = b->current_bytes - b->target_bytes;
+    ok(b->action == BM_ACT_INFLATE && b->cause.bite_bytes > 0 && take > b->cause.skip_bytes &&
+           take <= b->cause.skip_bytes + b->cause.bite_bytes,
+       "big: a bite of its cache past its %" PRIu64 " MiB of unbacked free memory (%" PRIu64 " MiB, bite %" PRIu64 " MiB)",
+       b->cause.skip_bytes / MiB, take / MiB, b->cause.bite_bytes / MiB);
+    bm_plan_clear(&p);
+    bm_ledger_clear(&l);
+}
+
 /* Issue 49's first pass: an idle guest whose free memory covers the need over two passes
  * (max_step and half of its backed free memory a pass) and a busy guest with page cache. The
  * busy guest is spared, not taken beside it: a pass or two more of relief costs it nothing. It
@@ -2476,6 +2575,8 @@ int main(void)
     test_free_memory_taken_before_page_cache();
     test_hot_cache_taken_last();
     test_idle_guests_cache_before_busy_guests();
+    test_busy_not_read_over_a_balloon_move();
+    test_busy_unbacked_near_oom();
     test_inflates_in_flight_count_for_the_need();
     test_busy_guest_spared_while_idle_ones_suffice();
     test_free_memory_lesson_keeps_the_cache_in_reach();
