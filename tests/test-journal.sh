@@ -9,7 +9,9 @@
 #   that does not repeat them as key=value pairs or start with "balloonmgr:";
 # - one mode-change record by its MESSAGE_ID; errors (a bad policy) by theirs, PRIORITY 3;
 # - the pass's summary line (stdout) as one record; no "<N>" line (nothing fell back);
-# - a domain name of 304 bytes whole in BALLOONMGR_DOMAIN (not cut at 255).
+# - a domain name of 304 bytes whole in BALLOONMGR_DOMAIN (not cut at 255);
+# - the agent's decision records (PRIORITY 6, BALLOONMGR_ACTION, _WHY, _REASON), a domain left
+#   as it is once over several passes.
 # Root only (mount namespace); skipped without systemd-journald, journalctl or systemd-cat.
 # Usage: test-journal.sh BALLOONMGR SOURCE_ROOT   (TAP output)
 set -u
@@ -66,6 +68,20 @@ for _ in $(seq $((50 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
     sleep 0.1 # poll: until journald has the record
 done
 journalctl --no-pager -o json BALLOONMGR_DOMAIN="$long" >"$tmp/long.json"
+# the agent's decisions: its passes every second on the demo host, stopped once db1's record
+# (left as it is) and an inflate's are in (or the guard passes)
+sed 's/^interval = .*/interval = 1s/' "$ROOT/demo/demo.policy" >"$tmp/fast.policy"
+as_unit "$BM" -c "test://$ROOT/demo/host.xml" agent --policy "$tmp/fast.policy" \
+    --proc "$ROOT/demo/proc" --state "$tmp/agent.json" --listen 127.0.0.1:0 &
+apid=$!
+for _ in $(seq $((100 * ${BM_TIMEOUT_MULTIPLIER:-1}))); do
+    journalctl --no-pager -o json MESSAGE_ID=6c00230db7734be9b69ca3effe535c84 BALLOONMGR_DOMAIN=db1 2>/dev/null | grep -q . &&
+        journalctl --no-pager -o json MESSAGE_ID=6c00230db7734be9b69ca3effe535c84 BALLOONMGR_DOMAIN=web2 2>/dev/null | grep -q . && break
+    sleep 0.1 # poll: until journald has both records
+done
+sleep 3 # three more passes: a steady host logs db1 no more
+kill "$apid"; wait "$apid"
+journalctl --no-pager -o json MESSAGE_ID=6c00230db7734be9b69ca3effe535c84 >"$tmp/decisions.json"
 kill "$jpid"; wait "$jpid"
 exit 0
 INSIDE
@@ -99,4 +115,16 @@ jq -s -e 'all(.[]; .MESSAGE | test("^<[0-7]>") | not)' "$tmp/all.json" >/dev/nul
 ok $? "no record fell back to a <N> line"
 jq -s -e --arg n "$(printf 'a%.0s' $(seq 300))-web" 'length == 1 and .[0].BALLOONMGR_DOMAIN == $n' "$tmp/long.json" >/dev/null
 ok_files $? "a name of 304 bytes: journalctl BALLOONMGR_DOMAIN=NAME finds its record, the field the whole name" "$tmp/long.json"
+
+# the agent's decisions: info records with their fields; db1 left as it is once
+ID_DECISION=6c00230db7734be9b69ca3effe535c84
+jq -s -e --arg id "$ID_DECISION" 'map(select(.BALLOONMGR_DOMAIN == "web2" and .BALLOONMGR_ACTION == "inflate")) | length == 1 and .[0].MESSAGE_ID == $id and
+    .[0].PRIORITY == "6" and .[0].BALLOONMGR_WHY == "free" and
+    .[0].BALLOONMGR_FROM_BYTES == "4294967296" and (.[0].BALLOONMGR_REASON | startswith("host needs")) and
+    (.[0].MESSAGE | startswith("web2: inflate from 4 GiB to "))' "$tmp/decisions.json" >/dev/null
+ok_files $? "the agent's decision to inflate web2: one, PRIORITY 6, why, from bytes, reason, the message in words" "$tmp/decisions.json"
+jq -s -e 'map(select(.BALLOONMGR_DOMAIN == "db1")) | length == 1 and .[0].BALLOONMGR_ACTION == "none" and
+    .[0].BALLOONMGR_WHY == "nothing-to-take" and (.[0].MESSAGE | startswith("db1: left as it is (nothing-to-take): nothing to take"))' \
+    "$tmp/decisions.json" >/dev/null
+ok $? "db1 left as it is: one record over the agent's passes ($(jq -s 'map(select(.BALLOONMGR_DOMAIN == "db1")) | length' "$tmp/decisions.json"))"
 tap_done
