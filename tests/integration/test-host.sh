@@ -12,7 +12,7 @@
 #             not restarted), the URI in the log, the QEMU processes' RSS in /metrics and in
 #             `balloonmgr status`, a change record with journal fields, the per-CPU drain through
 #             /proc/sys/vm/stat_refresh, the state file; journalctl -x explains a change record
-#             (the package's catalog); ARGS= of /etc/default/balloonmgr on the agent's command
+#             and the agent's decision record (the package's catalog); ARGS= of /etc/default/balloonmgr on the agent's command
 #             line; reload with a good policy and with a broken one (reload fails, the status
 #             says so, the agent runs on); a pass started by hand is refused by the lock (exit
 #             4), the agent keeps running and no unit is left failed
@@ -220,17 +220,24 @@ bi=$(grep '^balloonmgr_build_info{' <<<"$(metrics)" || true)
     bm_fail "build_info '$bi': not version and revision $version (the changelog's; revision: the Debian version)"
 ok "$bi"
 
-changed() { [ -n "$(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN="$1" -o cat 2>/dev/null)" ]; }
+# the change records (MESSAGE_ID of src/log.h's BM_LOG_ID_CHANGE) and the agent's decisions
+# (BM_LOG_ID_DECISION): both carry BALLOONMGR_DOMAIN
+ID_CHANGE=3ba2784d5db84fee9b552b0a796039b4 ID_DECISION=6c00230db7734be9b69ca3effe535c84
+changed() { [ -n "$(ct journalctl -u balloonmgr MESSAGE_ID=$ID_CHANGE BALLOONMGR_DOMAIN="$1" -o cat 2>/dev/null)" ]; }
 BM_WAIT_INTERVAL=1 bm_wait_until 60 "a change record of bm-a in the journal" changed bm-a ||
-    bm_fail "no journal record with BALLOONMGR_DOMAIN=bm-a"
-ok "journal: $(ct journalctl -u balloonmgr BALLOONMGR_DOMAIN=bm-a -o cat | head -1)"
+    bm_fail "no journal change record with BALLOONMGR_DOMAIN=bm-a"
+ok "journal: $(ct journalctl -u balloonmgr MESSAGE_ID=$ID_CHANGE BALLOONMGR_DOMAIN=bm-a -o cat | head -1)"
 # the package's catalog (/usr/lib/systemd/catalog, systemd's dpkg trigger updated the database)
-xtext=$(ct journalctl -x --no-pager -u balloonmgr BALLOONMGR_DOMAIN=bm-a -n 1)
-grep -q "Subject: Balloon of bm-a: .*flate" <<<"$xtext" && grep -q "Defined-By: balloonmgr" <<<"$xtext" &&
-    ! grep -q '@BALLOONMGR_' <<<"$xtext" ||
-    { echo "$xtext" >&2; bm_fail "journalctl -x does not explain the change record (catalog)"; }
-printf '%s\n' "$xtext" | sed 's/^/    /'
-ok "journalctl -x explains the change record: $(grep -m1 'Subject:' <<<"$xtext" | sed 's/^[^S]*//')"
+for kind in change decision; do
+    if [ $kind = change ]; then id=$ID_CHANGE subject="Balloon of bm-a: .*flate"
+    else id=$ID_DECISION subject="Decision for bm-a: [a-z]* ([a-z-]*)"; fi
+    xtext=$(ct journalctl -x --no-pager -u balloonmgr MESSAGE_ID=$id BALLOONMGR_DOMAIN=bm-a -n 1)
+    grep -q "Subject: $subject" <<<"$xtext" && grep -q "Defined-By: balloonmgr" <<<"$xtext" &&
+        ! grep -q '@BALLOONMGR_' <<<"$xtext" ||
+        { echo "$xtext" >&2; bm_fail "journalctl -x does not explain the $kind record (catalog)"; }
+    printf '%s\n' "$xtext" | sed 's/^/    /'
+    ok "journalctl -x explains the $kind record: $(grep -m1 'Subject:' <<<"$xtext" | sed 's/^[^S]*//')"
+done
 
 # the per-CPU drain: 512 MiB touched and freed on one CPU stay on its per-CPU list; the host
 # is below release_above (the policy), so the next pass gives them back through stat_refresh.
