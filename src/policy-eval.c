@@ -175,10 +175,13 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
                                                            : prev->actual_bytes - d->actual_bytes) >= MiB;
         bool measured = !moved && ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;
         ret->busy_measured = measured && ret->cpu_rate >= BM_BUSY_CPU_SHARE;
-        ret->busy = measured ? ret->busy_measured
-                             : (!moved && ret->cpu_rate >= BM_BUSY_CPU_SHARE) ||
-                                   (prev->busy_s && prev->busy_s <= now_s &&
-                                    now_s - prev->busy_s < BM_BUSY_HOLD_S);
+        /* and a guest found busy within BM_BUSY_HOLD_S stays busy unless this reading measured
+         * it under half the line (hysteresis): a busy re-reader under host pressure read 23% of
+         * a CPU once (the hog's CPU and reclaim beside it), a hair above the line; below it, its
+         * cache would have been taken as an idle guest's, at once */
+        bool held = prev->busy_s && prev->busy_s <= now_s && now_s - prev->busy_s < BM_BUSY_HOLD_S;
+        ret->busy = measured ? ret->busy_measured || (held && ret->cpu_rate >= BM_BUSY_CPU_SHARE / 2)
+                             : (!moved && ret->cpu_rate >= BM_BUSY_CPU_SHARE) || held;
         episode_reads(d, prev, rules, ret);
         starve(d, prev, dt, now_s, ret);
     }

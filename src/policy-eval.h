@@ -37,10 +37,12 @@ typedef struct {
     double cpu_rate;         /* its CPU time per second (1.0: one CPU busy); < 0 unknown */
     bool busy_measured;      /* cpu_rate over BM_BUSY_MIN_SPAN_S or more is BM_BUSY_CPU_SHARE or
                               * more (the ledger's mark busy_s) */
-    bool busy;               /* busy: measured so, or, where this reading cannot tell (readings
-                              * too close, CPU time unknown, its balloon moved between them: the
-                              * driver's work), marked busy within BM_BUSY_HOLD_S: a pass right
-                              * after another once took a busy guest for idle */
+    bool busy;               /* busy: measured so, or marked busy within BM_BUSY_HOLD_S where
+                              * this reading cannot tell (readings too close, CPU time unknown,
+                              * its balloon moved between them: the driver's work) or measured it
+                              * at half of BM_BUSY_CPU_SHARE or more (hysteresis: under the host's
+                              * own load a busy guest read a hair above the line once): a pass
+                              * right after another once took a busy guest for idle */
     double read_base_rate;   /* that rate in the pass of our first inflate of the episode; < 0
                               * unknown or none */
     uint64_t taken_bytes;    /* what our inflates of this pressure episode took: its balloon

@@ -1406,6 +1406,19 @@ static void test_busy_not_read_over_a_balloon_move(void)
     ok(c->cause.busy && strstr(words(&p, c), "30%") == NULL,
        "  taken as a busy guest; its reason does not quote the driver's CPU time as the guest's");
     bm_plan_clear(&p);
+    /* without a move, one reading a hair below the line (15%) does not end a busy mark of 10 s
+     * ago (a real re-reader under the host's load read 23% once); one of 70 s ago has ended */
+    ce->prev.actual_bytes = d[1].actual_bytes;
+    d[1].cpu_time_ns = 1000000000ull + 4 * 150000000ull;
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(!c->pressure.busy_measured && c->pressure.busy, "15%% of a CPU, busy 10 s ago: still busy");
+    bm_plan_clear(&p);
+    ce->prev.busy_s = NOW - 70;
+    p = eval(&h, d, 2, &l, P);
+    c = dec(&p, "cache");
+    ok(!c->pressure.busy, "15%% of a CPU, busy 70 s ago: idle");
+    bm_plan_clear(&p);
     bm_ledger_clear(&l);
 }
 
