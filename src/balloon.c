@@ -70,11 +70,6 @@ int bm_balloon_read_actual(virDomainPtr dom, uint64_t *ret_bytes)
     return bm_balloon_read_live(dom, ret_bytes, &rss);
 }
 
-static uint64_t distance(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : b - a;
-}
-
 /* A change from from_bytes to target_bytes whose target is set at started_real_ns. */
 static BmChange pending(uint64_t from_bytes, uint64_t target_bytes, uint64_t started_real_ns)
 {
@@ -350,11 +345,11 @@ static bool poll_one(BmTracked *x, const BmWaitOptions *o, const BmBalloonOps *o
     ch->reached_bytes = actual;
     x->rss_after_bytes = rss;
     /* virtio-mem: the requested size exactly (whole blocks, no tolerance) */
-    if (distance(actual, ch->target_bytes) <= (x->vmem ? 0 : o->tolerance_bytes)) {
+    if (bm_distance(actual, ch->target_bytes) <= (x->vmem ? 0 : o->tolerance_bytes)) {
         ch->outcome = BM_CHANGE_REACHED;
         return true;
     }
-    if (distance(actual, ch->target_bytes) < distance(x->last_actual_bytes, ch->target_bytes))
+    if (bm_distance(actual, ch->target_bytes) < bm_distance(x->last_actual_bytes, ch->target_bytes))
         x->last_progress_mono_ns = at;
     x->last_actual_bytes = actual;
     if (o->progress)

@@ -184,7 +184,7 @@ bool bm_ledger_correct_balloon(const BmLedgerEntry *e, BmDomain *d, uint64_t tak
         taken_real_ns - e->last_ended_real_ns >= BM_BALLOON_READING_LAG_NS)
         return false;
     uint64_t a = d->actual_bytes, b = e->last_reached_bytes;
-    if ((a > b ? a - b : b - a) < (1ull << 20))
+    if (bm_distance(a, b) < (1ull << 20))
         return false;
     d->actual_bytes = b;
     return true;

@@ -171,8 +171,7 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
          * work too (a real idle guest read 28% of a CPU over its own inflate, so its next
          * inflate was deferred as a busy guest's) */
         bool moved = bm_present(d->actual_bytes) && bm_present(prev->actual_bytes) &&
-                     (d->actual_bytes > prev->actual_bytes ? d->actual_bytes - prev->actual_bytes
-                                                           : prev->actual_bytes - d->actual_bytes) >= MiB;
+                     bm_distance(d->actual_bytes, prev->actual_bytes) >= MiB;
         bool measured = !moved && ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;
         ret->busy_measured = measured && ret->cpu_rate >= BM_BUSY_CPU_SHARE;
         /* and a guest found busy within BM_BUSY_HOLD_S stays busy unless this reading measured

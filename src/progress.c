@@ -24,8 +24,8 @@ const char *bm_progress_format(const char *name, uint64_t from_bytes, uint64_t t
                                uint64_t actual_bytes, uint64_t elapsed_ns, char *buf, size_t n)
 {
     char shown[128], from[32], target[32], at[32], rate[40] = "", eta[32] = "";
-    uint64_t moved = actual_bytes > from_bytes ? actual_bytes - from_bytes : from_bytes - actual_bytes;
-    uint64_t left = actual_bytes > target_bytes ? actual_bytes - target_bytes : target_bytes - actual_bytes;
+    uint64_t moved = bm_distance(actual_bytes, from_bytes);
+    uint64_t left = bm_distance(actual_bytes, target_bytes);
     if (moved > 0 && elapsed_ns > 0) {
         double bps = (double)moved / (elapsed_ns / 1e9);
         char r[32];

@@ -31,6 +31,12 @@ static inline uint64_t bm_reported(uint64_t v, uint64_t scale)
     return __builtin_mul_overflow(v, scale, &r) || r > BM_COUNT_MAX ? BM_ABSENT : r;
 }
 
+/* |a - b| of two sizes, without wrapping. */
+static inline uint64_t bm_distance(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : b - a;
+}
+
 /* *c += n, saturating at BM_COUNT_MAX. */
 static inline void bm_count_add(uint64_t *c, uint64_t n)
 {

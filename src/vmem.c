@@ -150,16 +150,11 @@ int bm_vmem_target(const BmBalloonConfig *c, size_t index, uint64_t target_bytes
     return 0;
 }
 
-static uint64_t distance(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : b - a;
-}
-
 void bm_vmem_wait_init(BmVmemWait *w, uint64_t from_plugged_bytes, uint64_t requested_bytes,
                        uint64_t now_ns, unsigned timeout_ms, unsigned stall_ms)
 {
     *w = (BmVmemWait){.requested_bytes = requested_bytes,
-                      .closest_bytes = distance(from_plugged_bytes, requested_bytes),
+                      .closest_bytes = bm_distance(from_plugged_bytes, requested_bytes),
                       .started_ns = now_ns, .last_progress_ns = now_ns,
                       .timeout_ns = (uint64_t)timeout_ms * 1000000ull,
                       .stall_ns = (uint64_t)stall_ms * 1000000ull};
@@ -169,7 +164,7 @@ BmVmemWaitState bm_vmem_wait_step(BmVmemWait *w, bool have_reading, uint64_t plu
                                   uint64_t now_ns)
 {
     if (have_reading) {
-        uint64_t d = distance(plugged_bytes, w->requested_bytes);
+        uint64_t d = bm_distance(plugged_bytes, w->requested_bytes);
         if (d == 0)
             return BM_VMEM_REACHED;
         if (d < w->closest_bytes) {
