@@ -47,8 +47,8 @@ static const char *journal_message(const char *line)
 }
 
 /* Sends one record to the journal (sd-journal's native protocol): MESSAGE, PRIORITY,
- * SYSLOG_IDENTIFIER, MESSAGE_ID when message_id, and the n_fields "NAME=value" fields.
- * Returns 0 or -errno (no journal socket: the caller writes the line to stderr). */
+ * SYSLOG_IDENTIFIER, MESSAGE_ID when message_id, and the n_fields "NAME=value" fields (a NULL
+ * one left out). Returns 0 or -errno (no journal socket: the caller writes the line to stderr). */
 static int journal_send(int prio, const char *message_id, const char *message,
                         char *const *fields, size_t n_fields)
 {
@@ -65,12 +65,23 @@ static int journal_send(int prio, const char *message_id, const char *message,
         iov[n++] = (struct iovec){id_field, strlen(id_field)};
     }
     for (size_t i = 0; i < n_fields && n < BM_ARRAY_SIZE(iov); i++)
-        iov[n++] = (struct iovec){fields[i], strlen(fields[i])};
+        if (fields[i])
+            iov[n++] = (struct iovec){fields[i], strlen(fields[i])};
     /* sd-journal drops records silently when journald's socket is missing: look first */
     struct stat st;
     if (stat(JOURNAL_SOCKET, &st) < 0 || !S_ISSOCK(st.st_mode))
         return -ENOENT;
     return sd_journal_sendv(iov, (int)n);
+}
+
+/* journal_send() of a record whose fields the caller allocated: frees them, sent or not. */
+static int journal_send_fields(int prio, const char *message_id, const char *message, char **fields,
+                               size_t n_fields)
+{
+    int r = journal_send(prio, message_id, message, fields, n_fields);
+    for (size_t i = 0; i < n_fields; i++)
+        free(fields[i]);
+    return r;
 }
 
 /* Writes text (without a final newline) as lines: to the journal when stderr is the journal
@@ -169,10 +180,7 @@ void bm_log_change(const char *domain, const char *uuid, const char *why, bool v
                      bm_asprintf("BALLOONMGR_DURATION_S=%.3f", c->duration_ns / 1e9),
                      bm_asprintf("BALLOONMGR_WHY=%s", why && *why ? why : "-"),
                      vmem ? bm_asprintf("BALLOONMGR_DEVICE=virtio_mem") : NULL};
-        int r = journal_send(prio, BM_LOG_ID_CHANGE, msg, f, BM_ARRAY_SIZE(f) - !vmem);
-        for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
-            free(f[i]);
-        if (r >= 0)
+        if (journal_send_fields(prio, BM_LOG_ID_CHANGE, msg, f, BM_ARRAY_SIZE(f)) >= 0)
             return;
     }
     _cleanup_free_ char *rec = bm_log_format_change(domain, uuid, why, vmem, c);
@@ -212,10 +220,7 @@ void bm_log_decision(const char *domain, const char *uuid, const char *action, c
                      bm_asprintf("BALLOONMGR_FROM_BYTES=%" PRIu64, from_bytes),
                      bm_asprintf("BALLOONMGR_TARGET_BYTES=%" PRIu64, target_bytes),
                      bm_asprintf("BALLOONMGR_REASON=%s", reason ? reason : "")};
-        int ret = journal_send(LOG_INFO, BM_LOG_ID_DECISION, msg, f, BM_ARRAY_SIZE(f));
-        for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
-            free(f[i]);
-        if (ret >= 0)
+        if (journal_send_fields(LOG_INFO, BM_LOG_ID_DECISION, msg, f, BM_ARRAY_SIZE(f)) >= 0)
             return;
     }
     _cleanup_free_ char *rec =
@@ -232,10 +237,7 @@ void bm_log_mode(BmHostMode from, BmHostMode to, const char *reason)
         char *f[] = {bm_asprintf("BALLOONMGR_MODE_FROM=%s", bm_host_mode_name(from)),
                      bm_asprintf("BALLOONMGR_MODE=%s", bm_host_mode_name(to)),
                      bm_asprintf("BALLOONMGR_REASON=%s", reason ? reason : "")};
-        int ret = journal_send(LOG_NOTICE, BM_LOG_ID_MODE, msg, f, BM_ARRAY_SIZE(f));
-        for (size_t i = 0; i < BM_ARRAY_SIZE(f); i++)
-            free(f[i]);
-        if (ret >= 0)
+        if (journal_send_fields(LOG_NOTICE, BM_LOG_ID_MODE, msg, f, BM_ARRAY_SIZE(f)) >= 0)
             return;
     }
     bm_log(LOG_NOTICE, "balloonmgr: mode from=%s to=%s reason='%s'", bm_host_mode_name(from),
