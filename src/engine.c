@@ -382,6 +382,9 @@ static int read_domains_view(BmEngine *e)
     clear_view(e);
     e->snap = snap;
     e->have_snap = true;
+    for (size_t i = 0; i < e->snap.n_domains; i++)
+        if (!e->snap.domains[i].read_real_ns)
+            e->snap.domains[i].read_real_ns = e->snap.taken_real_ns;
     /* the one join of this reading: the ledger brought in line through the rows, which every
      * step after it walks */
     uint64_t now_s = snap.taken_real_ns / 1000000000ull;

@@ -238,6 +238,7 @@ void bm_ledger_note_reading(BmLedgerEntry *e, const BmDomain *d, BmHostMode mode
                               .swap_in_bytes = d->swap_in_bytes,
                               .last_update_s = d->last_update_s,
                               .taken_s = now_s,
+                              .taken_ns = d->read_real_ns,
                               .used_bytes = used,
                               .actual_bytes = d->actual_bytes,
                               .used_peak_bytes = peak,

@@ -32,6 +32,9 @@ typedef struct {
     uint64_t swap_in_bytes;
     uint64_t last_update_s; /* guest stats timestamp */
     uint64_t taken_s;       /* when the reading was taken */
+    uint64_t taken_ns;      /* the same in nanoseconds (BmDomain.read_real_ns); 0: not known.
+                             * QEMU's counters over two readings 2.97 s apart counted as 2 whole
+                             * seconds read a one-vCPU guest at 148% of a CPU */
     uint64_t used_bytes;    /* what the guest used (bm_domain_used_bytes); BM_ABSENT */
     uint64_t actual_bytes;  /* its balloon then; BM_ABSENT */
     uint64_t used_peak_bytes; /* the most it used in the last BM_USED_PEAK_S or so; BM_ABSENT */

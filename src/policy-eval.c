@@ -58,11 +58,20 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 
 /* Rate of a cumulative counter between two readings, per second; -1 when unknown or when the
  * counter went backwards (guest rebooted). */
-static double rate(uint64_t cur, uint64_t prev, uint64_t dt_s)
+static double rate(uint64_t cur, uint64_t prev, double dt_s)
 {
-    if (!bm_present(cur) || !bm_present(prev) || dt_s == 0 || cur < prev)
+    if (!bm_present(cur) || !bm_present(prev) || !(dt_s > 0) || cur < prev)
         return -1;
-    return (double)(cur - prev) / (double)dt_s;
+    return (double)(cur - prev) / dt_s;
+}
+
+/* The seconds between the previous reading and this one by the host's clock: nanoseconds where
+ * both readings have them, whole seconds otherwise (a span of 2.97 s then counts as 2) */
+static double reading_span_s(const BmDomain *d, const BmPrevReading *prev, uint64_t now_s)
+{
+    if (d->read_real_ns && prev->taken_ns && d->read_real_ns > prev->taken_ns)
+        return (double)(d->read_real_ns - prev->taken_ns) / 1e9;
+    return now_s > prev->taken_s ? (double)(now_s - prev->taken_s) : 0;
 }
 
 /* How much more the guest uses than at the previous reading. For a guest with deflate-on-oom
@@ -115,8 +124,8 @@ static void starve(const BmDomain *d, const BmPrevReading *prev, uint64_t dt_s, 
     if (!bm_present(prev->actual_bytes) || !bm_present(d->actual_bytes) ||
         d->actual_bytes + MiB <= prev->actual_bytes)
         return;
-    ret->alloc_stall_rate = rate(s->alloc_stalls, prev->alloc_stalls, dt_s);
-    ret->direct_reclaim_rate = rate(s->direct_reclaim_bytes, prev->direct_reclaim_bytes, dt_s);
+    ret->alloc_stall_rate = rate(s->alloc_stalls, prev->alloc_stalls, (double)dt_s);
+    ret->direct_reclaim_rate = rate(s->direct_reclaim_bytes, prev->direct_reclaim_bytes, (double)dt_s);
     ret->starving = ret->alloc_stall_rate >= BM_STARVE_STALL_RATE ||
                     ret->direct_reclaim_rate >= BM_STARVE_DIRECT_RECLAIM_RATE;
 }
@@ -156,20 +165,19 @@ void bm_guest_pressure(const BmDomain *d, const BmPrevReading *prev, const BmGue
             dt = d->last_update_s - prev->last_update_s;
         else if (now_s > prev->taken_s)
             dt = now_s - prev->taken_s;
-        ret->major_fault_rate = rate(d->major_faults, prev->major_faults, dt);
-        ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, dt);
+        ret->major_fault_rate = rate(d->major_faults, prev->major_faults, (double)dt);
+        ret->swap_in_rate = rate(d->swap_in_bytes, prev->swap_in_bytes, (double)dt);
         growth(d, prev, ret->used_bytes, dt, ret);
         /* QEMU's counters: the readings' clock */
-        uint64_t host_dt = now_s > prev->taken_s ? now_s - prev->taken_s : 0;
+        double host_dt = reading_span_s(d, prev, now_s);
         ret->disk_read_rate = rate(d->disk_read_bytes, prev->disk_read_bytes, host_dt);
         ret->cpu_rate = rate(d->cpu_time_ns, prev->cpu_time_ns, host_dt);
         if (ret->cpu_rate >= 0)
             ret->cpu_rate /= 1e9;
-        /* busy: measured over two seconds or more; closer readings (whole seconds of both
-         * clocks) keep what the last measure said for BM_BUSY_HOLD_S. Not measured where its
-         * balloon moved since the previous reading: its vCPUs then did the balloon driver's
-         * work too (a real idle guest read 28% of a CPU over its own inflate, so its next
-         * inflate was deferred as a busy guest's) */
+        /* busy: measured over two seconds or more; closer readings keep what the last measure
+         * said for BM_BUSY_HOLD_S. Not measured where its balloon moved since the previous
+         * reading: its vCPUs then did the balloon driver's work too (a real idle guest read 28%
+         * of a CPU over its own inflate, so its next inflate was deferred as a busy guest's) */
         bool moved = bm_present(d->actual_bytes) && bm_present(prev->actual_bytes) &&
                      bm_distance(d->actual_bytes, prev->actual_bytes) >= MiB;
         bool measured = !moved && ret->cpu_rate >= 0 && host_dt >= BM_BUSY_MIN_SPAN_S;

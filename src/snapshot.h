@@ -54,6 +54,9 @@ typedef struct {
     uint64_t disk_read_reqs;    /* read requests of all its disks, cumulative */
     uint64_t cpu_time_ns;       /* CPU time of the domain (cpu.time), cumulative: a guest whose
                                  * vCPUs idle is using no page cache */
+    uint64_t read_real_ns;      /* wall clock of this reading (the engine sets the snapshot's);
+                                 * 0: not known (a hand-made domain): its rates then count whole
+                                 * seconds */
     bool balloon_known;         /* balloon config read from the XML */
     BmBalloonConfig balloon;
     /* Moved through its virtio-mem devices (bm_domain_move_by()): max_bytes and actual_bytes

@@ -127,6 +127,7 @@ static const BmStateField reading_fields[] = {
     READING("swap_in_bytes", swap_in_bytes, BM_STATE_OPTIONAL),
     READING("last_update", last_update_s, BM_STATE_OPTIONAL),
     READING("taken_at", taken_s, BM_STATE_TIME),
+    READING("taken_at_ns", taken_ns, BM_STATE_TIME),
     READING("used_bytes", used_bytes, BM_STATE_OPTIONAL),
     READING("actual_bytes", actual_bytes, BM_STATE_OPTIONAL),
     READING("used_peak_bytes", used_peak_bytes, BM_STATE_OPTIONAL),

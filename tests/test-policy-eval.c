@@ -1623,6 +1623,57 @@ static void test_busy_mark_and_margin(void)
     bm_ledger_clear(&l);
 }
 
+/* The rates of QEMU's counters (CPU time, disk reads) are taken over the readings' own clock in
+ * nanoseconds: two readings 2.97 s apart fall 2 whole seconds apart, and a real one-vCPU guest
+ * at a whole CPU read "its vCPUs at 148% of a CPU". A domain whose reading has no clock (made by
+ * hand, or a state file of an older version) still counts whole seconds. */
+static void test_rates_over_the_readings_clock(void)
+{
+    BmDomain d[1];
+    d[0] = guest("busy", 2 * GiB, 2 * GiB, 1536 * MiB);
+    d[0].unused_bytes = 600 * MiB;
+    d[0].disk_caches_bytes = 936 * MiB;
+    d[0].cpu_time_ns = 5000000000ull + 2970000000ull; /* one CPU for 2.97 s */
+    d[0].disk_read_bytes = 297 * MiB;                  /* 100 MiB/s for 2.97 s */
+    d[0].read_real_ns = NOW * 1000000000ull + 980000000ull;
+    BmLedger l;
+    ledger_with_yield(&l, d, 1, (BmYield){0});
+    BmLedgerEntry *e = bm_ledger_entry(&l, d[0].uuid, NULL);
+    e->prev.cpu_time_ns = 5000000000ull;
+    e->prev.disk_read_bytes = 0;
+    e->prev.taken_s = NOW - 2;
+    e->prev.taken_ns = (NOW - 2) * 1000000000ull + 10000000ull;
+    BmHost h = host(16 * GiB, 1400 * MiB);
+    BmPlan p = eval(&h, d, 1, &l, P);
+    const BmDecision *x = &p.decisions[0];
+    diag("busy: %s", words(&p, x));
+    ok(x->pressure.cpu_rate > 0.99 && x->pressure.cpu_rate < 1.01,
+       "2.97 s of CPU time in 2.97 s (2 whole seconds): one CPU (%.3f)", x->pressure.cpu_rate);
+    ok(x->pressure.disk_read_rate > 99.0 * MiB && x->pressure.disk_read_rate < 101.0 * MiB,
+       "  its disk reads 100 MiB/s (%.1f)", x->pressure.disk_read_rate / MiB);
+    ok(x->pressure.busy_measured, "  measured busy: the span is 2.97 s");
+    ok(strstr(words(&p, x), "148%") == NULL, "  the reason does not say 148%% of a CPU");
+    bm_plan_clear(&p);
+    /* no clock on this reading: whole seconds, as before */
+    d[0].read_real_ns = 0;
+    p = eval(&h, d, 1, &l, P);
+    ok(p.decisions[0].pressure.cpu_rate > 1.48 && p.decisions[0].pressure.cpu_rate < 1.49,
+       "no clock in the reading: whole seconds (%.3f)", p.decisions[0].pressure.cpu_rate);
+    bm_plan_clear(&p);
+    /* a clock that went back (the wall clock set back between the readings): whole seconds */
+    d[0].read_real_ns = e->prev.taken_ns - 1000000000ull;
+    p = eval(&h, d, 1, &l, P);
+    ok(p.decisions[0].pressure.cpu_rate > 1.48 && p.decisions[0].pressure.cpu_rate < 1.49,
+       "  nor one behind the previous reading's (%.3f)", p.decisions[0].pressure.cpu_rate);
+    bm_plan_clear(&p);
+    /* the ledger keeps the clock for the next pass (taken_at_ns in the state file) */
+    d[0].read_real_ns = NOW * 1000000000ull + 980000000ull;
+    BmSnapshot snap = {.domains = d, .n_domains = 1};
+    route_note(&l, &snap, NULL, BM_HOST_RECLAIM, NOW, 0);
+    ok(e->prev.taken_ns == d[0].read_real_ns && e->prev.taken_s == NOW, "  the ledger keeps both clocks");
+    bm_ledger_clear(&l);
+}
+
 /* An inflate of free memory alone that returned nothing teaches that the guest's free memory
  * is unbacked, not that its page cache returns nothing: a cold cache beyond it is still taken
  * (issue 49's database run left a step unmet for the rest of the episode beside a cold cache of
@@ -2595,6 +2646,7 @@ int main(void)
     test_free_memory_lesson_keeps_the_cache_in_reach();
     test_inflate_in_flight_that_hurts_stops();
     test_busy_mark_and_margin();
+    test_rates_over_the_readings_clock();
     test_refaulting_guest_given_back();
     test_refaulting_guest_kept_near_oom();
     test_inflates_that_cost_or_give_nothing_given_back();

@@ -364,7 +364,7 @@ static void make_ledger(void)
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = 42, .swap_in_bytes = BM_ABSENT,
                               .last_update_s = 1700000000, .taken_s = 1700000005,
-                              .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT,
+                              .taken_ns = 1700000005970000000ull, .used_bytes = 300ull << 20, .actual_bytes = BM_ABSENT,
                               .used_peak_bytes = 340ull << 20, .used_peak_s = 1699999990};
     e = bm_ledger_entry(&prev, "aaaaaaaa-2222-3333-4444-555555555555", "two");
     e->have_prev = true;
@@ -391,6 +391,7 @@ static void test_round_trip(void)
     const BmLedgerEntry *b0 = bm_ledger_find(&back, "11111111-2222-3333-4444-555555555555");
     ok(b0 && b0->have_prev && b0->prev.major_faults == 42 && !bm_present(b0->prev.swap_in_bytes) &&
            b0->prev.last_update_s == 1700000000 && b0->prev.taken_s == 1700000005 &&
+           b0->prev.taken_ns == 1700000005970000000ull &&
            b0->prev.used_bytes == 300ull << 20 && !bm_present(b0->prev.actual_bytes) &&
            b0->prev.used_peak_bytes == 340ull << 20 && b0->prev.used_peak_s == 1699999990,
        "counters round-trip, absent stays absent");
@@ -398,6 +399,7 @@ static void test_round_trip(void)
     ok(b1 && b1->have_prev && b1->prev.swap_in_bytes == 7 && strcmp(b1->name, "two") == 0 &&
            !bm_present(b1->prev.used_bytes) && b1->prev.actual_bytes == 1ull << 30,
        "second domain by uuid, with its name");
+    ok(b1 && b1->prev.taken_ns == 0, "  a reading without its clock in nanoseconds comes back without");
     ok(b1 && b1->features_known && strcmp(b1->boot, "0b5e1d-boot/7") == 0 &&
            b1->sg == BM_FEAT_NEGOTIATED && b1->ioeventfd == BM_SWITCH_OFF,
        "the SG/ioeventfd verdict and the start it belongs to round-trip");
@@ -691,7 +693,7 @@ static void fill_extreme(BmLedger *l, uint64_t u, double s)
     BmLedgerEntry *e = bm_ledger_entry(l, "11111111-2222-3333-4444-555555555555", "web1");
     e->have_prev = true;
     e->prev = (BmPrevReading){.major_faults = u, .swap_in_bytes = u, .last_update_s = u,
-                              .taken_s = u, .used_bytes = u, .actual_bytes = u,
+                              .taken_s = u, .taken_ns = u, .used_bytes = u, .actual_bytes = u,
                               .used_peak_bytes = u, .used_peak_s = u, .given_s = u,
                               .oom_kills = u, .alloc_stalls = u, .direct_reclaim_bytes = u,
                               .oom_s = u};
