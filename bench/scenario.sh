@@ -100,7 +100,11 @@
 # agent reported memory unmet (balloonmgr_host_unmet_bytes > 0) while the cold cache guest
 # still held more than BM_SCENARIO_COLD_LEFT MiB of page cache above its keep_free (15%: the
 # smaller of its page cache and its usable memory beyond that) and its balloon was not growing
-# (issue 49: "no step stays unmet while another guest holds cold cache the host backs").
+# (issue 49: "no step stays unmet while another guest holds cold cache the host backs"); and
+# what ran on the hot guest's CPU (CPU 1 when isolated, else the whole machine) before, under
+# pressure, in the minute after and in its worst 10 s window: its QEMU's share of that CPU,
+# the hypervisor's steal, other work there, its QEMU's major and minor faults on the host
+# (whether a dip of its rate came from its CPU or from within the guest).
 # The hot guest's label in the JSON and the table says which of these a run had (e.g.
 # read+touched+pinned).
 # The timer runs every timer_interval of the policy (60 s without it).
@@ -119,8 +123,6 @@ case "$LAYOUT" in default|issue49) ;; *) echo "scenario: BM_SCENARIO_LAYOUT '$LA
 HOG_TARGET=${BM_HOG_TARGET:-8%}
 [ "$LAYOUT" = default ] || HOG_TARGET=${BM_HOG_TARGET:-9%}
 HOG_FLOOR=${BM_HOG_FLOOR:-1.5G}
-# issue49: the step to 7% of MemTotal must be 256 MiB above the floor (bm-mem-hog's rule): on 24
-# GiB, 1687 MiB, so the floor there is 1 GiB
 # issue49: 7% of MemTotal must be 256 MiB above the floor (bm-mem-hog), and the floor above half
 # of reclaim_below (5%): the issue's steps keep the host far from its own OOM, and a hog that
 # took MemAvailable below that line for a moment made the agent take a hot cache as near OOM
@@ -422,7 +424,8 @@ run_one() {
     local port="" agent="" sampler timer=""
     [ "$kind" = agent ] && port=$(bm_free_port)
     sample_loop() {
-        local offs=() i c size off st met hog_rss t psi avail hp
+        local offs=() i c size off st met hog_rss t psi avail hp cpu hotq hotq_pid="" cpu_line=cpu
+        [ "$ISOLATE" = 0 ] || cpu_line=cpu1
         for i in "${!GUESTS[@]}"; do offs[i]=0; done
         while :; do
             # the host's figures first, with the time they belong to
@@ -434,6 +437,16 @@ run_one() {
                 [ -s "$hp" ] && hog_rss=$((hog_rss + $(awk '/^VmRSS:/ { r = $2 } END { print r + 0 }' "/proc/$(cat "$hp")/status" 2>/dev/null || echo 0)))
             done
             psi=$(awk '{ split($2, a, "="); printf "%s%s", (NR > 1 ? "," : ""), a[2] }' /proc/pressure/memory 2>/dev/null || echo "0,0")
+            # the CPU the hot guest runs on (CPU 1 when isolated, else the whole machine's
+            # line): user nice system idle iowait irq softirq steal, in clock ticks; and the hot
+            # guest's QEMU: its user and system ticks, minor and major faults (of the host)
+            cpu=$(awk -v c="$cpu_line" '$1 == c { printf "[%s,%s,%s,%s,%s,%s,%s,%s]", $2, $3, $4, $5, $6, $7, $8, $9; exit }' /proc/stat 2>/dev/null)
+            [ -n "$cpu" ] || cpu=null
+            [ -n "$hotq_pid" ] || { [ "$HOT" = none ] || hotq_pid=$(cat "/run/libvirt/qemu/$(bm_dom hot).pid" 2>/dev/null) || hotq_pid=""; }
+            hotq=null
+            # (fields after the command's closing parenthesis: 8 minflt, 10 majflt, 12 utime, 13 stime)
+            [ -z "$hotq_pid" ] || hotq=$(awk '{ sub(/^.*\) /, ""); printf "[%s,%s,%s,%s]", $12, $13, $8, $10 }' "/proc/$hotq_pid/stat" 2>/dev/null) || hotq=null
+            [ -n "$hotq" ] || hotq=null
             st=$("$BM" -c "$BM_URI" status --json "${DOMS[@]}" 2>/dev/null) || st='{"domains":[]}'
             met='{}'
             if [ -n "$port" ]; then
@@ -446,11 +459,12 @@ run_one() {
                                  u == "" ? "null" : u, h == "" ? "null" : h }') || met='{}'
             fi
             jq -nc --argjson st "$st" --argjson met "$met" --arg t "$t" --arg psi "$psi" \
-                --argjson hog "${hog_rss:-0}" \
+                --argjson hog "${hog_rss:-0}" --argjson cpu "$cpu" --argjson hotq "$hotq" \
                 --argjson avail "$avail" '
                 { t: ($t | tonumber), avail: ($avail * 1024), hog: ($hog * 1024),
                   psi_some: ($psi | split(",")[0] | tonumber), psi_full: ($psi | split(",")[1] | tonumber),
                   passes: $met.passes, mode: $met.mode, unmet: $met.unmet, hot_taken: $met.hot,
+                  cpu: $cpu, hotq: $hotq,
                   # (a guest with a virtio-mem device: its base memory and what the devices have
                   # plugged, what the policy moves; the balloon figure of libvirt beside them,
                   # which status shows for a guest with a usable balloon, read the base alone in
@@ -906,10 +920,27 @@ analyse() {
         (if ([$H[] | select(.p != null)] | length) > 0 then "tps" else "MiB/s" end) as $unit |
         def mean: if length == 0 then null else add / length end;
         # the lowest mean over runs of consecutive lines of $L covering at least $w - 0.5 s
-        def worst($L; $w): [range(0; $L | length) as $i |
-            (reduce range($i; $L | length) as $j ({ n: 0, d: 0, done: false };
-                if .done then . else .n += $L[$j].r * $L[$j].s | .d += $L[$j].s | .done = (.d >= $w - 0.5) end)) |
-            select(.done) | .n / .d] | min;
+        def worst_at($L; $w): [range(0; $L | length) as $i |
+            (reduce range($i; $L | length) as $j ({ n: 0, d: 0, done: false, to: null };
+                if .done then . else .n += $L[$j].r * $L[$j].s | .d += $L[$j].s | .to = $L[$j].t |
+                                     .done = (.d >= $w - 0.5) end)) |
+            select(.done) | { r: (.n / .d), from: ($L[$i].t - $L[$i].s), to }] | min_by(.r);
+        def worst($L; $w): worst_at($L; $w) | if . == null then null else .r end;
+        # what ran on the CPU of the hot guest from $a to $z s (the first and the last sample
+        # between with both readings): the CPU time of its QEMU as a share of that CPU, the time
+        # the hypervisor under this machine took from it (steal), the rest of its busy time (the
+        # kernel and other processes there), and the faults of that QEMU on the host
+        def cpu_in($a; $z): ([$S[] | select(.t >= $a and .t <= $z and .cpu != null and .hotq != null)]) as $c |
+            if ($c | length) < 2 then null else ($c | first) as $p | ($c | last) as $q |
+                ([range(0; 8) | $q.cpu[.] - $p.cpu[.]] | add) as $tot |
+                if $tot <= 0 then null else
+                ((($q.hotq[0] + $q.hotq[1]) - ($p.hotq[0] + $p.hotq[1])) / $tot) as $qemu |
+                (($q.cpu[7] - $p.cpu[7]) / $tot) as $steal |
+                ((($q.cpu[3] + $q.cpu[4]) - ($p.cpu[3] + $p.cpu[4])) / $tot) as $idle |
+                { from: $p.t, to: $q.t, qemu: ($qemu * 1000 | round / 1000), steal: ($steal * 1000 | round / 1000),
+                  idle: ($idle * 1000 | round / 1000),
+                  other: ((1 - $qemu - $steal - $idle) | if . < 0 then 0 else . end | . * 1000 | round / 1000),
+                  major_faults: ($q.hotq[3] - $p.hotq[3]), minor_faults: ($q.hotq[2] - $p.hotq[2]) } end end;
         ([$H[] | select(.t >= 1 and .t > $t_hog - 40 and .t <= $t_hog) | .r] | mean) as $b |
         ([$H[] | select(.t > $t_hog and .t <= $t_hog_end) | .r] | mean) as $u |
         ([$H[] | select(.t > $t_hog_end and .t <= $t_hog_end + 60) | .r] | mean) as $a |
@@ -931,6 +962,12 @@ analyse() {
           work_lost_s: (if $u == null or $b == null or $b == 0 then null
                         else (1 - $u / $b) * ($t_hog_end - $t_hog) | . * 10 | round / 10 end),
           worst_10s_ratio: ratio(worst($W; 10)),
+          # its CPU (cpu_in above) before, under pressure, in the minute after and in its worst
+          # 10 s window
+          cpu: { before: cpu_in($t_hog - 40; $t_hog), under_pressure: cpu_in($t_hog; $t_hog_end),
+                 after: cpu_in($t_hog_end; $t_hog_end + 60),
+                 worst_10s: (worst_at($W; 10) as $x | if $x == null then null
+                             else cpu_in($x.from - 0.5; $x.to + 0.5) end) },
           back_to_90pct_s: (if $back == null then null else $back * 10 | round / 10 end),
           read_before_bytes: reads($t_hog - 40; $t_hog),
           read_under_pressure_bytes: reads($t_hog; $t_hog_end),
@@ -960,7 +997,9 @@ analyse() {
            " still ballooned 2 passes after comfortable \(.host.after_comfortable.still_ballooned_bytes | mib) MiB" +
            "; below 10% of MemTotal \(.host.seconds_below_10pct_in_pressure) s, QEMU RSS mean under pressure \(.host.qemu_rss.mean_under_pressure_bytes | mib) MiB" +
            (if .host.unmet_with_cold_cache == null then "" else "; unmet while the cold cache guest held cache \(.host.unmet_with_cold_cache.seconds) s" end) +
-           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate before \(.hot.rate_before // "-" | if type == "number" then . * 10 | round / 10 else . end) \(.hot.rate_unit), under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst 5 s \(.hot.worst_ratio // "-") x, worst 10 s \(.hot.worst_10s_ratio // "-") x, back to 0.9 x \(.hot.back_to_90pct_s // "-") s after the hog, work lost \(.hot.work_lost_s // "-") s, read \(.hot.read_before_bytes | mib) MiB in the last 40 s before and \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" end)' "$out"
+           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate before \(.hot.rate_before // "-" | if type == "number" then . * 10 | round / 10 else . end) \(.hot.rate_unit), under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst 5 s \(.hot.worst_ratio // "-") x, worst 10 s \(.hot.worst_10s_ratio // "-") x, back to 0.9 x \(.hot.back_to_90pct_s // "-") s after the hog, work lost \(.hot.work_lost_s // "-") s, read \(.hot.read_before_bytes | mib) MiB in the last 40 s before and \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" +
+              (if .hot.cpu.under_pressure == null then "" else "; its QEMU used \(.hot.cpu.under_pressure.qemu) of its CPU under pressure (steal \(.hot.cpu.under_pressure.steal), other work \(.hot.cpu.under_pressure.other))" +
+                (if .hot.cpu.worst_10s == null then "" else ", \(.hot.cpu.worst_10s.qemu) in its worst 10 s (steal \(.hot.cpu.worst_10s.steal), other work \(.hot.cpu.worst_10s.other), \(.hot.cpu.worst_10s.major_faults) major faults on the host)" end) end) end)' "$out"
 }
 
 # reanalyse RUN.json: the measurements again, from the raw material a run kept in RUN.d/ (the
@@ -1046,11 +1085,16 @@ table() {
         hotlost: [$runs[] | .hot.work_lost_s] | median,
         below10: [$runs[] | .host.seconds_below_10pct_in_pressure] | median,
         rssmean: [$runs[] | .host.qemu_rss.mean_under_pressure_bytes] | median,
-        coldunmet: [$runs[] | .host.unmet_with_cold_cache.seconds] | median
+        coldunmet: [$runs[] | .host.unmet_with_cold_cache.seconds] | median,
+        # the CPU of the hot guest (runs before it: "-")
+        cpuu: [$runs[] | .hot.cpu.under_pressure.qemu // empty] | median,
+        cpuw: [$runs[] | .hot.cpu.worst_10s.qemu // empty] | median,
+        cpuws: [$runs[] | .hot.cpu.worst_10s.steal // empty] | median,
+        cpuwo: [$runs[] | .hot.cpu.worst_10s.other // empty] | median
       }) |
-    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB | hot guest rate before | worst 10 s / before | back to 0.9 x after the hog s | hot guest work lost under pressure s | s below 10% of MemTotal under pressure | QEMU RSS mean under pressure MiB | s unmet while the cold cache guest held cache |"),
-    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
-    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) | \(if .hotb == null then "-" else "\(.hotb | num) \(.hotunit)" end) | \(.hotw10 // "-") | \(.hotback | num) | \(.hotlost | num) | \(.below10 | num) | \(.rssmean | mib) | \(.coldunmet | num) |")
+    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB | hot guest rate before | worst 10 s / before | back to 0.9 x after the hog s | hot guest work lost under pressure s | s below 10% of MemTotal under pressure | QEMU RSS mean under pressure MiB | s unmet while the cold cache guest held cache | hot QEMU share of its CPU under pressure | in the worst 10 s | steal there | other work there |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) | \(if .hotb == null then "-" else "\(.hotb | num) \(.hotunit)" end) | \(.hotw10 // "-") | \(.hotback | num) | \(.hotlost | num) | \(.below10 | num) | \(.rssmean | mib) | \(.coldunmet | num) | \(.cpuu // "-") | \(.cpuw // "-") | \(.cpuws // "-") | \(.cpuwo // "-") |")
     ' $files
 }
 
