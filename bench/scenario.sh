@@ -962,6 +962,9 @@ analyse() {
           work_lost_s: (if $u == null or $b == null or $b == 0 then null
                         else (1 - $u / $b) * ($t_hog_end - $t_hog) | . * 10 | round / 10 end),
           worst_10s_ratio: ratio(worst($W; 10)),
+          # the same window in the steady phase (from its first second to the hog), where
+          # nothing but the guests runs: how low this guest goes on this machine by itself
+          worst_10s_steady_ratio: ratio(worst([$H[] | select(.t >= 1 and .t <= $t_hog)]; 10)),
           # its CPU (cpu_in above) before, under pressure, in the minute after and in its worst
           # 10 s window
           cpu: { before: cpu_in($t_hog - 40; $t_hog), under_pressure: cpu_in($t_hog; $t_hog_end),
@@ -997,7 +1000,7 @@ analyse() {
            " still ballooned 2 passes after comfortable \(.host.after_comfortable.still_ballooned_bytes | mib) MiB" +
            "; below 10% of MemTotal \(.host.seconds_below_10pct_in_pressure) s, QEMU RSS mean under pressure \(.host.qemu_rss.mean_under_pressure_bytes | mib) MiB" +
            (if .host.unmet_with_cold_cache == null then "" else "; unmet while the cold cache guest held cache \(.host.unmet_with_cold_cache.seconds) s" end) +
-           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate before \(.hot.rate_before // "-" | if type == "number" then . * 10 | round / 10 else . end) \(.hot.rate_unit), under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst 5 s \(.hot.worst_ratio // "-") x, worst 10 s \(.hot.worst_10s_ratio // "-") x, back to 0.9 x \(.hot.back_to_90pct_s // "-") s after the hog, work lost \(.hot.work_lost_s // "-") s, read \(.hot.read_before_bytes | mib) MiB in the last 40 s before and \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" +
+           (if .hot == null then "" else "; hot guest (\(.hot.mode)): rate before \(.hot.rate_before // "-" | if type == "number" then . * 10 | round / 10 else . end) \(.hot.rate_unit), under pressure \(.hot.under_pressure_ratio // "-") x before, after \(.hot.after_ratio // "-") x, worst 5 s \(.hot.worst_ratio // "-") x, worst 10 s \(.hot.worst_10s_ratio // "-") x (in the steady phase \(.hot.worst_10s_steady_ratio // "-") x), back to 0.9 x \(.hot.back_to_90pct_s // "-") s after the hog, work lost \(.hot.work_lost_s // "-") s, read \(.hot.read_before_bytes | mib) MiB in the last 40 s before and \(.hot.read_under_pressure_bytes | mib) MiB under pressure, balloon down to \(.hot.min_current_bytes | mib) MiB" +
               (if .hot.cpu.under_pressure == null then "" else "; its QEMU used \(.hot.cpu.under_pressure.qemu) of its CPU under pressure (steal \(.hot.cpu.under_pressure.steal), other work \(.hot.cpu.under_pressure.other))" +
                 (if .hot.cpu.worst_10s == null then "" else ", \(.hot.cpu.worst_10s.qemu) in its worst 10 s (steal \(.hot.cpu.worst_10s.steal), other work \(.hot.cpu.worst_10s.other), \(.hot.cpu.worst_10s.major_faults) major faults on the host)" end) end) end)' "$out"
 }
@@ -1079,8 +1082,13 @@ table() {
         hotmin: [$runs[] | .hot.min_current_bytes] | median,
         # issue 49 (runs before it: "-")
         hotb: [$runs[] | .hot.rate_before] | median,
+        # its own rate under pressure and after (control is the reference: these compare modes
+        # without the noise of the 40 s before of each run)
+        hotru: [$runs[] | .hot.rate_under_pressure] | median,
+        hotra: [$runs[] | .hot.rate_after] | median,
         hotunit: ([$runs[] | .hot.rate_unit // empty] | first // ""),
         hotw10: [$runs[] | .hot.worst_10s_ratio] | median,
+        hotw10s: [$runs[] | .hot.worst_10s_steady_ratio // empty] | median,
         hotback: [$runs[] | .hot.back_to_90pct_s] | median,
         hotlost: [$runs[] | .hot.work_lost_s] | median,
         below10: [$runs[] | .host.seconds_below_10pct_in_pressure] | median,
@@ -1092,9 +1100,9 @@ table() {
         cpuws: [$runs[] | .hot.cpu.worst_10s.steal // empty] | median,
         cpuwo: [$runs[] | .hot.cpu.worst_10s.other // empty] | median
       }) |
-    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB | hot guest rate before | worst 10 s / before | back to 0.9 x after the hog s | hot guest work lost under pressure s | s below 10% of MemTotal under pressure | QEMU RSS mean under pressure MiB | s unmet while the cold cache guest held cache | hot QEMU share of its CPU under pressure | in the worst 10 s | steal there | other work there |"),
-    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
-    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) | \(if .hotb == null then "-" else "\(.hotb | num) \(.hotunit)" end) | \(.hotw10 // "-") | \(.hotback | num) | \(.hotlost | num) | \(.below10 | num) | \(.rssmean | mib) | \(.coldunmet | num) | \(.cpuu // "-") | \(.cpuw // "-") | \(.cpuws // "-") | \(.cpuwo // "-") |")
+    ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB | hot guest rate before | worst 10 s / before | back to 0.9 x after the hog s | hot guest work lost under pressure s | s below 10% of MemTotal under pressure | QEMU RSS mean under pressure MiB | s unmet while the cold cache guest held cache | hot QEMU share of its CPU under pressure | in the worst 10 s | steal there | other work there | hot guest rate under pressure | in the minute after | worst 10 s of the steady phase / before |"),
+    ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
+    (.[] | "| \(.mode) | \(.runs) | \(.relief | num) (\(.relieved)/\(.runs)) | \(.passes | num) | \(.below | num) | \(.balloon | mib) | \(.rss | mib) | \(.oom | num) | \(.allocfail | num) | \(.dead) | \(.majflt | num) | \(.swapin | mib) | \(.giveback | num) (\(.ballooned)/\(.runs)) | \(.steady | num) | \(.starved | num) | \(.left | mib) | \(.minavail | mib) | \(.psi | num) | \(.rev | num) (\(.revsum | num)) | \(.recrev | num) (\(.recrevsum | num)) | \(.rssrest | mib) | \(.rssmin | mib) | \(.left2 | mib) | \(.hotu // "-") | \(.hota // "-") | \(.hotw // "-") | \(.hotread | mib) | \(.hotmin | mib) | \(if .hotb == null then "-" else "\(.hotb | num) \(.hotunit)" end) | \(.hotw10 // "-") | \(.hotback | num) | \(.hotlost | num) | \(.below10 | num) | \(.rssmean | mib) | \(.coldunmet | num) | \(.cpuu // "-") | \(.cpuw // "-") | \(.cpuws // "-") | \(.cpuwo // "-") | \(if .hotru == null then "-" else "\(.hotru | num) \(.hotunit)" end) | \(if .hotra == null then "-" else "\(.hotra | num) \(.hotunit)" end) | \(.hotw10s // "-") |")
     ' $files
 }
 
