@@ -101,10 +101,11 @@
 # still held more than BM_SCENARIO_COLD_LEFT MiB of page cache above its keep_free (15%: the
 # smaller of its page cache and its usable memory beyond that) and its balloon was not growing
 # (issue 49: "no step stays unmet while another guest holds cold cache the host backs"); and
-# what ran on the hot guest's CPU (CPU 1 when isolated, else the whole machine) before, under
-# pressure, in the minute after and in its worst 10 s window: its QEMU's share of that CPU,
-# the hypervisor's steal, other work there, its QEMU's major and minor faults on the host
-# (whether a dip of its rate came from its CPU or from within the guest).
+# what ran on the hot guest's CPU (CPU 1 when isolated, else the whole machine, where a
+# one-vCPU guest at full speed is 0.5 of 2 CPUs) before, under pressure, in the minute after
+# and in its worst 10 s window: its QEMU's share of that CPU, the hypervisor's steal, other
+# work there, its QEMU's major and minor faults on the host (whether a dip of its rate came
+# from its CPU or from within the guest).
 # The hot guest's label in the JSON and the table says which of these a run had (e.g.
 # read+touched+pinned).
 # The timer runs every timer_interval of the policy (60 s without it).
