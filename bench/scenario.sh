@@ -443,7 +443,7 @@ run_one() {
             # guest's QEMU: its user and system ticks, minor and major faults (of the host)
             cpu=$(awk -v c="$cpu_line" '$1 == c { printf "[%s,%s,%s,%s,%s,%s,%s,%s]", $2, $3, $4, $5, $6, $7, $8, $9; exit }' /proc/stat 2>/dev/null)
             [ -n "$cpu" ] || cpu=null
-            [ -n "$hotq_pid" ] || { [ "$HOT" = none ] || hotq_pid=$(cat "/run/libvirt/qemu/$(bm_dom hot).pid" 2>/dev/null) || hotq_pid=""; }
+            [ -n "$hotq_pid" ] || [ "$HOT" = none ] || hotq_pid=$(bm_qemu_pid hot 2>/dev/null) || hotq_pid=""
             hotq=null
             # (fields after the command's closing parenthesis: 8 minflt, 10 majflt, 12 utime, 13 stime)
             [ -z "$hotq_pid" ] || hotq=$(awk '{ sub(/^.*\) /, ""); printf "[%s,%s,%s,%s]", $12, $13, $8, $10 }' "/proc/$hotq_pid/stat" 2>/dev/null) || hotq=null
@@ -508,7 +508,7 @@ run_one() {
     if [ "$ISOLATE" = 1 ]; then
         [ "$HOT" != none ] || die "BM_SCENARIO_ISOLATE=1 needs a hot guest"
         local hot_pid isolator
-        hot_pid=$(cat "/run/libvirt/qemu/$(bm_dom hot).pid" 2>/dev/null) || die "no QEMU pid of the hot guest"
+        hot_pid=$(bm_qemu_pid hot) || die "no QEMU pid of the hot guest"
         : >"$W/isolated"
         isolate_loop "$hot_pid" "$W/isolated" &
         isolator=$!
@@ -931,6 +931,7 @@ analyse() {
         # between with both readings): the CPU time of its QEMU as a share of that CPU, the time
         # the hypervisor under this machine took from it (steal), the rest of its busy time (the
         # kernel and other processes there), and the faults of that QEMU on the host
+        def milli: . * 1000 | round / 1000;
         def cpu_in($a; $z): ([$S[] | select(.t >= $a and .t <= $z and .cpu != null and .hotq != null)]) as $c |
             if ($c | length) < 2 then null else ($c | first) as $p | ($c | last) as $q |
                 ([range(0; 8) | $q.cpu[.] - $p.cpu[.]] | add) as $tot |
@@ -938,9 +939,8 @@ analyse() {
                 ((($q.hotq[0] + $q.hotq[1]) - ($p.hotq[0] + $p.hotq[1])) / $tot) as $qemu |
                 (($q.cpu[7] - $p.cpu[7]) / $tot) as $steal |
                 ((($q.cpu[3] + $q.cpu[4]) - ($p.cpu[3] + $p.cpu[4])) / $tot) as $idle |
-                { from: $p.t, to: $q.t, qemu: ($qemu * 1000 | round / 1000), steal: ($steal * 1000 | round / 1000),
-                  idle: ($idle * 1000 | round / 1000),
-                  other: ((1 - $qemu - $steal - $idle) | if . < 0 then 0 else . end | . * 1000 | round / 1000),
+                { from: $p.t, to: $q.t, qemu: ($qemu | milli), steal: ($steal | milli), idle: ($idle | milli),
+                  other: ((1 - $qemu - $steal - $idle) | if . < 0 then 0 else . end | milli),
                   major_faults: ($q.hotq[3] - $p.hotq[3]), minor_faults: ($q.hotq[2] - $p.hotq[2]) } end end;
         ([$H[] | select(.t >= 1 and .t > $t_hog - 40 and .t <= $t_hog) | .r] | mean) as $b |
         ([$H[] | select(.t > $t_hog and .t <= $t_hog_end) | .r] | mean) as $u |
@@ -953,7 +953,7 @@ analyse() {
                 if .done then . else .n += $L[$j].r * $L[$j].s | .d += $L[$j].s | .done = (.d >= 9.5) end)) |
             select(.done and .n / .d >= 0.9 * $b) | $L[$i].t - $L[$i].s - $t_hog_end | if . < 0 then 0 else . end] | first
          end) as $back |
-        def ratio($x): if $x == null or $b == null or $b == 0 then null else ($x / $b * 1000 | round / 1000) end;
+        def ratio($x): if $x == null or $b == null or $b == 0 then null else ($x / $b | milli) end;
         def reads($a; $z): ([series("hot")[] | select(.t >= $a and .t <= $z) | .reads // empty]) as $r |
             if ($r | length) < 2 then null else ($r | max) - ($r | min) end;
         { mode: $hot, rate_unit: $unit, rate_before: $b, rate_under_pressure: $u, rate_after: $a,
@@ -1091,17 +1091,17 @@ table() {
         hotra: [$runs[] | .hot.rate_after] | median,
         hotunit: ([$runs[] | .hot.rate_unit // empty] | first // ""),
         hotw10: [$runs[] | .hot.worst_10s_ratio] | median,
-        hotw10s: [$runs[] | .hot.worst_10s_steady_ratio // empty] | median,
+        hotw10s: [$runs[] | .hot.worst_10s_steady_ratio] | median,
         hotback: [$runs[] | .hot.back_to_90pct_s] | median,
         hotlost: [$runs[] | .hot.work_lost_s] | median,
         below10: [$runs[] | .host.seconds_below_10pct_in_pressure] | median,
         rssmean: [$runs[] | .host.qemu_rss.mean_under_pressure_bytes] | median,
         coldunmet: [$runs[] | .host.unmet_with_cold_cache.seconds] | median,
         # the CPU of the hot guest (runs before it: "-")
-        cpuu: [$runs[] | .hot.cpu.under_pressure.qemu // empty] | median,
-        cpuw: [$runs[] | .hot.cpu.worst_10s.qemu // empty] | median,
-        cpuws: [$runs[] | .hot.cpu.worst_10s.steal // empty] | median,
-        cpuwo: [$runs[] | .hot.cpu.worst_10s.other // empty] | median
+        cpuu: [$runs[] | .hot.cpu.under_pressure.qemu] | median,
+        cpuw: [$runs[] | .hot.cpu.worst_10s.qemu] | median,
+        cpuws: [$runs[] | .hot.cpu.worst_10s.steal] | median,
+        cpuwo: [$runs[] | .hot.cpu.worst_10s.other] | median
       }) |
     ("| mode | runs | host relief s (runs relieved before the hog ended) | passes | s below reclaim_below under pressure | balloons MiB | QEMU RSS drop MiB | guest OOM kills | alloc failures | panics/dead | major faults | swap-in MiB | give-back s (grower ballooned) | steady moves/min | grower s below keep_free | MiB still ballooned at end | min MemAvailable MiB | PSI some avg10 max | reversals/domain max (sum) | recorded reversals max (sum) | QEMU RSS at rest MiB | QEMU RSS lowest under pressure MiB | MiB ballooned 2 passes after comfortable | hot guest rate under pressure / before | in the minute after / before | worst 5 s / before | hot guest read from disk under pressure MiB | hot guest balloon lowest MiB | hot guest rate before | worst 10 s / before | back to 0.9 x after the hog s | hot guest work lost under pressure s | s below 10% of MemTotal under pressure | QEMU RSS mean under pressure MiB | s unmet while the cold cache guest held cache | hot QEMU share of its CPU under pressure | in the worst 10 s | steal there | other work there | hot guest rate under pressure | in the minute after | worst 10 s of the steady phase / before |"),
     ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"),
